@@ -1,0 +1,53 @@
+"""pymem: memory for AI agents, kept in PostgreSQL + pgvector.
+
+The logic lives in versioned SQL (schema ``pymem``); this package installs it
+(:func:`migrate`), connects to it (:class:`Database`) and wraps its functions.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("pymem-pg")
+except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = "0.0.0+source"
+
+from .db import AsyncDatabase, Database, connect  # noqa: E402
+from .errors import (  # noqa: E402
+    ConfigError,
+    ConflictError,
+    ConnectionError,
+    Error,
+    ExtensionError,
+    MigrationError,
+    NotFoundError,
+    PermissionError,
+    QueryError,
+    ServerError,
+    TimeoutError,
+    ValidationError,
+)
+from .migrations import check as check_migrations  # noqa: E402
+from .migrations import migrate  # noqa: E402
+from .settings import Settings  # noqa: E402
+
+__all__ = [
+    "AsyncDatabase",
+    "ConfigError",
+    "ConflictError",
+    "ConnectionError",
+    "Database",
+    "Error",
+    "ExtensionError",
+    "MigrationError",
+    "NotFoundError",
+    "PermissionError",
+    "QueryError",
+    "ServerError",
+    "Settings",
+    "TimeoutError",
+    "ValidationError",
+    "__version__",
+    "check_migrations",
+    "connect",
+    "migrate",
+]

@@ -1,0 +1,103 @@
+"""The ``pymem`` command: migrate, server status/stop, version, demo.
+
+Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
+3 ``migrate --check`` found the schema not current.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+
+from . import __version__, migrations, server
+from .db import Database, resolve_conninfo
+from .errors import Error
+from .settings import Settings
+
+
+def _settings() -> Settings:
+    try:
+        return Settings()
+    except ValueError as exc:  # pydantic's ValidationError is a ValueError
+        raise SystemExit(f"pymem: invalid PYMEM_* setting: {exc}") from None
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    settings = _settings()
+    conninfo = resolve_conninfo(settings)
+    if args.check:
+        problems = migrations.check(conninfo)
+        for p in problems:
+            print(f"pymem: {p}", file=sys.stderr)
+        if problems:
+            return 3
+        print("pymem: schema is current")
+        return 0
+    result = migrations.migrate(conninfo)
+    for name in result.applied:
+        print(f"applied {name}")
+    if not result.applied:
+        print("no pending migrations")
+    print(f"API functions refreshed from {len(result.api_files)} file(s)")
+    return 0
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    settings = _settings()
+    if args.action == "status":
+        info = server.status(settings.data_dir)
+        if info is None:
+            print(f"pymem: no embedded server is running on {server.pgdata_of(settings.data_dir)}")
+            return 1
+        print(info.uri)
+        print(f"pid {info.pid}, data {info.pgdata}", file=sys.stderr)
+        return 0
+    if args.action == "start":
+        print(server.start(settings.data_dir).uri)
+        return 0
+    stopped = server.stop(settings.data_dir)
+    print("stopped" if stopped else "not running")
+    return 0
+
+
+def cmd_version(args: argparse.Namespace) -> int:
+    print(f"pymem {__version__}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run
+
+    return run(_settings())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="pymem", description="Memory for AI agents in PostgreSQL.")
+    sub = p.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("migrate", help="bring the database to the current schema")
+    m.add_argument("--check", action="store_true", help="only report; exit 3 if not current")
+    m.set_defaults(func=cmd_migrate)
+    s = sub.add_parser("server", help="the embedded server (used when PYMEM_DSN is unset)")
+    s.add_argument("action", choices=["status", "start", "stop"])
+    s.set_defaults(func=cmd_server)
+    v = sub.add_parser("version", help="print pymem's version")
+    v.set_defaults(func=cmd_version)
+    d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
+    d.set_defaults(func=cmd_demo)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except Error as exc:
+        state = f" [SQLSTATE {exc.sqlstate}]" if exc.sqlstate else ""
+        print(f"pymem: {type(exc).__name__}: {exc}{state}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""pymem's exceptions, and the one place that turns database errors into them.
+
+Every exception is a :class:`pymem.Error` and carries ``sqlstate`` (the SQLSTATE the
+server raised, or ``None`` for errors found before a query was sent). SQL functions in
+schema ``pymem`` raise documented SQLSTATEs (README, "Errors"); :func:`translate` maps
+them, and PostgreSQL's own classes, to the hierarchy below.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+
+class Error(Exception):
+    """Base class of every error pymem raises."""
+
+    sqlstate: str | None = None
+    #: the constraint a class-23 error names, when the server says
+    constraint: str | None = None
+
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        super().__init__(message)
+        if sqlstate is not None:
+            self.sqlstate = sqlstate
+
+
+class ConfigError(Error):
+    """Settings that cannot work (bad DSN, pool sizes, ...)."""
+
+
+class ServerError(Error):
+    """The embedded server could not be started, found or stopped."""
+
+
+class ConnectionError(Error):  # noqa: A001 - pymem.ConnectionError reads naturally
+    """The database could not be reached, or the connection broke mid-call."""
+
+
+class MigrationError(Error):
+    """The schema is missing, behind, changed after it was applied, or cannot be installed."""
+
+
+class ExtensionError(MigrationError):
+    """pgvector is missing, too old, or this role may not create it (SQLSTATE PM001)."""
+
+
+class ValidationError(Error, ValueError):
+    """Input the API refuses: bad ids, scopes, content, limits, vectors (SQLSTATE class 22)."""
+
+
+class NotFoundError(Error, LookupError):
+    """The row a call names does not exist (SQLSTATE P0002)."""
+
+
+class ConflictError(Error):
+    """The call lost a race or would break a rule another row holds (class 23, 40001)."""
+
+
+class PermissionError(Error):  # noqa: A001
+    """The connected role may not do this (SQLSTATE 42501)."""
+
+
+class TimeoutError(Error):  # noqa: A001
+    """The statement ran past the configured statement timeout (SQLSTATE 57014)."""
+
+
+class QueryError(Error):
+    """Any other database error; ``sqlstate`` says which."""
+
+
+# SQLSTATE -> class, most specific first. pymem's own codes are in class PM.
+_BY_SQLSTATE: dict[str, type[Error]] = {
+    "PM001": ExtensionError,
+    "PM002": MigrationError,
+    "57014": TimeoutError,
+    "P0002": NotFoundError,
+    "42501": PermissionError,
+    "40001": ConflictError,
+    "40P01": ConflictError,
+    "3F000": MigrationError,  # invalid_schema_name: schema pymem is missing
+    "42883": MigrationError,  # undefined_function: API function missing, not migrated
+    "42P01": MigrationError,  # undefined_table
+}
+
+_BY_CLASS: dict[str, type[Error]] = {
+    "22": ValidationError,
+    "23": ConflictError,
+    "08": ConnectionError,
+    "57": ConnectionError,  # operator intervention: admin shutdown, terminated backend
+}
+
+
+def translate(exc: psycopg.Error) -> Error:
+    """Return the pymem exception for a psycopg error (chain it with ``raise ... from exc``)."""
+    sqlstate = getattr(exc, "sqlstate", None)
+    diag = getattr(exc, "diag", None)
+    message = (diag.message_primary if diag is not None else None) or str(exc).strip()
+    if diag is not None and diag.message_hint:
+        message = f"{message} (hint: {diag.message_hint})"
+    if sqlstate is None:
+        if isinstance(exc, psycopg.OperationalError):
+            return ConnectionError(message)
+        return QueryError(message)
+    cls = _BY_SQLSTATE.get(sqlstate) or _BY_CLASS.get(sqlstate[:2], QueryError)
+    err = cls(message, sqlstate=sqlstate)
+    err.constraint = diag.constraint_name if diag is not None else None
+    return err

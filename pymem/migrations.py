@@ -1,0 +1,176 @@
+"""Versioned SQL: bring a database to the current pymem schema.
+
+Layout of ``sql/`` (shipped in the wheel as ``pymem/sql``):
+
+* ``bootstrap.sql`` - schema ``pymem`` and the ``schema_migrations`` table; run first.
+* ``migrations/NNNN_name.sql`` - forward-only, applied once each, in order, each in its own
+  transaction, recorded with its sha256. Never edited after release: a changed applied
+  migration stops ``migrate`` (SQLSTATE PM002) and fails ``migrate --check``.
+* ``api/*.sql`` - ``CREATE OR REPLACE`` functions, re-applied in one transaction on every
+  migrate. They pin ``search_path`` (``SET search_path FROM CURRENT`` captures
+  ``pymem, <pgvector's schema>, pg_catalog, pg_temp``).
+* ``migrate.sql`` - the same procedure for plain ``psql``; generated from this module by
+  ``python -m pymem.migrations`` and checked by a test so the two never drift.
+
+Everything runs under one session-level advisory lock, so two migrations started at the same
+moment run one after the other; the second finds nothing left to do.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
+
+import psycopg
+
+from . import __version__
+from .db import connect, errors
+from .errors import MigrationError
+from .queries import Q, sql_root
+
+
+@dataclass(frozen=True)
+class Migration:
+    name: str  # file name without .sql, e.g. "0001_foundation"
+    sql: str
+    checksum: str  # sha256 of the file's bytes
+
+
+@dataclass(frozen=True)
+class Plan:
+    bootstrap: str
+    migrations: list[Migration]
+    api: list[tuple[str, str]]  # (file name, text), applied in this order
+
+
+@dataclass
+class Result:
+    applied: list[str] = field(default_factory=list)
+    api_files: list[str] = field(default_factory=list)
+
+
+def _files(folder: Traversable) -> list[Traversable]:
+    return sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+
+
+def load_plan(root: Traversable | None = None) -> Plan:
+    root = root or sql_root()
+    migrations = []
+    for f in _files(root / "migrations"):
+        data = f.read_bytes()
+        migrations.append(Migration(f.name[:-4], data.decode("utf-8"), hashlib.sha256(data).hexdigest()))
+    names = [m.name for m in migrations]
+    if len(set(n.split("_", 1)[0] for n in names)) != len(names):
+        raise MigrationError(f"two migrations share a number: {names}")
+    api = [(f.name, f.read_text(encoding="utf-8")) for f in _files(root / "api")]
+    return Plan((root / "bootstrap.sql").read_text(encoding="utf-8"), migrations, api)
+
+
+def migrate(conninfo: str, *, root: Traversable | None = None) -> Result:
+    """Apply pending migrations and re-apply the API files. Safe to run concurrently and twice."""
+    plan = load_plan(root)
+    result = Result()
+    with connect(conninfo) as conn, errors():
+        conn.execute(Q["migration_lock"], prepare=False)
+        try:
+            conn.execute(plan.bootstrap, prepare=False)
+            for m in plan.migrations:
+                args = {"name": m.name, "checksum": m.checksum, "version": __version__}
+                if not conn.execute(Q["migration_pending"], args, prepare=False).fetchone()[0]:
+                    continue
+                with conn.transaction():
+                    conn.execute(Q["migration_search_path"], prepare=False)
+                    conn.execute(m.sql, prepare=False)
+                    conn.execute(Q["migration_applied"], args, prepare=False)
+                result.applied.append(m.name)
+            with conn.transaction():
+                conn.execute(Q["migration_search_path"], prepare=False)
+                for name, text in plan.api:
+                    conn.execute(text, prepare=False)
+                    result.api_files.append(name)
+        finally:
+            if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
+                conn.execute(Q["migration_unlock"], prepare=False)
+    return result
+
+
+def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
+    """Problems that keep the database from being current; empty when it is."""
+    plan = load_plan(root)
+    with connect(conninfo) as conn, errors():
+        if not conn.execute(Q["schema_exists"]).fetchone()[0]:
+            return ["schema pymem is not installed: every migration is pending (run: pymem migrate)"]
+        applied = {row[0]: row[1] for row in conn.execute(Q["applied_migrations"])}
+    problems = []
+    known = {m.name for m in plan.migrations}
+    for m in plan.migrations:
+        if m.name not in applied:
+            problems.append(f"pending: migrations/{m.name}.sql has not been applied (run: pymem migrate)")
+        elif applied[m.name] != m.checksum:
+            problems.append(
+                f"changed: migrations/{m.name}.sql differs from the file applied "
+                f"(applied sha256 {applied[m.name]}, file sha256 {m.checksum})"
+            )
+    for name in sorted(set(applied) - known):
+        problems.append(f"unknown: migration {name} is applied but this pymem ({__version__}) does not ship it")
+    return problems
+
+
+def render_psql(root: Traversable | None = None) -> str:
+    """The text of sql/migrate.sql for this plan (psql glue around the same files and queries)."""
+    plan = load_plan(root)
+    def q(query: str, **literals: str) -> str:
+        # A named query as one psql step; \gset swallows its result row (and sends it once:
+        # the trailing semicolon is dropped, or psql would send the query a second time).
+        text = Q[query].rstrip().rstrip(";")
+        for param, value in literals.items():
+            text = text.replace(f"%({param})s", f"'{value}'")
+        return text + "\n" + r"\gset pymem_"
+
+    out = [
+        "-- migrate.sql: bring this database to the current pymem schema with plain psql:",
+        '--   psql -v ON_ERROR_STOP=1 -d "$DSN" -f sql/migrate.sql',
+        "-- Safe to run twice and concurrently (an advisory lock serialises runs).",
+        "-- GENERATED by `python -m pymem.migrations` from bootstrap.sql, migrations/, api/ and",
+        "-- queries.sql; do not edit (a test fails when this file is stale).",
+        r"\set ON_ERROR_STOP 1",
+        r"\set QUIET 1",
+        "SET client_min_messages = warning;",
+        q("migration_lock"),
+        r"\ir bootstrap.sql",
+    ]
+    for m in plan.migrations:
+        lit = {"name": m.name, "checksum": m.checksum}
+        out += [
+            "",
+            f"-- {m.name}",
+            q("migration_pending", **lit),
+            r"\if :pymem_pending",
+            "BEGIN;",
+            q("migration_search_path"),
+            rf"\ir migrations/{m.name}.sql",
+            q("migration_applied", **lit, version=__version__),
+            "COMMIT;",
+            r"\echo pymem: applied " + m.name,
+            r"\endif",
+        ]
+    out += ["", "-- API functions (re-applied every run)", "BEGIN;", q("migration_search_path")]
+    out += [rf"\ir api/{name}" for name, _ in plan.api]
+    out += ["COMMIT;", q("migration_unlock"), ""]
+    return "\n".join(out)
+
+
+def main() -> None:
+    """Regenerate sql/migrate.sql in a source checkout."""
+    root = sql_root()
+    target = root / "migrate.sql"
+    text = render_psql(root)
+    with open(str(target), "w", encoding="utf-8") as f:  # type: ignore[arg-type]
+        f.write(text)
+    print(f"wrote {target}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,56 @@
+"""Configuration: :class:`Settings`, read from ``PYMEM_*`` environment variables.
+
+With no DSN, pymem starts (or reuses) the embedded PostgreSQL server whose data lives in
+``data_dir``. Behind a transaction pooler (PgBouncer in transaction mode) set
+``PYMEM_PREPARE_THRESHOLD=none``: server-side prepared statements do not survive there.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import platformdirs
+from pydantic import Field, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    """The user's data directory for pymem (e.g. ``~/.local/share/pymem`` on Linux)."""
+    return Path(platformdirs.user_data_dir("pymem", appauthor=False))
+
+
+class Settings(BaseSettings):
+    """pymem's settings. Every field can be set as ``PYMEM_<FIELD>`` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="PYMEM_", env_parse_none_str="none", extra="forbid")
+
+    dsn: str | None = Field(
+        default=None,
+        description="libpq connection string or URI; empty means the embedded server.",
+    )
+    data_dir: Path = Field(
+        default_factory=default_data_dir,
+        description="Where the embedded server keeps its data (only used when dsn is empty).",
+    )
+    pool_min_size: int = Field(default=1, ge=0, description="Connections the pool keeps open.")
+    pool_max_size: int = Field(default=10, ge=1, description="Most connections the pool opens.")
+    pool_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for a free connection.")
+    statement_timeout_ms: int = Field(
+        default=30_000, ge=0, description="Server-side statement timeout per statement (0 = none)."
+    )
+    prepare_threshold: int | None = Field(
+        default=5,
+        ge=0,
+        description="Executions before psycopg prepares a statement; none for transaction poolers.",
+    )
+    application_name: str = Field(default="pymem", description="Shown in pg_stat_activity.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.dsn is not None and not self.dsn.strip():
+            self.dsn = None
+        if self.pool_min_size > self.pool_max_size:
+            raise ValueError(
+                f"pool_min_size ({self.pool_min_size}) is larger than pool_max_size ({self.pool_max_size})"
+            )
+        return self

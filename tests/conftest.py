@@ -1,0 +1,174 @@
+"""Test harness: one embedded PostgreSQL server per test session (in a temporary directory,
+never the user's data directory), a template database migrated once, and a database cloned
+from it for each test (pytest-postgresql's DatabaseJanitor). No mocks anywhere.
+
+Fixtures:
+  pg_server   the session's server (ServerInfo: uri, socket_dir, port, pgdata)
+  admin       a superuser autocommit connection to the maintenance database
+  dsn         a fresh migrated database for this test (conninfo string)
+  conn        an autocommit pymem connection to ``dsn``
+  empty_dsn   a fresh database with nothing installed (for migration tests)
+  as_role     as_role(name, dsn=None, superuser=False) -> conninfo of a login role
+  catalog     catalog(dsn) -> a snapshot of schema pymem built from pg_catalog
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+# Before pymem reads any setting: tests never touch a user's data directory or DSN.
+_SCRATCH = Path(tempfile.mkdtemp(prefix="pymem-tests-"))
+os.environ["PYMEM_DATA_DIR"] = str(_SCRATCH / "default-data")
+os.environ.pop("PYMEM_DSN", None)
+
+import psycopg  # noqa: E402
+import pytest  # noqa: E402
+from psycopg import sql  # noqa: E402
+from psycopg.conninfo import make_conninfo  # noqa: E402
+from pytest_postgresql.janitor import DatabaseJanitor  # noqa: E402
+
+import pymem  # noqa: E402
+from pymem import server  # noqa: E402
+
+TEMPLATE = "pymem_template"
+_counter = itertools.count()
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    data_dir = _SCRATCH / "server"
+    info = server.start(data_dir)
+    with psycopg.connect(info.uri, autocommit=True) as c:
+        # Test-only durability trade: nothing here must survive a crash of the test machine.
+        for setting in ("fsync = off", "synchronous_commit = off", "full_page_writes = off"):
+            c.execute(f"ALTER SYSTEM SET {setting}")
+        c.execute("SELECT pg_reload_conf()")
+    yield info
+    server.stop(data_dir)
+    server.stop(_SCRATCH / "default-data")  # if a CLI test started the default one
+    shutil.rmtree(_SCRATCH, ignore_errors=True)
+
+
+def _janitor(info: server.ServerInfo, dbname: str, **kw) -> DatabaseJanitor:
+    return DatabaseJanitor(
+        user="postgres", host=str(info.socket_dir), port=info.port or 5432, dbname=dbname, password=None, **kw
+    )
+
+
+def dsn_for(info: server.ServerInfo, dbname: str, **params) -> str:
+    return make_conninfo(info.uri, dbname=dbname, **params)
+
+
+@pytest.fixture(scope="session")
+def template_db(pg_server):
+    janitor = _janitor(pg_server, TEMPLATE, as_template=True)
+    janitor.drop()
+    janitor.init()
+    pymem.migrate(dsn_for(pg_server, TEMPLATE))
+    yield TEMPLATE
+    janitor.drop()
+
+
+@pytest.fixture
+def admin(pg_server):
+    with psycopg.connect(pg_server.uri, autocommit=True) as c:
+        yield c
+
+
+@pytest.fixture
+def dsn(pg_server, template_db):
+    name = f"pymem_t{next(_counter)}"
+    janitor = _janitor(pg_server, name, template_dbname=template_db)
+    janitor.init()
+    yield dsn_for(pg_server, name)
+    janitor.drop()
+
+
+@pytest.fixture
+def empty_dsn(pg_server):
+    name = f"pymem_e{next(_counter)}"
+    janitor = _janitor(pg_server, name)
+    janitor.init()
+    yield dsn_for(pg_server, name)
+    janitor.drop()
+
+
+@pytest.fixture
+def conn(dsn):
+    with pymem.connect(dsn) as c:
+        yield c
+
+
+@pytest.fixture
+def as_role(pg_server, dsn):
+    """as_role(name) -> conninfo for ``dsn`` as login role ``name`` (created if missing)."""
+
+    def make(name: str, *, on: str | None = None, superuser: bool = False, createdb: bool = False) -> str:
+        with psycopg.connect(pg_server.uri, autocommit=True) as c:
+            exists = c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone()
+            if not exists:
+                c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(name)))
+            c.execute(
+                sql.SQL("ALTER ROLE {} {} {}").format(
+                    sql.Identifier(name),
+                    sql.SQL("SUPERUSER" if superuser else "NOSUPERUSER"),
+                    sql.SQL("CREATEDB" if createdb else "NOCREATEDB"),
+                )
+            )
+        return make_conninfo(on or dsn, user=name)
+
+    return make
+
+
+CATALOG_QUERIES = {
+    "schemas": """
+        SELECT n.nspname, n.nspacl::text, obj_description(n.oid, 'pg_namespace')
+        FROM pg_namespace n WHERE n.nspname = 'pymem'""",
+    "relations": """
+        SELECT c.relname, c.relkind, c.relacl::text, c.reloptions::text, c.relrowsecurity,
+               obj_description(c.oid, 'pg_class')
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'pymem'""",
+    "columns": """
+        SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+               pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated, a.attacl::text
+        FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace
+        LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE n.nspname = 'pymem' AND a.attnum > 0 AND NOT a.attisdropped""",
+    "constraints": """
+        SELECT conrelid::regclass::text, conname, pg_get_constraintdef(k.oid)
+        FROM pg_constraint k JOIN pg_namespace n ON n.oid = k.connamespace WHERE n.nspname = 'pymem'""",
+    "indexes": """
+        SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'pymem'""",
+    "functions": """
+        SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid), p.proacl::text,
+               obj_description(p.oid, 'pg_proc')
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'pymem'""",
+    "triggers": """
+        SELECT t.tgrelid::regclass::text, t.tgname, pg_get_triggerdef(t.oid)
+        FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'pymem' AND NOT t.tgisinternal""",
+    "policies": """
+        SELECT tablename, policyname, permissive, roles::text, cmd, qual, with_check
+        FROM pg_policies WHERE schemaname = 'pymem'""",
+    "types": """
+        SELECT t.typname, t.typtype FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+        WHERE n.nspname = 'pymem' AND t.typtype <> 'c' AND t.typelem = 0""",
+    "extensions": """
+        SELECT e.extname, n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace""",
+}
+
+
+def catalog_snapshot(dsn: str) -> dict[str, list[tuple]]:
+    """Schema pymem as pg_catalog sees it, free of OIDs, sorted: equal snapshots = equal schemas."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        return {k: sorted(c.execute(q).fetchall(), key=repr) for k, q in CATALOG_QUERIES.items()}
+
+
+@pytest.fixture
+def catalog():
+    return catalog_snapshot

@@ -1,0 +1,221 @@
+"""Versioned SQL: fresh install, idempotence, psql == Python, upgrades from every earlier
+version, concurrent migrations, --check, pgvector discovery."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pymem
+from pymem import migrations, server
+from pymem.queries import sql_root
+
+
+def psql(dsn: str, *args: str) -> subprocess.CompletedProcess:
+    exe = server.bin_dir() / "psql"
+    return subprocess.run(
+        [str(exe), "-X", "-v", "ON_ERROR_STOP=1", "-d", dsn, *args], capture_output=True, text=True, timeout=120
+    )
+
+
+def applied(dsn: str) -> list[tuple]:
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT name, checksum, pymem_version, applied_at FROM pymem.schema_migrations").fetchall()
+
+
+def test_migrate_installs_schema_and_records_every_migration(empty_dsn):
+    result = pymem.migrate(empty_dsn)
+    plan = migrations.load_plan()
+    assert result.applied == [m.name for m in plan.migrations]
+    rows = applied(empty_dsn)
+    assert [(r[0], r[1], r[2]) for r in rows] == [(m.name, m.checksum, pymem.__version__) for m in plan.migrations]
+    assert pymem.check_migrations(empty_dsn) == []
+
+
+def test_second_migrate_changes_nothing(empty_dsn, catalog):
+    pymem.migrate(empty_dsn)
+    before, rows = catalog(empty_dsn), applied(empty_dsn)
+    again = pymem.migrate(empty_dsn)
+    assert again.applied == []
+    assert catalog(empty_dsn) == before
+    assert applied(empty_dsn) == rows
+
+
+def test_psql_migrate_sql_twice_equals_python_migrate(empty_dsn, dsn, catalog):
+    script = str(Path(str(sql_root())) / "migrate.sql")
+    first = psql(empty_dsn, "-f", script)
+    assert first.returncode == 0, first.stderr
+    assert "applied 0001_foundation" in first.stdout
+    rows = applied(empty_dsn)
+    second = psql(empty_dsn, "-f", script)
+    assert second.returncode == 0, second.stderr
+    assert "applied" not in second.stdout
+    assert applied(empty_dsn) == rows
+    assert pymem.check_migrations(empty_dsn) == []
+    # `dsn` was migrated by Python (the template): both paths give the same catalog.
+    assert catalog(empty_dsn) == catalog(dsn)
+
+
+def test_migrate_sql_is_generated_from_the_current_files():
+    committed = (sql_root() / "migrate.sql").read_text(encoding="utf-8")
+    assert committed == migrations.render_psql(), "sql/migrate.sql is stale: run python -m pymem.migrations"
+
+
+def _partial_root(tmp_path: Path, keep: int) -> Path:
+    root = tmp_path / f"sql{keep}"
+    shutil.copytree(str(sql_root()), root)
+    for f in sorted((root / "migrations").glob("*.sql"))[keep:]:
+        f.unlink()
+    for f in (root / "api").glob("*.sql"):
+        f.unlink()  # an old version's API files are not ours to replay; migrations alone
+    return root
+
+
+def test_upgrade_from_every_earlier_version_equals_fresh_install(empty_dsn, dsn, catalog, pg_server, tmp_path):
+    from conftest import _janitor, dsn_for  # noqa: PLC0415
+
+    fresh = catalog(dsn)
+    n = len(migrations.load_plan().migrations)
+    for keep in range(n + 1):
+        name = f"pymem_upgrade_{keep}"
+        janitor = _janitor(pg_server, name)
+        janitor.drop()
+        janitor.init()
+        try:
+            target = dsn_for(pg_server, name)
+            migrations.migrate(target, root=_partial_root(tmp_path, keep))  # "version keep"
+            pymem.migrate(target)  # upgrade to current
+            assert catalog(target) == fresh, f"upgrade from {keep} migration(s) differs from a fresh install"
+        finally:
+            janitor.drop()
+
+
+def test_check_reports_pending_and_changed_migrations(empty_dsn, tmp_path):
+    problems = pymem.check_migrations(empty_dsn)
+    assert problems and "not installed" in problems[0]
+    pymem.migrate(empty_dsn, root=_partial_root(tmp_path, 0))  # bootstrap only
+    assert any(p.startswith("pending: migrations/0001_foundation.sql") for p in pymem.check_migrations(empty_dsn))
+    pymem.migrate(empty_dsn)
+    assert pymem.check_migrations(empty_dsn) == []
+
+    edited = tmp_path / "edited"
+    shutil.copytree(str(sql_root()), edited)
+    with open(edited / "migrations" / "0001_foundation.sql", "a") as f:
+        f.write("\n-- an edit after release\n")
+    problems = pymem.check_migrations(empty_dsn, root=edited)
+    assert len(problems) == 1 and problems[0].startswith("changed: migrations/0001_foundation.sql")
+    with pytest.raises(pymem.MigrationError) as err:
+        pymem.migrate(empty_dsn, root=edited)
+    assert err.value.sqlstate == "PM002"
+
+
+def test_check_reports_migrations_this_version_does_not_ship(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("INSERT INTO pymem.schema_migrations VALUES ('9999_future', repeat('a', 64), '9.9.9')")
+    assert pymem.check_migrations(dsn) == [
+        f"unknown: migration 9999_future is applied but this pymem ({pymem.__version__}) does not ship it"
+    ]
+
+
+def _lock_waiters(dsn: str) -> int:
+    with psycopg.connect(dsn) as c:
+        return c.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND wait_event = 'advisory'"
+            " AND datname = current_database()"
+        ).fetchone()[0]
+
+
+@pytest.mark.parametrize("second", ["python", "psql"])
+def test_concurrent_migrations_wait_for_each_other(empty_dsn, catalog, second):
+    """Explicit interleaving: A holds the migration lock; B starts and must wait (seen in
+    pg_stat_activity) without touching the database; A releases; B then migrates alone, and
+    a further run changes nothing."""
+    from pymem.queries import Q
+
+    holder = psycopg.connect(empty_dsn, autocommit=True)
+    holder.execute(Q["migration_lock"])
+    outcome: dict = {}
+
+    def run_b():
+        try:
+            if second == "python":
+                outcome["result"] = pymem.migrate(empty_dsn)
+            else:
+                outcome["result"] = psql(empty_dsn, "-f", str(Path(str(sql_root())) / "migrate.sql"))
+        except Exception as exc:  # reported below
+            outcome["error"] = exc
+
+    b = threading.Thread(target=run_b)
+    b.start()
+    deadline = time.monotonic() + 30
+    while _lock_waiters(empty_dsn) == 0 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _lock_waiters(empty_dsn) == 1, "B did not wait on the migration lock"
+    assert b.is_alive()
+    # while B waits, nothing has been created
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        assert c.execute("SELECT to_regclass('pymem.schema_migrations')").fetchone()[0] is None
+    holder.close()  # A's session ends: the lock goes with it and B proceeds ...
+    b.join(60)
+    assert "error" not in outcome, outcome.get("error")
+    assert pymem.check_migrations(empty_dsn) == []
+    before = catalog(empty_dsn)
+    # ... and a run racing a finished one changes nothing.
+    pymem.migrate(empty_dsn)
+    assert catalog(empty_dsn) == before
+
+
+def test_many_simultaneous_migrations_apply_each_migration_once(empty_dsn):
+    errors: list[Exception] = []
+    barrier = threading.Barrier(6)
+
+    def run():
+        barrier.wait()
+        try:
+            pymem.migrate(empty_dsn)
+        except Exception as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    names = [r[0] for r in applied(empty_dsn)]
+    assert names == [m.name for m in migrations.load_plan().migrations]
+
+
+def test_finds_pgvector_in_a_non_public_schema(empty_dsn):
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        c.execute("CREATE SCHEMA ext; CREATE EXTENSION vector SCHEMA ext")
+    pymem.migrate(empty_dsn)
+    with pymem.Database(pymem.Settings(dsn=empty_dsn)) as db:
+        assert db.about()["vector_schema"] == "ext"
+        with db.connection() as c:
+            # types are registered from the schema found, not from search_path
+            v = c.execute("SELECT '[1,2]'::ext.vector").fetchone()[0]
+    assert list(v.to_list()) == [1.0, 2.0]
+
+
+def test_role_that_may_not_create_pgvector_gets_a_clear_error(empty_dsn, as_role):
+    role_dsn = as_role("pymem_no_ext", on=empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        c.execute(f'GRANT CREATE ON DATABASE "{c.info.dbname}" TO pymem_no_ext')
+    with pytest.raises(pymem.ExtensionError) as err:
+        pymem.migrate(role_dsn)
+    assert err.value.sqlstate == "PM001"
+    assert "CREATE EXTENSION vector" in str(err.value)
+    # the failed migration left nothing half-applied
+    assert pymem.check_migrations(empty_dsn)[0].startswith("pending: migrations/0001_foundation.sql")
+    # once an administrator creates the extension, the same role migrates fine
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        c.execute("CREATE EXTENSION vector")
+    pymem.migrate(role_dsn)
+    assert pymem.check_migrations(role_dsn) == []
