@@ -52,10 +52,11 @@ $$;
 -- migration_search_path(): sets, for the current transaction, the search_path under which
 -- migrations and API files are created: pymem, the schema pgvector lives in (found, not
 -- assumed), pg_catalog, pg_temp. API functions capture it with SET search_path FROM CURRENT.
+-- It has no SET clause of its own on purpose: a function's SET would undo its set_config at
+-- exit. Every name in it is qualified instead.
 CREATE OR REPLACE FUNCTION pymem.migration_search_path()
 RETURNS text
 LANGUAGE sql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT pg_catalog.set_config(
         'search_path',

@@ -1,0 +1,80 @@
+"""The `pymem` console script, run as a user would: from an unrelated directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pymem
+from pymem import server
+from pymem.queries import sql_root
+
+PYMEM = Path(sys.executable).parent / "pymem"
+
+
+def run(*args: str, env: dict | None = None, cwd: Path) -> subprocess.CompletedProcess:
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([str(PYMEM), *args], capture_output=True, text=True, cwd=cwd, env=full_env, timeout=180)
+
+
+def test_console_script_is_installed():
+    assert PYMEM.exists(), "pip install did not create the pymem console script"
+
+
+def test_version(tmp_path):
+    out = run("version", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.strip() == f"pymem {pymem.__version__}"
+
+
+def test_migrate_and_check_against_a_dsn(empty_dsn, tmp_path):
+    env = {"PYMEM_DSN": empty_dsn}
+    pending = run("migrate", "--check", env=env, cwd=tmp_path)
+    assert pending.returncode == 3 and "not installed" in pending.stderr
+    first = run("migrate", env=env, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr
+    assert "applied 0001_foundation" in first.stdout
+    second = run("migrate", env=env, cwd=tmp_path)
+    assert second.returncode == 0 and "no pending migrations" in second.stdout
+    ok = run("migrate", "--check", env=env, cwd=tmp_path)
+    assert ok.returncode == 0 and "current" in ok.stdout
+
+
+def test_bad_settings_and_unreachable_database_are_clear_errors(tmp_path):
+    bad = run("migrate", env={"PYMEM_POOL_MAX_SIZE": "many"}, cwd=tmp_path)
+    assert bad.returncode != 0 and "PYMEM_" in bad.stderr
+    gone = run("migrate", env={"PYMEM_DSN": f"host={tmp_path} dbname=x connect_timeout=2"}, cwd=tmp_path)
+    assert gone.returncode == 1 and "ConnectionError" in gone.stderr
+
+
+def test_demo_on_the_embedded_default_then_status_psql_and_stop(tmp_path, pg_server):
+    env = {"PYMEM_DATA_DIR": str(tmp_path / "data")}
+    try:
+        assert run("server", "status", env=env, cwd=tmp_path).returncode == 1
+        demo = run("demo", env=env, cwd=tmp_path)
+        assert demo.returncode == 0, demo.stderr
+        assert "embedded PostgreSQL" in demo.stdout and "0001_foundation" in demo.stdout
+        status = run("server", "status", env=env, cwd=tmp_path)
+        assert status.returncode == 0
+        uri = status.stdout.strip()
+        assert uri.startswith("postgresql://")
+        # plain psql against the URI status printed, twice, then --check is clean
+        psql = server.bin_dir() / "psql"
+        script = Path(str(sql_root())) / "migrate.sql"
+        for _ in range(2):
+            p = subprocess.run(
+                [str(psql), "-X", "-v", "ON_ERROR_STOP=1", "-d", uri, "-f", str(script)],
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert p.returncode == 0, p.stderr
+        assert run("migrate", "--check", env=env, cwd=tmp_path).returncode == 0
+        # a second demo reuses the server and its data
+        again = run("demo", env=env, cwd=tmp_path)
+        assert again.returncode == 0 and "none pending" in again.stdout
+    finally:
+        stop = run("server", "stop", env=env, cwd=tmp_path)
+    assert stop.returncode == 0 and stop.stdout.strip() == "stopped"
+    assert run("server", "status", env=env, cwd=tmp_path).returncode == 1

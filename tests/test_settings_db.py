@@ -1,0 +1,124 @@
+"""Settings, the pool (types, timeouts, prepare threshold), and error translation."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+import pymem
+from pymem.errors import translate
+
+
+def test_settings_read_pymem_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYMEM_DSN", "postgresql://u@h/db")
+    monkeypatch.setenv("PYMEM_POOL_MAX_SIZE", "7")
+    monkeypatch.setenv("PYMEM_STATEMENT_TIMEOUT_MS", "1500")
+    monkeypatch.setenv("PYMEM_PREPARE_THRESHOLD", "none")
+    monkeypatch.setenv("PYMEM_DATA_DIR", str(tmp_path))
+    s = pymem.Settings()
+    assert (s.dsn, s.pool_max_size, s.statement_timeout_ms, s.prepare_threshold, s.data_dir) == (
+        "postgresql://u@h/db",
+        7,
+        1500,
+        None,
+        tmp_path,
+    )
+
+
+def test_settings_defaults_and_validation(monkeypatch):
+    s = pymem.Settings()
+    assert s.dsn is None and s.prepare_threshold == 5 and s.pool_min_size <= s.pool_max_size
+    assert pymem.Settings(dsn="   ").dsn is None  # blank means "embedded"
+    with pytest.raises(ValueError, match="pool_min_size"):
+        pymem.Settings(pool_min_size=5, pool_max_size=2)
+    with pytest.raises(ValueError):
+        pymem.Settings(pool_max_size=0)
+    with pytest.raises(ValueError):
+        pymem.Settings(no_such_setting=1)
+
+
+def test_bad_dsn_is_a_config_error():
+    with pytest.raises(pymem.ConfigError):
+        pymem.Database(pymem.Settings(dsn="this is = not a dsn ="))
+
+
+def test_pool_registers_vector_and_applies_settings(dsn):
+    settings = pymem.Settings(dsn=dsn, statement_timeout_ms=1234, prepare_threshold=None, pool_min_size=1)
+    with pymem.Database(settings) as db:
+        with db.connection() as c:
+            vec, timeout, app = c.execute(
+                "SELECT '[1,2,3]'::vector, current_setting('statement_timeout'), current_setting('application_name')"
+            ).fetchone()
+            assert vec.to_list() == [1.0, 2.0, 3.0]
+            assert timeout == "1234ms" and app == "pymem"
+            assert c.prepare_threshold is None
+        assert db.about()["last_migration"] == "0001_foundation"
+
+
+def test_statement_timeout_becomes_timeout_error(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, statement_timeout_ms=50)) as db:
+        with pytest.raises(pymem.TimeoutError) as err, db.connection() as c:
+            c.execute("SELECT pg_sleep(2)")
+    assert err.value.sqlstate == "57014"
+
+
+def test_async_twin(dsn):
+    async def main():
+        async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn)) as db:
+            about = await db.about()
+            async with db.connection() as c:
+                cur = await c.execute("SELECT '[4,5]'::vector")
+                vec = (await cur.fetchone())[0]
+            return about, vec
+
+    about, vec = asyncio.run(main())
+    assert about["vector_version"].startswith("0.")
+    assert vec.to_list() == [4.0, 5.0]
+
+
+@pytest.mark.parametrize(
+    ("statement", "cls", "sqlstate"),
+    [
+        ("SELECT 1/0", pymem.ValidationError, "22012"),
+        ("SELECT '[1,2]'::vector(3)", pymem.ValidationError, "22000"),
+        ("SELECT pymem.no_such_function()", pymem.MigrationError, "42883"),
+        ("DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = 'PM002'; END $$", pymem.MigrationError, "PM002"),
+        ("DO $$ BEGIN RAISE EXCEPTION 'x' USING ERRCODE = 'P0002'; END $$", pymem.NotFoundError, "P0002"),
+        ("CREATE TEMP TABLE t (a int UNIQUE); INSERT INTO t VALUES (1), (1)", pymem.ConflictError, "23505"),
+        ("SELEC 1", pymem.QueryError, "42601"),
+    ],
+)
+def test_database_errors_map_to_pymem_errors(conn, statement, cls, sqlstate):
+    with pytest.raises(psycopg.Error) as raw:
+        conn.execute(statement)
+    err = translate(raw.value)
+    assert type(err) is cls and err.sqlstate == sqlstate
+    assert isinstance(err, pymem.Error)
+
+
+def test_unique_violation_carries_constraint_name(conn):
+    conn.execute("CREATE TEMP TABLE t (a int CONSTRAINT t_a_key UNIQUE)")
+    conn.execute("INSERT INTO t VALUES (1)")
+    with pytest.raises(pymem.ConflictError) as err, pymem.db.errors():
+        conn.execute("INSERT INTO t VALUES (1)")
+    assert err.value.constraint == "t_a_key"
+
+
+def test_unreachable_server_is_a_connection_error(tmp_path):
+    with pytest.raises(pymem.ConnectionError):
+        pymem.connect(f"host={tmp_path} dbname=nothing connect_timeout=2")
+
+
+def test_non_superuser_role_can_use_the_schema(dsn, as_role):
+    role = as_role("pymem_app_test")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT USAGE ON SCHEMA pymem TO pymem_app_test")
+        c.execute("GRANT SELECT ON pymem.schema_migrations TO pymem_app_test")
+    with pymem.Database(pymem.Settings(dsn=role)) as db, db.connection() as c:
+        assert c.execute("SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)").fetchone() == (
+            "pymem_app_test",
+            False,
+        )
+        assert db.about()["migrations"] == 1

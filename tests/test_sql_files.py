@@ -1,0 +1,139 @@
+"""Every SQL file parses without a database (PostgreSQL's own parser via pglast, PL/pgSQL
+bodies included), and every named query the Python layer sends is qualified by sqlglot
+against the migrated schema, so a renamed table, column or function fails here."""
+
+from __future__ import annotations
+
+import re
+
+import pglast
+import psycopg
+import pytest
+import sqlglot
+from sqlglot import exp
+from sqlglot.optimizer.qualify import qualify
+
+from pymem.queries import Q, parse_queries, sql_root
+
+ROOT = sql_root()
+
+
+def _sql_files():
+    files = [ROOT / "bootstrap.sql", ROOT / "queries.sql"]
+    for folder in ("migrations", "api"):
+        files += sorted((f for f in (ROOT / folder).iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
+    return files
+
+
+def _without_psql(text: str) -> str:
+    """Drop psql meta-command lines (\\ir, \\if ...) so the rest is plain SQL; \\gset ends a
+    statement as a semicolon would."""
+    lines = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("\\gset"):
+            lines.append(";")
+        elif not line.lstrip().startswith("\\"):
+            lines.append(line)
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("f", _sql_files() + [ROOT / "migrate.sql"], ids=lambda f: f.name)
+def test_sql_file_parses(f):
+    text = f.read_text(encoding="utf-8")
+    if f.name == "queries.sql":
+        text = re.sub(r"%\((\w+)\)s", "NULL", text)  # psycopg placeholders -> a parseable stand-in
+    stmts = pglast.parse_sql(_without_psql(text))
+    assert stmts, f"{f.name} holds no statement"
+    for raw in pglast.split(_without_psql(text)):
+        if re.search(r"LANGUAGE\s+plpgsql", raw, re.IGNORECASE) and re.match(r"\s*CREATE", raw, re.IGNORECASE):
+            pglast.parse_plpgsql(raw)  # raises on a syntax error inside the body
+        if re.match(r"\s*DO\b", raw, re.IGNORECASE):
+            body = re.search(r"\$\$(.*)\$\$", raw, re.DOTALL).group(1)
+            pglast.parse_plpgsql(f"CREATE FUNCTION pg_temp.f() RETURNS void LANGUAGE plpgsql AS $x${body}$x$")
+
+
+def test_plpgsql_syntax_errors_are_caught():
+    bad = "CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1 END; $$"
+    with pytest.raises(pglast.parser.ParseError):
+        pglast.parse_plpgsql(bad)
+
+
+def test_every_sql_file_puts_its_objects_in_schema_pymem():
+    create = re.compile(
+        r"CREATE\s+(?:OR\s+REPLACE\s+)?(?:UNIQUE\s+)?(FUNCTION|TABLE|VIEW|TYPE|SEQUENCE|PROCEDURE)\s+"
+        r"(?:IF\s+NOT\s+EXISTS\s+)?([\w.\"]+)",
+        re.IGNORECASE,
+    )
+    for f in _sql_files():
+        for kind, name in create.findall(f.read_text(encoding="utf-8")):
+            if name.startswith("pg_temp."):
+                continue
+            assert name.startswith("pymem."), f"{f.name}: {kind} {name} is not in schema pymem"
+
+
+def test_every_api_function_pins_search_path_and_declares_security(dsn):
+    with psycopg.connect(dsn) as c:
+        rows = c.execute(
+            """SELECT p.oid::regprocedure::text, p.proconfig, p.provolatile, p.prosecdef,
+                      pg_get_functiondef(p.oid)
+               FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+               WHERE n.nspname = 'pymem'"""
+        ).fetchall()
+    assert rows
+    for name, config, _volatile, _secdef, definition in rows:
+        if name == "pymem.migration_search_path()":
+            continue  # sets search_path for its caller's transaction; every name in it is qualified
+        pinned = [c for c in (config or []) if c.startswith("search_path=")]
+        assert pinned, f"{name} does not pin search_path"
+        assert pinned[0].rstrip().endswith("pg_temp"), f"{name}: pg_temp must come last in {pinned[0]}"
+        assert "public" not in pinned[0].split("=")[1].split(", ")[:1], f"{name} resolves public first"
+        assert re.search(r"SECURITY (INVOKER|DEFINER)", definition) or "SECURITY" not in definition
+
+
+def _schema(dsn) -> dict:
+    """{'pymem': {table: {column: type}}} for sqlglot, read from the migrated database."""
+    with psycopg.connect(dsn) as c:
+        rows = c.execute(
+            """SELECT table_schema, table_name, column_name, data_type FROM information_schema.columns
+               WHERE table_schema IN ('pymem', 'pg_catalog')"""
+        ).fetchall()
+        functions = {
+            r[0]
+            for r in c.execute(
+                "SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace"
+                " WHERE n.nspname = 'pymem'"
+            )
+        }
+    schema: dict = {}
+    for s, t, col, typ in rows:
+        schema.setdefault(s, {}).setdefault(t, {})[col] = "TEXT" if typ == "USER-DEFINED" else typ.upper()
+    return {"schema": schema, "functions": functions}
+
+
+@pytest.mark.parametrize("name", sorted(Q))
+def test_named_query_qualifies_against_the_schema(name, dsn):
+    info = _schema(dsn)
+    tree = sqlglot.parse_one(Q[name], read="postgres")
+    qualify(tree, schema=info["schema"], dialect="postgres", validate_qualify_columns=True, identify=False)
+    for table in tree.find_all(exp.Table):
+        if table.db:
+            assert table.name in info["schema"].get(table.db, {}), f"{name}: no table {table.db}.{table.name}"
+    for dot in tree.find_all(exp.Dot):
+        if isinstance(dot.this, exp.Identifier) and dot.this.name == "pymem":
+            fn = dot.expression
+            fname = fn.name if hasattr(fn, "name") else str(fn)
+            assert fname in info["functions"], f"{name}: no function pymem.{fname}"
+
+
+def test_a_renamed_column_fails_qualification(dsn):
+    info = _schema(dsn)
+    broken = Q["applied_migrations"].replace("m.checksum", "m.sha")
+    with pytest.raises(sqlglot.errors.OptimizeError):
+        qualify(sqlglot.parse_one(broken, read="postgres"), schema=info["schema"], dialect="postgres")
+
+
+def test_queries_file_rejects_duplicates_and_empty_bodies():
+    with pytest.raises(ValueError, match="twice"):
+        parse_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
+    with pytest.raises(ValueError, match="empty"):
+        parse_queries("-- name: a\n\n-- name: b\nSELECT 2;\n")
