@@ -8,7 +8,7 @@ Layout of ``sql/`` (shipped in the wheel as ``pymem/sql``):
   migration stops ``migrate`` (SQLSTATE PM002) and fails ``migrate --check``.
 * ``api/*.sql`` - ``CREATE OR REPLACE`` functions, re-applied in one transaction on every
   migrate. They pin ``search_path`` (``SET search_path FROM CURRENT`` captures
-  ``pymem, <pgvector's schema>, pg_catalog, pg_temp``).
+  ``pg_catalog, pymem, <pgvector's schema>, pg_temp``).
 * ``migrate.sql`` - the same procedure for plain ``psql``; generated from this module by
   ``python -m pymem.migrations`` and checked by a test so the two never drift.
 

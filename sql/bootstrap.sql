@@ -50,8 +50,8 @@ AS $$
 $$;
 
 -- migration_search_path(): sets, for the current transaction, the search_path under which
--- migrations and API files are created: pymem, the schema pgvector lives in (found, not
--- assumed), pg_catalog, pg_temp. API functions capture it with SET search_path FROM CURRENT.
+-- migrations and API files are created: pg_catalog first (so no look-alike can shadow a
+-- built-in), pymem, the schema pgvector lives in (found, not assumed), pg_temp last. API functions capture it with SET search_path FROM CURRENT.
 -- It has no SET clause of its own on purpose: a function's SET would undo its set_config at
 -- exit. Every name in it is qualified instead.
 CREATE OR REPLACE FUNCTION pymem.migration_search_path()
@@ -60,11 +60,11 @@ LANGUAGE sql VOLATILE SECURITY INVOKER
 AS $$
     SELECT pg_catalog.set_config(
         'search_path',
-        pg_catalog.concat_ws(', ', 'pymem',
+        pg_catalog.concat_ws(', ', 'pg_catalog', 'pymem',
             (SELECT pg_catalog.quote_ident(n.nspname::text)
                FROM pg_catalog.pg_extension AS e
                JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
-              WHERE e.extname = 'vector' AND n.nspname <> 'pymem'),
-            'pg_catalog', 'pg_temp'),
+              WHERE e.extname = 'vector' AND n.nspname NOT IN ('pymem', 'pg_catalog')),
+            'pg_temp'),
         true);
 $$;

@@ -28,11 +28,29 @@ COMMIT;
 \echo pymem: applied 0001_foundation
 \endif
 
+-- 0002_facts
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0002_facts', '1fd000834031b5aa01074f2b6234806b318d6a80db4fb3b3bf20118cb29bbcf2') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Sets the transaction's search_path for creating migrations and API functions.
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0002_facts.sql
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0002_facts', '1fd000834031b5aa01074f2b6234806b318d6a80db4fb3b3bf20118cb29bbcf2', '0.1.0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0002_facts
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Sets the transaction's search_path for creating migrations and API functions.
 SELECT pymem.migration_search_path()
 \gset pymem_
+\ir api/facts.sql
 \ir api/meta.sql
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

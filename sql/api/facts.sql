@@ -1,0 +1,607 @@
+-- facts.sql: the SQL API for durable facts (tables in migrations/0002_facts.sql).
+-- Re-applied (CREATE OR REPLACE) on every migrate. Called by pymem/facts.py and by any SQL
+-- client; README "SQL API / Facts" has a psql example for each function.
+--
+-- Subjects: (project_id, scope, scope_id). scope is 'agent' (the global tier), 'user' or
+-- 'project'. Reads and deletes: an empty user/project id matches nothing; '*' matches every
+-- subject of the scope (within the project) on purpose; an empty agent id is refused (it would
+-- mean every agent). Writes need a real id ('' is allowed at agent scope only, for a fact that
+-- no agent reads).
+--
+-- Equality (idempotent add): two contents are the same fact when they are equal after
+-- removing leading and trailing whitespace, folding every run of whitespace into one space and
+-- Unicode NFC normalisation. Case matters. The key is sha256 of that text (fact_key).
+--
+-- Locking: fact_add relies on the unique index facts_active_content_key (concurrent adders of
+-- one fact all get the one row); learned adds with a cap take a per-subject advisory xact lock
+-- so the cap holds under concurrency; fact_supersede locks the old row (FOR UPDATE), so of two
+-- concurrent supersedes exactly one wins and the other gets PM201.
+--
+-- Errors: 22023 invalid argument; P0002 no such fact; PM201 fact already superseded;
+-- PM202 the new content is already another active fact of the subject.
+
+-- fact_key(content): the equality key of a fact's content.
+CREATE OR REPLACE FUNCTION pymem.fact_key(content text)
+RETURNS bytea
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+    SELECT pg_catalog.sha256(pg_catalog.convert_to(
+        pg_catalog.normalize(
+            pg_catalog.regexp_replace(pg_catalog.regexp_replace(content, '^\s+|\s+$', '', 'g'), '\s+', ' ', 'g'),
+            'NFC'),
+        'UTF8'));
+$$;
+
+-- _fact_check_subject: validates a subject; returns false when a read/delete must match
+-- nothing (empty user or project id). purpose: 'write' or 'read'.
+CREATE OR REPLACE FUNCTION pymem._fact_check_subject(scope text, scope_id text, project_id text, purpose text)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF scope IS NULL OR scope NOT IN ('agent', 'user', 'project') THEN
+        RAISE EXCEPTION 'pymem: scope must be agent, user or project, not %', coalesce(pg_catalog.quote_literal(scope), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
+            USING ERRCODE = '22023';
+    END IF;
+    IF scope_id IS NULL OR pg_catalog.length(scope_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: scope_id must be a string of at most 256 characters'
+            USING ERRCODE = '22023';
+    END IF;
+    IF purpose = 'write' THEN
+        IF scope_id = '*' THEN
+            RAISE EXCEPTION 'pymem: ''*'' selects every % when reading or deleting; a fact cannot be written to it', scope
+                USING ERRCODE = '22023';
+        END IF;
+        IF scope_id = '' AND scope <> 'agent' THEN
+            RAISE EXCEPTION 'pymem: a % fact needs a % id; the empty id names no one', scope, scope
+                USING ERRCODE = '22023';
+        END IF;
+        RETURN true;
+    END IF;
+    IF scope_id = '' THEN
+        IF scope = 'agent' THEN
+            RAISE EXCEPTION 'pymem: an empty agent id would match every agent'
+                USING ERRCODE = '22023',
+                      HINT = 'Pass the agent id, or ''*'' to mean every agent on purpose.';
+        END IF;
+        RETURN false;
+    END IF;
+    RETURN true;
+END;
+$$;
+
+-- _fact_check_values: validates what a write stores; returns the content as stored (trimmed).
+CREATE OR REPLACE FUNCTION pymem._fact_check_values(
+    content text, confidence double precision, source text, trace_id text, metadata jsonb)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_content text := pg_catalog.regexp_replace(content, '^\s+|\s+$', '', 'g');
+BEGIN
+    IF v_content IS NULL OR v_content = '' THEN
+        RAISE EXCEPTION 'pymem: fact content must not be empty' USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.length(v_content) > 65536 THEN
+        RAISE EXCEPTION 'pymem: fact content is % characters; the limit is 65536', pg_catalog.length(v_content)
+            USING ERRCODE = '22023';
+    END IF;
+    IF confidence IS NULL OR confidence = 'NaN'::float8 OR confidence < 0 OR confidence > 1 THEN
+        RAISE EXCEPTION 'pymem: confidence must be between 0 and 1, not %', confidence USING ERRCODE = '22023';
+    END IF;
+    IF source IS NULL OR source NOT IN ('manual', 'learned', 'trace') THEN
+        RAISE EXCEPTION 'pymem: source must be manual, learned or trace, not %', coalesce(pg_catalog.quote_literal(source), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.length(trace_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: trace_id is longer than 256 characters' USING ERRCODE = '22023';
+    END IF;
+    IF metadata IS NULL OR pg_catalog.jsonb_typeof(metadata) <> 'object' THEN
+        RAISE EXCEPTION 'pymem: metadata must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    RETURN v_content;
+END;
+$$;
+
+-- _check_limit: a row limit between 0 and 10000.
+CREATE OR REPLACE FUNCTION pymem._check_limit(name text, value integer)
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF value IS NULL OR value < 0 OR value > 10000 THEN
+        RAISE EXCEPTION 'pymem: % must be between 0 and 10000, not %', name, coalesce(value::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN value;
+END;
+$$;
+
+-- _embedding_check: registers an embedder's dimension on first use and refuses a vector of
+-- another size, or one with NaN/Infinity. NULL embedding: nothing to check.
+CREATE OR REPLACE FUNCTION pymem._embedding_check(embedder text, embedding vector)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_dim integer;
+BEGIN
+    IF embedding IS NULL THEN
+        RETURN;
+    END IF;
+    IF embedder IS NULL OR embedder = '' OR pg_catalog.length(embedder) > 200 THEN
+        RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pymem.embedders AS e (name, dimension) VALUES (embedder, vector_dims(embedding))
+    ON CONFLICT (name) DO NOTHING;
+    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.name = embedder;
+    IF v_dim <> vector_dims(embedding) THEN
+        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, vector_dims(embedding)
+            USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- fact_add: adds a fact, or returns the active fact of the subject with the same content.
+--   SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Prefers email');
+-- created is false when the fact already existed. A learned fact (source 'learned') trims the
+-- subject's active learned facts to the newest max_learned (NULL: no cap) in this transaction;
+-- manual and trace facts are never touched by the cap. embedding/embedder, when given, are
+-- stored with the fact (or added to an existing one that lacks them).
+CREATE OR REPLACE FUNCTION pymem.fact_add(
+    scope text,
+    scope_id text,
+    content text,
+    project_id text DEFAULT '',
+    confidence double precision DEFAULT 1.0,
+    source text DEFAULT 'manual',
+    trace_id text DEFAULT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb,
+    max_learned integer DEFAULT 200,
+    embedding vector DEFAULT NULL,
+    embedder text DEFAULT NULL)
+RETURNS TABLE (id bigint, created boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_content text;
+    v_key bytea;
+    v_id bigint;
+    v_created boolean;
+BEGIN
+    PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'write');
+    v_content := pymem._fact_check_values(fact_add.content, fact_add.confidence, fact_add.source,
+                                          fact_add.trace_id, fact_add.metadata);
+    IF fact_add.max_learned < 0 THEN
+        RAISE EXCEPTION 'pymem: max_learned must be >= 0 or NULL (no cap)' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pymem._embedding_check(fact_add.embedder, fact_add.embedding);
+    v_key := pymem.fact_key(v_content);
+    IF fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
+        -- one learned writer per subject at a time, so the cap holds under concurrency
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
+            pg_catalog.concat_ws(pg_catalog.chr(31), 'pymem.facts.cap', fact_add.project_id, fact_add.scope, fact_add.scope_id), 0));
+    END IF;
+    LOOP
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata)
+        VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_content, v_key, fact_add.confidence,
+                fact_add.source, fact_add.trace_id, fact_add.metadata)
+        ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+        RETURNING f.id INTO v_id;
+        v_created := FOUND;
+        EXIT WHEN v_created;
+        -- the same fact exists (or a concurrent writer just committed it): return its id
+        SELECT f.id INTO v_id FROM pymem.facts AS f
+         WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
+           AND f.content_key = v_key AND f.superseded_by IS NULL;
+        EXIT WHEN FOUND;
+        -- it was superseded or forgotten in between: try the insert again
+    END LOOP;
+    IF fact_add.embedding IS NOT NULL THEN
+        INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
+        VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id, fact_add.embedder, fact_add.embedding)
+        ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
+    END IF;
+    IF v_created AND fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
+        DELETE FROM pymem.facts AS f
+         WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
+           AND f.id IN (
+               SELECT o.id FROM pymem.facts AS o
+                WHERE o.project_id = fact_add.project_id AND o.scope = fact_add.scope AND o.scope_id = fact_add.scope_id
+                  AND o.superseded_by IS NULL AND o.source = 'learned'
+                ORDER BY o.created_at DESC, o.id DESC
+               OFFSET fact_add.max_learned);
+    END IF;
+    id := v_id;
+    created := v_created;
+    RETURN NEXT;
+END;
+$$;
+
+-- facts_newest: a subject's active facts, newest first (ties: higher id first).
+--   SELECT id, content FROM pymem.facts_newest('user', 'alice', max_facts => 10);
+-- scope_id '*' reads every subject of the scope in the project.
+CREATE OR REPLACE FUNCTION pymem.facts_newest(
+    scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 50)
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._check_limit('max_facts', facts_newest.max_facts);
+    IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'read') THEN
+        RETURN;
+    END IF;
+    IF facts_newest.scope_id = '*' THEN
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_by IS NULL
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT facts_newest.max_facts;
+    ELSE
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
+           AND f.scope_id = facts_newest.scope_id AND f.superseded_by IS NULL
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT facts_newest.max_facts;
+    END IF;
+END;
+$$;
+
+-- fact_history: a subject's facts including superseded versions, newest first.
+--   SELECT id, content, superseded_by FROM pymem.fact_history('user', 'alice');
+CREATE OR REPLACE FUNCTION pymem.fact_history(
+    scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._check_limit('max_facts', fact_history.max_facts);
+    IF NOT pymem._fact_check_subject(fact_history.scope, fact_history.scope_id, fact_history.project_id, 'read') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT f.* FROM pymem.facts AS f
+     WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
+       AND (fact_history.scope_id = '*' OR f.scope_id = fact_history.scope_id)
+     ORDER BY f.created_at DESC, f.id DESC
+     LIMIT fact_history.max_facts;
+END;
+$$;
+
+-- fact_chain: the supersede chain that fact `id` belongs to, oldest version first.
+--   SELECT id, content, superseded_by FROM pymem.fact_chain('user', 'alice', 42);
+CREATE OR REPLACE FUNCTION pymem.fact_chain(scope text, scope_id text, id bigint, project_id text DEFAULT '')
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._fact_check_subject(fact_chain.scope, fact_chain.scope_id, fact_chain.project_id, 'write');
+    RETURN QUERY
+    WITH RECURSIVE back AS (
+        SELECT f AS fact, 0 AS pos FROM pymem.facts AS f
+         WHERE f.project_id = fact_chain.project_id AND f.scope = fact_chain.scope
+           AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id
+        UNION ALL
+        SELECT p, b.pos - 1 FROM back AS b JOIN pymem.facts AS p
+          ON p.project_id = (b.fact).project_id AND p.scope = (b.fact).scope
+         AND p.scope_id = (b.fact).scope_id AND p.superseded_by = (b.fact).id
+    ), fwd AS (
+        SELECT b.fact, b.pos FROM back AS b WHERE b.pos = 0
+        UNION ALL
+        SELECT n, w.pos + 1 FROM fwd AS w JOIN pymem.facts AS n
+          ON n.project_id = (w.fact).project_id AND n.scope = (w.fact).scope
+         AND n.scope_id = (w.fact).scope_id AND n.id = (w.fact).superseded_by
+    )
+    SELECT (c.fact).* FROM (SELECT * FROM back UNION ALL SELECT * FROM fwd WHERE pos > 0) AS c
+     ORDER BY c.pos;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pymem: no fact % for % %', fact_chain.id, fact_chain.scope, pg_catalog.quote_literal(fact_chain.scope_id)
+            USING ERRCODE = 'P0002';
+    END IF;
+END;
+$$;
+
+-- fact_supersede: replaces an active fact (named by id, or by its current content) with new
+-- content, in one transaction: inserts the new fact and points the old row at it.
+--   SELECT pymem.fact_supersede('user', 'alice', new_content => 'Prefers Slack', old_content => 'Prefers email');
+-- Returns the new fact's id. Errors: P0002 no such active fact; PM201 it was already
+-- superseded (e.g. by a concurrent call: exactly one of two concurrent supersedes wins);
+-- PM202 the new content is already another active fact; 22023 new content equals the old.
+CREATE OR REPLACE FUNCTION pymem.fact_supersede(
+    scope text,
+    scope_id text,
+    new_content text,
+    id bigint DEFAULT NULL,
+    old_content text DEFAULT NULL,
+    project_id text DEFAULT '',
+    confidence double precision DEFAULT 1.0,
+    source text DEFAULT 'manual',
+    trace_id text DEFAULT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb,
+    embedding vector DEFAULT NULL,
+    embedder text DEFAULT NULL)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_old record;
+    v_content text;
+    v_key bytea;
+    v_new bigint;
+    v_other bigint;
+BEGIN
+    PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'write');
+    v_content := pymem._fact_check_values(fact_supersede.new_content, fact_supersede.confidence, fact_supersede.source,
+                                          fact_supersede.trace_id, fact_supersede.metadata);
+    IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
+        RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pymem._embedding_check(fact_supersede.embedder, fact_supersede.embedding);
+    IF fact_supersede.id IS NOT NULL THEN
+        SELECT f.* INTO v_old FROM pymem.facts AS f
+         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+           AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
+                    pg_catalog.quote_literal(fact_supersede.scope_id)
+                USING ERRCODE = 'P0002';
+        END IF;
+    ELSE
+        SELECT f.* INTO v_old FROM pymem.facts AS f
+         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+           AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
+           AND f.content_key = pymem.fact_key(fact_supersede.old_content)
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            SELECT f.id INTO v_other FROM pymem.facts AS f
+             WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+               AND f.scope_id = fact_supersede.scope_id AND f.content_key = pymem.fact_key(fact_supersede.old_content)
+             ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'pymem: fact % with that content was already superseded', v_other
+                    USING ERRCODE = 'PM201';
+            END IF;
+            RAISE EXCEPTION 'pymem: no active % fact for % with that content', fact_supersede.scope,
+                    pg_catalog.quote_literal(fact_supersede.scope_id)
+                USING ERRCODE = 'P0002';
+        END IF;
+    END IF;
+    IF v_old.superseded_by IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: fact % was already superseded by fact %', v_old.id, v_old.superseded_by
+            USING ERRCODE = 'PM201',
+                  HINT = 'Supersede the newest version of the chain instead.';
+    END IF;
+    v_key := pymem.fact_key(v_content);
+    IF v_key = v_old.content_key THEN
+        RAISE EXCEPTION 'pymem: the new content equals fact %''s content; a fact cannot supersede itself', v_old.id
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata)
+    VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
+            fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata)
+    ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+    RETURNING f.id INTO v_new;
+    IF NOT FOUND THEN
+        SELECT f.id INTO v_other FROM pymem.facts AS f
+         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
+           AND f.content_key = v_key AND f.superseded_by IS NULL;
+        RAISE EXCEPTION 'pymem: the new content is already fact % of this subject', v_other
+            USING ERRCODE = 'PM202',
+                  HINT = 'Forget the old fact instead, or supersede with different content.';
+    END IF;
+    UPDATE pymem.facts AS f
+       SET superseded_by = v_new, superseded_at = pg_catalog.clock_timestamp()
+     WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
+       AND f.id = v_old.id;
+    IF fact_supersede.embedding IS NOT NULL THEN
+        INSERT INTO pymem.fact_embeddings (project_id, scope, scope_id, fact_id, embedder, embedding)
+        VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding);
+    END IF;
+    RETURN v_new;
+END;
+$$;
+
+-- fact_forget: hard-deletes one fact (by id, or the active fact with that content) together
+-- with the versions it superseded. Returns how many rows were deleted (0 when none matched).
+--   SELECT pymem.fact_forget('user', 'alice', content => 'Prefers Slack');
+CREATE OR REPLACE FUNCTION pymem.fact_forget(
+    scope text, scope_id text, id bigint DEFAULT NULL, content text DEFAULT NULL, project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_target bigint := fact_forget.id;
+    v_count integer;
+BEGIN
+    IF NOT pymem._fact_check_subject(fact_forget.scope, fact_forget.scope_id, fact_forget.project_id, 'read') THEN
+        RETURN 0;
+    END IF;
+    IF fact_forget.scope_id = '*' THEN
+        RAISE EXCEPTION 'pymem: forgetting one fact needs its subject''s id, not ''*''' USING ERRCODE = '22023';
+    END IF;
+    IF (fact_forget.id IS NULL) = (fact_forget.content IS NULL) THEN
+        RAISE EXCEPTION 'pymem: name the fact to forget by id or by content (exactly one)' USING ERRCODE = '22023';
+    END IF;
+    IF v_target IS NULL THEN
+        SELECT f.id INTO v_target FROM pymem.facts AS f
+         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope AND f.scope_id = fact_forget.scope_id
+           AND f.content_key = pymem.fact_key(fact_forget.content) AND f.superseded_by IS NULL;
+        IF NOT FOUND THEN
+            RETURN 0;
+        END IF;
+    END IF;
+    WITH RECURSIVE chain AS (
+        SELECT f.id FROM pymem.facts AS f
+         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
+           AND f.scope_id = fact_forget.scope_id AND f.id = v_target
+        UNION ALL
+        SELECT p.id FROM chain AS c JOIN pymem.facts AS p
+          ON p.project_id = fact_forget.project_id AND p.scope = fact_forget.scope
+         AND p.scope_id = fact_forget.scope_id AND p.superseded_by = c.id
+    ), gone AS (
+        DELETE FROM pymem.facts AS f
+         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
+           AND f.scope_id = fact_forget.scope_id AND f.id IN (SELECT c.id FROM chain AS c)
+        RETURNING 1
+    )
+    SELECT pg_catalog.count(*) INTO v_count FROM gone;
+    RETURN v_count;
+END;
+$$;
+
+-- facts_forget: hard-deletes every fact of a subject, superseded history included, and
+-- returns the count. '' at user/project scope deletes nothing; '*' deletes every subject of
+-- the scope in the project; '' at agent scope is refused.
+--   SELECT pymem.facts_forget('user', 'alice');
+CREATE OR REPLACE FUNCTION pymem.facts_forget(scope text, scope_id text, project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_count integer;
+BEGIN
+    IF NOT pymem._fact_check_subject(facts_forget.scope, facts_forget.scope_id, facts_forget.project_id, 'read') THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM pymem.facts AS f
+     WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope
+       AND (facts_forget.scope_id = '*' OR f.scope_id = facts_forget.scope_id);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+
+-- facts_unembedded: a subject's active facts that have no vector from `embedder` yet (the
+-- catch-up before a semantic search: facts written by SQL or before a restart).
+CREATE OR REPLACE FUNCTION pymem.facts_unembedded(
+    scope text, scope_id text, embedder text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
+RETURNS TABLE (id bigint, content text)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._check_limit('max_facts', facts_unembedded.max_facts);
+    IF NOT pymem._fact_check_subject(facts_unembedded.scope, facts_unembedded.scope_id, facts_unembedded.project_id, 'read') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT f.id, f.content FROM pymem.facts AS f
+     WHERE f.project_id = facts_unembedded.project_id AND f.scope = facts_unembedded.scope
+       AND (facts_unembedded.scope_id = '*' OR f.scope_id = facts_unembedded.scope_id)
+       AND f.superseded_by IS NULL
+       AND NOT EXISTS (
+           SELECT 1 FROM pymem.fact_embeddings AS e
+            WHERE e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+              AND e.fact_id = f.id AND e.embedder = facts_unembedded.embedder)
+     ORDER BY f.created_at DESC, f.id DESC
+     LIMIT facts_unembedded.max_facts;
+END;
+$$;
+
+-- fact_embeddings_put: stores vectors from `embedder` for facts of one subject (ids and
+-- embeddings are parallel arrays). Facts that no longer exist are skipped; an existing vector
+-- of the same embedder is kept. Returns how many vectors were stored.
+CREATE OR REPLACE FUNCTION pymem.fact_embeddings_put(
+    scope text, scope_id text, embedder text, ids bigint[], embeddings vector[], project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_vec vector;
+    v_count integer;
+BEGIN
+    PERFORM pymem._fact_check_subject(fact_embeddings_put.scope, fact_embeddings_put.scope_id,
+                                      fact_embeddings_put.project_id, 'write');
+    IF pg_catalog.cardinality(ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
+        RAISE EXCEPTION 'pymem: ids and embeddings must have the same length' USING ERRCODE = '22023';
+    END IF;
+    FOREACH v_vec IN ARRAY embeddings LOOP
+        IF v_vec IS NULL THEN
+            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
+        END IF;
+        PERFORM pymem._embedding_check(fact_embeddings_put.embedder, v_vec);
+    END LOOP;
+    INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
+    SELECT f.project_id, f.scope, f.scope_id, f.id, fact_embeddings_put.embedder, u.embedding
+      FROM pg_catalog.unnest(fact_embeddings_put.ids, fact_embeddings_put.embeddings) AS u(id, embedding)
+      JOIN pymem.facts AS f
+        ON f.project_id = fact_embeddings_put.project_id AND f.scope = fact_embeddings_put.scope
+       AND f.scope_id = fact_embeddings_put.scope_id AND f.id = u.id
+    ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+
+-- facts_search: a subject's active facts ranked by cosine similarity to `query` (a vector
+-- from `embedder`), top k. An exact scan over the subject's vectors: exact, and fast for the
+-- hundreds-to-thousands of facts one subject holds. Facts without a vector from this embedder
+-- are not ranked: call facts_unembedded / fact_embeddings_put first (pymem.Memory does).
+--   SELECT id, content, similarity FROM pymem.facts_search('user', 'alice', $1, 'hash-384-v1', k => 3);
+CREATE OR REPLACE FUNCTION pymem.facts_search(
+    scope text, scope_id text, query vector, embedder text, project_id text DEFAULT '', k integer DEFAULT 5)
+RETURNS TABLE (id bigint, subject_id text, content text, confidence double precision, source text,
+               metadata jsonb, created_at timestamptz, similarity double precision)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_dim integer;
+BEGIN
+    PERFORM pymem._check_limit('k', facts_search.k);
+    IF NOT pymem._fact_check_subject(facts_search.scope, facts_search.scope_id, facts_search.project_id, 'read') THEN
+        RETURN;
+    END IF;
+    IF facts_search.query IS NULL THEN
+        RAISE EXCEPTION 'pymem: the query vector must not be NULL' USING ERRCODE = '22023';
+    END IF;
+    SELECT d.dimension INTO v_dim FROM pymem.embedders AS d WHERE d.name = facts_search.embedder;
+    IF FOUND AND v_dim <> vector_dims(facts_search.query) THEN
+        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; the query vector has %', facts_search.embedder, v_dim,
+                vector_dims(facts_search.query)
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+           1 - (e.embedding <=> facts_search.query) AS similarity
+      FROM pymem.facts AS f
+      JOIN pymem.fact_embeddings AS e
+        ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+       AND e.fact_id = f.id AND e.embedder = facts_search.embedder
+     WHERE f.project_id = facts_search.project_id AND f.scope = facts_search.scope
+       AND (facts_search.scope_id = '*' OR f.scope_id = facts_search.scope_id)
+       AND f.superseded_by IS NULL
+     ORDER BY e.embedding <=> facts_search.query, f.id DESC
+     LIMIT facts_search.k;
+END;
+$$;
