@@ -26,12 +26,19 @@ from .errors import (  # noqa: E402
     TimeoutError,
     ValidationError,
 )
+from .embedders import Embedder, HashEmbedder  # noqa: E402
+from .facts import AsyncMemory, Fact, Memory  # noqa: E402
 from .migrations import check as check_migrations  # noqa: E402
 from .migrations import migrate  # noqa: E402
 from .settings import Settings  # noqa: E402
 
 __all__ = [
     "AsyncDatabase",
+    "AsyncMemory",
+    "Embedder",
+    "Fact",
+    "HashEmbedder",
+    "Memory",
     "ConfigError",
     "ConflictError",
     "ConnectionError",

@@ -9,20 +9,24 @@ queries (:data:`pymem.queries.Q`).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Generator, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import psycopg
 from pgvector.psycopg.halfvec import register_halfvec_info
 from pgvector.psycopg.vector import register_vector_info
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
 from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from . import server
-from .errors import ConfigError, Error, translate
+from .errors import ConfigError, translate
 from .queries import Q
 from .settings import Settings
+
+T = TypeVar("T")
 
 
 def resolve_conninfo(settings: Settings) -> str:
@@ -201,4 +205,53 @@ class AsyncDatabase:
         await self.close()
 
 
-__all__ = ["AsyncDatabase", "Database", "Error", "connect", "errors", "make_conninfo", "resolve_conninfo"]
+
+
+# --- running operations -------------------------------------------------------------------
+# Each public operation is written once, as a generator ("plan") that yields what it needs:
+# Call(query name, params) -> the rows as dicts, or Embed(texts) -> validated vectors.
+# run() and arun() drive the same plan over a sync or an async connection.
+
+
+@dataclass(frozen=True)
+class Call:
+    query: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Embed:
+    texts: list[str]
+
+
+def run(plan: Generator[Any, Any, T], conn: psycopg.Connection, embedder: Any = None) -> T:
+    from .embedders import validate_vectors
+
+    reply: Any = None
+    try:
+        while True:
+            step = plan.send(reply)
+            if isinstance(step, Call):
+                with errors():
+                    reply = conn.cursor(row_factory=dict_row).execute(Q[step.query], step.params).fetchall()
+            else:
+                reply = validate_vectors(embedder, step.texts, embedder.embed(list(step.texts)))
+    except StopIteration as done:
+        return done.value
+
+
+async def arun(plan: Generator[Any, Any, T], conn: psycopg.AsyncConnection, embedder: Any = None) -> T:
+    from .embedders import aembed, validate_vectors
+
+    reply: Any = None
+    try:
+        while True:
+            step = plan.send(reply)
+            if isinstance(step, Call):
+                with errors():
+                    cur = await conn.cursor(row_factory=dict_row).execute(Q[step.query], step.params)
+                    reply = await cur.fetchall()
+            else:
+                reply = validate_vectors(embedder, step.texts, await aembed(embedder, list(step.texts)))
+    except StopIteration as done:
+        return done.value

@@ -73,6 +73,8 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM001": ExtensionError,
     "PM002": MigrationError,
     "57014": TimeoutError,
+    "PM201": ConflictError,  # fact already superseded
+    "PM202": ConflictError,  # new content is already another active fact
     "P0002": NotFoundError,
     "42501": PermissionError,
     "40001": ConflictError,

@@ -48,40 +48,40 @@ SELECT pymem.about() AS about;
 -- Add a fact (idempotent); returns its id and whether it was created.
 SELECT a.id, a.created FROM pymem.fact_add(
     scope => %(scope)s, scope_id => %(scope_id)s, content => %(content)s, project_id => %(project_id)s,
-    confidence => %(confidence)s, source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
-    max_learned => %(max_learned)s, embedding => %(embedding)s, embedder => %(embedder)s) AS a;
+    confidence => %(confidence)s::float8, source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
+    max_learned => %(max_learned)s::integer, embedding => %(embedding)s, embedder => %(embedder)s) AS a;
 
 -- name: facts_newest
 -- A subject's active facts, newest first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
        f.created_at, f.superseded_by, f.superseded_at
 FROM pymem.facts_newest(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
-                        max_facts => %(max_facts)s) AS f;
+                        max_facts => %(max_facts)s::integer) AS f;
 
 -- name: fact_history
 -- A subject's facts including superseded versions, newest first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
        f.created_at, f.superseded_by, f.superseded_at
 FROM pymem.fact_history(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
-                        max_facts => %(max_facts)s) AS f;
+                        max_facts => %(max_facts)s::integer) AS f;
 
 -- name: fact_chain
 -- The supersede chain a fact belongs to, oldest first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
        f.created_at, f.superseded_by, f.superseded_at
-FROM pymem.fact_chain(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s, project_id => %(project_id)s) AS f;
+FROM pymem.fact_chain(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s::bigint, project_id => %(project_id)s) AS f;
 
 -- name: fact_supersede
 -- Replace an active fact (by id or old content) with new content; returns the new id.
 SELECT pymem.fact_supersede(
-    scope => %(scope)s, scope_id => %(scope_id)s, new_content => %(new_content)s, id => %(id)s,
-    old_content => %(old_content)s, project_id => %(project_id)s, confidence => %(confidence)s,
+    scope => %(scope)s, scope_id => %(scope_id)s, new_content => %(new_content)s, id => %(id)s::bigint,
+    old_content => %(old_content)s, project_id => %(project_id)s, confidence => %(confidence)s::float8,
     source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
     embedding => %(embedding)s, embedder => %(embedder)s) AS id;
 
 -- name: fact_forget
 -- Delete one fact (by id or content) and the versions it superseded; returns the count.
-SELECT pymem.fact_forget(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s, content => %(content)s,
+SELECT pymem.fact_forget(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s::bigint, content => %(content)s,
                          project_id => %(project_id)s) AS deleted;
 
 -- name: facts_forget
@@ -92,16 +92,16 @@ SELECT pymem.facts_forget(scope => %(scope)s, scope_id => %(scope_id)s, project_
 -- Active facts of a subject that lack a vector from this embedder.
 SELECT u.id, u.content FROM pymem.facts_unembedded(
     scope => %(scope)s, scope_id => %(scope_id)s, embedder => %(embedder)s, project_id => %(project_id)s,
-    max_facts => %(max_facts)s) AS u;
+    max_facts => %(max_facts)s::integer) AS u;
 
 -- name: fact_embeddings_put
 -- Store a batch of vectors for a subject's facts.
 SELECT pymem.fact_embeddings_put(
-    scope => %(scope)s, scope_id => %(scope_id)s, embedder => %(embedder)s, ids => %(ids)s,
+    scope => %(scope)s, scope_id => %(scope_id)s, embedder => %(embedder)s, ids => %(ids)s::bigint[],
     embeddings => %(embeddings)s, project_id => %(project_id)s) AS stored;
 
 -- name: facts_search
 -- A subject's active facts ranked by similarity to a query vector.
 SELECT s.id, s.subject_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity
 FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query => %(query)s,
-                        embedder => %(embedder)s, project_id => %(project_id)s, k => %(k)s) AS s;
+                        embedder => %(embedder)s, project_id => %(project_id)s, k => %(k)s::integer) AS s;

@@ -9,8 +9,8 @@
 -- no agent reads).
 --
 -- Equality (idempotent add): two contents are the same fact when they are equal after
--- removing leading and trailing whitespace, folding every run of whitespace into one space and
--- Unicode NFC normalisation. Case matters. The key is sha256 of that text (fact_key).
+-- removing leading and trailing whitespace, folding every run of whitespace (ASCII and
+-- Unicode spaces such as NBSP) into one space, and Unicode NFC normalisation. Case matters. The key is sha256 of that text (fact_key).
 --
 -- Locking: fact_add relies on the unique index facts_active_content_key (concurrent adders of
 -- one fact all get the one row); learned adds with a cap take a per-subject advisory xact lock
@@ -20,6 +20,16 @@
 -- Errors: 22023 invalid argument; P0002 no such fact; PM201 fact already superseded;
 -- PM202 the new content is already another active fact of the subject.
 
+-- _fact_trim(content): content without leading and trailing whitespace. Whitespace is an
+-- explicit Unicode list, not the locale's \s (which is ASCII-only under the C locale).
+CREATE OR REPLACE FUNCTION pymem._fact_trim(content text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+    SELECT pg_catalog.regexp_replace(content, '^[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+|[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+$', '', 'g');
+$$;
+
 -- fact_key(content): the equality key of a fact's content.
 CREATE OR REPLACE FUNCTION pymem.fact_key(content text)
 RETURNS bytea
@@ -28,7 +38,7 @@ SET search_path FROM CURRENT
 AS $$
     SELECT pg_catalog.sha256(pg_catalog.convert_to(
         pg_catalog.normalize(
-            pg_catalog.regexp_replace(pg_catalog.regexp_replace(content, '^\s+|\s+$', '', 'g'), '\s+', ' ', 'g'),
+            pg_catalog.regexp_replace(pymem._fact_trim(content), '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g'),
             'NFC'),
         'UTF8'));
 $$;
@@ -84,7 +94,7 @@ LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path FROM CURRENT
 AS $$
 DECLARE
-    v_content text := pg_catalog.regexp_replace(content, '^\s+|\s+$', '', 'g');
+    v_content text := pymem._fact_trim(content);
 BEGIN
     IF v_content IS NULL OR v_content = '' THEN
         RAISE EXCEPTION 'pymem: fact content must not be empty' USING ERRCODE = '22023';
@@ -552,7 +562,8 @@ BEGIN
     END LOOP;
     INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
     SELECT f.project_id, f.scope, f.scope_id, f.id, fact_embeddings_put.embedder, u.embedding
-      FROM pg_catalog.unnest(fact_embeddings_put.ids, fact_embeddings_put.embeddings) AS u(id, embedding)
+      FROM ROWS FROM (pg_catalog.unnest(fact_embeddings_put.ids), pg_catalog.unnest(fact_embeddings_put.embeddings))
+           AS u(id, embedding)
       JOIN pymem.facts AS f
         ON f.project_id = fact_embeddings_put.project_id AND f.scope = fact_embeddings_put.scope
        AND f.scope_id = fact_embeddings_put.scope_id AND f.id = u.id
