@@ -103,6 +103,12 @@ def _check_dimension(dimension: object, what: str = "dimension") -> int:
     return dimension
 
 
+def _positive_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{what} must be a positive int, not {value!r}")
+    return value
+
+
 def _check_name(name: object) -> str:
     if not isinstance(name, str) or not name.strip():
         raise ValidationError(f"an embedder's name must be a non-empty string, not {name!r}")
@@ -272,8 +278,10 @@ class OnnxMiniLMEmbedder:
     ``model_path``/``tokenizer_path`` point at copies elsewhere (checked the same way).
 
     Loads on first use (or :meth:`load`): one onnxruntime session, ``threads`` intra-op
-    threads (default: the CPU count, at most 4), texts run in batches of ``batch_size``
-    sorted by length so little padding is computed. Thread-safe.
+    threads (default: the CPU count, at most 4). Texts are sorted by token count and run in
+    batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded tokens, so little
+    padding is computed and long texts go in small batches (faster on a CPU). A text's vector
+    does not depend on the batch it ran in. Thread-safe.
     """
 
     name = "all-MiniLM-L6-v2-int8"
@@ -291,20 +299,16 @@ class OnnxMiniLMEmbedder:
         self,
         *,
         batch_size: int = 32,
-        max_batch_tokens: int = 4096,
+        max_batch_tokens: int = 1024,
         threads: int | None = None,
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
     ) -> None:
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValidationError(f"batch_size must be a positive int, not {batch_size!r}")
-        if isinstance(max_batch_tokens, bool) or not isinstance(max_batch_tokens, int) or max_batch_tokens < 1:
-            raise ValidationError(f"max_batch_tokens must be a positive int, not {max_batch_tokens!r}")
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise ValidationError(f"threads must be a positive int or None, not {threads!r}")
-        self.batch_size = batch_size
-        self.max_batch_tokens = max_batch_tokens
-        self.threads = threads if threads is not None else max(1, min(4, os.cpu_count() or 1))
+        self.batch_size = _positive_int(batch_size, "batch_size")
+        self.max_batch_tokens = _positive_int(max_batch_tokens, "max_batch_tokens")
+        self.threads = (
+            _positive_int(threads, "threads") if threads is not None else min(4, os.cpu_count() or 1)
+        )
         self._model_path = Path(model_path) if model_path is not None else None
         self._tokenizer_path = Path(tokenizer_path) if tokenizer_path is not None else None
         self._lock = threading.Lock()
@@ -536,8 +540,6 @@ class OpenAIEmbedder:
             dimension = OPENAI_DIMENSIONS.get(model)
             if dimension is None:
                 raise ValidationError(f"pass dimension= for model {model!r} (its vector length)")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-            raise ValidationError(f"batch_size must be a positive int, not {batch_size!r}")
         self.model = model
         self.dimension: int = _check_dimension(dimension)
         self.request_dimensions = request_dimensions
@@ -546,7 +548,7 @@ class OpenAIEmbedder:
         base = base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1"
         self.base_url = base.rstrip("/")
         self._api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
-        self.batch_size = batch_size
+        self.batch_size = _positive_int(batch_size, "batch_size")
         self.timeout = timeout
         self._client = client
         # Without a key (a local endpoint) urllib sends no header; the openai client refuses

@@ -190,6 +190,8 @@ DECLARE
     v_key bytea;
     v_id bigint;
     v_created boolean;
+    v_cut_at timestamptz;
+    v_cut_id bigint;
 BEGIN
     PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'write');
     v_content := pymem._fact_check_values(fact_add.content, fact_add.confidence, fact_add.source,
@@ -225,14 +227,19 @@ BEGIN
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     END IF;
     IF v_created AND fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
-        DELETE FROM pymem.facts AS f
-         WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
-           AND f.id IN (
-               SELECT o.id FROM pymem.facts AS o
-                WHERE o.project_id = fact_add.project_id AND o.scope = fact_add.scope AND o.scope_id = fact_add.scope_id
-                  AND o.superseded_by IS NULL AND o.source = 'learned'
-                ORDER BY o.created_at DESC, o.id DESC
-               OFFSET fact_add.max_learned);
+        -- the newest learned fact beyond the cap, if any (reads at most max_learned + 1 entries
+        -- of facts_subject_learned_newest); it and everything older goes
+        SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
+         WHERE o.project_id = fact_add.project_id AND o.scope = fact_add.scope AND o.scope_id = fact_add.scope_id
+           AND o.superseded_by IS NULL AND o.source = 'learned'
+         ORDER BY o.created_at DESC, o.id DESC
+        OFFSET fact_add.max_learned LIMIT 1;
+        IF FOUND THEN
+            DELETE FROM pymem.facts AS f
+             WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
+               AND f.superseded_by IS NULL AND f.source = 'learned'
+               AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
+        END IF;
     END IF;
     id := v_id;
     created := v_created;

@@ -1,0 +1,141 @@
+"""Plans, not timers: on a table of 100k+ facts, the reads inside the SQL API are index scans
+on the partial newest-first indexes, with no sort of a whole subject or scope. The plans are
+the ones PostgreSQL really runs inside the PL/pgSQL functions (auto_explain, nested
+statements, sent to this session as notices), custom and generic plans alike."""
+
+from __future__ import annotations
+
+import json
+
+import psycopg
+import pytest
+
+
+@pytest.fixture(scope="module")
+def big(pg_server, template_db):
+    from conftest import _janitor, dsn_for
+
+    janitor = _janitor(pg_server, "pymem_big_facts", template_dbname=template_db)
+    janitor.drop()
+    janitor.init()
+    dsn = dsn_for(pg_server, "pymem_big_facts")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute(
+            """INSERT INTO pymem.facts (project_id, scope, scope_id, content, content_key, source, created_at)
+               SELECT 'p' || (g % 3), 'user', 'u' || (g % 2000), 'fact ' || g, pymem.fact_key('fact ' || g),
+                      CASE WHEN g % 5 = 0 THEN 'learned' ELSE 'manual' END,
+                      now() - g * interval '1 second'
+               FROM generate_series(1, 100000) AS g"""
+        )
+        c.execute(
+            """INSERT INTO pymem.facts (project_id, scope, scope_id, content, content_key, source, created_at)
+               SELECT '', 'user', 'heavy', 'heavy fact ' || g, pymem.fact_key('heavy fact ' || g),
+                      CASE WHEN g % 2 = 0 THEN 'learned' ELSE 'manual' END, now() - g * interval '1 second'
+               FROM generate_series(1, 5000) AS g"""
+        )
+        # a long superseded history for the heavy user, through the API
+        c.execute(
+            """DO $$ BEGIN
+                 FOR i IN 1..500 LOOP
+                   PERFORM pymem.fact_supersede('user', 'heavy', 'heavy fact ' || i || ' v2', old_content => 'heavy fact ' || i);
+                 END LOOP;
+               END $$"""
+        )
+        c.execute("ANALYZE pymem.facts")
+        assert c.execute("SELECT count(*) FROM pymem.facts").fetchone()[0] >= 105_000
+    yield dsn
+    janitor.drop()
+
+
+def plans_of(dsn: str, calls: list[str], repeat: int = 8) -> list[dict]:
+    """Every statement plan auto_explain reports while running `calls` `repeat` times."""
+    notes: list[str] = []
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+        c.execute("LOAD 'auto_explain'")
+        for setting in (
+            "auto_explain.log_min_duration = 0",
+            "auto_explain.log_nested_statements = on",
+            "auto_explain.log_format = json",
+            "auto_explain.log_analyze = on",
+            "auto_explain.log_level = notice",
+        ):
+            c.execute(f"SET {setting}")
+        for _ in range(repeat):  # plpgsql switches to a generic plan after five runs
+            for call in calls:
+                c.execute(call).fetchall()
+    plans = []
+    for note in notes:
+        if "plan:" in note:
+            plans.append(json.loads(note.split("plan:", 1)[1]))
+    return plans
+
+
+def nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def facts_scans(plans: list[dict]) -> list[list[dict]]:
+    """Node lists of the plans that read pymem.facts."""
+    out = []
+    for p in plans:
+        ns = list(nodes(p["Plan"]))
+        if any(n.get("Relation Name") == "facts" for n in ns):
+            out.append(ns)
+    return out
+
+
+@pytest.mark.parametrize(
+    ("call", "index"),
+    [
+        ("SELECT * FROM pymem.facts_newest('user', 'heavy', max_facts => 50)", "facts_subject_active_newest"),
+        ("SELECT * FROM pymem.facts_newest('user', 'u7', 'p1', max_facts => 10)", "facts_subject_active_newest"),
+        ("SELECT * FROM pymem.facts_newest('user', '*', 'p2', max_facts => 50)", "facts_scope_active_newest"),
+    ],
+)
+def test_newest_reads_are_index_scans_without_sort(big, call, index):
+    scans = facts_scans(plans_of(big, [call]))
+    assert len(scans) == 8
+    for ns in scans:
+        types = [n["Node Type"] for n in ns]
+        assert "Seq Scan" not in types and "Sort" not in types and "Incremental Sort" not in types, types
+        used = [n.get("Index Name") for n in ns if n["Node Type"] in ("Index Scan", "Index Only Scan")]
+        assert used == [index], (types, used)
+        # the scan stops after what the call returns: cost is what is read, not what is stored
+        scan = next(n for n in ns if n.get("Index Name") == index)
+        assert scan["Actual Rows"] <= 50
+
+
+def test_learned_cap_reads_at_most_cap_plus_one_rows(big):
+    call = "SELECT * FROM pymem.fact_add('user', 'heavy', 'new learned ' || clock_timestamp(), source => 'learned', max_learned => 200)"
+    with psycopg.connect(big, autocommit=True) as c:  # the first add trims ~2,300 rows at once
+        c.execute(call)
+        c.execute("VACUUM ANALYZE pymem.facts")  # what autovacuum does after a mass delete
+    # from then on, each learned add reads at most cap + 1 learned rows of the subject,
+    # however many facts the subject and the table hold
+    scans = facts_scans(plans_of(big, [call], repeat=6))
+    assert scans
+    for ns in scans:
+        types = [n["Node Type"] for n in ns]
+        assert "Seq Scan" not in types, types
+        for n in ns:
+            if n["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Index Scan", "Bitmap Heap Scan"):
+                # cap + 1 live entries, plus at most one dead entry per add since the vacuum
+                assert n["Actual Rows"] <= 201 + 6, (n["Node Type"], n.get("Index Name"), n["Actual Rows"])
+    with psycopg.connect(big) as c:
+        n = c.execute(
+            "SELECT count(*) FROM pymem.facts WHERE scope_id = 'heavy' AND source = 'learned' AND superseded_by IS NULL"
+        ).fetchone()[0]
+    assert n == 200
+
+
+def test_add_and_supersede_touch_the_subject_only(big):
+    calls = [
+        "SELECT * FROM pymem.fact_add('user', 'u9', 'fact 9', 'p0')",  # exists: idempotent path
+        "SELECT pymem.fact_forget('user', 'heavy', content => 'heavy fact 4000')",
+    ]
+    for ns in facts_scans(plans_of(big, calls, repeat=6)):
+        types = [n["Node Type"] for n in ns]
+        assert "Seq Scan" not in types, types
