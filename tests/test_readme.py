@@ -1,0 +1,50 @@
+"""The README's examples run: every ```sql block of the "SQL API" section through plain psql
+(in order, stopping at the first error), and every ```python block there with PYMEM_DSN set."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from pymem import server
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def section(title: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def blocks(lang: str, title: str = "SQL API") -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", section(title), re.DOTALL)
+
+
+def test_sql_api_examples_run_in_psql(dsn):
+    sql = "\n".join(blocks("sql"))
+    assert "pymem.fact_add" in sql and "pymem.about" in sql
+    psql = server.bin_dir() / "psql"
+    out = subprocess.run(
+        [str(psql), "-X", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", "-"],
+        input=sql,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr
+    assert "Prefers Slack" in out.stdout and "Return policy is 30 days" not in out.stderr
+
+
+def test_sql_api_python_examples_run(dsn, monkeypatch):
+    monkeypatch.setenv("PYMEM_DSN", dsn)
+    code = blocks("python")
+    assert code
+    for block in code:
+        namespace: dict = {}
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own docs
+        mem = namespace.get("mem")
+        if mem is not None:
+            mem.close()
