@@ -26,8 +26,11 @@ from .errors import (  # noqa: E402
     TimeoutError,
     ValidationError,
 )
+from .context import Context  # noqa: E402
+from .conversations import Message, TurnResult  # noqa: E402
 from .embedders import Embedder, HashEmbedder  # noqa: E402
-from .facts import AsyncMemory, Fact, Memory  # noqa: E402
+from .facts import Fact  # noqa: E402
+from .memory import AsyncMemory, Memory, context, default_memory, record  # noqa: E402
 from .migrations import check as check_migrations  # noqa: E402
 from .migrations import migrate  # noqa: E402
 from .settings import Settings  # noqa: E402
@@ -35,7 +38,13 @@ from .settings import Settings  # noqa: E402
 __all__ = [
     "AsyncDatabase",
     "AsyncMemory",
+    "Context",
     "Embedder",
+    "Message",
+    "TurnResult",
+    "context",
+    "default_memory",
+    "record",
     "Fact",
     "HashEmbedder",
     "Memory",

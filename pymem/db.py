@@ -224,34 +224,61 @@ class Embed:
     texts: list[str]
 
 
+@dataclass(frozen=True)
+class Invoke:
+    """Call user code (a summarizer, an extractor). An exception it raises is thrown back
+    into the plan, which decides what a failure means."""
+
+    fn: Any
+    args: tuple
+
+
 def run(plan: Generator[Any, Any, T], conn: psycopg.Connection, embedder: Any = None) -> T:
     from .embedders import validate_vectors
 
-    reply: Any = None
     try:
+        step = next(plan)
         while True:
-            step = plan.send(reply)
             if isinstance(step, Call):
                 with errors():
                     reply = conn.cursor(row_factory=dict_row).execute(Q[step.query], step.params).fetchall()
-            else:
+            elif isinstance(step, Embed):
                 reply = validate_vectors(embedder, step.texts, embedder.embed(list(step.texts)))
+            else:
+                try:
+                    reply = step.fn(*step.args)
+                except Exception as exc:
+                    step = plan.throw(exc)
+                    continue
+            step = plan.send(reply)
     except StopIteration as done:
         return done.value
 
 
 async def arun(plan: Generator[Any, Any, T], conn: psycopg.AsyncConnection, embedder: Any = None) -> T:
+    import asyncio
+    import inspect
+
     from .embedders import aembed, validate_vectors
 
-    reply: Any = None
     try:
+        step = next(plan)
         while True:
-            step = plan.send(reply)
             if isinstance(step, Call):
                 with errors():
                     cur = await conn.cursor(row_factory=dict_row).execute(Q[step.query], step.params)
                     reply = await cur.fetchall()
-            else:
+            elif isinstance(step, Embed):
                 reply = validate_vectors(embedder, step.texts, await aembed(embedder, list(step.texts)))
+            else:
+                try:
+                    if inspect.iscoroutinefunction(step.fn):
+                        reply = await step.fn(*step.args)
+                    else:
+                        reply = await asyncio.to_thread(step.fn, *step.args)
+                except Exception as exc:
+                    step = plan.throw(exc)
+                    continue
+            step = plan.send(reply)
     except StopIteration as done:
         return done.value

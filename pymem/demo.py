@@ -9,7 +9,7 @@ from . import migrations, server
 from .db import Database, resolve_conninfo
 from .embedders import HashEmbedder
 from .errors import ValidationError
-from .facts import Memory
+from .memory import Memory
 from .settings import Settings
 
 PROJECT = "pymem-demo"

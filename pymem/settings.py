@@ -44,6 +44,10 @@ class Settings(BaseSettings):
         description="Executions before psycopg prepares a statement; none for transaction poolers.",
     )
     application_name: str = Field(default="pymem", description="Shown in pg_stat_activity.")
+    agent_id: str | None = Field(
+        default=None, description="The agent of pymem.context()/pymem.record() (its global facts)."
+    )
+    project_id: str = Field(default="", description="The project (tenant) of pymem.context()/pymem.record().")
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -45,11 +45,30 @@ COMMIT;
 \echo pymem: applied 0002_facts
 \endif
 
+-- 0003_conversations
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0003_conversations', '56af789b9e9affa786f1e9e763f98d0c8da70a7b545a5924bbf705f27c675da4') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Sets the transaction's search_path for creating migrations and API functions.
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0003_conversations.sql
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0003_conversations', '56af789b9e9affa786f1e9e763f98d0c8da70a7b545a5924bbf705f27c675da4', '0.1.0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0003_conversations
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Sets the transaction's search_path for creating migrations and API functions.
 SELECT pymem.migration_search_path()
 \gset pymem_
+\ir api/context.sql
+\ir api/conversations.sql
 \ir api/facts.sql
 \ir api/meta.sql
 COMMIT;

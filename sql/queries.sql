@@ -105,3 +105,85 @@ SELECT pymem.fact_embeddings_put(
 SELECT s.id, s.subject_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity
 FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query => %(query)s,
                         embedder => %(embedder)s, project_id => %(project_id)s, k => %(k)s::integer) AS s;
+
+-- name: turn_record
+-- Record one successful turn (both messages, vectors, learned facts); may claim a summary span.
+SELECT t.user_seq, t.assistant_seq, t.learned_ids, t.claim_token, t.through_seq, t.previous_summary, t.messages
+FROM pymem.turn_record(
+    user_id => %(user_id)s, user_content => %(user_content)s, assistant_content => %(assistant_content)s,
+    thread_id => %(thread_id)s, project_id => %(project_id)s,
+    user_importance => %(user_importance)s::float8, assistant_importance => %(assistant_importance)s::float8,
+    embedder => %(embedder)s, user_embedding => %(user_embedding)s, assistant_embedding => %(assistant_embedding)s,
+    learned => %(learned)s::text[], max_learned => %(max_learned)s::integer, keep_last => %(keep_last)s::integer,
+    summarize_every => %(summarize_every)s::integer, lease_seconds => %(lease_seconds)s::float8) AS t;
+
+-- name: message_add
+-- Append one message to a thread (no vector); returns its number.
+SELECT pymem.message_add(user_id => %(user_id)s, content => %(content)s, role => %(role)s,
+                         thread_id => %(thread_id)s, project_id => %(project_id)s,
+                         importance => %(importance)s::float8) AS seq;
+
+-- name: window_read
+-- The last N messages of a thread, oldest first.
+SELECT w.seq, w.role, w.content, w.importance, w.created_at
+FROM pymem.window_read(user_id => %(user_id)s, thread_id => %(thread_id)s, project_id => %(project_id)s,
+                       max_messages => %(max_messages)s::integer) AS w;
+
+-- name: summary_read
+-- A thread's running summary and the last message it covers.
+SELECT s.summary, s.through_seq, s.summarized_at
+FROM pymem.summary_read(user_id => %(user_id)s, thread_id => %(thread_id)s, project_id => %(project_id)s) AS s;
+
+-- name: summary_claim
+-- Claim the span of a thread that is due to be folded into its summary (no row: nothing due).
+SELECT c.claim_token, c.through_seq, c.previous_summary, c.messages
+FROM pymem.summary_claim(user_id => %(user_id)s, thread_id => %(thread_id)s, project_id => %(project_id)s,
+                         keep_last => %(keep_last)s::integer, summarize_every => %(summarize_every)s::integer,
+                         lease_seconds => %(lease_seconds)s::float8) AS c;
+
+-- name: summary_commit
+-- Store a new running summary for a claimed span (false: the claim was lost).
+SELECT pymem.summary_commit(user_id => %(user_id)s, claim_token => %(claim_token)s, summary => %(summary)s,
+                            thread_id => %(thread_id)s, project_id => %(project_id)s,
+                            max_chars => %(max_chars)s::integer) AS committed;
+
+-- name: summary_release
+-- Give a summary claim back without writing (the summarizer failed).
+SELECT pymem.summary_release(user_id => %(user_id)s, claim_token => %(claim_token)s,
+                             thread_id => %(thread_id)s, project_id => %(project_id)s) AS released;
+
+-- name: messages_unembedded
+-- A user's messages with no vector from this embedder.
+SELECT u.thread_id, u.seq, u.content
+FROM pymem.messages_unembedded(user_id => %(user_id)s, embedder => %(embedder)s, project_id => %(project_id)s,
+                               min_chars => %(min_chars)s::integer, max_messages => %(max_messages)s::integer) AS u;
+
+-- name: message_embeddings_put
+-- Store a batch of message vectors.
+SELECT pymem.message_embeddings_put(user_id => %(user_id)s, embedder => %(embedder)s,
+                                    thread_ids => %(thread_ids)s::text[], seqs => %(seqs)s::bigint[],
+                                    embeddings => %(embeddings)s, project_id => %(project_id)s) AS stored;
+
+-- name: messages_recall
+-- A user's past messages ranked for a query vector.
+SELECT r.thread, r.seq, r.role, r.content, r.created_at, r.importance, r.similarity, r.score
+FROM pymem.messages_recall(
+    user_id => %(user_id)s, query => %(query)s, embedder => %(embedder)s, project_id => %(project_id)s,
+    thread_id => %(thread_id)s, k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,
+    window_size => %(window_size)s::integer, recency_weight => %(recency_weight)s::float8,
+    importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8) AS r;
+
+-- name: conversation_forget
+-- Delete a user's thread (or every thread with '*'); returns the number of messages deleted.
+SELECT pymem.conversation_forget(user_id => %(user_id)s, thread_id => %(thread_id)s,
+                                 project_id => %(project_id)s) AS deleted;
+
+-- name: context_read
+-- Everything one turn reads (facts, summary, recall, window) in one call.
+SELECT pymem.context_read(
+    user_id => %(user_id)s, agent_id => %(agent_id)s, project_id => %(project_id)s, thread_id => %(thread_id)s,
+    query => %(query)s, embedder => %(embedder)s, max_facts => %(max_facts)s::integer,
+    window_size => %(window_size)s::integer, k => %(k)s::integer,
+    min_content_chars => %(min_content_chars)s::integer, recency_weight => %(recency_weight)s::float8,
+    importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
+    dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer) AS context;

@@ -21,6 +21,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -307,8 +308,7 @@ def endpoint() -> Iterator[_Server]:
 
 
 def _url(server: _Server) -> str:
-    host, port = server.server_address[:2]
-    return f"http://{host}:{port}/v1/"
+    return f"http://127.0.0.1:{server.server_address[1]}/v1/"
 
 
 def test_openai_adapter_over_http(endpoint: _Server) -> None:
@@ -399,7 +399,8 @@ class DuckModel:
     ``get_sentence_embedding_dimension``."""
 
     def __init__(self, dimension: int = 5, wrong: bool = False) -> None:
-        self._dimension, self._wrong, self.calls = dimension, wrong, []  # type: list[Any]
+        self._dimension, self._wrong = dimension, wrong
+        self.calls: list[tuple[list[str], dict[str, Any]]] = []
 
     def get_sentence_embedding_dimension(self) -> int:
         return self._dimension
@@ -493,13 +494,27 @@ def test_onnx_embedder_semantics(minilm: OnnxMiniLMEmbedder) -> None:
         assert minilm.embed([text])[0] == pytest.approx(v, abs=1e-5)
 
 
-def test_onnx_embedder_refuses_a_changed_file(tmp_path: Any) -> None:
+def test_onnx_embedder_refuses_changed_files(tmp_path: Any) -> None:
     _require_extra()
-    distribution, relative = OnnxMiniLMEmbedder.TOKENIZER_FILE
-    original = importlib.metadata.distribution(distribution).locate_file(relative)
-    changed = tmp_path / "tokenizer.json"
-    shutil.copyfile(str(original), changed)
-    with open(changed, "ab") as f:
-        f.write(b" ")
-    with pytest.raises(pymem.ConfigError, match="sha256"):
-        OnnxMiniLMEmbedder(tokenizer_path=changed).embed(["hello"])
+    for kind, (distribution, relative) in (
+        ("tokenizer", OnnxMiniLMEmbedder.TOKENIZER_FILE),
+        ("model", OnnxMiniLMEmbedder.MODEL_FILE),
+    ):
+        changed = tmp_path / Path(relative).name
+        shutil.copyfile(str(importlib.metadata.distribution(distribution).locate_file(relative)), changed)
+        with open(changed, "ab") as f:
+            f.write(b" ")
+        with pytest.raises(pymem.ConfigError, match="sha256"):
+            OnnxMiniLMEmbedder(**{f"{kind}_path": changed}).embed(["hello"])
+    with pytest.raises(pymem.ConfigError, match="cannot read"):
+        OnnxMiniLMEmbedder(model_path=tmp_path / "missing.onnx").load()
+
+
+def test_onnx_embedder_names_a_missing_package() -> None:
+    _require_extra()
+
+    class Elsewhere(OnnxMiniLMEmbedder):
+        TOKENIZER_FILE = ("pymem-no-such-distribution", "tokenizer.json")
+
+    with pytest.raises(pymem.ConfigError, match=r"pymem-no-such-distribution is not installed.*\[embed\]"):
+        Elsewhere().load()

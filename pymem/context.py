@@ -1,0 +1,147 @@
+"""The prompt context for one turn, over ``sql/api/context.sql``.
+
+``Memory.context(query, user=...)`` = embed the query + one call of ``pymem.context_read``
+(facts, summary, recall, window) + the formatting below. Only when the user has messages that
+no vector of the current embedder covers yet (written by SQL from another service) does it
+embed them in one batch, store them and read again.
+
+The messages come back in this order, as ``{"role", "content"}`` dicts for any chat API:
+the system prompt, the agent's facts (the heading names the agent), the user's facts (the
+heading never names the user: ids are often e-mail addresses and must not reach the model
+provider), the running summary, recalled earlier messages, the window, then the query.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .conversations import Message
+from .db import Call, Embed
+from .embedders import Embedder
+from .values import text, vector
+
+AGENT_HEADING = "Facts that hold for everyone using agent {agent}:"
+USER_HEADING = "Facts about the user you are talking to:"
+SUMMARY_HEADING = "Summary of the earlier conversation:"
+RECALL_HEADING = "Earlier messages that may be relevant:"
+
+
+@dataclass(frozen=True)
+class Context:
+    """What one context read found, and the chat messages built from it."""
+
+    messages: list[dict[str, str]]
+    agent_facts: list[str] = field(default_factory=list)
+    user_facts: list[str] = field(default_factory=list)
+    summary: str | None = None
+    recalled: list[Message] = field(default_factory=list)
+    window: list[Message] = field(default_factory=list)
+    deduped: int = 0
+    user_resolved: bool = True
+
+
+def _bullets(items: list[str]) -> str:
+    return "\n".join(f"- {item}" for item in items)
+
+
+def _when(ts: Any) -> str:
+    if isinstance(ts, str):
+        return ts[:10]
+    if isinstance(ts, datetime):
+        return ts.date().isoformat()
+    return ""
+
+
+def build_messages(
+    *,
+    system_prompt: str | None,
+    agent_id: str | None,
+    agent_facts: list[str],
+    user_facts: list[str],
+    summary: str | None,
+    recalled: list[Message],
+    window: list[Message],
+    query: str,
+) -> list[dict[str, str]]:
+    out: list[dict[str, str]] = []
+    if system_prompt:
+        out.append({"role": "system", "content": system_prompt})
+    if agent_facts:
+        out.append({"role": "system", "content": AGENT_HEADING.format(agent=agent_id) + "\n" + _bullets(agent_facts)})
+    if user_facts:
+        out.append({"role": "system", "content": USER_HEADING + "\n" + _bullets(user_facts)})
+    if summary:
+        out.append({"role": "system", "content": SUMMARY_HEADING + "\n" + summary})
+    if recalled:
+        lines = [f"- ({m.role}, {_when(m.created_at)}) {m.content}" for m in recalled]
+        out.append({"role": "system", "content": RECALL_HEADING + "\n" + "\n".join(lines)})
+    out.extend(m.as_chat() for m in window)
+    out.append({"role": "user", "content": query})
+    return out
+
+
+class _Context:
+    # set by pymem.memory.MemoryBase
+    agent_id: str | None
+    project_id: str
+    thread: str
+    embedder: Embedder | None
+    system_prompt: str | None
+    max_facts: int
+    window_size: int
+    recall_k: int
+    min_content_chars: int
+    recency_weight: float
+    importance_weight: float
+    half_life_seconds: float
+    dedupe: bool
+
+    def _read(self, user_id: str | None, thread: str | None, query: str):
+        text(query, "query")
+        params: dict[str, Any] = {
+            "user_id": text(user_id, "user id", allow_none=True),
+            "agent_id": self.agent_id,
+            "project_id": self.project_id,
+            "thread_id": text(thread if thread is not None else self.thread, "thread"),
+            "query": None,
+            "embedder": None,
+            "max_facts": self.max_facts,
+            "window_size": self.window_size,
+            "k": self.recall_k,
+            "min_content_chars": self.min_content_chars,
+            "recency_weight": self.recency_weight,
+            "importance_weight": self.importance_weight,
+            "half_life_seconds": self.half_life_seconds,
+            "dedupe": self.dedupe,
+            "max_unembedded": 1000,
+        }
+        if user_id is not None and self.embedder is not None and self.recall_k > 0:
+            (qvec,) = yield Embed([query])
+            params |= {"query": vector(qvec), "embedder": self.embedder.name}
+        rows = yield Call("context_read", params)
+        data = rows[0]["context"]
+        if data["unembedded"]:
+            yield from self._catch_up(user_id, data["unembedded"])  # type: ignore[attr-defined]
+            rows = yield Call("context_read", params)
+            data = rows[0]["context"]
+        agent_facts = [f["content"] for f in data["agent_facts"]]
+        user_facts = [f["content"] for f in data["user_facts"]]
+        recalled = [
+            Message(r["role"], r["content"], r["seq"], r["thread"], r["created_at"], 1.0, r["similarity"], r["score"])
+            for r in data["recalled"]
+        ]
+        window = [Message(w["role"], w["content"], w["seq"], params["thread_id"], w["created_at"]) for w in data["window"]]
+        messages = build_messages(
+            system_prompt=self.system_prompt,
+            agent_id=self.agent_id,
+            agent_facts=agent_facts,
+            user_facts=user_facts,
+            summary=data["summary"],
+            recalled=recalled,
+            window=window,
+            query=query,
+        )
+        return Context(messages, agent_facts, user_facts, data["summary"], recalled, window, data["deduped"],
+                       user_id is not None)

@@ -1,0 +1,211 @@
+"""Conversation memory over ``sql/api/conversations.sql``: the plans behind
+``Memory.record``, ``turn``, ``window``, ``summary``, ``recall`` and ``forget_conversation``
+(see :mod:`pymem.memory`).
+
+A turn is written in one call (``pymem.turn_record``): both messages, their vectors, the facts
+the extractor learned from the user's message, and, when the thread's summary is due, a claim
+on the span to fold. The summarizer then runs outside the database and its result is committed
+against that claim, so two app servers never fold the same span twice and a failing summarizer
+leaves the old summary in place. The extractor sees the user's message only, never the reply;
+a failing extractor or summarizer is logged and never breaks the turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .db import Call, Embed, Invoke
+from .embedders import Embedder
+from .errors import ValidationError
+from .values import number, text, vector
+
+log = logging.getLogger("pymem")
+
+#: summarizer(previous_summary, messages, max_chars) -> new summary. ``messages`` are dicts
+#: with seq, role, content, created_at, oldest first: the span to fold into the summary.
+Summarizer = Callable[[str | None, list[dict[str, Any]], int], str]
+#: extractor(user_message) -> facts worth keeping about the user (short strings).
+Extractor = Callable[[str], list[str]]
+
+
+@dataclass(frozen=True)
+class Message:
+    role: str
+    content: str
+    seq: int | None = None
+    thread: str | None = None
+    created_at: datetime | None = None
+    importance: float = 1.0
+    similarity: float | None = None
+    score: float | None = None
+
+    def as_chat(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What recording a turn did."""
+
+    user_seq: int
+    assistant_seq: int
+    learned_fact_ids: list[int] = field(default_factory=list)
+    summarized: bool = False
+
+
+class _Conversations:
+    # set by pymem.memory.MemoryBase
+    project_id: str
+    thread: str
+    embedder: Embedder | None
+    summarizer: Summarizer | None
+    extractor: Extractor | None
+    summarize_every: int
+    keep_last: int
+    max_summary_chars: int
+    max_learned_facts: int | None
+    window_size: int
+    recall_k: int
+    min_content_chars: int
+    recency_weight: float
+    importance_weight: float
+    half_life_seconds: float
+    summary_lease_seconds: float
+
+    def _where(self, user_id: str, thread: str | None) -> dict[str, Any]:
+        return {
+            "user_id": text(user_id, "user id"),
+            "thread_id": text(thread if thread is not None else self.thread, "thread"),
+            "project_id": self.project_id,
+        }
+
+    # -- plans ----------------------------------------------------------------------------
+    def _record(self, user_id, thread, query, answer, user_importance, assistant_importance):
+        where = self._where(user_id, thread)
+        text(query, "the user's message")
+        text(answer, "the answer")
+        learned: list[str] | None = None
+        if self.extractor is not None:
+            try:
+                found = yield Invoke(self.extractor, (query,))
+                learned = [f for f in (found or []) if isinstance(f, str) and f.strip() and "\x00" not in f]
+            except Exception:  # the turn happened; a broken extractor must not lose it
+                log.warning("pymem: the fact extractor failed; the turn is recorded without learned facts",
+                            exc_info=True)
+        vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
+        if self.embedder is not None:
+            u, a = yield Embed([query, answer])
+            vectors = {"embedder": self.embedder.name, "user_embedding": vector(u), "assistant_embedding": vector(a)}
+        rows = yield Call(
+            "turn_record",
+            {
+                **where,
+                "user_content": query,
+                "assistant_content": answer,
+                "user_importance": number(user_importance, "importance"),
+                "assistant_importance": number(assistant_importance, "importance"),
+                **vectors,
+                "learned": learned,
+                "max_learned": self.max_learned_facts,
+                "keep_last": self.keep_last,
+                "summarize_every": self.summarize_every if self.summarizer is not None else None,
+                "lease_seconds": self.summary_lease_seconds,
+            },
+        )
+        row = rows[0]
+        summarized = False
+        if row["claim_token"] is not None:
+            summarized = yield from self._fold(where, row)
+        return TurnResult(row["user_seq"], row["assistant_seq"], list(row["learned_ids"] or []), summarized)
+
+    def _fold(self, where: dict[str, Any], claim: Mapping[str, Any]):
+        """Run the summarizer on a claimed span and commit (or release) the claim."""
+        token = claim["claim_token"]
+        try:
+            summary = yield Invoke(self.summarizer, (claim["previous_summary"], claim["messages"], self.max_summary_chars))
+            text(summary, "the summary")
+            if not summary.strip():
+                raise ValidationError("the summarizer returned an empty summary")
+        except Exception:
+            log.warning("pymem: the summarizer failed; the previous summary stays", exc_info=True)
+            yield Call("summary_release", {**where, "claim_token": token})
+            return False
+        rows = yield Call(
+            "summary_commit", {**where, "claim_token": token, "summary": summary, "max_chars": self.max_summary_chars}
+        )
+        return bool(rows[0]["committed"])
+
+    def _summarize(self, user_id, thread):
+        """Fold a due span now (e.g. after messages were written by SQL)."""
+        if self.summarizer is None:
+            raise ValidationError("summarize() needs Memory(summarizer=...)")
+        where = self._where(user_id, thread)
+        rows = yield Call(
+            "summary_claim",
+            {**where, "keep_last": self.keep_last, "summarize_every": self.summarize_every,
+             "lease_seconds": self.summary_lease_seconds},
+        )
+        if not rows:
+            return False
+        return (yield from self._fold(where, rows[0]))
+
+    def _add_message(self, user_id, thread, role, content, importance):
+        rows = yield Call(
+            "message_add",
+            {**self._where(user_id, thread), "role": text(role, "role"), "content": text(content, "content"),
+             "importance": number(importance, "importance")},
+        )
+        return rows[0]["seq"]
+
+    def _window(self, user_id, thread, size):
+        rows = yield Call("window_read", {**self._where(user_id, thread), "max_messages": size})
+        return [Message(r["role"], r["content"], r["seq"], thread or self.thread, r["created_at"], r["importance"])
+                for r in rows]
+
+    def _summary(self, user_id, thread):
+        rows = yield Call("summary_read", self._where(user_id, thread))
+        return rows[0]["summary"] if rows else None
+
+    def _catch_up(self, user_id, missing):
+        """Embed, in one batch, messages that have no vector from this embedder yet."""
+        vectors = yield Embed([m["content"] for m in missing])
+        yield Call(
+            "message_embeddings_put",
+            {"user_id": user_id, "project_id": self.project_id, "embedder": self.embedder.name,
+             "thread_ids": [m["thread" if "thread" in m else "thread_id"] for m in missing],
+             "seqs": [m["seq"] for m in missing], "embeddings": [vector(v) for v in vectors]},
+        )
+
+    def _recall(self, user_id, thread, query, k):
+        if self.embedder is None:
+            raise ValidationError("recall needs Memory(embedder=...)")
+        where = self._where(user_id, thread)
+        text(query, "query")
+        missing = yield Call(
+            "messages_unembedded",
+            {"user_id": where["user_id"], "project_id": self.project_id, "embedder": self.embedder.name,
+             "min_chars": self.min_content_chars, "max_messages": 10000},
+        )
+        if missing:
+            yield from self._catch_up(where["user_id"], missing)
+        (qvec,) = yield Embed([query])
+        rows = yield Call(
+            "messages_recall",
+            {**where, "query": vector(qvec), "embedder": self.embedder.name, "k": k,
+             "min_content_chars": self.min_content_chars, "window_size": self.window_size,
+             "recency_weight": self.recency_weight, "importance_weight": self.importance_weight,
+             "half_life_seconds": self.half_life_seconds},
+        )
+        return [Message(r["role"], r["content"], r["seq"], r["thread"], r["created_at"], r["importance"],
+                        r["similarity"], r["score"]) for r in rows]
+
+    def _forget_conversation(self, user_id, thread):
+        rows = yield Call(
+            "conversation_forget",
+            {"user_id": text(user_id, "user id"), "thread_id": text(thread, "thread"), "project_id": self.project_id},
+        )
+        return int(rows[0]["deleted"])

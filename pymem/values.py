@@ -1,0 +1,37 @@
+"""Checks and conversions of values the Python API passes to SQL, done before a query is sent
+(PostgreSQL cannot carry NUL characters or lone surrogates, so they are refused here with a
+clear error instead of a driver error). Every rule about what is valid lives in SQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ValidationError
+
+
+def text(value: Any, what: str, *, allow_none: bool = False) -> str | None:
+    """``value`` if it is a string PostgreSQL can store, else :class:`ValidationError`."""
+    if value is None and allow_none:
+        return None
+    if not isinstance(value, str):
+        raise ValidationError(f"{what} must be a string, not {type(value).__name__}")
+    if "\x00" in value:
+        raise ValidationError(f"{what} must not contain NUL characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{what} is not valid Unicode text (lone surrogate?)") from exc
+    return value
+
+
+def number(value: Any, what: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{what} must be a number, not {value!r}")
+    return float(value)
+
+
+def vector(values: Any) -> Any:
+    """A pgvector ``Vector`` for a list of floats (already checked by validate_vectors)."""
+    from pgvector import Vector
+
+    return Vector(values)

@@ -1,0 +1,128 @@
+-- context.sql: everything one turn reads, in one call: the agent's facts, the user's facts,
+-- the thread's running summary, recalled messages (deduplicated against the blocks above) and
+-- the window. Re-applied on every migrate. Called by pymem/context.py (Memory.context) and by
+-- any service that builds prompts with SQL alone. Read-only; takes no locks.
+
+-- _norm: lower-cased, whitespace-folded text for the dedupe test.
+CREATE OR REPLACE FUNCTION pymem._norm(content text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+    SELECT pg_catalog.btrim(pg_catalog.lower(pg_catalog.regexp_replace(content,
+        '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g')));
+$$;
+
+-- context_read: the prompt context for one turn as one jsonb object:
+--   {"agent_facts": [{id, content, confidence, created_at}], "user_facts": [...],
+--    "summary": text or null, "summary_through": n,
+--    "recalled": [{thread, seq, role, content, created_at, similarity, score}], "deduped": n,
+--    "window": [{seq, role, content, created_at}],
+--    "unembedded": [{thread, seq, content}]}
+-- user_id NULL (an unresolved caller) reads agent facts only. agent_id NULL reads no agent
+-- facts ('' is refused: it would mean every agent). query NULL skips recall. A recalled
+-- message whose normalised content already appears in a fact or the summary is dropped when
+-- dedupe is on (counted in "deduped"). "unembedded" lists up to max_unembedded of the user's
+-- messages with no vector from `embedder` (written by SQL): embed them, store them with
+-- message_embeddings_put, and call again for a complete recall.
+--   SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot');
+CREATE OR REPLACE FUNCTION pymem.context_read(
+    user_id text,
+    agent_id text DEFAULT NULL,
+    project_id text DEFAULT '',
+    thread_id text DEFAULT 'default',
+    query vector DEFAULT NULL,
+    embedder text DEFAULT NULL,
+    max_facts integer DEFAULT 50,
+    window_size integer DEFAULT 20,
+    k integer DEFAULT 5,
+    min_content_chars integer DEFAULT 10,
+    recency_weight double precision DEFAULT 0,
+    importance_weight double precision DEFAULT 0,
+    half_life_seconds double precision DEFAULT 3600,
+    dedupe boolean DEFAULT true,
+    max_unembedded integer DEFAULT 100)
+RETURNS jsonb
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_agent jsonb := '[]';
+    v_user jsonb := '[]';
+    v_summary text;
+    v_through bigint := 0;
+    v_upstream text;
+    v_recalled jsonb := '[]';
+    v_deduped integer := 0;
+    v_window jsonb := '[]';
+    v_unembedded jsonb := '[]';
+    v_has_user boolean;
+BEGIN
+    PERFORM pymem._check_limit('max_facts', context_read.max_facts);
+    PERFORM pymem._check_limit('window_size', context_read.window_size);
+    PERFORM pymem._check_limit('max_unembedded', context_read.max_unembedded);
+    PERFORM pymem._recall_check(context_read.k, context_read.min_content_chars, context_read.recency_weight,
+                                context_read.importance_weight, context_read.half_life_seconds);
+    IF context_read.agent_id IS NOT NULL THEN
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                   'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
+          INTO v_agent
+          FROM pymem.facts_newest('agent', context_read.agent_id, context_read.project_id, context_read.max_facts) AS f;
+    END IF;
+    v_has_user := context_read.user_id IS NOT NULL
+        AND pymem._conv_check(context_read.project_id, context_read.user_id, context_read.thread_id, 'read');
+    IF v_has_user THEN
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                   'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
+          INTO v_user
+          FROM pymem.facts_newest('user', context_read.user_id, context_read.project_id, context_read.max_facts) AS f;
+        SELECT t.summary, t.summary_through INTO v_summary, v_through FROM pymem.threads AS t
+         WHERE t.project_id = context_read.project_id AND t.user_id = context_read.user_id
+           AND t.thread_id = context_read.thread_id;
+        SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                   'seq', w.seq, 'role', w.role, 'content', w.content, 'created_at', w.created_at) ORDER BY w.seq), '[]')
+          INTO v_window
+          FROM pymem.window_read(context_read.user_id, context_read.thread_id, context_read.project_id,
+                                 context_read.window_size) AS w;
+        IF context_read.query IS NOT NULL AND context_read.k > 0 THEN
+            PERFORM pymem._query_check(context_read.embedder, context_read.query);
+            v_upstream := CASE WHEN context_read.dedupe THEN pymem._norm(pg_catalog.concat_ws(pg_catalog.chr(10),
+                (SELECT pg_catalog.string_agg(a.value ->> 'content', pg_catalog.chr(10)) FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
+                (SELECT pg_catalog.string_agg(u.value ->> 'content', pg_catalog.chr(10)) FROM pg_catalog.jsonb_array_elements(v_user) AS u),
+                v_summary)) END;
+            WITH ranked AS (
+                SELECT r.thread_id, r.seq, r.similarity, r.score, m.role, m.content, m.created_at,
+                       pg_catalog.row_number() OVER (ORDER BY r.score DESC, m.created_at DESC, r.seq DESC) AS pos,
+                       coalesce(pg_catalog.strpos(v_upstream, pymem._norm(m.content)) > 0, false) AS dup
+                  FROM pymem._recall_ranked(context_read.project_id, context_read.user_id, context_read.thread_id,
+                                            context_read.query, context_read.embedder, context_read.k + 20,
+                                            context_read.min_content_chars, context_read.window_size,
+                                            context_read.recency_weight, context_read.importance_weight,
+                                            context_read.half_life_seconds) AS r
+                  JOIN pymem.messages AS m
+                    ON m.project_id = context_read.project_id AND m.user_id = context_read.user_id
+                   AND m.thread_id = r.thread_id AND m.seq = r.seq
+            ), counted AS (
+                SELECT ranked.*, pg_catalog.count(*) FILTER (WHERE NOT ranked.dup) OVER (ORDER BY ranked.pos) AS kept
+                  FROM ranked
+            )
+            SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                       'thread', c.thread_id, 'seq', c.seq, 'role', c.role, 'content', c.content,
+                       'created_at', c.created_at, 'similarity', c.similarity, 'score', c.score) ORDER BY c.pos)
+                       FILTER (WHERE NOT c.dup AND c.kept <= context_read.k), '[]'),
+                   pg_catalog.count(*) FILTER (WHERE c.dup AND c.kept < context_read.k)
+              INTO v_recalled, v_deduped
+              FROM counted AS c;
+            SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                       'thread', u.thread_id, 'seq', u.seq, 'content', u.content)), '[]')
+              INTO v_unembedded
+              FROM pymem._messages_unembedded(context_read.project_id, context_read.user_id, context_read.embedder,
+                                              context_read.min_content_chars, context_read.max_unembedded) AS u;
+        END IF;
+    END IF;
+    RETURN pg_catalog.jsonb_build_object(
+        'agent_facts', v_agent, 'user_facts', v_user, 'summary', v_summary, 'summary_through', v_through,
+        'recalled', v_recalled, 'deduped', v_deduped, 'window', v_window, 'unembedded', v_unembedded);
+END;
+$$;

@@ -1,0 +1,583 @@
+-- conversations.sql: the SQL API for conversation memory (tables in
+-- migrations/0003_conversations.sql): recording turns, windows, running summaries, recall.
+-- Re-applied on every migrate. Called by pymem/conversations.py and by any SQL client
+-- (README "SQL API / Conversations").
+--
+-- Namespacing: every call names (project_id, user_id[, thread_id]); nothing reads across
+-- users. user_id '' or '*' is refused on writes; reads with '' return nothing.
+--
+-- Locking: a write locks its thread row (UPDATE ... RETURNING last_seq), so concurrent turns
+-- of one thread get consecutive numbers and the window stays ordered and complete. A summary
+-- is folded under a lease on the thread row (claim_token, claim_until): turn_record or
+-- summary_claim hands the due span to exactly one caller; summary_commit only accepts that
+-- caller's token, so two app servers never fold the same span twice, and a summarizer that
+-- fails leaves the old summary in place (the lease expires, or summary_release ends it).
+--
+-- Errors: 22023 invalid argument; PM301 summary claim no longer held.
+
+-- _conv_check: validates (project_id, user_id, thread_id); false means "read nothing" ('' user).
+CREATE OR REPLACE FUNCTION pymem._conv_check(project_id text, user_id text, thread_id text, purpose text)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
+            USING ERRCODE = '22023';
+    END IF;
+    IF user_id IS NULL OR user_id = '*' OR pg_catalog.length(user_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: user_id must be a user''s id (at most 256 characters, not ''*'')'
+            USING ERRCODE = '22023';
+    END IF;
+    IF thread_id IS NOT NULL AND (thread_id IN ('', '*') OR pg_catalog.length(thread_id) > 256) THEN
+        RAISE EXCEPTION 'pymem: thread_id must be a non-empty string of at most 256 characters other than ''*'''
+            USING ERRCODE = '22023';
+    END IF;
+    IF user_id = '' THEN
+        IF purpose = 'write' THEN
+            RAISE EXCEPTION 'pymem: a message needs a user id; the empty id names no one'
+                USING ERRCODE = '22023';
+        END IF;
+        RETURN false;
+    END IF;
+    RETURN true;
+END;
+$$;
+
+-- _message_check: validates one message's role, content and importance.
+CREATE OR REPLACE FUNCTION pymem._message_check(role text, content text, importance double precision)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF role IS NULL OR role NOT IN ('user', 'assistant', 'system', 'tool') THEN
+        RAISE EXCEPTION 'pymem: role must be user, assistant, system or tool, not %', coalesce(pg_catalog.quote_literal(role), 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF content IS NULL OR pymem._fact_trim(content) = '' THEN
+        RAISE EXCEPTION 'pymem: a % message must not be empty', role USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.length(content) > 262144 THEN
+        RAISE EXCEPTION 'pymem: a message is % characters; the limit is 262144', pg_catalog.length(content)
+            USING ERRCODE = '22023';
+    END IF;
+    IF importance IS NULL OR importance = 'NaN'::float8 OR importance < 0 OR importance > 1 THEN
+        RAISE EXCEPTION 'pymem: importance must be between 0 and 1, not %', importance USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- _message_insert: appends one message to a thread (creating the thread), returns its seq.
+CREATE OR REPLACE FUNCTION pymem._message_insert(
+    project_id text, user_id text, thread_id text, role text, content text,
+    importance double precision, metadata jsonb, embedded_by text)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_seq bigint;
+BEGIN
+    INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)
+    VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, 1)
+    ON CONFLICT (project_id, user_id, thread_id)
+    DO UPDATE SET last_seq = t.last_seq + 1, updated_at = pg_catalog.clock_timestamp()
+    RETURNING t.last_seq INTO v_seq;
+    INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, embedded_by)
+    VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, v_seq,
+            _message_insert.role, _message_insert.content, _message_insert.importance,
+            coalesce(_message_insert.metadata, '{}'::jsonb), _message_insert.embedded_by);
+    RETURN v_seq;
+END;
+$$;
+
+-- message_add: appends one message (e.g. from another service, without a vector); returns
+-- its number in the thread. Recall embeds it later, in a batch.
+--   SELECT pymem.message_add(user_id => 'alice', role => 'user', content => 'I moved to Oslo');
+CREATE OR REPLACE FUNCTION pymem.message_add(
+    user_id text,
+    content text,
+    role text DEFAULT 'user',
+    thread_id text DEFAULT 'default',
+    project_id text DEFAULT '',
+    importance double precision DEFAULT 1.0,
+    metadata jsonb DEFAULT '{}'::jsonb)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM pymem._conv_check(message_add.project_id, message_add.user_id, message_add.thread_id, 'write');
+    PERFORM pymem._message_check(message_add.role, message_add.content, message_add.importance);
+    IF message_add.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(message_add.metadata) <> 'object' THEN
+        RAISE EXCEPTION 'pymem: metadata must be a JSON object' USING ERRCODE = '22023';
+    END IF;
+    RETURN pymem._message_insert(message_add.project_id, message_add.user_id, message_add.thread_id,
+                                 message_add.role, message_add.content, message_add.importance, message_add.metadata,
+                                 NULL);
+END;
+$$;
+
+-- summary_claim: when at least summarize_every messages older than the newest keep_last are
+-- not yet in the summary, and nobody holds a live lease, hands that span to this caller.
+-- Returns no row when nothing is due (or someone else is folding it).
+--   SELECT * FROM pymem.summary_claim(user_id => 'alice', keep_last => 10, summarize_every => 10);
+CREATE OR REPLACE FUNCTION pymem.summary_claim(
+    user_id text,
+    thread_id text DEFAULT 'default',
+    project_id text DEFAULT '',
+    keep_last integer DEFAULT 10,
+    summarize_every integer DEFAULT 10,
+    lease_seconds double precision DEFAULT 300)
+RETURNS TABLE (claim_token uuid, through_seq bigint, previous_summary text, messages jsonb)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_token uuid := pg_catalog.gen_random_uuid();
+    v_from bigint;
+    v_through bigint;
+    v_prev text;
+BEGIN
+    IF NOT pymem._conv_check(summary_claim.project_id, summary_claim.user_id, summary_claim.thread_id, 'read') THEN
+        RETURN;
+    END IF;
+    PERFORM pymem._check_limit('keep_last', summary_claim.keep_last);
+    IF summary_claim.summarize_every IS NULL OR summary_claim.summarize_every < 1 OR summary_claim.summarize_every > 10000 THEN
+        RAISE EXCEPTION 'pymem: summarize_every must be between 1 and 10000' USING ERRCODE = '22023';
+    END IF;
+    IF summary_claim.lease_seconds IS NULL OR NOT (summary_claim.lease_seconds > 0 AND summary_claim.lease_seconds <= 86400) THEN
+        RAISE EXCEPTION 'pymem: lease_seconds must be in (0, 86400]' USING ERRCODE = '22023';
+    END IF;
+    UPDATE pymem.threads AS t
+       SET claim_token = v_token,
+           claim_until = pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => summary_claim.lease_seconds),
+           claim_through = t.last_seq - summary_claim.keep_last
+     WHERE t.project_id = summary_claim.project_id AND t.user_id = summary_claim.user_id
+       AND t.thread_id = summary_claim.thread_id
+       AND t.last_seq - summary_claim.keep_last - t.summary_through >= summary_claim.summarize_every
+       AND (t.claim_until IS NULL OR t.claim_until < pg_catalog.clock_timestamp())
+    RETURNING t.summary_through, t.claim_through, t.summary INTO v_from, v_through, v_prev;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    claim_token := v_token;
+    through_seq := v_through;
+    previous_summary := v_prev;
+    SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+               'seq', m.seq, 'role', m.role, 'content', m.content, 'created_at', m.created_at) ORDER BY m.seq), '[]')
+      INTO messages
+      FROM pymem.messages AS m
+     WHERE m.project_id = summary_claim.project_id AND m.user_id = summary_claim.user_id
+       AND m.thread_id = summary_claim.thread_id AND m.seq > v_from AND m.seq <= v_through;
+    RETURN NEXT;
+END;
+$$;
+
+-- summary_commit: stores the new running summary (cut to max_chars) for the span a claim
+-- covered. False (nothing written) when the claim is no longer held: its lease expired and
+-- another caller took the span.
+CREATE OR REPLACE FUNCTION pymem.summary_commit(
+    user_id text,
+    claim_token uuid,
+    summary text,
+    thread_id text DEFAULT 'default',
+    project_id text DEFAULT '',
+    max_chars integer DEFAULT 2000)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._conv_check(summary_commit.project_id, summary_commit.user_id, summary_commit.thread_id, 'write');
+    IF summary_commit.max_chars IS NULL OR summary_commit.max_chars < 1 OR summary_commit.max_chars > 100000 THEN
+        RAISE EXCEPTION 'pymem: max_chars must be between 1 and 100000' USING ERRCODE = '22023';
+    END IF;
+    IF summary_commit.summary IS NULL OR pymem._fact_trim(summary_commit.summary) = '' THEN
+        RAISE EXCEPTION 'pymem: a summary must not be empty' USING ERRCODE = '22023';
+    END IF;
+    UPDATE pymem.threads AS t
+       SET summary = pg_catalog.left(pymem._fact_trim(summary_commit.summary), summary_commit.max_chars),
+           summary_through = t.claim_through,
+           summary_at = pg_catalog.clock_timestamp(),
+           claim_token = NULL, claim_until = NULL, claim_through = NULL
+     WHERE t.project_id = summary_commit.project_id AND t.user_id = summary_commit.user_id
+       AND t.thread_id = summary_commit.thread_id AND t.claim_token = summary_commit.claim_token;
+    RETURN FOUND;
+END;
+$$;
+
+-- summary_release: gives a claim back without writing a summary (the summarizer failed).
+CREATE OR REPLACE FUNCTION pymem.summary_release(
+    user_id text, claim_token uuid, thread_id text DEFAULT 'default', project_id text DEFAULT '')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._conv_check(summary_release.project_id, summary_release.user_id, summary_release.thread_id, 'write');
+    UPDATE pymem.threads AS t
+       SET claim_token = NULL, claim_until = NULL, claim_through = NULL
+     WHERE t.project_id = summary_release.project_id AND t.user_id = summary_release.user_id
+       AND t.thread_id = summary_release.thread_id AND t.claim_token = summary_release.claim_token;
+    RETURN FOUND;
+END;
+$$;
+
+-- turn_record: one successful turn in one transaction: the user's message and the answer
+-- (with their vectors when given), the facts an extractor learned from the user's message
+-- (source 'learned', confidence 0.6, capped by max_learned; an invalid one is skipped, never
+-- failing the turn), and, when a summary is due, a claim on the span to fold.
+--   SELECT * FROM pymem.turn_record(user_id => 'alice', user_content => 'I moved to Oslo',
+--                                   assistant_content => 'Noted: Oslo.');
+CREATE OR REPLACE FUNCTION pymem.turn_record(
+    user_id text,
+    user_content text,
+    assistant_content text,
+    thread_id text DEFAULT 'default',
+    project_id text DEFAULT '',
+    user_importance double precision DEFAULT 1.0,
+    assistant_importance double precision DEFAULT 1.0,
+    embedder text DEFAULT NULL,
+    user_embedding vector DEFAULT NULL,
+    assistant_embedding vector DEFAULT NULL,
+    learned text[] DEFAULT NULL,
+    max_learned integer DEFAULT 200,
+    keep_last integer DEFAULT 10,
+    summarize_every integer DEFAULT NULL,
+    lease_seconds double precision DEFAULT 300)
+RETURNS TABLE (user_seq bigint, assistant_seq bigint, learned_ids bigint[],
+               claim_token uuid, through_seq bigint, previous_summary text, messages jsonb)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_fact text;
+    v_id bigint;
+    v_ids bigint[] := '{}';
+BEGIN
+    PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'write');
+    PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance);
+    PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance);
+    PERFORM pymem._embedding_check(turn_record.embedder, turn_record.user_embedding);
+    PERFORM pymem._embedding_check(turn_record.embedder, turn_record.assistant_embedding);
+    user_seq := pymem._message_insert(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'user',
+                                      turn_record.user_content, turn_record.user_importance, NULL,
+                                      CASE WHEN turn_record.user_embedding IS NOT NULL THEN turn_record.embedder END);
+    assistant_seq := pymem._message_insert(turn_record.project_id, turn_record.user_id, turn_record.thread_id,
+                                           'assistant', turn_record.assistant_content,
+                                           turn_record.assistant_importance, NULL,
+                                           CASE WHEN turn_record.assistant_embedding IS NOT NULL THEN turn_record.embedder END);
+    INSERT INTO pymem.message_embeddings
+        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
+    SELECT m.project_id, m.user_id, turn_record.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
+           m.importance, m.created_at, v.embedding
+      FROM (VALUES (user_seq, turn_record.user_embedding), (assistant_seq, turn_record.assistant_embedding))
+           AS v(seq, embedding)
+      JOIN pymem.messages AS m
+        ON m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
+       AND m.thread_id = turn_record.thread_id AND m.seq = v.seq
+     WHERE v.embedding IS NOT NULL;
+    IF turn_record.learned IS NOT NULL THEN
+        FOREACH v_fact IN ARRAY turn_record.learned LOOP
+            BEGIN
+                SELECT a.id INTO v_id FROM pymem.fact_add(
+                    scope => 'user', scope_id => turn_record.user_id, content => v_fact,
+                    project_id => turn_record.project_id, confidence => 0.6, source => 'learned',
+                    max_learned => turn_record.max_learned) AS a;
+                v_ids := v_ids || v_id;
+            EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
+                RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
+            END;
+        END LOOP;
+    END IF;
+    learned_ids := v_ids;
+    IF turn_record.summarize_every IS NOT NULL THEN
+        SELECT c.claim_token, c.through_seq, c.previous_summary, c.messages
+          INTO claim_token, through_seq, previous_summary, messages
+          FROM pymem.summary_claim(turn_record.user_id, turn_record.thread_id, turn_record.project_id,
+                                   turn_record.keep_last, turn_record.summarize_every,
+                                   turn_record.lease_seconds) AS c;
+    END IF;
+    RETURN NEXT;
+END;
+$$;
+
+-- window_read: the last max_messages messages of a thread, oldest first.
+--   SELECT seq, role, content FROM pymem.window_read(user_id => 'alice', max_messages => 20);
+CREATE OR REPLACE FUNCTION pymem.window_read(
+    user_id text, thread_id text DEFAULT 'default', project_id text DEFAULT '', max_messages integer DEFAULT 20)
+RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._check_limit('max_messages', window_read.max_messages);
+    IF NOT pymem._conv_check(window_read.project_id, window_read.user_id, window_read.thread_id, 'read') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT w.seq, w.role, w.content, w.importance, w.created_at FROM (
+        SELECT m.seq, m.role, m.content, m.importance, m.created_at FROM pymem.messages AS m
+         WHERE m.project_id = window_read.project_id AND m.user_id = window_read.user_id
+           AND m.thread_id = window_read.thread_id
+         ORDER BY m.seq DESC
+         LIMIT window_read.max_messages) AS w
+     ORDER BY w.seq;
+END;
+$$;
+
+-- summary_read: a thread's running summary and the last message it covers (NULL, 0 if none).
+CREATE OR REPLACE FUNCTION pymem.summary_read(user_id text, thread_id text DEFAULT 'default', project_id text DEFAULT '')
+RETURNS TABLE (summary text, through_seq bigint, summarized_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    IF NOT pymem._conv_check(summary_read.project_id, summary_read.user_id, summary_read.thread_id, 'read') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT t.summary, t.summary_through, t.summary_at FROM pymem.threads AS t
+     WHERE t.project_id = summary_read.project_id AND t.user_id = summary_read.user_id
+       AND t.thread_id = summary_read.thread_id;
+END;
+$$;
+
+-- _messages_unembedded: the catch-up query, through messages_embedded_by (three index ranges:
+-- NULL, below and above the current embedder's name; all empty when nothing is missing).
+CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
+    p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
+RETURNS TABLE (thread_id text, seq bigint, content text)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+    SELECT m.thread_id, m.seq, m.content FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id
+       AND (m.embedded_by IS NULL OR m.embedded_by < p_embedder OR m.embedded_by > p_embedder)
+       AND pg_catalog.length(m.content) >= p_min_chars
+     ORDER BY m.created_at DESC, m.thread_id, m.seq DESC
+     LIMIT p_limit;
+$$;
+
+-- messages_unembedded: a user's messages (of at least min_chars characters) with no vector
+-- from `embedder`, newest first: the batch to embed before recall.
+CREATE OR REPLACE FUNCTION pymem.messages_unembedded(
+    user_id text, embedder text, project_id text DEFAULT '', min_chars integer DEFAULT 10,
+    max_messages integer DEFAULT 1000)
+RETURNS TABLE (thread_id text, seq bigint, content text)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._check_limit('max_messages', messages_unembedded.max_messages);
+    PERFORM pymem._check_limit('min_chars', messages_unembedded.min_chars);
+    IF NOT pymem._conv_check(messages_unembedded.project_id, messages_unembedded.user_id, NULL, 'read') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT u.thread_id, u.seq, u.content
+      FROM pymem._messages_unembedded(messages_unembedded.project_id, messages_unembedded.user_id,
+                                      messages_unembedded.embedder, messages_unembedded.min_chars,
+                                      messages_unembedded.max_messages) AS u;
+END;
+$$;
+
+-- message_embeddings_put: stores vectors for a user's messages (parallel arrays). Messages
+-- that no longer exist are skipped; an existing vector of the embedder is kept.
+CREATE OR REPLACE FUNCTION pymem.message_embeddings_put(
+    user_id text, embedder text, thread_ids text[], seqs bigint[], embeddings vector[], project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_vec vector;
+    v_count integer;
+BEGIN
+    PERFORM pymem._conv_check(message_embeddings_put.project_id, message_embeddings_put.user_id, NULL, 'write');
+    IF pg_catalog.cardinality(thread_ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings)
+       OR pg_catalog.cardinality(seqs) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
+        RAISE EXCEPTION 'pymem: thread_ids, seqs and embeddings must have the same length' USING ERRCODE = '22023';
+    END IF;
+    FOREACH v_vec IN ARRAY embeddings LOOP
+        IF v_vec IS NULL THEN
+            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
+        END IF;
+        PERFORM pymem._embedding_check(message_embeddings_put.embedder, v_vec);
+    END LOOP;
+    INSERT INTO pymem.message_embeddings
+        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
+    SELECT m.project_id, m.user_id, message_embeddings_put.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
+           m.importance, m.created_at, u.embedding
+      FROM ROWS FROM (pg_catalog.unnest(message_embeddings_put.thread_ids), pg_catalog.unnest(message_embeddings_put.seqs),
+                      pg_catalog.unnest(message_embeddings_put.embeddings)) AS u(thread_id, seq, embedding)
+      JOIN pymem.messages AS m
+        ON m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
+       AND m.thread_id = u.thread_id AND m.seq = u.seq
+    ON CONFLICT (project_id, user_id, embedder, thread_id, seq) DO NOTHING;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    UPDATE pymem.messages AS m SET embedded_by = message_embeddings_put.embedder
+      FROM ROWS FROM (pg_catalog.unnest(message_embeddings_put.thread_ids), pg_catalog.unnest(message_embeddings_put.seqs))
+           AS u(thread_id, seq)
+     WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
+       AND m.thread_id = u.thread_id AND m.seq = u.seq
+       AND m.embedded_by IS DISTINCT FROM message_embeddings_put.embedder;
+    RETURN v_count;
+END;
+$$;
+
+-- _recall_check: validates recall parameters.
+CREATE OR REPLACE FUNCTION pymem._recall_check(
+    k integer, min_content_chars integer, recency_weight double precision,
+    importance_weight double precision, half_life_seconds double precision)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM pymem._check_limit('k', k);
+    PERFORM pymem._check_limit('min_content_chars', min_content_chars);
+    IF recency_weight IS NULL OR importance_weight IS NULL
+       OR NOT (recency_weight >= 0 AND recency_weight <= 1) OR NOT (importance_weight >= 0 AND importance_weight <= 1)
+       OR recency_weight + importance_weight > 1 THEN
+        RAISE EXCEPTION 'pymem: recency_weight and importance_weight must each be in 0..1 and sum to at most 1 (got % and %)',
+                recency_weight, importance_weight
+            USING ERRCODE = '22023';
+    END IF;
+    IF half_life_seconds IS NULL OR NOT (half_life_seconds > 0 AND half_life_seconds < 'Infinity'::float8) THEN
+        RAISE EXCEPTION 'pymem: half_life_seconds must be a positive number' USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- _recall_ranked: a user's recall candidates ranked by
+--   (1 - rw - iw) * cosine_similarity + rw * 0.5 ^ (age / half_life) + iw * importance
+-- (ties: newer first), excluding messages shorter than min_content_chars and the newest
+-- `window` messages of the current thread. An exact scan of the user's vectors: exact by
+-- construction, so exactly `limit_rows` rows come back whenever that many are eligible.
+CREATE OR REPLACE FUNCTION pymem._recall_ranked(
+    p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_limit integer,
+    p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
+    p_half_life double precision)
+RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+    SELECT e.thread_id, e.seq, 1 - (e.embedding <=> p_query) AS similarity,
+           (1 - p_rw - p_iw) * (1 - (e.embedding <=> p_query))
+           -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
+           + p_rw * pg_catalog.power(0.5::float8, LEAST(
+                 pg_catalog.date_part('epoch', pg_catalog.now() - e.created_at) / p_half_life, 1000))
+           + p_iw * e.importance AS score
+      FROM pymem.message_embeddings AS e
+     WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+       AND e.chars >= p_min_chars
+       AND NOT (e.thread_id = p_thread_id AND e.seq > coalesce(
+                (SELECT t.last_seq FROM pymem.threads AS t
+                  WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.thread_id = p_thread_id), 0)
+                - p_window)
+     ORDER BY score DESC, e.created_at DESC, e.seq DESC
+     LIMIT p_limit;
+$$;
+
+-- messages_recall: a user's past messages most relevant to `query` (a vector from
+-- `embedder`), scored by similarity, recency and importance; top k.
+--   SELECT role, content, round(score::numeric, 3) FROM pymem.messages_recall(
+--       user_id => 'alice', query => '[...]', embedder => 'hash-384-v1', k => 5);
+CREATE OR REPLACE FUNCTION pymem.messages_recall(
+    user_id text,
+    query vector,
+    embedder text,
+    project_id text DEFAULT '',
+    thread_id text DEFAULT 'default',
+    k integer DEFAULT 5,
+    min_content_chars integer DEFAULT 10,
+    window_size integer DEFAULT 20,
+    recency_weight double precision DEFAULT 0,
+    importance_weight double precision DEFAULT 0,
+    half_life_seconds double precision DEFAULT 3600)
+RETURNS TABLE (thread text, seq bigint, role text, content text, created_at timestamptz,
+               importance double precision, similarity double precision, score double precision)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._recall_check(messages_recall.k, messages_recall.min_content_chars, messages_recall.recency_weight,
+                                messages_recall.importance_weight, messages_recall.half_life_seconds);
+    PERFORM pymem._check_limit('window_size', messages_recall.window_size);
+    IF NOT pymem._conv_check(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id, 'read') THEN
+        RETURN;
+    END IF;
+    PERFORM pymem._query_check(messages_recall.embedder, messages_recall.query);
+    RETURN QUERY
+    SELECT r.thread_id, r.seq, m.role, m.content, m.created_at, m.importance, r.similarity, r.score
+      FROM pymem._recall_ranked(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
+                                messages_recall.query, messages_recall.embedder, messages_recall.k,
+                                messages_recall.min_content_chars, messages_recall.window_size,
+                                messages_recall.recency_weight, messages_recall.importance_weight,
+                                messages_recall.half_life_seconds) AS r
+      JOIN pymem.messages AS m
+        ON m.project_id = messages_recall.project_id AND m.user_id = messages_recall.user_id
+       AND m.thread_id = r.thread_id AND m.seq = r.seq
+     ORDER BY r.score DESC, m.created_at DESC, r.seq DESC;
+END;
+$$;
+
+-- _query_check: a query vector must exist and match the embedder's dimension.
+CREATE OR REPLACE FUNCTION pymem._query_check(embedder text, query vector)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_dim integer;
+BEGIN
+    IF query IS NULL THEN
+        RAISE EXCEPTION 'pymem: the query vector must not be NULL' USING ERRCODE = '22023';
+    END IF;
+    SELECT d.dimension INTO v_dim FROM pymem.embedders AS d WHERE d.name = embedder;
+    IF FOUND AND v_dim <> vector_dims(query) THEN
+        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; the query vector has %', embedder, v_dim, vector_dims(query)
+            USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- conversation_forget: deletes a user's threads (one, or '*' for all) with their messages,
+-- vectors and summaries; returns the number of messages deleted. '' deletes nothing.
+--   SELECT pymem.conversation_forget(user_id => 'alice', thread_id => '*');
+CREATE OR REPLACE FUNCTION pymem.conversation_forget(user_id text, thread_id text DEFAULT '*', project_id text DEFAULT '')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_count bigint;
+BEGIN
+    IF NOT pymem._conv_check(conversation_forget.project_id, conversation_forget.user_id,
+                             NULLIF(conversation_forget.thread_id, '*'), 'read') THEN
+        RETURN 0;
+    END IF;
+    SELECT pg_catalog.sum(t.last_seq) INTO v_count FROM pymem.threads AS t
+     WHERE t.project_id = conversation_forget.project_id AND t.user_id = conversation_forget.user_id
+       AND (conversation_forget.thread_id = '*' OR t.thread_id = conversation_forget.thread_id);
+    DELETE FROM pymem.threads AS t
+     WHERE t.project_id = conversation_forget.project_id AND t.user_id = conversation_forget.user_id
+       AND (conversation_forget.thread_id = '*' OR t.thread_id = conversation_forget.thread_id);
+    RETURN coalesce(v_count, 0);
+END;
+$$;
