@@ -114,7 +114,6 @@ class Database:
             timeout=self.settings.pool_timeout,
             kwargs={"autocommit": True, **connect_kwargs(self.settings, self.conninfo)},
             configure=self._configure,
-            check=ConnectionPool.check_connection,
             name="pymem",
             open=False,
         )
@@ -176,7 +175,6 @@ class AsyncDatabase:
             timeout=settings.pool_timeout,
             kwargs={"autocommit": True, **connect_kwargs(settings, conninfo)},
             configure=configure,
-            check=AsyncConnectionPool.check_connection,
             name="pymem-async",
             open=False,
         )

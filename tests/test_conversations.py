@@ -1,0 +1,645 @@
+"""Conversation memory and context(): turns, windows, summaries, recall, dedupe, learn,
+isolation, one round trip, restarts. All against the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import tempfile
+import threading
+from datetime import datetime, timedelta, timezone
+
+import psycopg
+import pytest
+
+import pymem
+from pymem import HashEmbedder, Memory
+from pymem.context import AGENT_HEADING, RECALL_HEADING, SUMMARY_HEADING, USER_HEADING
+
+
+@pytest.fixture
+def db(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=4)) as d:
+        yield d
+
+
+def make(db, **kw) -> Memory:
+    kw.setdefault("agent_id", "support-bot")
+    kw.setdefault("embedder", HashEmbedder())
+    return Memory(db=db, **kw)
+
+
+def rows(dsn, sql, *args):
+    with psycopg.connect(dsn) as c:
+        return c.execute(sql, args).fetchall()
+
+
+def n_messages(dsn) -> int:
+    return rows(dsn, "SELECT count(*) FROM pymem.messages")[0][0]
+
+
+# --- 1. turns ---------------------------------------------------------------------------
+
+
+def test_a_turn_stores_both_messages_atomically(db, dsn):
+    mem = make(db)
+    res = mem.record("My name is Alice and I live in Oslo", "Nice to meet you, Alice.", user="alice")
+    assert (res.user_seq, res.assistant_seq) == (1, 2)
+    assert rows(dsn, "SELECT seq, role, content FROM pymem.messages ORDER BY seq") == [
+        (1, "user", "My name is Alice and I live in Oslo"),
+        (2, "assistant", "Nice to meet you, Alice."),
+    ]
+    # both messages carry a vector from the embedder
+    assert rows(dsn, "SELECT count(*) FROM pymem.message_embeddings")[0][0] == 2
+
+
+def test_turn_context_manager_records_only_a_completed_answered_turn(db, dsn):
+    mem = make(db)
+    with pytest.raises(RuntimeError), mem.turn("first question here", user="alice") as t:
+        assert t.messages[-1] == {"role": "user", "content": "first question here"}
+        raise RuntimeError("the model call failed")
+    with mem.turn("second question here", user="alice"):
+        pass  # no answer given
+    assert n_messages(dsn) == 0
+    with mem.turn("third question here", user="alice") as t:
+        t.answer = "third answer"
+    assert t.result.user_seq == 1 and n_messages(dsn) == 2
+
+
+def test_a_failed_write_leaves_nothing(db, dsn):
+    mem = make(db)
+    with pytest.raises(pymem.ValidationError):
+        mem.record("a fine question", "", user="alice")  # empty answer
+    with pytest.raises(pymem.ValidationError):
+        mem.record("a fine question", "x" * 262_145, user="alice")
+    assert n_messages(dsn) == 0
+    assert rows(dsn, "SELECT count(*) FROM pymem.threads")[0][0] == 0
+
+
+def test_several_threads_per_user(db):
+    mem = make(db)
+    mem.record("question in thread a", "answer a", user="alice", thread="a")
+    mem.record("question in thread b", "answer b", user="alice", thread="b")
+    assert [m.content for m in mem.window(user="alice", thread="a")] == ["question in thread a", "answer a"]
+    assert [m.content for m in mem.window(user="alice", thread="b")] == ["question in thread b", "answer b"]
+    assert mem.window(user="alice") == []  # the default thread is empty
+
+
+def test_messages_written_by_sql_from_another_service(db, dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT pymem.message_add(user_id => 'alice', content => 'I bought a red bicycle yesterday')")
+        c.execute("SELECT * FROM pymem.turn_record(user_id => 'alice', user_content => 'hello', assistant_content => 'hi')")
+    mem = make(db, window=0)  # nothing is in the window, so everything is recallable
+    assert [m.seq for m in mem.window(user="alice", size=10)] == [1, 2, 3]
+    got = mem.recall("bicycle", user="alice", k=1)
+    assert [m.content for m in got] == ["I bought a red bicycle yesterday"]
+
+
+# --- 2. window --------------------------------------------------------------------------
+
+
+def test_window_is_the_last_n_oldest_first(db):
+    mem = make(db, window=4)
+    for i in range(5):
+        mem.record(f"question {i}", f"answer {i}", user="alice")
+    assert [m.content for m in mem.window(user="alice")] == ["question 3", "answer 3", "question 4", "answer 4"]
+    ctx = mem.context("next question", user="alice")
+    assert ctx[-5:] == [
+        {"role": "user", "content": "question 3"},
+        {"role": "assistant", "content": "answer 3"},
+        {"role": "user", "content": "question 4"},
+        {"role": "assistant", "content": "answer 4"},
+        {"role": "user", "content": "next question"},
+    ]
+
+
+def test_concurrent_turns_of_one_user_keep_the_window_ordered_and_complete(db, dsn):
+    mem = make(db, window=100)
+    n = 8
+    barrier = threading.Barrier(n)
+
+    def go(i):
+        barrier.wait()
+        mem.record(f"question {i}", f"answer {i}", user="alice")
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    window = mem.window(user="alice", size=100)
+    assert [m.seq for m in window] == list(range(1, 2 * n + 1))
+    for q, a in zip(window[::2], window[1::2]):  # each turn's two messages stay together
+        assert q.role == "user" and a.role == "assistant" and q.content[-1] == a.content[-1]
+
+
+# --- 3. summaries -----------------------------------------------------------------------
+
+
+def joiner(previous, messages, max_chars):
+    return " / ".join(filter(None, [previous] + [m["content"] for m in messages]))
+
+
+def test_running_summary_folds_everything_older_than_keep_last(db, dsn):
+    calls = []
+
+    def summarizer(previous, messages, max_chars):
+        calls.append([m["seq"] for m in messages])
+        return joiner(previous, messages, max_chars)
+
+    mem = make(db, summarizer=summarizer, summarize_every=4, keep_last=2)
+    for i in range(5):
+        mem.record(f"q{i}", f"a{i}", user="alice")
+    # 10 messages: due at 6 (4 older than the last 2), then at 10 (4 more)
+    assert calls == [[1, 2, 3, 4], [5, 6, 7, 8]]
+    assert mem.summary(user="alice") == "q0 / a0 / q1 / a1 / q2 / a2 / q3 / a3"
+    assert rows(dsn, "SELECT summary_through FROM pymem.threads")[0][0] == 8
+    messages = mem.context("what now", user="alice")
+    assert {"role": "system", "content": SUMMARY_HEADING + "\nq0 / a0 / q1 / a1 / q2 / a2 / q3 / a3"} in messages
+
+
+def test_max_chars_is_enforced(db):
+    mem = make(db, summarizer=lambda p, m, n: "x" * 5000, summarize_every=2, keep_last=0, max_summary_chars=100)
+    mem.record("question one", "answer one", user="alice")
+    assert mem.summary(user="alice") == "x" * 100
+
+
+def test_a_failing_summarizer_keeps_the_old_summary_and_never_breaks_the_turn(db, dsn, caplog):
+    state = {"fail": False}
+
+    def flaky(previous, messages, max_chars):
+        if state["fail"]:
+            raise TimeoutError("the LLM timed out")
+        return joiner(previous, messages, max_chars)
+
+    mem = make(db, summarizer=flaky, summarize_every=2, keep_last=0)
+    mem.record("q0", "a0", user="alice")
+    assert mem.summary(user="alice") == "q0 / a0"
+    state["fail"] = True
+    with caplog.at_level(logging.WARNING, logger="pymem"):
+        res = mem.record("q1", "a1", user="alice")
+    assert res.summarized is False and res.assistant_seq == 4
+    assert mem.summary(user="alice") == "q0 / a0"
+    assert "summarizer failed" in caplog.text
+    assert rows(dsn, "SELECT claim_token FROM pymem.threads")[0][0] is None  # released
+    state["fail"] = False
+    assert mem.summarize(user="alice") is True  # the span is still due, and now folds
+    assert mem.summary(user="alice") == "q0 / a0 / q1 / a1"
+
+
+def test_two_app_servers_never_fold_the_same_span(db, dsn):
+    """Explicit interleaving: server A's turn claims the due span; server B's turn, while A's
+    lease is live, gets no claim; A commits; nothing was summarized twice."""
+    seen: list[list[int]] = []
+    gate = threading.Event()
+    entered = threading.Event()
+
+    def slow(previous, messages, max_chars):
+        seen.append([m["seq"] for m in messages])
+        entered.set()
+        gate.wait(30)
+        return joiner(previous, messages, max_chars)
+
+    a = make(db, summarizer=slow, summarize_every=2, keep_last=0)
+    with pymem.Database(pymem.Settings(dsn=dsn)) as db_b:
+        b = make(db_b, summarizer=slow, summarize_every=2, keep_last=0)
+        t = threading.Thread(target=a.record, args=("q0", "a0"), kwargs={"user": "alice"})
+        t.start()
+        assert entered.wait(30)
+        res_b = b.record("q1", "a1", user="alice")  # due again (4 unsummarized), but A holds the lease
+        assert res_b.summarized is False
+        gate.set()
+        t.join(30)
+        assert seen == [[1, 2]]
+        assert b.summarize(user="alice") is True  # after A committed, B folds the next span
+    assert seen == [[1, 2], [3, 4]]
+    assert rows(dsn, "SELECT summary, summary_through FROM pymem.threads")[0] == ("q0 / a0 / q1 / a1", 4)
+
+
+def test_summary_commit_with_a_lost_claim_writes_nothing(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for i in range(3):
+            c.execute("SELECT * FROM pymem.turn_record('alice', %s, %s)", (f"q{i}", f"a{i}"))
+        token = c.execute("SELECT claim_token FROM pymem.summary_claim('alice', keep_last => 0, summarize_every => 2, lease_seconds => 0.001)").fetchone()[0]
+        import time
+
+        time.sleep(0.01)  # A's lease runs out; B claims the span
+        token_b = c.execute("SELECT claim_token FROM pymem.summary_claim('alice', keep_last => 0, summarize_every => 2)").fetchone()[0]
+        assert token_b != token
+        assert c.execute("SELECT pymem.summary_commit('alice', %s, 'from A')", (token,)).fetchone()[0] is False
+        assert c.execute("SELECT pymem.summary_commit('alice', %s, 'from B')", (token_b,)).fetchone()[0] is True
+        assert c.execute("SELECT summary FROM pymem.threads").fetchone()[0] == "from B"
+
+
+# --- 4. recall --------------------------------------------------------------------------
+
+
+def test_recall_finds_a_long_ago_message_and_skips_short_and_window_messages(db):
+    mem = make(db, window=4, recall_k=3)
+    mem.record("I am allergic to peanuts and shellfish", "Noted, no peanuts.", user="alice")
+    for i in range(4):
+        mem.record(f"tell me about topic number {i}", "ok", user="alice")
+    mem.record("peanuts?", "ok", user="alice")  # in the window: not recalled
+    got = mem.recall("are peanuts dangerous for me", user="alice", k=3)
+    contents = [m.content for m in got]
+    assert "I am allergic to peanuts and shellfish" in contents  # ten messages ago, out of the window
+    assert "ok" not in contents  # shorter than min_content_chars
+    assert "peanuts?" not in contents  # in the window
+
+
+def test_recall_never_returns_another_users_messages(db):
+    mem = make(db)
+    mem.record("my secret code word is pineapple", "stored", user="bob")
+    mem.record("I like hiking in the mountains", "great", user="alice")
+    got = mem.recall("secret code word pineapple", user="alice", k=5)
+    assert all("pineapple" not in m.content for m in got)
+    other = Memory(db=db, agent_id="support-bot", project_id="other", embedder=HashEmbedder())
+    assert other.recall("secret code word pineapple", user="bob", k=5) == []
+
+
+def test_recall_is_exactly_the_brute_force_top_k(db, dsn):
+    """Generated data: 300 messages for alice, 300 for bob, random-ish importance and ages.
+    SQL's answer equals a brute-force ranking in Python over the same vectors."""
+    emb = HashEmbedder(64)
+    mem = make(db, embedder=emb, window=10, recency_weight=0.3, importance_weight=0.2, half_life_seconds=600)
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
+    for user in ("alice", "bob"):
+        for i in range(150):
+            q = f"{words[i % 10]} {words[(i * 7) % 10]} message number {i} for {user}"
+            mem.record(q, f"reply {words[(i * 3) % 10]} {i} {user}", user=user,
+                       importance=((i * 37) % 100) / 100)
+    with psycopg.connect(dsn, autocommit=True) as c:  # spread ages over hours
+        c.execute("UPDATE pymem.message_embeddings SET created_at = now() - (seq * interval '97 seconds')")
+    query = "charlie delta message"
+    got = mem.recall(query, user="alice", k=7)
+    qv = emb.embed([query])[0]
+    cands = rows(dsn, """SELECT e.thread_id, e.seq, e.embedding::text, e.importance,
+                                extract(epoch FROM now() - e.created_at), e.chars, t.last_seq
+                         FROM pymem.message_embeddings e JOIN pymem.threads t USING (project_id, user_id, thread_id)
+                         WHERE e.user_id = 'alice'""")
+
+    def cos(a, b):
+        return sum(x * y for x, y in zip(a, b)) / math.sqrt(sum(x * x for x in a) * sum(y * y for y in b))
+
+    scored = []
+    for thread, seq, vec, imp, age, chars, last in cands:
+        if chars < 10 or seq > last - 10:
+            continue
+        v = [float(x) for x in vec.strip("[]").split(",")]
+        score = 0.5 * cos(v, qv) + 0.3 * 0.5 ** (float(age) / 600) + 0.2 * imp
+        scored.append((score, seq))
+    expected = [seq for _, seq in sorted(scored, reverse=True)[:7]]
+    assert [m.seq for m in got] == expected
+    assert len(got) == 7
+    for m, (score, _) in zip(got, sorted(scored, reverse=True)):
+        assert m.score == pytest.approx(score, abs=1e-6)
+
+
+def test_exactly_k_when_k_are_eligible_even_under_a_selective_filter(db):
+    mem = make(db, window=0)
+    for u in range(30):  # many other users
+        mem.record(f"other user {u} talks about gardening", "sure", user=f"user{u}")
+    for i in range(3):
+        mem.record(f"alice says thing number {i}", "noted down", user="alice")
+    assert len(mem.recall("gardening", user="alice", k=5)) == 5  # 3 questions + 2 answers
+    assert len(mem.recall("gardening", user="alice", k=6)) == 6
+    assert len(mem.recall("gardening", user="alice", k=7)) == 6  # only 6 eligible
+
+
+def test_scoring_weights_change_the_winner(db, dsn):
+    """The reference's worked example: old-but-similar vs new-and-important."""
+    mem = make(db, window=0, embedder=HashEmbedder(64))
+    mem.record("my email is alice at old example com", "noted", user="alice", importance=0.5)
+    mem.record("actually my email changed to alice at new example", "noted", user="alice", importance=1.0)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("UPDATE pymem.message_embeddings SET created_at = now() - interval '7 days' WHERE seq <= 2")
+        c.execute("UPDATE pymem.message_embeddings SET created_at = now() - interval '1 hour' WHERE seq > 2")
+    plain = mem.recall("what is my email", user="alice", k=1)
+    weighted = Memory(db=db, agent_id="support-bot", embedder=HashEmbedder(64), window=0,
+                      recency_weight=0.3, importance_weight=0.2).recall("what is my email", user="alice", k=1)
+    assert weighted[0].content.startswith("actually my email changed")
+    assert weighted[0].score > 0.35  # 0.5*cos + 0.3*0.5 + 0.2*1.0
+    assert plain[0].score == pytest.approx(plain[0].similarity)
+
+
+def test_sql_written_messages_are_embedded_in_one_batch_by_context(db, dsn):
+    batches = []
+
+    class Counting(HashEmbedder):
+        def embed(self, texts):
+            batches.append(len(texts))
+            return super().embed(texts)
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for text in ("I keep bees on the roof", "The hive produced honey", "Bees dislike rain"):
+            c.execute("SELECT pymem.message_add(user_id => 'alice', content => %s)", (text,))
+    mem = Memory(db=db, agent_id="bot", embedder=Counting(), window=0)
+    ctx = mem.read("tell me about bees", user="alice")
+    assert batches == [1, 3]  # the query, then the three messages in one batch
+    assert len(ctx.recalled) == 3
+    mem.read("tell me about bees", user="alice")
+    assert batches == [1, 3, 1]  # nothing left to catch up
+
+
+# --- 5. dedupe, 6. learn ----------------------------------------------------------------
+
+
+def test_recalled_messages_already_injected_as_facts_are_dropped_and_counted(db):
+    mem = make(db, window=0)
+    mem.persist("I am vegetarian", id="alice")
+    mem.record("I am vegetarian", "Noted.", user="alice")
+    mem.record("I am  VEGETARIAN ", "Noted again.", user="alice")
+    mem.record("I enjoy vegetarian pasta dishes", "Yum.", user="alice")
+    ctx = mem.read("vegetarian food ideas", user="alice")
+    assert ctx.deduped == 2
+    assert all(m.content.strip().lower() != "i am vegetarian" for m in ctx.recalled)
+    assert "I enjoy vegetarian pasta dishes" in [m.content for m in ctx.recalled]
+    off = Memory(db=db, agent_id="support-bot", embedder=HashEmbedder(), window=0, dedupe=False)
+    assert off.read("vegetarian food ideas", user="alice").deduped == 0
+
+
+def test_extractor_sees_only_the_users_message_and_learns_capped_facts(db, dsn):
+    seen = []
+
+    def extractor(message):
+        seen.append(message)
+        return [f"said: {message}", "", None, "x\x00y"]  # junk is skipped
+
+    mem = make(db, extractor=extractor, max_learned_facts=3)
+    for i in range(5):
+        res = mem.record(f"I like color {i}", f"Assistant reply {i}", user="alice")
+        assert len(res.learned_fact_ids) == 1
+    assert seen == [f"I like color {i}" for i in range(5)]
+    facts = mem.retrieve(id="alice")
+    assert [f.content for f in facts] == ["said: I like color 4", "said: I like color 3", "said: I like color 2"]
+    assert all(f.source == "learned" and f.confidence == 0.6 for f in facts)
+
+
+def test_a_failing_extractor_never_breaks_the_turn(db, dsn, caplog):
+    def broken(message):
+        raise ValueError("LLM returned garbage")
+
+    mem = make(db, extractor=broken)
+    with caplog.at_level(logging.WARNING, logger="pymem"):
+        res = mem.record("I moved to Berlin", "Noted.", user="alice")
+    assert res.learned_fact_ids == [] and n_messages(dsn) == 2
+    assert "extractor failed" in caplog.text
+
+
+def test_invalid_learned_facts_from_sql_are_skipped(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        row = c.execute(
+            "SELECT learned_ids FROM pymem.turn_record('alice', 'hi there', 'hello', learned => ARRAY['ok fact', '   ', repeat('x', 70000)])"
+        ).fetchone()
+    assert len(row[0]) == 1
+
+
+# --- 7. context -------------------------------------------------------------------------
+
+
+def test_context_order_headings_and_privacy(db):
+    mem = make(db, system_prompt="You are a helpful assistant.", window=2, recall_k=2,
+               summarizer=lambda p, m, n: "The customer discussed an earlier purchase.", summarize_every=2, keep_last=2)
+    user = "alice@example.com"
+    mem.persist("Return policy is 30 days", tier="global")
+    mem.persist("Prefers email", id=user)
+    mem.record("I bought a tent from you in June", "Thanks for your purchase.", user=user)
+    mem.record("The tent has a broken zipper", "Sorry to hear that.", user=user)
+    mem.record("Can I return it?", "Let me check.", user=user)
+    messages = mem.context("what about the tent zipper", user=user)
+    assert messages[0] == {"role": "system", "content": "You are a helpful assistant."}
+    assert messages[1] == {"role": "system",
+                           "content": AGENT_HEADING.format(agent="support-bot") + "\n- Return policy is 30 days"}
+    assert messages[2] == {"role": "system", "content": USER_HEADING + "\n- Prefers email"}
+    assert messages[3]["content"].startswith(SUMMARY_HEADING)
+    assert messages[4]["content"].startswith(RECALL_HEADING)
+    assert messages[5:] == [
+        {"role": "user", "content": "Can I return it?"},
+        {"role": "assistant", "content": "Let me check."},
+        {"role": "user", "content": "what about the tent zipper"},
+    ]
+    assert all(user not in m["content"] and "alice" not in m["content"] for m in messages)
+    assert all(set(m) == {"role", "content"} for m in messages)
+
+
+@pytest.mark.parametrize("who", [None, "", "   "])
+def test_unresolved_callers_get_global_facts_only_and_store_nothing(db, dsn, caplog, who):
+    mem = make(db)
+    mem.persist("Return policy is 30 days", tier="global")
+    mem.record("I am alice and this is private", "ok", user="alice")
+    with caplog.at_level(logging.WARNING, logger="pymem"):
+        messages = mem.context("hello", user=who)
+        assert mem.record("I say something", "ok", user=who) is None
+    assert messages == [
+        {"role": "system", "content": AGENT_HEADING.format(agent="support-bot") + "\n- Return policy is 30 days"},
+        {"role": "user", "content": "hello"},
+    ]
+    assert n_messages(dsn) == 2
+    assert caplog.text.count("no user for this call") == 2
+
+
+def test_a_resolver_that_raises_is_an_unresolved_caller(db, dsn, caplog):
+    def resolver(ctx):
+        return ctx["user"]
+
+    mem = make(db, user_id=resolver)
+    with caplog.at_level(logging.WARNING, logger="pymem"):
+        assert mem.record("no context at all", "ok", ctx=None) is None
+        with mem.turn("no context again", ctx={}) as t:
+            t.answer = "ignored"
+    assert n_messages(dsn) == 0
+    assert caplog.text.count("resolver raised") == 2
+    mem.record("with a context", "ok", ctx={"user": "carol"})
+    assert [m.content for m in mem.window(ctx={"user": "carol"})] == ["with a context", "ok"]
+
+
+# --- 8. one round trip ------------------------------------------------------------------
+
+
+def round_trips(db: pymem.Database, fn) -> tuple[int, int]:
+    """(round trips, statements) that fn() sends on the pool's only connection (libpq trace)."""
+    with tempfile.TemporaryFile("w+") as f:
+        with db.pool.connection() as conn:
+            conn.pgconn.trace(f.fileno())
+            conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+        try:
+            fn()
+        finally:
+            with db.pool.connection() as conn:
+                conn.pgconn.untrace()
+        f.seek(0)
+        lines = f.read().splitlines()
+    trips = sum(1 for line in lines if line.startswith("B") and "ReadyForQuery" in line)
+    statements = sum(1 for line in lines if line.startswith("F") and ("\tQuery\t" in line or "\tExecute\t" in line))
+    return trips, statements
+
+
+def test_context_is_one_round_trip_and_a_turn_write_is_one_call(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_min_size=1, pool_max_size=1)) as db:
+        mem = make(db, extractor=lambda m: [f"fact from {m}"], system_prompt="sys")
+        mem.persist("Return policy is 30 days", tier="global")
+        mem.record("warm up the statement cache", "ok", user="alice")
+        mem.context("warm up", user="alice")
+        assert round_trips(db, lambda: mem.context("where do I live?", user="alice")) == (1, 1)
+        assert round_trips(db, lambda: mem.record("I live in Oslo now", "Noted.", user="alice")) == (1, 1)
+
+        def a_turn():
+            with mem.turn("and my plan?", user="alice") as t:
+                t.answer = "Pro plan."
+
+        assert round_trips(db, a_turn) == (2, 2)  # one read, one write
+
+
+# --- 9. users, threads and asyncio; 10. restarts ----------------------------------------
+
+
+def test_one_memory_serves_many_users_from_threads_without_mixing(db):
+    mem = make(db, user_id=lambda ctx: ctx["user"], window=50)
+    errors = []
+
+    def converse(user):
+        try:
+            for i in range(10):
+                with mem.turn(f"{user} says {i}", ctx={"user": user}) as t:
+                    assert all(user in m["content"] or m["role"] == "system" for m in t.messages[:-1]), t.messages
+                    t.answer = f"reply to {user} {i}"
+        except Exception as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=converse, args=(u,)) for u in ("ann", "ben", "cat", "dan")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert errors == []
+    for u in ("ann", "ben", "cat", "dan"):
+        window = mem.window(ctx={"user": u})
+        assert len(window) == 20 and all(u in m.content for m in window)
+
+
+def test_asyncio_tasks_serving_different_users_never_mix(dsn):
+    async def main():
+        async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn, pool_max_size=4)) as adb:
+            mem = pymem.AsyncMemory(db=adb, agent_id="bot", embedder=HashEmbedder(), window=50)
+
+            async def converse(user):
+                for i in range(6):
+                    async with mem.turn(f"{user} asks question {i}", user=user) as t:
+                        assert all(user in m["content"] for m in t.messages)
+                        t.answer = f"answer for {user} {i}"
+
+            await asyncio.gather(*(converse(u) for u in ("ann", "ben", "cat")))
+            return {u: [m.content for m in await mem.window(user=u)] for u in ("ann", "ben", "cat")}
+
+    windows = asyncio.run(main())
+    for user, contents in windows.items():
+        assert len(contents) == 12 and all(user in c for c in contents)
+
+
+def test_windows_and_summaries_survive_a_new_process_and_pool(dsn):
+    import subprocess
+    import sys
+
+    script = """
+import sys, pymem
+mem = pymem.Memory(db=pymem.Database(pymem.Settings(dsn=sys.argv[1])), agent_id="bot",
+                   embedder=pymem.HashEmbedder(), summarizer=lambda p, m, n: "summary of %d" % len(m),
+                   summarize_every=2, keep_last=2)
+mem.record("remember the blue door", "I will.", user="alice")
+mem.record("and the red window", "Noted.", user="alice")
+"""
+    subprocess.run([sys.executable, "-c", script, dsn], check=True, timeout=60)
+    with pymem.Database(pymem.Settings(dsn=dsn)) as db:
+        mem = make(db, window=10)
+        assert [m.content for m in mem.window(user="alice")] == [
+            "remember the blue door", "I will.", "and the red window", "Noted."]
+        assert mem.summary(user="alice") == "summary of 2"
+
+
+def test_module_level_context_and_record_use_the_default_memory(dsn, monkeypatch):
+    import pymem.memory
+
+    monkeypatch.setenv("PYMEM_DSN", dsn)
+    monkeypatch.setenv("PYMEM_AGENT_ID", "helper")
+    monkeypatch.setattr(pymem.memory, "_default", None)
+    try:
+        pymem.default_memory().persist("Office hours are 9 to 5", tier="global")
+        assert pymem.record("alice", "I work nights", "Noted.").assistant_seq == 2
+        messages = pymem.context("alice", "when can I call?")
+        assert messages[0]["content"].endswith("- Office hours are 9 to 5")
+        assert {"role": "user", "content": "I work nights"} in messages
+        assert pymem.record("", "anonymous words", "ok") is None
+    finally:
+        if pymem.memory._default is not None:
+            pymem.memory._default.close()
+        monkeypatch.setattr(pymem.memory, "_default", None)
+
+
+# --- bad input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sql", "match"),
+    [
+        ("SELECT pymem.message_add('alice', 'hello there', role => 'wizard')", "role"),
+        ("SELECT pymem.message_add('alice', '   ')", "empty"),
+        ("SELECT pymem.message_add('', 'hello there')", "user id"),
+        ("SELECT pymem.message_add('*', 'hello there')", "user_id"),
+        ("SELECT pymem.message_add('alice', 'hello there', importance => 2)", "importance"),
+        ("SELECT * FROM pymem.window_read('alice', max_messages => -1)", "max_messages"),
+        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', k => -1)", "k must"),
+        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', recency_weight => 0.7, importance_weight => 0.5)", "sum"),
+        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', recency_weight => -0.1)", "recency_weight"),
+        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', half_life_seconds => 0)", "half_life"),
+        ("SELECT pymem.context_read('alice', window_size => -5)", "window_size"),
+        ("SELECT pymem.context_read('alice', agent_id => '')", "every agent"),
+        ("SELECT * FROM pymem.turn_record('alice', 'hello', 'hi', embedder => 'e3', user_embedding => '[1,2]', assistant_embedding => '[1,2,3]')", "dimensions"),
+    ],
+)
+def test_bad_input_gets_22023_and_writes_nothing(dsn, sql, match):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT pymem.message_add('alice', 'seed message', role => 'user')")
+        c.execute("SELECT pymem._embedding_check('e3', '[1,0,0]')")  # e3 makes 3-d vectors
+        before = c.execute("SELECT count(*) FROM pymem.messages").fetchone()[0]
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=match):
+            c.execute(sql)
+        assert c.execute("SELECT count(*) FROM pymem.messages").fetchone()[0] == before
+
+
+def test_bad_input_from_python_is_a_validation_error(db):
+    mem = make(db)
+    with pytest.raises(pymem.ValidationError):
+        mem.record("nul \x00 inside", "ok", user="alice")
+    with pytest.raises(pymem.ValidationError):
+        mem.context("hello", user="alice\x00")
+    with pytest.raises(pymem.ValidationError):
+        Memory(db=db, agent_id="bot", window=-1).context("hello", user="alice")
+    with pytest.raises(pymem.ValidationError):
+        Memory(db=db, agent_id="bot", embedder=HashEmbedder(), recency_weight=0.8, importance_weight=0.8).context(
+            "hello", user="alice")
+    with pytest.raises(pymem.ValidationError):
+        Memory(db=db, agent_id="bot", window="20")
+    with pytest.raises(pymem.ValidationError):
+        mem.add_message("hi there", role="wizard", user="alice")
+
+
+def test_forget_conversation(db, dsn):
+    mem = make(db)
+    mem.record("thread a question", "a", user="alice", thread="a")
+    mem.record("thread b question", "b", user="alice", thread="b")
+    mem.record("bob's question", "b", user="bob")
+    assert mem.forget_conversation(user="alice", thread="a") == 2
+    assert mem.forget_conversation(user="alice") == 2
+    assert mem.forget_conversation(user="alice") == 0
+    assert n_messages(dsn) == 2
+    assert rows(dsn, "SELECT count(*) FROM pymem.message_embeddings WHERE user_id = 'alice'")[0][0] == 0
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT pymem.conversation_forget('')").fetchone()[0] == 0
+
+
+def test_message_timestamps_are_recent(db):
+    mem = make(db)
+    mem.record("what time is it", "now", user="alice")
+    (m, _) = mem.window(user="alice")
+    assert datetime.now(timezone.utc) - m.created_at < timedelta(minutes=5)
