@@ -293,7 +293,7 @@ def test_recall_is_exactly_the_brute_force_top_k(db, dsn):
     assert [m.seq for m in got] == expected
     assert len(got) == 7
     for m, (score, _) in zip(got, sorted(scored, reverse=True)):
-        assert m.score == pytest.approx(score, abs=1e-6)
+        assert m.score == pytest.approx(score, abs=1e-4)  # ages are read a few ms apart
 
 
 def test_exactly_k_when_k_are_eligible_even_under_a_selective_filter(db):
