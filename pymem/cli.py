@@ -67,6 +67,37 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from .portability import export_user
+
+    with Database(_settings()) as db:
+        document = export_user(db, args.user, args.project)
+    data = json.dumps(document, ensure_ascii=False, indent=1)
+    if args.output in (None, "-"):
+        print(data)
+    else:
+        with open(args.output, "w", encoding="utf-8") as f:
+            f.write(data + "\n")
+        print(f"wrote {len(document['facts'])} facts and {len(document['threads'])} threads to {args.output}",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    from .errors import ValidationError
+    from .portability import import_user
+
+    try:
+        with (sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")) as f:
+            document = json.load(f)
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ValidationError(f"cannot read {args.file}: {exc}") from exc
+    with Database(_settings()) as db:
+        done = import_user(db, document, project_id=args.project, user_id=args.user, replace=args.replace)
+    print(json.dumps(done))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
@@ -84,6 +115,17 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_server)
     v = sub.add_parser("version", help="print pymem's version")
     v.set_defaults(func=cmd_version)
+    e = sub.add_parser("export", help="print a user's whole memory as JSON")
+    e.add_argument("--user", required=True, help="the user id")
+    e.add_argument("--project", default="", help="the project (tenant); default ''")
+    e.add_argument("-o", "--output", help="write to this file instead of stdout")
+    e.set_defaults(func=cmd_export)
+    i = sub.add_parser("import", help="load a user's memory exported by `pymem export`")
+    i.add_argument("file", help="the JSON file ('-' for stdin)")
+    i.add_argument("--user", help="import under this user id instead of the document's")
+    i.add_argument("--project", help="import into this project instead of the document's")
+    i.add_argument("--replace", action="store_true", help="replace the user's existing memory there")
+    i.set_defaults(func=cmd_import)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
     d.set_defaults(func=cmd_demo)
     return p

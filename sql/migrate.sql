@@ -71,6 +71,7 @@ SELECT pymem.migration_search_path()
 \ir api/conversations.sql
 \ir api/facts.sql
 \ir api/meta.sql
+\ir api/portability.sql
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
 SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('pymem.migrate', 0))

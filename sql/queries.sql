@@ -187,3 +187,12 @@ SELECT pymem.context_read(
     min_content_chars => %(min_content_chars)s::integer, recency_weight => %(recency_weight)s::float8,
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
     dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer) AS context;
+
+-- name: user_export
+-- A user's whole memory (facts with history, threads, messages, summaries) as JSON.
+SELECT pymem.user_export(user_id => %(user_id)s, project_id => %(project_id)s) AS document;
+
+-- name: user_import
+-- Load a user_export document (optionally under another project or user id).
+SELECT pymem.user_import(document => %(document)s, project_id => %(project_id)s, user_id => %(user_id)s,
+                         replace => %(replace)s) AS imported;

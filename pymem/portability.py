@@ -1,0 +1,38 @@
+"""A user's whole memory as JSON, and back, over ``sql/api/portability.sql``
+(``pymem export --user ID`` / ``pymem import FILE``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from .db import Call, Database, run
+from .values import text
+
+
+def _export(user_id: str, project_id: str):
+    rows = yield Call("user_export", {"user_id": text(user_id, "user id"), "project_id": text(project_id, "project_id")})
+    return rows[0]["document"]
+
+
+def _import(document: dict[str, Any], project_id: str | None, user_id: str | None, replace: bool):
+    rows = yield Call(
+        "user_import",
+        {"document": Jsonb(document), "project_id": text(project_id, "project_id", allow_none=True),
+         "user_id": text(user_id, "user id", allow_none=True), "replace": bool(replace)},
+    )
+    return rows[0]["imported"]
+
+
+def export_user(db: Database, user_id: str, project_id: str = "") -> dict[str, Any]:
+    """The user's facts (with history), threads, messages and summaries as one JSON object."""
+    with db.connection() as conn:
+        return run(_export(user_id, project_id), conn)
+
+
+def import_user(db: Database, document: dict[str, Any], *, project_id: str | None = None,
+                user_id: str | None = None, replace: bool = False) -> dict[str, Any]:
+    """Load an exported document (in one transaction); returns what was imported."""
+    with db.connection() as conn:
+        return run(_import(document, project_id, user_id, replace), conn)
