@@ -1,18 +1,52 @@
-"""``pymem demo``: connect (the embedded server unless PYMEM_DSN is set), migrate, and show
-durable facts at work: tiers, idempotent add, supersede with history, retrieval by meaning,
-project isolation and guarded forget. Safe to run repeatedly (it uses project "pymem-demo"
-and clears it first)."""
+"""``pymem demo``: a scripted two-user conversation (both sides scripted, no model needed)
+that prints, turn by turn, the context pymem would send to a chat model: facts learned and
+superseded, the window sliding, a summary forming, a long-ago message recalled, and the two
+users never mixing. Runs on the embedded server unless PYMEM_DSN is set; safe to repeat (it
+uses project "pymem-demo" and clears it first)."""
 
 from __future__ import annotations
+
+import re
+import textwrap
 
 from . import migrations, server
 from .db import Database, resolve_conninfo
 from .embedders import HashEmbedder
-from .errors import ValidationError
 from .memory import Memory
 from .settings import Settings
 
 PROJECT = "pymem-demo"
+
+SCRIPT = [  # (user, what the user says, the scripted answer)
+    ("alice@example.com", "Hi! My name is Alice and I am allergic to peanuts.", "Nice to meet you, Alice. Noted: no peanuts."),
+    ("bob@example.com", "Hello, I am Bob. I prefer phone calls over email.", "Hi Bob, phone calls it is."),
+    ("alice@example.com", "I live in Oslo and I work night shifts.", "Oslo, night shifts. Got it."),
+    ("alice@example.com", "Can you recommend a quiet cafe for the morning?", "Try Fuglen; it is calm before noon."),
+    ("bob@example.com", "I live in Lisbon.", "Lisbon, lovely."),
+    ("alice@example.com", "Actually, I moved: I live in Bergen now.", "Updated: Bergen."),
+    ("alice@example.com", "What is a good hiking trail near me?", "Stoltzekleiven is a classic in Bergen."),
+    ("alice@example.com", "Thanks, and a snack to bring along?", "Trail mix without nuts, given your allergy."),
+    ("alice@example.com", "Remind me: what am I allergic to?", "Peanuts."),
+]
+
+
+def extractor(message: str) -> list[str]:
+    """A toy fact extractor: sentences about the speaker ("I ...", "My ...")."""
+    sentences = re.split(r"(?<=[.!?])\s+", message)
+    return [s.strip() for s in sentences if re.match(r"^(I|My)\b", s.strip()) and not s.strip().endswith("?")]
+
+
+def summarizer(previous: str | None, messages: list[dict], max_chars: int) -> str:
+    """A toy summarizer: keeps the user's lines, shortened."""
+    said = [m["content"].split(".")[0] for m in messages if m["role"] == "user"]
+    return "; ".join(filter(None, [previous, *said]))[-max_chars:]
+
+
+def show(turn: int, user: str, messages: list[dict[str, str]]) -> None:
+    print(f"\n=== turn {turn}: context for {user} ({len(messages)} messages) ===")
+    for m in messages:
+        body = textwrap.shorten(m["content"].replace("\n", " | "), 150)
+        print(f"  [{m['role']}] {body}")
 
 
 def run(settings: Settings) -> int:
@@ -24,46 +58,48 @@ def run(settings: Settings) -> int:
         print(f"  connect with: psql '{info.uri}'")
     conninfo = resolve_conninfo(settings)
     result = migrations.migrate(conninfo)
-    applied = ", ".join(result.applied) or "none pending"
-    print(f"migrations applied: {applied}; API files refreshed: {len(result.api_files)}")
+    print(f"migrations applied: {', '.join(result.applied) or 'none pending'}; "
+          f"API files refreshed: {len(result.api_files)}")
     with Database(settings, migrate=False) as db:
         about = db.about()
-        print(
-            f"schema pymem at {about['last_migration']} ({about['migrations']} migrations); "
-            f"PostgreSQL {about['server_version']}, pgvector {about['vector_version']} in schema {about['vector_schema']}"
-        )
-        facts_demo(db)
-    print("pymem demo: done" + ("" if settings.dsn else " (the server keeps running; `pymem server stop` stops it)"))
+        print(f"schema pymem at {about['last_migration']}; PostgreSQL {about['server_version']}, "
+              f"pgvector {about['vector_version']} in schema {about['vector_schema']}")
+        conversation(db)
+    print("\npymem demo: done" + ("" if settings.dsn else " (the server keeps running; `pymem server stop` stops it)"))
     return 0
 
 
-def facts_demo(db: Database) -> None:
-    mem = Memory(agent_id="support-bot", project_id=PROJECT, db=db, embedder=HashEmbedder())
-    for tier, who in (("user", "*"), ("global", "*")):
-        mem.forget(tier=tier, id=who)
-    print("\n-- durable facts (project 'pymem-demo', agent 'support-bot') --")
-    mem.persist("Return policy is 30 days", tier="global")
-    first = mem.persist("Prefers email", id="alice")
-    again = mem.persist("  Prefers   email ", id="alice")
-    print(f"persist 'Prefers email' twice (whitespace differs): ids {first} and {again} -> one fact")
-    mem.persist("Is allergic to peanuts", id="alice")
-    mem.persist("Works nights in the Berlin office", id="alice")
-    mem.persist("Prefers phone calls", id="bob")
-    new = mem.update("Prefers Slack", old="Prefers email", id="alice")
-    chain = mem.history(id="alice", fact_id=new)
-    print("alice changed her mind: " + " -> ".join(f"#{f.id} {f.content!r}" for f in chain))
-    print("alice's active facts, newest first:")
-    for f in mem.retrieve(id="alice"):
-        print(f"  #{f.id} {f.content}")
-    best = mem.retrieve("what food should the kitchen avoid? peanuts?", id="alice", k=1)[0]
-    print(f"by meaning, 'what food should the kitchen avoid? peanuts?' -> {best.content!r} ({best.similarity:.2f})")
-    print(f"bob sees only his own: {[f.content for f in mem.retrieve(id='bob')]}")
-    print(f"global facts for support-bot: {[f.content for f in mem.retrieve(tier='global')]}")
-    other = Memory(agent_id="support-bot", project_id=PROJECT + "-other", db=db)
-    print(f"another project sees nothing of alice: {other.retrieve(id='alice')}")
-    print(f"forget with an empty user id deletes {mem.forget(id='')} rows")
-    try:
-        Memory(agent_id="", db=db)
-    except ValidationError as exc:
-        print(f"Memory(agent_id='') is refused: {exc}")
-    print(f"forget alice: {mem.forget(id='alice')} rows (history included)")
+def conversation(db: Database) -> None:
+    mem = Memory(
+        db=db, agent_id="concierge", project_id=PROJECT, embedder=HashEmbedder(),
+        system_prompt="You are a concise travel concierge.", window=4, recall_k=2,
+        summarizer=summarizer, summarize_every=4, keep_last=4, extractor=extractor, max_learned_facts=20,
+    )
+    for who in ("alice@example.com", "bob@example.com"):
+        mem.forget(id=who)
+        mem.forget_conversation(user=who)
+    mem.forget(tier="global")
+    mem.persist("Breakfast is served from 7 to 10.", tier="global")
+    print("\nglobal fact for agent 'concierge': Breakfast is served from 7 to 10.")
+    for i, (user, said, answer) in enumerate(SCRIPT, 1):
+        if "moved" in said:  # the app corrects a durable fact: supersede, keep history
+            old = next(f for f in mem.retrieve(id=user) if f.content.startswith("I live in"))
+            new = mem.update("I live in Bergen now.", fact_id=old.id, id=user)
+            chain = " -> ".join(repr(f.content) for f in mem.history(id=user, fact_id=new))
+            print(f"\n(superseded alice's fact: {chain})")
+        with mem.turn(said, user=user) as t:
+            show(i, user.split("@")[0], t.messages)
+            t.answer = answer
+        res = t.result
+        learned = f", learned {len(res.learned_fact_ids)} fact(s)" if res.learned_fact_ids else ""
+        folded = ", summary updated" if res.summarized else ""
+        print(f"  -> recorded messages {res.user_seq}-{res.assistant_seq}{learned}{folded}")
+    ctx = mem.read("Remind me: what am I allergic to?", user="alice@example.com")
+    print("\nrecalled for alice's last question (beyond her 4-message window):")
+    for m in ctx.recalled:
+        print(f"  - {m.content!r} (score {m.score:.2f})")
+    bob = mem.read("where do I live?", user="bob@example.com")
+    leaked = [m for m in bob.messages if "Alice" in m["content"] or "Bergen" in m["content"]]
+    print(f"bob's context mentions Alice or Bergen: {bool(leaked)} (users never mix)")
+    print("no message sent to the model contains a user id: "
+          f"{all('@example.com' not in m['content'] for m in ctx.messages + bob.messages)}")
