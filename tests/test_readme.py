@@ -1,11 +1,14 @@
 """The README's examples run: every ```sql block of the "SQL API" section through plain psql
-(in order, stopping at the first error), and every ```python block there with PYMEM_DSN set."""
+(in order, stopping at the first error), and every ```python block of the "SQL API" and
+"Python API" sections with PYMEM_DSN set."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 from pathlib import Path
+
+import pytest
 
 from pymem import server
 
@@ -38,9 +41,10 @@ def test_sql_api_examples_run_in_psql(dsn):
     assert "Prefers Slack" in out.stdout and "Return policy is 30 days" not in out.stderr
 
 
-def test_sql_api_python_examples_run(dsn, monkeypatch):
+@pytest.mark.parametrize("title", ["SQL API", "Python API"])
+def test_python_examples_run(dsn, monkeypatch, title):
     monkeypatch.setenv("PYMEM_DSN", dsn)
-    code = blocks("python")
+    code = blocks("python", title)
     assert code
     for block in code:
         namespace: dict = {}
