@@ -21,6 +21,7 @@ import json
 import math
 import os
 import platform
+import re
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -168,6 +169,24 @@ def floor(conn: psycopg.Connection, iterations: int, warmup: int) -> dict[str, A
     return measure(once, iterations, warmup)
 
 
+def commit_floor(conn: psycopg.Connection, iterations: int, warmup: int) -> dict[str, Any] | None:
+    """The least a durable write costs: a prepared statement that writes one WAL record in its
+    own transaction (``pg_logical_emit_message(true, ...)``; ``conn`` in autocommit), so its
+    commit waits for the WAL flush as the server's synchronous_commit says. None when the role
+    may not call it (by default only superusers may)."""
+
+    def once(_: int) -> None:
+        conn.execute("SELECT pg_catalog.pg_logical_emit_message(true, 'pymem-bench', '')", prepare=True).fetchone()
+
+    try:
+        once(0)
+    except psycopg.Error:
+        if not conn.autocommit:
+            conn.rollback()
+        return None
+    return measure(once, iterations, warmup)
+
+
 def strip_samples(results: dict[str, Any]) -> dict[str, Any]:
     """The measurements without their raw samples (``keep`` them with ``--samples``)."""
     return {k: {kk: vv for kk, vv in v.items() if kk != "_samples_ns"} for k, v in results.items()}
@@ -182,13 +201,27 @@ def _nodes(plan: dict[str, Any]) -> Iterable[dict[str, Any]]:
         yield from _nodes(child)
 
 
+_LONG_ARRAY = re.compile(r"\[[^\[\]]{80,}\]")
+
+
+def shorten(text: Any) -> Any:
+    """Long array literals (vectors) in a query or sort key, elided for reading."""
+    if isinstance(text, str):
+        return _LONG_ARRAY.sub("[...]", text)
+    if isinstance(text, list):
+        return [shorten(t) for t in text]
+    return text
+
+
+_SHOWN = ("Node Type", "Relation Name", "Index Name", "Filter", "Sort Key", "Sort Method", "Actual Rows")
+
+
 def plan_flags(plan: dict[str, Any]) -> dict[str, Any]:
     """Node types of a JSON plan (the ``Plan`` object), and which are Seq Scan or Sort nodes."""
     nodes = list(_nodes(plan))
     types = [n["Node Type"] for n in nodes]
     flagged = [
-        {k: n.get(k) for k in ("Node Type", "Relation Name", "Index Name", "Sort Key", "Sort Method", "Actual Rows")
-         if n.get(k) is not None}
+        {k: shorten(n.get(k)) for k in _SHOWN if n.get(k) is not None}
         for n in nodes
         if n["Node Type"] in ("Seq Scan", "Sort", "Incremental Sort", "Parallel Seq Scan")
     ]
@@ -198,6 +231,11 @@ def plan_flags(plan: dict[str, Any]) -> dict[str, Any]:
         "seq_scan": any(t in ("Seq Scan", "Parallel Seq Scan") for t in types),
         "sort": any(t in ("Sort", "Incremental Sort") for t in types),
         "flagged": flagged,
+        "scans": [
+            {k: shorten(n.get(k)) for k in ("Node Type", "Relation Name", "Index Name", "Index Cond", "Filter")
+             if n.get(k) is not None}
+            for n in nodes if "Relation Name" in n or "Index Name" in n
+        ],
     }
 
 
@@ -208,7 +246,7 @@ def explain(conn: psycopg.Connection, query: str, params: Any = None, *, analyze
     row = conn.execute(f"EXPLAIN ({options}) {query}", params, prepare=False).fetchone()
     doc = row[0][0] if isinstance(row[0], list) else json.loads(row[0])[0]
     top = doc["Plan"]
-    out = {"query": " ".join(query.split()), **plan_flags(top)}
+    out = {"query": shorten(" ".join(query.split())), **plan_flags(top)}
     if analyze:
         out["execution_ms"] = doc.get("Execution Time")
         out["planning_ms"] = doc.get("Planning Time")
@@ -216,6 +254,52 @@ def explain(conn: psycopg.Connection, query: str, params: Any = None, *, analyze
         out["shared_read_blocks"] = top.get("Shared Read Blocks")
     out["plan"] = doc
     return out
+
+
+def function_plans(conn: psycopg.Connection, call: Callable[[], Any], *, calls: int = 8,
+                   match: str = "") -> dict[str, Any] | None:
+    """The plans of the statements a SQL function runs inside (auto_explain with
+    log_nested_statements, its LOG messages sent to this client), after ``calls`` calls so
+    that a PL/pgSQL statement has had the chance to switch to its cached generic plan. Returns
+    the last logged plan whose query text contains ``match``, or None when auto_explain cannot
+    be loaded (it needs a superuser, or the library in $libdir/plugins). Changes only this
+    session's settings (use a connection of its own)."""
+    messages: list[str] = []
+
+    def keep(diag: psycopg.errors.Diagnostic) -> None:
+        if diag.message_primary:
+            messages.append(diag.message_primary)
+
+    try:
+        conn.execute("LOAD 'auto_explain'")
+    except psycopg.Error:
+        return None
+    for setting in ("auto_explain.log_min_duration = 0", "auto_explain.log_nested_statements = on",
+                    "auto_explain.log_format = json", "client_min_messages = log"):
+        conn.execute(f"SET {setting}")
+    conn.add_notice_handler(keep)
+    try:
+        for _ in range(calls):
+            call()
+    finally:
+        conn.remove_notice_handler(keep)
+        conn.execute("RESET client_min_messages")
+        conn.execute("RESET auto_explain.log_min_duration")
+    found = None
+    for text in messages:
+        head, sep, body = text.partition("plan:")
+        if not sep:
+            continue
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            continue
+        if match in doc.get("Query Text", ""):
+            found = doc
+    if found is None:
+        return None
+    return {"query": shorten(" ".join(found.get("Query Text", "").split())), **plan_flags(found["Plan"]),
+            "plan": found}
 
 
 # --- results ---------------------------------------------------------------------------------

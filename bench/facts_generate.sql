@@ -123,3 +123,20 @@ FROM (
         ) AS h
     ) AS q
 ) AS r;
+
+-- name: other_embeddings
+-- Random 384-d vectors, under the probe's embedder name, for the newest `count` active facts of
+-- other subjects (rows lo .. hi-1 of that list): only so that pymem.fact_embeddings has a
+-- realistic size when the plans of facts_search / facts_unembedded are looked at. They carry
+-- no meaning; the probe's own vectors are real HashEmbedder vectors.
+INSERT INTO pymem.fact_embeddings (project_id, scope, scope_id, fact_id, embedder, embedding)
+SELECT f.project_id, f.scope, f.scope_id, f.id, %(embedder)s,
+       (SELECT array_agg((random() - 0.5)::real) FROM generate_series(1, %(dim)s::int) WHERE f.id IS NOT NULL)::vector
+FROM (
+    SELECT o.project_id, o.scope, o.scope_id, o.id FROM pymem.facts AS o
+     WHERE o.superseded_by IS NULL
+       AND NOT (o.project_id = %(probe_project)s AND o.scope = 'user' AND o.scope_id = %(probe_id)s)
+     ORDER BY o.id DESC
+     OFFSET %(lo)s LIMIT %(hi)s::bigint - %(lo)s::bigint
+) AS f
+ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
