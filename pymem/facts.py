@@ -130,27 +130,24 @@ class _Facts:
         text(query, "query")
         if self.embedder is None:
             raise ValidationError("retrieve(query) needs Memory(embedder=...): facts are ranked by meaning")
-        if subject["scope_id"] == "" and subject["scope"] != "agent":
-            return []  # an empty user/project id reads nothing (SQL says the same)
-        # The store is the source of truth: embed, in one batch, the subject's facts that have
-        # no vector from this embedder yet (written by SQL, by another process, before a restart).
-        missing = yield Call("facts_unembedded", {**subject, "embedder": self.embedder.name, "max_facts": 10000})
-        if missing:
-            vectors = yield Embed([r["content"] for r in missing])
-            yield Call(
-                "fact_embeddings_put",
-                {
-                    **subject,
-                    "embedder": self.embedder.name,
-                    "ids": [r["id"] for r in missing],
-                    "embeddings": [vector(v) for v in vectors],
-                },
-            )
+        params = {**subject, "embedder": self.embedder.name, "k": k}
         (qvec,) = yield Embed([query])
-        rows = yield Call(
-            "facts_search", {**subject, "query": vector(qvec), "embedder": self.embedder.name, "k": k}
-        )
-        return [_fact(r, subject["scope"]) for r in rows]
+        params["query"] = vector(qvec)
+        rows = yield Call("facts_search", params)
+        missing = [r for r in rows if r["similarity"] is None]
+        if missing:
+            # The store is the source of truth: facts with no vector from this embedder yet
+            # (written by SQL, by another process, before a restart) are embedded in one batch.
+            vectors = yield Embed([r["content"] for r in missing])
+            for owner in sorted({r["subject_id"] for r in missing}):
+                mine = [(r, v) for r, v in zip(missing, vectors) if r["subject_id"] == owner]
+                yield Call(
+                    "fact_embeddings_put",
+                    {**subject, "scope_id": owner, "embedder": self.embedder.name,
+                     "ids": [r["id"] for r, _ in mine], "embeddings": [vector(v) for _, v in mine]},
+                )
+            rows = yield Call("facts_search", params)
+        return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
     def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata):
         params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}

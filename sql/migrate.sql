@@ -62,6 +62,23 @@ COMMIT;
 \echo pymem: applied 0003_conversations
 \endif
 
+-- 0004_stores
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0004_stores', '0661ea15906fb32d11081a7c6cd6282b177cb188efdb141a5acb592d626e0bab') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Sets the transaction's search_path for creating migrations and API functions.
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0004_stores.sql
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0004_stores', '0661ea15906fb32d11081a7c6cd6282b177cb188efdb141a5acb592d626e0bab', '0.1.0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0004_stores
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Sets the transaction's search_path for creating migrations and API functions.
@@ -72,6 +89,7 @@ SELECT pymem.migration_search_path()
 \ir api/facts.sql
 \ir api/meta.sql
 \ir api/portability.sql
+\ir api/stores.sql
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
 SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('pymem.migrate', 0))

@@ -439,9 +439,9 @@ def test_facts_written_by_sql_are_embedded_in_one_batch_before_search(db, dsn):
     mem = Memory(db=db, embedder=Counting())
     got = mem.retrieve("peanuts allergy", id="alice", k=1)
     assert [f.content for f in got] == ["The user is allergic to peanuts"]
-    assert calls == [3, 1]  # one batch for the three facts, one for the query
+    assert calls == [1, 3]  # the query, then one batch for the three facts
     mem.retrieve("peanuts allergy", id="alice", k=1)
-    assert calls == [3, 1, 1]  # nothing left to catch up
+    assert calls == [1, 3, 1]  # nothing left to catch up: one statement
 
 
 def test_embedders_never_mix_and_wrong_dimensions_are_refused(db, dsn):

@@ -48,7 +48,8 @@ def test_sql_file_parses(f):
         if re.search(r"LANGUAGE\s+plpgsql", raw, re.IGNORECASE) and re.match(r"\s*CREATE", raw, re.IGNORECASE):
             # pglast's PL/pgSQL parser has no catalog: it knows no pymem row types and no
             # pgvector types, so those become built-in stand-ins; the body is parsed as written.
-            stand_in = re.sub(r"SETOF pymem\.\w+", "SETOF record", raw)
+            stand_in = re.sub(r"(SETOF|RETURNS) pymem\.\w+", r"\1 record", raw)
+            stand_in = re.sub(r"\bpymem\.\w+(?=\s*(:=|;|,|\)))", "record", stand_in)
             stand_in = re.sub(r"\bvector\b", "real", stand_in)
             pglast.parse_plpgsql(stand_in)  # raises on a syntax error inside the body
         if re.match(r"\s*DO\b", raw, re.IGNORECASE):

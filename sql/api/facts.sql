@@ -514,8 +514,9 @@ BEGIN
 END;
 $$;
 
--- facts_unembedded: a subject's active facts that have no vector from `embedder` yet (the
--- catch-up before a semantic search: facts written by SQL or before a restart).
+-- facts_unembedded: a subject's active facts that have no vector from `embedder` yet (facts
+-- written by SQL, or before a restart). facts_search reports the same rows itself; this is for
+-- services that embed ahead of time.
 CREATE OR REPLACE FUNCTION pymem.facts_unembedded(
     scope text, scope_id text, embedder text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
 RETURNS TABLE (id bigint, content text)
@@ -528,10 +529,13 @@ BEGIN
     IF NOT pymem._fact_check_subject(facts_unembedded.scope, facts_unembedded.scope_id, facts_unembedded.project_id, 'read') THEN
         RETURN;
     END IF;
+    IF facts_unembedded.scope_id = '*' THEN
+        RAISE EXCEPTION 'pymem: facts_unembedded works on one subject, not ''*''' USING ERRCODE = '22023';
+    END IF;
     RETURN QUERY
     SELECT f.id, f.content FROM pymem.facts AS f
      WHERE f.project_id = facts_unembedded.project_id AND f.scope = facts_unembedded.scope
-       AND (facts_unembedded.scope_id = '*' OR f.scope_id = facts_unembedded.scope_id)
+       AND f.scope_id = facts_unembedded.scope_id
        AND f.superseded_by IS NULL
        AND NOT EXISTS (
            SELECT 1 FROM pymem.fact_embeddings AS e
@@ -582,8 +586,10 @@ $$;
 
 -- facts_search: a subject's active facts ranked by cosine similarity to `query` (a vector
 -- from `embedder`), top k. An exact scan over the subject's vectors: exact, and fast for the
--- hundreds-to-thousands of facts one subject holds. Facts without a vector from this embedder
--- are not ranked: call facts_unembedded / fact_embeddings_put first (pymem.Memory does).
+-- hundreds-to-thousands of facts one subject holds. Active facts that have no vector from this
+-- embedder yet come first, with similarity NULL (at most 1000 of them): embed them, store them
+-- with fact_embeddings_put and search again (pymem.Memory does; usually there are none, and
+-- a search is one statement).
 --   SELECT id, content, similarity FROM pymem.facts_search('user', 'alice', $1, 'hash-384-v1', k => 3);
 CREATE OR REPLACE FUNCTION pymem.facts_search(
     scope text, scope_id text, query vector, embedder text, project_id text DEFAULT '', k integer DEFAULT 5)
@@ -593,33 +599,46 @@ LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
-DECLARE
-    v_dim integer;
 BEGIN
     PERFORM pymem._check_limit('k', facts_search.k);
     IF NOT pymem._fact_check_subject(facts_search.scope, facts_search.scope_id, facts_search.project_id, 'read') THEN
         RETURN;
     END IF;
-    IF facts_search.query IS NULL THEN
-        RAISE EXCEPTION 'pymem: the query vector must not be NULL' USING ERRCODE = '22023';
+    PERFORM pymem._query_check(facts_search.embedder, facts_search.query);
+    -- One pass over the active facts joined to their vectors; two branches (one subject, or
+    -- every subject of the scope with '*') so that each keeps its plan on its own index.
+    IF facts_search.scope_id = '*' THEN
+        RETURN QUERY
+        WITH s AS MATERIALIZED (
+            SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+                   e.embedding <=> facts_search.query AS dist
+              FROM pymem.facts AS f
+              LEFT JOIN pymem.fact_embeddings AS e
+                ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+               AND e.fact_id = f.id AND e.embedder = facts_search.embedder
+             WHERE f.project_id = facts_search.project_id AND f.scope = facts_search.scope
+               AND f.superseded_by IS NULL)
+        (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, NULL::float8
+           FROM s WHERE s.dist IS NULL LIMIT 1000)
+        UNION ALL
+        (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, 1 - s.dist
+           FROM s WHERE s.dist IS NOT NULL ORDER BY s.dist, s.id DESC LIMIT facts_search.k);
+    ELSE
+        RETURN QUERY
+        WITH s AS MATERIALIZED (
+            SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+                   e.embedding <=> facts_search.query AS dist
+              FROM pymem.facts AS f
+              LEFT JOIN pymem.fact_embeddings AS e
+                ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+               AND e.fact_id = f.id AND e.embedder = facts_search.embedder
+             WHERE f.project_id = facts_search.project_id AND f.scope = facts_search.scope
+               AND f.scope_id = facts_search.scope_id AND f.superseded_by IS NULL)
+        (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, NULL::float8
+           FROM s WHERE s.dist IS NULL LIMIT 1000)
+        UNION ALL
+        (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, 1 - s.dist
+           FROM s WHERE s.dist IS NOT NULL ORDER BY s.dist, s.id DESC LIMIT facts_search.k);
     END IF;
-    SELECT d.dimension INTO v_dim FROM pymem.embedders AS d WHERE d.name = facts_search.embedder;
-    IF FOUND AND v_dim <> vector_dims(facts_search.query) THEN
-        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; the query vector has %', facts_search.embedder, v_dim,
-                vector_dims(facts_search.query)
-            USING ERRCODE = '22023';
-    END IF;
-    RETURN QUERY
-    SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
-           1 - (e.embedding <=> facts_search.query) AS similarity
-      FROM pymem.facts AS f
-      JOIN pymem.fact_embeddings AS e
-        ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-       AND e.fact_id = f.id AND e.embedder = facts_search.embedder
-     WHERE f.project_id = facts_search.project_id AND f.scope = facts_search.scope
-       AND (facts_search.scope_id = '*' OR f.scope_id = facts_search.scope_id)
-       AND f.superseded_by IS NULL
-     ORDER BY e.embedding <=> facts_search.query, f.id DESC
-     LIMIT facts_search.k;
 END;
 $$;
