@@ -1,0 +1,565 @@
+-- stores.sql: the SQL API for keyed memory stores (tables in migrations/0004_stores.sql).
+-- Re-applied on every migrate. Called by pymem/stores.py (MemoryStore) and any SQL client.
+--
+-- A store is (project_id, store_key). It holds a transcript (append-only chat messages) and
+-- path-addressed entries (text or JSON). Every entry write records sha256, actor, reason and
+-- time; stores with audit (the default) log every write, delete and restore; stores with
+-- keep_versions keep every written content.
+--
+-- Paths: relative, '/'-separated, canonical as written: no leading '/', no '' / '.' / '..'
+-- segments (so no '//' and no trailing '/'), no backslash, no control characters, at most 1024
+-- characters and 255 per segment. Reserved: 'messages.json' and anything under 'audit/',
+-- 'meta/' or 'versions/' (the transcript and internal areas of the reference layout); they are
+-- refused for writes and never listed. Content: at most 8 MiB (UTF-8 bytes).
+--
+-- Optimistic concurrency: expected_sha => NULL writes unconditionally; a 64-hex sha writes only
+-- if it is still the path's current sha; '' writes only if the path does not exist yet. The
+-- check and the write happen under the entry's row lock in one transaction, so it holds between
+-- processes and machines: of two writers holding the same sha, exactly one succeeds.
+--
+-- Errors: 22023 invalid argument or path; P0002 no such store or version; PM401 concurrency
+-- conflict (expected sha no longer current); PM402 path under a read-only prefix; PM403
+-- reserved path.
+
+-- _store_key_check: a store key must name one store.
+CREATE OR REPLACE FUNCTION pymem._store_key_check(store_key text, project_id text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
+            USING ERRCODE = '22023';
+    END IF;
+    IF store_key IS NULL OR store_key IN ('', '*') OR pg_catalog.length(store_key) > 512 THEN
+        RAISE EXCEPTION 'pymem: a store key must be 1..512 characters and not ''*'''
+            USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- _store_path_check: validates a path (see the header); returns it unchanged.
+CREATE OR REPLACE FUNCTION pymem._store_path_check(path text)
+RETURNS text
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_segment text;
+BEGIN
+    IF path IS NULL OR path = '' THEN
+        RAISE EXCEPTION 'pymem: a path must not be empty' USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.length(path) > 1024 THEN
+        RAISE EXCEPTION 'pymem: a path is at most 1024 characters (got %)', pg_catalog.length(path) USING ERRCODE = '22023';
+    END IF;
+    IF path ~ '[\x01-\x1f\x7f\\]' THEN
+        RAISE EXCEPTION 'pymem: a path must not contain control characters or backslashes' USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.left(path, 1) = '/' THEN
+        RAISE EXCEPTION 'pymem: a path is relative: % starts with /', pg_catalog.quote_literal(path) USING ERRCODE = '22023';
+    END IF;
+    FOREACH v_segment IN ARRAY pg_catalog.string_to_array(path, '/') LOOP
+        IF v_segment IN ('', '.', '..') THEN
+            RAISE EXCEPTION 'pymem: path % has an empty, . or .. segment', pg_catalog.quote_literal(path)
+                USING ERRCODE = '22023';
+        END IF;
+        IF pg_catalog.length(v_segment) > 255 THEN
+            RAISE EXCEPTION 'pymem: a path segment is at most 255 characters' USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+    IF path = 'messages.json' OR pg_catalog.split_part(path, '/', 1) IN ('audit', 'meta', 'versions') THEN
+        RAISE EXCEPTION 'pymem: % is reserved (the transcript, audit/, meta/ and versions/ are internal)',
+                pg_catalog.quote_literal(path)
+            USING ERRCODE = 'PM403';
+    END IF;
+    RETURN path;
+END;
+$$;
+
+-- _store_get: the store row, locked FOR SHARE (a concurrent store_drop waits); P0002 if missing.
+CREATE OR REPLACE FUNCTION pymem._store_get(p_store_key text, p_project_id text)
+RETURNS pymem.stores
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_store pymem.stores;
+BEGIN
+    PERFORM pymem._store_key_check(p_store_key, p_project_id);
+    SELECT s.* INTO v_store FROM pymem.stores AS s
+     WHERE s.project_id = p_project_id AND s.store_key = p_store_key
+       FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pymem: no store % in project %', pg_catalog.quote_literal(p_store_key),
+                pg_catalog.quote_literal(p_project_id)
+            USING ERRCODE = 'P0002', HINT = 'Create it with store_open(..., create => true).';
+    END IF;
+    RETURN v_store;
+END;
+$$;
+
+-- _store_sha: sha256 (hex) of text as UTF-8.
+CREATE OR REPLACE FUNCTION pymem._store_sha(content text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+    SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(content, 'UTF8')), 'hex');
+$$;
+
+-- _store_expected_check: expected_sha is NULL, '' or 64 lower-case hex digits.
+CREATE OR REPLACE FUNCTION pymem._store_expected_check(expected_sha text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF expected_sha IS NOT NULL AND expected_sha <> '' AND expected_sha !~ '^[0-9a-f]{64}$' THEN
+        RAISE EXCEPTION 'pymem: expected_sha must be NULL, '''' (must not exist) or 64 hex digits'
+            USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- store_open: opens a store, creating it when create is true (the default). Options given as
+-- NULL keep the stored value (new stores: audit on, no versions, no read-only prefixes).
+--   SELECT * FROM pymem.store_open(store_key => 'research-assistant');
+CREATE OR REPLACE FUNCTION pymem.store_open(
+    store_key text,
+    project_id text DEFAULT '',
+    audit boolean DEFAULT NULL,
+    keep_versions boolean DEFAULT NULL,
+    read_only_prefixes text[] DEFAULT NULL,
+    "create" boolean DEFAULT true)
+RETURNS TABLE (audit_on boolean, versions_on boolean, read_only text[], transcript_len bigint,
+               created_at timestamptz, created boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_prefix text;
+    v_prefixes text[];
+    v_created boolean := false;
+BEGIN
+    PERFORM pymem._store_key_check(store_open.store_key, store_open.project_id);
+    IF store_open.read_only_prefixes IS NOT NULL THEN
+        v_prefixes := '{}';
+        FOREACH v_prefix IN ARRAY store_open.read_only_prefixes LOOP
+            v_prefixes := v_prefixes || (pymem._store_path_check(pg_catalog.rtrim(v_prefix, '/')) || '/');
+        END LOOP;
+    END IF;
+    IF store_open."create" THEN
+        INSERT INTO pymem.stores AS s (project_id, store_key, audit, keep_versions, read_only_prefixes)
+        VALUES (store_open.project_id, store_open.store_key, coalesce(store_open.audit, true),
+                coalesce(store_open.keep_versions, false), coalesce(v_prefixes, '{}'))
+        ON CONFLICT (project_id, store_key) DO NOTHING;
+        v_created := FOUND;
+    END IF;
+    IF NOT v_created AND (store_open.audit IS NOT NULL OR store_open.keep_versions IS NOT NULL OR v_prefixes IS NOT NULL) THEN
+        UPDATE pymem.stores AS s
+           SET audit = coalesce(store_open.audit, s.audit),
+               keep_versions = coalesce(store_open.keep_versions, s.keep_versions),
+               read_only_prefixes = coalesce(v_prefixes, s.read_only_prefixes),
+               updated_at = pg_catalog.clock_timestamp()
+         WHERE s.project_id = store_open.project_id AND s.store_key = store_open.store_key;
+    END IF;
+    RETURN QUERY
+    SELECT s.audit, s.keep_versions, s.read_only_prefixes, s.transcript_len, s.created_at, v_created
+      FROM pymem.stores AS s
+     WHERE s.project_id = store_open.project_id AND s.store_key = store_open.store_key;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pymem: no store % in project %', pg_catalog.quote_literal(store_open.store_key),
+                pg_catalog.quote_literal(store_open.project_id)
+            USING ERRCODE = 'P0002';
+    END IF;
+END;
+$$;
+
+-- _store_put: the one write path (write and restore): validates, checks expected_sha under
+-- the entry's row lock, writes the entry, its version and its audit record.
+CREATE OR REPLACE FUNCTION pymem._store_put(
+    p_store pymem.stores, p_path text, p_content text, p_kind text, p_actor text, p_reason text,
+    p_expected text, p_op text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_sha text;
+    v_old text;
+    v_version integer;
+    v_prefix text;
+BEGIN
+    PERFORM pymem._store_path_check(p_path);
+    FOREACH v_prefix IN ARRAY p_store.read_only_prefixes LOOP
+        IF pg_catalog.starts_with(p_path || '/', v_prefix) THEN
+            RAISE EXCEPTION 'pymem: % is under the read-only prefix %', pg_catalog.quote_literal(p_path),
+                    pg_catalog.quote_literal(v_prefix)
+                USING ERRCODE = 'PM402';
+        END IF;
+    END LOOP;
+    IF p_content IS NULL THEN
+        RAISE EXCEPTION 'pymem: content must not be NULL' USING ERRCODE = '22023';
+    END IF;
+    IF p_kind IS NULL OR p_kind NOT IN ('text', 'json') THEN
+        RAISE EXCEPTION 'pymem: kind must be text or json' USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.octet_length(p_content) > 8388608 THEN
+        RAISE EXCEPTION 'pymem: content is % bytes; the limit is 8 MiB (8388608)', pg_catalog.octet_length(p_content)
+            USING ERRCODE = '22023';
+    END IF;
+    IF p_kind = 'json' THEN
+        BEGIN
+            PERFORM p_content::jsonb;
+        EXCEPTION WHEN invalid_text_representation THEN
+            RAISE EXCEPTION 'pymem: content of kind json is not valid JSON' USING ERRCODE = '22023';
+        END;
+    END IF;
+    IF pg_catalog.length(p_actor) > 256 OR pg_catalog.length(p_reason) > 1024 THEN
+        RAISE EXCEPTION 'pymem: actor is at most 256 and reason at most 1024 characters' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pymem._store_expected_check(p_expected);
+    v_sha := pymem._store_sha(p_content);
+    LOOP
+        SELECT e.sha, e.version INTO v_old, v_version FROM pymem.store_entries AS e
+         WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path
+           FOR UPDATE;
+        IF FOUND THEN
+            IF p_expected IS NOT NULL AND p_expected <> v_old THEN
+                RAISE EXCEPTION 'pymem: % changed: its sha is %, not the expected %', pg_catalog.quote_literal(p_path),
+                        v_old, CASE WHEN p_expected = '' THEN '(must not exist)' ELSE p_expected END
+                    USING ERRCODE = 'PM401';
+            END IF;
+            v_version := v_version + 1;
+            UPDATE pymem.store_entries AS e
+               SET kind = p_kind, content = p_content, sha = v_sha, size = pg_catalog.octet_length(p_content),
+                   version = v_version, actor = p_actor, reason = p_reason, updated_at = pg_catalog.clock_timestamp()
+             WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path;
+            EXIT;
+        END IF;
+        IF p_expected IS NOT NULL AND p_expected <> '' THEN
+            RAISE EXCEPTION 'pymem: % does not exist (expected sha %)', pg_catalog.quote_literal(p_path), p_expected
+                USING ERRCODE = 'PM401';
+        END IF;
+        SELECT coalesce(pg_catalog.max(v.version), 0) + 1 INTO v_version FROM pymem.store_versions AS v
+         WHERE v.project_id = p_store.project_id AND v.store_key = p_store.store_key AND v.path = p_path;
+        INSERT INTO pymem.store_entries AS e (project_id, store_key, path, kind, content, sha, size, version, actor, reason)
+        VALUES (p_store.project_id, p_store.store_key, p_path, p_kind, p_content, v_sha,
+                pg_catalog.octet_length(p_content), v_version, p_actor, p_reason)
+        ON CONFLICT (project_id, store_key, path) DO NOTHING;
+        IF FOUND THEN
+            v_old := NULL;
+            EXIT;
+        END IF;
+        -- another writer created the path first
+        IF p_expected = '' THEN
+            RAISE EXCEPTION 'pymem: % was created by another writer', pg_catalog.quote_literal(p_path)
+                USING ERRCODE = 'PM401';
+        END IF;
+    END LOOP;
+    IF p_store.keep_versions THEN
+        INSERT INTO pymem.store_versions (project_id, store_key, path, version, kind, content, sha, actor, reason)
+        VALUES (p_store.project_id, p_store.store_key, p_path, v_version, p_kind, p_content, v_sha, p_actor, p_reason);
+    END IF;
+    IF p_store.audit THEN
+        INSERT INTO pymem.store_audit (project_id, store_key, path, op, old_sha, new_sha, actor, reason)
+        VALUES (p_store.project_id, p_store.store_key, p_path, p_op, v_old, v_sha, p_actor, p_reason);
+    END IF;
+    RETURN v_sha;
+END;
+$$;
+
+-- store_write: writes text or JSON at a path; returns the new sha256.
+--   SELECT pymem.store_write(store_key => 'research-assistant', path => 'notes/today.md',
+--                            content => '- read the paper', actor => 'agent', reason => 'note');
+CREATE OR REPLACE FUNCTION pymem.store_write(
+    store_key text, path text, content text, kind text DEFAULT 'text', actor text DEFAULT NULL,
+    reason text DEFAULT NULL, expected_sha text DEFAULT NULL, project_id text DEFAULT '')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    RETURN pymem._store_put(pymem._store_get(store_write.store_key, store_write.project_id), store_write.path,
+                            store_write.content, store_write.kind, store_write.actor, store_write.reason,
+                            store_write.expected_sha, 'write');
+END;
+$$;
+
+-- store_read: the entry at a path (no row when it does not exist).
+--   SELECT content, sha FROM pymem.store_read(store_key => 'research-assistant', path => 'notes/today.md');
+CREATE OR REPLACE FUNCTION pymem.store_read(store_key text, path text, project_id text DEFAULT '')
+RETURNS TABLE (kind text, content text, sha text, size integer, version integer, actor text, reason text,
+               created_at timestamptz, updated_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._store_key_check(store_read.store_key, store_read.project_id);
+    PERFORM pymem._store_path_check(store_read.path);
+    RETURN QUERY
+    SELECT e.kind, e.content, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at
+      FROM pymem.store_entries AS e
+     WHERE e.project_id = store_read.project_id AND e.store_key = store_read.store_key AND e.path = store_read.path;
+END;
+$$;
+
+-- store_meta: an entry's metadata without its content (no row when it does not exist).
+CREATE OR REPLACE FUNCTION pymem.store_meta(store_key text, path text, project_id text DEFAULT '')
+RETURNS TABLE (kind text, sha text, size integer, version integer, actor text, reason text,
+               created_at timestamptz, updated_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._store_key_check(store_meta.store_key, store_meta.project_id);
+    PERFORM pymem._store_path_check(store_meta.path);
+    RETURN QUERY
+    SELECT e.kind, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at
+      FROM pymem.store_entries AS e
+     WHERE e.project_id = store_meta.project_id AND e.store_key = store_meta.store_key AND e.path = store_meta.path;
+END;
+$$;
+
+-- store_list: the paths under a prefix ('' = all), sorted, with their metadata.
+--   SELECT path, sha FROM pymem.store_list(store_key => 'research-assistant', prefix => 'notes/');
+CREATE OR REPLACE FUNCTION pymem.store_list(store_key text, prefix text DEFAULT '', project_id text DEFAULT '')
+RETURNS TABLE (path text, kind text, sha text, size integer, version integer, actor text, updated_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._store_key_check(store_list.store_key, store_list.project_id);
+    IF store_list.prefix IS NULL OR pg_catalog.length(store_list.prefix) > 1024 THEN
+        RAISE EXCEPTION 'pymem: prefix must be a string of at most 1024 characters' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT e.path, e.kind, e.sha, e.size, e.version, e.actor, e.updated_at
+      FROM pymem.store_entries AS e
+     WHERE e.project_id = store_list.project_id AND e.store_key = store_list.store_key
+       AND pg_catalog.starts_with(e.path, store_list.prefix)
+     ORDER BY e.path COLLATE "C";
+END;
+$$;
+
+-- store_delete: deletes a path (true), or does nothing (false) when it does not exist and no
+-- expected_sha was given. expected_sha guards it like a write.
+CREATE OR REPLACE FUNCTION pymem.store_delete(
+    store_key text, path text, actor text DEFAULT NULL, reason text DEFAULT NULL,
+    expected_sha text DEFAULT NULL, project_id text DEFAULT '')
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_store pymem.stores := pymem._store_get(store_delete.store_key, store_delete.project_id);
+    v_old text;
+BEGIN
+    PERFORM pymem._store_path_check(store_delete.path);
+    PERFORM pymem._store_expected_check(store_delete.expected_sha);
+    IF store_delete.expected_sha = '' THEN
+        RAISE EXCEPTION 'pymem: expected_sha '''' (must not exist) makes no sense for a delete' USING ERRCODE = '22023';
+    END IF;
+    SELECT e.sha INTO v_old FROM pymem.store_entries AS e
+     WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = store_delete.path
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        IF store_delete.expected_sha IS NOT NULL THEN
+            RAISE EXCEPTION 'pymem: % does not exist (expected sha %)', pg_catalog.quote_literal(store_delete.path),
+                    store_delete.expected_sha
+                USING ERRCODE = 'PM401';
+        END IF;
+        RETURN false;
+    END IF;
+    IF store_delete.expected_sha IS NOT NULL AND store_delete.expected_sha <> v_old THEN
+        RAISE EXCEPTION 'pymem: % changed: its sha is %, not the expected %', pg_catalog.quote_literal(store_delete.path),
+                v_old, store_delete.expected_sha
+            USING ERRCODE = 'PM401';
+    END IF;
+    DELETE FROM pymem.store_entries AS e
+     WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = store_delete.path;
+    IF v_store.audit THEN
+        INSERT INTO pymem.store_audit (project_id, store_key, path, op, old_sha, new_sha, actor, reason)
+        VALUES (v_store.project_id, v_store.store_key, store_delete.path, 'delete', v_old, NULL,
+                store_delete.actor, store_delete.reason);
+    END IF;
+    RETURN true;
+END;
+$$;
+
+-- store_audit_tail: the last n audit records (oldest of them first).
+--   SELECT op, path, old_sha, new_sha, actor FROM pymem.store_audit_tail(store_key => 'research-assistant', n => 10);
+CREATE OR REPLACE FUNCTION pymem.store_audit_tail(store_key text, n integer DEFAULT 20, project_id text DEFAULT '')
+RETURNS TABLE (id bigint, path text, op text, old_sha text, new_sha text, actor text, reason text, at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._store_key_check(store_audit_tail.store_key, store_audit_tail.project_id);
+    PERFORM pymem._check_limit('n', store_audit_tail.n);
+    RETURN QUERY
+    SELECT t.id, t.path, t.op, t.old_sha, t.new_sha, t.actor, t.reason, t.at FROM (
+        SELECT a.* FROM pymem.store_audit AS a
+         WHERE a.project_id = store_audit_tail.project_id AND a.store_key = store_audit_tail.store_key
+         ORDER BY a.id DESC
+         LIMIT store_audit_tail.n) AS t
+     ORDER BY t.id;
+END;
+$$;
+
+-- store_versions: the kept versions of a path, oldest first (stores with keep_versions).
+CREATE OR REPLACE FUNCTION pymem.store_versions(store_key text, path text, project_id text DEFAULT '')
+RETURNS TABLE (version integer, kind text, sha text, size integer, actor text, reason text, at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._store_key_check(store_versions.store_key, store_versions.project_id);
+    PERFORM pymem._store_path_check(store_versions.path);
+    RETURN QUERY
+    SELECT v.version, v.kind, v.sha, pg_catalog.octet_length(v.content), v.actor, v.reason, v.at
+      FROM pymem.store_versions AS v
+     WHERE v.project_id = store_versions.project_id AND v.store_key = store_versions.store_key
+       AND v.path = store_versions.path
+     ORDER BY v.version;
+END;
+$$;
+
+-- store_version_read: one kept version's content (no row when it does not exist).
+CREATE OR REPLACE FUNCTION pymem.store_version_read(store_key text, path text, version integer, project_id text DEFAULT '')
+RETURNS TABLE (kind text, content text, sha text)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._store_key_check(store_version_read.store_key, store_version_read.project_id);
+    PERFORM pymem._store_path_check(store_version_read.path);
+    RETURN QUERY
+    SELECT v.kind, v.content, v.sha FROM pymem.store_versions AS v
+     WHERE v.project_id = store_version_read.project_id AND v.store_key = store_version_read.store_key
+       AND v.path = store_version_read.path AND v.version = store_version_read.version;
+END;
+$$;
+
+-- store_restore: writes a kept version's content back as the path's current content (a new
+-- write, audited as 'restore'); returns the sha. P0002 when the version does not exist.
+CREATE OR REPLACE FUNCTION pymem.store_restore(
+    store_key text, path text, version integer, actor text DEFAULT NULL, reason text DEFAULT NULL,
+    expected_sha text DEFAULT NULL, project_id text DEFAULT '')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_store pymem.stores := pymem._store_get(store_restore.store_key, store_restore.project_id);
+    v_kind text;
+    v_content text;
+BEGIN
+    SELECT v.kind, v.content INTO v_kind, v_content FROM pymem.store_versions AS v
+     WHERE v.project_id = v_store.project_id AND v.store_key = v_store.store_key
+       AND v.path = store_restore.path AND v.version = store_restore.version;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pymem: no version % of %', store_restore.version, pg_catalog.quote_literal(store_restore.path)
+            USING ERRCODE = 'P0002';
+    END IF;
+    RETURN pymem._store_put(v_store, store_restore.path, v_content, v_kind, store_restore.actor,
+                            coalesce(store_restore.reason, 'restore version ' || store_restore.version),
+                            store_restore.expected_sha, 'restore');
+END;
+$$;
+
+-- store_messages_append: appends chat messages (a JSON array of objects, each with a string
+-- "role") to the transcript in one transaction; returns the transcript's new length.
+--   SELECT pymem.store_messages_append(store_key => 'research-assistant',
+--          messages => '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]');
+CREATE OR REPLACE FUNCTION pymem.store_messages_append(store_key text, messages jsonb, project_id text DEFAULT '')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_len bigint;
+    v_n integer;
+BEGIN
+    PERFORM pymem._store_key_check(store_messages_append.store_key, store_messages_append.project_id);
+    IF messages IS NULL OR pg_catalog.jsonb_typeof(messages) <> 'array' THEN
+        RAISE EXCEPTION 'pymem: messages must be a JSON array' USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(messages) AS m
+                WHERE pg_catalog.jsonb_typeof(m.value) <> 'object'
+                   OR pg_catalog.jsonb_typeof(m.value -> 'role') IS DISTINCT FROM 'string'
+                   OR pg_catalog.length(m.value ->> 'role') NOT BETWEEN 1 AND 64) THEN
+        RAISE EXCEPTION 'pymem: every message must be a JSON object with a "role" string' USING ERRCODE = '22023';
+    END IF;
+    v_n := pg_catalog.jsonb_array_length(messages);
+    UPDATE pymem.stores AS s
+       SET transcript_len = s.transcript_len + v_n, updated_at = pg_catalog.clock_timestamp()
+     WHERE s.project_id = store_messages_append.project_id AND s.store_key = store_messages_append.store_key
+    RETURNING s.transcript_len INTO v_len;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pymem: no store % in project %', pg_catalog.quote_literal(store_messages_append.store_key),
+                pg_catalog.quote_literal(store_messages_append.project_id)
+            USING ERRCODE = 'P0002';
+    END IF;
+    INSERT INTO pymem.store_messages (project_id, store_key, seq, message)
+    SELECT store_messages_append.project_id, store_messages_append.store_key, v_len - v_n + m.ordinality, m.value
+      FROM pg_catalog.jsonb_array_elements(messages) WITH ORDINALITY AS m;
+    RETURN v_len;
+END;
+$$;
+
+-- store_messages_read: the transcript, oldest first.
+CREATE OR REPLACE FUNCTION pymem.store_messages_read(store_key text, project_id text DEFAULT '')
+RETURNS TABLE (seq bigint, message jsonb, created_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._store_key_check(store_messages_read.store_key, store_messages_read.project_id);
+    RETURN QUERY
+    SELECT m.seq, m.message, m.created_at FROM pymem.store_messages AS m
+     WHERE m.project_id = store_messages_read.project_id AND m.store_key = store_messages_read.store_key
+     ORDER BY m.seq;
+END;
+$$;
+
+-- store_drop: deletes a store with its transcript, entries, audit and versions; returns the
+-- number of stores deleted. '' deletes nothing; '*' deletes every store of the project.
+--   SELECT pymem.store_drop(store_key => 'research-assistant');
+CREATE OR REPLACE FUNCTION pymem.store_drop(store_key text, project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_count integer;
+BEGIN
+    IF store_drop.store_key = '' THEN
+        RETURN 0;
+    END IF;
+    IF store_drop.store_key <> '*' THEN
+        PERFORM pymem._store_key_check(store_drop.store_key, store_drop.project_id);
+    ELSIF store_drop.project_id IS NULL OR store_drop.project_id = '*' THEN
+        RAISE EXCEPTION 'pymem: project_id must name one project' USING ERRCODE = '22023';
+    END IF;
+    DELETE FROM pymem.stores AS s
+     WHERE s.project_id = store_drop.project_id
+       AND (store_drop.store_key = '*' OR s.store_key = store_drop.store_key);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
