@@ -13,6 +13,7 @@ except PackageNotFoundError:  # running from a source tree that was never instal
 
 from .db import AsyncDatabase, Database, connect  # noqa: E402
 from .errors import (  # noqa: E402
+    ConcurrencyError,
     ConfigError,
     ConflictError,
     ConnectionError,
@@ -34,9 +35,14 @@ from .memory import AsyncMemory, Memory, context, default_memory, record  # noqa
 from .migrations import check as check_migrations  # noqa: E402
 from .migrations import migrate  # noqa: E402
 from .settings import Settings  # noqa: E402
+from .stores import MUST_NOT_EXIST, AsyncMemoryStore, MemoryStore  # noqa: E402
 
 __all__ = [
+    "MUST_NOT_EXIST",
     "AsyncDatabase",
+    "AsyncMemoryStore",
+    "ConcurrencyError",
+    "MemoryStore",
     "AsyncMemory",
     "Context",
     "Embedder",

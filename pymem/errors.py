@@ -56,6 +56,10 @@ class ConflictError(Error):
     """The call lost a race or would break a rule another row holds (class 23, 40001)."""
 
 
+class ConcurrencyError(ConflictError):
+    """A write's expected_sha is no longer the path's current sha (SQLSTATE PM401)."""
+
+
 class PermissionError(Error):  # noqa: A001
     """The connected role may not do this (SQLSTATE 42501)."""
 
@@ -75,6 +79,9 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "57014": TimeoutError,
     "PM201": ConflictError,  # fact already superseded
     "PM202": ConflictError,  # new content is already another active fact
+    "PM401": ConcurrencyError,  # store entry changed since it was read
+    "PM402": PermissionError,  # store path under a read-only prefix
+    "PM403": ValidationError,  # reserved store path
     "P0002": NotFoundError,
     "42501": PermissionError,
     "40001": ConflictError,

@@ -196,3 +196,72 @@ SELECT pymem.user_export(user_id => %(user_id)s, project_id => %(project_id)s) A
 -- Load a user_export document (optionally under another project or user id).
 SELECT pymem.user_import(document => %(document)s, project_id => %(project_id)s, user_id => %(user_id)s,
                          replace => %(replace)s) AS imported;
+
+-- name: store_open
+-- Open (and by default create) a keyed store; NULL options keep the stored ones.
+SELECT o.audit_on, o.versions_on, o.read_only, o.transcript_len, o.created_at, o.created
+FROM pymem.store_open(store_key => %(store_key)s, project_id => %(project_id)s, audit => %(audit)s,
+                      keep_versions => %(keep_versions)s, read_only_prefixes => %(read_only_prefixes)s::text[],
+                      "create" => %(create)s) AS o;
+
+-- name: store_write
+-- Write text or JSON at a path (expected_sha: NULL, '' = must not exist, or the current sha).
+SELECT pymem.store_write(store_key => %(store_key)s, path => %(path)s, content => %(content)s, kind => %(kind)s,
+                         actor => %(actor)s, reason => %(reason)s, expected_sha => %(expected_sha)s,
+                         project_id => %(project_id)s) AS sha;
+
+-- name: store_read
+-- The entry at a path (no row when it does not exist).
+SELECT r.kind, r.content, r.sha, r.size, r.version, r.actor, r.reason, r.created_at, r.updated_at
+FROM pymem.store_read(store_key => %(store_key)s, path => %(path)s, project_id => %(project_id)s) AS r;
+
+-- name: store_meta
+-- An entry's metadata without its content.
+SELECT m.kind, m.sha, m.size, m.version, m.actor, m.reason, m.created_at, m.updated_at
+FROM pymem.store_meta(store_key => %(store_key)s, path => %(path)s, project_id => %(project_id)s) AS m;
+
+-- name: store_list
+-- The paths under a prefix, sorted.
+SELECT l.path, l.kind, l.sha, l.size, l.version, l.actor, l.updated_at
+FROM pymem.store_list(store_key => %(store_key)s, prefix => %(prefix)s, project_id => %(project_id)s) AS l;
+
+-- name: store_delete
+-- Delete a path (guarded by expected_sha when given).
+SELECT pymem.store_delete(store_key => %(store_key)s, path => %(path)s, actor => %(actor)s, reason => %(reason)s,
+                          expected_sha => %(expected_sha)s, project_id => %(project_id)s) AS deleted;
+
+-- name: store_audit_tail
+-- The last n audit records of a store, oldest first.
+SELECT a.id, a.path, a.op, a.old_sha, a.new_sha, a.actor, a.reason, a.at
+FROM pymem.store_audit_tail(store_key => %(store_key)s, n => %(n)s::integer, project_id => %(project_id)s) AS a;
+
+-- name: store_versions
+-- The kept versions of a path, oldest first.
+SELECT v.version, v.kind, v.sha, v.size, v.actor, v.reason, v.at
+FROM pymem.store_versions(store_key => %(store_key)s, path => %(path)s, project_id => %(project_id)s) AS v;
+
+-- name: store_version_read
+-- One kept version's content.
+SELECT v.kind, v.content, v.sha
+FROM pymem.store_version_read(store_key => %(store_key)s, path => %(path)s, version => %(version)s::integer,
+                              project_id => %(project_id)s) AS v;
+
+-- name: store_restore
+-- Write a kept version back as the current content.
+SELECT pymem.store_restore(store_key => %(store_key)s, path => %(path)s, version => %(version)s::integer,
+                           actor => %(actor)s, reason => %(reason)s, expected_sha => %(expected_sha)s,
+                           project_id => %(project_id)s) AS sha;
+
+-- name: store_messages_append
+-- Append chat messages to a store's transcript in one transaction.
+SELECT pymem.store_messages_append(store_key => %(store_key)s, messages => %(messages)s,
+                                   project_id => %(project_id)s) AS length;
+
+-- name: store_messages_read
+-- A store's transcript, oldest first.
+SELECT m.seq, m.message, m.created_at
+FROM pymem.store_messages_read(store_key => %(store_key)s, project_id => %(project_id)s) AS m;
+
+-- name: store_drop
+-- Delete a store (or every store of the project with '*') with everything in it.
+SELECT pymem.store_drop(store_key => %(store_key)s, project_id => %(project_id)s) AS dropped;

@@ -1,0 +1,393 @@
+"""Keyed memory stores over ``sql/api/stores.sql``: ``pymem.MemoryStore`` (sync) and
+``pymem.AsyncMemoryStore``.
+
+A store is a transcript (chat messages, append-only) plus path-addressed text/JSON entries
+with sha256/actor/time metadata, an audit log (on by default) and optional version history.
+The database is the store: an entry write is committed when the call returns, checked against
+``expected_sha`` inside the database (so it holds across processes and machines), and a store
+loaded by another process sees it. The transcript is appended explicitly, as in the reference:
+``append``/``extend`` collect messages and ``save()`` writes them in one call (one transaction).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Generator, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from .db import AsyncDatabase, Call, Database, arun, run
+from .errors import ValidationError
+from .values import text
+
+#: ``expected_sha=MUST_NOT_EXIST``: write only if the path does not exist yet.
+MUST_NOT_EXIST = ""
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True)
+class EntryMeta:
+    path: str
+    kind: str
+    sha: str
+    size: int
+    version: int
+    actor: str | None
+    reason: str | None
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    id: int
+    path: str
+    op: str
+    old_sha: str | None
+    new_sha: str | None
+    actor: str | None
+    reason: str | None
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Version:
+    version: int
+    kind: str
+    sha: str
+    size: int
+    actor: str | None
+    reason: str | None
+    at: datetime
+
+
+def _message(m: Any) -> dict[str, Any]:
+    if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+        raise ValidationError("a transcript message is a mapping with a 'role' string, e.g. {'role': 'user', 'content': '...'}")
+    return dict(m)
+
+
+class _Store:
+    """Plans shared by MemoryStore and AsyncMemoryStore."""
+
+    key: str
+    project_id: str
+    actor: str | None
+
+    def _init(self, key: str, project_id: str, actor: str | None) -> None:
+        self.key = text(key, "store key")
+        self.project_id = text(project_id, "project_id")
+        self.actor = text(actor, "actor", allow_none=True)
+        self.messages: list[dict[str, Any]] = []
+        self._saved = 0
+        self.audit = True
+        self.keep_versions = False
+        self.read_only_prefixes: list[str] = []
+
+    @property
+    def _where(self) -> dict[str, Any]:
+        return {"store_key": self.key, "project_id": self.project_id}
+
+    def _open(self, create: bool, audit, keep_versions, read_only_prefixes):
+        if read_only_prefixes is not None:
+            read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
+        rows = yield Call("store_open", {**self._where, "audit": audit, "keep_versions": keep_versions,
+                                         "read_only_prefixes": read_only_prefixes, "create": create})
+        row = rows[0]
+        self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
+        yield from self._load()
+        return self
+
+    def _load(self):
+        rows = yield Call("store_messages_read", self._where)
+        self.messages = [r["message"] for r in rows]
+        self._saved = len(self.messages)
+
+    def _write(self, path, content, kind, expected_sha, actor, reason):
+        rows = yield Call(
+            "store_write",
+            {**self._where, "path": text(path, "path"), "content": text(content, "content"), "kind": kind,
+             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
+             "reason": text(reason, "reason", allow_none=True),
+             "expected_sha": text(expected_sha, "expected_sha", allow_none=True)},
+        )
+        return rows[0]["sha"]
+
+    def _read(self, path):
+        rows = yield Call("store_read", {**self._where, "path": text(path, "path")})
+        return rows[0] if rows else None
+
+    def _meta(self, path):
+        rows = yield Call("store_meta", {**self._where, "path": text(path, "path")})
+        return EntryMeta(path=path, **rows[0]) if rows else None
+
+    def _list(self, prefix):
+        rows = yield Call("store_list", {**self._where, "prefix": text(prefix, "prefix")})
+        return [r["path"] for r in rows]
+
+    def _delete(self, path, expected_sha, actor, reason):
+        rows = yield Call(
+            "store_delete",
+            {**self._where, "path": text(path, "path"),
+             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
+             "reason": text(reason, "reason", allow_none=True),
+             "expected_sha": text(expected_sha, "expected_sha", allow_none=True)},
+        )
+        return bool(rows[0]["deleted"])
+
+    def _audit_tail(self, n):
+        rows = yield Call("store_audit_tail", {**self._where, "n": n})
+        return [AuditRecord(**r) for r in rows]
+
+    def _versions(self, path):
+        rows = yield Call("store_versions", {**self._where, "path": text(path, "path")})
+        return [Version(**r) for r in rows]
+
+    def _read_version(self, path, version):
+        rows = yield Call("store_version_read", {**self._where, "path": text(path, "path"), "version": version})
+        if not rows:
+            from .errors import NotFoundError
+
+            raise NotFoundError(f"no version {version} of {path!r}", sqlstate="P0002")
+        return rows[0]["content"]
+
+    def _restore(self, path, version, expected_sha, actor, reason):
+        rows = yield Call(
+            "store_restore",
+            {**self._where, "path": text(path, "path"), "version": version,
+             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
+             "reason": text(reason, "reason", allow_none=True),
+             "expected_sha": text(expected_sha, "expected_sha", allow_none=True)},
+        )
+        return rows[0]["sha"]
+
+    def _save(self):
+        pending = self.messages[self._saved:]
+        if not pending:
+            return self._saved
+        rows = yield Call("store_messages_append", {**self._where, "messages": Jsonb(pending)})
+        self._saved = len(self.messages)
+        return rows[0]["length"]
+
+    # -- local transcript edits (no I/O) ---------------------------------------------------
+    def append(self, message: Mapping[str, Any]) -> None:
+        """Add one chat message to the transcript; ``save()`` writes it."""
+        self.messages.append(_message(message))
+
+    def extend(self, messages: Iterable[Mapping[str, Any]]) -> None:
+        """Add chat messages to the transcript; ``save()`` writes them."""
+        self.messages.extend(_message(m) for m in messages)
+
+    @property
+    def unsaved(self) -> int:
+        """How many transcript messages ``save()`` would write."""
+        return len(self.messages) - self._saved
+
+
+def _decode_json(path: str, content: str) -> Any:
+    try:
+        return json.loads(content)
+    except json.JSONDecodeError as exc:
+        raise ValidationError(f"{path!r} does not hold JSON: {exc}") from exc
+
+
+def _encode_json(value: Any) -> str:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"value is not JSON-serialisable: {exc}") from exc
+
+
+class MemoryStore(_Store):
+    """A keyed store (sync). Get one with :meth:`get_or_create` (or :meth:`get`)."""
+
+    def __init__(self, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None):
+        self._init(key, project_id, actor)
+        self._own_db = db is None
+        self.db = db if db is not None else Database()
+
+    def _run(self, plan: Generator[Any, Any, Any]) -> Any:
+        with self.db.connection() as conn:
+            return run(plan, conn)
+
+    @classmethod
+    def get_or_create(cls, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None,
+                      audit: bool | None = None, keep_versions: bool | None = None,
+                      read_only_prefixes: Iterable[str] | None = None) -> MemoryStore:
+        """Load the store ``key`` (creating it if needed) with its transcript. Options given
+        here are stored; options left None keep what the store has (new: audit on)."""
+        store = cls(key, project_id=project_id, db=db, actor=actor)
+        return store._run(store._open(True, audit, keep_versions,
+                                      None if read_only_prefixes is None else list(read_only_prefixes)))
+
+    @classmethod
+    def get(cls, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None) -> MemoryStore:
+        """Load an existing store; NotFoundError when there is none."""
+        store = cls(key, project_id=project_id, db=db, actor=actor)
+        return store._run(store._open(False, None, None, None))
+
+    @staticmethod
+    def drop(key: str, *, project_id: str = "", db: Database) -> int:
+        """Delete a store with its transcript, entries, audit and versions; '' deletes nothing,
+        '*' deletes every store of the project. Returns the number of stores deleted."""
+        with db.connection() as conn:
+            return run(_drop(key, project_id), conn)
+
+    def read_text(self, path: str, default: Any = None) -> Any:
+        row = self._run(self._read(path))
+        return default if row is None else row["content"]
+
+    def write_text(self, path: str, content: str, *, expected_sha: str | None = None, actor: str | None = None,
+                   reason: str | None = None) -> str:
+        """Write text at ``path``; returns its sha256. ConcurrencyError when ``expected_sha``
+        (the sha you read, or MUST_NOT_EXIST) is no longer current."""
+        return self._run(self._write(path, content, "text", expected_sha, actor, reason))
+
+    def read_json(self, path: str, default: Any = None) -> Any:
+        row = self._run(self._read(path))
+        return default if row is None else _decode_json(path, row["content"])
+
+    def write_json(self, path: str, value: Any, *, expected_sha: str | None = None, actor: str | None = None,
+                   reason: str | None = None) -> str:
+        return self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason))
+
+    def list_paths(self, prefix: str = "") -> list[str]:
+        return self._run(self._list(prefix))
+
+    def get_meta(self, path: str) -> EntryMeta | None:
+        return self._run(self._meta(path))
+
+    def current_sha(self, path: str) -> str | None:
+        meta = self.get_meta(path)
+        return None if meta is None else meta.sha
+
+    def delete(self, path: str, *, expected_sha: str | None = None, actor: str | None = None,
+               reason: str | None = None) -> bool:
+        return self._run(self._delete(path, expected_sha, actor, reason))
+
+    def audit_tail(self, n: int = 20) -> list[AuditRecord]:
+        return self._run(self._audit_tail(n))
+
+    def versions(self, path: str) -> list[Version]:
+        return self._run(self._versions(path))
+
+    def read_version(self, path: str, version: int) -> str:
+        return self._run(self._read_version(path, version))
+
+    def restore(self, path: str, version: int, *, expected_sha: str | None = None, actor: str | None = None,
+                reason: str | None = None) -> str:
+        return self._run(self._restore(path, version, expected_sha, actor, reason))
+
+    def save(self) -> int:
+        """Write the transcript messages added since loading, in one call; returns its length."""
+        return self._run(self._save())
+
+    def append_run(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        """Append a run's new messages and save them, in one call."""
+        self.extend(messages)
+        return self.save()
+
+    def reload(self) -> MemoryStore:
+        """Re-read the transcript and options (unsaved messages are dropped)."""
+        return self._run(self._open(False, None, None, None))
+
+    def close(self) -> None:
+        if self._own_db:
+            self.db.close()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _drop(key: str, project_id: str):
+    rows = yield Call("store_drop", {"store_key": text(key, "store key"), "project_id": text(project_id, "project_id")})
+    return rows[0]["dropped"]
+
+
+class AsyncMemoryStore(_Store):
+    """The asyncio twin of :class:`MemoryStore`."""
+
+    def __init__(self, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None):
+        self._init(key, project_id, actor)
+        self.db = db
+
+    async def _run(self, plan: Generator[Any, Any, Any]) -> Any:
+        async with self.db.connection() as conn:
+            return await arun(plan, conn)
+
+    @classmethod
+    async def get_or_create(cls, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None,
+                            audit: bool | None = None, keep_versions: bool | None = None,
+                            read_only_prefixes: Iterable[str] | None = None) -> AsyncMemoryStore:
+        store = cls(key, db=db, project_id=project_id, actor=actor)
+        return await store._run(store._open(True, audit, keep_versions,
+                                            None if read_only_prefixes is None else list(read_only_prefixes)))
+
+    @classmethod
+    async def get(cls, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None) -> AsyncMemoryStore:
+        store = cls(key, db=db, project_id=project_id, actor=actor)
+        return await store._run(store._open(False, None, None, None))
+
+    @staticmethod
+    async def drop(key: str, *, db: AsyncDatabase, project_id: str = "") -> int:
+        async with db.connection() as conn:
+            return await arun(_drop(key, project_id), conn)
+
+    async def read_text(self, path: str, default: Any = None) -> Any:
+        row = await self._run(self._read(path))
+        return default if row is None else row["content"]
+
+    async def write_text(self, path: str, content: str, *, expected_sha: str | None = None, actor: str | None = None,
+                         reason: str | None = None) -> str:
+        return await self._run(self._write(path, content, "text", expected_sha, actor, reason))
+
+    async def read_json(self, path: str, default: Any = None) -> Any:
+        row = await self._run(self._read(path))
+        return default if row is None else _decode_json(path, row["content"])
+
+    async def write_json(self, path: str, value: Any, *, expected_sha: str | None = None, actor: str | None = None,
+                         reason: str | None = None) -> str:
+        return await self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason))
+
+    async def list_paths(self, prefix: str = "") -> list[str]:
+        return await self._run(self._list(prefix))
+
+    async def get_meta(self, path: str) -> EntryMeta | None:
+        return await self._run(self._meta(path))
+
+    async def current_sha(self, path: str) -> str | None:
+        meta = await self.get_meta(path)
+        return None if meta is None else meta.sha
+
+    async def delete(self, path: str, *, expected_sha: str | None = None, actor: str | None = None,
+                     reason: str | None = None) -> bool:
+        return await self._run(self._delete(path, expected_sha, actor, reason))
+
+    async def audit_tail(self, n: int = 20) -> list[AuditRecord]:
+        return await self._run(self._audit_tail(n))
+
+    async def versions(self, path: str) -> list[Version]:
+        return await self._run(self._versions(path))
+
+    async def read_version(self, path: str, version: int) -> str:
+        return await self._run(self._read_version(path, version))
+
+    async def restore(self, path: str, version: int, *, expected_sha: str | None = None, actor: str | None = None,
+                      reason: str | None = None) -> str:
+        return await self._run(self._restore(path, version, expected_sha, actor, reason))
+
+    async def save(self) -> int:
+        return await self._run(self._save())
+
+    async def append_run(self, messages: Iterable[Mapping[str, Any]]) -> int:
+        self.extend(messages)
+        return await self.save()
+
+    async def reload(self) -> AsyncMemoryStore:
+        return await self._run(self._open(False, None, None, None))
