@@ -76,6 +76,7 @@ class QueryError(Error):
 _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM001": ExtensionError,
     "PM002": MigrationError,
+    "PM010": MigrationError,  # a pymem role is missing or cannot be handed ownership
     "57014": TimeoutError,
     "PM201": ConflictError,  # fact already superseded
     "PM202": ConflictError,  # new content is already another active fact

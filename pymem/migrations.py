@@ -43,6 +43,7 @@ class Plan:
     bootstrap: str
     migrations: list[Migration]
     api: list[tuple[str, str]]  # (file name, text), applied in this order
+    grants: str  # roles, ownership and privileges, applied after the API files
 
 
 @dataclass
@@ -65,14 +66,20 @@ def load_plan(root: Traversable | None = None) -> Plan:
     if len(set(n.split("_", 1)[0] for n in names)) != len(names):
         raise MigrationError(f"two migrations share a number: {names}")
     api = [(f.name, f.read_text(encoding="utf-8")) for f in _files(root / "api")]
-    return Plan((root / "bootstrap.sql").read_text(encoding="utf-8"), migrations, api)
+    return Plan((root / "bootstrap.sql").read_text(encoding="utf-8"), migrations, api,
+                (root / "grants.sql").read_text(encoding="utf-8"))
 
 
-def migrate(conninfo: str, *, root: Traversable | None = None) -> Result:
-    """Apply pending migrations and re-apply the API files. Safe to run concurrently and twice."""
+def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, str | None] | None = None) -> Result:
+    """Apply pending migrations, re-apply the API files and the grants. Safe to run
+    concurrently and twice. ``roles`` may name the owner_role / app_role / reader_role (see
+    sql/grants.sql); None keeps what the database recorded (or the defaults)."""
     plan = load_plan(root)
     result = Result()
     with connect(conninfo) as conn, errors():
+        for key, name in (roles or {}).items():
+            if name:
+                conn.execute(Q["migration_role_setting"], {"key": f"pymem.{key}", "name": name}, prepare=False)
         conn.execute(Q["migration_lock"], prepare=False)
         try:
             conn.execute(plan.bootstrap, prepare=False)
@@ -90,6 +97,8 @@ def migrate(conninfo: str, *, root: Traversable | None = None) -> Result:
                 for name, text in plan.api:
                     conn.execute(text, prepare=False)
                     result.api_files.append(name)
+                if plan.grants.strip():
+                    conn.execute(plan.grants, prepare=False)
         finally:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 conn.execute(Q["migration_unlock"], prepare=False)
@@ -158,7 +167,7 @@ def render_psql(root: Traversable | None = None) -> str:
         ]
     out += ["", "-- API functions (re-applied every run)", "BEGIN;", q("migration_search_path")]
     out += [rf"\ir api/{name}" for name, _ in plan.api]
-    out += ["COMMIT;", q("migration_unlock"), ""]
+    out += [r"\ir grants.sql", "COMMIT;", q("migration_unlock"), ""]
     return "\n".join(out)
 
 

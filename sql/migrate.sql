@@ -79,6 +79,23 @@ COMMIT;
 \echo pymem: applied 0004_stores
 \endif
 
+-- 0005_security
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0005_security', '25498dc29025f8f6a8e536237b323aa85b1fed6b575d4f3ff55d59fb28ce429c') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Sets the transaction's search_path for creating migrations and API functions.
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0005_security.sql
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0005_security', '25498dc29025f8f6a8e536237b323aa85b1fed6b575d4f3ff55d59fb28ce429c', '0.1.0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0005_security
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Sets the transaction's search_path for creating migrations and API functions.
@@ -90,6 +107,8 @@ SELECT pymem.migration_search_path()
 \ir api/meta.sql
 \ir api/portability.sql
 \ir api/stores.sql
+\ir api/tenant.sql
+\ir grants.sql
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
 SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('pymem.migrate', 0))

@@ -265,3 +265,7 @@ FROM pymem.store_messages_read(store_key => %(store_key)s, project_id => %(proje
 -- name: store_drop
 -- Delete a store (or every store of the project with '*') with everything in it.
 SELECT pymem.store_drop(store_key => %(store_key)s, project_id => %(project_id)s) AS dropped;
+
+-- name: migration_role_setting
+-- Name a pymem role for this session's migrate (pymem.owner_role, pymem.app_role, pymem.reader_role).
+SELECT pg_catalog.set_config(%(key)s, %(name)s, false);

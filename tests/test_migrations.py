@@ -74,6 +74,7 @@ def _partial_root(tmp_path: Path, keep: int) -> Path:
         f.unlink()
     for f in (root / "api").glob("*.sql"):
         f.unlink()  # an old version's API files are not ours to replay; migrations alone
+    (root / "grants.sql").write_text("-- (the grants of that version are not replayed either)\n")
     return root
 
 
@@ -214,8 +215,22 @@ def test_role_that_may_not_create_pgvector_gets_a_clear_error(empty_dsn, as_role
     assert "CREATE EXTENSION vector" in str(err.value)
     # the failed migration left nothing half-applied
     assert pymem.check_migrations(empty_dsn)[0].startswith("pending: migrations/0001_foundation.sql")
-    # once an administrator creates the extension, the same role migrates fine
+    # once an administrator creates the extension, the role gets as far as the grants: it may
+    # not hand the schema to the owner role ...
     with psycopg.connect(empty_dsn, autocommit=True) as c:
         c.execute("CREATE EXTENSION vector")
-    pymem.migrate(role_dsn)
-    assert pymem.check_migrations(role_dsn) == []
+        for role in ("pymem_owner", "pymem_app", "pymem_reader"):
+            if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (role,)).fetchone():
+                c.execute(f"CREATE ROLE {role} NOLOGIN")
+    with pytest.raises(pymem.MigrationError) as owner:
+        pymem.migrate(role_dsn)
+    assert owner.value.sqlstate == "PM010" and "GRANT pymem_owner TO pymem_no_ext" in str(owner.value)
+    # ... and with that grant (the documented DBA step) it migrates fine
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_owner TO pymem_no_ext")
+    try:
+        pymem.migrate(role_dsn)
+        assert pymem.check_migrations(role_dsn) == []
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as c:
+            c.execute("REVOKE pymem_owner FROM pymem_no_ext")

@@ -115,8 +115,7 @@ def test_unreachable_server_is_a_connection_error(tmp_path):
 def test_non_superuser_role_can_use_the_schema(dsn, as_role):
     role = as_role("pymem_app_test")
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("GRANT USAGE ON SCHEMA pymem TO pymem_app_test")
-        c.execute("GRANT SELECT ON pymem.schema_migrations TO pymem_app_test")
+        c.execute("GRANT pymem_reader TO pymem_app_test")  # the documented DBA step
     with pymem.Database(pymem.Settings(dsn=role)) as db, db.connection() as c:
         assert c.execute("SELECT current_user, (SELECT rolsuper FROM pg_roles WHERE rolname = current_user)").fetchone() == (
             "pymem_app_test",

@@ -76,6 +76,12 @@ def test_every_sql_file_puts_its_objects_in_schema_pymem():
             assert name.startswith("pymem."), f"{f.name}: {kind} {name} is not in schema pymem"
 
 
+# Functions that may not pin search_path: migration_search_path sets it for its caller (a SET
+# clause would undo that), current_tenant must inline into RLS policies (a SET clause stops that).
+UNPINNED = {"pymem.migration_search_path()", "pymem.current_tenant()"}
+SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in"}
+
+
 def test_every_api_function_pins_search_path_and_declares_security(dsn):
     with psycopg.connect(dsn) as c:
         rows = c.execute(
@@ -86,8 +92,12 @@ def test_every_api_function_pins_search_path_and_declares_security(dsn):
         ).fetchall()
     assert rows
     for name, config, _volatile, _secdef, definition in rows:
-        if name == "pymem.migration_search_path()":
-            continue  # sets search_path for its caller's transaction; every name in it is qualified
+        if name in UNPINNED:
+            # documented exceptions: every function they call must be schema-qualified
+            body = definition.split("$function$")[1]
+            bare = {f.lower() for f in re.findall(r"(?<![\w.])([A-Za-z_]\w*)\s*\(", body)} - SQL_WORDS
+            assert not bare, f"{name} calls unqualified {bare}"
+            continue
         pinned = [c for c in (config or []) if c.startswith("search_path=")]
         assert pinned, f"{name} does not pin search_path"
         assert pinned[0].rstrip().endswith("pg_temp"), f"{name}: pg_temp must come last in {pinned[0]}"

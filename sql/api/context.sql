@@ -43,7 +43,7 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     dedupe boolean DEFAULT true,
     max_unembedded integer DEFAULT 100)
 RETURNS jsonb
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -59,6 +59,7 @@ DECLARE
     v_unembedded jsonb := '[]';
     v_has_user boolean;
 BEGIN
+    PERFORM pymem._tenant_enter(context_read.project_id);
     PERFORM pymem._check_limit('max_facts', context_read.max_facts);
     PERFORM pymem._check_limit('window_size', context_read.window_size);
     PERFORM pymem._check_limit('max_unembedded', context_read.max_unembedded);

@@ -106,10 +106,11 @@ CREATE OR REPLACE FUNCTION pymem.message_add(
     importance double precision DEFAULT 1.0,
     metadata jsonb DEFAULT '{}'::jsonb)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 BEGIN
+    PERFORM pymem._tenant_enter(message_add.project_id);
     PERFORM pymem._conv_check(message_add.project_id, message_add.user_id, message_add.thread_id, 'write');
     PERFORM pymem._message_check(message_add.role, message_add.content, message_add.importance);
     IF message_add.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(message_add.metadata) <> 'object' THEN
@@ -133,7 +134,7 @@ CREATE OR REPLACE FUNCTION pymem.summary_claim(
     summarize_every integer DEFAULT 10,
     lease_seconds double precision DEFAULT 300)
 RETURNS TABLE (claim_token uuid, through_seq bigint, previous_summary text, messages jsonb)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -143,6 +144,7 @@ DECLARE
     v_through bigint;
     v_prev text;
 BEGIN
+    PERFORM pymem._tenant_enter(summary_claim.project_id);
     IF NOT pymem._conv_check(summary_claim.project_id, summary_claim.user_id, summary_claim.thread_id, 'read') THEN
         RETURN;
     END IF;
@@ -189,11 +191,12 @@ CREATE OR REPLACE FUNCTION pymem.summary_commit(
     project_id text DEFAULT '',
     max_chars integer DEFAULT 2000)
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(summary_commit.project_id);
     PERFORM pymem._conv_check(summary_commit.project_id, summary_commit.user_id, summary_commit.thread_id, 'write');
     IF summary_commit.max_chars IS NULL OR summary_commit.max_chars < 1 OR summary_commit.max_chars > 100000 THEN
         RAISE EXCEPTION 'pymem: max_chars must be between 1 and 100000' USING ERRCODE = '22023';
@@ -216,11 +219,12 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.summary_release(
     user_id text, claim_token uuid, thread_id text DEFAULT 'default', project_id text DEFAULT '')
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(summary_release.project_id);
     PERFORM pymem._conv_check(summary_release.project_id, summary_release.user_id, summary_release.thread_id, 'write');
     UPDATE pymem.threads AS t
        SET claim_token = NULL, claim_until = NULL, claim_through = NULL
@@ -254,7 +258,7 @@ CREATE OR REPLACE FUNCTION pymem.turn_record(
     lease_seconds double precision DEFAULT 300)
 RETURNS TABLE (user_seq bigint, assistant_seq bigint, learned_ids bigint[],
                claim_token uuid, through_seq bigint, previous_summary text, messages jsonb)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -263,6 +267,7 @@ DECLARE
     v_id bigint;
     v_ids bigint[] := '{}';
 BEGIN
+    PERFORM pymem._tenant_enter(turn_record.project_id);
     PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'write');
     PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance);
     PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance);
@@ -315,11 +320,12 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.window_read(
     user_id text, thread_id text DEFAULT 'default', project_id text DEFAULT '', max_messages integer DEFAULT 20)
 RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(window_read.project_id);
     PERFORM pymem._check_limit('max_messages', window_read.max_messages);
     IF NOT pymem._conv_check(window_read.project_id, window_read.user_id, window_read.thread_id, 'read') THEN
         RETURN;
@@ -338,11 +344,12 @@ $$;
 -- summary_read: a thread's running summary and the last message it covers (NULL, 0 if none).
 CREATE OR REPLACE FUNCTION pymem.summary_read(user_id text, thread_id text DEFAULT 'default', project_id text DEFAULT '')
 RETURNS TABLE (summary text, through_seq bigint, summarized_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(summary_read.project_id);
     IF NOT pymem._conv_check(summary_read.project_id, summary_read.user_id, summary_read.thread_id, 'read') THEN
         RETURN;
     END IF;
@@ -375,11 +382,12 @@ CREATE OR REPLACE FUNCTION pymem.messages_unembedded(
     user_id text, embedder text, project_id text DEFAULT '', min_chars integer DEFAULT 10,
     max_messages integer DEFAULT 1000)
 RETURNS TABLE (thread_id text, seq bigint, content text)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(messages_unembedded.project_id);
     PERFORM pymem._check_limit('max_messages', messages_unembedded.max_messages);
     PERFORM pymem._check_limit('min_chars', messages_unembedded.min_chars);
     IF NOT pymem._conv_check(messages_unembedded.project_id, messages_unembedded.user_id, NULL, 'read') THEN
@@ -398,7 +406,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.message_embeddings_put(
     user_id text, embedder text, thread_ids text[], seqs bigint[], embeddings vector[], project_id text DEFAULT '')
 RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -406,6 +414,7 @@ DECLARE
     v_vec vector;
     v_count integer;
 BEGIN
+    PERFORM pymem._tenant_enter(message_embeddings_put.project_id);
     PERFORM pymem._conv_check(message_embeddings_put.project_id, message_embeddings_put.user_id, NULL, 'write');
     IF pg_catalog.cardinality(thread_ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings)
        OR pg_catalog.cardinality(seqs) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
@@ -510,11 +519,12 @@ CREATE OR REPLACE FUNCTION pymem.messages_recall(
     half_life_seconds double precision DEFAULT 3600)
 RETURNS TABLE (thread text, seq bigint, role text, content text, created_at timestamptz,
                importance double precision, similarity double precision, score double precision)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(messages_recall.project_id);
     PERFORM pymem._recall_check(messages_recall.k, messages_recall.min_content_chars, messages_recall.recency_weight,
                                 messages_recall.importance_weight, messages_recall.half_life_seconds);
     PERFORM pymem._check_limit('window_size', messages_recall.window_size);
@@ -561,13 +571,14 @@ $$;
 --   SELECT pymem.conversation_forget(user_id => 'alice', thread_id => '*');
 CREATE OR REPLACE FUNCTION pymem.conversation_forget(user_id text, thread_id text DEFAULT '*', project_id text DEFAULT '')
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
     v_count bigint;
 BEGIN
+    PERFORM pymem._tenant_enter(conversation_forget.project_id);
     IF NOT pymem._conv_check(conversation_forget.project_id, conversation_forget.user_id,
                              NULLIF(conversation_forget.thread_id, '*'), 'read') THEN
         RETURN 0;

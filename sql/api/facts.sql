@@ -181,7 +181,7 @@ CREATE OR REPLACE FUNCTION pymem.fact_add(
     embedding vector DEFAULT NULL,
     embedder text DEFAULT NULL)
 RETURNS TABLE (id bigint, created boolean)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -193,6 +193,7 @@ DECLARE
     v_cut_at timestamptz;
     v_cut_id bigint;
 BEGIN
+    PERFORM pymem._tenant_enter(fact_add.project_id);
     PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'write');
     v_content := pymem._fact_check_values(fact_add.content, fact_add.confidence, fact_add.source,
                                           fact_add.trace_id, fact_add.metadata);
@@ -253,11 +254,12 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.facts_newest(
     scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 50)
 RETURNS SETOF pymem.facts
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(facts_newest.project_id);
     PERFORM pymem._check_limit('max_facts', facts_newest.max_facts);
     IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'read') THEN
         RETURN;
@@ -284,11 +286,12 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.fact_history(
     scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
 RETURNS SETOF pymem.facts
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(fact_history.project_id);
     PERFORM pymem._check_limit('max_facts', fact_history.max_facts);
     IF NOT pymem._fact_check_subject(fact_history.scope, fact_history.scope_id, fact_history.project_id, 'read') THEN
         RETURN;
@@ -306,11 +309,12 @@ $$;
 --   SELECT id, content, superseded_by FROM pymem.fact_chain('user', 'alice', 42);
 CREATE OR REPLACE FUNCTION pymem.fact_chain(scope text, scope_id text, id bigint, project_id text DEFAULT '')
 RETURNS SETOF pymem.facts
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(fact_chain.project_id);
     PERFORM pymem._fact_check_subject(fact_chain.scope, fact_chain.scope_id, fact_chain.project_id, 'write');
     RETURN QUERY
     WITH RECURSIVE back AS (
@@ -357,7 +361,7 @@ CREATE OR REPLACE FUNCTION pymem.fact_supersede(
     embedding vector DEFAULT NULL,
     embedder text DEFAULT NULL)
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -368,6 +372,7 @@ DECLARE
     v_new bigint;
     v_other bigint;
 BEGIN
+    PERFORM pymem._tenant_enter(fact_supersede.project_id);
     PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'write');
     v_content := pymem._fact_check_values(fact_supersede.new_content, fact_supersede.confidence, fact_supersede.source,
                                           fact_supersede.trace_id, fact_supersede.metadata);
@@ -446,7 +451,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.fact_forget(
     scope text, scope_id text, id bigint DEFAULT NULL, content text DEFAULT NULL, project_id text DEFAULT '')
 RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -454,6 +459,7 @@ DECLARE
     v_target bigint := fact_forget.id;
     v_count integer;
 BEGIN
+    PERFORM pymem._tenant_enter(fact_forget.project_id);
     IF NOT pymem._fact_check_subject(fact_forget.scope, fact_forget.scope_id, fact_forget.project_id, 'read') THEN
         RETURN 0;
     END IF;
@@ -496,13 +502,14 @@ $$;
 --   SELECT pymem.facts_forget('user', 'alice');
 CREATE OR REPLACE FUNCTION pymem.facts_forget(scope text, scope_id text, project_id text DEFAULT '')
 RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
     v_count integer;
 BEGIN
+    PERFORM pymem._tenant_enter(facts_forget.project_id);
     IF NOT pymem._fact_check_subject(facts_forget.scope, facts_forget.scope_id, facts_forget.project_id, 'read') THEN
         RETURN 0;
     END IF;
@@ -520,11 +527,12 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.facts_unembedded(
     scope text, scope_id text, embedder text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
 RETURNS TABLE (id bigint, content text)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(facts_unembedded.project_id);
     PERFORM pymem._check_limit('max_facts', facts_unembedded.max_facts);
     IF NOT pymem._fact_check_subject(facts_unembedded.scope, facts_unembedded.scope_id, facts_unembedded.project_id, 'read') THEN
         RETURN;
@@ -552,7 +560,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.fact_embeddings_put(
     scope text, scope_id text, embedder text, ids bigint[], embeddings vector[], project_id text DEFAULT '')
 RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -560,6 +568,7 @@ DECLARE
     v_vec vector;
     v_count integer;
 BEGIN
+    PERFORM pymem._tenant_enter(fact_embeddings_put.project_id);
     PERFORM pymem._fact_check_subject(fact_embeddings_put.scope, fact_embeddings_put.scope_id,
                                       fact_embeddings_put.project_id, 'write');
     IF pg_catalog.cardinality(ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
@@ -595,11 +604,12 @@ CREATE OR REPLACE FUNCTION pymem.facts_search(
     scope text, scope_id text, query vector, embedder text, project_id text DEFAULT '', k integer DEFAULT 5)
 RETURNS TABLE (id bigint, subject_id text, content text, confidence double precision, source text,
                metadata jsonb, created_at timestamptz, similarity double precision)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(facts_search.project_id);
     PERFORM pymem._check_limit('k', facts_search.k);
     IF NOT pymem._fact_check_subject(facts_search.scope, facts_search.scope_id, facts_search.project_id, 'read') THEN
         RETURN;

@@ -8,7 +8,7 @@
 --    "vector_schema": "public", "vector_version": "0.8.6", "server_version": "18.6"}
 CREATE OR REPLACE FUNCTION pymem.about()
 RETURNS jsonb
-LANGUAGE sql STABLE SECURITY INVOKER
+LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
     SELECT pg_catalog.jsonb_build_object(

@@ -9,11 +9,12 @@
 --   SELECT pymem.user_export(user_id => 'alice');
 CREATE OR REPLACE FUNCTION pymem.user_export(user_id text, project_id text DEFAULT '')
 RETURNS jsonb
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(user_export.project_id);
     PERFORM pymem._fact_check_subject('user', user_export.user_id, user_export.project_id, 'write');
     RETURN pg_catalog.jsonb_build_object(
         'format', 'pymem.user/1',
@@ -46,7 +47,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.user_import(
     document jsonb, project_id text DEFAULT NULL, user_id text DEFAULT NULL, replace boolean DEFAULT false)
 RETURNS jsonb
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -68,6 +69,7 @@ BEGIN
     END IF;
     PERFORM pymem._fact_check_subject('user', v_user, v_project, 'write');
     PERFORM pymem._conv_check(v_project, v_user, NULL, 'write');
+    PERFORM pymem._tenant_enter(v_project);
     IF EXISTS (SELECT 1 FROM pymem.facts AS f WHERE f.project_id = v_project AND f.scope = 'user' AND f.scope_id = v_user)
        OR EXISTS (SELECT 1 FROM pymem.threads AS t WHERE t.project_id = v_project AND t.user_id = v_user) THEN
         IF NOT user_import.replace THEN

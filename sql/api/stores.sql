@@ -88,6 +88,7 @@ DECLARE
     v_store pymem.stores;
 BEGIN
     PERFORM pymem._store_key_check(p_store_key, p_project_id);
+    PERFORM pymem._tenant_enter(p_project_id);  -- callers may reach here from a DECLARE, before their own
     SELECT s.* INTO v_store FROM pymem.stores AS s
      WHERE s.project_id = p_project_id AND s.store_key = p_store_key
        FOR SHARE;
@@ -135,7 +136,7 @@ CREATE OR REPLACE FUNCTION pymem.store_open(
     "create" boolean DEFAULT true)
 RETURNS TABLE (audit_on boolean, versions_on boolean, read_only text[], transcript_len bigint,
                created_at timestamptz, created boolean)
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -144,6 +145,7 @@ DECLARE
     v_prefixes text[];
     v_created boolean := false;
 BEGIN
+    PERFORM pymem._tenant_enter(store_open.project_id);
     PERFORM pymem._store_key_check(store_open.store_key, store_open.project_id);
     IF store_open.read_only_prefixes IS NOT NULL THEN
         v_prefixes := '{}';
@@ -279,10 +281,11 @@ CREATE OR REPLACE FUNCTION pymem.store_write(
     store_key text, path text, content text, kind text DEFAULT 'text', actor text DEFAULT NULL,
     reason text DEFAULT NULL, expected_sha text DEFAULT NULL, project_id text DEFAULT '')
 RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 BEGIN
+    PERFORM pymem._tenant_enter(store_write.project_id);
     RETURN pymem._store_put(pymem._store_get(store_write.store_key, store_write.project_id), store_write.path,
                             store_write.content, store_write.kind, store_write.actor, store_write.reason,
                             store_write.expected_sha, 'write');
@@ -294,11 +297,12 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_read(store_key text, path text, project_id text DEFAULT '')
 RETURNS TABLE (kind text, content text, sha text, size integer, version integer, actor text, reason text,
                created_at timestamptz, updated_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(store_read.project_id);
     PERFORM pymem._store_key_check(store_read.store_key, store_read.project_id);
     PERFORM pymem._store_path_check(store_read.path);
     RETURN QUERY
@@ -312,11 +316,12 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_meta(store_key text, path text, project_id text DEFAULT '')
 RETURNS TABLE (kind text, sha text, size integer, version integer, actor text, reason text,
                created_at timestamptz, updated_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(store_meta.project_id);
     PERFORM pymem._store_key_check(store_meta.store_key, store_meta.project_id);
     PERFORM pymem._store_path_check(store_meta.path);
     RETURN QUERY
@@ -330,11 +335,12 @@ $$;
 --   SELECT path, sha FROM pymem.store_list(store_key => 'research-assistant', prefix => 'notes/');
 CREATE OR REPLACE FUNCTION pymem.store_list(store_key text, prefix text DEFAULT '', project_id text DEFAULT '')
 RETURNS TABLE (path text, kind text, sha text, size integer, version integer, actor text, updated_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(store_list.project_id);
     PERFORM pymem._store_key_check(store_list.store_key, store_list.project_id);
     IF store_list.prefix IS NULL OR pg_catalog.length(store_list.prefix) > 1024 THEN
         RAISE EXCEPTION 'pymem: prefix must be a string of at most 1024 characters' USING ERRCODE = '22023';
@@ -354,7 +360,7 @@ CREATE OR REPLACE FUNCTION pymem.store_delete(
     store_key text, path text, actor text DEFAULT NULL, reason text DEFAULT NULL,
     expected_sha text DEFAULT NULL, project_id text DEFAULT '')
 RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -362,6 +368,7 @@ DECLARE
     v_store pymem.stores := pymem._store_get(store_delete.store_key, store_delete.project_id);
     v_old text;
 BEGIN
+    PERFORM pymem._tenant_enter(store_delete.project_id);
     PERFORM pymem._store_path_check(store_delete.path);
     PERFORM pymem._store_expected_check(store_delete.expected_sha);
     IF store_delete.expected_sha = '' THEN
@@ -398,11 +405,12 @@ $$;
 --   SELECT op, path, old_sha, new_sha, actor FROM pymem.store_audit_tail(store_key => 'research-assistant', n => 10);
 CREATE OR REPLACE FUNCTION pymem.store_audit_tail(store_key text, n integer DEFAULT 20, project_id text DEFAULT '')
 RETURNS TABLE (id bigint, path text, op text, old_sha text, new_sha text, actor text, reason text, at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(store_audit_tail.project_id);
     PERFORM pymem._store_key_check(store_audit_tail.store_key, store_audit_tail.project_id);
     PERFORM pymem._check_limit('n', store_audit_tail.n);
     RETURN QUERY
@@ -418,11 +426,12 @@ $$;
 -- store_versions: the kept versions of a path, oldest first (stores with keep_versions).
 CREATE OR REPLACE FUNCTION pymem.store_versions(store_key text, path text, project_id text DEFAULT '')
 RETURNS TABLE (version integer, kind text, sha text, size integer, actor text, reason text, at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(store_versions.project_id);
     PERFORM pymem._store_key_check(store_versions.store_key, store_versions.project_id);
     PERFORM pymem._store_path_check(store_versions.path);
     RETURN QUERY
@@ -437,11 +446,12 @@ $$;
 -- store_version_read: one kept version's content (no row when it does not exist).
 CREATE OR REPLACE FUNCTION pymem.store_version_read(store_key text, path text, version integer, project_id text DEFAULT '')
 RETURNS TABLE (kind text, content text, sha text)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(store_version_read.project_id);
     PERFORM pymem._store_key_check(store_version_read.store_key, store_version_read.project_id);
     PERFORM pymem._store_path_check(store_version_read.path);
     RETURN QUERY
@@ -457,7 +467,7 @@ CREATE OR REPLACE FUNCTION pymem.store_restore(
     store_key text, path text, version integer, actor text DEFAULT NULL, reason text DEFAULT NULL,
     expected_sha text DEFAULT NULL, project_id text DEFAULT '')
 RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -466,6 +476,7 @@ DECLARE
     v_kind text;
     v_content text;
 BEGIN
+    PERFORM pymem._tenant_enter(store_restore.project_id);
     SELECT v.kind, v.content INTO v_kind, v_content FROM pymem.store_versions AS v
      WHERE v.project_id = v_store.project_id AND v.store_key = v_store.store_key
        AND v.path = store_restore.path AND v.version = store_restore.version;
@@ -485,7 +496,7 @@ $$;
 --          messages => '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]');
 CREATE OR REPLACE FUNCTION pymem.store_messages_append(store_key text, messages jsonb, project_id text DEFAULT '')
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
@@ -493,6 +504,7 @@ DECLARE
     v_len bigint;
     v_n integer;
 BEGIN
+    PERFORM pymem._tenant_enter(store_messages_append.project_id);
     PERFORM pymem._store_key_check(store_messages_append.store_key, store_messages_append.project_id);
     IF messages IS NULL OR pg_catalog.jsonb_typeof(messages) <> 'array' THEN
         RAISE EXCEPTION 'pymem: messages must be a JSON array' USING ERRCODE = '22023';
@@ -523,11 +535,12 @@ $$;
 -- store_messages_read: the transcript, oldest first.
 CREATE OR REPLACE FUNCTION pymem.store_messages_read(store_key text, project_id text DEFAULT '')
 RETURNS TABLE (seq bigint, message jsonb, created_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 BEGIN
+    PERFORM pymem._tenant_enter(store_messages_read.project_id);
     PERFORM pymem._store_key_check(store_messages_read.store_key, store_messages_read.project_id);
     RETURN QUERY
     SELECT m.seq, m.message, m.created_at FROM pymem.store_messages AS m
@@ -541,13 +554,14 @@ $$;
 --   SELECT pymem.store_drop(store_key => 'research-assistant');
 CREATE OR REPLACE FUNCTION pymem.store_drop(store_key text, project_id text DEFAULT '')
 RETURNS integer
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
     v_count integer;
 BEGIN
+    PERFORM pymem._tenant_enter(store_drop.project_id);
     IF store_drop.store_key = '' THEN
         RETURN 0;
     END IF;

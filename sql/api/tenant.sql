@@ -1,0 +1,44 @@
+-- tenant.sql: naming the tenant (project) of a transaction or session; see
+-- migrations/0005_security.sql for the model. Re-applied on every migrate.
+
+-- set_tenant(project_id, is_local): names the tenant for the current transaction (is_local,
+-- the default) or the session. Roles that read the tables directly see only its rows.
+--   SELECT pymem.set_tenant('acme');
+CREATE OR REPLACE FUNCTION pymem.set_tenant(project_id text, is_local boolean DEFAULT true)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM pg_catalog.set_config('pymem.tenant', 'p:' || project_id, is_local);
+    RETURN project_id;
+END;
+$$;
+
+-- _tenant_enter(project_id): called first by every API function. Names the tenant for this
+-- transaction when none is set; refuses (42501) a project_id other than the tenant already
+-- named, so one transaction never touches two tenants.
+CREATE OR REPLACE FUNCTION pymem._tenant_enter(project_id text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_current text := pg_catalog.current_setting('pymem.tenant', true);
+BEGIN
+    IF project_id IS NULL THEN
+        RETURN;  -- the caller's own checks refuse NULL with a precise message
+    END IF;
+    IF v_current IS NULL OR v_current = '' THEN
+        PERFORM pg_catalog.set_config('pymem.tenant', 'p:' || project_id, true);
+    ELSIF v_current <> 'p:' || project_id THEN
+        RAISE EXCEPTION 'pymem: this transaction belongs to another tenant than project %', pg_catalog.quote_literal(project_id)
+            USING ERRCODE = '42501',
+                  HINT = 'One transaction serves one project: commit, or call pymem.set_tenant() for the right one.';
+    END IF;
+END;
+$$;

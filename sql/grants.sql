@@ -1,0 +1,97 @@
+-- grants.sql: roles, ownership and privileges. Run by every migrate (psql and Python) after
+-- the API files, in the same transaction; idempotent, and it only ALTERs what differs.
+--
+-- Three roles (NOLOGIN; a DBA grants them to login roles):
+--   owner  (default pymem_owner): owns schema pymem, its tables and functions. The API
+--          functions are SECURITY DEFINER and run as this role; it is not a superuser, so the
+--          forced row-level security of 0005_security.sql binds them too.
+--   app    (default pymem_app): USAGE on the schema and EXECUTE on the API functions; no table
+--          privileges at all.
+--   reader (default pymem_reader): EXECUTE on the read functions only.
+-- Names: the settings pymem.owner_role / pymem.app_role / pymem.reader_role when given (e.g.
+-- PGOPTIONS='-c pymem.app_role=my_app' psql ... or PYMEM_APP_ROLE), else what the first migrate
+-- recorded in pymem.config, else the defaults. Creating a missing role needs CREATEROLE; else
+-- the migrate fails with PM010 and names the statement an administrator must run.
+DO $$
+DECLARE
+    v_key text;
+    v_name text;
+    v_roles jsonb := '{}';
+    v_owner text;
+    r record;
+BEGIN
+    FOREACH v_key IN ARRAY ARRAY['owner_role', 'app_role', 'reader_role'] LOOP
+        v_name := coalesce(
+            NULLIF(pg_catalog.current_setting('pymem.' || v_key, true), ''),
+            (SELECT c.value FROM pymem.config AS c WHERE c.key = v_key),
+            'pymem_' || pg_catalog.split_part(v_key, '_', 1));
+        INSERT INTO pymem.config AS c (key, value) VALUES (v_key, v_name)
+        ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE c.value <> EXCLUDED.value;
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = v_name) THEN
+            BEGIN
+                EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_name);
+            EXCEPTION
+                WHEN duplicate_object OR unique_violation THEN
+                    NULL;  -- created at the same moment by a migrate of another database
+                WHEN insufficient_privilege THEN
+                    RAISE EXCEPTION 'pymem: role % does not exist and % may not create it', v_name, current_user
+                        USING ERRCODE = 'PM010',
+                              HINT = pg_catalog.format('Ask an administrator to run: CREATE ROLE %I NOLOGIN;', v_name);
+            END;
+        END IF;
+        v_roles := v_roles || pg_catalog.jsonb_build_object(v_key, v_name);
+    END LOOP;
+    v_owner := v_roles ->> 'owner_role';
+
+    -- ownership
+    IF NOT pg_catalog.pg_has_role(current_user, v_owner, 'MEMBER') AND (
+           EXISTS (SELECT 1 FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pymem' AND n.nspowner <> v_owner::regrole)
+        OR EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c
+                    WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p') AND c.relowner <> v_owner::regrole)
+        OR EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS p
+                    WHERE p.pronamespace = 'pymem'::regnamespace AND p.proowner <> v_owner::regrole)) THEN
+        RAISE EXCEPTION 'pymem: % may not hand schema pymem to its owner role %', current_user, v_owner
+            USING ERRCODE = 'PM010',
+                  HINT = pg_catalog.format('Migrate as a superuser, as %I, or as a member of it (GRANT %I TO %I;).',
+                                           v_owner, v_owner, current_user);
+    END IF;
+    IF (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pymem') <> v_owner::regrole THEN
+        EXECUTE pg_catalog.format('ALTER SCHEMA pymem OWNER TO %I', v_owner);
+    END IF;
+    FOR r IN
+        SELECT c.oid::regclass AS obj FROM pg_catalog.pg_class AS c
+         WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p') AND c.relowner <> v_owner::regrole
+    LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO %I', r.obj, v_owner);
+    END LOOP;
+    FOR r IN
+        SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc AS p
+         WHERE p.pronamespace = 'pymem'::regnamespace AND p.proowner <> v_owner::regrole
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO %I', r.fn, v_owner);
+    END LOOP;
+
+    -- privileges: nothing for PUBLIC but the tenant lookup that every RLS policy calls
+    REVOKE ALL ON SCHEMA pymem FROM PUBLIC;
+    REVOKE ALL ON ALL TABLES IN SCHEMA pymem FROM PUBLIC;
+    REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pymem FROM PUBLIC;
+    GRANT EXECUTE ON FUNCTION pymem.current_tenant() TO PUBLIC;
+    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA pymem TO %I, %I', v_roles ->> 'app_role', v_roles ->> 'reader_role');
+    -- read functions: the reader and the app
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION pymem.about, pymem.fact_key, pymem.set_tenant, pymem.facts_newest, '
+        'pymem.fact_history, pymem.fact_chain, pymem.facts_search, pymem.facts_unembedded, pymem.window_read, '
+        'pymem.summary_read, pymem.messages_recall, pymem.messages_unembedded, pymem.context_read, '
+        'pymem.user_export, pymem.store_read, pymem.store_meta, pymem.store_list, pymem.store_audit_tail, '
+        'pymem.store_versions, pymem.store_version_read, pymem.store_messages_read TO %I, %I',
+        v_roles ->> 'reader_role', v_roles ->> 'app_role');
+    -- write functions: the app only
+    EXECUTE pg_catalog.format(
+        'GRANT EXECUTE ON FUNCTION pymem.fact_add, pymem.fact_supersede, pymem.fact_forget, pymem.facts_forget, '
+        'pymem.fact_embeddings_put, pymem.message_add, pymem.turn_record, pymem.summary_claim, '
+        'pymem.summary_commit, pymem.summary_release, pymem.message_embeddings_put, pymem.conversation_forget, '
+        'pymem.user_import, pymem.store_open, pymem.store_write, pymem.store_delete, pymem.store_restore, '
+        'pymem.store_messages_append, pymem.store_drop TO %I',
+        v_roles ->> 'app_role');
+END;
+$$;
