@@ -22,7 +22,7 @@ from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
 from . import server
-from .errors import ConfigError, translate
+from .errors import ConfigError, ConnectionError, translate
 from .queries import Q
 from .settings import Settings
 
@@ -127,9 +127,18 @@ class Database:
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
-        """A pooled autocommit connection; errors inside come out as pymem errors."""
-        with errors(), self.pool.connection() as conn:
-            yield conn
+        """A pooled autocommit connection; errors inside come out as pymem errors.
+
+        Connections are not pinged on checkout (that would cost a round trip per call). When
+        one turns out broken (the server restarted or killed it), the call raises
+        pymem.ConnectionError and every idle connection is checked at once, so the next call
+        gets a live one: the application recovers without restarting."""
+        try:
+            with errors(), self.pool.connection() as conn:
+                yield conn
+        except ConnectionError:
+            self.pool.check()
+            raise
 
     def about(self) -> dict[str, Any]:
         with self.connection() as conn:
@@ -184,9 +193,14 @@ class AsyncDatabase:
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
-        with errors():
-            async with self.pool.connection() as conn:
-                yield conn
+        """See :meth:`Database.connection`."""
+        try:
+            with errors():
+                async with self.pool.connection() as conn:
+                    yield conn
+        except ConnectionError:
+            await self.pool.check()
+            raise
 
     async def about(self) -> dict[str, Any]:
         async with self.connection() as conn:

