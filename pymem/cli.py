@@ -35,7 +35,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             return 3
         print("pymem: schema is current")
         return 0
-    result = migrations.migrate(conninfo)
+    result = migrations.migrate(conninfo, roles=settings.roles())
     for name in result.applied:
         print(f"applied {name}")
     if not result.applied:

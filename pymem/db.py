@@ -105,7 +105,7 @@ class Database:
         if migrate if migrate is not None else not self.settings.dsn:
             from .migrations import migrate as run_migrate
 
-            run_migrate(self.conninfo)
+            run_migrate(self.conninfo, roles=self.settings.roles())
         self._infos: list[TypeInfo] | None = None
         self.pool = ConnectionPool(
             self.conninfo,
@@ -169,7 +169,7 @@ class AsyncDatabase:
         if migrate if migrate is not None else not settings.dsn:
             from .migrations import migrate as run_migrate
 
-            run_migrate(conninfo)
+            run_migrate(conninfo, roles=settings.roles())
         infos: list[TypeInfo] = []
         with connect(conninfo, settings) as conn, errors():
             infos = _type_infos(conn)

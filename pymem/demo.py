@@ -57,7 +57,7 @@ def run(settings: Settings) -> int:
         print(f"pymem demo: embedded PostgreSQL in {info.pgdata}")
         print(f"  connect with: psql '{info.uri}'")
     conninfo = resolve_conninfo(settings)
-    result = migrations.migrate(conninfo)
+    result = migrations.migrate(conninfo, roles=settings.roles())
     print(f"migrations applied: {', '.join(result.applied) or 'none pending'}; "
           f"API files refreshed: {len(result.api_files)}")
     with Database(settings, migrate=False) as db:

@@ -48,6 +48,13 @@ class Settings(BaseSettings):
         default=None, description="The agent of pymem.context()/pymem.record() (its global facts)."
     )
     project_id: str = Field(default="", description="The project (tenant) of pymem.context()/pymem.record().")
+    owner_role: str | None = Field(default=None, description="Owner role name for migrate (README, Security).")
+    app_role: str | None = Field(default=None, description="Application role name for migrate.")
+    reader_role: str | None = Field(default=None, description="Read-only role name for migrate.")
+
+    def roles(self) -> dict[str, str | None]:
+        """The role names to give pymem migrate (None: keep the recorded ones)."""
+        return {"owner_role": self.owner_role, "app_role": self.app_role, "reader_role": self.reader_role}
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
