@@ -22,10 +22,7 @@ LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
-        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
-            USING ERRCODE = '22023';
-    END IF;
+    PERFORM pymem._project_check(project_id);
     IF user_id IS NULL OR user_id = '*' OR pg_catalog.length(user_id) > 256 THEN
         RAISE EXCEPTION 'pymem: user_id must be a user''s id (at most 256 characters, not ''*'')'
             USING ERRCODE = '22023';
@@ -411,7 +408,6 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_vec vector;
     v_count integer;
 BEGIN
     PERFORM pymem._tenant_enter(message_embeddings_put.project_id);
@@ -420,12 +416,7 @@ BEGIN
        OR pg_catalog.cardinality(seqs) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: thread_ids, seqs and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    FOREACH v_vec IN ARRAY embeddings LOOP
-        IF v_vec IS NULL THEN
-            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
-        END IF;
-        PERFORM pymem._embedding_check(message_embeddings_put.embedder, v_vec);
-    END LOOP;
+    PERFORM pymem._embeddings_check(message_embeddings_put.embedder, message_embeddings_put.embeddings);
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
     SELECT m.project_id, m.user_id, message_embeddings_put.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),

@@ -55,10 +55,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: scope must be agent, user or project, not %', coalesce(pg_catalog.quote_literal(scope), 'NULL')
             USING ERRCODE = '22023';
     END IF;
-    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
-        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
-            USING ERRCODE = '22023';
-    END IF;
+    PERFORM pymem._project_check(project_id);
     IF scope_id IS NULL OR pg_catalog.length(scope_id) > 256 THEN
         RAISE EXCEPTION 'pymem: scope_id must be a string of at most 256 characters'
             USING ERRCODE = '22023';
@@ -159,6 +156,24 @@ BEGIN
         RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, vector_dims(embedding)
             USING ERRCODE = '22023';
     END IF;
+END;
+$$;
+
+-- _embeddings_check: every vector of a batch is non-NULL and of the embedder's dimension.
+CREATE OR REPLACE FUNCTION pymem._embeddings_check(embedder text, embeddings vector[])
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_vec vector;
+BEGIN
+    FOREACH v_vec IN ARRAY coalesce(embeddings, '{}') LOOP
+        IF v_vec IS NULL THEN
+            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
+        END IF;
+        PERFORM pymem._embedding_check(embedder, v_vec);
+    END LOOP;
 END;
 $$;
 
@@ -565,7 +580,6 @@ SET search_path FROM CURRENT
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_vec vector;
     v_count integer;
 BEGIN
     PERFORM pymem._tenant_enter(fact_embeddings_put.project_id);
@@ -574,12 +588,7 @@ BEGIN
     IF pg_catalog.cardinality(ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: ids and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    FOREACH v_vec IN ARRAY embeddings LOOP
-        IF v_vec IS NULL THEN
-            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
-        END IF;
-        PERFORM pymem._embedding_check(fact_embeddings_put.embedder, v_vec);
-    END LOOP;
+    PERFORM pymem._embeddings_check(fact_embeddings_put.embedder, fact_embeddings_put.embeddings);
     INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
     SELECT f.project_id, f.scope, f.scope_id, f.id, fact_embeddings_put.embedder, u.embedding
       FROM ROWS FROM (pg_catalog.unnest(fact_embeddings_put.ids), pg_catalog.unnest(fact_embeddings_put.embeddings))

@@ -28,10 +28,7 @@ LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path FROM CURRENT
 AS $$
 BEGIN
-    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
-        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
-            USING ERRCODE = '22023';
-    END IF;
+    PERFORM pymem._project_check(project_id);
     IF store_key IS NULL OR store_key IN ('', '*') OR pg_catalog.length(store_key) > 512 THEN
         RAISE EXCEPTION 'pymem: a store key must be 1..512 characters and not ''*'''
             USING ERRCODE = '22023';

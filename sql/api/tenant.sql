@@ -10,6 +10,7 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path FROM CURRENT
 AS $$
 BEGIN
+    -- the check is written out here: set_tenant runs as its caller, who may execute nothing else
     IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
         RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
             USING ERRCODE = '22023';
@@ -39,6 +40,20 @@ BEGIN
         RAISE EXCEPTION 'pymem: this transaction belongs to another tenant than project %', pg_catalog.quote_literal(project_id)
             USING ERRCODE = '42501',
                   HINT = 'One transaction serves one project: commit, or call pymem.set_tenant() for the right one.';
+    END IF;
+END;
+$$;
+
+-- _project_check(project_id): a project id is a string of at most 256 characters, not '*'.
+CREATE OR REPLACE FUNCTION pymem._project_check(project_id text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
+            USING ERRCODE = '22023';
     END IF;
 END;
 $$;
