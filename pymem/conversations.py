@@ -132,11 +132,22 @@ class _Conversations:
                 raise ValidationError("the summarizer returned an empty summary")
         except Exception:
             log.warning("pymem: the summarizer failed; the previous summary stays", exc_info=True)
-            yield Call("summary_release", {**where, "claim_token": token})
+            try:
+                yield Call("summary_release", {**where, "claim_token": token})
+            except Exception:
+                log.warning("pymem: releasing the summary claim failed; its lease will expire", exc_info=True)
             return False
-        rows = yield Call(
-            "summary_commit", {**where, "claim_token": token, "summary": summary, "max_chars": self.max_summary_chars}
-        )
+        try:
+            rows = yield Call(
+                "summary_commit", {**where, "claim_token": token, "summary": summary, "max_chars": self.max_summary_chars}
+            )
+        except Exception:  # the turn is stored: report, give the span back, never raise
+            log.warning("pymem: storing the new summary failed; the previous summary stays", exc_info=True)
+            try:
+                yield Call("summary_release", {**where, "claim_token": token})
+            except Exception:
+                log.warning("pymem: releasing the summary claim failed; its lease will expire", exc_info=True)
+            return False
         return bool(rows[0]["committed"])
 
     def _summarize(self, user_id, thread):

@@ -245,29 +245,35 @@ class Invoke:
     args: tuple
 
 
-def run(plan: Generator[Any, Any, T], conn: psycopg.Connection, embedder: Any = None) -> T:
+def run(plan: Generator[Any, Any, T], db: Database, embedder: Any = None) -> T:
+    """Drive a plan: each Call on a connection checked out for that statement only (a plan
+    never holds a pooled connection while user code, an embedder or an LLM runs). An error of
+    a Call or an Invoke is thrown into the plan, which may handle it or let it propagate."""
     from .embedders import validate_vectors
 
     try:
         step = next(plan)
         while True:
-            if isinstance(step, Call):
-                with errors():
-                    reply = conn.cursor(row_factory=dict_row).execute(Q[step.query], step.params).fetchall()
-            elif isinstance(step, Embed):
-                reply = validate_vectors(embedder, step.texts, embedder.embed(list(step.texts)))
-            else:
-                try:
+            try:
+                if isinstance(step, Call):
+                    with db.connection() as conn:
+                        reply = conn.cursor(row_factory=dict_row).execute(Q[step.query], step.params).fetchall()
+                elif isinstance(step, Embed):
+                    reply = validate_vectors(embedder, step.texts, embedder.embed(list(step.texts)))
+                else:
                     reply = step.fn(*step.args)
-                except Exception as exc:
-                    step = plan.throw(exc)
-                    continue
+            except Exception as exc:
+                if isinstance(step, Embed):
+                    raise  # an embedder failure is the caller's to see
+                step = plan.throw(exc)
+                continue
             step = plan.send(reply)
     except StopIteration as done:
         return done.value
 
 
-async def arun(plan: Generator[Any, Any, T], conn: psycopg.AsyncConnection, embedder: Any = None) -> T:
+async def arun(plan: Generator[Any, Any, T], db: AsyncDatabase, embedder: Any = None) -> T:
+    """The asyncio twin of :func:`run`."""
     import asyncio
     import inspect
 
@@ -276,21 +282,24 @@ async def arun(plan: Generator[Any, Any, T], conn: psycopg.AsyncConnection, embe
     try:
         step = next(plan)
         while True:
-            if isinstance(step, Call):
-                with errors():
-                    cur = await conn.cursor(row_factory=dict_row).execute(Q[step.query], step.params)
-                    reply = await cur.fetchall()
-            elif isinstance(step, Embed):
-                reply = validate_vectors(embedder, step.texts, await aembed(embedder, list(step.texts)))
-            else:
-                try:
-                    if inspect.iscoroutinefunction(step.fn):
-                        reply = await step.fn(*step.args)
-                    else:
-                        reply = await asyncio.to_thread(step.fn, *step.args)
-                except Exception as exc:
-                    step = plan.throw(exc)
-                    continue
+            try:
+                if isinstance(step, Call):
+                    async with db.connection() as conn:
+                        cur = await conn.cursor(row_factory=dict_row).execute(Q[step.query], step.params)
+                        reply = await cur.fetchall()
+                elif isinstance(step, Embed):
+                    reply = validate_vectors(embedder, step.texts, await aembed(embedder, list(step.texts)))
+                elif inspect.iscoroutinefunction(step.fn):
+                    reply = await step.fn(*step.args)
+                else:
+                    reply = await asyncio.to_thread(step.fn, *step.args)
+                    if inspect.isawaitable(reply):  # e.g. an object whose __call__ is async
+                        reply = await reply
+            except Exception as exc:
+                if isinstance(step, Embed):
+                    raise
+                step = plan.throw(exc)
+                continue
             step = plan.send(reply)
     except StopIteration as done:
         return done.value

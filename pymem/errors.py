@@ -108,6 +108,10 @@ def translate(exc: psycopg.Error) -> Error:
     if diag is not None and diag.message_hint:
         message = f"{message} (hint: {diag.message_hint})"
     if sqlstate is None:
+        from psycopg_pool import PoolTimeout
+
+        if isinstance(exc, PoolTimeout):  # the server is fine; every pooled connection is busy
+            return TimeoutError(f"no free connection in the pool: {message} (raise PYMEM_POOL_MAX_SIZE?)")
         if isinstance(exc, psycopg.OperationalError):
             return ConnectionError(message)
         return QueryError(message)

@@ -73,8 +73,14 @@ class MemoryBase(_Facts, _Conversations, _Context):
                             ("keep_last", keep_last), ("max_summary_chars", max_summary_chars)):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise ValidationError(f"{name} must be an int, not {value!r}")
-        if max_learned_facts is not None and (not isinstance(max_learned_facts, int) or max_learned_facts < 0):
-            raise ValidationError("max_learned_facts must be a non-negative int, or None for no cap")
+        # the SQL checks every limit on every call; these two are only sent when a summary is due,
+        # so a bad value would surface after a turn was already stored: refuse it here
+        if not 1 <= summarize_every <= 10000 or not 1 <= max_summary_chars <= 100000:
+            raise ValidationError("summarize_every must be in 1..10000 and max_summary_chars in 1..100000")
+        if max_learned_facts is not None and (
+            isinstance(max_learned_facts, bool) or not isinstance(max_learned_facts, int) or max_learned_facts < 1
+        ):
+            raise ValidationError("max_learned_facts must be a positive int, or None for no cap")
         for name, fn in (("summarizer", summarizer), ("extractor", extractor)):
             if fn is not None and not callable(fn):
                 raise ValidationError(f"{name} must be callable")
@@ -141,8 +147,7 @@ class Memory(MemoryBase):
         self.db = db if db is not None else Database()
 
     def _run(self, plan: Generator[Any, Any, Any]) -> Any:
-        with self.db.connection() as conn:
-            return run(plan, conn, self.embedder)
+        return run(plan, self.db, self.embedder)
 
     # -- durable facts --------------------------------------------------------------------
     def persist(self, content: str, *, tier: str = "user", id: str | None = None, confidence: float = 1.0,
@@ -268,8 +273,7 @@ class AsyncMemory(MemoryBase):
         self.db = db
 
     async def _run(self, plan: Generator[Any, Any, Any]) -> Any:
-        async with self.db.connection() as conn:
-            return await arun(plan, conn, self.embedder)
+        return await arun(plan, self.db, self.embedder)
 
     async def persist(self, content: str, *, tier: str = "user", id: str | None = None, confidence: float = 1.0,
                       source: str = "manual", trace_id: str | None = None,

@@ -27,12 +27,10 @@ def _import(document: dict[str, Any], project_id: str | None, user_id: str | Non
 
 def export_user(db: Database, user_id: str, project_id: str = "") -> dict[str, Any]:
     """The user's facts (with history), threads, messages and summaries as one JSON object."""
-    with db.connection() as conn:
-        return run(_export(user_id, project_id), conn)
+    return run(_export(user_id, project_id), db)
 
 
 def import_user(db: Database, document: dict[str, Any], *, project_id: str | None = None,
                 user_id: str | None = None, replace: bool = False) -> dict[str, Any]:
     """Load an exported document (in one transaction); returns what was imported."""
-    with db.connection() as conn:
-        return run(_import(document, project_id, user_id, replace), conn)
+    return run(_import(document, project_id, user_id, replace), db)

@@ -210,8 +210,7 @@ class MemoryStore(_Store):
         self.db = db if db is not None else Database()
 
     def _run(self, plan: Generator[Any, Any, Any]) -> Any:
-        with self.db.connection() as conn:
-            return run(plan, conn)
+        return run(plan, self.db)
 
     @classmethod
     def get_or_create(cls, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None,
@@ -233,8 +232,7 @@ class MemoryStore(_Store):
     def drop(key: str, *, project_id: str = "", db: Database) -> int:
         """Delete a store with its transcript, entries, audit and versions; '' deletes nothing,
         '*' deletes every store of the project. Returns the number of stores deleted."""
-        with db.connection() as conn:
-            return run(_drop(key, project_id), conn)
+        return run(_drop(key, project_id), db)
 
     def read_text(self, path: str, default: Any = None) -> Any:
         row = self._run(self._read(path))
@@ -318,8 +316,7 @@ class AsyncMemoryStore(_Store):
         self.db = db
 
     async def _run(self, plan: Generator[Any, Any, Any]) -> Any:
-        async with self.db.connection() as conn:
-            return await arun(plan, conn)
+        return await arun(plan, self.db)
 
     @classmethod
     async def get_or_create(cls, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None,
@@ -336,8 +333,7 @@ class AsyncMemoryStore(_Store):
 
     @staticmethod
     async def drop(key: str, *, db: AsyncDatabase, project_id: str = "") -> int:
-        async with db.connection() as conn:
-            return await arun(_drop(key, project_id), conn)
+        return await arun(_drop(key, project_id), db)
 
     async def read_text(self, path: str, default: Any = None) -> Any:
         row = await self._run(self._read(path))

@@ -12,6 +12,24 @@
 -- PGOPTIONS='-c pymem.app_role=my_app' psql ... or PYMEM_APP_ROLE), else what the first migrate
 -- recorded in pymem.config, else the defaults. Creating a missing role needs CREATEROLE; else
 -- the migrate fails with PM010 and names the statement an administrator must run.
+-- _grants_objects(): pymem's own tables and functions (never an extension's, e.g. pgvector
+-- installed in schema pymem) with their owners, for the ownership and privilege loops below.
+CREATE OR REPLACE FUNCTION pymem._grants_objects()
+RETURNS TABLE (kind text, name text, owner oid)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'TABLE', c.oid::regclass::text, c.relowner FROM pg_catalog.pg_class AS c
+     WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p')
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                        WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+    UNION ALL
+    SELECT 'FUNCTION', p.oid::regprocedure::text, p.proowner FROM pg_catalog.pg_proc AS p
+     WHERE p.pronamespace = 'pymem'::regnamespace
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                        WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e');
+$$;
+
 DO $$
 DECLARE
     v_key text;
@@ -20,6 +38,15 @@ DECLARE
     v_roles jsonb := '{}';
     v_owner text;
     r record;
+    -- the read functions (reader and app) and the write functions (app only)
+    v_read text[] := ARRAY['about', 'fact_key', 'set_tenant', 'facts_newest', 'fact_history', 'fact_chain',
+        'facts_search', 'facts_unembedded', 'window_read', 'summary_read', 'messages_recall',
+        'messages_unembedded', 'context_read', 'user_export', 'store_read', 'store_meta', 'store_list',
+        'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read'];
+    v_write text[] := ARRAY['fact_add', 'fact_supersede', 'fact_forget', 'facts_forget', 'fact_embeddings_put',
+        'message_add', 'turn_record', 'summary_claim', 'summary_commit', 'summary_release',
+        'message_embeddings_put', 'conversation_forget', 'user_import', 'store_open', 'store_write',
+        'store_delete', 'store_restore', 'store_messages_append', 'store_drop'];
 BEGIN
     FOREACH v_key IN ARRAY ARRAY['owner_role', 'app_role', 'reader_role'] LOOP
         v_name := coalesce(
@@ -51,13 +78,10 @@ BEGIN
     END LOOP;
     v_owner := v_roles ->> 'owner_role';
 
-    -- ownership
+    -- ownership (pgvector's own objects are never touched, even where it lives in schema pymem)
     IF NOT pg_catalog.pg_has_role(current_user, v_owner, 'MEMBER') AND (
            EXISTS (SELECT 1 FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pymem' AND n.nspowner <> v_owner::regrole)
-        OR EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c
-                    WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p') AND c.relowner <> v_owner::regrole)
-        OR EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS p
-                    WHERE p.pronamespace = 'pymem'::regnamespace AND p.proowner <> v_owner::regrole)) THEN
+        OR EXISTS (SELECT 1 FROM pymem._grants_objects() AS o WHERE o.owner <> v_owner::regrole)) THEN
         RAISE EXCEPTION 'pymem: % may not hand schema pymem to its owner role %', current_user, v_owner
             USING ERRCODE = 'PM010',
                   HINT = pg_catalog.format('Migrate as a superuser, as %I, or as a member of it (GRANT %I TO %I;).',
@@ -66,40 +90,29 @@ BEGIN
     IF (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pymem') <> v_owner::regrole THEN
         EXECUTE pg_catalog.format('ALTER SCHEMA pymem OWNER TO %I', v_owner);
     END IF;
-    FOR r IN
-        SELECT c.oid::regclass AS obj FROM pg_catalog.pg_class AS c
-         WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p') AND c.relowner <> v_owner::regrole
-    LOOP
-        EXECUTE pg_catalog.format('ALTER TABLE %s OWNER TO %I', r.obj, v_owner);
-    END LOOP;
-    FOR r IN
-        SELECT p.oid::regprocedure AS fn FROM pg_catalog.pg_proc AS p
-         WHERE p.pronamespace = 'pymem'::regnamespace AND p.proowner <> v_owner::regrole
-    LOOP
-        EXECUTE pg_catalog.format('ALTER FUNCTION %s OWNER TO %I', r.fn, v_owner);
+    FOR r IN SELECT o.kind, o.name FROM pymem._grants_objects() AS o WHERE o.owner <> v_owner::regrole LOOP
+        EXECUTE pg_catalog.format('ALTER %s %s OWNER TO %I', r.kind, r.name, v_owner);
     END LOOP;
 
     -- privileges: nothing for PUBLIC but the tenant lookup that every RLS policy calls
     REVOKE ALL ON SCHEMA pymem FROM PUBLIC;
-    REVOKE ALL ON ALL TABLES IN SCHEMA pymem FROM PUBLIC;
-    REVOKE ALL ON ALL FUNCTIONS IN SCHEMA pymem FROM PUBLIC;
+    FOR r IN SELECT o.kind, o.name FROM pymem._grants_objects() AS o LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM PUBLIC', r.kind, r.name);
+    END LOOP;
     GRANT EXECUTE ON FUNCTION pymem.current_tenant() TO PUBLIC;
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA pymem TO %I, %I', v_roles ->> 'app_role', v_roles ->> 'reader_role');
-    -- read functions: the reader and the app
-    EXECUTE pg_catalog.format(
-        'GRANT EXECUTE ON FUNCTION pymem.about, pymem.fact_key, pymem.set_tenant, pymem.facts_newest, '
-        'pymem.fact_history, pymem.fact_chain, pymem.facts_search, pymem.facts_unembedded, pymem.window_read, '
-        'pymem.summary_read, pymem.messages_recall, pymem.messages_unembedded, pymem.context_read, '
-        'pymem.user_export, pymem.store_read, pymem.store_meta, pymem.store_list, pymem.store_audit_tail, '
-        'pymem.store_versions, pymem.store_version_read, pymem.store_messages_read TO %I, %I',
-        v_roles ->> 'reader_role', v_roles ->> 'app_role');
-    -- write functions: the app only
-    EXECUTE pg_catalog.format(
-        'GRANT EXECUTE ON FUNCTION pymem.fact_add, pymem.fact_supersede, pymem.fact_forget, pymem.facts_forget, '
-        'pymem.fact_embeddings_put, pymem.message_add, pymem.turn_record, pymem.summary_claim, '
-        'pymem.summary_commit, pymem.summary_release, pymem.message_embeddings_put, pymem.conversation_forget, '
-        'pymem.user_import, pymem.store_open, pymem.store_write, pymem.store_delete, pymem.store_restore, '
-        'pymem.store_messages_append, pymem.store_drop TO %I',
-        v_roles ->> 'app_role');
+    -- by name, every overload (a rolling deploy keeps the old signature for a release)
+    FOR r IN
+        SELECT p.oid::regprocedure AS fn, p.proname = ANY (v_read) AS readable
+          FROM pg_catalog.pg_proc AS p
+         WHERE p.pronamespace = 'pymem'::regnamespace AND p.proname = ANY (v_read || v_write)
+    LOOP
+        IF r.readable THEN
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I, %I', r.fn,
+                                      v_roles ->> 'reader_role', v_roles ->> 'app_role');
+        ELSE
+            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', r.fn, v_roles ->> 'app_role');
+        END IF;
+    END LOOP;
 END;
 $$;

@@ -30,7 +30,7 @@ COMMIT;
 
 -- 0002_facts
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0002_facts', '1fd000834031b5aa01074f2b6234806b318d6a80db4fb3b3bf20118cb29bbcf2') AS pending
+SELECT pymem.migration_pending('0002_facts', '3da8c3753aad53107a099e5759bfc06c428c10182017a436040e298328780950') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -39,7 +39,7 @@ SELECT pymem.migration_search_path()
 \gset pymem_
 \ir migrations/0002_facts.sql
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0002_facts', '1fd000834031b5aa01074f2b6234806b318d6a80db4fb3b3bf20118cb29bbcf2', '0.1.0')
+SELECT pymem.migration_applied('0002_facts', '3da8c3753aad53107a099e5759bfc06c428c10182017a436040e298328780950', '0.1.0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0002_facts
@@ -81,7 +81,7 @@ COMMIT;
 
 -- 0005_security
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0005_security', '25498dc29025f8f6a8e536237b323aa85b1fed6b575d4f3ff55d59fb28ce429c') AS pending
+SELECT pymem.migration_pending('0005_security', '63f4746326ec73bb53727bfd0e3c2af9920c01615f9a3b88c7d15f560a0b742c') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -90,7 +90,7 @@ SELECT pymem.migration_search_path()
 \gset pymem_
 \ir migrations/0005_security.sql
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0005_security', '25498dc29025f8f6a8e536237b323aa85b1fed6b575d4f3ff55d59fb28ce429c', '0.1.0')
+SELECT pymem.migration_applied('0005_security', '63f4746326ec73bb53727bfd0e3c2af9920c01615f9a3b88c7d15f560a0b742c', '0.1.0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0005_security

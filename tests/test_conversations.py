@@ -600,7 +600,7 @@ def test_module_level_context_and_record_use_the_default_memory(dsn, monkeypatch
 def test_bad_input_gets_22023_and_writes_nothing(dsn, sql, match):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("SELECT pymem.message_add('alice', 'seed message', role => 'user')")
-        c.execute("SELECT pymem._embedding_check('e3', '[1,0,0]')")  # e3 makes 3-d vectors
+        c.execute("SELECT pymem._embedding_check('', 'e3', '[1,0,0]')")  # e3 makes 3-d vectors
         before = c.execute("SELECT count(*) FROM pymem.messages").fetchone()[0]
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=match):
             c.execute(sql)
@@ -643,3 +643,85 @@ def test_message_timestamps_are_recent(db):
     mem.record("what time is it", "now", user="alice")
     (m, _) = mem.window(user="alice")
     assert datetime.now(timezone.utc) - m.created_at < timedelta(minutes=5)
+
+
+# --- regressions found in review ----------------------------------------------------------
+
+
+def test_no_pooled_connection_is_held_while_user_code_runs(dsn):
+    """A slow extractor (an LLM call, in practice) must not starve other calls: with a pool of
+    one connection, a window read goes through while a turn waits for its extractor."""
+    import time as _time
+
+    started = threading.Event()
+
+    def slow_extractor(message):
+        started.set()
+        _time.sleep(1.5)
+        return []
+
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_min_size=1, pool_max_size=1, pool_timeout=1)) as db:
+        mem = make(db, extractor=slow_extractor)
+        t = threading.Thread(target=mem.record, args=("a question here", "an answer"), kwargs={"user": "alice"})
+        t.start()
+        assert started.wait(10)
+        assert mem.window(user="bob") == []  # would time out if the turn held the only connection
+        t.join(30)
+    assert n_messages(dsn) == 2
+
+
+def test_two_embedders_on_one_user_do_not_re_embed_each_other(db):
+    counts = {"a": 0, "b": 0}
+
+    class Counting(HashEmbedder):
+        def __init__(self, key, dim):
+            super().__init__(dim)
+            self.key = key
+
+        def embed(self, texts):
+            counts[self.key] += len(texts)
+            return super().embed(texts)
+
+    a = Memory(db=db, agent_id="bot", embedder=Counting("a", 32), window=0)
+    b = Memory(db=db, agent_id="bot", embedder=Counting("b", 48), window=0)
+    for i in range(10):
+        a.record(f"question number {i} here", f"answer number {i}", user="alice")
+    a.context("first", user="alice")
+    b.context("catch up once", user="alice")  # b embeds the 20 messages once
+    b_after_catch_up = counts["b"]
+    for _ in range(3):
+        a.context("again", user="alice")
+        b.context("again", user="alice")
+    assert counts["b"] == b_after_catch_up + 3  # only its queries from then on
+    assert counts["a"] == 20 + 1 + 3  # the turns' messages, then queries only
+
+
+def test_zero_vectors_and_missing_threads_are_refused(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="zero"):
+            c.execute("SELECT * FROM pymem.turn_record('alice', 'q', 'a', embedder => 'e3',"
+                      " user_embedding => '[0,0,0]', assistant_embedding => '[1,0,0]')")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="zero"):
+            c.execute("SELECT * FROM pymem.messages_recall('alice', '[0,0,0]', 'e3')")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="thread_id"):
+            c.execute("SELECT pymem.message_add('alice', 'hello', thread_id => NULL)")
+        assert c.execute("SELECT count(*) FROM pymem.messages").fetchone()[0] == 0
+        ctx = c.execute("SELECT pymem.context_read('nobody-here', agent_id => 'a')").fetchone()[0]
+        assert ctx["summary_through"] == 0 and ctx["window"] == []
+
+
+def test_bad_summary_settings_are_refused_before_any_turn(db):
+    with pytest.raises(pymem.ValidationError):
+        make(db, max_summary_chars=200_000)
+    with pytest.raises(pymem.ValidationError):
+        make(db, summarize_every=0)
+    with pytest.raises(pymem.ValidationError):
+        make(db, max_learned_facts=0)
+
+
+def test_a_pool_with_every_connection_busy_is_a_timeout_not_a_dead_server(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_min_size=1, pool_max_size=1, pool_timeout=0.2)) as db:
+        with db.connection():
+            with pytest.raises(pymem.TimeoutError, match="pool"):
+                with db.connection():
+                    pass

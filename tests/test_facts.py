@@ -523,3 +523,20 @@ def test_async_memory_matches_sync(dsn):
 
     a, b, chain, best, gone = asyncio.run(main())
     assert chain == [a, b] and best == "Prefers Slack" and gone == 2
+
+
+def test_embedder_names_are_per_project(db, dsn):
+    """One tenant registering a name with another dimension must not lock another tenant out."""
+    evil = Memory(db=db, project_id="evil", embedder=HashEmbedder(2))
+    evil.persist("claims the name", id="x")
+    assert evil.embedder.name == "hash-2-v1"
+
+    class SameName(HashEmbedder):
+        name = "hash-2-v1"  # the same name, 3 dimensions, in another project
+
+    acme = Memory(db=db, project_id="acme", embedder=SameName(3))
+    acme.persist("works", id="alice")
+    assert [f.content for f in acme.retrieve("works", id="alice", k=1)] == ["works"]
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT project_id, dimension FROM pymem.embedders ORDER BY 1").fetchall() == [
+            ("acme", 3), ("evil", 2)]

@@ -135,6 +135,8 @@ def test_add_and_supersede_touch_the_subject_only(big):
     calls = [
         "SELECT * FROM pymem.fact_add('user', 'u9', 'fact 9', 'p0')",  # exists: idempotent path
         "SELECT pymem.fact_forget('user', 'heavy', content => 'heavy fact 4000')",
+        "SELECT * FROM pymem.fact_history('user', 'u11', 'p2', max_facts => 20)",
+        "SELECT pymem.facts_forget('user', 'u13', 'p1')",
     ]
     for ns in facts_scans(plans_of(big, calls, repeat=6)):
         types = [n["Node Type"] for n in ns]

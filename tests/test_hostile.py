@@ -45,7 +45,7 @@ def hostile(pg_server, template_db):
         c.execute("SELECT pymem.fact_add('user', 'alice', 'vector fact', embedding => '[1,0,0]', embedder => 'e3')")
         # the embedder registry (name -> dimension) is shared by all tenants and never shrinks:
         # register the Python cases' embedder up front so that it is part of the baseline
-        c.execute("SELECT pymem._embedding_check('hash-3-v1', '[1,0,0]')")
+        c.execute("SELECT pymem._embedding_check('', 'hash-3-v1', '[1,0,0]')")
         c.execute("SELECT * FROM pymem.turn_record('alice', 'hello there friend', 'hi', embedder => 'e3',"
                   " user_embedding => '[0,1,0]', assistant_embedding => '[0,0,1]')")
         c.execute("SELECT * FROM pymem.store_open('notes', read_only_prefixes => ARRAY['memory'])")
@@ -87,6 +87,10 @@ SQL_CASES = [
     ("SELECT pymem.fact_add('user', 'alice', 'x', source => 'gossip')", "22023"),
     ("SELECT pymem.fact_add('user', 'alice', 'x', metadata => '[1, 2]')", "22023"),
     ("SELECT pymem.fact_add('user', 'alice', 'x', max_learned => -1, source => 'learned')", "22023"),
+    ("SELECT pymem.fact_add('user', 'alice', 'x', max_learned => 0, source => 'learned')", "22023"),
+    ("SELECT pymem.fact_add('user', 'alice', 'x', embedding => '[0,0,0]', embedder => 'e3')", "22023"),
+    ("SELECT pymem.message_add('alice', 'hello', thread_id => NULL)", "22023"),
+    ("SELECT pymem.store_delete('notes', 'memory/x.md')", "PM402"),
     ("SELECT pymem.fact_add('user', 'alice', 'x', embedding => '[1,0]', embedder => 'e3')", "22023"),
     ("SELECT pymem.fact_add('user', 'alice', 'x', embedding => '[1,0,0]', embedder => '')", "22023"),
     ("SELECT pymem.fact_add('user', 'alice', 'x', embedding => '[NaN,0,0]', embedder => 'e3')", "22000"),
@@ -253,7 +257,13 @@ def test_injection_strings_are_just_data(hostile, evil):
         assert store.read_text(path) == evil and store.list_paths() == [path]
         assert mem.forget(id=evil) == 1 and mem.forget_conversation(user=evil) == 2
         assert MemoryStore.drop(evil, project_id=evil, db=db) == 1
-    assert snapshot(hostile) == before  # everything it wrote is gone again; nothing else moved
+    after = snapshot(hostile)
+    # everything it wrote is gone again and nothing else moved, except that the project named
+    # by the string now has the embedder's dimension on record (per-project registry)
+    assert {t: v for t, v in after.items() if t != "embedders"} == {t: v for t, v in before.items() if t != "embedders"}
+    with psycopg.connect(hostile) as c:
+        assert c.execute("SELECT project_id, name FROM pymem.embedders WHERE project_id = %s", (evil,)).fetchall() == [
+            (evil, "hash-3-v1")]
 
 
 def test_unicode_look_alike_ids_are_other_subjects(hostile):

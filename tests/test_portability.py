@@ -108,3 +108,13 @@ def test_cli_export_and_import(db, dsn, tmp_path):
     missing = subprocess.run([str(PYMEM), "import", str(tmp_path / "nope.json")], env=env, capture_output=True,
                              text=True, timeout=60)
     assert missing.returncode == 1 and "cannot read" in missing.stderr
+
+
+def test_an_imported_user_can_be_exported_and_imported_again(db):
+    seed(db)
+    first = json.loads(json.dumps(export_user(db, "alice"), default=str))
+    import_user(db, first, user_id="alice2")
+    second = json.loads(json.dumps(export_user(db, "alice2"), default=str))
+    assert import_user(db, second, user_id="alice3")["facts"] == 8
+    third = json.loads(json.dumps(export_user(db, "alice3"), default=str))
+    assert strip(third) == strip(first)

@@ -31,14 +31,20 @@ def test_sql_api_examples_run_in_psql(dsn):
     assert "pymem.fact_add" in sql and "pymem.about" in sql
     psql = server.bin_dir() / "psql"
     out = subprocess.run(
-        [str(psql), "-X", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", "-"],
+        [str(psql), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", "-"],
         input=sql,
         capture_output=True,
         text=True,
         timeout=60,
     )
     assert out.returncode == 0, out.stderr
-    assert "Prefers Slack" in out.stdout and "Return policy is 30 days" not in out.stderr
+    lines = out.stdout.splitlines()
+    # what the comments in the examples promise
+    first = lines.index("1|t")
+    assert lines[first + 1] == "1|f"  # "same id, created = false"
+    assert "Prefers Slack" in out.stdout  # the supersede, history and chain reads
+    forget = [i for i, line in enumerate(lines) if line == "0"]
+    assert forget, "facts_forget with an empty id should print 0"
 
 
 @pytest.mark.parametrize("title", ["SQL API", "Python API"])

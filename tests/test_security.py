@@ -182,6 +182,12 @@ def test_look_alike_functions_and_operators_earlier_on_the_search_path_are_never
                   "$$BEGIN RAISE EXCEPTION 'evil = called'; END$$")
         c.execute("CREATE OPERATOR evil.= (LEFTARG = text, RIGHTARG = text, FUNCTION = evil.eq)")
         c.execute("CREATE FUNCTION pg_temp.length(text) RETURNS integer LANGUAGE sql AS 'SELECT 0'")
+        # public is on the pinned path (pgvector lives there): look-alikes planted there lose to
+        # pg_catalog (first) and pymem (second)
+        for fn in ("length(text)", "lower(text)", "_fact_trim(text)", "fact_key(text)"):
+            name, args = fn.split("(", 1)
+            c.execute(f"CREATE FUNCTION public.{name}({args} RETURNS text LANGUAGE plpgsql AS "
+                      f"$$BEGIN RAISE EXCEPTION 'public {name} called'; END$$")
         c.execute("SET search_path = evil, pg_temp, pymem, public")
         assert c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'still fine', 'acme')").fetchone()[0] > 0
         assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', 'alice', 'acme')").fetchone()[0] == 2
@@ -190,6 +196,8 @@ def test_look_alike_functions_and_operators_earlier_on_the_search_path_are_never
         assert c.execute("SELECT pymem.store_write('notes', 'b.txt', 'x', project_id => 'acme')").fetchone()[0]
         c.execute("RESET search_path")
         c.execute("DROP SCHEMA evil CASCADE")
+        for fn in ("length(text)", "lower(text)", "_fact_trim(text)", "fact_key(text)"):
+            c.execute(f"DROP FUNCTION public.{fn}")
 
 
 # --- 6. faults --------------------------------------------------------------------------

@@ -319,3 +319,14 @@ def test_async_store(dsn):
 
     conflict, value, messages, versions = asyncio.run(main())
     assert conflict and value == {"x": 2} and messages == [{"role": "user", "content": "hi"}] and versions == [1, 2]
+
+
+def test_read_only_prefixes_guard_deletes_and_restores_too(db):
+    s = MemoryStore.get_or_create("ro", db=db, keep_versions=True)
+    s.write_text("memory/policy.md", "v1")
+    s = MemoryStore.get_or_create("ro", db=db, read_only_prefixes=["memory/"])
+    with pytest.raises(pymem.PermissionError):
+        s.delete("memory/policy.md")
+    with pytest.raises(pymem.PermissionError):
+        s.restore("memory/policy.md", 1)
+    assert s.read_text("memory/policy.md") == "v1"

@@ -81,13 +81,14 @@ BEGIN
         SELECT t.summary, t.summary_through INTO v_summary, v_through FROM pymem.threads AS t
          WHERE t.project_id = context_read.project_id AND t.user_id = context_read.user_id
            AND t.thread_id = context_read.thread_id;
+        v_through := coalesce(v_through, 0);
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                    'seq', w.seq, 'role', w.role, 'content', w.content, 'created_at', w.created_at) ORDER BY w.seq), '[]')
           INTO v_window
           FROM pymem.window_read(context_read.user_id, context_read.thread_id, context_read.project_id,
                                  context_read.window_size) AS w;
         IF context_read.query IS NOT NULL AND context_read.k > 0 THEN
-            PERFORM pymem._query_check(context_read.embedder, context_read.query);
+            PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query);
             v_upstream := CASE WHEN context_read.dedupe THEN pymem._norm(pg_catalog.concat_ws(pg_catalog.chr(10),
                 (SELECT pg_catalog.string_agg(a.value ->> 'content', pg_catalog.chr(10)) FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
                 (SELECT pg_catalog.string_agg(u.value ->> 'content', pg_catalog.chr(10)) FROM pg_catalog.jsonb_array_elements(v_user) AS u),

@@ -13,7 +13,8 @@
 -- caller's token, so two app servers never fold the same span twice, and a summarizer that
 -- fails leaves the old summary in place (the lease expires, or summary_release ends it).
 --
--- Errors: 22023 invalid argument; PM301 summary claim no longer held.
+-- Errors: 22023 invalid argument. (A summary_commit whose claim is no longer held returns
+-- false and writes nothing.)
 
 -- _conv_check: validates (project_id, user_id, thread_id); false means "read nothing" ('' user).
 CREATE OR REPLACE FUNCTION pymem._conv_check(project_id text, user_id text, thread_id text, purpose text)
@@ -78,6 +79,9 @@ AS $$
 DECLARE
     v_seq bigint;
 BEGIN
+    IF thread_id IS NULL THEN
+        RAISE EXCEPTION 'pymem: a message needs a thread_id' USING ERRCODE = '22023';
+    END IF;
     INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)
     VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, 1)
     ON CONFLICT (project_id, user_id, thread_id)
@@ -268,8 +272,8 @@ BEGIN
     PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'write');
     PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance);
     PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance);
-    PERFORM pymem._embedding_check(turn_record.embedder, turn_record.user_embedding);
-    PERFORM pymem._embedding_check(turn_record.embedder, turn_record.assistant_embedding);
+    PERFORM pymem._embedding_check(turn_record.project_id, turn_record.embedder, turn_record.user_embedding);
+    PERFORM pymem._embedding_check(turn_record.project_id, turn_record.embedder, turn_record.assistant_embedding);
     user_seq := pymem._message_insert(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'user',
                                       turn_record.user_content, turn_record.user_importance, NULL,
                                       CASE WHEN turn_record.user_embedding IS NOT NULL THEN turn_record.embedder END);
@@ -369,6 +373,10 @@ AS $$
      WHERE m.project_id = p_project_id AND m.user_id = p_user_id
        AND (m.embedded_by IS NULL OR m.embedded_by < p_embedder OR m.embedded_by > p_embedder)
        AND pg_catalog.length(m.content) >= p_min_chars
+       -- a message last embedded by another embedder may have this one's vector already
+       AND NOT EXISTS (SELECT 1 FROM pymem.message_embeddings AS e
+                        WHERE e.project_id = m.project_id AND e.user_id = m.user_id AND e.embedder = p_embedder
+                          AND e.thread_id = m.thread_id AND e.seq = m.seq)
      ORDER BY m.created_at DESC, m.thread_id, m.seq DESC
      LIMIT p_limit;
 $$;
@@ -416,7 +424,8 @@ BEGIN
        OR pg_catalog.cardinality(seqs) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: thread_ids, seqs and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embeddings_check(message_embeddings_put.embedder, message_embeddings_put.embeddings);
+    PERFORM pymem._embeddings_check(message_embeddings_put.project_id, message_embeddings_put.embedder,
+                                    message_embeddings_put.embeddings);
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
     SELECT m.project_id, m.user_id, message_embeddings_put.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
@@ -522,7 +531,7 @@ BEGIN
     IF NOT pymem._conv_check(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id, 'read') THEN
         RETURN;
     END IF;
-    PERFORM pymem._query_check(messages_recall.embedder, messages_recall.query);
+    PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
     RETURN QUERY
     SELECT r.thread_id, r.seq, m.role, m.content, m.created_at, m.importance, r.similarity, r.score
       FROM pymem._recall_ranked(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
@@ -537,8 +546,8 @@ BEGIN
 END;
 $$;
 
--- _query_check: a query vector must exist and match the embedder's dimension.
-CREATE OR REPLACE FUNCTION pymem._query_check(embedder text, query vector)
+-- _query_check: a query vector must exist, not be zero, and match the embedder's dimension.
+CREATE OR REPLACE FUNCTION pymem._query_check(project_id text, embedder text, query vector)
 RETURNS void
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path FROM CURRENT
@@ -549,7 +558,11 @@ BEGIN
     IF query IS NULL THEN
         RAISE EXCEPTION 'pymem: the query vector must not be NULL' USING ERRCODE = '22023';
     END IF;
-    SELECT d.dimension INTO v_dim FROM pymem.embedders AS d WHERE d.name = embedder;
+    IF vector_norm(query) = 0 THEN
+        RAISE EXCEPTION 'pymem: a zero query vector has no direction' USING ERRCODE = '22023';
+    END IF;
+    SELECT d.dimension INTO v_dim FROM pymem.embedders AS d
+     WHERE d.project_id = _query_check.project_id AND d.name = embedder;
     IF FOUND AND v_dim <> vector_dims(query) THEN
         RAISE EXCEPTION 'pymem: embedder % makes % dimensions; the query vector has %', embedder, v_dim, vector_dims(query)
             USING ERRCODE = '22023';
@@ -574,12 +587,20 @@ BEGIN
                              NULLIF(conversation_forget.thread_id, '*'), 'read') THEN
         RETURN 0;
     END IF;
-    SELECT pg_catalog.sum(t.last_seq) INTO v_count FROM pymem.threads AS t
-     WHERE t.project_id = conversation_forget.project_id AND t.user_id = conversation_forget.user_id
-       AND (conversation_forget.thread_id = '*' OR t.thread_id = conversation_forget.thread_id);
-    DELETE FROM pymem.threads AS t
-     WHERE t.project_id = conversation_forget.project_id AND t.user_id = conversation_forget.user_id
-       AND (conversation_forget.thread_id = '*' OR t.thread_id = conversation_forget.thread_id);
+    IF conversation_forget.thread_id = '*' THEN
+        WITH gone AS (
+            DELETE FROM pymem.threads AS t
+             WHERE t.project_id = conversation_forget.project_id AND t.user_id = conversation_forget.user_id
+            RETURNING t.last_seq)
+        SELECT pg_catalog.sum(g.last_seq) INTO v_count FROM gone AS g;
+    ELSE
+        WITH gone AS (
+            DELETE FROM pymem.threads AS t
+             WHERE t.project_id = conversation_forget.project_id AND t.user_id = conversation_forget.user_id
+               AND t.thread_id = conversation_forget.thread_id
+            RETURNING t.last_seq)
+        SELECT pg_catalog.sum(g.last_seq) INTO v_count FROM gone AS g;
+    END IF;
     RETURN coalesce(v_count, 0);
 END;
 $$;

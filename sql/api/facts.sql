@@ -132,9 +132,10 @@ BEGIN
 END;
 $$;
 
--- _embedding_check: registers an embedder's dimension on first use and refuses a vector of
--- another size, or one with NaN/Infinity. NULL embedding: nothing to check.
-CREATE OR REPLACE FUNCTION pymem._embedding_check(embedder text, embedding vector)
+-- _embedding_check: registers an embedder's dimension (per project) on first use and refuses
+-- a vector of another size, or a zero vector (its cosine distance is NaN). pgvector itself
+-- refuses NaN and Infinity (22000). NULL embedding: nothing to check.
+CREATE OR REPLACE FUNCTION pymem._embedding_check(project_id text, embedder text, embedding vector)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path FROM CURRENT
@@ -149,9 +150,14 @@ BEGIN
         RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
             USING ERRCODE = '22023';
     END IF;
-    INSERT INTO pymem.embedders AS e (name, dimension) VALUES (embedder, vector_dims(embedding))
-    ON CONFLICT (name) DO NOTHING;
-    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.name = embedder;
+    IF vector_norm(embedding) = 0 THEN
+        RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pymem.embedders AS e (project_id, name, dimension) VALUES (project_id, embedder, vector_dims(embedding))
+    ON CONFLICT ON CONSTRAINT embedders_pkey DO NOTHING;
+    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.project_id = _embedding_check.project_id
+       AND e.name = embedder;
     IF v_dim <> vector_dims(embedding) THEN
         RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, vector_dims(embedding)
             USING ERRCODE = '22023';
@@ -160,7 +166,7 @@ END;
 $$;
 
 -- _embeddings_check: every vector of a batch is non-NULL and of the embedder's dimension.
-CREATE OR REPLACE FUNCTION pymem._embeddings_check(embedder text, embeddings vector[])
+CREATE OR REPLACE FUNCTION pymem._embeddings_check(project_id text, embedder text, embeddings vector[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path FROM CURRENT
@@ -172,7 +178,7 @@ BEGIN
         IF v_vec IS NULL THEN
             RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
         END IF;
-        PERFORM pymem._embedding_check(embedder, v_vec);
+        PERFORM pymem._embedding_check(project_id, embedder, v_vec);
     END LOOP;
 END;
 $$;
@@ -212,10 +218,10 @@ BEGIN
     PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'write');
     v_content := pymem._fact_check_values(fact_add.content, fact_add.confidence, fact_add.source,
                                           fact_add.trace_id, fact_add.metadata);
-    IF fact_add.max_learned < 0 THEN
-        RAISE EXCEPTION 'pymem: max_learned must be >= 0 or NULL (no cap)' USING ERRCODE = '22023';
+    IF fact_add.max_learned < 1 THEN
+        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embedding_check(fact_add.embedder, fact_add.embedding);
+    PERFORM pymem._embedding_check(fact_add.project_id, fact_add.embedder, fact_add.embedding);
     v_key := pymem.fact_key(v_content);
     IF fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
         -- one learned writer per subject at a time, so the cap holds under concurrency
@@ -311,12 +317,21 @@ BEGIN
     IF NOT pymem._fact_check_subject(fact_history.scope, fact_history.scope_id, fact_history.project_id, 'read') THEN
         RETURN;
     END IF;
-    RETURN QUERY
-    SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
-       AND (fact_history.scope_id = '*' OR f.scope_id = fact_history.scope_id)
-     ORDER BY f.created_at DESC, f.id DESC
-     LIMIT fact_history.max_facts;
+    -- two branches, so that each keeps its plan on its own index (no "'*' OR ..." predicate)
+    IF fact_history.scope_id = '*' THEN
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT fact_history.max_facts;
+    ELSE
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
+           AND f.scope_id = fact_history.scope_id
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT fact_history.max_facts;
+    END IF;
 END;
 $$;
 
@@ -394,7 +409,7 @@ BEGIN
     IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embedding_check(fact_supersede.embedder, fact_supersede.embedding);
+    PERFORM pymem._embedding_check(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
     IF fact_supersede.id IS NOT NULL THEN
         SELECT f.* INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
@@ -528,9 +543,14 @@ BEGIN
     IF NOT pymem._fact_check_subject(facts_forget.scope, facts_forget.scope_id, facts_forget.project_id, 'read') THEN
         RETURN 0;
     END IF;
-    DELETE FROM pymem.facts AS f
-     WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope
-       AND (facts_forget.scope_id = '*' OR f.scope_id = facts_forget.scope_id);
+    IF facts_forget.scope_id = '*' THEN
+        DELETE FROM pymem.facts AS f
+         WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope;
+    ELSE
+        DELETE FROM pymem.facts AS f
+         WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope
+           AND f.scope_id = facts_forget.scope_id;
+    END IF;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END;
@@ -588,7 +608,8 @@ BEGIN
     IF pg_catalog.cardinality(ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: ids and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embeddings_check(fact_embeddings_put.embedder, fact_embeddings_put.embeddings);
+    PERFORM pymem._embeddings_check(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
+                                    fact_embeddings_put.embeddings);
     INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
     SELECT f.project_id, f.scope, f.scope_id, f.id, fact_embeddings_put.embedder, u.embedding
       FROM ROWS FROM (pg_catalog.unnest(fact_embeddings_put.ids), pg_catalog.unnest(fact_embeddings_put.embeddings))
@@ -623,7 +644,7 @@ BEGIN
     IF NOT pymem._fact_check_subject(facts_search.scope, facts_search.scope_id, facts_search.project_id, 'read') THEN
         RETURN;
     END IF;
-    PERFORM pymem._query_check(facts_search.embedder, facts_search.query);
+    PERFORM pymem._query_check(facts_search.project_id, facts_search.embedder, facts_search.query);
     -- One pass over the active facts joined to their vectors; two branches (one subject, or
     -- every subject of the scope with '*') so that each keeps its plan on its own index.
     IF facts_search.scope_id = '*' THEN

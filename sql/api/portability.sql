@@ -80,17 +80,28 @@ BEGIN
         PERFORM pymem.facts_forget('user', v_user, v_project);
         PERFORM pymem.conversation_forget(v_user, '*', v_project);
     END IF;
-    -- newest first: a fact's successor (always a newer row) exists before the fact points at it
-    FOR v_fact IN SELECT e.value FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'facts', '[]')) AS e
-                   ORDER BY (e.value ->> 'id')::bigint DESC LOOP
+    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'facts', '[]')) AS e
+                WHERE pg_catalog.jsonb_typeof(e.value) <> 'object' OR pg_catalog.jsonb_typeof(e.value -> 'id') <> 'number') THEN
+        RAISE EXCEPTION 'pymem: every fact of the document needs a numeric "id"' USING ERRCODE = '22023';
+    END IF;
+    -- Chains are inserted head first (a fact's successor exists before the fact points at it):
+    -- order by the distance to the head of the chain, following superseded_by in the document.
+    -- A fact that reaches no head (a dangling pointer or a cycle) is refused.
+    SELECT pg_catalog.count(*) INTO v_facts FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'facts', '[]'));
+    FOR v_fact IN
+        WITH RECURSIVE doc AS (
+            SELECT (e.value ->> 'id')::bigint AS id, (e.value ->> 'superseded_by')::bigint AS next, e.value AS fact
+              FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'facts', '[]')) AS e
+        ), chain AS (
+            SELECT d.id, d.fact, 0 AS depth FROM doc AS d WHERE d.next IS NULL
+            UNION ALL
+            SELECT d.id, d.fact, c.depth + 1 FROM doc AS d JOIN chain AS c ON d.next = c.id WHERE c.depth < 100000
+        )
+        SELECT c.fact FROM chain AS c ORDER BY c.depth, c.id
+    LOOP
         v_content := pymem._fact_check_values(v_fact ->> 'content', coalesce((v_fact ->> 'confidence')::float8, 1.0),
                                               coalesce(v_fact ->> 'source', 'manual'), v_fact ->> 'trace_id',
                                               coalesce(v_fact -> 'metadata', '{}'));
-        IF v_fact ->> 'superseded_by' IS NOT NULL AND NOT (v_map ? (v_fact ->> 'superseded_by')) THEN
-            RAISE EXCEPTION 'pymem: fact % points at fact %, which the document does not hold',
-                    v_fact ->> 'id', v_fact ->> 'superseded_by'
-                USING ERRCODE = '22023';
-        END IF;
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source,
                                       trace_id, metadata, created_at, superseded_by, superseded_at)
         VALUES (v_project, 'user', v_user, v_content, pymem.fact_key(v_content),
@@ -102,10 +113,22 @@ BEGIN
                      THEN coalesce((v_fact ->> 'superseded_at')::timestamptz, pg_catalog.clock_timestamp()) END)
         RETURNING f.id INTO v_new;
         v_map := v_map || pg_catalog.jsonb_build_object(v_fact ->> 'id', v_new);
-        v_facts := v_facts + 1;
     END LOOP;
+    IF (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(v_map)) <> v_facts THEN
+        RAISE EXCEPTION 'pymem: % fact(s) of the document point at facts it does not hold (or form a cycle)',
+                v_facts - (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(v_map))
+            USING ERRCODE = '22023';
+    END IF;
     FOR v_thread IN SELECT e.value FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'threads', '[]')) AS e LOOP
+        IF v_thread ->> 'thread_id' IS NULL THEN
+            RAISE EXCEPTION 'pymem: every thread of the document needs a "thread_id"' USING ERRCODE = '22023';
+        END IF;
         PERFORM pymem._conv_check(v_project, v_user, v_thread ->> 'thread_id', 'write');
+        IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(v_thread -> 'messages', '[]')) AS m
+                    WHERE pg_catalog.jsonb_typeof(m.value -> 'seq') IS DISTINCT FROM 'number'
+                       OR (m.value ->> 'seq')::numeric <= 0) THEN
+            RAISE EXCEPTION 'pymem: every message of the document needs a positive numeric "seq"' USING ERRCODE = '22023';
+        END IF;
         PERFORM pymem._message_check(m.value ->> 'role', m.value ->> 'content',
                                      coalesce((m.value ->> 'importance')::float8, 1.0))
            FROM pg_catalog.jsonb_array_elements(coalesce(v_thread -> 'messages', '[]')) AS m;

@@ -177,6 +177,27 @@ BEGIN
 END;
 $$;
 
+-- _store_writable: a valid path outside the store's read-only prefixes (PM402), for writes,
+-- restores and deletes alike.
+CREATE OR REPLACE FUNCTION pymem._store_writable(p_store pymem.stores, p_path text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_prefix text;
+BEGIN
+    PERFORM pymem._store_path_check(p_path);
+    FOREACH v_prefix IN ARRAY p_store.read_only_prefixes LOOP
+        IF pg_catalog.starts_with(p_path || '/', v_prefix) THEN
+            RAISE EXCEPTION 'pymem: % is under the read-only prefix %', pg_catalog.quote_literal(p_path),
+                    pg_catalog.quote_literal(v_prefix)
+                USING ERRCODE = 'PM402';
+        END IF;
+    END LOOP;
+END;
+$$;
+
 -- _store_put: the one write path (write and restore): validates, checks expected_sha under
 -- the entry's row lock, writes the entry, its version and its audit record.
 CREATE OR REPLACE FUNCTION pymem._store_put(
@@ -190,16 +211,8 @@ DECLARE
     v_sha text;
     v_old text;
     v_version integer;
-    v_prefix text;
 BEGIN
-    PERFORM pymem._store_path_check(p_path);
-    FOREACH v_prefix IN ARRAY p_store.read_only_prefixes LOOP
-        IF pg_catalog.starts_with(p_path || '/', v_prefix) THEN
-            RAISE EXCEPTION 'pymem: % is under the read-only prefix %', pg_catalog.quote_literal(p_path),
-                    pg_catalog.quote_literal(v_prefix)
-                USING ERRCODE = 'PM402';
-        END IF;
-    END LOOP;
+    PERFORM pymem._store_writable(p_store, p_path);
     IF p_content IS NULL THEN
         RAISE EXCEPTION 'pymem: content must not be NULL' USING ERRCODE = '22023';
     END IF;
@@ -366,7 +379,7 @@ DECLARE
     v_old text;
 BEGIN
     PERFORM pymem._tenant_enter(store_delete.project_id);
-    PERFORM pymem._store_path_check(store_delete.path);
+    PERFORM pymem._store_writable(v_store, store_delete.path);
     PERFORM pymem._store_expected_check(store_delete.expected_sha);
     IF store_delete.expected_sha = '' THEN
         RAISE EXCEPTION 'pymem: expected_sha '''' (must not exist) makes no sense for a delete' USING ERRCODE = '22023';
@@ -567,9 +580,12 @@ BEGIN
     ELSIF store_drop.project_id IS NULL OR store_drop.project_id = '*' THEN
         RAISE EXCEPTION 'pymem: project_id must name one project' USING ERRCODE = '22023';
     END IF;
-    DELETE FROM pymem.stores AS s
-     WHERE s.project_id = store_drop.project_id
-       AND (store_drop.store_key = '*' OR s.store_key = store_drop.store_key);
+    IF store_drop.store_key = '*' THEN
+        DELETE FROM pymem.stores AS s WHERE s.project_id = store_drop.project_id;
+    ELSE
+        DELETE FROM pymem.stores AS s
+         WHERE s.project_id = store_drop.project_id AND s.store_key = store_drop.store_key;
+    END IF;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END;

@@ -77,11 +77,14 @@ CREATE TABLE pymem.fact_embeddings (
 
 COMMENT ON TABLE pymem.fact_embeddings IS 'Fact vectors, one per (fact, embedder)';
 
--- The dimension each embedder name produces; a vector of another size is refused.
+-- The dimension each embedder name produces, per project (one tenant's names never constrain
+-- another's); a vector of another size is refused.
 CREATE TABLE pymem.embedders (
-    name       text        PRIMARY KEY CHECK (name <> '' AND pg_catalog.length(name) <= 200),
+    project_id text        NOT NULL DEFAULT '',
+    name       text        NOT NULL CHECK (name <> '' AND pg_catalog.length(name) <= 200),
     dimension  integer     NOT NULL CHECK (dimension BETWEEN 1 AND 16000),
-    created_at timestamptz NOT NULL DEFAULT pg_catalog.now()
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.now(),
+    CONSTRAINT embedders_pkey PRIMARY KEY (project_id, name)
 );
 
 COMMENT ON TABLE pymem.embedders IS 'Embedder names and the dimension of their vectors';

@@ -39,6 +39,11 @@ ALTER TABLE pymem.fact_embeddings FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.fact_embeddings
     USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
 
+ALTER TABLE pymem.embedders ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pymem.embedders FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON pymem.embedders
+    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+
 ALTER TABLE pymem.threads ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.threads FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.threads
