@@ -94,12 +94,12 @@ BEGIN
         EXECUTE pg_catalog.format('ALTER %s %s OWNER TO %I', r.kind, r.name, v_owner);
     END LOOP;
 
-    -- privileges: nothing for PUBLIC but the tenant lookup that every RLS policy calls
+    -- privileges: nothing for PUBLIC but the tenant lookups that every RLS policy calls
     REVOKE ALL ON SCHEMA pymem FROM PUBLIC;
     FOR r IN SELECT o.kind, o.name FROM pymem._grants_objects() AS o LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM PUBLIC', r.kind, r.name);
     END LOOP;
-    GRANT EXECUTE ON FUNCTION pymem.current_tenant() TO PUBLIC;
+    GRANT EXECUTE ON FUNCTION pymem.current_tenant(), pymem.tenant_allowed(text) TO PUBLIC;
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA pymem TO %I, %I', v_roles ->> 'app_role', v_roles ->> 'reader_role');
     -- by name, every overload (a rolling deploy keeps the old signature for a release)
     FOR r IN

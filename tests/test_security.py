@@ -88,7 +88,7 @@ def test_roles_are_recorded_and_nothing_is_granted_to_public(dsn):
             """SELECT p.proname FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                WHERE n.nspname = 'pymem' AND has_function_privilege('public', p.oid, 'EXECUTE')"""
         ).fetchall()
-        assert public_fns == [("current_tenant",)]
+        assert sorted(public_fns) == [("current_tenant",), ("tenant_allowed",)]
         owners = c.execute(
             """SELECT DISTINCT pg_get_userbyid(relowner) FROM pg_class
                WHERE relnamespace = 'pymem'::regnamespace AND relkind = 'r'
@@ -99,7 +99,8 @@ def test_roles_are_recorded_and_nothing_is_granted_to_public(dsn):
         definers = c.execute(
             """SELECT count(*) FILTER (WHERE prosecdef), count(*) FILTER (WHERE NOT prosecdef AND proname NOT LIKE '\\_%%'
                       AND proname NOT IN ('fact_key', 'set_tenant', 'current_tenant', 'migration_pending',
-                                          'migration_applied', 'migration_search_path'))
+                                          'migration_applied', 'migration_search_path', 'tenant_bind',
+                                          'tenant_unbind'))
                FROM pg_proc WHERE pronamespace = 'pymem'::regnamespace"""
         ).fetchone()
         assert definers[0] > 30 and definers[1] == 0  # every API function runs as the owner
@@ -163,6 +164,45 @@ def test_one_transaction_serves_one_tenant(dsn, app_dsn):
         c.execute("SELECT pymem.fact_add('user', 'alice', 'in acme', 'acme')")
         assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', 'alice', 'globex')").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', 'alice', 'acme')").fetchone()[0] == 1
+
+
+def test_a_role_bound_to_a_project_serves_only_that_project(dsn, as_role):
+    """Binding makes the tenant a property of the login role, not of what the caller names."""
+    seed(dsn)
+    bound = as_role("pymem_acme_service")
+    analyst = as_role("pymem_acme_analyst")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO pymem_acme_service")
+        c.execute("GRANT USAGE ON SCHEMA pymem TO pymem_acme_analyst")
+        c.execute("GRANT SELECT ON pymem.facts TO pymem_acme_analyst")
+        c.execute("GRANT EXECUTE ON FUNCTION pymem.set_tenant TO pymem_acme_analyst")
+        assert c.execute("SELECT pymem.tenant_bind('pymem_acme_service', 'acme')").fetchone()[0] is True
+        c.execute("SELECT pymem.tenant_bind('pymem_acme_analyst', 'acme')")
+    try:
+        with pymem.Database(pymem.Settings(dsn=bound)) as db:
+            acme = Memory(db=db, agent_id="bot", project_id="acme")
+            assert [f.content for f in acme.retrieve(id="alice")] == ["acme secret"]
+            acme.persist("still allowed", id="bob")
+            for project in ("globex", ""):
+                other = Memory(db=db, agent_id="bot", project_id=project)
+                with pytest.raises(pymem.PermissionError, match="may not serve"):
+                    other.retrieve(id="alice")
+                with pytest.raises(pymem.PermissionError):
+                    other.persist("planted", id="alice")
+        with psycopg.connect(analyst, autocommit=True) as c:
+            c.execute("SET pymem.tenant = 'p:globex'")  # naming another tenant by hand shows nothing
+            assert c.execute("SELECT count(*) FROM pymem.facts").fetchone()[0] == 0
+            c.execute("SELECT pymem.set_tenant('acme', false)")
+            assert {r[0] for r in c.execute("SELECT project_id FROM pymem.facts")} == {"acme"}
+        with psycopg.connect(app_dsn := dsn, autocommit=True) as c:  # unbound roles are unaffected
+            assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', 'alice', 'globex')").fetchone()[0] == 1
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            assert c.execute("SELECT pymem.tenant_unbind('pymem_acme_service')").fetchone()[0] == 1
+            c.execute("SELECT pymem.tenant_unbind('pymem_acme_analyst')")
+            c.execute("REVOKE ALL ON pymem.facts FROM pymem_acme_analyst")
+            c.execute("REVOKE ALL ON SCHEMA pymem FROM pymem_acme_analyst")
+            c.execute("REVOKE ALL ON FUNCTION pymem.set_tenant FROM pymem_acme_analyst")
 
 
 # --- 3. function safety -----------------------------------------------------------------

@@ -34,6 +34,10 @@ BEGIN
     IF project_id IS NULL THEN
         RETURN;  -- the caller's own checks refuse NULL with a precise message
     END IF;
+    IF NOT pymem.tenant_allowed(project_id) THEN
+        RAISE EXCEPTION 'pymem: role % may not serve project %', session_user, pg_catalog.quote_literal(project_id)
+            USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (README, Security).';
+    END IF;
     IF v_current IS NULL OR v_current = '' THEN
         PERFORM pg_catalog.set_config('pymem.tenant', 'p:' || project_id, true);
     ELSIF v_current <> 'p:' || project_id THEN
@@ -55,5 +59,42 @@ BEGIN
         RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
             USING ERRCODE = '22023';
     END IF;
+END;
+$$;
+
+-- tenant_bind(role_name, project_id): from now on, role_name (and its members) may serve
+-- project_id, and only the projects it is bound to. For administrators (not granted to the
+-- app or reader roles).
+--   SELECT pymem.tenant_bind('acme_service', 'acme');
+CREATE OR REPLACE FUNCTION pymem.tenant_bind(role_name text, project_id text)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    PERFORM pymem._project_check(project_id);
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = role_name) THEN
+        RAISE EXCEPTION 'pymem: no role %', pg_catalog.quote_ident(role_name) USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pymem.tenant_roles AS t (role_name, project_id) VALUES (role_name, project_id)
+    ON CONFLICT ON CONSTRAINT tenant_roles_pkey DO NOTHING;
+    RETURN FOUND;
+END;
+$$;
+
+-- tenant_unbind(role_name, project_id): removes one binding ('*': all of the role's).
+CREATE OR REPLACE FUNCTION pymem.tenant_unbind(role_name text, project_id text DEFAULT '*')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    DELETE FROM pymem.tenant_roles AS t
+     WHERE t.role_name = tenant_unbind.role_name
+       AND (tenant_unbind.project_id = '*' OR t.project_id = tenant_unbind.project_id);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
 END;
 $$;

@@ -18,14 +18,42 @@ CREATE TABLE pymem.config (
 
 COMMENT ON TABLE pymem.config IS 'pymem installation settings (role names)';
 
--- current_tenant(): the project named by pymem.tenant, or NULL when none is set. Used by every
--- RLS policy. LANGUAGE sql without a SET clause on purpose, so that the planner inlines it and
--- a policy stays an index condition (project_id = <tenant>); every name in it is qualified.
+-- Binding roles to projects. A login role that is (or is a member of) a role listed here may
+-- serve only the projects listed for it: the API refuses other project_ids (42501) and RLS
+-- shows it no rows of them, whatever it sets pymem.tenant to. Roles with no binding may serve
+-- any project; superusers are never bound. Manage with pymem.tenant_bind / tenant_unbind.
+CREATE TABLE pymem.tenant_roles (
+    role_name  text NOT NULL,
+    project_id text NOT NULL CHECK (project_id <> '*' AND pg_catalog.length(project_id) <= 256),
+    CONSTRAINT tenant_roles_pkey PRIMARY KEY (role_name, project_id)
+);
+
+COMMENT ON TABLE pymem.tenant_roles IS 'Roles bound to the projects they may serve';
+
+-- tenant_allowed(project_id): may the session's login role serve this project?
+CREATE FUNCTION pymem.tenant_allowed(project_id text)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user)
+        OR NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                        WHERE pg_catalog.pg_has_role(session_user, t.role_name, 'MEMBER'))
+        OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                    WHERE t.project_id = tenant_allowed.project_id
+                      AND pg_catalog.pg_has_role(session_user, t.role_name, 'MEMBER'));
+$$;
+
+-- current_tenant(): the project named by pymem.tenant, or NULL when none is set or the
+-- session's role may not serve it. Used by every RLS policy. LANGUAGE sql without a SET clause
+-- on purpose, so that the planner inlines it and a policy stays an index condition
+-- (project_id = <tenant>, evaluated once per scan); every name in it is qualified.
 CREATE FUNCTION pymem.current_tenant()
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 AS $$
     SELECT CASE WHEN pg_catalog.left(pg_catalog.current_setting('pymem.tenant', true), 2) = 'p:'
+                 AND pymem.tenant_allowed(pg_catalog.substr(pg_catalog.current_setting('pymem.tenant', true), 3))
                 THEN pg_catalog.substr(pg_catalog.current_setting('pymem.tenant', true), 3) END;
 $$;
 
