@@ -81,7 +81,7 @@ COMMIT;
 
 -- 0005_security
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0005_security', 'fec20f8ae9cd1fbd3684b645751774f40f63cc776553017f63e94f31932dbd17') AS pending
+SELECT pymem.migration_pending('0005_security', '76f49646937e075089665dacab36b4213a7941529f8be9e77a2b2914d0d05b07') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -90,7 +90,7 @@ SELECT pymem.migration_search_path()
 \gset pymem_
 \ir migrations/0005_security.sql
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0005_security', 'fec20f8ae9cd1fbd3684b645751774f40f63cc776553017f63e94f31932dbd17', '0.1.0')
+SELECT pymem.migration_applied('0005_security', '76f49646937e075089665dacab36b4213a7941529f8be9e77a2b2914d0d05b07', '0.1.0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0005_security

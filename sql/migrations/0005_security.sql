@@ -45,9 +45,10 @@ AS $$
 $$;
 
 -- current_tenant(): the project named by pymem.tenant, or NULL when none is set or the
--- session's role may not serve it. Used by every RLS policy. LANGUAGE sql without a SET clause
--- on purpose, so that the planner inlines it and a policy stays an index condition
--- (project_id = <tenant>, evaluated once per scan); every name in it is qualified.
+-- session's role may not serve it. Every RLS policy compares project_id with
+-- (SELECT pymem.current_tenant()): a sub-select, so it is evaluated once per statement (an
+-- InitPlan) and stays an index condition, instead of once per row or per inner-loop rescan.
+-- LANGUAGE sql without a SET clause so that it can inline; every name in it is qualified.
 CREATE FUNCTION pymem.current_tenant()
 RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
@@ -60,54 +61,54 @@ $$;
 ALTER TABLE pymem.facts ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.facts FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.facts
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.fact_embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.fact_embeddings FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.fact_embeddings
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.embedders ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.embedders FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.embedders
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.threads ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.threads FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.threads
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.messages ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.messages FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.messages
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.message_embeddings ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.message_embeddings FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.message_embeddings
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.stores ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.stores FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.stores
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.store_messages ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.store_messages FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.store_messages
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.store_entries ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.store_entries FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.store_entries
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.store_audit ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.store_audit FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.store_audit
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
 
 ALTER TABLE pymem.store_versions ENABLE ROW LEVEL SECURITY;
 ALTER TABLE pymem.store_versions FORCE ROW LEVEL SECURITY;
 CREATE POLICY tenant ON pymem.store_versions
-    USING (project_id = pymem.current_tenant()) WITH CHECK (project_id = pymem.current_tenant());
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));
