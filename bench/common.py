@@ -350,3 +350,76 @@ def command_line(script: str, argv: list[str] | None) -> str:
         else:
             shown.append(a)
     return " ".join(["python", script, *shown])
+
+
+# --- plans of every statement a function runs (added for bench/conversations.py) ---------------
+
+_DURATION = re.compile(r"duration: ([0-9.]+) ms")
+
+
+def nested_plans(conn: psycopg.Connection, call: Callable[[], Any], *, calls: int = 8,
+                 analyze: bool = True) -> list[dict[str, Any]] | None:
+    """Every statement the last of ``calls`` calls ran, nested ones included, in the order they
+    finished (the top-level statement last): auto_explain with ``log_nested_statements`` and,
+    with ``analyze``, ``log_analyze``/``log_buffers``, its LOG messages sent to this client.
+    Each entry: the query text, ``duration_ms`` (auto_explain's, which includes the statement's
+    nested ones), :func:`plan_flags` and the JSON plan. The first ``calls - 1`` calls let
+    PL/pgSQL settle on its cached (custom or generic) plans. None when auto_explain cannot be
+    loaded. Changes only this session's settings (use a connection of its own)."""
+    messages: list[str] = []
+
+    def keep(diag: psycopg.errors.Diagnostic) -> None:
+        if diag.message_primary:
+            messages.append(diag.message_primary)
+
+    try:
+        conn.execute("LOAD 'auto_explain'")
+    except psycopg.Error:
+        return None
+    settings = ["auto_explain.log_min_duration = 0", "auto_explain.log_nested_statements = on",
+                "auto_explain.log_format = json"]
+    if analyze:
+        settings += ["auto_explain.log_analyze = on", "auto_explain.log_buffers = on", "auto_explain.log_timing = on"]
+    for setting in settings:
+        conn.execute(f"SET {setting}")
+    conn.execute("SET client_min_messages = log")
+    conn.add_notice_handler(keep)
+    try:
+        for _ in range(calls - 1):
+            call()
+        messages.clear()
+        call()
+    finally:
+        conn.remove_notice_handler(keep)
+        conn.execute("RESET client_min_messages")
+        for setting in settings:
+            conn.execute(f"RESET {setting.split(' = ')[0]}")
+    out: list[dict[str, Any]] = []
+    for text in messages:
+        head, sep, body = text.partition("plan:")
+        if not sep:
+            continue
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            continue
+        m = _DURATION.search(head)
+        out.append({"query": shorten(" ".join(doc.get("Query Text", "").split())),
+                    "duration_ms": float(m.group(1)) if m else None, **plan_flags(doc["Plan"]), "plan": doc})
+    return out
+
+
+def git_revision() -> str | None:
+    """The commit the benchmark ran from, with ``-dirty`` when the work tree had changes (None
+    outside a git checkout)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parent.parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True,
+                              check=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True, timeout=10).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return head + ("-dirty" if dirty else "")

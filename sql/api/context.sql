@@ -102,9 +102,12 @@ BEGIN
                                             context_read.min_content_chars, context_read.window_size,
                                             context_read.recency_weight, context_read.importance_weight,
                                             context_read.half_life_seconds) AS r
-                  JOIN pymem.messages AS m
-                    ON m.project_id = context_read.project_id AND m.user_id = context_read.user_id
-                   AND m.thread_id = r.thread_id AND m.seq = r.seq
+                 -- each winner by primary key (OFFSET 0: never a hash join over all the user's messages)
+                 CROSS JOIN LATERAL (
+                       SELECT m.role, m.content, m.created_at FROM pymem.messages AS m
+                        WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
+                          AND m.thread_id = r.thread_id AND m.seq = r.seq
+                       OFFSET 0) AS m
             ), counted AS (
                 SELECT ranked.*, pg_catalog.count(*) FILTER (WHERE NOT ranked.dup) OVER (ORDER BY ranked.pos) AS kept
                   FROM ranked

@@ -285,12 +285,13 @@ BEGIN
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
     SELECT m.project_id, m.user_id, turn_record.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
            m.importance, m.created_at, v.embedding
-      FROM (VALUES (user_seq, turn_record.user_embedding), (assistant_seq, turn_record.assistant_embedding))
-           AS v(seq, embedding)
-      JOIN pymem.messages AS m
-        ON m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
-       AND m.thread_id = turn_record.thread_id AND m.seq = v.seq
-     WHERE v.embedding IS NOT NULL;
+      FROM pymem.messages AS m
+     CROSS JOIN LATERAL (SELECT CASE WHEN m.seq = user_seq THEN turn_record.user_embedding
+                                     ELSE turn_record.assistant_embedding END AS embedding) AS v
+     -- the two new messages by primary key, never a scan of the thread
+     WHERE m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
+       AND m.thread_id = turn_record.thread_id AND m.seq = ANY (ARRAY[user_seq, assistant_seq])
+       AND v.embedding IS NOT NULL;
     IF turn_record.learned IS NOT NULL THEN
         FOREACH v_fact IN ARRAY turn_record.learned LOOP
             BEGIN
@@ -361,23 +362,30 @@ BEGIN
 END;
 $$;
 
--- _messages_unembedded: the catch-up query, through messages_embedded_by (three index ranges:
--- NULL, below and above the current embedder's name; all empty when nothing is missing).
+-- _messages_unembedded: the catch-up query, through messages_embedded_by: three index ranges
+-- (NULL, below and above the current embedder's name), one branch each, so that every plan,
+-- generic ones included, reads only those ranges: all empty when nothing is missing.
 CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
     p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, content text)
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path FROM CURRENT
 AS $$
-    SELECT m.thread_id, m.seq, m.content FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id
-       AND (m.embedded_by IS NULL OR m.embedded_by < p_embedder OR m.embedded_by > p_embedder)
-       AND pg_catalog.length(m.content) >= p_min_chars
+    SELECT c.thread_id, c.seq, c.content FROM (
+        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
+         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
+        UNION ALL
+        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
+         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
+        UNION ALL
+        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
+         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder) AS c
+     WHERE pg_catalog.length(c.content) >= p_min_chars
        -- a message last embedded by another embedder may have this one's vector already
        AND NOT EXISTS (SELECT 1 FROM pymem.message_embeddings AS e
-                        WHERE e.project_id = m.project_id AND e.user_id = m.user_id AND e.embedder = p_embedder
-                          AND e.thread_id = m.thread_id AND e.seq = m.seq)
-     ORDER BY m.created_at DESC, m.thread_id, m.seq DESC
+                        WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+                          AND e.thread_id = c.thread_id AND e.seq = c.seq)
+     ORDER BY c.created_at DESC, c.thread_id, c.seq DESC
      LIMIT p_limit;
 $$;
 
@@ -432,9 +440,11 @@ BEGIN
            m.importance, m.created_at, u.embedding
       FROM ROWS FROM (pg_catalog.unnest(message_embeddings_put.thread_ids), pg_catalog.unnest(message_embeddings_put.seqs),
                       pg_catalog.unnest(message_embeddings_put.embeddings)) AS u(thread_id, seq, embedding)
-      JOIN pymem.messages AS m
-        ON m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
-       AND m.thread_id = u.thread_id AND m.seq = u.seq
+     CROSS JOIN LATERAL (  -- each message by primary key
+           SELECT m.* FROM pymem.messages AS m
+            WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
+              AND m.thread_id = u.thread_id AND m.seq = u.seq
+           OFFSET 0) AS m
     ON CONFLICT (project_id, user_id, embedder, thread_id, seq) DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     UPDATE pymem.messages AS m SET embedded_by = message_embeddings_put.embedder
@@ -539,9 +549,12 @@ BEGIN
                                 messages_recall.min_content_chars, messages_recall.window_size,
                                 messages_recall.recency_weight, messages_recall.importance_weight,
                                 messages_recall.half_life_seconds) AS r
-      JOIN pymem.messages AS m
-        ON m.project_id = messages_recall.project_id AND m.user_id = messages_recall.user_id
-       AND m.thread_id = r.thread_id AND m.seq = r.seq
+      -- each winner by primary key (OFFSET 0: never a hash join over all the user's messages)
+     CROSS JOIN LATERAL (
+           SELECT m.role, m.content, m.created_at, m.importance FROM pymem.messages AS m
+            WHERE m.project_id = messages_recall.project_id AND m.user_id = messages_recall.user_id
+              AND m.thread_id = r.thread_id AND m.seq = r.seq
+           OFFSET 0) AS m
      ORDER BY r.score DESC, m.created_at DESC, r.seq DESC;
 END;
 $$;
