@@ -1,0 +1,27 @@
+"""bench/run.py: the small preset end to end (behaviour only, never timings)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import run as bench_run  # noqa: E402
+
+
+def test_small_preset_writes_a_report_with_growth_curves(dsn, tmp_path):
+    report = bench_run.main(["--preset", "small", "--dsn", dsn, "--out", str(tmp_path), "--quiet"])
+    assert report["sizes"] == [2_000, 6_000]
+    md = (tmp_path / "report.md").read_text()
+    assert "## Growth (p50 ms)" in md and "context_sql" in md and "newest50_sql" in md
+    assert (tmp_path / "report.json").exists()
+    for bench, series in report["growth"].items():
+        for name, points in series.items():
+            assert all(points[n] is not None and points[n] > 0 for n in report["sizes"]), (bench, name)
+    for size in report["sizes"]:
+        for rows in (report["facts"][size], report["conversations"][size]):
+            for name, r in rows.items():
+                assert r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"], name
+    assert set(report["concurrency"]) == {"1", "2"}
+    assert len(list(tmp_path.glob("*.json"))) >= 2 * len(report["sizes"]) + 2  # every run's JSON + the report
