@@ -13,6 +13,7 @@ facts only and nothing it says is stored; each such call logs one warning.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
@@ -373,7 +374,7 @@ class AsyncTurn:
 # -- module-level shortcuts: pymem.context(user, query) and pymem.record(...) ---------------
 
 _default: Memory | None = None
-_default_lock = __import__("threading").Lock()
+_default_lock = threading.Lock()
 
 
 def default_memory() -> Memory:
