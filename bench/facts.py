@@ -382,9 +382,12 @@ NEWEST_SQL = """SELECT f.* FROM pymem.facts AS f
  ORDER BY f.created_at DESC, f.id DESC
  LIMIT {limit}"""
 
+# Copies of the subject branch of the statements inside sql/api/facts.sql (facts_unembedded,
+# facts_search), for EXPLAIN with literals; the "*_in_function" plans are the live ones. Keep
+# these in step with the functions.
 UNEMBEDDED_SQL = """SELECT f.id, f.content FROM pymem.facts AS f
  WHERE f.project_id = {project_id} AND f.scope = {scope}
-   AND ({scope_id} = '*' OR f.scope_id = {scope_id})
+   AND f.scope_id = {scope_id}
    AND f.superseded_by IS NULL
    AND NOT EXISTS (
        SELECT 1 FROM pymem.fact_embeddings AS e
@@ -393,17 +396,20 @@ UNEMBEDDED_SQL = """SELECT f.id, f.content FROM pymem.facts AS f
  ORDER BY f.created_at DESC, f.id DESC
  LIMIT {limit}"""
 
-SEARCH_SQL = """SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
-       1 - (e.embedding <=> {query}) AS similarity
-  FROM pymem.facts AS f
-  JOIN pymem.fact_embeddings AS e
-    ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-   AND e.fact_id = f.id AND e.embedder = {embedder}
- WHERE f.project_id = {project_id} AND f.scope = {scope}
-   AND ({scope_id} = '*' OR f.scope_id = {scope_id})
-   AND f.superseded_by IS NULL
- ORDER BY e.embedding <=> {query}, f.id DESC
- LIMIT {limit}"""
+SEARCH_SQL = """WITH s AS MATERIALIZED (
+    SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+           e.embedding <=> {query} AS dist
+      FROM pymem.facts AS f
+      LEFT JOIN pymem.fact_embeddings AS e
+        ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+       AND e.fact_id = f.id AND e.embedder = {embedder}
+     WHERE f.project_id = {project_id} AND f.scope = {scope}
+       AND f.scope_id = {scope_id} AND f.superseded_by IS NULL)
+(SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, NULL::float8
+   FROM s WHERE s.dist IS NULL LIMIT 1000)
+UNION ALL
+(SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, 1 - s.dist
+   FROM s WHERE s.dist IS NOT NULL ORDER BY s.dist, s.id DESC LIMIT {limit})"""
 
 
 def _literal(conn: psycopg.Connection, template: str, **values: Any) -> str:
