@@ -319,6 +319,19 @@ def write_result(name: str, data: dict[str, Any], results_dir: Path | str | None
     return path
 
 
+def finish(name: str, result: dict[str, Any], *, write: bool, results_dir: Path | str | None,
+           where: str) -> dict[str, Any]:
+    """The end of a benchmark run: write the JSON result (unless told not to) and remind that an
+    embedded server it started keeps running."""
+    if write:
+        path = write_result(name, result, results_dir)
+        result["result_file"] = str(path)
+        progress(f"wrote {path}")
+    if where.startswith("embedded:"):
+        progress("the embedded server keeps running: stop it with `pymem server stop` (same PYMEM_DATA_DIR)")
+    return result
+
+
 def format_table(results: dict[str, dict[str, Any]], floor_key: str = "floor") -> str:
     """A fixed-width table of the measurements (``x floor`` = p50 over the floor's p50)."""
     base = results.get(floor_key, {}).get("p50_ms")

@@ -1417,14 +1417,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             times = f"x{s['count']}" if s["count"] > 1 else ""
             print(f"  {s['duration_ms'] or 0:8.3f} ms {s['shared_hit_blocks'] or 0:>6} hit "
                   f"{s['shared_read_blocks'] or 0:>5} read {times:>4} {s['query'][:60]:<60} {'; '.join(flags)}")
-    if not args.no_write:
-        path = common.write_result("conversations", result, args.results_dir)
-        result["result_file"] = str(path)
-        common.progress(f"wrote {path}")
-    if where.startswith("embedded:"):
-        common.progress("the embedded server keeps running: stop it with `pymem server stop` "
-                        "(same PYMEM_DATA_DIR)")
-    return result
+    return common.finish("conversations", result, write=not args.no_write, results_dir=args.results_dir, where=where)
 
 
 if __name__ == "__main__":

@@ -656,14 +656,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             flagged = ", ".join(f"{f['Node Type']}" + (f" on {f['Relation Name']}" if "Relation Name" in f else "")
                                 for f in plan["flagged"]) or "none"
             print(f"  {name:<26} {' -> '.join(plan['node_types'])}  [flagged: {flagged}]")
-    if not args.no_write:
-        path = common.write_result("facts", result, args.results_dir)
-        result["result_file"] = str(path)
-        common.progress(f"wrote {path}")
-    if where.startswith("embedded:"):
-        common.progress("the embedded server keeps running: stop it with `pymem server stop` "
-                        "(same PYMEM_DATA_DIR)")
-    return result
+    return common.finish("facts", result, write=not args.no_write, results_dir=args.results_dir, where=where)
 
 
 if __name__ == "__main__":
