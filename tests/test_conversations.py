@@ -12,6 +12,8 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import pymem
 from pymem import HashEmbedder, Memory
@@ -357,6 +359,20 @@ def test_recalled_messages_already_injected_as_facts_are_dropped_and_counted(db)
     assert "I enjoy vegetarian pasta dishes" in [m.content for m in ctx.recalled]
     off = Memory(db=db, agent_id="support-bot", embedder=HashEmbedder(), window=0, dedupe=False)
     assert off.read("vegetarian food ideas", user="alice").deduped == 0
+
+
+# The dedupe test's whitespace: the list of pymem._norm (and fact_key), not the locale's \\s.
+NORM_WS = " \t\n\r\f\v\u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.text(alphabet="abcXYZ\u00e9.", min_size=0, max_size=4),
+                          st.text(alphabet=NORM_WS, min_size=0, max_size=3)), max_size=12))
+def test_norm_lowercases_and_folds_every_run_of_whitespace_into_one_space(conn, parts):
+    text = "".join(a + b for a, b in parts)
+    spaced = "".join(" " if ch in NORM_WS else ch for ch in text.lower())
+    expected = " ".join(w for w in spaced.split(" ") if w)
+    assert conn.execute("SELECT pymem._norm(%s)", (text,)).fetchone()[0] == expected
 
 
 def test_extractor_sees_only_the_users_message_and_learns_capped_facts(db, dsn):

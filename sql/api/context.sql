@@ -3,14 +3,16 @@
 -- the window. Re-applied on every migrate. Called by pymem/context.py (Memory.context) and by
 -- any service that builds prompts with SQL alone. Read-only; takes no locks.
 
--- _norm: lower-cased, whitespace-folded text for the dedupe test.
+-- _norm: lower-cased, whitespace-folded text for the dedupe test. Two replacements that
+-- match only what changes (a whitespace character other than a space, then a run of spaces)
+-- instead of one that matches every space: 0.06 ms instead of 0.28 ms for 5 kB of facts.
 CREATE OR REPLACE FUNCTION pymem._norm(content text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path FROM CURRENT
 AS $$
-    SELECT pg_catalog.btrim(pg_catalog.lower(pg_catalog.regexp_replace(content,
-        '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g')));
+    SELECT pg_catalog.btrim(pg_catalog.lower(pg_catalog.regexp_replace(
+        pg_catalog.regexp_replace(content, '[\t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]', ' ', 'g'), '  +', ' ', 'g')));
 $$;
 
 -- context_read: the prompt context for one turn as one jsonb object:
@@ -58,6 +60,9 @@ DECLARE
     v_window jsonb := '[]';
     v_unembedded jsonb := '[]';
     v_has_user boolean;
+    v_cand record;
+    v_msg record;
+    v_kept integer := 0;
 BEGIN
     PERFORM pymem._tenant_enter(context_read.project_id);
     PERFORM pymem._check_limit('max_facts', context_read.max_facts);
@@ -65,11 +70,12 @@ BEGIN
     PERFORM pymem._check_limit('max_unembedded', context_read.max_unembedded);
     PERFORM pymem._recall_check(context_read.k, context_read.min_content_chars, context_read.recency_weight,
                                 context_read.importance_weight, context_read.half_life_seconds);
-    IF context_read.agent_id IS NOT NULL THEN
+    IF context_read.agent_id IS NOT NULL
+       AND pymem._fact_check_subject('agent', context_read.agent_id, context_read.project_id, 'read') THEN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                    'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
           INTO v_agent
-          FROM pymem.facts_newest('agent', context_read.agent_id, context_read.project_id, context_read.max_facts) AS f;
+          FROM pymem._facts_newest(context_read.project_id, 'agent', context_read.agent_id, context_read.max_facts) AS f;
     END IF;
     v_has_user := context_read.user_id IS NOT NULL
         AND pymem._conv_check(context_read.project_id, context_read.user_id, context_read.thread_id, 'read');
@@ -77,7 +83,7 @@ BEGIN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                    'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
           INTO v_user
-          FROM pymem.facts_newest('user', context_read.user_id, context_read.project_id, context_read.max_facts) AS f;
+          FROM pymem._facts_newest(context_read.project_id, 'user', context_read.user_id, context_read.max_facts) AS f;
         SELECT t.summary, t.summary_through INTO v_summary, v_through FROM pymem.threads AS t
          WHERE t.project_id = context_read.project_id AND t.user_id = context_read.user_id
            AND t.thread_id = context_read.thread_id;
@@ -85,40 +91,37 @@ BEGIN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                    'seq', w.seq, 'role', w.role, 'content', w.content, 'created_at', w.created_at) ORDER BY w.seq), '[]')
           INTO v_window
-          FROM pymem.window_read(context_read.user_id, context_read.thread_id, context_read.project_id,
-                                 context_read.window_size) AS w;
+          FROM pymem._window(context_read.project_id, context_read.user_id, context_read.thread_id,
+                             context_read.window_size) AS w;
         IF context_read.query IS NOT NULL AND context_read.k > 0 THEN
             PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query);
-            v_upstream := CASE WHEN context_read.dedupe THEN pymem._norm(pg_catalog.concat_ws(pg_catalog.chr(10),
-                (SELECT pg_catalog.string_agg(a.value ->> 'content', pg_catalog.chr(10)) FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
-                (SELECT pg_catalog.string_agg(u.value ->> 'content', pg_catalog.chr(10)) FROM pg_catalog.jsonb_array_elements(v_user) AS u),
+            v_upstream := CASE WHEN context_read.dedupe THEN pymem._norm(pg_catalog.concat_ws(' ',
+                (SELECT pg_catalog.string_agg(a.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
+                (SELECT pg_catalog.string_agg(u.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_user) AS u),
                 v_summary)) END;
-            WITH ranked AS (
-                SELECT r.thread_id, r.seq, r.similarity, r.score, m.role, m.content, m.created_at,
-                       pg_catalog.row_number() OVER (ORDER BY r.score DESC, m.created_at DESC, r.seq DESC) AS pos,
-                       coalesce(pg_catalog.strpos(v_upstream, pymem._norm(m.content)) > 0, false) AS dup
+            -- candidates best first; each one's message is read by primary key only when it is
+            -- reached, so the common case (no duplicate among the first k) reads exactly k
+            FOR v_cand IN
+                SELECT r.thread_id, r.seq, r.similarity, r.score
                   FROM pymem._recall_ranked(context_read.project_id, context_read.user_id, context_read.thread_id,
                                             context_read.query, context_read.embedder, context_read.k + 20,
                                             context_read.min_content_chars, context_read.window_size,
                                             context_read.recency_weight, context_read.importance_weight,
                                             context_read.half_life_seconds) AS r
-                 -- each winner by primary key (OFFSET 0: never a hash join over all the user's messages)
-                 CROSS JOIN LATERAL (
-                       SELECT m.role, m.content, m.created_at FROM pymem.messages AS m
-                        WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
-                          AND m.thread_id = r.thread_id AND m.seq = r.seq
-                       OFFSET 0) AS m
-            ), counted AS (
-                SELECT ranked.*, pg_catalog.count(*) FILTER (WHERE NOT ranked.dup) OVER (ORDER BY ranked.pos) AS kept
-                  FROM ranked
-            )
-            SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                       'thread', c.thread_id, 'seq', c.seq, 'role', c.role, 'content', c.content,
-                       'created_at', c.created_at, 'similarity', c.similarity, 'score', c.score) ORDER BY c.pos)
-                       FILTER (WHERE NOT c.dup AND c.kept <= context_read.k), '[]'),
-                   pg_catalog.count(*) FILTER (WHERE c.dup AND c.kept < context_read.k)
-              INTO v_recalled, v_deduped
-              FROM counted AS c;
+            LOOP
+                SELECT m.role, m.content, m.created_at INTO v_msg FROM pymem.messages AS m
+                 WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
+                   AND m.thread_id = v_cand.thread_id AND m.seq = v_cand.seq;
+                IF pg_catalog.strpos(v_upstream, pymem._norm(v_msg.content)) > 0 THEN
+                    v_deduped := v_deduped + 1;
+                    CONTINUE;
+                END IF;
+                v_recalled := v_recalled || pg_catalog.jsonb_build_object(
+                    'thread', v_cand.thread_id, 'seq', v_cand.seq, 'role', v_msg.role, 'content', v_msg.content,
+                    'created_at', v_msg.created_at, 'similarity', v_cand.similarity, 'score', v_cand.score);
+                v_kept := v_kept + 1;
+                EXIT WHEN v_kept >= context_read.k;
+            END LOOP;
             SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                        'thread', u.thread_id, 'seq', u.seq, 'content', u.content)), '[]')
               INTO v_unembedded

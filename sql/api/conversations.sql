@@ -317,6 +317,20 @@ BEGIN
 END;
 $$;
 
+-- _window: the query behind window_read, without its checks (context_read calls it too).
+CREATE OR REPLACE FUNCTION pymem._window(p_project_id text, p_user_id text, p_thread_id text, p_max integer)
+RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+    SELECT w.seq, w.role, w.content, w.importance, w.created_at FROM (
+        SELECT m.seq, m.role, m.content, m.importance, m.created_at FROM pymem.messages AS m
+         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.thread_id = p_thread_id
+         ORDER BY m.seq DESC
+         LIMIT p_max) AS w
+     ORDER BY w.seq;
+$$;
+
 -- window_read: the last max_messages messages of a thread, oldest first.
 --   SELECT seq, role, content FROM pymem.window_read(user_id => 'alice', max_messages => 20);
 CREATE OR REPLACE FUNCTION pymem.window_read(
@@ -333,13 +347,9 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-    SELECT w.seq, w.role, w.content, w.importance, w.created_at FROM (
-        SELECT m.seq, m.role, m.content, m.importance, m.created_at FROM pymem.messages AS m
-         WHERE m.project_id = window_read.project_id AND m.user_id = window_read.user_id
-           AND m.thread_id = window_read.thread_id
-         ORDER BY m.seq DESC
-         LIMIT window_read.max_messages) AS w
-     ORDER BY w.seq;
+    SELECT w.seq, w.role, w.content, w.importance, w.created_at
+      FROM pymem._window(window_read.project_id, window_read.user_id, window_read.thread_id,
+                         window_read.max_messages) AS w;
 END;
 $$;
 
@@ -494,20 +504,23 @@ RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score do
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path FROM CURRENT
 AS $$
-    SELECT e.thread_id, e.seq, 1 - (e.embedding <=> p_query) AS similarity,
-           (1 - p_rw - p_iw) * (1 - (e.embedding <=> p_query))
+    SELECT s.thread_id, s.seq, s.similarity,
+           (1 - p_rw - p_iw) * s.similarity
            -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
-           + p_rw * pg_catalog.power(0.5::float8, LEAST(
-                 pg_catalog.date_part('epoch', pg_catalog.now() - e.created_at) / p_half_life, 1000))
-           + p_iw * e.importance AS score
-      FROM pymem.message_embeddings AS e
-     WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-       AND e.chars >= p_min_chars
-       AND NOT (e.thread_id = p_thread_id AND e.seq > coalesce(
-                (SELECT t.last_seq FROM pymem.threads AS t
-                  WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.thread_id = p_thread_id), 0)
-                - p_window)
-     ORDER BY score DESC, e.created_at DESC, e.seq DESC
+           + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(
+                 pg_catalog.date_part('epoch', pg_catalog.now() - s.created_at) / p_half_life, 1000)) END
+           + p_iw * s.importance AS score
+      FROM (  -- OFFSET 0: one distance per vector (a flattened subquery would compute it twice)
+            SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - (e.embedding <=> p_query) AS similarity
+              FROM pymem.message_embeddings AS e
+             WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+               AND e.chars >= p_min_chars
+               AND NOT (e.thread_id = p_thread_id AND e.seq > coalesce(
+                        (SELECT t.last_seq FROM pymem.threads AS t
+                          WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.thread_id = p_thread_id), 0)
+                        - p_window)
+            OFFSET 0) AS s
+     ORDER BY score DESC, s.created_at DESC, s.seq DESC
      LIMIT p_limit;
 $$;
 

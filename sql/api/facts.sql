@@ -269,6 +269,31 @@ BEGIN
 END;
 $$;
 
+-- _facts_newest: the query behind facts_newest, without its checks; context_read calls it too
+-- (a nested API call would enter the tenant and check its arguments a second time).
+CREATE OR REPLACE FUNCTION pymem._facts_newest(p_project_id text, p_scope text, p_scope_id text, p_max integer)
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path FROM CURRENT
+AS $$
+BEGIN
+    IF p_scope_id = '*' THEN
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_by IS NULL
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT p_max;
+    ELSE
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+           AND f.superseded_by IS NULL
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT p_max;
+    END IF;
+END;
+$$;
+
 -- facts_newest: a subject's active facts, newest first (ties: higher id first).
 --   SELECT id, content FROM pymem.facts_newest('user', 'alice', max_facts => 10);
 -- scope_id '*' reads every subject of the scope in the project.
@@ -285,20 +310,9 @@ BEGIN
     IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'read') THEN
         RETURN;
     END IF;
-    IF facts_newest.scope_id = '*' THEN
-        RETURN QUERY
-        SELECT f.* FROM pymem.facts AS f
-         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_by IS NULL
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT facts_newest.max_facts;
-    ELSE
-        RETURN QUERY
-        SELECT f.* FROM pymem.facts AS f
-         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
-           AND f.scope_id = facts_newest.scope_id AND f.superseded_by IS NULL
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT facts_newest.max_facts;
-    END IF;
+    RETURN QUERY
+    SELECT f.* FROM pymem._facts_newest(facts_newest.project_id, facts_newest.scope, facts_newest.scope_id,
+                                        facts_newest.max_facts) AS f;
 END;
 $$;
 
