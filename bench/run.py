@@ -134,7 +134,49 @@ def summarize(runs: dict[str, Any]) -> dict[str, Any]:
                     for m in names}
             for bench, names in GROWTH.items()
         },
+        "ingest": {n: _ingest(runs["facts"][n], runs["conversations"][n]) for n in runs["sizes"]},
+        "stores_ingest": runs["stores"].get("generation"),
     }
+
+
+def _ingest(facts: dict[str, Any], conv: dict[str, Any]) -> dict[str, Any]:
+    """Bulk ingest of one size: the facts benchmark's load, and the conversation benchmark's
+    (facts, then messages with their vectors), each with its rows per second."""
+    f, g = facts.get("generation") or {}, conv.get("generation") or {}
+    gm, gf = g.get("messages") or {}, g.get("facts") or {}
+    return {"facts_rows": f.get("rows"), "facts_seconds": f.get("seconds"), "facts_rows_per_s": f.get("rows_per_s"),
+            "conv_facts_seconds": gf.get("seconds"), "messages": gm.get("messages"),
+            "message_vectors": gm.get("embeddings"), "messages_seconds": gm.get("seconds"),
+            "messages_per_s": gm.get("insert_messages_per_s"), "conv_total_seconds": g.get("total_seconds")}
+
+
+# the issue's targets for context() (probe: 1,000 messages, 200 facts; query embedding excluded)
+TARGET_P50_MS, TARGET_P99_MS, TARGET_GROWTH = 1.5, 8.0, 1.2
+
+
+def targets(report: dict[str, Any]) -> list[str]:
+    """Each context() target against this run's figures: met, or missed by how much."""
+    sizes = report["sizes"]
+    largest = sizes[-1]
+    ctx = report["conversations"][largest].get("context_sql")
+    if not ctx:
+        return []
+
+    def verdict(value: float, limit: float) -> str:
+        return "met" if value <= limit else f"missed by {value - limit:.2f} ({value / limit - 1:.0%})"
+
+    lines = ["| target | this run | verdict |", "|---|--:|---|",
+             f"| context() p50 at {largest:,} rows <= {TARGET_P50_MS} ms | {ctx['p50_ms']:.3f} ms | "
+             f"{verdict(ctx['p50_ms'], TARGET_P50_MS)} |",
+             f"| context() p99 at {largest:,} rows <= {TARGET_P99_MS} ms | {ctx['p99_ms']:.3f} ms | "
+             f"{verdict(ctx['p99_ms'], TARGET_P99_MS)} |"]
+    base = 100_000 if 100_000 in sizes and largest != 100_000 else sizes[0]
+    small = (report["conversations"][base].get("context_sql") or {}).get("p50_ms")
+    if small and largest != base:
+        ratio = ctx["p50_ms"] / small
+        lines.append(f"| context() p50 at {largest:,} / at {base:,} <= {TARGET_GROWTH} | {ratio:.2f} | "
+                     f"{verdict(ratio, TARGET_GROWTH)} |")
+    return lines
 
 
 def _flags(explain: Any) -> dict[str, Any]:
@@ -226,6 +268,28 @@ def markdown(report: dict[str, Any], plots: list[Path], command: str) -> str:
             ratio = f"{vals[-1] / vals[0]:.2f}" if vals[0] and vals[-1] else "n/a"
             cells = " | ".join("n/a" if v is None else f"{v:.3f}" for v in vals)
             lines.append(f"| {bench} | {name} | {cells} | {ratio} |")
+    if target_lines := targets(report):
+        lines += ["", "## context() targets", "",
+                  "For the probe user (1,000 messages and 200 facts from 1,000,000 rows up; query embedding excluded).",
+                  "", *target_lines]
+    lines += ["", "## Bulk ingest", "",
+              "Set-based generation; each size is loaded twice: by the facts benchmark, and by the conversation "
+              "benchmark (its facts, then messages with their vectors). Seconds include VACUUM ANALYZE.", "",
+              "| size | facts: rows/s (s) | conversations: facts s | messages + vectors: rows/s (s) | conversations total s |",
+              "|--:|--:|--:|--:|--:|"]
+    for n in sizes:
+        g = report["ingest"][n]
+
+        def num(v: Any, fmt: str) -> str:
+            return "n/a" if v is None else format(v, fmt)
+
+        lines.append(f"| {n:,} | {num(g['facts_rows_per_s'], ',.0f')} ({num(g['facts_seconds'], '.1f')}) | "
+                     f"{num(g['conv_facts_seconds'], '.1f')} | {num(g['messages_per_s'], ',.0f')} "
+                     f"({num(g['messages_seconds'], '.1f')}) | {num(g['conv_total_seconds'], '.1f')} |")
+    st = report.get("stores_ingest") or {}
+    if st:
+        lines += ["", f"Keyed stores: {st.get('entries_total', 0):,} entries in {st.get('stores', 0):,} stores "
+                      f"in {st.get('seconds', 0):.1f} s."]
     lines += ["", f"## Facts at {largest:,} rows", "", *_table(report["facts"][largest]),
               "", f"## Conversations and context() at {largest:,} messages", "",
               *_table(report["conversations"][largest]), "", "## Keyed stores", "", *_table(report["stores"])]

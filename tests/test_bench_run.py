@@ -24,4 +24,11 @@ def test_small_preset_writes_a_report_with_growth_curves(dsn, tmp_path):
             for name, r in rows.items():
                 assert r["p50_ms"] <= r["p95_ms"] <= r["p99_ms"], name
     assert set(report["concurrency"]) == {"1", "2"}
+    for size in report["sizes"]:  # every size's bulk ingest, with a rate
+        g = report["ingest"][size]
+        assert g["facts_rows"] == size and g["messages"] == size and g["message_vectors"] > 0
+        assert g["facts_rows_per_s"] > 0 and g["messages_per_s"] > 0
+    assert "## Bulk ingest" in md and "## context() targets" in md
+    verdicts = [line for line in md.splitlines() if line.startswith("| context() ")]
+    assert len(verdicts) == 3 and all(line.endswith(("| met |", "%) |")) for line in verdicts), verdicts
     assert len(list(tmp_path.glob("*.json"))) >= 2 * len(report["sizes"]) + 2  # every run's JSON + the report
