@@ -107,7 +107,8 @@ BEGIN
                                             context_read.query, context_read.embedder, context_read.k + 20,
                                             context_read.min_content_chars, context_read.window_size,
                                             context_read.recency_weight, context_read.importance_weight,
-                                            context_read.half_life_seconds) AS r
+                                            context_read.half_life_seconds) WITH ORDINALITY AS r
+                 ORDER BY r.ordinality
             LOOP
                 SELECT m.role, m.content, m.created_at INTO v_msg FROM pymem.messages AS m
                  WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
