@@ -66,6 +66,7 @@ TURNS_PER_THREAD = 10  # measured turn writes start a new thread this often
 WINDOW = 20
 MAX_FACTS = 50
 RECALL_K = 5
+HEAVY_WARMUP = 5  # warm-ups of the heaviest user's measurements (each reads its whole history)
 MIN_CHARS = 10
 WEIGHTED = {"recency_weight": 0.2, "importance_weight": 0.1, "half_life_seconds": 7 * 86400.0}
 
@@ -886,9 +887,10 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
     out: dict[str, dict[str, Any]] = {}
     cur = conn.cursor(row_factory=dict_row)
 
-    def run(name: str, fn, iterations: int = n, **kw) -> None:
-        common.progress(f"measuring {name} ({w} warm-up + {iterations} timed)")
-        out[name] = common.measure(fn, iterations, w, **kw)
+    def run(name: str, fn, iterations: int = n, warmup: int | None = None, **kw) -> None:
+        wu = w if warmup is None else warmup
+        common.progress(f"measuring {name} ({wu} warm-up + {iterations} timed)")
+        out[name] = common.measure(fn, iterations, wu, **kw)
         r = out[name]
         common.progress(f"  {name}: p50 {r['p50_ms']:.3f} ms, p95 {r['p95_ms']:.3f} ms, p99 {r['p99_ms']:.3f} ms")
 
@@ -955,9 +957,9 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
         assert not ctx_sql(heavy)(0)[0]["context"]["unembedded"], "catch_up() first"
         mem_heavy = pymem.Memory(agent_id=AGENT_ID, project_id=heavy.project_id, embedder=cheap, db=db)
         hi = min(n, args.heavy_iterations)
-        run("context_sql_heavy_user", ctx_sql(heavy), hi)
+        run("context_sql_heavy_user", ctx_sql(heavy), hi, min(w, HEAVY_WARMUP))
         run("context_memory_heavy_user",
-            lambda i: mem_heavy.read(queries[i % len(queries)], user=heavy.user_id), hi)
+            lambda i: mem_heavy.read(queries[i % len(queries)], user=heavy.user_id), hi, min(w, HEAVY_WARMUP))
 
     # --- recall alone -------------------------------------------------------------------
     def recall(user: User, **over: Any):
@@ -971,7 +973,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
     assert len(recall(probe, **WEIGHTED)(0)) == RECALL_K
     run("recall_sql_weighted", recall(probe, **WEIGHTED))
     if heavy is not None:
-        run("recall_sql_heavy_user", recall(heavy), min(n, args.heavy_iterations))
+        run("recall_sql_heavy_user", recall(heavy), min(n, args.heavy_iterations), min(w, HEAVY_WARMUP))
 
     # --- turn writes --------------------------------------------------------------------
     # To threads of the probe named bench-<token>-..., a new one every TURNS_PER_THREAD turns
@@ -1004,7 +1006,8 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
                 "ORDER BY last_seq DESC, thread_id LIMIT 1", (heavy.project_id, heavy.user_id)).fetchone()
             try:
                 run("turn_sql_heavy_user_thread", lambda i: cur.execute(
-                    Q["turn_record"], turn_params(heavy, thread, i)).fetchall(), min(n, args.heavy_iterations))
+                    Q["turn_record"], turn_params(heavy, thread, i)).fetchall(), min(n, args.heavy_iterations),
+                    min(w, HEAVY_WARMUP))
                 out["turn_sql_heavy_user_thread"]["thread_messages"] = last_seq
             finally:
                 conn.execute("DELETE FROM pymem.messages WHERE project_id = %s AND user_id = %s AND thread_id = %s "
@@ -1349,17 +1352,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             common.progress("checking integrity (every CHECK, last_seq, copied columns, vectors, embedded_by)")
             result["integrity"] = integrity(conn, embedder.name, embedder.dimension)
             common.progress(f"integrity ok: {result['integrity']['ok']}")
-        conn.execute("RESET work_mem")
-        conn.execute("RESET synchronous_commit")
-        conn.execute("RESET statement_timeout")
         before = user_counts(conn, probe, embedder.name)
         if before["messages"] == 0:
             raise SystemExit("the probe user has no messages: generate them first (drop --skip-generate)")
         if not args.skip_generate and before["messages"] != args.probe_messages:
             raise SystemExit(f"the probe user has {before['messages']} messages, not {args.probe_messages}")
         probe = User(PROBE_PROJECT, PROBE_ID, before["messages"])
-        light = choose_light(conn)
+        light = choose_light(conn)  # both GROUP BY every message: still without a statement timeout
         heavy = choose_heavy(conn)
+        conn.execute("RESET work_mem")
+        conn.execute("RESET synchronous_commit")
+        conn.execute("RESET statement_timeout")
         result["light_user"] = {**asdict(light), **user_counts(conn, light, embedder.name)} if light else None
         result["heavy_user"] = {**asdict(heavy), **user_counts(conn, heavy, embedder.name)} if heavy else None
         common.progress(f"probe {before['messages']:,} messages; light user {light and light.user_id} "

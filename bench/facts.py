@@ -612,23 +612,22 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             g = result["generation"]
             common.progress(f"generated {g['rows']:,} rows in {g['seconds']:.1f}s ({g['rows_per_s']:,.0f} rows/s, "
                             f"VACUUM ANALYZE included)")
-        # measure with the server's own settings, not the bulk-load ones
-        conn.execute("RESET synchronous_commit")
-        conn.execute("RESET statement_timeout")
         embedder = None if args.no_embeddings else HashEmbedder()
         if embedder is not None:
             result["embeddings"] = embed_subject(conn, probe, embedder)
             if args.other_embeddings:
-                conn.execute("SET statement_timeout = 0")
                 result["embeddings"]["others"] = other_embeddings(
                     conn, probe, embedder, args.other_embeddings, args.chunk)
-                conn.execute("RESET statement_timeout")
             conn.execute("ANALYZE pymem.fact_embeddings")
         common.progress("collecting dataset statistics")
         result["dataset"] = dataset(conn)
         if not args.no_verify and not args.skip_generate:
             common.progress("checking integrity (every CHECK over every row, chains, uniqueness)")
             result["integrity"] = integrity(conn)
+        # measure with the server's own settings, not the bulk-load ones (the full-table
+        # statistics and checks above run without a statement timeout)
+        conn.execute("RESET synchronous_commit")
+        conn.execute("RESET statement_timeout")
         before = subject_counts(conn, probe)
         if before["active"] != PROBE_ACTIVE:
             raise SystemExit(f"the probe user {probe.scope_id!r} has {before['active']} active facts, "

@@ -34,11 +34,13 @@ from bench import stores as bench_stores
 PRESETS: dict[str, dict[str, Any]] = {
     # sizes: facts and messages per run; a small preset keeps the bench code from rotting (tests)
     "small": {"sizes": [2_000, 6_000], "iterations": 8, "warmup": 3, "probe_messages": 100, "stores": 50,
-              "entries": 5, "concurrency": "1,2", "turns": 5},
+              "entries": 5, "concurrency": "1,2", "turns": 5, "heavy_iterations": 4},
     "1m": {"sizes": [10_000, 100_000, 1_000_000], "iterations": 1000, "warmup": 50, "probe_messages": 1000,
-           "stores": 50_000, "entries": 20, "concurrency": "1,2,4,8", "turns": 300},
+           "stores": 50_000, "entries": 20, "concurrency": "1,2,4,8", "turns": 300, "heavy_iterations": 200},
     "10m": {"sizes": [10_000, 100_000, 1_000_000, 10_000_000], "iterations": 1000, "warmup": 50,
-            "probe_messages": 1000, "stores": 500_000, "entries": 20, "concurrency": "1,2,4,8", "turns": 300},
+            "probe_messages": 1000, "stores": 500_000, "entries": 20, "concurrency": "1,2,4,8", "turns": 300,
+            # the heaviest user holds ~3% of the messages: one context() call scans ~300k vectors at 10M
+            "heavy_iterations": 20},
 }
 
 # the measurements the growth table and the plot follow
@@ -94,8 +96,7 @@ def run(argv: list[str] | None = None) -> dict[str, Any]:
                 "--growth-turns", str(preset["turns"]), "--growth-block", str(max(1, preset["turns"] // 5))]
         if not (args.hnsw and largest):
             conv.append("--no-hnsw")
-        if preset["iterations"] < 50:
-            conv += ["--heavy-iterations", "4"]
+        conv += ["--heavy-iterations", str(preset["heavy_iterations"])]
         runs["conversations"][n] = bench_conversations.main([*conv, *it, *base])
     common.progress(f"keyed-store benchmark at {preset['stores'] * preset['entries']:,} entries")
     runs["stores"] = bench_stores.main(["--stores", str(preset["stores"]), "--entries", str(preset["entries"]),
