@@ -4,6 +4,7 @@ isolation, one round trip, restarts. All against the real server."""
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import math
 import tempfile
@@ -11,6 +12,7 @@ import threading
 from datetime import datetime, timedelta, timezone
 
 import psycopg
+from pgvector import Vector
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -359,6 +361,30 @@ def test_recalled_messages_already_injected_as_facts_are_dropped_and_counted(db)
     assert "I enjoy vegetarian pasta dishes" in [m.content for m in ctx.recalled]
     off = Memory(db=db, agent_id="support-bot", embedder=HashEmbedder(), window=0, dedupe=False)
     assert off.read("vegetarian food ideas", user="alice").deduped == 0
+
+
+def test_context_read_runs_generic_plans_from_its_first_call(db, dsn):
+    """context_read pins plan_cache_mode: every statement inside reads one user's rows through a
+    btree, and re-planning them per call cost 0.15-0.2 ms at 10M rows (bench/README.md)."""
+    mem = make(db, window=2)
+    for i in range(4):
+        mem.record(f"message number {i} about the garden", f"answer {i}", user="alice")
+    vec = HashEmbedder().embed(["garden"])[0]
+    notes: list[str] = []
+    with pymem.connect(dsn) as c:
+        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+        c.execute("LOAD 'auto_explain'")
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_format = json",
+                        "log_level = notice"):
+            c.execute(f"SET auto_explain.{setting}")
+        c.execute("SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot', query => %s, "
+                  "embedder => %s)", (Vector(vec), HashEmbedder().name)).fetchall()
+    plans = [json.loads(n.split("plan:", 1)[1]) for n in notes if "plan:" in n]
+    conds = [json.dumps(p["Plan"]) for p in plans if '"Relation Name": "messages"' in json.dumps(p["Plan"])]
+    assert conds, "no statement read pymem.messages"
+    # a generic plan keeps the PL/pgSQL variables as parameters; a custom one has the values
+    for plan in conds:
+        assert "'alice'" not in plan and "$" in plan, plan
 
 
 # The dedupe test's whitespace: the list of pymem._norm (and fact_key), not the locale's \\s.

@@ -47,6 +47,11 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path FROM CURRENT
+-- Every statement inside has a good generic plan (each reads one user's rows through a
+-- btree). Left to choose, the plan cache re-plans some of them on every call once the tables
+-- are large (its cost estimate of the generic plan is higher): 10M rows, measured: 1.91 -> 1.75
+-- ms for a user with 1,000 messages, 0.77 -> 0.57 ms for one with 5.
+SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
 DECLARE
