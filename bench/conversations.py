@@ -887,6 +887,8 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
     out: dict[str, dict[str, Any]] = {}
     cur = conn.cursor(row_factory=dict_row)
 
+    hw = min(w, HEAVY_WARMUP)  # the heaviest user's measurements
+
     def run(name: str, fn, iterations: int = n, warmup: int | None = None, **kw) -> None:
         wu = w if warmup is None else warmup
         common.progress(f"measuring {name} ({wu} warm-up + {iterations} timed)")
@@ -957,9 +959,9 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
         assert not ctx_sql(heavy)(0)[0]["context"]["unembedded"], "catch_up() first"
         mem_heavy = pymem.Memory(agent_id=AGENT_ID, project_id=heavy.project_id, embedder=cheap, db=db)
         hi = min(n, args.heavy_iterations)
-        run("context_sql_heavy_user", ctx_sql(heavy), hi, min(w, HEAVY_WARMUP))
+        run("context_sql_heavy_user", ctx_sql(heavy), hi, hw)
         run("context_memory_heavy_user",
-            lambda i: mem_heavy.read(queries[i % len(queries)], user=heavy.user_id), hi, min(w, HEAVY_WARMUP))
+            lambda i: mem_heavy.read(queries[i % len(queries)], user=heavy.user_id), hi, hw)
 
     # --- recall alone -------------------------------------------------------------------
     def recall(user: User, **over: Any):
@@ -973,7 +975,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
     assert len(recall(probe, **WEIGHTED)(0)) == RECALL_K
     run("recall_sql_weighted", recall(probe, **WEIGHTED))
     if heavy is not None:
-        run("recall_sql_heavy_user", recall(heavy), min(n, args.heavy_iterations), min(w, HEAVY_WARMUP))
+        run("recall_sql_heavy_user", recall(heavy), min(n, args.heavy_iterations), hw)
 
     # --- turn writes --------------------------------------------------------------------
     # To threads of the probe named bench-<token>-..., a new one every TURNS_PER_THREAD turns
@@ -1007,7 +1009,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
             try:
                 run("turn_sql_heavy_user_thread", lambda i: cur.execute(
                     Q["turn_record"], turn_params(heavy, thread, i)).fetchall(), min(n, args.heavy_iterations),
-                    min(w, HEAVY_WARMUP))
+                    hw)
                 out["turn_sql_heavy_user_thread"]["thread_messages"] = last_seq
             finally:
                 conn.execute("DELETE FROM pymem.messages WHERE project_id = %s AND user_id = %s AND thread_id = %s "

@@ -278,12 +278,11 @@ def markdown(report: dict[str, Any], plots: list[Path], command: str) -> str:
               "benchmark (its facts, then messages with their vectors). Seconds include VACUUM ANALYZE.", "",
               "| size | facts: rows/s (s) | conversations: facts s | messages + vectors: rows/s (s) | conversations total s |",
               "|--:|--:|--:|--:|--:|"]
+    def num(v: Any, fmt: str) -> str:
+        return "n/a" if v is None else format(v, fmt)
+
     for n in sizes:
         g = report["ingest"][n]
-
-        def num(v: Any, fmt: str) -> str:
-            return "n/a" if v is None else format(v, fmt)
-
         lines.append(f"| {n:,} | {num(g['facts_rows_per_s'], ',.0f')} ({num(g['facts_seconds'], '.1f')}) | "
                      f"{num(g['conv_facts_seconds'], '.1f')} | {num(g['messages_per_s'], ',.0f')} "
                      f"({num(g['messages_seconds'], '.1f')}) | {num(g['conv_total_seconds'], '.1f')} |")

@@ -119,7 +119,7 @@ BEGIN
                  WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
                    AND m.thread_id = v_cand.thread_id AND m.seq = v_cand.seq;
                 CONTINUE WHEN NOT FOUND;  -- cannot happen in one snapshot (the vector's FK); never a NULL row
-                IF pg_catalog.strpos(v_upstream, pymem._norm(v_msg.content)) > 0 THEN
+                IF context_read.dedupe AND pg_catalog.strpos(v_upstream, pymem._norm(v_msg.content)) > 0 THEN
                     v_deduped := v_deduped + 1;
                     CONTINUE;
                 END IF;
