@@ -77,6 +77,7 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM001": ExtensionError,
     "PM002": MigrationError,
     "PM010": MigrationError,  # a pymem role is missing or cannot be handed ownership
+    "PM011": MigrationError,  # something stored in schema pymem would call a planted look-alike
     "57014": TimeoutError,
     "PM201": ConflictError,  # fact already superseded
     "PM202": ConflictError,  # new content is already another active fact
@@ -105,6 +106,8 @@ def translate(exc: psycopg.Error) -> Error:
     sqlstate = getattr(exc, "sqlstate", None)
     diag = getattr(exc, "diag", None)
     message = (diag.message_primary if diag is not None else None) or str(exc).strip()
+    if diag is not None and diag.message_detail:
+        message = f"{message} (detail: {diag.message_detail})"
     if diag is not None and diag.message_hint:
         message = f"{message} (hint: {diag.message_hint})"
     if sqlstate is None:

@@ -7,8 +7,14 @@ Layout of ``sql/`` (shipped in the wheel as ``pymem/sql``):
   transaction, recorded with its sha256. Never edited after release: a changed applied
   migration stops ``migrate`` (SQLSTATE PM002) and fails ``migrate --check``.
 * ``api/*.sql`` - ``CREATE OR REPLACE`` functions, re-applied in one transaction on every
-  migrate. They pin ``search_path`` (``SET search_path FROM CURRENT`` captures
-  ``pg_catalog, pymem, <pgvector's schema>, pg_temp``).
+  migrate. Each pins ``search_path = pg_catalog, pymem, pg_temp``; pgvector is reached only
+  through the wrappers ``migration_vector_functions()`` renders with its schema written out.
+
+Search paths (README "Function safety"): the whole migrate runs under the pinned path
+``pg_catalog, pymem, pg_temp``. pgvector's schema is added only while statements whose text
+names its type unqualified create objects (the API files' signatures and the frozen
+migrations in ``TYPES_PATH_MIGRATIONS``); what those store is then checked by
+``migration_check_dependencies()`` (PM011) before the transaction commits.
 * ``migrate.sql`` - the same procedure for plain ``psql``; generated from this module by
   ``python -m pymem.migrations`` and checked by a test so the two never drift.
 
@@ -29,6 +35,20 @@ from . import __version__
 from .db import connect, errors
 from .errors import MigrationError
 from .queries import Q, sql_root
+
+
+# Released migrations whose frozen text names pgvector's ``vector`` type unqualified. Every later
+# migration runs under the pinned path and names pgvector objects through dynamic SQL.
+TYPES_PATH_MIGRATIONS = frozenset({"0002_facts", "0003_conversations"})
+
+
+# The API transaction, before its files: pinned path, the pgvector wrappers, then the types path
+# for the CREATE FUNCTION statements (no API file runs a query or a DO block).
+API_BEFORE = ("migration_search_path", "migration_vector_functions", "migration_types_path")
+
+
+def _path_query(name: str) -> str:
+    return "migration_types_path" if name in TYPES_PATH_MIGRATIONS else "migration_search_path"
 
 
 @dataclass(frozen=True)
@@ -77,6 +97,7 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
     plan = load_plan(root)
     result = Result()
     with connect(conninfo) as conn, errors():
+        conn.execute(Q["migration_session_path"], prepare=False)
         for key, name in (roles or {}).items():
             if name:
                 conn.execute(Q["migration_role_setting"], {"key": f"pymem.{key}", "name": name}, prepare=False)
@@ -88,17 +109,22 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                 if not conn.execute(Q["migration_pending"], args, prepare=False).fetchone()[0]:
                     continue
                 with conn.transaction():
-                    conn.execute(Q["migration_search_path"], prepare=False)
+                    conn.execute(Q[_path_query(m.name)], prepare=False)
                     conn.execute(m.sql, prepare=False)
+                    conn.execute(Q["migration_search_path"], prepare=False)
+                    conn.execute(Q["migration_check_dependencies"], prepare=False)
                     conn.execute(Q["migration_applied"], args, prepare=False)
                 result.applied.append(m.name)
             with conn.transaction():
-                conn.execute(Q["migration_search_path"], prepare=False)
+                for step in API_BEFORE:
+                    conn.execute(Q[step], prepare=False)
                 for name, text in plan.api:
                     conn.execute(text, prepare=False)
                     result.api_files.append(name)
+                conn.execute(Q["migration_search_path"], prepare=False)
                 if plan.grants.strip():
                     conn.execute(plan.grants, prepare=False)
+                conn.execute(Q["migration_check_dependencies"], prepare=False)
         finally:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 conn.execute(Q["migration_unlock"], prepare=False)
@@ -147,6 +173,7 @@ def render_psql(root: Traversable | None = None) -> str:
         r"\set ON_ERROR_STOP 1",
         r"\set QUIET 1",
         "SET client_min_messages = warning;",
+        q("migration_session_path"),
         q("migration_lock"),
         r"\ir bootstrap.sql",
     ]
@@ -158,16 +185,19 @@ def render_psql(root: Traversable | None = None) -> str:
             q("migration_pending", **lit),
             r"\if :pymem_pending",
             "BEGIN;",
-            q("migration_search_path"),
+            q(_path_query(m.name)),
             rf"\ir migrations/{m.name}.sql",
+            q("migration_search_path"),
+            q("migration_check_dependencies"),
             q("migration_applied", **lit, version=__version__),
             "COMMIT;",
             r"\echo pymem: applied " + m.name,
             r"\endif",
         ]
-    out += ["", "-- API functions (re-applied every run)", "BEGIN;", q("migration_search_path")]
+    out += ["", "-- API functions (re-applied every run)", "BEGIN;"] + [q(step) for step in API_BEFORE]
     out += [rf"\ir api/{name}" for name, _ in plan.api]
-    out += [r"\ir grants.sql", "COMMIT;", q("migration_unlock"), ""]
+    out += [q("migration_search_path"), r"\ir grants.sql", q("migration_check_dependencies"), "COMMIT;",
+            q("migration_unlock"), ""]
     return "\n".join(out)
 
 

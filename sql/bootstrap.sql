@@ -32,7 +32,7 @@ BEGIN
     IF v_applied <> p_checksum THEN
         RAISE EXCEPTION 'pymem: migration % was changed after it was applied', p_name
             USING ERRCODE = 'PM002',
-                  DETAIL = format('applied checksum %s, file checksum %s', v_applied, p_checksum),
+                  DETAIL = pg_catalog.format('applied checksum %s, file checksum %s', v_applied, p_checksum),
                   HINT = 'Applied migrations are frozen: restore the file and put the change in a new migration.';
     END IF;
     RETURN false;
@@ -49,12 +49,29 @@ AS $$
     VALUES (p_name, p_checksum, p_version);
 $$;
 
--- migration_search_path(): sets, for the current transaction, the search_path under which
--- migrations and API files are created: pg_catalog first (so no look-alike can shadow a
--- built-in), pymem, the schema pgvector lives in (found, not assumed), pg_temp last. API functions capture it with SET search_path FROM CURRENT.
--- It has no SET clause of its own on purpose: a function's SET would undo its set_config at
--- exit. Every name in it is qualified instead.
+-- migration_search_path(): sets, for the current transaction, the pinned search_path under
+-- which migrations, grants and every pymem function run: pg_catalog first (so no look-alike can
+-- shadow a built-in), pymem, pg_temp last. Nothing a non-owner may write is on it: PostgreSQL
+-- prefers an operator or function of exactly matching types anywhere on the path over a
+-- pg_catalog one that needs an implicit cast, so pgvector's schema (often the world-writable
+-- public) is never on it. pymem reaches pgvector through the wrappers that
+-- migration_vector_functions() renders with pgvector's schema written out.
+-- No SET clause of its own on purpose (a function's SET would undo its set_config at exit);
+-- every name in it is qualified instead.
 CREATE OR REPLACE FUNCTION pymem.migration_search_path()
+RETURNS text
+LANGUAGE sql VOLATILE SECURITY INVOKER
+AS $$
+    SELECT pg_catalog.set_config('search_path', 'pg_catalog, pymem, pg_temp', true);
+$$;
+
+-- migration_types_path(): the pinned path plus pgvector's schema (found, not assumed), for the
+-- statements whose text names pgvector's type unqualified: the API files' CREATE FUNCTION
+-- signatures and the released migrations 0002/0003 (frozen, so their text cannot change).
+-- Only names resolved while creating objects see it (types, and the default and CHECK
+-- expressions stored with them, which migration_check_dependencies() then verifies); nothing
+-- executes under it: no DO block, no query (a test checks the files run under it).
+CREATE OR REPLACE FUNCTION pymem.migration_types_path()
 RETURNS text
 LANGUAGE sql VOLATILE SECURITY INVOKER
 AS $$
@@ -64,7 +81,112 @@ AS $$
             (SELECT pg_catalog.quote_ident(n.nspname::text)
                FROM pg_catalog.pg_extension AS e
                JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
-              WHERE e.extname = 'vector' AND n.nspname NOT IN ('pymem', 'pg_catalog')),
+              WHERE e.extname = 'vector' AND n.nspname OPERATOR(pg_catalog.<>) ALL (ARRAY['pymem', 'pg_catalog']::pg_catalog.name[])),
             'pg_temp'),
         true);
+$$;
+
+-- migration_vector_functions(): (re)creates the few pgvector calls pymem's functions make as
+-- inlinable SQL functions in schema pymem, with pgvector's schema written into their bodies
+-- (no search_path involved). Run by every migrate before the API files; after
+-- ALTER EXTENSION vector SET SCHEMA, run pymem migrate again.
+--   pymem._cosine_distance(a, b)  a OPERATOR(<schema>.<=>) b (an HNSW index still matches it)
+--   pymem._vector_dims(v), pymem._vector_norm(v)
+CREATE OR REPLACE FUNCTION pymem.migration_vector_functions()
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_schema text;
+BEGIN
+    SELECT pg_catalog.quote_ident(n.nspname::text) INTO v_schema
+      FROM pg_catalog.pg_extension AS e
+      JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
+     WHERE e.extname = 'vector';
+    IF v_schema IS NULL THEN
+        RETURN;  -- only before 0001_foundation (which creates the extension) has run
+    END IF;
+    EXECUTE pg_catalog.format($f$
+        CREATE OR REPLACE FUNCTION pymem._cosine_distance(a %1$s.vector, b %1$s.vector)
+        RETURNS double precision
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+        AS 'SELECT a OPERATOR(%1$s.<=>) b'$f$, v_schema);
+    EXECUTE pg_catalog.format($f$
+        CREATE OR REPLACE FUNCTION pymem._vector_dims(v %1$s.vector)
+        RETURNS integer
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+        AS 'SELECT %1$s.vector_dims(v)'$f$, v_schema);
+    EXECUTE pg_catalog.format($f$
+        CREATE OR REPLACE FUNCTION pymem._vector_norm(v %1$s.vector)
+        RETURNS double precision
+        LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+        AS 'SELECT %1$s.vector_norm(v)'$f$, v_schema);
+END;
+$$;
+
+-- _owned_by_pymem(classid, objid): whether a catalog object (table, index, constraint, column
+-- default, policy, trigger, rule, function, type) lives in schema pymem and is not an extension's.
+CREATE OR REPLACE FUNCTION pymem._owned_by_pymem(p_classid oid, p_objid oid)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT coalesce(CASE p_classid
+        WHEN 'pg_catalog.pg_class'::pg_catalog.regclass THEN
+            (SELECT c.relnamespace FROM pg_catalog.pg_class AS c WHERE c.oid = p_objid)
+        WHEN 'pg_catalog.pg_constraint'::pg_catalog.regclass THEN
+            (SELECT k.connamespace FROM pg_catalog.pg_constraint AS k WHERE k.oid = p_objid)
+        WHEN 'pg_catalog.pg_attrdef'::pg_catalog.regclass THEN
+            (SELECT c.relnamespace FROM pg_catalog.pg_attrdef AS a JOIN pg_catalog.pg_class AS c ON c.oid = a.adrelid
+              WHERE a.oid = p_objid)
+        WHEN 'pg_catalog.pg_policy'::pg_catalog.regclass THEN
+            (SELECT c.relnamespace FROM pg_catalog.pg_policy AS y JOIN pg_catalog.pg_class AS c ON c.oid = y.polrelid
+              WHERE y.oid = p_objid)
+        WHEN 'pg_catalog.pg_trigger'::pg_catalog.regclass THEN
+            (SELECT c.relnamespace FROM pg_catalog.pg_trigger AS t JOIN pg_catalog.pg_class AS c ON c.oid = t.tgrelid
+              WHERE t.oid = p_objid)
+        WHEN 'pg_catalog.pg_rewrite'::pg_catalog.regclass THEN
+            (SELECT c.relnamespace FROM pg_catalog.pg_rewrite AS w JOIN pg_catalog.pg_class AS c ON c.oid = w.ev_class
+              WHERE w.oid = p_objid)
+        WHEN 'pg_catalog.pg_proc'::pg_catalog.regclass THEN
+            (SELECT p.pronamespace FROM pg_catalog.pg_proc AS p WHERE p.oid = p_objid)
+        WHEN 'pg_catalog.pg_type'::pg_catalog.regclass THEN
+            (SELECT t.typnamespace FROM pg_catalog.pg_type AS t WHERE t.oid = p_objid)
+        END OPERATOR(pg_catalog.=) (SELECT n.oid FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pymem'), false)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS x
+                        WHERE x.classid = p_classid AND x.objid = p_objid AND x.deptype = 'e');
+$$;
+
+-- migration_check_dependencies(): refuses (PM011) to commit a migration or API refresh when
+-- anything stored in schema pymem (a CHECK, a default, an index expression, a policy, a
+-- function's parameter default or signature) depends on an operator, function or type outside
+-- pg_catalog and pymem that no extension owns: e.g. an exact-type look-alike that someone
+-- planted in a writable schema before the first migrate.
+CREATE OR REPLACE FUNCTION pymem.migration_check_dependencies()
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_found text;
+BEGIN
+    SELECT pg_catalog.string_agg(DISTINCT pg_catalog.format('%s (used by %s)',
+               pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0),
+               pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid)), '; ')
+      INTO v_found
+      FROM pg_catalog.pg_depend AS d
+      CROSS JOIN LATERAL pg_catalog.pg_identify_object(d.refclassid, d.refobjid, 0) AS ref
+     WHERE d.refclassid = ANY (ARRAY['pg_catalog.pg_proc', 'pg_catalog.pg_operator', 'pg_catalog.pg_type',
+                                     'pg_catalog.pg_opclass', 'pg_catalog.pg_collation']::pg_catalog.regclass[])
+       AND ref.schema IS NOT NULL AND ref.schema <> ALL (ARRAY['pg_catalog', 'pymem'])
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS x
+                        WHERE x.classid = d.refclassid AND x.objid = d.refobjid AND x.deptype = 'e')
+       AND pymem._owned_by_pymem(d.classid, d.objid);
+    IF v_found IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: objects in schema pymem would call code outside pg_catalog, pymem and extensions'
+            USING ERRCODE = 'PM011', DETAIL = v_found,
+                  HINT = 'Someone created these look-alikes in a schema other roles may write. Drop them, then run pymem migrate again.';
+    END IF;
+END;
 $$;

@@ -6,6 +6,9 @@
 \set ON_ERROR_STOP 1
 \set QUIET 1
 SET client_min_messages = warning;
+-- Pins this migrate session's search_path before anything else runs: nothing a non-owner may write is on it.
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pymem, pg_temp', false)
+\gset pymem_
 -- Serialises migrate runs (psql or Python) across sessions; held until migration_unlock.
 SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended('pymem.migrate', 0))
 \gset pymem_
@@ -17,10 +20,16 @@ SELECT pymem.migration_pending('0001_foundation', '20658e1c856133633d472f4e6c96a
 \gset pymem_
 \if :pymem_pending
 BEGIN;
--- Sets the transaction's search_path for creating migrations and API functions.
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
 \ir migrations/0001_foundation.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
 SELECT pymem.migration_applied('0001_foundation', '20658e1c856133633d472f4e6c96a78995a36213d0edb873fe8b74e49e7caee8', '0.1.0')
 \gset pymem_
@@ -34,10 +43,16 @@ SELECT pymem.migration_pending('0002_facts', '3da8c3753aad53107a099e5759bfc06c42
 \gset pymem_
 \if :pymem_pending
 BEGIN;
--- Sets the transaction's search_path for creating migrations and API functions.
-SELECT pymem.migration_search_path()
+-- Adds pgvector's schema to the transaction's path while statements that name its type unqualified create objects.
+SELECT pymem.migration_types_path()
 \gset pymem_
 \ir migrations/0002_facts.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
 SELECT pymem.migration_applied('0002_facts', '3da8c3753aad53107a099e5759bfc06c428c10182017a436040e298328780950', '0.1.0')
 \gset pymem_
@@ -51,10 +66,16 @@ SELECT pymem.migration_pending('0003_conversations', '56af789b9e9affa786f1e9e763
 \gset pymem_
 \if :pymem_pending
 BEGIN;
--- Sets the transaction's search_path for creating migrations and API functions.
-SELECT pymem.migration_search_path()
+-- Adds pgvector's schema to the transaction's path while statements that name its type unqualified create objects.
+SELECT pymem.migration_types_path()
 \gset pymem_
 \ir migrations/0003_conversations.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
 SELECT pymem.migration_applied('0003_conversations', '56af789b9e9affa786f1e9e763f98d0c8da70a7b545a5924bbf705f27c675da4', '0.1.0')
 \gset pymem_
@@ -68,10 +89,16 @@ SELECT pymem.migration_pending('0004_stores', '0661ea15906fb32d11081a7c6cd6282b1
 \gset pymem_
 \if :pymem_pending
 BEGIN;
--- Sets the transaction's search_path for creating migrations and API functions.
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
 \ir migrations/0004_stores.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
 SELECT pymem.migration_applied('0004_stores', '0661ea15906fb32d11081a7c6cd6282b177cb188efdb141a5acb592d626e0bab', '0.1.0')
 \gset pymem_
@@ -85,10 +112,16 @@ SELECT pymem.migration_pending('0005_security', '76f49646937e075089665dacab36b42
 \gset pymem_
 \if :pymem_pending
 BEGIN;
--- Sets the transaction's search_path for creating migrations and API functions.
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
 \ir migrations/0005_security.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
 SELECT pymem.migration_applied('0005_security', '76f49646937e075089665dacab36b4213a7941529f8be9e77a2b2914d0d05b07', '0.1.0')
 \gset pymem_
@@ -98,8 +131,14 @@ COMMIT;
 
 -- API functions (re-applied every run)
 BEGIN;
--- Sets the transaction's search_path for creating migrations and API functions.
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
+\gset pymem_
+-- Renders the pgvector wrappers (pymem._cosine_distance, _vector_dims, _vector_norm) with pgvector's schema written out.
+SELECT pymem.migration_vector_functions()
+\gset pymem_
+-- Adds pgvector's schema to the transaction's path while statements that name its type unqualified create objects.
+SELECT pymem.migration_types_path()
 \gset pymem_
 \ir api/context.sql
 \ir api/conversations.sql
@@ -108,7 +147,13 @@ SELECT pymem.migration_search_path()
 \ir api/portability.sql
 \ir api/stores.sql
 \ir api/tenant.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
 \ir grants.sql
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
 SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('pymem.migrate', 0))

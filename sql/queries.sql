@@ -19,9 +19,25 @@ SELECT pymem.migration_pending(%(name)s, %(checksum)s) AS pending;
 -- Records a migration as applied, inside the migration's own transaction.
 SELECT pymem.migration_applied(%(name)s, %(checksum)s, %(version)s);
 
+-- name: migration_session_path
+-- Pins this migrate session's search_path before anything else runs: nothing a non-owner may write is on it.
+SELECT pg_catalog.set_config('search_path', 'pg_catalog, pymem, pg_temp', false);
+
 -- name: migration_search_path
--- Sets the transaction's search_path for creating migrations and API functions.
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path();
+
+-- name: migration_types_path
+-- Adds pgvector's schema to the transaction's path while statements that name its type unqualified create objects.
+SELECT pymem.migration_types_path();
+
+-- name: migration_vector_functions
+-- Renders the pgvector wrappers (pymem._cosine_distance, _vector_dims, _vector_norm) with pgvector's schema written out.
+SELECT pymem.migration_vector_functions();
+
+-- name: migration_check_dependencies
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies();
 
 -- name: applied_migrations
 -- Every applied migration, oldest first (NULL-safe when the schema does not exist yet).

@@ -99,7 +99,8 @@ def test_roles_are_recorded_and_nothing_is_granted_to_public(dsn):
         definers = c.execute(
             """SELECT count(*) FILTER (WHERE prosecdef), count(*) FILTER (WHERE NOT prosecdef AND proname NOT LIKE '\\_%%'
                       AND proname NOT IN ('fact_key', 'set_tenant', 'current_tenant', 'migration_pending',
-                                          'migration_applied', 'migration_search_path', 'tenant_bind',
+                                          'migration_applied', 'migration_search_path', 'migration_types_path',
+                                              'migration_vector_functions', 'migration_check_dependencies', 'tenant_bind',
                                           'tenant_unbind'))
                FROM pg_proc WHERE pronamespace = 'pymem'::regnamespace"""
         ).fetchone()

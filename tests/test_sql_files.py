@@ -76,10 +76,16 @@ def test_every_sql_file_puts_its_objects_in_schema_pymem():
             assert name.startswith("pymem."), f"{f.name}: {kind} {name} is not in schema pymem"
 
 
-# Functions that may not pin search_path: migration_search_path sets it for its caller (a SET
-# clause would undo that), current_tenant must inline into RLS policies (a SET clause stops that).
-UNPINNED = {"pymem.migration_search_path()", "pymem.current_tenant()"}
-SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in"}
+# Functions that may not pin search_path: the migration_*_path functions set it for their caller
+# (a SET clause would undo that); current_tenant and the pgvector wrappers must inline (into RLS
+# policies, into recall's ORDER BY) and a SET clause stops that.
+UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "pymem.current_tenant()",
+            "pymem._cosine_distance(vector,vector)", "pymem._vector_dims(vector)", "pymem._vector_norm(vector)"}
+SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in",
+             "operator", "all", "array"}
+# The only schemas a pinned pymem function may resolve names in: none of them can be written by
+# anyone but pymem's owner (pg_temp is the caller's own, searched for tables only, and last).
+TRUSTED_PATH = {"pg_catalog", "pymem", "pg_temp"}
 
 
 def test_every_api_function_pins_search_path_and_declares_security(dsn):
@@ -101,7 +107,8 @@ def test_every_api_function_pins_search_path_and_declares_security(dsn):
         pinned = [c for c in (config or []) if c.startswith("search_path=")]
         assert pinned, f"{name} does not pin search_path"
         assert pinned[0].rstrip().endswith("pg_temp"), f"{name}: pg_temp must come last in {pinned[0]}"
-        assert "public" not in pinned[0].split("=")[1].split(", ")[:1], f"{name} resolves public first"
+        path = [p.strip().strip('"') for p in pinned[0].split("=", 1)[1].split(",")]
+        assert set(path) <= TRUSTED_PATH, f"{name} resolves names in {set(path) - TRUSTED_PATH}"
         assert re.search(r"SECURITY (INVOKER|DEFINER)", definition) or "SECURITY" not in definition
 
 

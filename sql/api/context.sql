@@ -9,7 +9,7 @@
 CREATE OR REPLACE FUNCTION pymem._norm(content text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT pg_catalog.btrim(pg_catalog.lower(pg_catalog.regexp_replace(
         pg_catalog.regexp_replace(content, '[\t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]', ' ', 'g'), '  +', ' ', 'g')));
@@ -46,7 +46,7 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     max_unembedded integer DEFAULT 100)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 -- Every statement inside has a good generic plan (each reads one user's rows through a
 -- btree). Left to choose, the plan cache re-plans some of them on every call once the tables
 -- are large (its cost estimate of the generic plan is higher): 10M rows, measured: 1.91 -> 1.75

@@ -20,7 +20,7 @@
 CREATE OR REPLACE FUNCTION pymem._conv_check(project_id text, user_id text, thread_id text, purpose text)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     PERFORM pymem._project_check(project_id);
@@ -47,7 +47,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._message_check(role text, content text, importance double precision)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     IF role IS NULL OR role NOT IN ('user', 'assistant', 'system', 'tool') THEN
@@ -73,7 +73,7 @@ CREATE OR REPLACE FUNCTION pymem._message_insert(
     importance double precision, metadata jsonb, embedded_by text)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -108,7 +108,7 @@ CREATE OR REPLACE FUNCTION pymem.message_add(
     metadata jsonb DEFAULT '{}'::jsonb)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     PERFORM pymem._tenant_enter(message_add.project_id);
@@ -136,7 +136,7 @@ CREATE OR REPLACE FUNCTION pymem.summary_claim(
     lease_seconds double precision DEFAULT 300)
 RETURNS TABLE (claim_token uuid, through_seq bigint, previous_summary text, messages jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -193,7 +193,7 @@ CREATE OR REPLACE FUNCTION pymem.summary_commit(
     max_chars integer DEFAULT 2000)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -221,7 +221,7 @@ CREATE OR REPLACE FUNCTION pymem.summary_release(
     user_id text, claim_token uuid, thread_id text DEFAULT 'default', project_id text DEFAULT '')
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -260,7 +260,7 @@ CREATE OR REPLACE FUNCTION pymem.turn_record(
 RETURNS TABLE (user_seq bigint, assistant_seq bigint, learned_ids bigint[],
                claim_token uuid, through_seq bigint, previous_summary text, messages jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -321,7 +321,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._window(p_project_id text, p_user_id text, p_thread_id text, p_max integer)
 RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz)
 LANGUAGE sql STABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT w.seq, w.role, w.content, w.importance, w.created_at FROM (
         SELECT m.seq, m.role, m.content, m.importance, m.created_at FROM pymem.messages AS m
@@ -337,7 +337,7 @@ CREATE OR REPLACE FUNCTION pymem.window_read(
     user_id text, thread_id text DEFAULT 'default', project_id text DEFAULT '', max_messages integer DEFAULT 20)
 RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -357,7 +357,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.summary_read(user_id text, thread_id text DEFAULT 'default', project_id text DEFAULT '')
 RETURNS TABLE (summary text, through_seq bigint, summarized_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -379,7 +379,7 @@ CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
     p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, content text)
 LANGUAGE sql STABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT c.thread_id, c.seq, c.content FROM (
         SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
@@ -406,7 +406,7 @@ CREATE OR REPLACE FUNCTION pymem.messages_unembedded(
     max_messages integer DEFAULT 1000)
 RETURNS TABLE (thread_id text, seq bigint, content text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -430,7 +430,7 @@ CREATE OR REPLACE FUNCTION pymem.message_embeddings_put(
     user_id text, embedder text, thread_ids text[], seqs bigint[], embeddings vector[], project_id text DEFAULT '')
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -473,7 +473,7 @@ CREATE OR REPLACE FUNCTION pymem._recall_check(
     importance_weight double precision, half_life_seconds double precision)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     PERFORM pymem._check_limit('k', k);
@@ -502,7 +502,7 @@ CREATE OR REPLACE FUNCTION pymem._recall_ranked(
     p_half_life double precision)
 RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
 LANGUAGE sql STABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT s.thread_id, s.seq, s.similarity,
            (1 - p_rw - p_iw) * s.similarity
@@ -511,7 +511,7 @@ AS $$
                  pg_catalog.date_part('epoch', pg_catalog.now() - s.created_at) / p_half_life, 1000)) END
            + p_iw * s.importance AS score
       FROM (  -- OFFSET 0: one distance per vector (a flattened subquery would compute it twice)
-            SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - (e.embedding <=> p_query) AS similarity
+            SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
               FROM pymem.message_embeddings AS e
              WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
                AND e.chars >= p_min_chars
@@ -543,7 +543,7 @@ CREATE OR REPLACE FUNCTION pymem.messages_recall(
 RETURNS TABLE (thread text, seq bigint, role text, content text, created_at timestamptz,
                importance double precision, similarity double precision, score double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -576,7 +576,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._query_check(project_id text, embedder text, query vector)
 RETURNS void
 LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_dim integer;
@@ -584,13 +584,13 @@ BEGIN
     IF query IS NULL THEN
         RAISE EXCEPTION 'pymem: the query vector must not be NULL' USING ERRCODE = '22023';
     END IF;
-    IF vector_norm(query) = 0 THEN
+    IF pymem._vector_norm(query) = 0 THEN
         RAISE EXCEPTION 'pymem: a zero query vector has no direction' USING ERRCODE = '22023';
     END IF;
     SELECT d.dimension INTO v_dim FROM pymem.embedders AS d
      WHERE d.project_id = _query_check.project_id AND d.name = embedder;
-    IF FOUND AND v_dim <> vector_dims(query) THEN
-        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; the query vector has %', embedder, v_dim, vector_dims(query)
+    IF FOUND AND v_dim <> pymem._vector_dims(query) THEN
+        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; the query vector has %', embedder, v_dim, pymem._vector_dims(query)
             USING ERRCODE = '22023';
     END IF;
 END;
@@ -602,7 +602,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.conversation_forget(user_id text, thread_id text DEFAULT '*', project_id text DEFAULT '')
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -25,20 +25,24 @@
 CREATE OR REPLACE FUNCTION pymem._fact_trim(content text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT pg_catalog.regexp_replace(content, '^[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+|[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+$', '', 'g');
 $$;
 
--- fact_key(content): the equality key of a fact's content.
+-- fact_key(content): the equality key of a fact's content. Granted to the app and reader
+-- roles and SECURITY INVOKER, so it calls nothing they may not execute (the trim of
+-- _fact_trim is written out: fold inner runs, then drop the single space left at either end).
 CREATE OR REPLACE FUNCTION pymem.fact_key(content text)
 RETURNS bytea
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT pg_catalog.sha256(pg_catalog.convert_to(
         pg_catalog.normalize(
-            pg_catalog.regexp_replace(pymem._fact_trim(content), '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g'),
+            pg_catalog.btrim(
+                pg_catalog.regexp_replace(content, '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g'),
+                ' '),
             'NFC'),
         'UTF8'));
 $$;
@@ -48,7 +52,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._fact_check_subject(scope text, scope_id text, project_id text, purpose text)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     IF scope IS NULL OR scope NOT IN ('agent', 'user', 'project') THEN
@@ -88,7 +92,7 @@ CREATE OR REPLACE FUNCTION pymem._fact_check_values(
     content text, confidence double precision, source text, trace_id text, metadata jsonb)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_content text := pymem._fact_trim(content);
@@ -121,7 +125,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._check_limit(name text, value integer)
 RETURNS integer
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     IF value IS NULL OR value < 0 OR value > 10000 THEN
@@ -138,7 +142,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._embedding_check(project_id text, embedder text, embedding vector)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_dim integer;
@@ -150,16 +154,16 @@ BEGIN
         RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
             USING ERRCODE = '22023';
     END IF;
-    IF vector_norm(embedding) = 0 THEN
+    IF pymem._vector_norm(embedding) = 0 THEN
         RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
             USING ERRCODE = '22023';
     END IF;
-    INSERT INTO pymem.embedders AS e (project_id, name, dimension) VALUES (project_id, embedder, vector_dims(embedding))
+    INSERT INTO pymem.embedders AS e (project_id, name, dimension) VALUES (project_id, embedder, pymem._vector_dims(embedding))
     ON CONFLICT ON CONSTRAINT embedders_pkey DO NOTHING;
     SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.project_id = _embedding_check.project_id
        AND e.name = embedder;
-    IF v_dim <> vector_dims(embedding) THEN
-        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, vector_dims(embedding)
+    IF v_dim <> pymem._vector_dims(embedding) THEN
+        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, pymem._vector_dims(embedding)
             USING ERRCODE = '22023';
     END IF;
 END;
@@ -169,16 +173,15 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._embeddings_check(project_id text, embedder text, embeddings vector[])
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-DECLARE
-    v_vec vector;
 BEGIN
-    FOREACH v_vec IN ARRAY coalesce(embeddings, '{}') LOOP
-        IF v_vec IS NULL THEN
+    -- by index: a DECLAREd variable could not name pgvector's type (it is not on search_path)
+    FOR i IN 1 .. coalesce(pg_catalog.cardinality(embeddings), 0) LOOP
+        IF embeddings[i] IS NULL THEN
             RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
         END IF;
-        PERFORM pymem._embedding_check(project_id, embedder, v_vec);
+        PERFORM pymem._embedding_check(project_id, embedder, embeddings[i]);
     END LOOP;
 END;
 $$;
@@ -203,7 +206,7 @@ CREATE OR REPLACE FUNCTION pymem.fact_add(
     embedder text DEFAULT NULL)
 RETURNS TABLE (id bigint, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -274,7 +277,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._facts_newest(p_project_id text, p_scope text, p_scope_id text, p_max integer)
 RETURNS SETOF pymem.facts
 LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     IF p_scope_id = '*' THEN
@@ -301,7 +304,7 @@ CREATE OR REPLACE FUNCTION pymem.facts_newest(
     scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 50)
 RETURNS SETOF pymem.facts
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -322,7 +325,7 @@ CREATE OR REPLACE FUNCTION pymem.fact_history(
     scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
 RETURNS SETOF pymem.facts
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -354,7 +357,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.fact_chain(scope text, scope_id text, id bigint, project_id text DEFAULT '')
 RETURNS SETOF pymem.facts
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -406,7 +409,7 @@ CREATE OR REPLACE FUNCTION pymem.fact_supersede(
     embedder text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -496,7 +499,7 @@ CREATE OR REPLACE FUNCTION pymem.fact_forget(
     scope text, scope_id text, id bigint DEFAULT NULL, content text DEFAULT NULL, project_id text DEFAULT '')
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -547,7 +550,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.facts_forget(scope text, scope_id text, project_id text DEFAULT '')
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -577,7 +580,7 @@ CREATE OR REPLACE FUNCTION pymem.facts_unembedded(
     scope text, scope_id text, embedder text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
 RETURNS TABLE (id bigint, content text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -610,7 +613,7 @@ CREATE OR REPLACE FUNCTION pymem.fact_embeddings_put(
     scope text, scope_id text, embedder text, ids bigint[], embeddings vector[], project_id text DEFAULT '')
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -649,7 +652,7 @@ CREATE OR REPLACE FUNCTION pymem.facts_search(
 RETURNS TABLE (id bigint, subject_id text, content text, confidence double precision, source text,
                metadata jsonb, created_at timestamptz, similarity double precision)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -665,7 +668,7 @@ BEGIN
         RETURN QUERY
         WITH s AS MATERIALIZED (
             SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
-                   e.embedding <=> facts_search.query AS dist
+                   pymem._cosine_distance(e.embedding, facts_search.query) AS dist
               FROM pymem.facts AS f
               LEFT JOIN pymem.fact_embeddings AS e
                 ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
@@ -681,7 +684,7 @@ BEGIN
         RETURN QUERY
         WITH s AS MATERIALIZED (
             SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
-                   e.embedding <=> facts_search.query AS dist
+                   pymem._cosine_distance(e.embedding, facts_search.query) AS dist
               FROM pymem.facts AS f
               LEFT JOIN pymem.fact_embeddings AS e
                 ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id

@@ -9,7 +9,7 @@
 CREATE OR REPLACE FUNCTION pymem.about()
 RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT pg_catalog.jsonb_build_object(
         'migrations', (SELECT pg_catalog.count(*) FROM pymem.schema_migrations),

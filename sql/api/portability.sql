@@ -10,7 +10,7 @@
 CREATE OR REPLACE FUNCTION pymem.user_export(user_id text, project_id text DEFAULT '')
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -48,7 +48,7 @@ CREATE OR REPLACE FUNCTION pymem.user_import(
     document jsonb, project_id text DEFAULT NULL, user_id text DEFAULT NULL, replace boolean DEFAULT false)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -25,7 +25,7 @@
 CREATE OR REPLACE FUNCTION pymem._store_key_check(store_key text, project_id text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     PERFORM pymem._project_check(project_id);
@@ -40,7 +40,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._store_path_check(path text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_segment text;
@@ -79,7 +79,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._store_get(p_store_key text, p_project_id text)
 RETURNS pymem.stores
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_store pymem.stores;
@@ -102,7 +102,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._store_sha(content text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(content, 'UTF8')), 'hex');
 $$;
@@ -111,7 +111,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._store_expected_check(expected_sha text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     IF expected_sha IS NOT NULL AND expected_sha <> '' AND expected_sha !~ '^[0-9a-f]{64}$' THEN
@@ -134,7 +134,7 @@ CREATE OR REPLACE FUNCTION pymem.store_open(
 RETURNS TABLE (audit_on boolean, versions_on boolean, read_only text[], transcript_len bigint,
                created_at timestamptz, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -182,7 +182,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._store_writable(p_store pymem.stores, p_path text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_prefix text;
@@ -205,7 +205,7 @@ CREATE OR REPLACE FUNCTION pymem._store_put(
     p_expected text, p_op text)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_sha text;
@@ -292,7 +292,7 @@ CREATE OR REPLACE FUNCTION pymem.store_write(
     reason text DEFAULT NULL, expected_sha text DEFAULT NULL, project_id text DEFAULT '')
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     PERFORM pymem._tenant_enter(store_write.project_id);
@@ -308,7 +308,7 @@ CREATE OR REPLACE FUNCTION pymem.store_read(store_key text, path text, project_i
 RETURNS TABLE (kind text, content text, sha text, size integer, version integer, actor text, reason text,
                created_at timestamptz, updated_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -327,7 +327,7 @@ CREATE OR REPLACE FUNCTION pymem.store_meta(store_key text, path text, project_i
 RETURNS TABLE (kind text, sha text, size integer, version integer, actor text, reason text,
                created_at timestamptz, updated_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -346,7 +346,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_list(store_key text, prefix text DEFAULT '', project_id text DEFAULT '')
 RETURNS TABLE (path text, kind text, sha text, size integer, version integer, actor text, updated_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -371,7 +371,7 @@ CREATE OR REPLACE FUNCTION pymem.store_delete(
     expected_sha text DEFAULT NULL, project_id text DEFAULT '')
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -416,7 +416,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_audit_tail(store_key text, n integer DEFAULT 20, project_id text DEFAULT '')
 RETURNS TABLE (id bigint, path text, op text, old_sha text, new_sha text, actor text, reason text, at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -437,7 +437,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_versions(store_key text, path text, project_id text DEFAULT '')
 RETURNS TABLE (version integer, kind text, sha text, size integer, actor text, reason text, at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -457,7 +457,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_version_read(store_key text, path text, version integer, project_id text DEFAULT '')
 RETURNS TABLE (kind text, content text, sha text)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -478,7 +478,7 @@ CREATE OR REPLACE FUNCTION pymem.store_restore(
     expected_sha text DEFAULT NULL, project_id text DEFAULT '')
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -507,7 +507,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_messages_append(store_key text, messages jsonb, project_id text DEFAULT '')
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
@@ -546,7 +546,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_messages_read(store_key text, project_id text DEFAULT '')
 RETURNS TABLE (seq bigint, message jsonb, created_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
@@ -565,7 +565,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.store_drop(store_key text, project_id text DEFAULT '')
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE

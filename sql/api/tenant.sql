@@ -7,7 +7,7 @@
 CREATE OR REPLACE FUNCTION pymem.set_tenant(project_id text, is_local boolean DEFAULT true)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     -- the check is written out here: set_tenant runs as its caller, who may execute nothing else
@@ -26,7 +26,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._tenant_enter(project_id text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_current text := pg_catalog.current_setting('pymem.tenant', true);
@@ -52,7 +52,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._project_check(project_id text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
@@ -69,7 +69,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.tenant_bind(role_name text, project_id text)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     PERFORM pymem._project_check(project_id);
@@ -86,7 +86,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.tenant_unbind(role_name text, project_id text DEFAULT '*')
 RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path FROM CURRENT
+SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
     v_count integer;
