@@ -84,6 +84,7 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM401": ConcurrencyError,  # store entry changed since it was read
     "PM402": PermissionError,  # store path under a read-only prefix
     "PM403": ValidationError,  # reserved store path
+    "PM404": ConflictError,  # store_open's options differ from the existing store's
     "P0002": NotFoundError,
     "42501": PermissionError,
     "40001": ConflictError,

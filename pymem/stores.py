@@ -7,6 +7,11 @@ The database is the store: an entry write is committed when the call returns, ch
 ``expected_sha`` inside the database (so it holds across processes and machines), and a store
 loaded by another process sees it. The transcript is appended explicitly, as in the reference:
 ``append``/``extend`` collect messages and ``save()`` writes them in one call (one transaction).
+
+Protections (audit, keep_versions, read_only_prefixes) are set when ``get_or_create`` creates a
+store; opening an existing store never changes them (options that differ raise ConflictError,
+PM404). ``protect()`` tightens them; ``configure()`` changes them either way and needs the owner
+role (PermissionError for the app role). Both are logged to the store's audit log.
 """
 
 from __future__ import annotations
@@ -100,6 +105,19 @@ class _Store:
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
         yield from self._load()
         return self
+
+    def _protections(self, query, audit, keep_versions, read_only_prefixes, actor, reason):
+        if read_only_prefixes is not None:
+            read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
+        rows = yield Call(
+            query,
+            {**self._where, "audit": audit, "keep_versions": keep_versions, "read_only_prefixes": read_only_prefixes,
+             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
+             "reason": text(reason, "reason", allow_none=True)},
+        )
+        row = rows[0]
+        self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
+        return bool(row["changed"])
 
     def _load(self):
         rows = yield Call("store_messages_read", self._where)
@@ -217,7 +235,9 @@ class MemoryStore(_Store):
                       audit: bool | None = None, keep_versions: bool | None = None,
                       read_only_prefixes: Iterable[str] | None = None) -> MemoryStore:
         """Load the store ``key`` (creating it if needed) with its transcript. Options given
-        here are stored; options left None keep what the store has (new: audit on)."""
+        here are a new store's protections (None: audit on, no versions, no read-only prefixes).
+        An existing store keeps its own: an option given that differs from it raises
+        ConflictError (PM404); change them with :meth:`protect` or :meth:`configure`."""
         store = cls(key, project_id=project_id, db=db, actor=actor)
         return store._run(store._open(True, audit, keep_versions,
                                       None if read_only_prefixes is None else list(read_only_prefixes)))
@@ -278,6 +298,27 @@ class MemoryStore(_Store):
     def restore(self, path: str, version: int, *, expected_sha: str | None = None, actor: str | None = None,
                 reason: str | None = None) -> str:
         return self._run(self._restore(path, version, expected_sha, actor, reason))
+
+    def protect(self, *, audit: bool | None = None, keep_versions: bool | None = None,
+                read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
+                reason: str | None = None) -> bool:
+        """Tighten the store's protections: turn audit or keep_versions on, or set read-only
+        prefixes that cover every current one (None keeps a setting). PermissionError (42501)
+        if it would weaken anything. Logged to the audit log; returns whether anything changed."""
+        return self._run(self._protections("store_protect", audit, keep_versions,
+                                           None if read_only_prefixes is None else list(read_only_prefixes),
+                                           actor, reason))
+
+    def configure(self, *, audit: bool | None = None, keep_versions: bool | None = None,
+                  read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
+                  reason: str | None = None) -> bool:
+        """Set the store's protections either way (``read_only_prefixes=[]`` removes them all).
+        Needs the owner role (administrators): PermissionError for the app role. Logged to
+        the audit log before it applies, even when it turns audit off; returns whether anything
+        changed."""
+        return self._run(self._protections("store_configure", audit, keep_versions,
+                                           None if read_only_prefixes is None else list(read_only_prefixes),
+                                           actor, reason))
 
     def save(self) -> int:
         """Write the transcript messages added since loading, in one call; returns its length."""
@@ -377,6 +418,20 @@ class AsyncMemoryStore(_Store):
     async def restore(self, path: str, version: int, *, expected_sha: str | None = None, actor: str | None = None,
                       reason: str | None = None) -> str:
         return await self._run(self._restore(path, version, expected_sha, actor, reason))
+
+    async def protect(self, *, audit: bool | None = None, keep_versions: bool | None = None,
+                      read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
+                      reason: str | None = None) -> bool:
+        return await self._run(self._protections("store_protect", audit, keep_versions,
+                                                 None if read_only_prefixes is None else list(read_only_prefixes),
+                                                 actor, reason))
+
+    async def configure(self, *, audit: bool | None = None, keep_versions: bool | None = None,
+                        read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
+                        reason: str | None = None) -> bool:
+        return await self._run(self._protections("store_configure", audit, keep_versions,
+                                                 None if read_only_prefixes is None else list(read_only_prefixes),
+                                                 actor, reason))
 
     async def save(self) -> int:
         return await self._run(self._save())

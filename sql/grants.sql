@@ -5,7 +5,8 @@
 --   owner  (default pymem_owner): owns schema pymem, its tables and functions. The API
 --          functions are SECURITY DEFINER and run as this role; it is not a superuser, so the
 --          forced row-level security of 0005_security.sql binds them too.
---   app    (default pymem_app): USAGE on the schema and EXECUTE on the API functions; no table
+--   app    (default pymem_app): USAGE on the schema and EXECUTE on the API functions (all but
+--          store_configure, which only the owner role and its members run); no table
 --          privileges at all.
 --   reader (default pymem_reader): EXECUTE on the read functions only.
 -- Names: the settings pymem.owner_role / pymem.app_role / pymem.reader_role when given (e.g.
@@ -45,8 +46,9 @@ DECLARE
         'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read'];
     v_write text[] := ARRAY['fact_add', 'fact_supersede', 'fact_forget', 'facts_forget', 'fact_embeddings_put',
         'message_add', 'turn_record', 'summary_claim', 'summary_commit', 'summary_release',
-        'message_embeddings_put', 'conversation_forget', 'user_import', 'store_open', 'store_write',
+        'message_embeddings_put', 'conversation_forget', 'user_import', 'store_open', 'store_protect', 'store_write',
         'store_delete', 'store_restore', 'store_messages_append', 'store_drop'];
+    -- granted to neither: store_configure (weakens a store's protections: administrators only)
 BEGIN
     FOREACH v_key IN ARRAY ARRAY['owner_role', 'app_role', 'reader_role'] LOOP
         v_name := coalesce(

@@ -129,6 +129,29 @@ COMMIT;
 \echo pymem: applied 0005_security
 \endif
 
+-- 0008_store_protections
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0008_store_protections', '99962663a4ab41747e4f88a91c1e2dce2a855b040549fc73fa4fb5df6416e3b4') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0008_store_protections.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0008_store_protections', '99962663a4ab41747e4f88a91c1e2dce2a855b040549fc73fa4fb5df6416e3b4', '0.1.0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0008_store_protections
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).

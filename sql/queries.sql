@@ -214,11 +214,25 @@ SELECT pymem.user_import(document => %(document)s, project_id => %(project_id)s,
                          replace => %(replace)s) AS imported;
 
 -- name: store_open
--- Open (and by default create) a keyed store; NULL options keep the stored ones.
+-- Open (and by default create) a keyed store; options set a new store's protections and must match an existing one's (PM404).
 SELECT o.audit_on, o.versions_on, o.read_only, o.transcript_len, o.created_at, o.created
 FROM pymem.store_open(store_key => %(store_key)s, project_id => %(project_id)s, audit => %(audit)s,
                       keep_versions => %(keep_versions)s, read_only_prefixes => %(read_only_prefixes)s::text[],
                       "create" => %(create)s) AS o;
+
+-- name: store_protect
+-- Tighten an existing store's protections (42501 if it would weaken them); audited.
+SELECT p.audit_on, p.versions_on, p.read_only, p.changed
+FROM pymem.store_protect(store_key => %(store_key)s, audit => %(audit)s, keep_versions => %(keep_versions)s,
+                         read_only_prefixes => %(read_only_prefixes)s::text[], actor => %(actor)s,
+                         reason => %(reason)s, project_id => %(project_id)s) AS p;
+
+-- name: store_configure
+-- Set an existing store's protections either way (owner role only); audited.
+SELECT p.audit_on, p.versions_on, p.read_only, p.changed
+FROM pymem.store_configure(store_key => %(store_key)s, audit => %(audit)s, keep_versions => %(keep_versions)s,
+                           read_only_prefixes => %(read_only_prefixes)s::text[], actor => %(actor)s,
+                           reason => %(reason)s, project_id => %(project_id)s) AS p;
 
 -- name: store_write
 -- Write text or JSON at a path (expected_sha: NULL, '' = must not exist, or the current sha).

@@ -767,3 +767,37 @@ def test_a_pool_with_every_connection_busy_is_a_timeout_not_a_dead_server(dsn):
             with pytest.raises(pymem.TimeoutError, match="pool"):
                 with db.connection():
                     pass
+
+
+def test_embeddings_put_registers_the_embedder_only_when_a_vector_is_stored(dsn):
+    """Issue 11.5: message_embeddings_put (and fact_embeddings_put) for rows that do not exist
+    registered the embedder's dimension for the whole project, so one mistaken first call
+    (here: 2-d vectors for a user with no messages) blocked the model name for every user."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        def registered():
+            return c.execute("SELECT name, dimension FROM pymem.embedders ORDER BY name").fetchall()
+
+        assert c.execute("SELECT pymem.message_embeddings_put('nobody', 'model-x', ARRAY['default'], "
+                         "ARRAY[1]::bigint[], ARRAY['[1,0]']::vector[])").fetchone() == (0,)
+        assert c.execute("SELECT pymem.fact_embeddings_put('user', 'nobody', 'model-y', ARRAY[987654]::bigint[], "
+                         "ARRAY['[1,0]']::vector[])").fetchone() == (0,)
+        assert registered() == []
+        # the same names then work for real rows, at their real dimension
+        c.execute("SELECT pymem.message_add('alice', 'hello there')")
+        fid = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Likes tea')").fetchone()[0]
+        assert c.execute("SELECT pymem.message_embeddings_put('alice', 'model-x', ARRAY['default'], "
+                         "ARRAY[1]::bigint[], ARRAY['[1,0,0]']::vector[])").fetchone() == (1,)
+        assert c.execute("SELECT pymem.fact_embeddings_put('user', 'alice', 'model-y', ARRAY[%s]::bigint[], "
+                         "ARRAY['[0,1,0]']::vector[])", (fid,)).fetchone() == (1,)
+        assert registered() == [("model-x", 3), ("model-y", 3)]
+        # once registered, a wrong dimension is refused even for rows that do not exist
+        for call in ("SELECT pymem.message_embeddings_put('nobody', 'model-x', ARRAY['default'], "
+                     "ARRAY[1]::bigint[], ARRAY['[1,0]']::vector[])",
+                     "SELECT pymem.fact_embeddings_put('user', 'nobody', 'model-y', ARRAY[1]::bigint[], "
+                     "ARRAY['[1,0]']::vector[])",
+                     # and a batch is of one dimension even before the first registration
+                     "SELECT pymem.message_embeddings_put('alice', 'model-z', ARRAY['default', 'default'], "
+                     "ARRAY[1, 2]::bigint[], ARRAY['[1,0,0]', '[1,0]']::vector[])"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="dimensions"):
+                c.execute(call)
+        assert registered() == [("model-x", 3), ("model-y", 3)]

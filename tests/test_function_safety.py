@@ -224,6 +224,8 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT pymem.facts_forget('user', 'bob')")
     c.execute("SELECT pymem.conversation_forget('bob')")
     c.execute("SELECT * FROM pymem.store_open('notes', keep_versions => true, read_only_prefixes => ARRAY['memory'])")
+    c.execute("SELECT * FROM pymem.store_protect('notes', audit => true, "
+              "read_only_prefixes => ARRAY['memory', 'policies'])")
     sha = c.execute("SELECT pymem.store_write('notes', 'a.txt', 'one')").fetchone()[0]
     c.execute("SELECT pymem.store_write('notes', 'a.txt', 'two', expected_sha => %s)", (sha,))
     c.execute("SELECT * FROM pymem.store_read('notes', 'a.txt')")

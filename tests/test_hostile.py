@@ -162,6 +162,11 @@ SQL_CASES = [
     ("SELECT pymem.store_messages_append('notes', '[{\"content\": \"no role\"}]')", "22023"),
     ("SELECT pymem.store_restore('notes', 'a.txt', 99)", "P0002"),
     ("SELECT pymem.store_drop('*', '*')", "22023"),
+    # store protections: never changed by opening, weakened only by administrators
+    ("SELECT * FROM pymem.store_open('notes', read_only_prefixes => '{}', audit => false)", "PM404"),
+    ("SELECT * FROM pymem.store_protect('notes', read_only_prefixes => '{}')", "42501"),
+    ("SELECT * FROM pymem.store_protect('notes', audit => false)", "42501"),
+    ("SELECT * FROM pymem.store_configure('notes', audit => false)", "42501"),
     # portability
     ("SELECT pymem.user_import('{\"format\": \"something else\"}', user_id => 'eve')", "22023"),
     ("SELECT pymem.user_import('{\"format\": \"pymem.user/1\", \"user_id\": \"eve\", \"facts\": "
@@ -219,6 +224,9 @@ PY_CASES = [
      pymem.ValidationError),
     (lambda db: MemoryStore.get_or_create("notes", db=db).write_text("big.txt", BIG), pymem.ValidationError),
     (lambda db: MemoryStore.get_or_create("", db=db), pymem.ValidationError),
+    (lambda db: MemoryStore.get_or_create("notes", db=db, read_only_prefixes=[]), pymem.ConflictError),
+    (lambda db: MemoryStore.get_or_create("notes", db=db).protect(audit=False), pymem.PermissionError),
+    (lambda db: MemoryStore.get_or_create("notes", db=db).configure(audit=False), pymem.PermissionError),
 ]
 
 

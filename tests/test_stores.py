@@ -114,9 +114,14 @@ def test_audit_off_and_versions_off(db, dsn):
     s.write_text("a.txt", "2")
     assert s.audit_tail() == [] and s.versions("a.txt") == []
     assert count(dsn, "store_audit") == 0 and count(dsn, "store_versions") == 0
-    # options persist; None keeps them, explicit values change them
+    # options persist; opening never changes them (PM404 when asked to), protect() does
     assert MemoryStore.get_or_create("quiet", db=db).audit is False
-    assert MemoryStore.get_or_create("quiet", db=db, audit=True).audit is True
+    assert MemoryStore.get_or_create("quiet", db=db, audit=False).audit is False
+    with pytest.raises(pymem.ConflictError) as conflict:
+        MemoryStore.get_or_create("quiet", db=db, audit=True)
+    assert conflict.value.sqlstate == "PM404" and "audit off -> on" in str(conflict.value)
+    assert s.protect(audit=True, reason="compliance") is True and s.audit is True
+    assert MemoryStore.get_or_create("quiet", db=db).audit is True
 
 
 # --- 6. optimistic concurrency ----------------------------------------------------------
@@ -324,9 +329,197 @@ def test_async_store(dsn):
 def test_read_only_prefixes_guard_deletes_and_restores_too(db):
     s = MemoryStore.get_or_create("ro", db=db, keep_versions=True)
     s.write_text("memory/policy.md", "v1")
-    s = MemoryStore.get_or_create("ro", db=db, read_only_prefixes=["memory/"])
+    s.protect(read_only_prefixes=["memory/"])
     with pytest.raises(pymem.PermissionError):
         s.delete("memory/policy.md")
     with pytest.raises(pymem.PermissionError):
         s.restore("memory/policy.md", 1)
     assert s.read_text("memory/policy.md") == "v1"
+
+
+# --- protections: chosen at creation, changed only explicitly and audited ------------------
+
+
+@pytest.fixture
+def app_login(dsn, as_role):
+    """A login role that is a member of pymem_app (the documented DBA step)."""
+    role = as_role("pymem_app_login")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO pymem_app_login")
+    return role
+
+
+@pytest.fixture
+def admin_login(dsn, as_role):
+    """A non-superuser login role that is a member of the owner role (an administrator)."""
+    role = as_role("pymem_store_admin")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_owner TO pymem_store_admin")
+    yield role
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("REVOKE pymem_owner FROM pymem_store_admin")
+
+
+def store_row(dsn, key="guarded"):
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT audit, keep_versions, read_only_prefixes FROM pymem.stores WHERE store_key = %s",
+                         (key,)).fetchone()
+
+
+def audit_rows(dsn, key="guarded"):
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT op, path, actor, reason FROM pymem.store_audit WHERE store_key = %s ORDER BY id",
+                         (key,)).fetchall()
+
+
+def sqlstate(c, statement, *args) -> str | None:
+    try:
+        c.execute(statement, args or None)
+    except psycopg.Error as exc:
+        return exc.sqlstate
+    return None
+
+
+def test_the_app_role_cannot_open_away_a_stores_protections(dsn, app_login):
+    """Issue 11.5: store_open(read_only_prefixes => '{}', audit => false) on an existing store
+    turned its protections off for any app-role caller, who could then write unaudited into
+    the protected prefix."""
+    with psycopg.connect(app_login, autocommit=True) as c:
+        c.execute("SELECT * FROM pymem.store_open('guarded', keep_versions => true, "
+                  "read_only_prefixes => ARRAY['memory'])")
+        for weaken in ("read_only_prefixes => '{}', audit => false", "read_only_prefixes => '{}'",
+                       "audit => false", "keep_versions => false", "\"create\" => false, audit => false"):
+            assert sqlstate(c, f"SELECT * FROM pymem.store_open('guarded', {weaken})") == "PM404", weaken
+        # options equal to the stored ones (or none) open it fine
+        assert c.execute("SELECT audit_on, versions_on, read_only, created FROM pymem.store_open('guarded', "
+                         "audit => true, read_only_prefixes => ARRAY['memory/'])").fetchone() == (
+            True, True, ["memory/"], False)
+        assert sqlstate(c, "SELECT pymem.store_write('guarded', 'memory/facts.md', 'forged')") == "PM402"
+        c.execute("SELECT pymem.store_write('guarded', 'notes/a.md', 'fine', actor => 'app')")
+    assert store_row(dsn) == (True, True, ["memory/"])
+    assert audit_rows(dsn) == [("write", "notes/a.md", "app", None)]
+
+
+def test_store_protect_only_tightens_and_store_configure_is_for_administrators(dsn, app_login, admin_login):
+    with psycopg.connect(app_login, autocommit=True) as c:
+        c.execute("SELECT * FROM pymem.store_open('guarded', read_only_prefixes => ARRAY['memory/core'])")
+        for weaken in ("audit => false", "keep_versions => false, audit => false", "read_only_prefixes => '{}'",
+                       "read_only_prefixes => ARRAY['memory/core/deep']", "read_only_prefixes => ARRAY['other']"):
+            assert sqlstate(c, f"SELECT * FROM pymem.store_protect('guarded', {weaken})") == "42501", weaken
+        assert audit_rows(dsn) == [] and store_row(dsn) == (True, False, ["memory/core/"])
+        # tightening: a wider prefix covering the old one, one more prefix, versions on
+        row = c.execute("SELECT * FROM pymem.store_protect('guarded', keep_versions => true, "
+                        "read_only_prefixes => ARRAY['memory', 'policies/'], actor => 'ops', "
+                        "reason => 'lock policies')").fetchone()
+        assert row == (True, True, ["memory/", "policies/"], True)
+        assert c.execute("SELECT changed FROM pymem.store_protect('guarded', keep_versions => true)").fetchone() == (
+            False,)  # nothing to change: no audit row
+        assert sqlstate(c, "SELECT pymem.store_write('guarded', 'policies/a.md', 'x')") == "PM402"
+        # the app role may not call store_configure at all
+        assert sqlstate(c, "SELECT * FROM pymem.store_configure('guarded', audit => false)") == "42501"
+    assert audit_rows(dsn) == [
+        ("protect", "", "ops", "lock policies: keep_versions off -> on; "
+                               "read_only_prefixes {memory/core/} -> {memory/,policies/}")]
+    # an administrator (member of the owner role, not a superuser) weakens them, audited first
+    with psycopg.connect(admin_login, autocommit=True) as c:
+        row = c.execute("SELECT * FROM pymem.store_configure('guarded', audit => false, read_only_prefixes => '{}', "
+                        "actor => 'dba', reason => 'importer rewrites memory/')").fetchone()
+        assert row == (False, True, [], True)
+    with psycopg.connect(app_login, autocommit=True) as c:
+        c.execute("SELECT pymem.store_write('guarded', 'memory/facts.md', 'now allowed')")
+    assert audit_rows(dsn)[1:] == [  # the change is logged although it turned the log off; the write is not
+        ("unprotect", "", "dba", "importer rewrites memory/: audit on -> off; "
+                                 "read_only_prefixes {memory/,policies/} -> {}")]
+
+
+def test_python_protect_and_configure(dsn, app_login, admin_login):
+    with pymem.Database(pymem.Settings(dsn=app_login, pool_max_size=2)) as app_db:
+        s = MemoryStore.get_or_create("guarded", db=app_db, actor="bot", read_only_prefixes=["memory/"])
+        with pytest.raises(pymem.ConflictError) as conflict:
+            MemoryStore.get_or_create("guarded", db=app_db, read_only_prefixes=[])
+        assert conflict.value.sqlstate == "PM404"
+        with pytest.raises(pymem.PermissionError) as weaken:
+            s.protect(read_only_prefixes=[])
+        assert weaken.value.sqlstate == "42501" and "store_configure" in str(weaken.value)
+        with pytest.raises(pymem.PermissionError):
+            s.configure(read_only_prefixes=[])
+        assert s.protect(keep_versions=True) is True and s.keep_versions is True
+        assert s.protect(keep_versions=True) is False
+        assert s.read_only_prefixes == ["memory/"]
+    with pymem.Database(pymem.Settings(dsn=admin_login, pool_max_size=2)) as admin_db:
+        admin = MemoryStore.get("guarded", db=admin_db, actor="dba")
+        assert admin.configure(read_only_prefixes=[], reason="unlock") is True
+        assert admin.read_only_prefixes == [] and admin.keep_versions is True
+        assert [(a.op, a.path, a.actor) for a in admin.audit_tail()] == [("protect", "", "bot"),
+                                                                         ("unprotect", "", "dba")]
+
+    async def main():
+        async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=app_login)) as adb:
+            a = await pymem.AsyncMemoryStore.get("guarded", db=adb)
+            changed = await a.protect(read_only_prefixes=["memory"])
+            try:
+                await a.configure(audit=False)
+            except pymem.PermissionError:
+                refused = True
+            return changed, a.read_only_prefixes, refused
+
+    assert asyncio.run(main()) == (True, ["memory/"], True)
+
+
+# --- paths are Unicode-normalised (NFC) ----------------------------------------------------
+
+NFC, NFD = "caf\u00e9", "cafe\u0301"  # one name, two spellings
+
+
+def test_nfc_and_nfd_spellings_of_a_path_are_one_entry(db, dsn):
+    s = MemoryStore.get_or_create("unicode", db=db, keep_versions=True, read_only_prefixes=[f"{NFD}-locked"])
+    assert s.read_only_prefixes == [f"{NFC}-locked/"]
+    v1 = s.write_text(f"{NFD}/menu.md", "v1")  # written in NFD ...
+    assert s.read_text(f"{NFC}/menu.md") == "v1"  # ... read in NFC
+    assert s.current_sha(f"{NFC}/menu.md") == v1
+    with pytest.raises(pymem.ConcurrencyError):
+        s.write_text(f"{NFC}/menu.md", "x", expected_sha=MUST_NOT_EXIST)  # it exists, whatever the spelling
+    s.write_text(f"{NFC}/menu.md", "v2", expected_sha=v1)
+    assert s.list_paths() == [f"{NFC}/menu.md"]
+    assert s.list_paths(f"{NFD}/") == [f"{NFC}/menu.md"] == s.list_paths(NFC)
+    assert [v.version for v in s.versions(f"{NFD}/menu.md")] == [1, 2]
+    assert s.read_version(f"{NFD}/menu.md", 1) == "v1"
+    s.restore(f"{NFD}/menu.md", 1)
+    assert s.read_text(f"{NFD}/menu.md") == "v1" and s.get_meta(f"{NFD}/menu.md").version == 3
+    with pytest.raises(pymem.PermissionError):
+        s.write_text(f"{NFC}-locked/a.md", "x")
+    assert s.delete(f"{NFC}/menu.md") is True and s.read_text(f"{NFD}/menu.md") is None
+    with psycopg.connect(dsn) as c:
+        paths = {r[0] for r in c.execute("SELECT path FROM pymem.store_audit UNION ALL "
+                                         "SELECT path FROM pymem.store_versions").fetchall()}
+    assert paths == {f"{NFC}/menu.md"}
+
+
+def test_migration_rewrites_stored_paths_to_nfc(dsn, admin_login):
+    """Paths written before 0008 in NFD become NFC (entries, versions, audit, read-only
+    prefixes); a name stored under two spellings is left alone. Re-applied here as an
+    administrator who is not a superuser: forced row-level security must not hide the rows."""
+    with psycopg.connect(dsn, autocommit=True) as c:  # superuser: bypasses RLS, writes what 0.1 could have
+        c.execute("INSERT INTO pymem.stores (project_id, store_key, keep_versions, read_only_prefixes) "
+                  "VALUES ('acme', 'old', true, ARRAY[%s])", (f"{NFD}-locked/",))
+        for path, sha in ((f"{NFD}/menu.md", "a" * 64), ("both-" + NFD, "b" * 64), ("both-" + NFC, "c" * 64)):
+            c.execute("INSERT INTO pymem.store_entries (project_id, store_key, path, kind, content, sha, size, version)"
+                      " VALUES ('acme', 'old', %s, 'text', 'x', %s, 1, 1)", (path, sha))
+            c.execute("INSERT INTO pymem.store_versions (project_id, store_key, path, version, kind, content, sha)"
+                      " VALUES ('acme', 'old', %s, 1, 'text', 'x', %s)", (path, sha))
+            c.execute("INSERT INTO pymem.store_audit (project_id, store_key, path, op, new_sha)"
+                      " VALUES ('acme', 'old', %s, 'write', %s)", (path, sha))
+        c.execute("DELETE FROM pymem.schema_migrations WHERE name = '0008_store_protections'")
+        c.execute(c.execute("SELECT format('GRANT CREATE ON DATABASE %I TO pymem_store_admin', "
+                            "current_database())").fetchone()[0])
+    assert pymem.migrate(admin_login).applied == ["0008_store_protections"]
+    with psycopg.connect(dsn) as c:
+        for table in ("store_entries", "store_versions", "store_audit"):
+            assert sorted(r[0] for r in c.execute(f"SELECT path FROM pymem.{table}")) == sorted(
+                [f"{NFC}/menu.md", "both-" + NFD, "both-" + NFC]), table
+        assert c.execute("SELECT read_only_prefixes FROM pymem.stores").fetchone() == ([f"{NFC}-locked/"],)
+        forced = c.execute("SELECT bool_and(relforcerowsecurity) FROM pg_class WHERE relnamespace = "
+                           "'pymem'::regnamespace AND relkind = 'r' AND relname LIKE 'store%'").fetchone()[0]
+        assert forced  # FORCE is back on every store table
+    s = MemoryStore.get("old", project_id="acme", db=pymem.Database(pymem.Settings(dsn=dsn)))
+    assert s.read_text(f"{NFD}/menu.md") == "x" and s.versions(f"{NFC}/menu.md")[0].sha == "a" * 64

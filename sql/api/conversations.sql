@@ -425,7 +425,8 @@ END;
 $$;
 
 -- message_embeddings_put: stores vectors for a user's messages (parallel arrays). Messages
--- that no longer exist are skipped; an existing vector of the embedder is kept.
+-- that no longer exist are skipped; an existing vector of the embedder is kept. The embedder's
+-- dimension is registered for the project only when at least one vector is stored.
 CREATE OR REPLACE FUNCTION pymem.message_embeddings_put(
     user_id text, embedder text, thread_ids text[], seqs bigint[], embeddings vector[], project_id text DEFAULT '')
 RETURNS integer
@@ -442,8 +443,8 @@ BEGIN
        OR pg_catalog.cardinality(seqs) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: thread_ids, seqs and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embeddings_check(message_embeddings_put.project_id, message_embeddings_put.embedder,
-                                    message_embeddings_put.embeddings);
+    PERFORM pymem._embeddings_validate(message_embeddings_put.project_id, message_embeddings_put.embedder,
+                                       message_embeddings_put.embeddings);
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
     SELECT m.project_id, m.user_id, message_embeddings_put.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
@@ -457,6 +458,10 @@ BEGIN
            OFFSET 0) AS m
     ON CONFLICT (project_id, user_id, embedder, thread_id, seq) DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
+        PERFORM pymem._embedding_check(message_embeddings_put.project_id, message_embeddings_put.embedder,
+                                       message_embeddings_put.embeddings[1]);
+    END IF;
     UPDATE pymem.messages AS m SET embedded_by = message_embeddings_put.embedder
       FROM ROWS FROM (pg_catalog.unnest(message_embeddings_put.thread_ids), pg_catalog.unnest(message_embeddings_put.seqs))
            AS u(thread_id, seq)

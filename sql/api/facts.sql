@@ -186,6 +186,49 @@ BEGIN
 END;
 $$;
 
+-- _embeddings_validate: the checks of _embeddings_check without registering the embedder:
+-- every vector non-NULL, not zero, all of one dimension, and of the registered dimension when
+-- the embedder is registered already. The batch writers (fact_embeddings_put,
+-- message_embeddings_put) call it first and register the embedder with _embedding_check only
+-- once a vector was actually stored, so that a call naming no existing row (a typo, another
+-- user's ids) cannot fix a model's dimension for the whole project.
+CREATE OR REPLACE FUNCTION pymem._embeddings_validate(project_id text, embedder text, embeddings vector[])
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_dim integer;
+    v_first integer;
+BEGIN
+    IF coalesce(pg_catalog.cardinality(embeddings), 0) = 0 THEN
+        RETURN;
+    END IF;
+    IF embedder IS NULL OR embedder = '' OR pg_catalog.length(embedder) > 200 THEN
+        RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
+     WHERE e.project_id = _embeddings_validate.project_id AND e.name = embedder;
+    -- by index: a DECLAREd variable could not name pgvector's type (it is not on search_path)
+    FOR i IN 1 .. pg_catalog.cardinality(embeddings) LOOP
+        IF embeddings[i] IS NULL THEN
+            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
+        END IF;
+        IF pymem._vector_norm(embeddings[i]) = 0 THEN
+            RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
+                USING ERRCODE = '22023';
+        END IF;
+        v_first := coalesce(v_first, pymem._vector_dims(embeddings[i]));
+        IF pymem._vector_dims(embeddings[i]) <> coalesce(v_dim, v_first) THEN
+            RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder,
+                    coalesce(v_dim, v_first), pymem._vector_dims(embeddings[i])
+                USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+END;
+$$;
+
 -- fact_add: adds a fact, or returns the active fact of the subject with the same content.
 --   SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Prefers email');
 -- created is false when the fact already existed. A learned fact (source 'learned') trims the
@@ -608,7 +651,8 @@ $$;
 
 -- fact_embeddings_put: stores vectors from `embedder` for facts of one subject (ids and
 -- embeddings are parallel arrays). Facts that no longer exist are skipped; an existing vector
--- of the same embedder is kept. Returns how many vectors were stored.
+-- of the same embedder is kept. Returns how many vectors were stored. The embedder's dimension
+-- is registered for the project only when at least one vector is stored.
 CREATE OR REPLACE FUNCTION pymem.fact_embeddings_put(
     scope text, scope_id text, embedder text, ids bigint[], embeddings vector[], project_id text DEFAULT '')
 RETURNS integer
@@ -625,8 +669,8 @@ BEGIN
     IF pg_catalog.cardinality(ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: ids and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embeddings_check(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
-                                    fact_embeddings_put.embeddings);
+    PERFORM pymem._embeddings_validate(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
+                                       fact_embeddings_put.embeddings);
     INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
     SELECT f.project_id, f.scope, f.scope_id, f.id, fact_embeddings_put.embedder, u.embedding
       FROM ROWS FROM (pg_catalog.unnest(fact_embeddings_put.ids), pg_catalog.unnest(fact_embeddings_put.embeddings))
@@ -636,6 +680,10 @@ BEGIN
        AND f.scope_id = fact_embeddings_put.scope_id AND f.id = u.id
     ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
+        PERFORM pymem._embedding_check(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
+                                       fact_embeddings_put.embeddings[1]);
+    END IF;
     RETURN v_count;
 END;
 $$;

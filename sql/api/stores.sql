@@ -11,6 +11,16 @@
 -- characters and 255 per segment. Reserved: 'messages.json' and anything under 'audit/',
 -- 'meta/' or 'versions/' (the transcript and internal areas of the reference layout); they are
 -- refused for writes and never listed. Content: at most 8 MiB (UTF-8 bytes).
+-- Every path and prefix is Unicode-normalised to NFC where it enters (writes, reads, meta,
+-- deletes, versions, restores, list prefixes, read-only prefixes), so the NFC and NFD spellings
+-- of one name are one entry; entries are stored and listed in NFC.
+--
+-- Protections (audit, keep_versions, read_only_prefixes) are chosen when store_open creates a
+-- store and never changed by opening it again: store_open refuses options that differ from the
+-- stored ones (PM404). store_protect tightens them (granted to the app role); store_configure
+-- changes them either way (owner role only: not granted to the app or reader role). Both log
+-- the change to the audit log (op 'protect' or 'unprotect', path ''), whatever the store's
+-- audit setting, before it takes effect.
 --
 -- Optimistic concurrency: expected_sha => NULL writes unconditionally; a 64-hex sha writes only
 -- if it is still the path's current sha; '' writes only if the path does not exist yet. The
@@ -19,7 +29,8 @@
 --
 -- Errors: 22023 invalid argument or path; P0002 no such store or version; PM401 concurrency
 -- conflict (expected sha no longer current); PM402 path under a read-only prefix; PM403
--- reserved path.
+-- reserved path; PM404 store_open's options differ from an existing store's; 42501
+-- store_protect asked to weaken a protection.
 
 -- _store_key_check: a store key must name one store.
 CREATE OR REPLACE FUNCTION pymem._store_key_check(store_key text, project_id text)
@@ -36,7 +47,8 @@ BEGIN
 END;
 $$;
 
--- _store_path_check: validates a path (see the header); returns it unchanged.
+-- _store_path_check: validates a path (see the header); returns it in NFC, the one spelling
+-- under which it is stored and looked up (callers use the returned value, never their argument).
 CREATE OR REPLACE FUNCTION pymem._store_path_check(path text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
@@ -45,6 +57,7 @@ AS $$
 DECLARE
     v_segment text;
 BEGIN
+    path := pg_catalog.normalize(path, 'NFC');  -- before the checks: NFC may change the length
     IF path IS NULL OR path = '' THEN
         RAISE EXCEPTION 'pymem: a path must not be empty' USING ERRCODE = '22023';
     END IF;
@@ -121,8 +134,74 @@ BEGIN
 END;
 $$;
 
--- store_open: opens a store, creating it when create is true (the default). Options given as
--- NULL keep the stored value (new stores: audit on, no versions, no read-only prefixes).
+-- _store_prefixes: read-only prefixes in their stored form: each a valid path (NFC, see
+-- _store_path_check) with one trailing '/', duplicates dropped, in the order given. NULL
+-- stays NULL ("not given").
+CREATE OR REPLACE FUNCTION pymem._store_prefixes(prefixes text[])
+RETURNS text[]
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_prefix text;
+    v_out text[] := '{}';
+BEGIN
+    IF prefixes IS NULL THEN
+        RETURN NULL;
+    END IF;
+    FOREACH v_prefix IN ARRAY prefixes LOOP
+        v_prefix := pymem._store_path_check(pg_catalog.rtrim(v_prefix, '/')) || '/';
+        IF NOT v_prefix = ANY (v_out) THEN
+            v_out := v_out || v_prefix;
+        END IF;
+    END LOOP;
+    RETURN v_out;
+END;
+$$;
+
+-- _store_options_change: what setting a store's protections to the given values (NULL: keep;
+-- prefixes as _store_prefixes returns them) would change, one readable line per protection
+-- ('audit on -> off'), and whether any change weakens them: audit or keep_versions turned
+-- off, or a read-only prefix that no new prefix covers (narrowing 'memory/' to 'memory/core/'
+-- weakens; widening it to a parent tightens).
+CREATE OR REPLACE FUNCTION pymem._store_options_change(
+    p_store pymem.stores, p_audit boolean, p_keep_versions boolean, p_prefixes text[],
+    OUT changes text[], OUT weakens boolean)
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    changes := '{}';
+    weakens := false;
+    IF p_audit IS NOT NULL AND p_audit <> p_store.audit THEN
+        changes := changes || ('audit ' || CASE WHEN p_store.audit THEN 'on -> off' ELSE 'off -> on' END);
+        weakens := weakens OR NOT p_audit;
+    END IF;
+    IF p_keep_versions IS NOT NULL AND p_keep_versions <> p_store.keep_versions THEN
+        changes := changes || ('keep_versions '
+                               || CASE WHEN p_store.keep_versions THEN 'on -> off' ELSE 'off -> on' END);
+        weakens := weakens OR NOT p_keep_versions;
+    END IF;
+    IF p_prefixes IS NOT NULL
+       AND (SELECT pg_catalog.array_agg(DISTINCT x.p ORDER BY x.p) FROM pg_catalog.unnest(p_prefixes) AS x(p))
+           IS DISTINCT FROM
+           (SELECT pg_catalog.array_agg(DISTINCT x.p ORDER BY x.p)
+              FROM pg_catalog.unnest(p_store.read_only_prefixes) AS x(p)) THEN
+        changes := changes || ('read_only_prefixes ' || p_store.read_only_prefixes::text || ' -> ' || p_prefixes::text);
+        weakens := weakens OR EXISTS (
+            SELECT 1 FROM pg_catalog.unnest(p_store.read_only_prefixes) AS o(p)
+             WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_prefixes) AS n(p)
+                                WHERE pg_catalog.starts_with(o.p, n.p)));
+    END IF;
+END;
+$$;
+
+-- store_open: opens a store, creating it when create is true (the default). A new store gets
+-- the options given (NULL: audit on, no versions, no read-only prefixes). An existing store's
+-- options are never changed here: an option given that differs from the stored one is refused
+-- with PM404 (NULL always matches), so a caller never believes in a protection the store does
+-- not have, and no caller can drop one by opening the store. Change them with store_protect
+-- or store_configure.
 --   SELECT * FROM pymem.store_open(store_key => 'research-assistant');
 CREATE OR REPLACE FUNCTION pymem.store_open(
     store_key text,
@@ -138,18 +217,14 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_prefix text;
     v_prefixes text[];
     v_created boolean := false;
+    v_store pymem.stores;
+    v_changes text[];
 BEGIN
     PERFORM pymem._tenant_enter(store_open.project_id);
     PERFORM pymem._store_key_check(store_open.store_key, store_open.project_id);
-    IF store_open.read_only_prefixes IS NOT NULL THEN
-        v_prefixes := '{}';
-        FOREACH v_prefix IN ARRAY store_open.read_only_prefixes LOOP
-            v_prefixes := v_prefixes || (pymem._store_path_check(pg_catalog.rtrim(v_prefix, '/')) || '/');
-        END LOOP;
-    END IF;
+    v_prefixes := pymem._store_prefixes(store_open.read_only_prefixes);
     IF store_open."create" THEN
         INSERT INTO pymem.stores AS s (project_id, store_key, audit, keep_versions, read_only_prefixes)
         VALUES (store_open.project_id, store_open.store_key, coalesce(store_open.audit, true),
@@ -157,13 +232,17 @@ BEGIN
         ON CONFLICT (project_id, store_key) DO NOTHING;
         v_created := FOUND;
     END IF;
-    IF NOT v_created AND (store_open.audit IS NOT NULL OR store_open.keep_versions IS NOT NULL OR v_prefixes IS NOT NULL) THEN
-        UPDATE pymem.stores AS s
-           SET audit = coalesce(store_open.audit, s.audit),
-               keep_versions = coalesce(store_open.keep_versions, s.keep_versions),
-               read_only_prefixes = coalesce(v_prefixes, s.read_only_prefixes),
-               updated_at = pg_catalog.clock_timestamp()
-         WHERE s.project_id = store_open.project_id AND s.store_key = store_open.store_key;
+    IF NOT v_created THEN
+        v_store := pymem._store_get(store_open.store_key, store_open.project_id);  -- P0002 when missing
+        SELECT c.changes INTO v_changes
+          FROM pymem._store_options_change(v_store, store_open.audit, store_open.keep_versions, v_prefixes) AS c;
+        IF pg_catalog.cardinality(v_changes) > 0 THEN
+            RAISE EXCEPTION 'pymem: store % exists with other options: opening it as asked would change %',
+                    pg_catalog.quote_literal(store_open.store_key), pg_catalog.array_to_string(v_changes, '; ')
+                USING ERRCODE = 'PM404',
+                      HINT = 'store_open never changes an existing store''s options: open it without them, or '
+                             'change them with pymem.store_protect (tighten) or pymem.store_configure (owner role).';
+        END IF;
     END IF;
     RETURN QUERY
     SELECT s.audit, s.keep_versions, s.read_only_prefixes, s.transcript_len, s.created_at, v_created
@@ -177,8 +256,115 @@ BEGIN
 END;
 $$;
 
+-- _store_protections_set: the one place a store's protections change (store_protect,
+-- store_configure). Locks the store row (writers in flight finish first; later ones see the new
+-- settings), refuses (42501) a weakening unless p_weaken, and logs the change to the audit log
+-- (op 'unprotect' when it weakens anything, else 'protect'; path '' = the store itself) before
+-- it applies it, whatever the store's audit setting. No change: no audit row, changed false.
+CREATE OR REPLACE FUNCTION pymem._store_protections_set(
+    p_store_key text, p_project_id text, p_audit boolean, p_keep_versions boolean, p_prefixes text[],
+    p_actor text, p_reason text, p_weaken boolean)
+RETURNS TABLE (audit_on boolean, versions_on boolean, read_only text[], changed boolean)
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_store pymem.stores;
+    v_prefixes text[];
+    v_changes text[];
+    v_weakens boolean;
+BEGIN
+    PERFORM pymem._tenant_enter(p_project_id);
+    PERFORM pymem._store_key_check(p_store_key, p_project_id);
+    IF pg_catalog.length(p_actor) > 256 OR pg_catalog.length(p_reason) > 1024 THEN
+        RAISE EXCEPTION 'pymem: actor is at most 256 and reason at most 1024 characters' USING ERRCODE = '22023';
+    END IF;
+    v_prefixes := pymem._store_prefixes(p_prefixes);
+    SELECT s.* INTO v_store FROM pymem.stores AS s
+     WHERE s.project_id = p_project_id AND s.store_key = p_store_key
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pymem: no store % in project %', pg_catalog.quote_literal(p_store_key),
+                pg_catalog.quote_literal(p_project_id)
+            USING ERRCODE = 'P0002';
+    END IF;
+    SELECT c.changes, c.weakens INTO v_changes, v_weakens
+      FROM pymem._store_options_change(v_store, p_audit, p_keep_versions, v_prefixes) AS c;
+    IF v_weakens AND NOT p_weaken THEN
+        RAISE EXCEPTION 'pymem: store_protect only tightens a store''s protections; this would weaken them (%)',
+                pg_catalog.array_to_string(v_changes, '; ')
+            USING ERRCODE = '42501',
+                  HINT = 'The owner role (an administrator) may weaken them with pymem.store_configure.';
+    END IF;
+    IF pg_catalog.cardinality(v_changes) > 0 THEN
+        INSERT INTO pymem.store_audit (project_id, store_key, path, op, old_sha, new_sha, actor, reason)
+        VALUES (v_store.project_id, v_store.store_key, '', CASE WHEN v_weakens THEN 'unprotect' ELSE 'protect' END,
+                NULL, NULL, p_actor, coalesce(p_reason || ': ', '') || pg_catalog.array_to_string(v_changes, '; '));
+        UPDATE pymem.stores AS s
+           SET audit = coalesce(p_audit, s.audit),
+               keep_versions = coalesce(p_keep_versions, s.keep_versions),
+               read_only_prefixes = coalesce(v_prefixes, s.read_only_prefixes),
+               updated_at = pg_catalog.clock_timestamp()
+         WHERE s.project_id = v_store.project_id AND s.store_key = v_store.store_key;
+    END IF;
+    RETURN QUERY
+    SELECT s.audit, s.keep_versions, s.read_only_prefixes, pg_catalog.cardinality(v_changes) > 0
+      FROM pymem.stores AS s
+     WHERE s.project_id = v_store.project_id AND s.store_key = v_store.store_key;
+END;
+$$;
+
+-- store_protect: tightens an existing store's protections: turns audit or keep_versions on,
+-- or sets read_only_prefixes to a list covering every current prefix (NULL keeps a setting).
+-- Anything that would weaken them is refused (42501) and changes nothing. Logged to the audit
+-- log as op 'protect'. Granted to the app role.
+--   SELECT * FROM pymem.store_protect(store_key => 'research-assistant',
+--                                     read_only_prefixes => ARRAY['memory/', 'policies/'], actor => 'ops');
+CREATE OR REPLACE FUNCTION pymem.store_protect(
+    store_key text, audit boolean DEFAULT NULL, keep_versions boolean DEFAULT NULL,
+    read_only_prefixes text[] DEFAULT NULL, actor text DEFAULT NULL, reason text DEFAULT NULL,
+    project_id text DEFAULT '')
+RETURNS TABLE (audit_on boolean, versions_on boolean, read_only text[], changed boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    PERFORM pymem._tenant_enter(store_protect.project_id);
+    RETURN QUERY
+    SELECT * FROM pymem._store_protections_set(store_protect.store_key, store_protect.project_id, store_protect.audit,
+                                               store_protect.keep_versions, store_protect.read_only_prefixes,
+                                               store_protect.actor, store_protect.reason, false);
+END;
+$$;
+
+-- store_configure: sets an existing store's protections to the values given, weakening them
+-- too (NULL keeps a setting; read_only_prefixes => '{}' removes every prefix). Logged to the
+-- audit log first (op 'unprotect' when it weakens anything, else 'protect'), even when it turns
+-- the audit log off. Not granted to the app or reader role: the owner role, its members and
+-- superusers (administrators) call it.
+--   SELECT * FROM pymem.store_configure(store_key => 'research-assistant', read_only_prefixes => '{}',
+--                                       actor => 'dba', reason => 'memory/ is rewritten by the importer');
+CREATE OR REPLACE FUNCTION pymem.store_configure(
+    store_key text, audit boolean DEFAULT NULL, keep_versions boolean DEFAULT NULL,
+    read_only_prefixes text[] DEFAULT NULL, actor text DEFAULT NULL, reason text DEFAULT NULL,
+    project_id text DEFAULT '')
+RETURNS TABLE (audit_on boolean, versions_on boolean, read_only text[], changed boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    PERFORM pymem._tenant_enter(store_configure.project_id);
+    RETURN QUERY
+    SELECT * FROM pymem._store_protections_set(store_configure.store_key, store_configure.project_id,
+                                               store_configure.audit, store_configure.keep_versions,
+                                               store_configure.read_only_prefixes, store_configure.actor,
+                                               store_configure.reason, true);
+END;
+$$;
+
 -- _store_writable: a valid path outside the store's read-only prefixes (PM402), for writes,
--- restores and deletes alike.
+-- restores and deletes alike. Checks the path's NFC spelling (the one callers store).
 CREATE OR REPLACE FUNCTION pymem._store_writable(p_store pymem.stores, p_path text)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
@@ -187,7 +373,7 @@ AS $$
 DECLARE
     v_prefix text;
 BEGIN
-    PERFORM pymem._store_path_check(p_path);
+    p_path := pymem._store_path_check(p_path);
     FOREACH v_prefix IN ARRAY p_store.read_only_prefixes LOOP
         IF pg_catalog.starts_with(p_path || '/', v_prefix) THEN
             RAISE EXCEPTION 'pymem: % is under the read-only prefix %', pg_catalog.quote_literal(p_path),
@@ -213,6 +399,7 @@ DECLARE
     v_version integer;
 BEGIN
     PERFORM pymem._store_writable(p_store, p_path);
+    p_path := pymem._store_path_check(p_path);  -- its NFC spelling, from here on
     IF p_content IS NULL THEN
         RAISE EXCEPTION 'pymem: content must not be NULL' USING ERRCODE = '22023';
     END IF;
@@ -311,14 +498,17 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_path text;
 BEGIN
     PERFORM pymem._tenant_enter(store_read.project_id);
     PERFORM pymem._store_key_check(store_read.store_key, store_read.project_id);
-    PERFORM pymem._store_path_check(store_read.path);
+    v_path := pymem._store_path_check(store_read.path);
     RETURN QUERY
     SELECT e.kind, e.content, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at
       FROM pymem.store_entries AS e
-     WHERE e.project_id = store_read.project_id AND e.store_key = store_read.store_key AND e.path = store_read.path;
+     WHERE e.project_id = store_read.project_id AND e.store_key = store_read.store_key
+       AND e.path = v_path;
 END;
 $$;
 
@@ -330,18 +520,22 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_path text;
 BEGIN
     PERFORM pymem._tenant_enter(store_meta.project_id);
     PERFORM pymem._store_key_check(store_meta.store_key, store_meta.project_id);
-    PERFORM pymem._store_path_check(store_meta.path);
+    v_path := pymem._store_path_check(store_meta.path);
     RETURN QUERY
     SELECT e.kind, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at
       FROM pymem.store_entries AS e
-     WHERE e.project_id = store_meta.project_id AND e.store_key = store_meta.store_key AND e.path = store_meta.path;
+     WHERE e.project_id = store_meta.project_id AND e.store_key = store_meta.store_key
+       AND e.path = v_path;
 END;
 $$;
 
--- store_list: the paths under a prefix ('' = all), sorted, with their metadata.
+-- store_list: the paths under a prefix ('' = all; NFC-normalised like paths), sorted, with
+-- their metadata.
 --   SELECT path, sha FROM pymem.store_list(store_key => 'research-assistant', prefix => 'notes/');
 CREATE OR REPLACE FUNCTION pymem.store_list(store_key text, prefix text DEFAULT '', project_id text DEFAULT '')
 RETURNS TABLE (path text, kind text, sha text, size integer, version integer, actor text, updated_at timestamptz)
@@ -349,17 +543,20 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_prefix text;
 BEGIN
     PERFORM pymem._tenant_enter(store_list.project_id);
     PERFORM pymem._store_key_check(store_list.store_key, store_list.project_id);
-    IF store_list.prefix IS NULL OR pg_catalog.length(store_list.prefix) > 1024 THEN
+    v_prefix := pg_catalog.normalize(store_list.prefix, 'NFC');
+    IF v_prefix IS NULL OR pg_catalog.length(v_prefix) > 1024 THEN
         RAISE EXCEPTION 'pymem: prefix must be a string of at most 1024 characters' USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
     SELECT e.path, e.kind, e.sha, e.size, e.version, e.actor, e.updated_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_list.project_id AND e.store_key = store_list.store_key
-       AND pg_catalog.starts_with(e.path, store_list.prefix)
+       AND pg_catalog.starts_with(e.path, v_prefix)
      ORDER BY e.path COLLATE "C";
 END;
 $$;
@@ -377,34 +574,36 @@ AS $$
 DECLARE
     v_store pymem.stores := pymem._store_get(store_delete.store_key, store_delete.project_id);
     v_old text;
+    v_path text;
 BEGIN
     PERFORM pymem._tenant_enter(store_delete.project_id);
     PERFORM pymem._store_writable(v_store, store_delete.path);
+    v_path := pymem._store_path_check(store_delete.path);
     PERFORM pymem._store_expected_check(store_delete.expected_sha);
     IF store_delete.expected_sha = '' THEN
         RAISE EXCEPTION 'pymem: expected_sha '''' (must not exist) makes no sense for a delete' USING ERRCODE = '22023';
     END IF;
     SELECT e.sha INTO v_old FROM pymem.store_entries AS e
-     WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = store_delete.path
+     WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = v_path
        FOR UPDATE;
     IF NOT FOUND THEN
         IF store_delete.expected_sha IS NOT NULL THEN
-            RAISE EXCEPTION 'pymem: % does not exist (expected sha %)', pg_catalog.quote_literal(store_delete.path),
+            RAISE EXCEPTION 'pymem: % does not exist (expected sha %)', pg_catalog.quote_literal(v_path),
                     store_delete.expected_sha
                 USING ERRCODE = 'PM401';
         END IF;
         RETURN false;
     END IF;
     IF store_delete.expected_sha IS NOT NULL AND store_delete.expected_sha <> v_old THEN
-        RAISE EXCEPTION 'pymem: % changed: its sha is %, not the expected %', pg_catalog.quote_literal(store_delete.path),
+        RAISE EXCEPTION 'pymem: % changed: its sha is %, not the expected %', pg_catalog.quote_literal(v_path),
                 v_old, store_delete.expected_sha
             USING ERRCODE = 'PM401';
     END IF;
     DELETE FROM pymem.store_entries AS e
-     WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = store_delete.path;
+     WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = v_path;
     IF v_store.audit THEN
         INSERT INTO pymem.store_audit (project_id, store_key, path, op, old_sha, new_sha, actor, reason)
-        VALUES (v_store.project_id, v_store.store_key, store_delete.path, 'delete', v_old, NULL,
+        VALUES (v_store.project_id, v_store.store_key, v_path, 'delete', v_old, NULL,
                 store_delete.actor, store_delete.reason);
     END IF;
     RETURN true;
@@ -440,15 +639,17 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_path text;
 BEGIN
     PERFORM pymem._tenant_enter(store_versions.project_id);
     PERFORM pymem._store_key_check(store_versions.store_key, store_versions.project_id);
-    PERFORM pymem._store_path_check(store_versions.path);
+    v_path := pymem._store_path_check(store_versions.path);
     RETURN QUERY
     SELECT v.version, v.kind, v.sha, pg_catalog.octet_length(v.content), v.actor, v.reason, v.at
       FROM pymem.store_versions AS v
      WHERE v.project_id = store_versions.project_id AND v.store_key = store_versions.store_key
-       AND v.path = store_versions.path
+       AND v.path = v_path
      ORDER BY v.version;
 END;
 $$;
@@ -460,14 +661,16 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_path text;
 BEGIN
     PERFORM pymem._tenant_enter(store_version_read.project_id);
     PERFORM pymem._store_key_check(store_version_read.store_key, store_version_read.project_id);
-    PERFORM pymem._store_path_check(store_version_read.path);
+    v_path := pymem._store_path_check(store_version_read.path);
     RETURN QUERY
     SELECT v.kind, v.content, v.sha FROM pymem.store_versions AS v
      WHERE v.project_id = store_version_read.project_id AND v.store_key = store_version_read.store_key
-       AND v.path = store_version_read.path AND v.version = store_version_read.version;
+       AND v.path = v_path AND v.version = store_version_read.version;
 END;
 $$;
 
@@ -485,16 +688,18 @@ DECLARE
     v_store pymem.stores := pymem._store_get(store_restore.store_key, store_restore.project_id);
     v_kind text;
     v_content text;
+    v_path text;
 BEGIN
     PERFORM pymem._tenant_enter(store_restore.project_id);
+    v_path := pymem._store_path_check(store_restore.path);
     SELECT v.kind, v.content INTO v_kind, v_content FROM pymem.store_versions AS v
      WHERE v.project_id = v_store.project_id AND v.store_key = v_store.store_key
-       AND v.path = store_restore.path AND v.version = store_restore.version;
+       AND v.path = v_path AND v.version = store_restore.version;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'pymem: no version % of %', store_restore.version, pg_catalog.quote_literal(store_restore.path)
+        RAISE EXCEPTION 'pymem: no version % of %', store_restore.version, pg_catalog.quote_literal(v_path)
             USING ERRCODE = 'P0002';
     END IF;
-    RETURN pymem._store_put(v_store, store_restore.path, v_content, v_kind, store_restore.actor,
+    RETURN pymem._store_put(v_store, v_path, v_content, v_kind, store_restore.actor,
                             coalesce(store_restore.reason, 'restore version ' || store_restore.version),
                             store_restore.expected_sha, 'restore');
 END;
