@@ -35,7 +35,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
             return 3
         print("pymem: schema is current")
         return 0
-    result = migrations.migrate(conninfo, roles=settings.roles())
+    result = migrations.migrate(conninfo, roles=settings.roles(), lock_timeout=args.lock_timeout)
     for name in result.applied:
         print(f"applied {name}")
     if not result.applied:
@@ -104,11 +104,23 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return run(_settings())
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"a positive number of seconds, not {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="pymem", description="Memory for AI agents in PostgreSQL.")
     sub = p.add_subparsers(dest="command", required=True)
     m = sub.add_parser("migrate", help="bring the database to the current schema")
     m.add_argument("--check", action="store_true", help="only report; exit 3 if not current")
+    m.add_argument("--lock-timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="wait at most this long for the migration lock, then name who holds it (default 60)")
     m.set_defaults(func=cmd_migrate)
     s = sub.add_parser("server", help="the embedded server (used when PYMEM_DSN is unset)")
     s.add_argument("action", choices=["status", "start", "stop"])

@@ -78,6 +78,7 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM002": MigrationError,
     "PM010": MigrationError,  # a pymem role is missing or cannot be handed ownership
     "PM011": MigrationError,  # something stored in schema pymem would call a planted look-alike
+    "PM012": MigrationError,  # an old function signature that something depends on would stay beside the new one
     "57014": TimeoutError,
     "PM201": ConflictError,  # fact already superseded
     "PM202": ConflictError,  # new content is already another active fact

@@ -42,9 +42,13 @@ from .queries import Q, sql_root
 TYPES_PATH_MIGRATIONS = frozenset({"0002_facts", "0003_conversations"})
 
 
-# The API transaction, before its files: pinned path, the pgvector wrappers, then the types path
-# for the CREATE FUNCTION statements (no API file runs a query or a DO block).
-API_BEFORE = ("migration_search_path", "migration_vector_functions", "migration_types_path")
+# The API refresh is one transaction: pinned path and bootstrap.sql again; the pgvector
+# wrappers; the types path (bodies unchecked) for the CREATE FUNCTION statements of api/*.sql
+# (no API file runs a query or a DO block); pinned path; drop every function this transaction
+# did not create (old signatures); grants.sql; then API_AFTER: check every body, and refuse
+# anything stored that depends on code outside pg_catalog, pymem and extensions.
+API_BEFORE = ("migration_vector_functions", "migration_types_path")
+API_AFTER = ("migration_validate_functions", "migration_check_dependencies")
 
 
 def _path_query(name: str) -> str:
@@ -70,6 +74,7 @@ class Plan:
 class Result:
     applied: list[str] = field(default_factory=list)
     api_files: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # stale function signatures the API refresh dropped
 
 
 def _files(folder: Traversable) -> list[Traversable]:
@@ -90,10 +95,33 @@ def load_plan(root: Traversable | None = None) -> Plan:
                 (root / "grants.sql").read_text(encoding="utf-8"))
 
 
-def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, str | None] | None = None) -> Result:
+def _lock(conn: psycopg.Connection, lock_timeout: float) -> None:
+    """Take the migration lock, waiting at most ``lock_timeout`` seconds. Any role that can
+    connect may hold an advisory lock, so a migrate that cannot get it names who holds it."""
+    conn.execute(Q["migration_lock_wait"], {"timeout": f"{max(int(lock_timeout * 1000), 1)}ms"}, prepare=False)
+    try:
+        conn.execute(Q["migration_lock"], prepare=False)
+    except psycopg.errors.LockNotAvailable:
+        holders = conn.execute(Q["migration_lock_holders"], prepare=False).fetchall()
+        who = "; ".join(f"pid {pid} (role {role}, application {app or '-'}, {state})"
+                        for pid, role, app, state, _ in holders) or "a session that has since ended"
+        pids = ", ".join(str(h[0]) for h in holders) or "<pid>"
+        raise MigrationError(
+            f"another session holds pymem's migration lock and kept it for {lock_timeout:g} s: {who}. "
+            f"If it is not a migrate, an administrator can end it: SELECT pg_terminate_backend({pids});",
+            sqlstate="55P03",
+        ) from None
+    conn.execute(Q["migration_lock_wait"], {"timeout": "0"}, prepare=False)
+
+
+def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, str | None] | None = None,
+            lock_timeout: float = 60.0) -> Result:
     """Apply pending migrations, re-apply the API files and the grants. Safe to run
     concurrently and twice. ``roles`` may name the owner_role / app_role / reader_role (see
-    sql/grants.sql); None keeps what the database recorded (or the defaults)."""
+    sql/grants.sql); None keeps what the database recorded (or the defaults). Waits at most
+    ``lock_timeout`` seconds for another migrate (or whoever holds its advisory lock)."""
+    if not lock_timeout > 0:
+        raise MigrationError(f"lock_timeout must be a positive number of seconds, not {lock_timeout!r}")
     plan = load_plan(root)
     result = Result()
     with connect(conninfo) as conn, errors():
@@ -101,7 +129,7 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
         for key, name in (roles or {}).items():
             if name:
                 conn.execute(Q["migration_role_setting"], {"key": f"pymem.{key}", "name": name}, prepare=False)
-        conn.execute(Q["migration_lock"], prepare=False)
+        _lock(conn, lock_timeout)
         try:
             conn.execute(plan.bootstrap, prepare=False)
             for m in plan.migrations:
@@ -115,16 +143,23 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                     conn.execute(Q["migration_check_dependencies"], prepare=False)
                     conn.execute(Q["migration_applied"], args, prepare=False)
                 result.applied.append(m.name)
+            if not plan.api:
+                return result  # a root without api/ files (a test's partial version) refreshes nothing
             with conn.transaction():
+                conn.execute(Q["migration_search_path"], prepare=False)
+                conn.execute(plan.bootstrap, prepare=False)  # its functions count as current too
                 for step in API_BEFORE:
                     conn.execute(Q[step], prepare=False)
                 for name, text in plan.api:
                     conn.execute(text, prepare=False)
                     result.api_files.append(name)
                 conn.execute(Q["migration_search_path"], prepare=False)
+                # before grants.sql, whose GRANTs rewrite every function's catalog row
+                result.dropped = conn.execute(Q["migration_drop_stale_functions"], prepare=False).fetchone()[0]
                 if plan.grants.strip():
                     conn.execute(plan.grants, prepare=False)
-                conn.execute(Q["migration_check_dependencies"], prepare=False)
+                for step in API_AFTER:
+                    conn.execute(Q[step], prepare=False)
         finally:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 conn.execute(Q["migration_unlock"], prepare=False)
@@ -194,10 +229,14 @@ def render_psql(root: Traversable | None = None) -> str:
             r"\echo pymem: applied " + m.name,
             r"\endif",
         ]
-    out += ["", "-- API functions (re-applied every run)", "BEGIN;"] + [q(step) for step in API_BEFORE]
-    out += [rf"\ir api/{name}" for name, _ in plan.api]
-    out += [q("migration_search_path"), r"\ir grants.sql", q("migration_check_dependencies"), "COMMIT;",
-            q("migration_unlock"), ""]
+    if plan.api:
+        out += ["", "-- API functions (re-applied every run)", "BEGIN;", q("migration_search_path"), r"\ir bootstrap.sql"]
+        out += [q(step) for step in API_BEFORE]
+        out += [rf"\ir api/{name}" for name, _ in plan.api]
+        out += [q("migration_search_path"), q("migration_drop_stale_functions"), r"\ir grants.sql"]
+        out += [q(step) for step in API_AFTER]
+        out += ["COMMIT;"]
+    out += [q("migration_unlock"), ""]
     return "\n".join(out)
 
 

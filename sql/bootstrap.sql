@@ -58,11 +58,13 @@ $$;
 -- migration_vector_functions() renders with pgvector's schema written out.
 -- No SET clause of its own on purpose (a function's SET would undo its set_config at exit);
 -- every name in it is qualified instead.
+-- It also turns check_function_bodies back on (migration_types_path turns it off).
 CREATE OR REPLACE FUNCTION pymem.migration_search_path()
 RETURNS text
 LANGUAGE sql VOLATILE SECURITY INVOKER
 AS $$
-    SELECT pg_catalog.set_config('search_path', 'pg_catalog, pymem, pg_temp', true);
+    SELECT pg_catalog.set_config('search_path', 'pg_catalog, pymem, pg_temp', true)
+      FROM (SELECT pg_catalog.set_config('check_function_bodies', 'on', true)) AS bodies;
 $$;
 
 -- migration_types_path(): the pinned path plus pgvector's schema (found, not assumed), for the
@@ -71,6 +73,10 @@ $$;
 -- Only names resolved while creating objects see it (types, and the default and CHECK
 -- expressions stored with them, which migration_check_dependencies() then verifies); nothing
 -- executes under it: no DO block, no query (a test checks the files run under it).
+-- It turns check_function_bodies off: function bodies are neither parsed nor resolved while
+-- the API files are created (an old signature of a function may still exist then, which would
+-- make a call in a body ambiguous); migration_validate_functions() checks every body later,
+-- under the pinned path, once stale signatures are gone.
 CREATE OR REPLACE FUNCTION pymem.migration_types_path()
 RETURNS text
 LANGUAGE sql VOLATILE SECURITY INVOKER
@@ -83,7 +89,8 @@ AS $$
                JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
               WHERE e.extname = 'vector' AND n.nspname OPERATOR(pg_catalog.<>) ALL (ARRAY['pymem', 'pg_catalog']::pg_catalog.name[])),
             'pg_temp'),
-        true);
+        true)
+      FROM (SELECT pg_catalog.set_config('check_function_bodies', 'off', true)) AS bodies;
 $$;
 
 -- migration_vector_functions(): (re)creates the few pgvector calls pymem's functions make as
@@ -189,4 +196,102 @@ BEGIN
                   HINT = 'Someone created these look-alikes in a schema other roles may write. Drop them, then run pymem migrate again.';
     END IF;
 END;
+$$;
+
+-- migration_drop_stale_functions(): the end of an API refresh. Every function of schema pymem
+-- that this transaction did not (re)create, i.e. a signature that the current bootstrap.sql,
+-- api/*.sql and grants.sql no longer define, is dropped, so that a changed parameter list never
+-- leaves two versions of a function behind (with DEFAULT parameters, every named call would
+-- then fail as ambiguous). A stale function that something stored depends on (a policy, an
+-- index expression, a default: what a migration created) is kept, never dropped with CASCADE;
+-- if a name then still has two signatures the migrate fails (PM012: the migration that changed
+-- it must drop the old one). Extension members (pgvector installed in schema pymem) are never
+-- touched. Returns the dropped signatures.
+-- "Created by this transaction": its pg_proc row's xmin is this transaction's id (the API
+-- refresh creates no function inside a subtransaction).
+CREATE OR REPLACE FUNCTION pymem.migration_drop_stale_functions()
+RETURNS text[]
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_dropped text[] := '{}';
+    v_twice text;
+    r record;
+BEGIN
+    FOR r IN
+        SELECT p.oid::pg_catalog.regprocedure::text AS fn
+          FROM pg_catalog.pg_proc AS p
+         WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace
+           AND p.xmin OPERATOR(pg_catalog.<>) pg_catalog.xid(pg_catalog.pg_current_xact_id())
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                            WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+                              AND d.deptype = 'e')
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                            WHERE d.refclassid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.refobjid = p.oid
+                              AND d.deptype = 'n')
+         ORDER BY 1
+    LOOP
+        EXECUTE pg_catalog.format('DROP FUNCTION %s', r.fn);
+        v_dropped := v_dropped || r.fn;
+    END LOOP;
+    SELECT pg_catalog.string_agg(p.oid::pg_catalog.regprocedure::text, ', ') INTO v_twice
+      FROM pg_catalog.pg_proc AS p
+     WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS q
+                    WHERE q.pronamespace = p.pronamespace AND q.proname = p.proname AND q.oid <> p.oid);
+    IF v_twice IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: functions with two signatures would remain: %', v_twice
+            USING ERRCODE = 'PM012',
+                  HINT = 'Something stored depends on the old signature: the migration that changes it must drop it (DROP FUNCTION pymem.f(<old types>)) or move what depends on it.';
+    END IF;
+    RETURN v_dropped;
+END;
+$$;
+
+-- migration_validate_functions(): runs the language validator of every SQL and PL/pgSQL
+-- function of schema pymem (check_function_bodies on, pinned path): the body checks that
+-- creating them with check_function_bodies off skipped.
+CREATE OR REPLACE FUNCTION pymem.migration_validate_functions()
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+SET check_function_bodies = on
+AS $$
+DECLARE
+    v_count integer := 0;
+    r record;
+BEGIN
+    FOR r IN
+        SELECT p.oid, l.lanvalidator::pg_catalog.regproc::text AS validator
+          FROM pg_catalog.pg_proc AS p
+          JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
+         WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND l.lanname = ANY (ARRAY['sql', 'plpgsql'])
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                            WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+                              AND d.deptype = 'e')
+    LOOP
+        EXECUTE pg_catalog.format('SELECT %s(%s)', r.validator, r.oid);
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
+END;
+$$;
+
+-- _grants_objects(): pymem's own tables and functions (never an extension's, e.g. pgvector
+-- installed in schema pymem) with their owners, for the ownership and privilege loops of grants.sql.
+CREATE OR REPLACE FUNCTION pymem._grants_objects()
+RETURNS TABLE (kind text, name text, owner oid)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT 'TABLE', c.oid::regclass::text, c.relowner FROM pg_catalog.pg_class AS c
+     WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p')
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                        WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+    UNION ALL
+    SELECT 'FUNCTION', p.oid::regprocedure::text, p.proowner FROM pg_catalog.pg_proc AS p
+     WHERE p.pronamespace = 'pymem'::regnamespace
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                        WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e');
 $$;

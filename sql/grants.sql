@@ -13,24 +13,6 @@
 -- PGOPTIONS='-c pymem.app_role=my_app' psql ... or PYMEM_APP_ROLE), else what the first migrate
 -- recorded in pymem.config, else the defaults. Creating a missing role needs CREATEROLE; else
 -- the migrate fails with PM010 and names the statement an administrator must run.
--- _grants_objects(): pymem's own tables and functions (never an extension's, e.g. pgvector
--- installed in schema pymem) with their owners, for the ownership and privilege loops below.
-CREATE OR REPLACE FUNCTION pymem._grants_objects()
-RETURNS TABLE (kind text, name text, owner oid)
-LANGUAGE sql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-    SELECT 'TABLE', c.oid::regclass::text, c.relowner FROM pg_catalog.pg_class AS c
-     WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p')
-       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
-                        WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
-    UNION ALL
-    SELECT 'FUNCTION', p.oid::regprocedure::text, p.proowner FROM pg_catalog.pg_proc AS p
-     WHERE p.pronamespace = 'pymem'::regnamespace
-       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
-                        WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e');
-$$;
-
 DO $$
 DECLARE
     v_key text;

@@ -129,6 +129,29 @@ COMMIT;
 \echo pymem: applied 0005_security
 \endif
 
+-- 0006_subject_locks
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0006_subject_locks', '5c302246a1538cd121730a83c98d3255a8b8ffb03b9573b3c2ab8103d9db76cd') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0006_subject_locks.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0006_subject_locks', '5c302246a1538cd121730a83c98d3255a8b8ffb03b9573b3c2ab8103d9db76cd', '0.1.0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0006_subject_locks
+\endif
+
 -- 0008_store_protections
 -- True when the named migration still has to run; raises PM002 if its file changed.
 SELECT pymem.migration_pending('0008_store_protections', '99962663a4ab41747e4f88a91c1e2dce2a855b040549fc73fa4fb5df6416e3b4') AS pending
@@ -157,6 +180,7 @@ BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
+\ir bootstrap.sql
 -- Renders the pgvector wrappers (pymem._cosine_distance, _vector_dims, _vector_norm) with pgvector's schema written out.
 SELECT pymem.migration_vector_functions()
 \gset pymem_
@@ -173,7 +197,13 @@ SELECT pymem.migration_types_path()
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
+-- Drops every pymem function this API refresh did not (re)create: old signatures never linger beside new ones.
+SELECT pymem.migration_drop_stale_functions() AS dropped
+\gset pymem_
 \ir grants.sql
+-- Checks every pymem SQL and PL/pgSQL function body under the pinned path.
+SELECT pymem.migration_validate_functions() AS validated
+\gset pymem_
 -- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
 SELECT pymem.migration_check_dependencies()
 \gset pymem_

@@ -7,6 +7,20 @@
 -- Serialises migrate runs (psql or Python) across sessions; held until migration_unlock.
 SELECT pg_catalog.pg_advisory_lock(pg_catalog.hashtextextended('pymem.migrate', 0));
 
+-- name: migration_lock_wait
+-- How long migration_lock may wait (lock_timeout, e.g. '60s'; '0' after it is held: migrations themselves never time out).
+SELECT pg_catalog.set_config('lock_timeout', %(timeout)s, false);
+
+-- name: migration_lock_holders
+-- The sessions holding the migration lock (any role that can connect may take an advisory lock), for the error a waiting migrate raises.
+SELECT a.pid, a.usename AS role, a.application_name, a.state, a.backend_start
+FROM pg_catalog.pg_locks AS l
+JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.database = (SELECT d.oid FROM pg_catalog.pg_database AS d WHERE d.datname = pg_catalog.current_database())
+  AND l.classid = pg_catalog.oid((pg_catalog.hashtextextended('pymem.migrate', 0) >> 32) & 4294967295)
+  AND l.objid = pg_catalog.oid(pg_catalog.hashtextextended('pymem.migrate', 0) & 4294967295)
+  AND l.objsubid = 1;
+
 -- name: migration_unlock
 -- Releases the migration lock taken by migration_lock.
 SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('pymem.migrate', 0));
@@ -34,6 +48,14 @@ SELECT pymem.migration_types_path();
 -- name: migration_vector_functions
 -- Renders the pgvector wrappers (pymem._cosine_distance, _vector_dims, _vector_norm) with pgvector's schema written out.
 SELECT pymem.migration_vector_functions();
+
+-- name: migration_drop_stale_functions
+-- Drops every pymem function this API refresh did not (re)create: old signatures never linger beside new ones.
+SELECT pymem.migration_drop_stale_functions() AS dropped;
+
+-- name: migration_validate_functions
+-- Checks every pymem SQL and PL/pgSQL function body under the pinned path.
+SELECT pymem.migration_validate_functions() AS validated;
 
 -- name: migration_check_dependencies
 -- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.

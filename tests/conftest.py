@@ -10,6 +10,8 @@ Fixtures:
   empty_dsn   a fresh database with nothing installed (for migration tests)
   as_role     as_role(name, dsn=None, superuser=False) -> conninfo of a login role
   catalog     catalog(dsn) -> a snapshot of schema pymem built from pg_catalog
+  lock_wait   lock_wait(dsn, blocked_by=pid) -> the pid of a backend that waits on a lock held
+              by ``blocked_by`` (pg_blocking_pids), or fails the test after 20 s
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import itertools
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 # Before pymem reads any setting: tests never touch a user's data directory or DSN.
@@ -172,3 +175,25 @@ def catalog_snapshot(dsn: str) -> dict[str, list[tuple]]:
 @pytest.fixture
 def catalog():
     return catalog_snapshot
+
+
+def wait_for_lock(dsn: str, *, blocked_by: int, timeout: float = 20.0) -> int:
+    """The pid of a backend of ``dsn``'s database that waits on a lock ``blocked_by`` holds, as
+    the server reports it (pg_blocking_pids): an interleaving is proven by the lock wait itself,
+    never by a thread that merely has not finished yet. Fails the test after ``timeout`` s."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as c:
+        while True:
+            row = c.execute(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database() "
+                "AND %s = ANY (pg_blocking_pids(pid))", (blocked_by,)).fetchone()
+            if row:
+                return row[0]
+            if time.monotonic() > deadline:
+                pytest.fail(f"no backend waited on a lock of pid {blocked_by} within {timeout:g} s")
+            time.sleep(0.02)
+
+
+@pytest.fixture
+def lock_wait():
+    return wait_for_lock

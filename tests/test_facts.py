@@ -93,7 +93,7 @@ def test_concurrent_identical_adds_get_one_row_and_one_id(dsn):
     assert count(dsn) == 1
 
 
-def test_concurrent_add_waits_for_an_uncommitted_twin(dsn):
+def test_concurrent_add_waits_for_an_uncommitted_twin(dsn, lock_wait):
     """Explicit interleaving: A inserts inside an open transaction; B adds the same fact and
     must wait; A commits; B returns A's id and created = false."""
     a = psycopg.connect(dsn)
@@ -107,8 +107,8 @@ def test_concurrent_add_waits_for_an_uncommitted_twin(dsn):
         )
     )
     b.start()
-    b.join(0.5)
-    assert b.is_alive(), "B should wait for A's uncommitted row"
+    lock_wait(dsn, blocked_by=a.info.backend_pid)  # B waits for A's uncommitted row
+    assert "row" not in out
     a.commit()
     b.join(30)
     assert out["row"] == (a_id, False)
@@ -267,7 +267,7 @@ def test_chain_constraints_hold_against_direct_sql(mem, dsn):
             c.execute("UPDATE pymem.facts SET superseded_by = 999999, superseded_at = now() WHERE id = %s", (a,))
 
 
-def test_two_concurrent_supersedes_have_exactly_one_winner(dsn):
+def test_two_concurrent_supersedes_have_exactly_one_winner(dsn, lock_wait):
     """Explicit interleaving: A supersedes inside an open transaction; B supersedes the same
     fact and must wait on A's row lock; A commits; B gets PM201 and writes nothing."""
     with psycopg.connect(dsn, autocommit=True) as c:
@@ -286,8 +286,8 @@ def test_two_concurrent_supersedes_have_exactly_one_winner(dsn):
 
     t = threading.Thread(target=b)
     t.start()
-    t.join(0.5)
-    assert t.is_alive(), "B should wait for A's lock on the old row"
+    lock_wait(dsn, blocked_by=a.info.backend_pid)  # B waits for A's lock on the old row
+    assert out == {}
     a.commit()
     t.join(30)
     a.close()

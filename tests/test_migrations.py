@@ -3,6 +3,7 @@ version, concurrent migrations, --check, pgvector discovery."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import threading
@@ -17,10 +18,11 @@ from pymem import migrations, server
 from pymem.queries import sql_root
 
 
-def psql(dsn: str, *args: str) -> subprocess.CompletedProcess:
+def psql(dsn: str, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
     exe = server.bin_dir() / "psql"
     return subprocess.run(
-        [str(exe), "-X", "-v", "ON_ERROR_STOP=1", "-d", dsn, *args], capture_output=True, text=True, timeout=120
+        [str(exe), "-X", "-v", "ON_ERROR_STOP=1", "-d", dsn, *args], capture_output=True, text=True, timeout=120,
+        input=input,
     )
 
 
@@ -234,3 +236,112 @@ def test_role_that_may_not_create_pgvector_gets_a_clear_error(empty_dsn, as_role
     finally:
         with psycopg.connect(empty_dsn, autocommit=True) as c:
             c.execute("REVOKE pymem_owner FROM pymem_no_ext")
+
+
+def test_a_migrate_blocked_by_any_holder_of_its_lock_names_the_holder(dsn, as_role):
+    """Any role that can connect may take an advisory lock, the reader included: a migrate waits
+    at most lock_timeout for it, then says which session holds it and how to end it."""
+    reader = as_role("pymem_lock_squatter")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_reader TO pymem_lock_squatter")
+    with psycopg.connect(reader, autocommit=True) as squatter:
+        squatter.execute("SELECT pg_advisory_lock(hashtextextended('pymem.migrate', 0))")
+        pid = squatter.info.backend_pid
+        with pytest.raises(pymem.MigrationError, match=rf"pid {pid} \(role pymem_lock_squatter.*pg_terminate_backend\({pid}\)"):
+            pymem.migrate(dsn, lock_timeout=0.5)
+        with pytest.raises(pymem.MigrationError, match="positive"):
+            pymem.migrate(dsn, lock_timeout=0)
+    assert pymem.migrate(dsn).applied == []  # the holder is gone: the lock is free again
+
+
+# --- releases: upgrading from the SQL a release shipped ----------------------------------
+
+REPO = Path(__file__).resolve().parent.parent
+# Each released version and its commit (the tag may be missing from a clone; the commit is not).
+RELEASES = {"v0.1.0": "324b35bf8efb47bcd3fc4c98b63c89762b8a140b"}
+
+
+def release_file(version: str, path: str) -> str:
+    if not (REPO / ".git").exists():
+        pytest.skip("needs the repository's git history (the previous release's SQL)")
+    out = subprocess.run(["git", "-C", str(REPO), "show", f"{RELEASES[version]}:{path}"],
+                         capture_output=True, text=True)
+    assert out.returncode == 0, f"cannot read {path} of {version}: {out.stderr}"
+    return out.stdout
+
+
+def release_sql(version: str, dest: Path) -> Path:
+    """The sql/ folder exactly as ``version`` shipped it."""
+    if not (REPO / ".git").exists():
+        pytest.skip("needs the repository's git history (the previous release's SQL)")
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", RELEASES[version], "sql"],
+                             capture_output=True)
+    assert archive.returncode == 0, archive.stderr.decode()
+    dest.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+    return dest / "sql"
+
+
+def two_versions(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as c:
+        return [r[0] for r in c.execute(
+            "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'pymem'::regnamespace "
+            "GROUP BY p.proname HAVING count(*) > 1")]
+
+
+@pytest.mark.parametrize("version", sorted(RELEASES))
+def test_upgrade_from_a_release_equals_fresh_install_and_its_calls_keep_working(version, empty_dsn, dsn, catalog,
+                                                                              tmp_path):
+    old = release_sql(version, tmp_path / version)
+    # the release installs itself, with its own psql script (API files and grants included)
+    out = psql(empty_dsn, "-f", str(old / "migrate.sql"))
+    assert out.returncode == 0, out.stderr
+    result = pymem.migrate(empty_dsn)
+    assert two_versions(empty_dsn) == []
+    assert catalog(empty_dsn) == catalog(dsn), f"upgrade from {version} differs from a fresh install"
+    assert pymem.check_migrations(empty_dsn) == []
+    assert pymem.migrate(empty_dsn).dropped == []  # a second migrate finds nothing stale
+    # the release's own SQL examples (its README) still run against the upgraded schema
+    readme = release_file(version, "README.md")
+    start = readme.index("\n## SQL API\n")
+    examples = re.findall(r"```sql\n(.*?)```", readme[start : readme.index("\n## ", start + 1)], re.DOTALL)
+    out = psql(empty_dsn, "-A", "-t", "-f", "-", input="\n".join(examples))
+    assert out.returncode == 0, out.stderr
+    assert result.applied  # the release's schema was older than this one
+
+
+def _changed_root(tmp_path: Path, old: str, new: str) -> Path:
+    root = tmp_path / "changed"
+    shutil.copytree(str(sql_root()), root)
+    meta = root / "api" / "meta.sql"
+    text = meta.read_text(encoding="utf-8")
+    assert old in text
+    meta.write_text(text.replace(old, new), encoding="utf-8")
+    return root
+
+
+def test_a_changed_signature_replaces_the_old_one(dsn, empty_dsn, catalog, tmp_path):
+    """An added parameter (with a DEFAULT) creates a second function beside the old one; the API
+    refresh drops the old one, so named calls stay unambiguous and old callers keep working."""
+    root = _changed_root(tmp_path, "pymem.about()\nRETURNS jsonb", "pymem.about(detail boolean DEFAULT false)\nRETURNS jsonb")
+    result = migrations.migrate(dsn, root=root)
+    assert result.dropped == ["pymem.about()"]
+    assert two_versions(dsn) == []
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT pymem.about()").fetchone()[0]["migrations"] >= 5  # the old call
+        assert c.execute("SELECT pymem.about(detail => true)").fetchone()[0]
+        assert c.execute("SELECT has_function_privilege('pymem_reader', 'pymem.about(boolean)', 'EXECUTE')").fetchone()[0]
+    migrations.migrate(empty_dsn, root=root)
+    assert catalog(dsn) == catalog(empty_dsn)
+
+
+def test_an_old_signature_something_depends_on_stops_the_migrate(dsn, tmp_path):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE VIEW pymem.about_view AS SELECT pymem.about() AS a")
+    root = _changed_root(tmp_path, "pymem.about()\nRETURNS jsonb", "pymem.about(detail boolean DEFAULT false)\nRETURNS jsonb")
+    with pytest.raises(pymem.MigrationError, match=r"two signatures would remain: pymem.about\(\)") as err:
+        migrations.migrate(dsn, root=root)
+    assert err.value.sqlstate == "PM012"
+    with psycopg.connect(dsn) as c:  # rolled back whole: the old function is still the only one
+        assert two_versions(dsn) == []
+        assert c.execute("SELECT a FROM pymem.about_view").fetchone()[0]

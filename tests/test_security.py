@@ -10,6 +10,7 @@ import pytest
 from psycopg import sql
 
 import pymem
+from conftest import wait_for_lock
 from pymem import HashEmbedder, Memory, server
 
 
@@ -98,10 +99,8 @@ def test_roles_are_recorded_and_nothing_is_granted_to_public(dsn):
         assert not c.execute("SELECT rolsuper OR rolbypassrls FROM pg_roles WHERE rolname = 'pymem_owner'").fetchone()[0]
         definers = c.execute(
             """SELECT count(*) FILTER (WHERE prosecdef), count(*) FILTER (WHERE NOT prosecdef AND proname NOT LIKE '\\_%%'
-                      AND proname NOT IN ('fact_key', 'set_tenant', 'current_tenant', 'migration_pending',
-                                          'migration_applied', 'migration_search_path', 'migration_types_path',
-                                              'migration_vector_functions', 'migration_check_dependencies', 'tenant_bind',
-                                          'tenant_unbind'))
+                      AND proname NOT LIKE 'migration\\_%%'
+                      AND proname NOT IN ('fact_key', 'set_tenant', 'current_tenant', 'tenant_bind', 'tenant_unbind'))
                FROM pg_proc WHERE pronamespace = 'pymem'::regnamespace"""
         ).fetchone()
         assert definers[0] > 30 and definers[1] == 0  # every API function runs as the owner
@@ -206,6 +205,87 @@ def test_a_role_bound_to_a_project_serves_only_that_project(dsn, as_role):
             c.execute("REVOKE ALL ON FUNCTION pymem.set_tenant FROM pymem_acme_analyst")
 
 
+def test_dropping_a_bound_role_never_breaks_other_roles(dsn, app_dsn, as_role):
+    """A binding whose role is gone is ignored: DROP ROLE is no outage for anyone else."""
+    seed(dsn)
+    as_role("pymem_doomed")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT pymem.tenant_bind('pymem_doomed', 'acme')")
+        c.execute("DROP ROLE pymem_doomed")
+        assert c.execute("SELECT count(*) FROM pymem.tenant_roles WHERE role_name = 'pymem_doomed'").fetchone()[0] == 1
+    try:
+        with psycopg.connect(app_dsn, autocommit=True) as c:
+            assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', 'alice', 'globex')").fetchone()[0] == 1
+            assert c.execute("SELECT id FROM pymem.fact_add('user', 'bob', 'still works', 'acme')").fetchone()[0] > 0
+        # a role created again under that name inherits the binding (bindings are by name)
+        reborn = as_role("pymem_doomed")
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("GRANT pymem_app TO pymem_doomed")
+        with psycopg.connect(reborn, autocommit=True) as c:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not serve"):
+                c.execute("SELECT * FROM pymem.facts_newest('user', 'alice', 'globex')")
+            assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', 'alice', 'acme')").fetchone()[0] == 1
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SELECT pymem.tenant_unbind('pymem_doomed')")
+
+
+def test_a_confined_role_cannot_stall_another_tenants_learned_writes(dsn, as_role):
+    """Neither the old advisory key nor the subject's lock row is within a bound role's reach."""
+    seed(dsn)
+    acme = as_role("pymem_acme_writer")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO pymem_acme_writer")
+        c.execute("SELECT pymem.tenant_bind('pymem_acme_writer', 'acme')")
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'globex learned 0', 'globex', source => 'learned')")
+    try:
+        with psycopg.connect(acme) as holder:
+            # everything a confined role can try, held in one open transaction
+            holder.execute("SELECT pg_advisory_xact_lock(hashtextextended(concat_ws(chr(31), 'pymem.facts.cap', "
+                           "'globex', 'user', 'alice'), 0))")
+            holder.execute("SELECT pymem.fact_add('user', 'alice', 'acme learned', 'acme', source => 'learned')")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                with holder.transaction():
+                    holder.execute("SELECT 1 FROM pymem.subject_locks FOR UPDATE")
+            with psycopg.connect(dsn, autocommit=True) as other:
+                other.execute("SET lock_timeout = '3s'")
+                got = other.execute("SELECT created FROM pymem.fact_add('user', 'alice', 'globex learned 1', 'globex', "
+                                    "source => 'learned')").fetchone()
+                assert got == (True,)
+            holder.rollback()
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SELECT pymem.tenant_unbind('pymem_acme_writer')")
+
+
+def test_learned_writers_of_one_subject_wait_for_each_other_and_no_one_else(dsn):
+    """An interleaving: A holds alice's lock row; B (alice) waits on it; C (bob) does not."""
+    with psycopg.connect(dsn) as a:
+        a.execute("SELECT pymem.fact_add('user', 'alice', 'learned a', source => 'learned', max_learned => 1)")
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SET lock_timeout = '3s'")
+            c.execute("SELECT pymem.fact_add('user', 'bob', 'learned c', source => 'learned', max_learned => 1)")
+        done = threading.Event()
+
+        def b():
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute("SELECT pymem.fact_add('user', 'alice', 'learned b', source => 'learned', max_learned => 1)")
+            done.set()
+
+        t = threading.Thread(target=b)
+        t.start()
+        wait_for_lock(dsn, blocked_by=a.info.backend_pid)
+        assert not done.is_set()
+        a.commit()
+        t.join(30)
+        assert done.is_set()
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT content FROM pymem.facts_newest('user', 'alice')").fetchall()
+        assert rows == [("learned b",)]  # the cap (1) held across the interleaving
+        c.execute("SELECT pymem.facts_forget('user', 'alice')")
+        assert c.execute("SELECT count(*) FROM pymem.subject_locks WHERE scope_id = 'alice'").fetchone()[0] == 0
+
+
 # --- 3. function safety -----------------------------------------------------------------
 
 
@@ -244,23 +324,11 @@ def test_look_alike_functions_and_operators_earlier_on_the_search_path_are_never
 # --- 6. faults --------------------------------------------------------------------------
 
 
-def waiting_pid(dsn: str, wait_event: str) -> int | None:
-    deadline = time.monotonic() + 20
-    with psycopg.connect(dsn, autocommit=True) as c:
-        while time.monotonic() < deadline:
-            row = c.execute("SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND wait_event = %s",
-                            (wait_event,)).fetchone()
-            if row:
-                return row[0]
-            time.sleep(0.02)
-    return None
-
-
 def test_a_backend_killed_in_the_middle_of_a_turn_leaves_no_half_turn(dsn):
-    """The turn's messages are written, then it waits for the learned-facts cap lock (held by
-    another session); the backend is terminated right there."""
-    holder = psycopg.connect(dsn, autocommit=True)
-    holder.execute("SELECT pg_advisory_lock(hashtextextended(concat_ws(chr(31), 'pymem.facts.cap', '', 'user', 'alice'), 0))")
+    """The turn's messages are written, then it waits for alice's learned-facts lock (held by
+    another session's open transaction); the backend is terminated right there."""
+    holder = psycopg.connect(dsn)
+    holder.execute("SELECT pymem.fact_add('user', 'alice', 'held', source => 'learned')")
     out: dict = {}
 
     def turn():
@@ -273,10 +341,11 @@ def test_a_backend_killed_in_the_middle_of_a_turn_leaves_no_half_turn(dsn):
 
     t = threading.Thread(target=turn)
     t.start()
-    pid = waiting_pid(dsn, "advisory")
-    assert pid, "the turn never reached the cap lock"
-    holder.execute("SELECT pg_terminate_backend(%s)", (pid,))
+    pid = wait_for_lock(dsn, blocked_by=holder.info.backend_pid)  # the turn reached the cap lock
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT pg_terminate_backend(%s)", (pid,))
     t.join(30)
+    holder.rollback()
     holder.close()
     assert isinstance(out.get("error"), pymem.ConnectionError)
     with psycopg.connect(dsn) as c:
@@ -304,8 +373,7 @@ def test_a_backend_killed_in_the_middle_of_a_supersede_leaves_no_dangling_pointe
 
     t = threading.Thread(target=supersede)
     t.start()
-    pid = waiting_pid(dsn, "transactionid")
-    assert pid
+    pid = wait_for_lock(dsn, blocked_by=other.info.backend_pid)
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("SELECT pg_terminate_backend(%s)", (pid,))
     t.join(30)

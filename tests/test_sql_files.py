@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pglast
+import pglast.parser
 import psycopg
 import pytest
 import sqlglot
@@ -109,7 +110,47 @@ def test_every_api_function_pins_search_path_and_declares_security(dsn):
         assert pinned[0].rstrip().endswith("pg_temp"), f"{name}: pg_temp must come last in {pinned[0]}"
         path = [p.strip().strip('"') for p in pinned[0].split("=", 1)[1].split(",")]
         assert set(path) <= TRUSTED_PATH, f"{name} resolves names in {set(path) - TRUSTED_PATH}"
-        assert re.search(r"SECURITY (INVOKER|DEFINER)", definition) or "SECURITY" not in definition
+
+
+
+# API functions that run as their caller, on purpose: fact_key (immutable, inlinable), set_tenant
+# (sets the caller's own setting); tenant_allowed is SECURITY DEFINER and granted to PUBLIC.
+INVOKER_API = {"fact_key", "set_tenant", "current_tenant"}
+
+
+def test_security_modes_in_the_catalog(dsn):
+    """Every function the app or reader role may execute runs as pymem's owner (SECURITY DEFINER)
+    unless it is one of the documented invokers; no internal helper (leading underscore) or
+    migration function is SECURITY DEFINER, so nothing but the API ever runs with the owner's
+    rights; and nothing is executable by PUBLIC but the two functions the RLS policies call."""
+    with psycopg.connect(dsn) as c:
+        rows = c.execute(
+            """SELECT p.proname, p.prosecdef,
+                      has_function_privilege('pymem_app', p.oid, 'EXECUTE')
+                      OR has_function_privilege('pymem_reader', p.oid, 'EXECUTE') AS api,
+                      coalesce(aclcontains(p.proacl, makeaclitem(0, p.proowner, 'EXECUTE', false)), false) AS public
+               FROM pg_proc p WHERE p.pronamespace = 'pymem'::regnamespace"""
+        ).fetchall()
+    api = {name for name, _, granted, _ in rows if granted}
+    assert len(api) > 30
+    for name, definer, granted, public in rows:
+        if granted and name not in INVOKER_API:
+            assert definer, f"API function {name} is not SECURITY DEFINER"
+        if name.startswith(("_", "migration_")):
+            assert not definer, f"internal function {name} is SECURITY DEFINER"
+            assert not granted, f"internal function {name} is granted to the app or reader role"
+        assert not public or name in {"current_tenant", "tenant_allowed"}, f"{name} is executable by PUBLIC"
+
+
+def test_every_function_declares_volatility_and_security_in_its_file():
+    header = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(pymem\.\w+)(.*?)\bAS\s+(?:\$|')", re.S | re.I)
+    found = 0
+    for f in _sql_files():
+        for name, head in header.findall(f.read_text(encoding="utf-8")):
+            found += 1
+            assert re.search(r"\b(IMMUTABLE|STABLE|VOLATILE)\b", head), f"{f.name}: {name} declares no volatility"
+            assert re.search(r"\bSECURITY\s+(INVOKER|DEFINER)\b", head), f"{f.name}: {name} declares no security mode"
+    assert found > 40
 
 
 def _schema(dsn) -> dict:
@@ -196,3 +237,27 @@ def test_queries_file_rejects_duplicates_and_empty_bodies():
         parse_queries("-- name: a\nSELECT 1;\n-- name: a\nSELECT 2;\n")
     with pytest.raises(ValueError, match="empty"):
         parse_queries("-- name: a\n\n-- name: b\nSELECT 2;\n")
+
+
+@pytest.mark.parametrize("f", sorted((ROOT / "api").iterdir(), key=lambda f: f.name), ids=lambda f: f.name)
+def test_api_files_only_create_functions(f):
+    """The API files are created with pgvector's schema on the path (their signatures name its
+    type): so they may only CREATE FUNCTION and COMMENT, never run a query or a DO block, which
+    would resolve operators there (README "Function safety")."""
+    for stmt in pglast.parse_sql(f.read_text(encoding="utf-8")):
+        kind = type(stmt.stmt).__name__
+        assert kind in {"CreateFunctionStmt", "CommentStmt"}, f"{f.name}: a {kind} statement"
+
+
+@pytest.mark.parametrize("name", sorted(__import__("pymem.migrations").migrations.TYPES_PATH_MIGRATIONS))
+def test_migrations_run_with_pgvectors_schema_run_nothing(name):
+    """The frozen migrations created with pgvector's schema on the path define objects only
+    (no DO block, no query), and every function they call is schema-qualified."""
+    text = (ROOT / "migrations" / f"{name}.sql").read_text(encoding="utf-8")
+    for stmt in pglast.parse_sql(text):
+        kind = type(stmt.stmt).__name__
+        assert kind in {"CreateStmt", "IndexStmt", "CommentStmt"}, f"{name}: a {kind} statement"
+    toks = pglast.parser.scan(text)
+    bare = {text[t.start : t.end + 1] for i, t in enumerate(toks[:-1])
+            if t.name == "IDENT" and toks[i + 1].name == "ASCII_40" and (i == 0 or toks[i - 1].name != "ASCII_46")}
+    assert not bare, f"{name} calls unqualified functions {bare}"

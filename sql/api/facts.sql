@@ -13,8 +13,8 @@
 -- Unicode spaces such as NBSP) into one space, and Unicode NFC normalisation. Case matters. The key is sha256 of that text (fact_key).
 --
 -- Locking: fact_add relies on the unique index facts_active_content_key (concurrent adders of
--- one fact all get the one row); learned adds with a cap take a per-subject advisory xact lock
--- so the cap holds under concurrency; fact_supersede locks the old row (FOR UPDATE), so of two
+-- one fact all get the one row); learned adds with a cap lock the subject's row of
+-- subject_locks (pymem._subject_lock) so the cap holds under concurrency; fact_supersede locks the old row (FOR UPDATE), so of two
 -- concurrent supersedes exactly one wins and the other gets PM201.
 --
 -- Errors: 22023 invalid argument; P0002 no such fact; PM201 fact already superseded;
@@ -229,6 +229,29 @@ BEGIN
 END;
 $$;
 
+-- _subject_lock(project_id, scope, scope_id): locks the subject's row of subject_locks
+-- (creating it on first use) until the transaction ends; writers of one subject's learned facts
+-- wait for each other, and nobody else can hold it (see migrations/0006_subject_locks.sql).
+CREATE OR REPLACE FUNCTION pymem._subject_lock(p_project_id text, p_scope text, p_scope_id text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    PERFORM 1 FROM pymem.subject_locks AS s
+     WHERE s.project_id = p_project_id AND s.scope = p_scope AND s.scope_id = p_scope_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        -- a concurrent first writer's uncommitted row makes this INSERT wait for it
+        INSERT INTO pymem.subject_locks AS s (project_id, scope, scope_id) VALUES (p_project_id, p_scope, p_scope_id)
+        ON CONFLICT ON CONSTRAINT subject_locks_pkey DO NOTHING;
+        PERFORM 1 FROM pymem.subject_locks AS s
+         WHERE s.project_id = p_project_id AND s.scope = p_scope AND s.scope_id = p_scope_id
+           FOR UPDATE;
+    END IF;
+END;
+$$;
+
 -- fact_add: adds a fact, or returns the active fact of the subject with the same content.
 --   SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Prefers email');
 -- created is false when the fact already existed. A learned fact (source 'learned') trims the
@@ -271,8 +294,7 @@ BEGIN
     v_key := pymem.fact_key(v_content);
     IF fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
         -- one learned writer per subject at a time, so the cap holds under concurrency
-        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtextextended(
-            pg_catalog.concat_ws(pg_catalog.chr(31), 'pymem.facts.cap', fact_add.project_id, fact_add.scope, fact_add.scope_id), 0));
+        PERFORM pymem._subject_lock(fact_add.project_id, fact_add.scope, fact_add.scope_id);
     END IF;
     LOOP
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata)
@@ -606,12 +628,18 @@ BEGIN
     IF facts_forget.scope_id = '*' THEN
         DELETE FROM pymem.facts AS f
          WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        DELETE FROM pymem.subject_locks AS s
+         WHERE s.project_id = facts_forget.project_id AND s.scope = facts_forget.scope;
     ELSE
         DELETE FROM pymem.facts AS f
          WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope
            AND f.scope_id = facts_forget.scope_id;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        DELETE FROM pymem.subject_locks AS s
+         WHERE s.project_id = facts_forget.project_id AND s.scope = facts_forget.scope
+           AND s.scope_id = facts_forget.scope_id;
     END IF;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
 END;
 $$;

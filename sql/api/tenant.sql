@@ -48,6 +48,42 @@ BEGIN
 END;
 $$;
 
+-- tenant_allowed(project_id): may the session's login role serve this project? (Created by
+-- migrations/0005_security.sql; redefined here.) Superusers may; roles with no binding may
+-- serve any project; a bound role (or a member of one) only its projects. Bindings whose role
+-- no longer exists are ignored (a DROP ROLE never turns into an error for everyone else): the
+-- join to pg_roles drops them before pg_has_role sees a name. Bindings are by name: a role
+-- created later under a dropped role's name inherits its bindings (tenant_unbind removes them).
+CREATE OR REPLACE FUNCTION pymem.tenant_allowed(project_id text)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user)
+        OR NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                         JOIN pg_catalog.pg_roles AS r ON r.rolname = t.role_name
+                        WHERE pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'))
+        OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                     JOIN pg_catalog.pg_roles AS r ON r.rolname = t.role_name
+                    WHERE t.project_id = tenant_allowed.project_id
+                      AND pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'));
+$$;
+
+-- current_tenant(): the project named by pymem.tenant, or NULL when none is set or the
+-- session's role may not serve it. (Created by migrations/0005_security.sql, whose RLS policies
+-- call it; redefined here like every function.) Every policy compares project_id with
+-- (SELECT pymem.current_tenant()): a sub-select, evaluated once per statement (an InitPlan),
+-- so it stays an index condition. LANGUAGE sql without a SET clause so that it inlines; every
+-- name in it is qualified.
+CREATE OR REPLACE FUNCTION pymem.current_tenant()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT CASE WHEN pg_catalog.left(pg_catalog.current_setting('pymem.tenant', true), 2) = 'p:'
+                 AND pymem.tenant_allowed(pg_catalog.substr(pg_catalog.current_setting('pymem.tenant', true), 3))
+                THEN pg_catalog.substr(pg_catalog.current_setting('pymem.tenant', true), 3) END;
+$$;
+
 -- _project_check(project_id): a project id is a string of at most 256 characters, not '*'.
 CREATE OR REPLACE FUNCTION pymem._project_check(project_id text)
 RETURNS void
