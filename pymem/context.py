@@ -129,7 +129,7 @@ class _Context:
         agent_facts = [f["content"] for f in data["agent_facts"]]
         user_facts = [f["content"] for f in data["user_facts"]]
         recalled = [
-            Message(r["role"], r["content"], r["seq"], r["thread"], r["created_at"], 1.0, r["similarity"], r["score"])
+            Message(r["role"], r["content"], r["seq"], r["thread_id"], r["created_at"], 1.0, r["similarity"], r["score"])
             for r in data["recalled"]
         ]
         window = [Message(w["role"], w["content"], w["seq"], params["thread_id"], w["created_at"]) for w in data["window"]]

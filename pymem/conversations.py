@@ -187,7 +187,7 @@ class _Conversations:
         yield Call(
             "message_embeddings_put",
             {"user_id": user_id, "project_id": self.project_id, "embedder": self.embedder.name,
-             "thread_ids": [m["thread" if "thread" in m else "thread_id"] for m in missing],
+             "thread_ids": [m["thread_id"] for m in missing],
              "seqs": [m["seq"] for m in missing], "embeddings": [vector(v) for v in vectors]},
         )
 
@@ -211,7 +211,7 @@ class _Conversations:
              "recency_weight": self.recency_weight, "importance_weight": self.importance_weight,
              "half_life_seconds": self.half_life_seconds},
         )
-        return [Message(r["role"], r["content"], r["seq"], r["thread"], r["created_at"], r["importance"],
+        return [Message(r["role"], r["content"], r["seq"], r["thread_id"], r["created_at"], r["importance"],
                         r["similarity"], r["score"]) for r in rows]
 
     def _forget_conversation(self, user_id, thread):

@@ -55,7 +55,7 @@ def _fact(row: Mapping[str, Any], scope: str | None = None) -> Fact:
         id=row["id"],
         content=row["content"],
         scope=row.get("scope", scope or ""),
-        scope_id=row.get("scope_id", row.get("subject_id", "")),
+        scope_id=row.get("scope_id", ""),
         project_id=row.get("project_id", ""),
         confidence=row["confidence"],
         source=row["source"],
@@ -139,8 +139,8 @@ class _Facts:
             # The store is the source of truth: facts with no vector from this embedder yet
             # (written by SQL, by another process, before a restart) are embedded in one batch.
             vectors = yield Embed([r["content"] for r in missing])
-            for owner in sorted({r["subject_id"] for r in missing}):
-                mine = [(r, v) for r, v in zip(missing, vectors) if r["subject_id"] == owner]
+            for owner in sorted({r["scope_id"] for r in missing}):
+                mine = [(r, v) for r, v in zip(missing, vectors) if r["scope_id"] == owner]
                 yield Call(
                     "fact_embeddings_put",
                     {**subject, "scope_id": owner, "embedder": self.embedder.name,

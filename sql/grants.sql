@@ -21,16 +21,16 @@ DECLARE
     v_roles jsonb := '{}';
     v_owner text;
     r record;
-    -- the read functions (reader and app) and the write functions (app only)
+    -- The reader role's functions, by name: they only read. The app role may execute every
+    -- function of schema pymem whose name has no leading underscore, except the migration
+    -- functions (migration_*), the two RLS lookups (PUBLIC has them) and v_admin: a new API
+    -- function is granted without touching this file, and an internal helper never is.
     v_read text[] := ARRAY['about', 'fact_key', 'set_tenant', 'facts_newest', 'fact_history', 'fact_chain',
         'facts_search', 'facts_unembedded', 'window_read', 'summary_read', 'messages_recall',
         'messages_unembedded', 'context_read', 'user_export', 'store_read', 'store_meta', 'store_list',
         'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read'];
-    v_write text[] := ARRAY['fact_add', 'fact_supersede', 'fact_forget', 'facts_forget', 'fact_embeddings_put',
-        'message_add', 'turn_record', 'summary_claim', 'summary_commit', 'summary_release',
-        'message_embeddings_put', 'conversation_forget', 'user_import', 'store_open', 'store_protect', 'store_write',
-        'store_delete', 'store_restore', 'store_messages_append', 'store_drop'];
-    -- granted to neither: store_configure (weakens a store's protections: administrators only)
+    -- administrators only: binding roles to projects, weakening a store's protections
+    v_admin text[] := ARRAY['tenant_bind', 'tenant_unbind', 'store_configure'];
 BEGIN
     FOREACH v_key IN ARRAY ARRAY['owner_role', 'app_role', 'reader_role'] LOOP
         v_name := coalesce(
@@ -85,18 +85,23 @@ BEGIN
     END LOOP;
     GRANT EXECUTE ON FUNCTION pymem.current_tenant(), pymem.tenant_allowed(text) TO PUBLIC;
     EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA pymem TO %I, %I', v_roles ->> 'app_role', v_roles ->> 'reader_role');
-    -- by name, every overload (a rolling deploy keeps the old signature for a release)
+    -- every function: granted to the roles that may execute it, revoked from those that may not
+    -- (so a function moved to v_admin loses an earlier grant)
     FOR r IN
-        SELECT p.oid::regprocedure AS fn, p.proname = ANY (v_read) AS readable
+        SELECT p.oid::regprocedure AS fn, p.proname = ANY (v_read) AS readable,
+               p.proname !~ '^(_|migration_)' AND p.proname <> ALL (v_admin || ARRAY['current_tenant', 'tenant_allowed'])
+                   AS app
           FROM pg_catalog.pg_proc AS p
-         WHERE p.pronamespace = 'pymem'::regnamespace AND p.proname = ANY (v_read || v_write)
+         WHERE p.pronamespace = 'pymem'::regnamespace
+           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                            WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
     LOOP
-        IF r.readable THEN
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I, %I', r.fn,
-                                      v_roles ->> 'reader_role', v_roles ->> 'app_role');
-        ELSE
-            EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION %s TO %I', r.fn, v_roles ->> 'app_role');
-        END IF;
+        EXECUTE pg_catalog.format(CASE WHEN r.app THEN 'GRANT EXECUTE ON FUNCTION %s TO %I'
+                                       ELSE 'REVOKE EXECUTE ON FUNCTION %s FROM %I' END,
+                                  r.fn, v_roles ->> 'app_role');
+        EXECUTE pg_catalog.format(CASE WHEN r.readable AND r.app THEN 'GRANT EXECUTE ON FUNCTION %s TO %I'
+                                       ELSE 'REVOKE EXECUTE ON FUNCTION %s FROM %I' END,
+                                  r.fn, v_roles ->> 'reader_role');
     END LOOP;
 END;
 $$;

@@ -31,7 +31,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0001_foundation', '20658e1c856133633d472f4e6c96a78995a36213d0edb873fe8b74e49e7caee8', '0.1.0')
+SELECT pymem.migration_applied('0001_foundation', '20658e1c856133633d472f4e6c96a78995a36213d0edb873fe8b74e49e7caee8', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0001_foundation
@@ -54,7 +54,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0002_facts', '3da8c3753aad53107a099e5759bfc06c428c10182017a436040e298328780950', '0.1.0')
+SELECT pymem.migration_applied('0002_facts', '3da8c3753aad53107a099e5759bfc06c428c10182017a436040e298328780950', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0002_facts
@@ -77,7 +77,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0003_conversations', '56af789b9e9affa786f1e9e763f98d0c8da70a7b545a5924bbf705f27c675da4', '0.1.0')
+SELECT pymem.migration_applied('0003_conversations', '56af789b9e9affa786f1e9e763f98d0c8da70a7b545a5924bbf705f27c675da4', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0003_conversations
@@ -100,7 +100,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0004_stores', '0661ea15906fb32d11081a7c6cd6282b177cb188efdb141a5acb592d626e0bab', '0.1.0')
+SELECT pymem.migration_applied('0004_stores', '0661ea15906fb32d11081a7c6cd6282b177cb188efdb141a5acb592d626e0bab', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0004_stores
@@ -123,7 +123,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0005_security', '76f49646937e075089665dacab36b4213a7941529f8be9e77a2b2914d0d05b07', '0.1.0')
+SELECT pymem.migration_applied('0005_security', '76f49646937e075089665dacab36b4213a7941529f8be9e77a2b2914d0d05b07', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0005_security
@@ -146,7 +146,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0006_subject_locks', '5c302246a1538cd121730a83c98d3255a8b8ffb03b9573b3c2ab8103d9db76cd', '0.1.0')
+SELECT pymem.migration_applied('0006_subject_locks', '5c302246a1538cd121730a83c98d3255a8b8ffb03b9573b3c2ab8103d9db76cd', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0006_subject_locks
@@ -169,10 +169,33 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0008_store_protections', '99962663a4ab41747e4f88a91c1e2dce2a855b040549fc73fa4fb5df6416e3b4', '0.1.0')
+SELECT pymem.migration_applied('0008_store_protections', '99962663a4ab41747e4f88a91c1e2dce2a855b040549fc73fa4fb5df6416e3b4', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0008_store_protections
+\endif
+
+-- 0009_result_types
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0009_result_types', 'ac72a3c22a09b0d0c34f86dff1a6c2c06f06cb976fc8d2b3c0d4e9b593aa95f9') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0009_result_types.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0009_result_types', 'ac72a3c22a09b0d0c34f86dff1a6c2c06f06cb976fc8d2b3c0d4e9b593aa95f9', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0009_result_types
 \endif
 
 -- API functions (re-applied every run)

@@ -140,7 +140,7 @@ SELECT pymem.fact_embeddings_put(
 
 -- name: facts_search
 -- A subject's active facts ranked by similarity to a query vector.
-SELECT s.id, s.subject_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity
+SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity
 FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query => %(query)s,
                         embedder => %(embedder)s, project_id => %(project_id)s, k => %(k)s::integer) AS s;
 
@@ -204,7 +204,7 @@ SELECT pymem.message_embeddings_put(user_id => %(user_id)s, embedder => %(embedd
 
 -- name: messages_recall
 -- A user's past messages ranked for a query vector.
-SELECT r.thread, r.seq, r.role, r.content, r.created_at, r.importance, r.similarity, r.score
+SELECT r.thread_id, r.seq, r.role, r.content, r.created_at, r.importance, r.similarity, r.score
 FROM pymem.messages_recall(
     user_id => %(user_id)s, query => %(query)s, embedder => %(embedder)s, project_id => %(project_id)s,
     thread_id => %(thread_id)s, k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,

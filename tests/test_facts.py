@@ -540,3 +540,69 @@ def test_embedder_names_are_per_project(db, dsn):
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT project_id, dimension FROM pymem.embedders ORDER BY 1").fetchall() == [
             ("acme", 3), ("evil", 2)]
+
+
+# --- 8. the '*' branches -----------------------------------------------------------------
+# Every wildcard-capable function (facts_newest, fact_history, facts_search, facts_forget) has
+# two paired branches (one subject, or every subject of the
+# scope with '*'), each planned on its own index. These check that the '*' branch returns what
+# the per-subject branch returns for every subject, merged: the two can never drift apart.
+
+WILDCARD_SUBJECTS = ("ann", "bob", "cy")
+
+
+@pytest.fixture
+def wild(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for s in WILDCARD_SUBJECTS:
+            for i in range(4):
+                c.execute("SELECT pymem.fact_add('user', %s, %s, embedding => %s, embedder => 'e3')",
+                          (s, f"{s} fact {i}", f"[1,{i + 1},{len(s)}]"))
+            c.execute("SELECT pymem.fact_supersede('user', %s, %s, old_content => %s)", (s, f"{s} fact 0 v2", f"{s} fact 0"))
+            c.execute("SELECT pymem.fact_add('user', %s, %s)", (s, f"{s} unembedded"))
+            c.execute("SELECT pymem.fact_add('user', %s, 'shared fact')", (s,))
+    return dsn
+
+
+def _rows(c, query, subject, *args):
+    return c.execute(query, (subject, *args)).fetchall()
+
+
+@pytest.mark.parametrize("query, order", [
+    ("SELECT id, content FROM pymem.facts_newest('user', %s, max_facts => 7)", "newest"),
+    ("SELECT id, content FROM pymem.fact_history('user', %s, max_facts => 9)", "newest"),
+    ("SELECT id, content, round(similarity::numeric, 9) FROM pymem.facts_search('user', %s, '[1,2,3]', 'e3', k => 5) "
+     "WHERE similarity IS NOT NULL", "similarity"),
+])
+def test_wildcard_reads_equal_the_per_subject_reads_merged(wild, query, order):
+    with psycopg.connect(wild) as c:
+        every = _rows(c, query, "*")
+        per = [r for s in WILDCARD_SUBJECTS for r in _rows(c, query, s)]
+        assert every and per
+        if order == "newest":  # ties on created_at break by id descending: ids grow with time here
+            merged = sorted(per, key=lambda r: r[0], reverse=True)
+        else:
+            merged = sorted(per, key=lambda r: (-r[2], -r[0]))
+        assert every == merged[: len(every)]
+        assert len(every) == min(len(merged), {"newest": 7 if "newest" in query else 9, "similarity": 5}[order])
+
+
+@pytest.mark.parametrize("call", ["SELECT pymem.facts_forget('user', %s)"])
+def test_wildcard_forgets_equal_the_per_subject_forgets(wild, dsn, call, pg_server):
+    from conftest import _janitor, dsn_for  # a twin of the same data, to run the per-subject way
+
+    twin = f"pymem_wild_twin_{abs(hash(call)) % 10000}"
+    janitor = _janitor(pg_server, twin, template_dbname=psycopg.conninfo.conninfo_to_dict(dsn)["dbname"])
+    janitor.drop()
+    janitor.init()
+    try:
+        other = dsn_for(pg_server, twin)
+        with psycopg.connect(wild, autocommit=True) as c:
+            all_at_once = c.execute(call, ("*",)).fetchone()[0]
+            left = c.execute("SELECT scope_id, content FROM pymem.facts ORDER BY 1, 2").fetchall()
+        with psycopg.connect(other, autocommit=True) as c:
+            one_by_one = sum(c.execute(call, (s,)).fetchone()[0] for s in WILDCARD_SUBJECTS)
+            assert c.execute("SELECT scope_id, content FROM pymem.facts ORDER BY 1, 2").fetchall() == left
+        assert all_at_once == one_by_one > 0
+    finally:
+        janitor.drop()

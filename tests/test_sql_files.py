@@ -142,6 +142,27 @@ def test_security_modes_in_the_catalog(dsn):
         assert not public or name in {"current_tenant", "tenant_allowed"}, f"{name} is executable by PUBLIC"
 
 
+def test_grants_follow_the_catalog(dsn):
+    """grants.sql derives the app role's functions from the catalog: every function without a
+    leading underscore but the migration and admin functions, and nothing else; the reader's
+    are a subset of them that cannot write (none is VOLATILE but set_tenant, which only sets
+    the caller's own setting)."""
+    admin = {"tenant_bind", "tenant_unbind", "store_configure", "current_tenant", "tenant_allowed"}
+    with psycopg.connect(dsn) as c:
+        rows = c.execute(
+            """SELECT p.proname, p.provolatile,
+                      has_function_privilege('pymem_app', p.oid, 'EXECUTE'),
+                      has_function_privilege('pymem_reader', p.oid, 'EXECUTE')
+               FROM pg_proc p WHERE p.pronamespace = 'pymem'::regnamespace"""
+        ).fetchall()
+    for name, volatility, app, reader in rows:
+        public_api = not name.startswith(("_", "migration_")) and name not in admin
+        if name not in {"current_tenant", "tenant_allowed"}:  # granted to PUBLIC for the policies
+            assert app == public_api, f"{name}: app role {'lacks' if public_api else 'has'} EXECUTE"
+            assert not reader or app, f"{name}: the reader may execute what the app may not"
+        assert not reader or volatility != "v" or name == "set_tenant", f"{name}: the reader may call a VOLATILE function"
+
+
 def test_every_function_declares_volatility_and_security_in_its_file():
     header = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(pymem\.\w+)(.*?)\bAS\s+(?:\$|')", re.S | re.I)
     found = 0
@@ -163,7 +184,8 @@ def _schema(dsn) -> dict:
         ).fetchall()
         procs = c.execute(
             """SELECT p.proname, coalesce(p.proargnames, '{}'), coalesce(p.proargmodes::text[], '{}'),
-                      t.typrelid::regclass::text
+                      coalesce((SELECT array_agg(a.attname::text) FROM pg_attribute a
+                                 WHERE a.attrelid = t.typrelid AND a.attnum > 0 AND NOT a.attisdropped), '{}')
                FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
                JOIN pg_type t ON t.oid = p.prorettype
                WHERE n.nspname = 'pymem'"""
@@ -172,12 +194,11 @@ def _schema(dsn) -> dict:
     for s, t, col, typ in rows:
         schema.setdefault(s, {}).setdefault(t, {})[col] = "TEXT" if typ == "USER-DEFINED" else typ.upper()
     functions: dict = {}
-    for name, argnames, modes, rel in procs:
+    for name, argnames, modes, row_fields in procs:
         modes = modes or ["i"] * len(argnames)
         args = {a for a, m in zip(argnames, modes) if m in ("i", "b", "v")}
         out = {a for a, m in zip(argnames, modes) if m in ("o", "b", "t")}
-        if rel and rel != "-":
-            out |= set(schema["pymem"].get(rel.split(".")[-1], {}))
+        out |= set(row_fields)  # SETOF a table's or a composite type's rows
         f = functions.setdefault(name, {"args": set(), "out": set()})
         f["args"] |= args
         f["out"] |= out or {name}

@@ -124,13 +124,13 @@ BEGIN
                     CONTINUE;
                 END IF;
                 v_recalled := v_recalled || pg_catalog.jsonb_build_object(
-                    'thread', v_cand.thread_id, 'seq', v_cand.seq, 'role', v_msg.role, 'content', v_msg.content,
+                    'thread_id', v_cand.thread_id, 'seq', v_cand.seq, 'role', v_msg.role, 'content', v_msg.content,
                     'created_at', v_msg.created_at, 'similarity', v_cand.similarity, 'score', v_cand.score);
                 v_kept := v_kept + 1;
                 EXIT WHEN v_kept >= context_read.k;
             END LOOP;
             SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                       'thread', u.thread_id, 'seq', u.seq, 'content', u.content)), '[]')
+                       'thread_id', u.thread_id, 'seq', u.seq, 'content', u.content)), '[]')
               INTO v_unembedded
               FROM pymem._messages_unembedded(context_read.project_id, context_read.user_id, context_read.embedder,
                                               context_read.min_content_chars, context_read.max_unembedded) AS u;

@@ -545,8 +545,7 @@ CREATE OR REPLACE FUNCTION pymem.messages_recall(
     recency_weight double precision DEFAULT 0,
     importance_weight double precision DEFAULT 0,
     half_life_seconds double precision DEFAULT 3600)
-RETURNS TABLE (thread text, seq bigint, role text, content text, created_at timestamptz,
-               importance double precision, similarity double precision, score double precision)
+RETURNS SETOF pymem.recalled_message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$

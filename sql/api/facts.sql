@@ -8,6 +8,12 @@
 -- mean every agent). Writes need a real id ('' is allowed at agent scope only, for a fact that
 -- no agent reads).
 --
+-- '*' branches: facts_newest (_facts_newest), fact_history, facts_search and facts_forget
+-- write their statement twice, side by side (IF scope_id = '*' ... ELSE ...), so that each
+-- branch keeps its own plan on its own index (one subject, or the whole scope); a single
+-- statement with (scope_id = $1 OR $1 = '*') would get one generic plan that serves neither.
+-- tests/test_facts.py checks that each '*' branch returns the per-subject branch's rows merged.
+--
 -- Equality (idempotent add): two contents are the same fact when they are equal after
 -- removing leading and trailing whitespace, folding every run of whitespace (ASCII and
 -- Unicode spaces such as NBSP) into one space, and Unicode NFC normalisation. Case matters. The key is sha256 of that text (fact_key).
@@ -169,25 +175,8 @@ BEGIN
 END;
 $$;
 
--- _embeddings_check: every vector of a batch is non-NULL and of the embedder's dimension.
-CREATE OR REPLACE FUNCTION pymem._embeddings_check(project_id text, embedder text, embeddings vector[])
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-BEGIN
-    -- by index: a DECLAREd variable could not name pgvector's type (it is not on search_path)
-    FOR i IN 1 .. coalesce(pg_catalog.cardinality(embeddings), 0) LOOP
-        IF embeddings[i] IS NULL THEN
-            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
-        END IF;
-        PERFORM pymem._embedding_check(project_id, embedder, embeddings[i]);
-    END LOOP;
-END;
-$$;
-
--- _embeddings_validate: the checks of _embeddings_check without registering the embedder:
--- every vector non-NULL, not zero, all of one dimension, and of the registered dimension when
+-- _embeddings_validate: the checks of _embedding_check for a batch, without registering the
+-- embedder: every vector non-NULL, not zero, all of one dimension, and of the registered dimension when
 -- the embedder is registered already. The batch writers (fact_embeddings_put,
 -- message_embeddings_put) call it first and register the embedder with _embedding_check only
 -- once a vector was actually stored, so that a call naming no existing row (a typo, another
@@ -725,8 +714,7 @@ $$;
 --   SELECT id, content, similarity FROM pymem.facts_search('user', 'alice', $1, 'hash-384-v1', k => 3);
 CREATE OR REPLACE FUNCTION pymem.facts_search(
     scope text, scope_id text, query vector, embedder text, project_id text DEFAULT '', k integer DEFAULT 5)
-RETURNS TABLE (id bigint, subject_id text, content text, confidence double precision, source text,
-               metadata jsonb, created_at timestamptz, similarity double precision)
+RETURNS SETOF pymem.fact_match
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
