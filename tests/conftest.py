@@ -129,15 +129,15 @@ def as_role(pg_server, dsn):
 
 CATALOG_QUERIES = {
     "schemas": """
-        SELECT n.nspname, n.nspacl::text, obj_description(n.oid, 'pg_namespace')
+        SELECT n.nspname, pg_temp.acl(n.nspacl), obj_description(n.oid, 'pg_namespace')
         FROM pg_namespace n WHERE n.nspname = 'pymem'""",
     "relations": """
-        SELECT c.relname, c.relkind, c.relacl::text, c.reloptions::text, c.relrowsecurity,
+        SELECT c.relname, c.relkind, pg_temp.acl(c.relacl), c.reloptions::text, c.relrowsecurity,
                obj_description(c.oid, 'pg_class')
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'pymem'""",
     "columns": """
         SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-               pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated, a.attacl::text
+               pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated, pg_temp.acl(a.attacl)
         FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
         JOIN pg_namespace n ON n.oid = c.relnamespace
         LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
@@ -148,7 +148,7 @@ CATALOG_QUERIES = {
     "indexes": """
         SELECT indexname, indexdef FROM pg_indexes WHERE schemaname = 'pymem'""",
     "functions": """
-        SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid), p.proacl::text,
+        SELECT p.oid::regprocedure::text, pg_get_functiondef(p.oid), pg_temp.acl(p.proacl),
                obj_description(p.oid, 'pg_proc')
         FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace WHERE n.nspname = 'pymem'""",
     "triggers": """
@@ -167,8 +167,11 @@ CATALOG_QUERIES = {
 
 
 def catalog_snapshot(dsn: str) -> dict[str, list[tuple]]:
-    """Schema pymem as pg_catalog sees it, free of OIDs, sorted: equal snapshots = equal schemas."""
+    """Schema pymem as pg_catalog sees it, free of OIDs, sorted: equal snapshots = equal schemas.
+    Access lists compare as sets of grants (their order records only the order of GRANTs)."""
     with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE FUNCTION pg_temp.acl(aclitem[]) RETURNS text LANGUAGE sql IMMUTABLE AS "
+                  "$$SELECT string_agg(a::text, ',' ORDER BY a::text) FROM unnest($1) AS a$$")
         return {k: sorted(c.execute(q).fetchall(), key=repr) for k, q in CATALOG_QUERIES.items()}
 
 
