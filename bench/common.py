@@ -64,7 +64,7 @@ def connection_info(dsn: str | None) -> tuple[str, str]:
     if dsn:
         return dsn, "dsn"
     from pymem import Settings
-    from pymem.db import resolve_conninfo
+    from pymem.connection import resolve_conninfo
 
     settings = Settings()
     if settings.dsn:

@@ -2,6 +2,12 @@
 
 The logic lives in versioned SQL (schema ``pymem``); this package installs it
 (:func:`migrate`), connects to it (:class:`Database`) and wraps its functions.
+
+Modules, in import order (each imports only those before it): ``connection`` (conninfo,
+connections, error translation), ``migrations`` (the versioned SQL), ``database`` (the pools,
+and migrating the embedded server), ``runner`` (drives operations: named queries, embedding,
+user callbacks), ``options`` (MemoryOptions), the capabilities ``facts``, ``conversations``,
+``context``, ``stores`` and ``portability``, and ``memory`` (the Memory classes) on top.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -11,7 +17,8 @@ try:
 except PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+source"
 
-from .db import AsyncDatabase, Database, connect  # noqa: E402
+from .connection import connect  # noqa: E402
+from .database import AsyncDatabase, Database  # noqa: E402
 from .errors import (  # noqa: E402
     ConcurrencyError,
     ConfigError,
@@ -34,6 +41,7 @@ from .facts import Fact  # noqa: E402
 from .memory import AsyncMemory, Memory, context, default_memory, record  # noqa: E402
 from .migrations import check as check_migrations  # noqa: E402
 from .migrations import migrate  # noqa: E402
+from .options import MemoryOptions, RecallOptions  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .stores import MUST_NOT_EXIST, AsyncMemoryStore, MemoryStore  # noqa: E402
 
@@ -54,6 +62,8 @@ __all__ = [
     "Fact",
     "HashEmbedder",
     "Memory",
+    "MemoryOptions",
+    "RecallOptions",
     "ConfigError",
     "ConflictError",
     "ConnectionError",

@@ -11,9 +11,11 @@ import json
 import sys
 from collections.abc import Sequence
 
-from . import __version__, migrations, server
-from .db import Database, resolve_conninfo
-from .errors import Error
+from . import __version__, demo, migrations, server
+from .connection import resolve_conninfo
+from .database import Database
+from .errors import Error, ValidationError
+from .portability import export_user, import_user
 from .settings import Settings
 
 
@@ -68,8 +70,6 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from .portability import export_user
-
     with Database(_settings()) as db:
         document = export_user(db, args.user, args.project)
     data = json.dumps(document, ensure_ascii=False, indent=1)
@@ -84,9 +84,6 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from .errors import ValidationError
-    from .portability import import_user
-
     try:
         with (sys.stdin if args.file == "-" else open(args.file, encoding="utf-8")) as f:
             document = json.load(f)
@@ -99,9 +96,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run
-
-    return run(_settings())
+    return demo.run(_settings())
 
 
 def _seconds(text: str) -> float:

@@ -18,14 +18,16 @@ from datetime import datetime
 from typing import Any
 
 from .conversations import Message
-from .db import Call, Embed
-from .embedders import Embedder
-from .values import text, vector
+from .options import MemoryOptions
+from .runner import Embed, Operation, Query
+from .values import text
 
 AGENT_HEADING = "Facts that hold for everyone using agent {agent}:"
 USER_HEADING = "Facts about the user you are talking to:"
 SUMMARY_HEADING = "Summary of the earlier conversation:"
 RECALL_HEADING = "Earlier messages that may be relevant:"
+#: How many messages without a vector one context read lists (and then embeds): the SQL default.
+MAX_UNEMBEDDED = 100
 
 
 @dataclass(frozen=True)
@@ -83,48 +85,32 @@ def build_messages(
 
 
 class _Context:
-    # set by pymem.memory.MemoryBase
-    agent_id: str | None
-    project_id: str
-    thread: str
-    embedder: Embedder | None
-    system_prompt: str | None
-    max_facts: int
-    window_size: int
-    recall_k: int
-    min_content_chars: int
-    recency_weight: float
-    importance_weight: float
-    half_life_seconds: float
-    dedupe: bool
+    options: MemoryOptions  # set by pymem.memory.MemoryBase
 
-    def _read(self, user_id: str | None, thread: str | None, query: str):
+    def _read(self, user_id: str | None, thread: str | None, query: str) -> Operation[Context]:
+        o = self.options
         text(query, "query")
         params: dict[str, Any] = {
             "user_id": text(user_id, "user id", allow_none=True),
-            "agent_id": self.agent_id,
-            "project_id": self.project_id,
-            "thread_id": text(thread if thread is not None else self.thread, "thread"),
+            "agent_id": o.agent_id,
+            "project_id": o.project_id,
+            "thread_id": text(thread if thread is not None else o.thread, "thread"),
             "query": None,
             "embedder": None,
-            "max_facts": self.max_facts,
-            "window_size": self.window_size,
-            "k": self.recall_k,
-            "min_content_chars": self.min_content_chars,
-            "recency_weight": self.recency_weight,
-            "importance_weight": self.importance_weight,
-            "half_life_seconds": self.half_life_seconds,
-            "dedupe": self.dedupe,
-            "max_unembedded": 1000,
+            "max_facts": o.max_facts,
+            "window_size": o.window,
+            **o.recall.params(),
+            "dedupe": o.dedupe,
+            "max_unembedded": MAX_UNEMBEDDED,
         }
-        if user_id is not None and self.embedder is not None and self.recall_k > 0:
+        if user_id is not None and o.embedder is not None and o.recall.k > 0:
             (qvec,) = yield Embed([query])
-            params |= {"query": vector(qvec), "embedder": self.embedder.name}
-        rows = yield Call("context_read", params)
+            params |= {"query": qvec, "embedder": o.embedder.name}
+        rows = yield Query("context_read", params)
         data = rows[0]["context"]
         if data["unembedded"]:
             yield from self._catch_up(user_id, data["unembedded"])  # type: ignore[attr-defined]
-            rows = yield Call("context_read", params)
+            rows = yield Query("context_read", params)
             data = rows[0]["context"]
         agent_facts = [f["content"] for f in data["agent_facts"]]
         user_facts = [f["content"] for f in data["user_facts"]]
@@ -134,8 +120,8 @@ class _Context:
         ]
         window = [Message(w["role"], w["content"], w["seq"], params["thread_id"], w["created_at"]) for w in data["window"]]
         messages = build_messages(
-            system_prompt=self.system_prompt,
-            agent_id=self.agent_id,
+            system_prompt=o.system_prompt,
+            agent_id=o.agent_id,
             agent_facts=agent_facts,
             user_facts=user_facts,
             summary=data["summary"],

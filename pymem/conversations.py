@@ -1,4 +1,4 @@
-"""Conversation memory over ``sql/api/conversations.sql``: the plans behind
+"""Conversation memory over ``sql/api/conversations.sql``: the operations behind
 ``Memory.record``, ``turn``, ``window``, ``summary``, ``recall`` and ``forget_conversation``
 (see :mod:`pymem.memory`).
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .db import Call, Embed, Invoke
-from .embedders import Embedder
 from .errors import ValidationError
-from .values import number, text, vector
+from .options import MemoryOptions
+from .runner import Callback, Embed, Operation, Query
+from .values import number, text
 
 log = logging.getLogger("pymem")
 
@@ -57,50 +57,39 @@ class TurnResult:
     summarized: bool = False
 
 
+#: The most messages one recall embeds before it ranks (the SQL limits' maximum): recall is exact.
+RECALL_CATCH_UP = 10000
+
+
 class _Conversations:
-    # set by pymem.memory.MemoryBase
-    project_id: str
-    thread: str
-    embedder: Embedder | None
-    summarizer: Summarizer | None
-    extractor: Extractor | None
-    summarize_every: int
-    keep_last: int
-    max_summary_chars: int
-    max_learned_facts: int | None
-    window_size: int
-    recall_k: int
-    min_content_chars: int
-    recency_weight: float
-    importance_weight: float
-    half_life_seconds: float
-    summary_lease_seconds: float
+    options: MemoryOptions  # set by pymem.memory.MemoryBase
 
     def _where(self, user_id: str, thread: str | None) -> dict[str, Any]:
         return {
             "user_id": text(user_id, "user id"),
-            "thread_id": text(thread if thread is not None else self.thread, "thread"),
-            "project_id": self.project_id,
+            "thread_id": text(thread if thread is not None else self.options.thread, "thread"),
+            "project_id": self.options.project_id,
         }
 
-    # -- plans ----------------------------------------------------------------------------
-    def _record(self, user_id, thread, query, answer, user_importance, assistant_importance):
+    # -- operations -----------------------------------------------------------------------
+    def _record(self, user_id, thread, query, answer, user_importance, assistant_importance) -> Operation[TurnResult]:
+        o = self.options
         where = self._where(user_id, thread)
         text(query, "the user's message")
         text(answer, "the answer")
         learned: list[str] | None = None
-        if self.extractor is not None:
+        if o.extractor is not None:
             try:
-                found = yield Invoke(self.extractor, (query,))
+                found = yield Callback(o.extractor, (query,))
                 learned = [f for f in (found or []) if isinstance(f, str) and f.strip() and "\x00" not in f]
             except Exception:  # the turn happened; a broken extractor must not lose it
                 log.warning("pymem: the fact extractor failed; the turn is recorded without learned facts",
                             exc_info=True)
         vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
-        if self.embedder is not None:
+        if o.embedder is not None:
             u, a = yield Embed([query, answer])
-            vectors = {"embedder": self.embedder.name, "user_embedding": vector(u), "assistant_embedding": vector(a)}
-        rows = yield Call(
+            vectors = {"embedder": o.embedder.name, "user_embedding": u, "assistant_embedding": a}
+        rows = yield Query(
             "turn_record",
             {
                 **where,
@@ -110,10 +99,10 @@ class _Conversations:
                 "assistant_importance": number(assistant_importance, "importance"),
                 **vectors,
                 "learned": learned,
-                "max_learned": self.max_learned_facts,
-                "keep_last": self.keep_last,
-                "summarize_every": self.summarize_every if self.summarizer is not None else None,
-                "lease_seconds": self.summary_lease_seconds,
+                "max_learned": o.max_learned_facts,
+                "keep_last": o.keep_last,
+                "summarize_every": o.summarize_every if o.summarizer is not None else None,
+                "lease_seconds": o.summary_lease_seconds,
             },
         )
         row = rows[0]
@@ -122,101 +111,103 @@ class _Conversations:
             summarized = yield from self._fold(where, row)
         return TurnResult(row["user_seq"], row["assistant_seq"], list(row["learned_ids"] or []), summarized)
 
-    def _fold(self, where: dict[str, Any], claim: Mapping[str, Any]):
+    def _fold(self, where: dict[str, Any], claim: Mapping[str, Any]) -> Operation[bool]:
         """Run the summarizer on a claimed span and commit (or release) the claim."""
         token = claim["claim_token"]
+        max_chars = self.options.max_summary_chars
         try:
-            summary = yield Invoke(self.summarizer, (claim["previous_summary"], claim["messages"], self.max_summary_chars))
+            summary = yield Callback(self.options.summarizer, (claim["previous_summary"], claim["messages"], max_chars))
             text(summary, "the summary")
             if not summary.strip():
                 raise ValidationError("the summarizer returned an empty summary")
         except Exception:
             log.warning("pymem: the summarizer failed; the previous summary stays", exc_info=True)
             try:
-                yield Call("summary_release", {**where, "claim_token": token})
+                yield Query("summary_release", {**where, "claim_token": token})
             except Exception:
                 log.warning("pymem: releasing the summary claim failed; its lease will expire", exc_info=True)
             return False
         try:
-            rows = yield Call(
-                "summary_commit", {**where, "claim_token": token, "summary": summary, "max_chars": self.max_summary_chars}
+            rows = yield Query(
+                "summary_commit", {**where, "claim_token": token, "summary": summary, "max_chars": max_chars}
             )
         except Exception:  # the turn is stored: report, give the span back, never raise
             log.warning("pymem: storing the new summary failed; the previous summary stays", exc_info=True)
             try:
-                yield Call("summary_release", {**where, "claim_token": token})
+                yield Query("summary_release", {**where, "claim_token": token})
             except Exception:
                 log.warning("pymem: releasing the summary claim failed; its lease will expire", exc_info=True)
             return False
         return bool(rows[0]["committed"])
 
-    def _summarize(self, user_id, thread):
+    def _summarize(self, user_id, thread) -> Operation[bool]:
         """Fold a due span now (e.g. after messages were written by SQL)."""
-        if self.summarizer is None:
+        o = self.options
+        if o.summarizer is None:
             raise ValidationError("summarize() needs Memory(summarizer=...)")
         where = self._where(user_id, thread)
-        rows = yield Call(
+        rows = yield Query(
             "summary_claim",
-            {**where, "keep_last": self.keep_last, "summarize_every": self.summarize_every,
-             "lease_seconds": self.summary_lease_seconds},
+            {**where, "keep_last": o.keep_last, "summarize_every": o.summarize_every,
+             "lease_seconds": o.summary_lease_seconds},
         )
         if not rows:
             return False
         return (yield from self._fold(where, rows[0]))
 
-    def _add_message(self, user_id, thread, role, content, importance):
-        rows = yield Call(
+    def _add_message(self, user_id, thread, role, content, importance) -> Operation[int]:
+        rows = yield Query(
             "message_add",
             {**self._where(user_id, thread), "role": text(role, "role"), "content": text(content, "content"),
              "importance": number(importance, "importance")},
         )
         return rows[0]["seq"]
 
-    def _window(self, user_id, thread, size):
-        rows = yield Call("window_read", {**self._where(user_id, thread), "max_messages": size})
-        return [Message(r["role"], r["content"], r["seq"], thread or self.thread, r["created_at"], r["importance"])
-                for r in rows]
+    def _window(self, user_id, thread, size) -> Operation[list[Message]]:
+        rows = yield Query("window_read", {**self._where(user_id, thread), "max_messages": size})
+        return [Message(r["role"], r["content"], r["seq"], thread or self.options.thread, r["created_at"],
+                        r["importance"]) for r in rows]
 
-    def _summary(self, user_id, thread):
-        rows = yield Call("summary_read", self._where(user_id, thread))
+    def _summary(self, user_id, thread) -> Operation[str | None]:
+        rows = yield Query("summary_read", self._where(user_id, thread))
         return rows[0]["summary"] if rows else None
 
-    def _catch_up(self, user_id, missing):
+    def _catch_up(self, user_id, missing) -> Operation[None]:
         """Embed, in one batch, messages that have no vector from this embedder yet."""
         vectors = yield Embed([m["content"] for m in missing])
-        yield Call(
+        yield Query(
             "message_embeddings_put",
-            {"user_id": user_id, "project_id": self.project_id, "embedder": self.embedder.name,
+            {"user_id": user_id, "project_id": self.options.project_id, "embedder": self.options.embedder.name,
              "thread_ids": [m["thread_id"] for m in missing],
-             "seqs": [m["seq"] for m in missing], "embeddings": [vector(v) for v in vectors]},
+             "seqs": [m["seq"] for m in missing], "embeddings": vectors},
         )
 
-    def _recall(self, user_id, thread, query, k):
-        if self.embedder is None:
+    def _recall(self, user_id, thread, query, k) -> Operation[list[Message]]:
+        o = self.options
+        if o.embedder is None:
             raise ValidationError("recall needs Memory(embedder=...)")
         where = self._where(user_id, thread)
         text(query, "query")
-        missing = yield Call(
+        missing = yield Query(
             "messages_unembedded",
-            {"user_id": where["user_id"], "project_id": self.project_id, "embedder": self.embedder.name,
-             "min_chars": self.min_content_chars, "max_messages": 10000},
+            {"user_id": where["user_id"], "project_id": o.project_id, "embedder": o.embedder.name,
+             "min_chars": o.recall.min_content_chars, "max_messages": RECALL_CATCH_UP},
         )
         if missing:
             yield from self._catch_up(where["user_id"], missing)
         (qvec,) = yield Embed([query])
-        rows = yield Call(
+        recall = o.recall.params() | ({} if k is None else {"k": k})
+        rows = yield Query(
             "messages_recall",
-            {**where, "query": vector(qvec), "embedder": self.embedder.name, "k": k,
-             "min_content_chars": self.min_content_chars, "window_size": self.window_size,
-             "recency_weight": self.recency_weight, "importance_weight": self.importance_weight,
-             "half_life_seconds": self.half_life_seconds},
+            {**where, "query": qvec, "embedder": o.embedder.name, **recall, "window_size": o.window},
         )
         return [Message(r["role"], r["content"], r["seq"], r["thread_id"], r["created_at"], r["importance"],
                         r["similarity"], r["score"]) for r in rows]
 
-    def _forget_conversation(self, user_id, thread):
-        rows = yield Call(
+    def _forget_conversation(self, user_id, thread) -> Operation[int]:
+        rows = yield Query(
             "conversation_forget",
-            {"user_id": text(user_id, "user id"), "thread_id": text(thread, "thread"), "project_id": self.project_id},
+            {"user_id": text(user_id, "user id"), "thread_id": text(thread, "thread"),
+             "project_id": self.options.project_id},
         )
         return int(rows[0]["deleted"])

@@ -10,7 +10,8 @@ import re
 import textwrap
 
 from . import migrations, server
-from .db import Database, resolve_conninfo
+from .connection import resolve_conninfo
+from .database import Database
 from .embedders import HashEmbedder
 from .memory import Memory
 from .settings import Settings

@@ -1,27 +1,28 @@
-"""Durable facts over ``sql/api/facts.sql``: the plans behind ``Memory.persist``,
+"""Durable facts over ``sql/api/facts.sql``: the operations behind ``Memory.persist``,
 ``retrieve``, ``update``, ``forget`` and ``history`` (see :mod:`pymem.memory`).
 
 Tiers map to the SQL scopes: ``global`` -> scope ``agent`` under the Memory's ``agent_id``;
 ``user`` -> scope ``user`` under a user id; ``project`` -> scope ``project``. ``project_id``
 (the tenant partition) is fixed per Memory. All rules (idempotence, scoping guards, supersede
 chains, caps) live in SQL; this module maps arguments, embeds text and builds :class:`Fact`
-objects. Each operation is one plan (see :mod:`pymem.db`) that the sync and async twins run.
+objects. Each is one operation (a generator, see :mod:`pymem.runner`) that the sync and async twins
+run.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Generator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .db import Call, Embed
-from .embedders import Embedder
 from .errors import ValidationError
-from .values import number, text, vector
+from .options import MemoryOptions
+from .runner import Embed, Operation, Query
+from .values import number, text
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
 SOURCES = ("manual", "learned", "trace")
@@ -69,13 +70,9 @@ def _fact(row: Mapping[str, Any], scope: str | None = None) -> Fact:
 
 
 class _Facts:
-    """What Memory and AsyncMemory share: argument mapping and the plans."""
+    """What Memory and AsyncMemory share: argument mapping and the operations."""
 
-    # set by pymem.memory.MemoryBase
-    agent_id: str | None
-    project_id: str
-    embedder: Embedder | None
-    max_learned_facts: int | None
+    options: MemoryOptions  # set by pymem.memory.MemoryBase
 
     # -- mapping --------------------------------------------------------------------------
     def _subject(self, tier: str, id: str | None, *, writing: bool) -> dict[str, Any]:
@@ -83,7 +80,7 @@ class _Facts:
         if scope is None:
             raise ValidationError(f"tier must be one of {sorted(TIERS)}, not {tier!r}")
         if scope == "agent":
-            scope_id = id if id is not None else self.agent_id
+            scope_id = id if id is not None else self.options.agent_id
             if scope_id is None:
                 if writing:
                     warnings.warn(
@@ -95,7 +92,7 @@ class _Facts:
                 scope_id = ""
         else:
             scope_id = "" if id is None else id
-        return {"scope": scope, "scope_id": text(scope_id, "id"), "project_id": self.project_id}
+        return {"scope": scope, "scope_id": text(scope_id, "id"), "project_id": self.options.project_id}
 
     def _values(self, confidence: float, source: str, trace_id: str | None, metadata: Any) -> dict[str, Any]:
         if metadata is not None and not isinstance(metadata, Mapping):
@@ -107,33 +104,34 @@ class _Facts:
             "metadata": Jsonb(dict(metadata or {})),
         }
 
-    def _vector(self, content: str) -> Generator[Any, Any, dict[str, Any]]:
-        if self.embedder is None:
+    def _vector(self, content: str) -> Operation[dict[str, Any]]:
+        embedder = self.options.embedder
+        if embedder is None:
             return {"embedding": None, "embedder": None}
         (vec,) = yield Embed([content.strip()])
-        return {"embedding": vector(vec), "embedder": self.embedder.name}
+        return {"embedding": vec, "embedder": embedder.name}
 
-    # -- plans ----------------------------------------------------------------------------
-    def _persist(self, content, tier, id, confidence, source, trace_id, metadata):
+    # -- operations -----------------------------------------------------------------------
+    def _persist(self, content, tier, id, confidence, source, trace_id, metadata) -> Operation[int]:
         params = {**self._subject(tier, id, writing=True), "content": text(content, "content")}
         params |= self._values(confidence, source, trace_id, metadata)
-        params["max_learned"] = self.max_learned_facts
+        params["max_learned"] = self.options.max_learned_facts
         params |= yield from self._vector(content)
-        rows = yield Call("fact_add", params)
+        rows = yield Query("fact_add", params)
         return rows[0]["id"]
 
-    def _retrieve(self, query, tier, id, limit, k):
+    def _retrieve(self, query, tier, id, limit, k) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
         if query is None:
-            rows = yield Call("facts_newest", {**subject, "max_facts": limit})
+            rows = yield Query("facts_newest", {**subject, "max_facts": limit})
             return [_fact(r) for r in rows]
         text(query, "query")
-        if self.embedder is None:
+        embedder = self.options.embedder
+        if embedder is None:
             raise ValidationError("retrieve(query) needs Memory(embedder=...): facts are ranked by meaning")
-        params = {**subject, "embedder": self.embedder.name, "k": k}
-        (qvec,) = yield Embed([query])
-        params["query"] = vector(qvec)
-        rows = yield Call("facts_search", params)
+        params = {**subject, "embedder": embedder.name, "k": k}
+        (params["query"],) = yield Embed([query])
+        rows = yield Query("facts_search", params)
         missing = [r for r in rows if r["similarity"] is None]
         if missing:
             # The store is the source of truth: facts with no vector from this embedder yet
@@ -141,35 +139,35 @@ class _Facts:
             vectors = yield Embed([r["content"] for r in missing])
             for owner in sorted({r["scope_id"] for r in missing}):
                 mine = [(r, v) for r, v in zip(missing, vectors) if r["scope_id"] == owner]
-                yield Call(
+                yield Query(
                     "fact_embeddings_put",
-                    {**subject, "scope_id": owner, "embedder": self.embedder.name,
-                     "ids": [r["id"] for r, _ in mine], "embeddings": [vector(v) for _, v in mine]},
+                    {**subject, "scope_id": owner, "embedder": embedder.name,
+                     "ids": [r["id"] for r, _ in mine], "embeddings": [v for _, v in mine]},
                 )
-            rows = yield Call("facts_search", params)
+            rows = yield Query("facts_search", params)
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
-    def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata):
+    def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata) -> Operation[int]:
         params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}
         params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
         params |= self._values(confidence, source, trace_id, metadata)
         params |= yield from self._vector(new)
-        rows = yield Call("fact_supersede", params)
+        rows = yield Query("fact_supersede", params)
         return rows[0]["id"]
 
-    def _forget(self, tier, id, fact_id, content):
+    def _forget(self, tier, id, fact_id, content) -> Operation[int]:
         subject = self._subject(tier, id, writing=False)
         if fact_id is None and content is None:
-            rows = yield Call("facts_forget", subject)
+            rows = yield Query("facts_forget", subject)
         else:
             params = {**subject, "id": fact_id, "content": text(content, "content", allow_none=True)}
-            rows = yield Call("fact_forget", params)
+            rows = yield Query("fact_forget", params)
         return rows[0]["deleted"]
 
-    def _history(self, tier, id, fact_id, limit):
+    def _history(self, tier, id, fact_id, limit) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
         if fact_id is None:
-            rows = yield Call("fact_history", {**subject, "max_facts": limit})
+            rows = yield Query("fact_history", {**subject, "max_facts": limit})
         else:
-            rows = yield Call("fact_chain", {**subject, "id": fact_id})
+            rows = yield Query("fact_chain", {**subject, "id": fact_id})
         return [_fact(r) for r in rows]

@@ -1,7 +1,8 @@
 """``pymem.Memory`` (sync) and ``pymem.AsyncMemory``: one object per agent that serves every
 user. Durable facts (:mod:`pymem.facts`), conversation memory (:mod:`pymem.conversations`)
-and the per-turn context (:mod:`pymem.context`) are plans written once; the two classes only
-drive them over a pooled connection.
+and the per-turn context (:mod:`pymem.context`) are operations written once (:mod:`pymem.runner`);
+the two classes only drive them over a pooled connection. Their options are one frozen
+:class:`pymem.MemoryOptions` (:mod:`pymem.options`).
 
 Users: ``Memory(user_id="alice")`` or ``Memory(user_id=lambda ctx: ctx.user)``, resolved on
 every call from the ``ctx`` passed to it (or overridden by ``user=``), so one Memory serves many
@@ -14,104 +15,54 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Generator, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 from .context import Context, _Context
-from .conversations import Extractor, Message, Summarizer, TurnResult, _Conversations
-from .db import AsyncDatabase, Database, arun, run
-from .embedders import Embedder
+from .conversations import Message, TurnResult, _Conversations
+from .database import AsyncDatabase, Database
+from .embedders import HashEmbedder
 from .errors import ValidationError
 from .facts import Fact, _Facts
+from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
+from .runner import Operation, arun, run
+from .settings import Settings
 from .values import text
 
 log = logging.getLogger("pymem")
+T = TypeVar("T")
 
-UserSpec = str | Callable[[Any], "str | None"] | None
 _UNSET: Any = object()
 
 
 class MemoryBase(_Facts, _Conversations, _Context):
-    """Configuration shared by :class:`Memory` and :class:`AsyncMemory`."""
+    """What :class:`Memory` and :class:`AsyncMemory` share: their :class:`MemoryOptions`
+    (``self.options``; each option also reads as ``mem.<keyword>``, e.g. ``mem.embedder``,
+    ``mem.recall_k``) and the user resolution."""
 
-    def __init__(
-        self,
-        *,
-        agent_id: str | None = None,
-        user_id: UserSpec = None,
-        project_id: str = "",
-        thread: str = "default",
-        embedder: Embedder | None = None,
-        system_prompt: str | None = None,
-        window: int = 20,
-        max_facts: int = 50,
-        recall_k: int = 5,
-        min_content_chars: int = 10,
-        recency_weight: float = 0.0,
-        importance_weight: float = 0.0,
-        half_life_seconds: float = 3600.0,
-        dedupe: bool = True,
-        summarizer: Summarizer | None = None,
-        summarize_every: int = 10,
-        keep_last: int = 10,
-        max_summary_chars: int = 2000,
-        summary_lease_seconds: float = 300.0,
-        extractor: Extractor | None = None,
-        max_learned_facts: int | None = 200,
-    ) -> None:
-        if agent_id is not None:
-            text(agent_id, "agent_id")
-            if agent_id.strip() in ("", "*"):
-                raise ValidationError(
-                    f"agent_id {agent_id!r} would name every agent or none: pass a real agent id, or leave it None"
-                )
-        text(project_id, "project_id")
-        text(thread, "thread")
-        if user_id is not None and not isinstance(user_id, str) and not callable(user_id):
-            raise ValidationError("user_id must be a string, a callable(ctx) -> str, or None")
-        for name, value in (("window", window), ("max_facts", max_facts), ("recall_k", recall_k),
-                            ("min_content_chars", min_content_chars), ("summarize_every", summarize_every),
-                            ("keep_last", keep_last), ("max_summary_chars", max_summary_chars)):
-            if isinstance(value, bool) or not isinstance(value, int):
-                raise ValidationError(f"{name} must be an int, not {value!r}")
-        # the SQL checks every limit on every call; these two are only sent when a summary is due,
-        # so a bad value would surface after a turn was already stored: refuse it here
-        if not 1 <= summarize_every <= 10000 or not 1 <= max_summary_chars <= 100000:
-            raise ValidationError("summarize_every must be in 1..10000 and max_summary_chars in 1..100000")
-        if max_learned_facts is not None and (
-            isinstance(max_learned_facts, bool) or not isinstance(max_learned_facts, int) or max_learned_facts < 1
-        ):
-            raise ValidationError("max_learned_facts must be a positive int, or None for no cap")
-        for name, fn in (("summarizer", summarizer), ("extractor", extractor)):
-            if fn is not None and not callable(fn):
-                raise ValidationError(f"{name} must be callable")
-        self.agent_id = agent_id
-        self.user_id = user_id
-        self.project_id = project_id
-        self.thread = thread
-        self.embedder = embedder
-        self.system_prompt = system_prompt
-        self.window_size = window
-        self.max_facts = max_facts
-        self.recall_k = recall_k
-        self.min_content_chars = min_content_chars
-        self.recency_weight = recency_weight
-        self.importance_weight = importance_weight
-        self.half_life_seconds = half_life_seconds
-        self.dedupe = dedupe
-        self.summarizer = summarizer
-        self.summarize_every = summarize_every
-        self.keep_last = keep_last
-        self.max_summary_chars = max_summary_chars
-        self.summary_lease_seconds = summary_lease_seconds
-        self.extractor = extractor
-        self.max_learned_facts = max_learned_facts
+    options: MemoryOptions
+
+    def __init__(self, options: MemoryOptions | None = None, /, **keywords: Any) -> None:
+        if options is not None and not isinstance(options, MemoryOptions):
+            raise ValidationError(f"options must be a pymem.MemoryOptions, not {type(options).__name__}")
+        object.__setattr__(self, "options", MemoryOptions.from_keywords(options, **keywords))
+
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names the instance and its class lack: the options' keywords
+        if name != "options" and name in MemoryOptions.keywords():
+            return self.options.get(name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "options" or name in MemoryOptions.keywords():
+            raise AttributeError(f"a Memory's options are fixed when it is built (pymem.MemoryOptions): {name}")
+        object.__setattr__(self, name, value)
 
     def resolve_user(self, user: str | None = _UNSET, ctx: Any = None) -> str | None:
         """The user a call is for: ``user`` if given, else ``user_id`` (string or resolver(ctx)).
         None when it cannot be resolved (one warning is logged)."""
         if user is _UNSET:
-            spec = self.user_id
+            spec = self.options.user_id
             if callable(spec):
                 try:
                     user = spec(ctx)
@@ -142,13 +93,14 @@ class Memory(MemoryBase):
     [{'role': 'system', ...}, ..., {'role': 'user', 'content': 'Where do I live?'}]
     """
 
-    def __init__(self, *, db: Database | None = None, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, *, db: Database | None = None, options: MemoryOptions | None = None, **keywords: Any) -> None:
+        """``keywords``: the options (:meth:`MemoryOptions.from_keywords`), over ``options`` if given."""
+        super().__init__(options, **keywords)
         self._own_db = db is None
         self.db = db if db is not None else Database()
 
-    def _run(self, plan: Generator[Any, Any, Any]) -> Any:
-        return run(plan, self.db, self.embedder)
+    def _run(self, operation: Operation[T]) -> T:
+        return run(operation, self.db, self.options.embedder)
 
     # -- durable facts --------------------------------------------------------------------
     def persist(self, content: str, *, tier: str = "user", id: str | None = None, confidence: float = 1.0,
@@ -210,7 +162,7 @@ class Memory(MemoryBase):
     def window(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                size: int | None = None) -> list[Message]:
         """The thread's last ``size`` (default: the Memory's window) messages, oldest first."""
-        return self._run(self._window(self._need_user(user, ctx), thread, self.window_size if size is None else size))
+        return self._run(self._window(self._need_user(user, ctx), thread, self.options.window if size is None else size))
 
     def summary(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> str | None:
         return self._run(self._summary(self._need_user(user, ctx), thread))
@@ -221,7 +173,7 @@ class Memory(MemoryBase):
 
     def recall(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                k: int | None = None) -> list[Message]:
-        return self._run(self._recall(self._need_user(user, ctx), thread, query, self.recall_k if k is None else k))
+        return self._run(self._recall(self._need_user(user, ctx), thread, query, k))
 
     def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
         """Delete a user's thread (default: every thread); returns the number of messages deleted."""
@@ -269,12 +221,12 @@ class Turn:
 class AsyncMemory(MemoryBase):
     """The asyncio twin of :class:`Memory`: same arguments and methods, awaited."""
 
-    def __init__(self, *, db: AsyncDatabase, **options: Any) -> None:
-        super().__init__(**options)
+    def __init__(self, *, db: AsyncDatabase, options: MemoryOptions | None = None, **keywords: Any) -> None:
+        super().__init__(options, **keywords)
         self.db = db
 
-    async def _run(self, plan: Generator[Any, Any, Any]) -> Any:
-        return await arun(plan, self.db, self.embedder)
+    async def _run(self, operation: Operation[T]) -> T:
+        return await arun(operation, self.db, self.options.embedder)
 
     async def persist(self, content: str, *, tier: str = "user", id: str | None = None, confidence: float = 1.0,
                       source: str = "manual", trace_id: str | None = None,
@@ -324,7 +276,7 @@ class AsyncMemory(MemoryBase):
     async def window(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                      size: int | None = None) -> list[Message]:
         return await self._run(
-            self._window(self._need_user(user, ctx), thread, self.window_size if size is None else size)
+            self._window(self._need_user(user, ctx), thread, self.options.window if size is None else size)
         )
 
     async def summary(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> str | None:
@@ -336,7 +288,7 @@ class AsyncMemory(MemoryBase):
     async def recall(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                      k: int | None = None) -> list[Message]:
         return await self._run(
-            self._recall(self._need_user(user, ctx), thread, query, self.recall_k if k is None else k)
+            self._recall(self._need_user(user, ctx), thread, query, k)
         )
 
     async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
@@ -384,9 +336,6 @@ def default_memory() -> Memory:
     global _default
     with _default_lock:
         if _default is None:
-            from .embedders import HashEmbedder
-            from .settings import Settings
-
             settings = Settings()
             _default = Memory(
                 db=Database(settings),

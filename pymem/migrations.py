@@ -32,7 +32,7 @@ from importlib.resources.abc import Traversable
 import psycopg
 
 from . import __version__
-from .db import connect, errors
+from .connection import connect, errors
 from .errors import MigrationError
 from .queries import Q, sql_root
 
@@ -63,7 +63,9 @@ class Migration:
 
 
 @dataclass(frozen=True)
-class Plan:
+class SqlFiles:
+    """The files of ``sql/`` a migrate applies, read once."""
+
     bootstrap: str
     migrations: list[Migration]
     api: list[tuple[str, str]]  # (file name, text), applied in this order
@@ -81,7 +83,8 @@ def _files(folder: Traversable) -> list[Traversable]:
     return sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
 
 
-def load_plan(root: Traversable | None = None) -> Plan:
+def load_sql_files(root: Traversable | None = None) -> SqlFiles:
+    """Read ``root`` (default: the shipped ``sql/``); MigrationError when two migrations share a number."""
     root = root or sql_root()
     migrations = []
     for f in _files(root / "migrations"):
@@ -91,8 +94,8 @@ def load_plan(root: Traversable | None = None) -> Plan:
     if len(set(n.split("_", 1)[0] for n in names)) != len(names):
         raise MigrationError(f"two migrations share a number: {names}")
     api = [(f.name, f.read_text(encoding="utf-8")) for f in _files(root / "api")]
-    return Plan((root / "bootstrap.sql").read_text(encoding="utf-8"), migrations, api,
-                (root / "grants.sql").read_text(encoding="utf-8"))
+    return SqlFiles((root / "bootstrap.sql").read_text(encoding="utf-8"), migrations, api,
+                    (root / "grants.sql").read_text(encoding="utf-8"))
 
 
 def _lock(conn: psycopg.Connection, lock_timeout: float) -> None:
@@ -122,7 +125,7 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
     ``lock_timeout`` seconds for another migrate (or whoever holds its advisory lock)."""
     if not lock_timeout > 0:
         raise MigrationError(f"lock_timeout must be a positive number of seconds, not {lock_timeout!r}")
-    plan = load_plan(root)
+    files = load_sql_files(root)
     result = Result()
     with connect(conninfo) as conn, errors():
         conn.execute(Q["migration_session_path"], prepare=False)
@@ -131,8 +134,8 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                 conn.execute(Q["migration_role_setting"], {"key": f"pymem.{key}", "name": name}, prepare=False)
         _lock(conn, lock_timeout)
         try:
-            conn.execute(plan.bootstrap, prepare=False)
-            for m in plan.migrations:
+            conn.execute(files.bootstrap, prepare=False)
+            for m in files.migrations:
                 args = {"name": m.name, "checksum": m.checksum, "version": __version__}
                 if not conn.execute(Q["migration_pending"], args, prepare=False).fetchone()[0]:
                     continue
@@ -143,21 +146,21 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                     conn.execute(Q["migration_check_dependencies"], prepare=False)
                     conn.execute(Q["migration_applied"], args, prepare=False)
                 result.applied.append(m.name)
-            if not plan.api:
+            if not files.api:
                 return result  # a root without api/ files (a test's partial version) refreshes nothing
             with conn.transaction():
                 conn.execute(Q["migration_search_path"], prepare=False)
-                conn.execute(plan.bootstrap, prepare=False)  # its functions count as current too
+                conn.execute(files.bootstrap, prepare=False)  # its functions count as current too
                 for step in API_BEFORE:
                     conn.execute(Q[step], prepare=False)
-                for name, text in plan.api:
+                for name, text in files.api:
                     conn.execute(text, prepare=False)
                     result.api_files.append(name)
                 conn.execute(Q["migration_search_path"], prepare=False)
                 # before grants.sql, whose GRANTs rewrite every function's catalog row
                 result.dropped = conn.execute(Q["migration_drop_stale_functions"], prepare=False).fetchone()[0]
-                if plan.grants.strip():
-                    conn.execute(plan.grants, prepare=False)
+                if files.grants.strip():
+                    conn.execute(files.grants, prepare=False)
                 for step in API_AFTER:
                     conn.execute(Q[step], prepare=False)
         finally:
@@ -168,14 +171,14 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
 
 def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
     """Problems that keep the database from being current; empty when it is."""
-    plan = load_plan(root)
+    files = load_sql_files(root)
     with connect(conninfo) as conn, errors():
         if not conn.execute(Q["schema_exists"]).fetchone()[0]:
             return ["schema pymem is not installed: every migration is pending (run: pymem migrate)"]
         applied = {row[0]: row[1] for row in conn.execute(Q["applied_migrations"])}
     problems = []
-    known = {m.name for m in plan.migrations}
-    for m in plan.migrations:
+    known = {m.name for m in files.migrations}
+    for m in files.migrations:
         if m.name not in applied:
             problems.append(f"pending: migrations/{m.name}.sql has not been applied (run: pymem migrate)")
         elif applied[m.name] != m.checksum:
@@ -189,8 +192,8 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
 
 
 def render_psql(root: Traversable | None = None) -> str:
-    """The text of sql/migrate.sql for this plan (psql glue around the same files and queries)."""
-    plan = load_plan(root)
+    """The text of sql/migrate.sql for these files (psql glue around the same files and queries)."""
+    files = load_sql_files(root)
     def q(query: str, **literals: str) -> str:
         # A named query as one psql step; \gset swallows its result row (and sends it once:
         # the trailing semicolon is dropped, or psql would send the query a second time).
@@ -212,7 +215,7 @@ def render_psql(root: Traversable | None = None) -> str:
         q("migration_lock"),
         r"\ir bootstrap.sql",
     ]
-    for m in plan.migrations:
+    for m in files.migrations:
         lit = {"name": m.name, "checksum": m.checksum}
         out += [
             "",
@@ -229,10 +232,10 @@ def render_psql(root: Traversable | None = None) -> str:
             r"\echo pymem: applied " + m.name,
             r"\endif",
         ]
-    if plan.api:
+    if files.api:
         out += ["", "-- API functions (re-applied every run)", "BEGIN;", q("migration_search_path"), r"\ir bootstrap.sql"]
         out += [q(step) for step in API_BEFORE]
-        out += [rf"\ir api/{name}" for name, _ in plan.api]
+        out += [rf"\ir api/{name}" for name, _ in files.api]
         out += [q("migration_search_path"), q("migration_drop_stale_functions"), r"\ir grants.sql"]
         out += [q(step) for step in API_AFTER]
         out += ["COMMIT;"]

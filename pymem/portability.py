@@ -7,17 +7,19 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .db import Call, Database, run
+from .database import Database
+from .runner import Operation, Query, run
 from .values import text
 
 
-def _export(user_id: str, project_id: str):
-    rows = yield Call("user_export", {"user_id": text(user_id, "user id"), "project_id": text(project_id, "project_id")})
+def _export(user_id: str, project_id: str) -> Operation[dict[str, Any]]:
+    rows = yield Query("user_export", {"user_id": text(user_id, "user id"), "project_id": text(project_id, "project_id")})
     return rows[0]["document"]
 
 
-def _import(document: dict[str, Any], project_id: str | None, user_id: str | None, replace: bool):
-    rows = yield Call(
+def _import(document: dict[str, Any], project_id: str | None, user_id: str | None,
+            replace: bool) -> Operation[dict[str, Any]]:
+    rows = yield Query(
         "user_import",
         {"document": Jsonb(document), "project_id": text(project_id, "project_id", allow_none=True),
          "user_id": text(user_id, "user id", allow_none=True), "replace": bool(replace)},

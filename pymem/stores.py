@@ -17,16 +17,19 @@ role (PermissionError for the app role). Both are logged to the store's audit lo
 from __future__ import annotations
 
 import json
-from collections.abc import Generator, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from psycopg.types.json import Jsonb
 
-from .db import AsyncDatabase, Call, Database, arun, run
-from .errors import ValidationError
+from .database import AsyncDatabase, Database
+from .errors import NotFoundError, ValidationError
+from .runner import Operation, Query, arun, run
 from .values import text
+
+T = TypeVar("T")
 
 #: ``expected_sha=MUST_NOT_EXIST``: write only if the path does not exist yet.
 MUST_NOT_EXIST = ""
@@ -76,7 +79,7 @@ def _message(m: Any) -> dict[str, Any]:
 
 
 class _Store:
-    """Plans shared by MemoryStore and AsyncMemoryStore."""
+    """The operations MemoryStore and AsyncMemoryStore share (see :mod:`pymem.runner`)."""
 
     key: str
     project_id: str
@@ -96,20 +99,20 @@ class _Store:
     def _where(self) -> dict[str, Any]:
         return {"store_key": self.key, "project_id": self.project_id}
 
-    def _open(self, create: bool, audit, keep_versions, read_only_prefixes):
+    def _open(self, create: bool, audit, keep_versions, read_only_prefixes) -> Operation[Any]:
         if read_only_prefixes is not None:
             read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
-        rows = yield Call("store_open", {**self._where, "audit": audit, "keep_versions": keep_versions,
+        rows = yield Query("store_open", {**self._where, "audit": audit, "keep_versions": keep_versions,
                                          "read_only_prefixes": read_only_prefixes, "create": create})
         row = rows[0]
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
         yield from self._load()
         return self
 
-    def _protections(self, query, audit, keep_versions, read_only_prefixes, actor, reason):
+    def _protections(self, query, audit, keep_versions, read_only_prefixes, actor, reason) -> Operation[bool]:
         if read_only_prefixes is not None:
             read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
-        rows = yield Call(
+        rows = yield Query(
             query,
             {**self._where, "audit": audit, "keep_versions": keep_versions, "read_only_prefixes": read_only_prefixes,
              "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
@@ -119,13 +122,13 @@ class _Store:
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
         return bool(row["changed"])
 
-    def _load(self):
-        rows = yield Call("store_messages_read", self._where)
+    def _load(self) -> Operation[None]:
+        rows = yield Query("store_messages_read", self._where)
         self.messages = [r["message"] for r in rows]
         self._saved = len(self.messages)
 
-    def _write(self, path, content, kind, expected_sha, actor, reason):
-        rows = yield Call(
+    def _write(self, path, content, kind, expected_sha, actor, reason) -> Operation[str]:
+        rows = yield Query(
             "store_write",
             {**self._where, "path": text(path, "path"), "content": text(content, "content"), "kind": kind,
              "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
@@ -134,20 +137,20 @@ class _Store:
         )
         return rows[0]["sha"]
 
-    def _read(self, path):
-        rows = yield Call("store_read", {**self._where, "path": text(path, "path")})
+    def _read(self, path) -> Operation[dict[str, Any] | None]:
+        rows = yield Query("store_read", {**self._where, "path": text(path, "path")})
         return rows[0] if rows else None
 
-    def _meta(self, path):
-        rows = yield Call("store_meta", {**self._where, "path": text(path, "path")})
+    def _meta(self, path) -> Operation[EntryMeta | None]:
+        rows = yield Query("store_meta", {**self._where, "path": text(path, "path")})
         return EntryMeta(path=path, **rows[0]) if rows else None
 
-    def _list(self, prefix):
-        rows = yield Call("store_list", {**self._where, "prefix": text(prefix, "prefix")})
+    def _list(self, prefix) -> Operation[list[str]]:
+        rows = yield Query("store_list", {**self._where, "prefix": text(prefix, "prefix")})
         return [r["path"] for r in rows]
 
-    def _delete(self, path, expected_sha, actor, reason):
-        rows = yield Call(
+    def _delete(self, path, expected_sha, actor, reason) -> Operation[bool]:
+        rows = yield Query(
             "store_delete",
             {**self._where, "path": text(path, "path"),
              "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
@@ -156,24 +159,22 @@ class _Store:
         )
         return bool(rows[0]["deleted"])
 
-    def _audit_tail(self, n):
-        rows = yield Call("store_audit_tail", {**self._where, "n": n})
+    def _audit_tail(self, n) -> Operation[list[AuditRecord]]:
+        rows = yield Query("store_audit_tail", {**self._where, "n": n})
         return [AuditRecord(**r) for r in rows]
 
-    def _versions(self, path):
-        rows = yield Call("store_versions", {**self._where, "path": text(path, "path")})
+    def _versions(self, path) -> Operation[list[Version]]:
+        rows = yield Query("store_versions", {**self._where, "path": text(path, "path")})
         return [Version(**r) for r in rows]
 
-    def _read_version(self, path, version):
-        rows = yield Call("store_version_read", {**self._where, "path": text(path, "path"), "version": version})
+    def _read_version(self, path, version) -> Operation[str]:
+        rows = yield Query("store_version_read", {**self._where, "path": text(path, "path"), "version": version})
         if not rows:
-            from .errors import NotFoundError
-
             raise NotFoundError(f"no version {version} of {path!r}", sqlstate="P0002")
         return rows[0]["content"]
 
-    def _restore(self, path, version, expected_sha, actor, reason):
-        rows = yield Call(
+    def _restore(self, path, version, expected_sha, actor, reason) -> Operation[str]:
+        rows = yield Query(
             "store_restore",
             {**self._where, "path": text(path, "path"), "version": version,
              "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
@@ -182,11 +183,11 @@ class _Store:
         )
         return rows[0]["sha"]
 
-    def _save(self):
+    def _save(self) -> Operation[int]:
         pending = self.messages[self._saved:]
         if not pending:
             return self._saved
-        rows = yield Call("store_messages_append", {**self._where, "messages": Jsonb(pending)})
+        rows = yield Query("store_messages_append", {**self._where, "messages": Jsonb(pending)})
         self._saved = len(self.messages)
         return rows[0]["length"]
 
@@ -227,8 +228,8 @@ class MemoryStore(_Store):
         self._own_db = db is None
         self.db = db if db is not None else Database()
 
-    def _run(self, plan: Generator[Any, Any, Any]) -> Any:
-        return run(plan, self.db)
+    def _run(self, operation: Operation[T]) -> T:
+        return run(operation, self.db)
 
     @classmethod
     def get_or_create(cls, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None,
@@ -344,8 +345,8 @@ class MemoryStore(_Store):
         self.close()
 
 
-def _drop(key: str, project_id: str):
-    rows = yield Call("store_drop", {"store_key": text(key, "store key"), "project_id": text(project_id, "project_id")})
+def _drop(key: str, project_id: str) -> Operation[int]:
+    rows = yield Query("store_drop", {"store_key": text(key, "store key"), "project_id": text(project_id, "project_id")})
     return rows[0]["dropped"]
 
 
@@ -356,8 +357,8 @@ class AsyncMemoryStore(_Store):
         self._init(key, project_id, actor)
         self.db = db
 
-    async def _run(self, plan: Generator[Any, Any, Any]) -> Any:
-        return await arun(plan, self.db)
+    async def _run(self, operation: Operation[T]) -> T:
+        return await arun(operation, self.db)
 
     @classmethod
     async def get_or_create(cls, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None,

@@ -28,10 +28,3 @@ def number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValidationError(f"{what} must be a number, not {value!r}")
     return float(value)
-
-
-def vector(values: Any) -> Any:
-    """A pgvector ``Vector`` for a list of floats (already checked by validate_vectors)."""
-    from pgvector import Vector
-
-    return Vector(values)

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pgvector import Vector
 
 import pymem
 from pymem.embedders import (
@@ -36,6 +37,7 @@ from pymem.embedders import (
     aembed,
     validate_vectors,
 )
+from pymem.runner import Embed, arun, avectors, run, vectors
 
 
 def cosine(a: list[float], b: list[float]) -> float:
@@ -219,7 +221,7 @@ def test_aembed_runs_embed_in_a_worker_thread() -> None:
     assert asyncio.run(aembed(emb, [])) == []
 
 
-def test_aembed_prefers_the_embedders_own_coroutine_and_validates() -> None:
+def test_aembed_prefers_the_embedders_own_coroutine() -> None:
     class Native:
         name, dimension = "native-test", 2
 
@@ -238,8 +240,52 @@ def test_aembed_prefers_the_embedders_own_coroutine_and_validates() -> None:
     assert isinstance(emb, Embedder)
     assert asyncio.run(aembed(emb, ["ab", "c"])) == [[1.0, 2.0], [1.0, 1.0]]
     assert emb.calls == [["ab", "c"]]
+    assert [v.to_list() for v in asyncio.run(avectors(emb, ["ab"]))] == [[1.0, 2.0]]
+    # aembed returns what the embedder gave; the check is where vectors become query parameters
+    assert asyncio.run(aembed(Fixed([[1.0]]), ["a"])) == [[1.0]]
     with pytest.raises(pymem.ValidationError, match="dimension 1"):
-        asyncio.run(aembed(Fixed([[1.0]]), ["a"]))
+        asyncio.run(avectors(Fixed([[1.0]]), ["a"]))
+
+
+# ------------------------------------------------------------- the one check, in pymem.runner
+
+
+@pytest.mark.parametrize("bad", [[[1.0, 2.0]], [[1.0, float("nan"), 3.0]], [[0.0, 0.0, 0.0]], None])
+def test_the_runner_refuses_bad_vectors_with_validate_vectors_errors(bad: Any) -> None:
+    with pytest.raises(pymem.ValidationError) as expected:
+        validate_vectors(Fixed(bad), ["a"], bad)
+    with pytest.raises(pymem.ValidationError) as sync:
+        vectors(Fixed(bad), ["a"])
+    with pytest.raises(pymem.ValidationError) as asynchronous:
+        asyncio.run(avectors(Fixed(bad), ["a"]))
+    assert str(sync.value) == str(asynchronous.value) == str(expected.value)
+
+
+def _embed_once(texts: list[str]) -> Any:
+    got = yield Embed(texts)
+    return got
+
+
+def test_vectors_are_validated_once_per_embed_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sync and async, whatever the embedder (the adapters and aembed no longer check on their
+    own): one validate_vectors per Embed step, and the operation gets pgvector Vectors."""
+    calls: list[int] = []
+    original = validate_vectors
+
+    def counting(embedder: Any, texts: Any, answer: Any) -> list[list[float]]:
+        calls.append(len(texts))
+        return original(embedder, texts, answer)
+
+    for module in [m for name, m in sys.modules.items() if name.startswith("pymem")]:
+        if getattr(module, "validate_vectors", None) is original:
+            monkeypatch.setattr(module, "validate_vectors", counting)
+    duck = SentenceTransformerEmbedder(DuckModel(), name="st:duck")
+    for emb in (HashEmbedder(5), duck):
+        calls.clear()
+        got = run(_embed_once(["a b", "c"]), None, emb)  # type: ignore[arg-type]  # no Query: no database
+        assert got == [Vector(v) for v in HashEmbedder(5).embed(["a b", "c"])]
+        got = asyncio.run(arun(_embed_once(["a b", "c"]), None, emb))  # type: ignore[arg-type]
+        assert len(got) == 2 and calls == [2, 2], emb
 
 
 # --------------------------------------------------------------- OpenAI adapter over loopback
@@ -361,7 +407,7 @@ def test_openai_adapter_reads_the_environment(endpoint: _Server, monkeypatch: py
 def test_openai_adapter_errors(endpoint: _Server, model: str, error: type[Exception], message: str) -> None:
     emb = OpenAIEmbedder(model, base_url=_url(endpoint), dimension=4, use_openai=False)
     with pytest.raises(error, match=message) as info:
-        emb.embed(["a", "b"])
+        vectors(emb, ["a", "b"])  # where pymem embeds: the endpoint's errors, then the vectors' check
     assert f"openai:{model}" in str(info.value)
 
 
@@ -422,7 +468,7 @@ def test_sentence_transformer_adapter_contract() -> None:
     assert emb.embed([]) == []
     assert model.calls == [(["a b", "c"], {"normalize_embeddings": True})]
     with pytest.raises(pymem.ValidationError, match="dimension 4 for text 0; expected 5"):
-        SentenceTransformerEmbedder(DuckModel(wrong=True), name="st:bad").embed(["a"])
+        vectors(SentenceTransformerEmbedder(DuckModel(wrong=True), name="st:bad"), ["a"])
     with pytest.raises(pymem.ValidationError, match="pass name="):
         SentenceTransformerEmbedder(DuckModel())
     with pytest.raises(pymem.ValidationError, match="dimension"):

@@ -8,6 +8,7 @@ import warnings
 
 import psycopg
 import pytest
+from pgvector import Vector
 
 import pymem
 from pymem import HashEmbedder, Memory
@@ -460,7 +461,7 @@ def test_embedders_never_mix_and_wrong_dimensions_are_refused(db, dsn):
     with pymem.connect(dsn) as c, pytest.raises(psycopg.errors.InvalidParameterValue):
         c.execute(
             "SELECT pymem.fact_add('user', 'alice', 'x', embedding => %s, embedder => %s)",
-            (pymem.values.vector([0.1] * 64), large.name),
+            (Vector([0.1] * 64), large.name),
         )
     assert count(dsn, "content = 'x'") == 0
 

@@ -33,10 +33,10 @@ def applied(dsn: str) -> list[tuple]:
 
 def test_migrate_installs_schema_and_records_every_migration(empty_dsn):
     result = pymem.migrate(empty_dsn)
-    plan = migrations.load_plan()
-    assert result.applied == [m.name for m in plan.migrations]
+    files = migrations.load_sql_files()
+    assert result.applied == [m.name for m in files.migrations]
     rows = applied(empty_dsn)
-    assert [(r[0], r[1], r[2]) for r in rows] == [(m.name, m.checksum, pymem.__version__) for m in plan.migrations]
+    assert [(r[0], r[1], r[2]) for r in rows] == [(m.name, m.checksum, pymem.__version__) for m in files.migrations]
     assert pymem.check_migrations(empty_dsn) == []
 
 
@@ -84,7 +84,7 @@ def test_upgrade_from_every_earlier_version_equals_fresh_install(empty_dsn, dsn,
     from conftest import _janitor, dsn_for  # noqa: PLC0415
 
     fresh = catalog(dsn)
-    n = len(migrations.load_plan().migrations)
+    n = len(migrations.load_sql_files().migrations)
     for keep in range(n + 1):
         name = f"pymem_upgrade_{keep}"
         janitor = _janitor(pg_server, name)
@@ -192,7 +192,7 @@ def test_many_simultaneous_migrations_apply_each_migration_once(empty_dsn):
         t.join(60)
     assert errors == []
     names = [r[0] for r in applied(empty_dsn)]
-    assert names == [m.name for m in migrations.load_plan().migrations]
+    assert names == [m.name for m in migrations.load_sql_files().migrations]
 
 
 def test_finds_pgvector_in_a_non_public_schema(empty_dsn):

@@ -55,7 +55,7 @@ def test_pool_registers_vector_and_applies_settings(dsn):
             assert vec.to_list() == [1.0, 2.0, 3.0]
             assert timeout == "1234ms" and app == "pymem"
             assert c.prepare_threshold is None
-        assert db.about()["last_migration"] == migrations.load_plan().migrations[-1].name
+        assert db.about()["last_migration"] == migrations.load_sql_files().migrations[-1].name
 
 
 def test_statement_timeout_becomes_timeout_error(dsn):
@@ -102,7 +102,7 @@ def test_database_errors_map_to_pymem_errors(conn, statement, cls, sqlstate):
 def test_unique_violation_carries_constraint_name(conn):
     conn.execute("CREATE TEMP TABLE t (a int CONSTRAINT t_a_key UNIQUE)")
     conn.execute("INSERT INTO t VALUES (1)")
-    with pytest.raises(pymem.ConflictError) as err, pymem.db.errors():
+    with pytest.raises(pymem.ConflictError) as err, pymem.connection.errors():
         conn.execute("INSERT INTO t VALUES (1)")
     assert err.value.constraint == "t_a_key"
 
@@ -121,4 +121,4 @@ def test_non_superuser_role_can_use_the_schema(dsn, as_role):
             "pymem_app_test",
             False,
         )
-        assert db.about()["migrations"] == len(migrations.load_plan().migrations)
+        assert db.about()["migrations"] == len(migrations.load_sql_files().migrations)

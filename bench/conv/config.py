@@ -11,6 +11,8 @@ from typing import Any
 from pgvector import Vector
 
 from bench import facts as bench_facts
+from pymem import MemoryOptions
+from pymem.context import MAX_UNEMBEDDED
 
 PROJECTS = bench_facts.PROJECTS
 PROBE_PROJECT = "acme"
@@ -24,11 +26,12 @@ POOL_SENTENCES = 4000
 TURNS_PER_THREAD = 10  # measured turn writes start a new thread this often
 
 # Memory's defaults: what Memory.context() asks context_read for
-WINDOW = 20
-MAX_FACTS = 50
-RECALL_K = 5
+DEFAULTS = MemoryOptions()
+WINDOW = DEFAULTS.window
+MAX_FACTS = DEFAULTS.max_facts
+RECALL_K = DEFAULTS.recall.k
 HEAVY_WARMUP = 5  # warm-ups of the heaviest user's measurements (each reads its whole history)
-MIN_CHARS = 10
+MIN_CHARS = DEFAULTS.recall.min_content_chars
 WEIGHTED = {"recency_weight": 0.2, "importance_weight": 0.1, "half_life_seconds": 7 * 86400.0}
 
 REQUIRED = (
@@ -56,18 +59,17 @@ class User:
 
 
 def context_params(user: User, query_vec: Vector | None, embedder: str, **over: Any) -> dict[str, Any]:
-    """The parameters pymem.context._Context._read sends (Memory's defaults)."""
+    """The parameters a default Memory's context read sends (pymem.context, MemoryOptions())."""
     return {
         "user_id": user.user_id, "agent_id": AGENT_ID, "project_id": user.project_id, "thread_id": "default",
         "query": query_vec, "embedder": embedder if query_vec is not None else None, "max_facts": MAX_FACTS,
-        "window_size": WINDOW, "k": RECALL_K, "min_content_chars": MIN_CHARS, "recency_weight": 0.0,
-        "importance_weight": 0.0, "half_life_seconds": 3600.0, "dedupe": True, "max_unembedded": 1000,
+        "window_size": WINDOW, **DEFAULTS.recall.params(), "dedupe": DEFAULTS.dedupe,
+        "max_unembedded": MAX_UNEMBEDDED,
     } | over
 
 
 def recall_params(user: User, query_vec: Vector, embedder: str, **over: Any) -> dict[str, Any]:
     return {
-        **user.where(), "query": query_vec, "embedder": embedder, "k": RECALL_K, "min_content_chars": MIN_CHARS,
-        "window_size": WINDOW, "recency_weight": 0.0, "importance_weight": 0.0, "half_life_seconds": 3600.0,
+        **user.where(), "query": query_vec, "embedder": embedder, **DEFAULTS.recall.params(), "window_size": WINDOW,
     } | over
 

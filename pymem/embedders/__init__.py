@@ -22,7 +22,9 @@ What ships here:
   library is a dependency.
 
 Helpers: :func:`aembed` (run an embedder from asyncio) and :func:`validate_vectors` (the
-checks every vector passes before pymem sends it anywhere).
+checks every vector passes before pymem sends it anywhere: once per batch, in
+:mod:`pymem.runner`, where a model's answer becomes query parameters; the embedders here return
+what their model gave).
 
 Errors (all :class:`pymem.Error`): a bad vector, dimension or name is a
 :class:`~pymem.errors.ValidationError`; a missing optional package, a model file whose

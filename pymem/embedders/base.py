@@ -1,7 +1,8 @@
 """The embedder protocol and the checks every vector passes (see the package docstring).
 
 :class:`Embedder` is what pymem needs from a model; :func:`validate_vectors` checks what an
-embedder returned before pymem sends it anywhere; :func:`aembed` runs an embedder from asyncio.
+embedder returned (pymem calls it once per batch, in :mod:`pymem.runner`, where the vectors
+become query parameters); :func:`aembed` runs an embedder from asyncio.
 The embedders of this package share the argument checks (``_check_name``, ``_check_dimension``,
 ``_positive_int``) and ``_normalise`` (unit length). Stdlib only.
 """
@@ -36,14 +37,13 @@ class Embedder(Protocol):
 
 async def aembed(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
     """Embed from asyncio: the embedder's own ``aembed`` coroutine if it has one, else its
-    ``embed`` in a worker thread. The vectors are checked by :func:`validate_vectors`."""
+    ``embed`` in a worker thread. Returns what the embedder returned: pymem checks it with
+    :func:`validate_vectors` where it becomes query parameters (:func:`pymem.runner.avectors`)."""
     texts = list(texts)
     own = getattr(embedder, "aembed", None)
     if own is not None and inspect.iscoroutinefunction(own):
-        vectors = await own(texts)
-    else:
-        vectors = await asyncio.to_thread(embedder.embed, texts)
-    return validate_vectors(embedder, texts, vectors)
+        return await own(texts)
+    return await asyncio.to_thread(embedder.embed, texts)
 
 
 def _check_dimension(dimension: object, what: str = "dimension") -> int:

@@ -11,7 +11,7 @@ import urllib.request
 from typing import Any
 
 from ..errors import ConfigError, ConnectionError, ValidationError
-from .base import _check_dimension, _check_name, _positive_int, validate_vectors
+from .base import _check_dimension, _check_name, _positive_int
 
 #: Native dimensions of OpenAI's own embedding models (any other model needs ``dimension=``).
 OPENAI_DIMENSIONS = {
@@ -108,14 +108,15 @@ class OpenAIEmbedder:
         return f"OpenAIEmbedder(model={self.model!r}, base_url={self.base_url!r}, dimension={self.dimension})"
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        """One request per ``batch_size`` texts; the vectors in input order, checked."""
+        """One request per ``batch_size`` texts; the vectors in input order, as the endpoint sent
+        them (pymem checks them where they become query parameters: :mod:`pymem.runner`)."""
         texts = list(texts)
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start : start + self.batch_size]
             items = self._via_client(batch) if self._client is not None else self._via_urllib(batch)
             vectors.extend(self._ordered(items, len(batch)))
-        return validate_vectors(self, texts, vectors)
+        return vectors
 
     def _payload(self, batch: list[str]) -> dict[str, Any]:
         payload: dict[str, Any] = {"model": self.model, "input": batch}

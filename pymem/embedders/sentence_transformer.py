@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ConfigError, ValidationError
-from .base import _check_dimension, _check_name, validate_vectors
+from .base import _check_dimension, _check_name
 
 
 class SentenceTransformerEmbedder:
@@ -58,8 +58,10 @@ class SentenceTransformerEmbedder:
         return f"SentenceTransformerEmbedder(name={self.name!r}, dimension={self.dimension})"
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        """``model.encode(texts)``, checked."""
+        """``model.encode(texts)`` as lists (pymem checks the vectors where they become query
+        parameters: :mod:`pymem.runner`)."""
         texts = list(texts)
         if not texts:
             return []
-        return validate_vectors(self, texts, self.model.encode(texts, **self.encode_kwargs))
+        vectors = self.model.encode(texts, **self.encode_kwargs)
+        return vectors.tolist() if hasattr(vectors, "tolist") else vectors

@@ -1,0 +1,136 @@
+"""The options of a :class:`pymem.Memory`, in one place: :class:`MemoryOptions` (frozen,
+checked when built) and its part :class:`RecallOptions` (how recall ranks, used by
+``Memory.recall`` and by the context read alike).
+
+``Memory(**keywords)`` and ``AsyncMemory(db=..., **keywords)`` take the keywords of
+:meth:`MemoryOptions.from_keywords`: every field of :class:`MemoryOptions` but ``recall``, whose
+fields go flat (``recall_k`` for ``k``, ``min_content_chars``, ``recency_weight``,
+``importance_weight``, ``half_life_seconds``); or a whole ``options=MemoryOptions(...)``, which
+the keywords then change. Adding an option means one field here; a test checks every default against the SQL ``DEFAULT`` it stands for
+(tests/test_options.py). The SQL checks every value on every call; the checks here are the ones
+that must fail when the Memory is built rather than later (types, and the values only sent
+after a turn was stored).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from .embedders import Embedder
+from .errors import ValidationError
+from .values import text
+
+if TYPE_CHECKING:  # types only: pymem.conversations imports this module
+    from .conversations import Extractor, Summarizer
+
+UserSpec = str | Callable[[Any], "str | None"] | None
+
+
+def _ints(owner: object, names: tuple[str, ...], keyword: dict[str, str] | None = None) -> None:
+    for name in names:
+        value = getattr(owner, name)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ValidationError(f"{(keyword or {}).get(name, name)} must be an int, not {value!r}")
+
+
+@dataclass(frozen=True)
+class RecallOptions:
+    """How recall ranks a user's past messages: the top ``k`` by ``(1 - rw - iw) * cosine +
+    rw * 0.5 ^ (age / half_life_seconds) + iw * importance``, skipping messages shorter than
+    ``min_content_chars`` (README "Recall")."""
+
+    k: int = 5
+    min_content_chars: int = 10
+    recency_weight: float = 0.0
+    importance_weight: float = 0.0
+    half_life_seconds: float = 3600.0
+
+    def __post_init__(self) -> None:
+        _ints(self, ("k", "min_content_chars"), {"k": "recall_k"})
+
+    def params(self) -> dict[str, Any]:
+        """The SQL parameters of ``messages_recall`` and ``context_read`` these options set."""
+        return dataclasses.asdict(self)
+
+
+#: Memory's keyword for each recall option: recall_k -> k, the others by their own name.
+RECALL_KEYWORDS = {("recall_k" if f.name == "k" else f.name): f.name for f in dataclasses.fields(RecallOptions)}
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """Everything a Memory is configured with (README "Python API"); frozen, checked when built."""
+
+    agent_id: str | None = None
+    user_id: UserSpec = None
+    project_id: str = ""
+    thread: str = "default"
+    embedder: Embedder | None = None
+    system_prompt: str | None = None
+    window: int = 20
+    max_facts: int = 50
+    recall: RecallOptions = field(default_factory=RecallOptions)
+    dedupe: bool = True
+    summarizer: Summarizer | None = None
+    summarize_every: int = 10
+    keep_last: int = 10
+    max_summary_chars: int = 2000
+    summary_lease_seconds: float = 300.0
+    extractor: Extractor | None = None
+    max_learned_facts: int | None = 200
+
+    def __post_init__(self) -> None:
+        if self.agent_id is not None:
+            text(self.agent_id, "agent_id")
+            if self.agent_id.strip() in ("", "*"):
+                raise ValidationError(
+                    f"agent_id {self.agent_id!r} would name every agent or none: pass a real agent id, or leave it None"
+                )
+        text(self.project_id, "project_id")
+        text(self.thread, "thread")
+        if self.user_id is not None and not isinstance(self.user_id, str) and not callable(self.user_id):
+            raise ValidationError("user_id must be a string, a callable(ctx) -> str, or None")
+        if not isinstance(self.recall, RecallOptions):
+            raise ValidationError(f"recall must be a RecallOptions, not {type(self.recall).__name__}")
+        _ints(self, ("window", "max_facts", "summarize_every", "keep_last", "max_summary_chars"))
+        # the SQL checks every limit on every call; these two are only sent when a summary is due,
+        # so a bad value would surface after a turn was already stored: refuse it here
+        if not 1 <= self.summarize_every <= 10000 or not 1 <= self.max_summary_chars <= 100000:
+            raise ValidationError("summarize_every must be in 1..10000 and max_summary_chars in 1..100000")
+        m = self.max_learned_facts
+        if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+            raise ValidationError("max_learned_facts must be a positive int, or None for no cap")
+        for name in ("summarizer", "extractor"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise ValidationError(f"{name} must be callable")
+
+    @classmethod
+    def keywords(cls) -> frozenset[str]:
+        """The keyword arguments :meth:`from_keywords` (and so ``Memory(...)``) accepts."""
+        return frozenset(f.name for f in dataclasses.fields(cls) if f.name != "recall") | RECALL_KEYWORDS.keys()
+
+    @classmethod
+    def from_keywords(cls, base: MemoryOptions | None = None, /, **keywords: Any) -> MemoryOptions:
+        """``base`` (default: all defaults) with ``keywords`` changed, the recall options given
+        flat (``recall_k=3, recency_weight=0.2``). An unknown keyword is a TypeError, as for any
+        function."""
+        unknown = sorted(keywords.keys() - cls.keywords())
+        if unknown:
+            raise TypeError(f"unexpected keyword argument(s) for Memory options: {', '.join(unknown)}")
+        recall = {RECALL_KEYWORDS[k]: keywords.pop(k) for k in list(keywords) if k in RECALL_KEYWORDS}
+        if base is None:
+            return cls(**keywords, recall=RecallOptions(**recall))
+        if recall:
+            keywords["recall"] = dataclasses.replace(base.recall, **recall)
+        return dataclasses.replace(base, **keywords) if keywords else base
+
+    def get(self, keyword: str) -> Any:
+        """The value of a :meth:`keywords` name (``recall_k`` is ``recall.k``)."""
+        if keyword in RECALL_KEYWORDS:
+            return getattr(self.recall, RECALL_KEYWORDS[keyword])
+        if keyword in self.keywords():
+            return getattr(self, keyword)
+        raise AttributeError(f"no Memory option {keyword!r}")

@@ -1,0 +1,139 @@
+"""Running operations: each public operation of pymem is written once, as a generator (an
+*operation*) that yields the steps it needs and returns its result. :func:`run` and
+:func:`arun` drive the same operation over a sync or an async :mod:`pymem.database` pool.
+
+Steps:
+
+* :class:`Query` (a named query of ``sql/queries.sql`` and its parameters) -> its rows as dicts;
+* :class:`Embed` (texts) -> one pgvector ``Vector`` per text, ready to be a query parameter;
+* :class:`Callback` (user code: a summarizer, an extractor) -> what it returned.
+
+Vectors are checked in exactly one place, here, where a model's answer becomes query
+parameters (:func:`vectors` / :func:`avectors`, with :func:`pymem.embedders.validate_vectors`):
+embedders and :func:`pymem.embedders.aembed` return what the model gave.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Callable, Generator, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeAlias, TypeVar
+
+from pgvector import Vector
+from psycopg.rows import dict_row
+
+from .database import AsyncDatabase, Database
+from .embedders import Embedder, aembed, validate_vectors
+from .queries import Q
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Query:
+    """Send the named query ``name`` with ``params``; the operation receives the rows as dicts."""
+
+    name: str
+    params: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Embed:
+    """Embed ``texts`` with the operation's embedder; the operation receives one checked
+    pgvector ``Vector`` per text."""
+
+    texts: list[str]
+
+
+@dataclass(frozen=True)
+class Callback:
+    """Call user code (a summarizer, an extractor). An exception it raises is thrown back
+    into the operation, which decides what a failure means."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...]
+
+
+Step: TypeAlias = Query | Embed | Callback
+#: An operation yielding steps, receiving their replies, and returning a ``T``.
+Operation: TypeAlias = Generator[Step, Any, T]
+
+
+def _checked(embedder: Embedder, texts: Sequence[str], answer: Any) -> list[Vector]:
+    return [Vector(v) for v in validate_vectors(embedder, texts, answer)]
+
+
+def vectors(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
+    """``embedder``'s vectors for ``texts``, checked (:func:`validate_vectors`) and converted
+    to pgvector ``Vector`` query parameters: the one place a vector is validated."""
+    texts = list(texts)
+    return _checked(embedder, texts, embedder.embed(texts))
+
+
+async def avectors(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
+    """The asyncio twin of :func:`vectors` (the embedder runs through :func:`aembed`)."""
+    texts = list(texts)
+    return _checked(embedder, texts, await aembed(embedder, texts))
+
+
+def _advance(operation: Operation[Any], step: Step, reply: Any = None, error: Exception | None = None) -> Step:
+    """The operation's next step once ``step`` answered ``reply`` or failed with ``error``: a
+    Query's or a Callback's error is thrown into the operation, which may handle it or let it
+    propagate; an embedder's error (or a bad vector) is the caller's to see. StopIteration when
+    the operation returned."""
+    if error is None:
+        return operation.send(reply)
+    if isinstance(step, Embed):
+        raise error
+    return operation.throw(error)
+
+
+def run(operation: Operation[T], db: Database, embedder: Embedder | None = None) -> T:
+    """Drive an operation: each Query on a connection checked out for that statement only (an
+    operation never holds a pooled connection while user code, an embedder or an LLM runs);
+    errors as :func:`_advance` says."""
+    try:
+        step = next(operation)
+        while True:
+            try:
+                if isinstance(step, Query):
+                    with db.connection() as conn:
+                        reply: Any = conn.cursor(row_factory=dict_row).execute(Q[step.name], step.params).fetchall()
+                elif isinstance(step, Embed):
+                    reply = vectors(embedder, step.texts)  # type: ignore[arg-type]
+                else:
+                    reply = step.fn(*step.args)
+            except Exception as exc:
+                step = _advance(operation, step, error=exc)
+            else:
+                step = _advance(operation, step, reply)
+    except StopIteration as done:
+        return done.value
+
+
+async def arun(operation: Operation[T], db: AsyncDatabase, embedder: Embedder | None = None) -> T:
+    """The asyncio twin of :func:`run`; a sync Callback runs in a worker thread."""
+    try:
+        step = next(operation)
+        while True:
+            try:
+                if isinstance(step, Query):
+                    async with db.connection() as conn:
+                        cur = await conn.cursor(row_factory=dict_row).execute(Q[step.name], step.params)
+                        reply: Any = await cur.fetchall()
+                elif isinstance(step, Embed):
+                    reply = await avectors(embedder, step.texts)  # type: ignore[arg-type]
+                elif inspect.iscoroutinefunction(step.fn):
+                    reply = await step.fn(*step.args)
+                else:
+                    reply = await asyncio.to_thread(step.fn, *step.args)
+                    if inspect.isawaitable(reply):  # e.g. an object whose __call__ is async
+                        reply = await reply
+            except Exception as exc:
+                step = _advance(operation, step, error=exc)
+            else:
+                step = _advance(operation, step, reply)
+    except StopIteration as done:
+        return done.value
