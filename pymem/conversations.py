@@ -7,7 +7,9 @@ the extractor learned from the user's message, and, when the thread's summary is
 on the span to fold. The summarizer then runs outside the database and its result is committed
 against that claim, so two app servers never fold the same span twice and a failing summarizer
 leaves the old summary in place. The extractor sees the user's message only, never the reply;
-a failing extractor or summarizer is logged and never breaks the turn.
+a failing extractor or summarizer is logged and never breaks the turn. A turn carries at most
+:data:`MAX_LEARNED_PER_TURN` (100) learned facts (the SQL refuses more with 22023): an
+extractor that returns more has its first 100 kept and one warning logged.
 """
 
 from __future__ import annotations
@@ -28,8 +30,11 @@ log = logging.getLogger("pymem")
 #: summarizer(previous_summary, messages, max_chars) -> new summary. ``messages`` are dicts
 #: with seq, role, content, created_at, oldest first: the span to fold into the summary.
 Summarizer = Callable[[str | None, list[dict[str, Any]], int], str]
-#: extractor(user_message) -> facts worth keeping about the user (short strings).
+#: extractor(user_message) -> facts worth keeping about the user (short strings); the first
+#: MAX_LEARNED_PER_TURN of them are kept.
 Extractor = Callable[[str], list[str]]
+#: The most learned facts one turn may carry (pymem.turn_record refuses more with 22023).
+MAX_LEARNED_PER_TURN = 100
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,10 @@ class _Conversations:
             try:
                 found = yield Callback(o.extractor, (query,))
                 learned = [f for f in (found or []) if isinstance(f, str) and f.strip() and "\x00" not in f]
+                if len(learned) > MAX_LEARNED_PER_TURN:
+                    log.warning("pymem: the fact extractor returned %d facts; a turn keeps the first %d",
+                                len(learned), MAX_LEARNED_PER_TURN)
+                    learned = learned[:MAX_LEARNED_PER_TURN]
             except Exception:  # the turn happened; a broken extractor must not lose it
                 log.warning("pymem: the fact extractor failed; the turn is recorded without learned facts",
                             exc_info=True)

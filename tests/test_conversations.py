@@ -437,6 +437,109 @@ def test_invalid_learned_facts_from_sql_are_skipped(dsn):
     assert len(row[0]) == 1
 
 
+# --- learned facts per turn: a documented limit, one insert, one trim (issue 11.4) ----------
+
+
+def _turn(c, learned, **kw):
+    args = ", ".join(f"{k} => %({k})s" for k in kw)
+    sql = ("SELECT learned_ids FROM pymem.turn_record('alice', 'I said many things', 'Noted.', learned => %(learned)s"
+           + (", " + args if args else "") + ")")
+    return c.execute(sql, {"learned": learned, **kw}).fetchone()[0]
+
+
+def _written(c):
+    return c.execute("SELECT (SELECT count(*) FROM pymem.messages), (SELECT count(*) FROM pymem.threads),"
+                     " (SELECT count(*) FROM pymem.facts)").fetchone()
+
+
+def test_a_turn_carries_at_most_100_learned_facts_and_more_writes_nothing(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="at most 100 learned facts, not 101"):
+            _turn(c, [f"fact {i}" for i in range(101)])
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="not 101"):  # NULLs and junk count too
+            _turn(c, [f"fact {i}" for i in range(99)] + [None, "  "])
+        assert _written(c) == (0, 0, 0)
+        assert len(_turn(c, [f"fact {i}" for i in range(100)], max_learned=None)) == 100
+        assert _written(c) == (2, 1, 100)
+
+
+def test_max_learned_below_one_refuses_the_turn(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for bad in (0, -1):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match="max_learned"):
+                _turn(c, ["a fact"], max_learned=bad)
+        assert _written(c) == (0, 0, 0)
+
+
+def test_learned_ids_follow_the_order_given_with_repeats_existing_facts_and_skips(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        warnings = []
+        c.add_notice_handler(lambda d: warnings.append(d.message_primary))
+        tea = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Likes tea')").fetchone()[0]
+        old = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Old learned', source => 'learned')").fetchone()[0]
+        ids = _turn(c, ["New a", " Likes\u00a0 tea ", "New b", "New  a", "", None, "Old learned", "x" * 70000, "New c"])
+        assert sum("skipped a learned fact" in w for w in warnings) == 3
+        a, b, new_c = (c.execute("SELECT id FROM pymem.facts WHERE content = %s", (t,)).fetchone()[0]
+                       for t in ("New a", "New b", "New c"))
+        assert ids == [a, tea, b, a, old, new_c]
+        assert a < b < new_c  # inserted in the order of first mention
+        # an existing fact keeps its source and confidence; new ones are learned at 0.6
+        assert c.execute("SELECT content, source, confidence FROM pymem.facts ORDER BY id").fetchall() == [
+            ("Likes tea", "manual", 1.0), ("Old learned", "learned", 1.0), ("New a", "learned", 0.6),
+            ("New b", "learned", 0.6), ("New c", "learned", 0.6)]
+        # the same facts again: the same ids, nothing new
+        assert _turn(c, ["New c", "New a"]) == [new_c, a]
+        assert c.execute("SELECT count(*) FROM pymem.facts").fetchone()[0] == 5
+
+
+def test_the_cap_is_applied_once_after_the_whole_turn(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'manual stays')")
+        _turn(c, ["first", "second"], max_learned=3)
+        ids = _turn(c, ["one", "two", "three", "four"], max_learned=3)
+        kept = c.execute("SELECT id FROM pymem.facts WHERE source = 'learned' ORDER BY id").fetchall()
+        assert [k[0] for k in kept] == ids[1:]  # the newest three: the last three of the turn
+        assert c.execute("SELECT count(*) FROM pymem.facts WHERE source = 'manual'").fetchone()[0] == 1
+        # no cap: everything stays
+        _turn(c, [f"more {i}" for i in range(5)], max_learned=None)
+        assert c.execute("SELECT count(*) FROM pymem.facts WHERE source = 'learned'").fetchone()[0] == 8
+
+
+def test_the_cap_holds_under_concurrent_turns_with_learned_facts(dsn):
+    n = 10
+    barrier = threading.Barrier(n)
+    errors = []
+
+    def go(i):
+        try:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                barrier.wait()
+                _turn(c, ["a shared fact", f"own fact {i}", f"another own fact {i}"], max_learned=5)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert rows(dsn, "SELECT count(*) FROM pymem.facts WHERE source = 'learned' AND superseded_by IS NULL")[0][0] == 5
+    assert n_messages(dsn) == 2 * n
+
+
+def test_an_extractor_returning_too_many_facts_keeps_the_first_100(db, dsn, caplog):
+    from pymem.conversations import MAX_LEARNED_PER_TURN
+
+    mem = make(db, extractor=lambda m: [f"fact {i}" for i in range(150)], max_learned_facts=None)
+    with caplog.at_level(logging.WARNING, logger="pymem"):
+        res = mem.record("I told you a lot", "Noted.", user="alice")
+    assert MAX_LEARNED_PER_TURN == 100 and len(res.learned_fact_ids) == 100
+    assert "keeps the first 100" in caplog.text
+    assert rows(dsn, "SELECT count(*), max(content) FILTER (WHERE content = 'fact 99'), "
+                     "count(*) FILTER (WHERE content = 'fact 100') FROM pymem.facts")[0] == (100, "fact 99", 0)
+
+
 # --- 7. context -------------------------------------------------------------------------
 
 

@@ -172,6 +172,14 @@ SQL_CASES = [
     ("SELECT pymem.user_import('{\"format\": \"pymem.user/1\", \"user_id\": \"eve\", \"facts\": "
      "[{\"id\": 1, \"content\": \"x\", \"superseded_by\": 2}]}')", "22023"),
     ("SELECT pymem.user_import(pymem.user_export('alice'))", "22023"),  # alice already has memory
+    ("SELECT pymem.user_import('{\"format\": \"pymem.user/1\", \"user_id\": \"eve\", \"facts\": "
+     "[{\"id\": 1, \"content\": \"x\", \"superseded_by\": 2}, {\"id\": 2, \"content\": \"y\", \"superseded_by\": 1}]}')",
+     "22023"),  # a supersede cycle
+    ("SELECT pymem.user_import(pymem.user_export('alice') || '{\"facts\": [{\"id\": 1, \"content\": \"x\"}, "
+     "{\"id\": 1, \"content\": \"y\"}]}', user_id => 'alice', replace => true)", "22023"),  # replace, then refused
+    # learned facts per turn: at most 100
+    ("SELECT * FROM pymem.turn_record('alice', 'q', 'a', learned => array_fill('fact'::text, ARRAY[101]))", "22023"),
+    ("SELECT * FROM pymem.turn_record('alice', 'q', 'a', learned => ARRAY['fact'], max_learned => 0)", "22023"),
 ]
 
 

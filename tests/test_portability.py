@@ -118,3 +118,125 @@ def test_an_imported_user_can_be_exported_and_imported_again(db):
     assert import_user(db, second, user_id="alice3")["facts"] == 8
     third = json.loads(json.dumps(export_user(db, "alice3"), default=str))
     assert strip(third) == strip(first)
+
+
+# --- large documents: linear, set-based, exact (issue 11.4) ---------------------------------
+
+
+def canonical(doc: dict) -> dict:
+    """``strip`` for large documents: each fact with its successor's (content, created_at) instead
+    of ids, which an import renumbers."""
+    by_id = {f["id"]: f for f in doc["facts"]}
+    facts = sorted(
+        (f["content"], f["confidence"], f["source"], json.dumps(f["metadata"], sort_keys=True), str(f["created_at"]),
+         str(f["superseded_at"]),
+         (by_id[f["superseded_by"]]["content"], str(by_id[f["superseded_by"]]["created_at"]))
+         if f["superseded_by"] is not None else ())
+        for f in doc["facts"]
+    )
+    return {"facts": facts, "threads": json.loads(json.dumps(doc["threads"], default=str))}
+
+
+def test_thousands_of_facts_a_long_chain_and_messages_round_trip_exactly(db, dsn):
+    with psycopg.connect(dsn, autocommit=True) as c, c.transaction():
+        c.execute("SELECT pymem.set_tenant('')")
+        base = c.execute("SELECT coalesce(max(id), 0) + 1000 FROM pymem.facts").fetchone()[0]
+        c.execute("SELECT setval(pg_get_serial_sequence('pymem.facts', 'id'), %s + 10000)", (base,))
+        # 3,000 facts, every tenth superseded by the next; then one chain of 2,000 versions whose
+        # contents alternate (only the active one is unique); ids are not in chain order
+        c.execute("""INSERT INTO pymem.facts (id, project_id, scope, scope_id, content, content_key, source, metadata,
+                                              created_at, superseded_by, superseded_at)
+                     OVERRIDING SYSTEM VALUE
+                     SELECT %(b)s + g, '', 'user', 'big', 'fact ' || g, pymem.fact_key('fact ' || g),
+                            CASE WHEN g %% 4 = 0 THEN 'learned' ELSE 'manual' END, jsonb_build_object('g', g),
+                            timestamptz '2026-01-01' + g * interval '1 minute',
+                            CASE WHEN g %% 10 = 1 THEN %(b)s + g + 1 END,
+                            CASE WHEN g %% 10 = 1 THEN timestamptz '2026-01-01' + (g + 1) * interval '1 minute' END
+                       FROM generate_series(1, 3000) AS g""", {"b": base})
+        c.execute("""INSERT INTO pymem.facts (id, project_id, scope, scope_id, content, content_key, created_at,
+                                              superseded_by, superseded_at)
+                     OVERRIDING SYSTEM VALUE
+                     SELECT %(b)s + 3000 + (2001 - g), '', 'user', 'big', x.c, pymem.fact_key(x.c),
+                            timestamptz '2026-02-01' + g * interval '1 second',
+                            CASE WHEN g < 2000 THEN %(b)s + 3000 + (2000 - g) END,
+                            CASE WHEN g < 2000 THEN timestamptz '2026-02-01' + (g + 1) * interval '1 second' END
+                       FROM generate_series(1, 2000) AS g,
+                            LATERAL (SELECT CASE WHEN g = 2000 THEN 'Prefers phone'
+                                                 WHEN g %% 2 = 0 THEN 'Prefers email' ELSE 'Prefers Slack' END AS c) AS x""",
+                  {"b": base})
+        c.execute("INSERT INTO pymem.threads (project_id, user_id, thread_id, last_seq, summary, summary_through) "
+                  "VALUES ('', 'big', 'default', 3000, 'a long talk', 2990)")
+        c.execute("""INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance,
+                                                 created_at)
+                     SELECT '', 'big', 'default', g, CASE WHEN g % 2 = 1 THEN 'user' ELSE 'assistant' END,
+                            'message ' || g, 0.5, timestamptz '2026-03-01' + g * interval '1 second'
+                       FROM generate_series(1, 3000) AS g""")
+    doc = json.loads(json.dumps(export_user(db, "big"), default=str))
+    assert len(doc["facts"]) == 5000 and len(doc["threads"][0]["messages"]) == 3000
+    assert import_user(db, doc, project_id="acme", user_id="big2") == {
+        "project_id": "acme", "user_id": "big2", "facts": 5000, "threads": 1, "messages": 3000}
+    copy = json.loads(json.dumps(export_user(db, "big2", "acme"), default=str))
+    assert canonical(copy) == canonical(doc)
+    # new ids keep the order of the old ones (so do ties of created_at)
+    assert [(f["content"], f["created_at"]) for f in copy["facts"]] == [(f["content"], f["created_at"]) for f in doc["facts"]]
+    other = Memory(db=db, agent_id="bot", project_id="acme")
+    head = [f for f in other.retrieve(id="big2", limit=10000) if f.content == "Prefers phone"][0]
+    chain = other.history(id="big2", fact_id=head.id)
+    assert len(chain) == 2000 and chain[-1].content == "Prefers phone" and chain[0].content == "Prefers Slack"
+    # replace over the copy: the same again
+    assert import_user(db, doc, project_id="acme", user_id="big2", replace=True)["facts"] == 5000
+    assert canonical(json.loads(json.dumps(export_user(db, "big2", "acme"), default=str))) == canonical(doc)
+
+
+def _fact(i, next_=None, content=None):
+    return {"id": i, "content": content or f"fact {i}", "superseded_by": next_,
+            "superseded_at": "2026-01-02T00:00:00+00:00" if next_ is not None else None}
+
+
+BROKEN = {
+    "an id given twice": ([_fact(1), _fact(1, content="again")], "appears more than once"),
+    "a dangling pointer": ([_fact(1, 7)], "do(es)? not hold"),
+    "a fork": ([_fact(1, 3), _fact(2, 3), _fact(3)], "more than one fact"),
+    "a cycle of two": ([_fact(1, 2), _fact(2, 1), _fact(3)], "cycle"),
+    "a cycle of one": ([_fact(1, 1)], "cycle"),
+    "a cycle beside a chain": ([_fact(1, 2), _fact(2), _fact(3, 4), _fact(4, 5), _fact(5, 3)], "3 fact.*cycle"),
+    "a fact without an id": ([{"content": "no id"}], "numeric \"id\""),
+    "a fact that is not an object": ([1], "numeric \"id\""),
+    "a string id": ([{"id": "1", "content": "x"}], "numeric \"id\""),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BROKEN))
+def test_malformed_supersede_graphs_are_refused_with_22023_and_write_nothing(db, dsn, case):
+    seed(db)
+    facts, message = BROKEN[case]
+    doc = {"format": "pymem.user/1", "user_id": "carol", "facts": facts,
+           "threads": [{"thread_id": "t", "messages": [{"seq": 1, "role": "user", "content": "hi"}]}]}
+    count = "SELECT (SELECT count(*) FROM pymem.facts), (SELECT count(*) FROM pymem.messages), " \
+            "(SELECT count(*) FROM pymem.threads)"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        before = c.execute(count).fetchone()
+        for replace_user in ("carol", "alice"):  # a new user, and a replace of one with memory
+            with pytest.raises(psycopg.Error, match=message) as err:
+                c.execute("SELECT pymem.user_import(%s, user_id => %s, replace => true)",
+                          (json.dumps(doc), replace_user))
+            assert err.value.sqlstate == "22023", (case, err.value)
+        assert c.execute(count).fetchone() == before
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"threads": [{"thread_id": "t"}, {"thread_id": "t"}]}, "thread 't' appears more than once"),
+    ({"threads": [{"messages": []}]}, "needs a \"thread_id\""),
+    ({"threads": [{"thread_id": "t", "messages": [{"seq": 0, "role": "user", "content": "x"}]}]}, "positive"),
+    ({"threads": [{"thread_id": "t", "messages": [{"seq": 1, "role": "user", "content": "  "}]}]}, "must not be empty"),
+    ({"facts": {"id": 1}}, "must be arrays"),
+    ({"threads": "none"}, "must be arrays"),
+])
+def test_malformed_threads_are_refused_with_22023_and_write_nothing(dsn, change, message):
+    doc = {"format": "pymem.user/1", "user_id": "carol", "facts": [_fact(1, 2), _fact(2)], "threads": [], **change}
+    with psycopg.connect(dsn, autocommit=True) as c:
+        with pytest.raises(psycopg.Error, match=message) as err:
+            c.execute("SELECT pymem.user_import(%s)", (json.dumps(doc),))
+        assert err.value.sqlstate == "22023"
+        assert c.execute("SELECT (SELECT count(*) FROM pymem.facts), (SELECT count(*) FROM pymem.threads)").fetchone() \
+            == (0, 0)

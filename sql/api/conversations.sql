@@ -237,8 +237,15 @@ $$;
 
 -- turn_record: one successful turn in one transaction: the user's message and the answer
 -- (with their vectors when given), the facts an extractor learned from the user's message
--- (source 'learned', confidence 0.6, capped by max_learned; an invalid one is skipped, never
--- failing the turn), and, when a summary is due, a claim on the span to fold.
+-- (source 'learned', confidence 0.6, capped by max_learned; an invalid one is skipped with a
+-- WARNING, never failing the turn), and, when a summary is due, a claim on the span to fold.
+-- At most 100 learned facts per turn (more: 22023 and nothing of the turn is written): an
+-- extractor finds a handful in one message, and 100 stays below the default cap of 200, so one
+-- turn never pushes out more than half of a user's learned facts. learned_ids has one id per
+-- valid learned fact, in the order given (an already-active fact, or a repeat within the
+-- turn, gives the existing id). The learned facts are added in one statement under the
+-- subject's cap lock (pymem._subject_lock, as fact_add takes it) and the cap is applied once,
+-- after all of them: a turn costs the same per fact whatever its size.
 --   SELECT * FROM pymem.turn_record(user_id => 'alice', user_content => 'I moved to Oslo',
 --                                   assistant_content => 'Noted: Oslo.');
 CREATE OR REPLACE FUNCTION pymem.turn_record(
@@ -265,11 +272,25 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_fact text;
-    v_id bigint;
-    v_ids bigint[] := '{}';
+    v_contents text[] := '{}';   -- the valid learned facts as stored (trimmed), in the order given
+    v_keys bytea[];              -- their fact_key, element by element
+    v_got_keys bytea[] := '{}';  -- keys resolved to an active fact of the subject ...
+    v_got_ids bigint[] := '{}';  -- ... and that fact's id
+    v_want integer;              -- distinct keys to resolve
+    v_inserted bigint;
+    v_created boolean := false;
+    v_cut_at timestamptz;
+    v_cut_id bigint;
 BEGIN
     PERFORM pymem._tenant_enter(turn_record.project_id);
     PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'write');
+    IF pg_catalog.cardinality(turn_record.learned) > 100 THEN
+        RAISE EXCEPTION 'pymem: a turn may carry at most 100 learned facts, not %', pg_catalog.cardinality(turn_record.learned)
+            USING ERRCODE = '22023', HINT = 'Keep the extractor''s best 100 facts of the message.';
+    END IF;
+    IF turn_record.max_learned < 1 THEN
+        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
+    END IF;
     PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance);
     PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance);
     PERFORM pymem._embedding_check(turn_record.project_id, turn_record.embedder, turn_record.user_embedding);
@@ -292,20 +313,74 @@ BEGIN
      WHERE m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
        AND m.thread_id = turn_record.thread_id AND m.seq = ANY (ARRAY[user_seq, assistant_seq])
        AND v.embedding IS NOT NULL;
-    IF turn_record.learned IS NOT NULL THEN
-        FOREACH v_fact IN ARRAY turn_record.learned LOOP
-            BEGIN
-                SELECT a.id INTO v_id FROM pymem.fact_add(
-                    scope => 'user', scope_id => turn_record.user_id, content => v_fact,
-                    project_id => turn_record.project_id, confidence => 0.6, source => 'learned',
-                    max_learned => turn_record.max_learned) AS a;
-                v_ids := v_ids || v_id;
-            EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
-                RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
-            END;
+    -- learned facts: the checks of fact_add, one fact at a time (an invalid one is skipped) ...
+    FOREACH v_fact IN ARRAY coalesce(turn_record.learned, '{}') LOOP
+        BEGIN
+            v_contents := v_contents || pymem._fact_check_values(v_fact, 0.6, 'learned', NULL, '{}');
+        EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
+            RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
+        END;
+    END LOOP;
+    learned_ids := '{}';
+    IF pg_catalog.cardinality(v_contents) > 0 THEN
+        v_keys := ARRAY(SELECT pymem.fact_key(u.c) FROM pg_catalog.unnest(v_contents) WITH ORDINALITY AS u(c, n)
+                         ORDER BY u.n);
+        SELECT pg_catalog.count(DISTINCT u.k) INTO v_want FROM pg_catalog.unnest(v_keys) AS u(k);
+        IF turn_record.max_learned IS NOT NULL THEN
+            -- one learned writer per subject at a time, so the cap holds under concurrency
+            PERFORM pymem._subject_lock(turn_record.project_id, 'user', turn_record.user_id);
+        END IF;
+        -- ... then each distinct fact once, in the order of its first mention; a fact already
+        -- active (or committed meanwhile by a writer of another source, which takes no lock)
+        -- keeps its id. As in fact_add, a key that is neither inserted nor found was
+        -- superseded or forgotten in between: try again.
+        LOOP
+            WITH todo AS (
+                SELECT DISTINCT ON (u.k) u.k, u.c, u.n
+                  FROM ROWS FROM (pg_catalog.unnest(v_keys), pg_catalog.unnest(v_contents)) WITH ORDINALITY AS u(k, c, n)
+                 WHERE u.k <> ALL (v_got_keys)
+                 ORDER BY u.k, u.n
+            ), ins AS (
+                INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source)
+                SELECT turn_record.project_id, 'user', turn_record.user_id, t.c, t.k, 0.6, 'learned'
+                  FROM todo AS t ORDER BY t.n
+                ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+                RETURNING f.content_key, f.id
+            )
+            SELECT v_got_keys || coalesce(pg_catalog.array_agg(i.content_key), '{}'),
+                   v_got_ids || coalesce(pg_catalog.array_agg(i.id), '{}'), pg_catalog.count(*)
+              INTO v_got_keys, v_got_ids, v_inserted
+              FROM ins AS i;
+            v_created := v_created OR v_inserted > 0;
+            EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
+            SELECT v_got_keys || coalesce(pg_catalog.array_agg(f.content_key), '{}'),
+                   v_got_ids || coalesce(pg_catalog.array_agg(f.id), '{}')
+              INTO v_got_keys, v_got_ids
+              FROM pymem.facts AS f
+             WHERE f.project_id = turn_record.project_id AND f.scope = 'user' AND f.scope_id = turn_record.user_id
+               AND f.superseded_by IS NULL AND f.content_key = ANY (v_keys) AND f.content_key <> ALL (v_got_keys);
+            EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
         END LOOP;
+        learned_ids := ARRAY(SELECT g.id FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS u(k, n)
+                               JOIN ROWS FROM (pg_catalog.unnest(v_got_keys), pg_catalog.unnest(v_got_ids)) AS g(k, id)
+                                 ON g.k = u.k
+                              ORDER BY u.n);
+        IF v_created AND turn_record.max_learned IS NOT NULL THEN
+            -- the cap, once for the whole turn (as in fact_add: the newest learned fact beyond
+            -- it, read from facts_subject_learned_newest; it and everything older goes)
+            SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
+             WHERE o.project_id = turn_record.project_id AND o.scope = 'user' AND o.scope_id = turn_record.user_id
+               AND o.superseded_by IS NULL AND o.source = 'learned'
+             ORDER BY o.created_at DESC, o.id DESC
+            OFFSET turn_record.max_learned LIMIT 1;
+            IF FOUND THEN
+                DELETE FROM pymem.facts AS f
+                 WHERE f.project_id = turn_record.project_id AND f.scope = 'user' AND f.scope_id = turn_record.user_id
+                   AND f.superseded_by IS NULL AND f.source = 'learned'
+                   AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
+            END IF;
+        END IF;
     END IF;
-    learned_ids := v_ids;
     IF turn_record.summarize_every IS NOT NULL THEN
         SELECT c.claim_token, c.through_seq, c.previous_summary, c.messages
           INTO claim_token, through_seq, previous_summary, messages

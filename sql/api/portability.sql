@@ -44,25 +44,37 @@ $$;
 -- project_id / user_id say otherwise. Refuses (22023) when that user already has facts or
 -- threads there, unless replace => true (which first forgets them). Returns counts.
 --   SELECT pymem.user_import(document => pg_read_file(...)::jsonb, user_id => 'alice2');
+-- Set-based, so its time is linear in the document's size: every check is one statement over
+-- the whole document, the facts are inserted in one statement with ids drawn from the facts'
+-- identity sequence beforehand (so a fact names its successor's new id as it is inserted, in
+-- any order; the foreign key is checked at the end of that statement), and the messages of
+-- every thread in one more. Refused with 22023: a fact without a numeric id, an id given
+-- twice, a superseded_by naming no fact of the document, two facts superseded by one, a
+-- supersede cycle, a thread without a thread_id or given twice, a message without a positive
+-- numeric seq, and every check of fact_add and message_add.
 CREATE OR REPLACE FUNCTION pymem.user_import(
     document jsonb, project_id text DEFAULT NULL, user_id text DEFAULT NULL, replace boolean DEFAULT false)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
+-- every join below is between whole sets drawn from the document, which the planner estimates
+-- at 100 rows each: a nested loop over them would make the import quadratic again
+SET enable_nestloop = off
 AS $$
 #variable_conflict use_column
 DECLARE
     v_project text := coalesce(user_import.project_id, document ->> 'project_id', '');
     v_user text := coalesce(user_import.user_id, document ->> 'user_id');
-    v_fact jsonb;
-    v_thread jsonb;
-    v_new bigint;
-    v_map jsonb := '{}';
-    v_content text;
-    v_facts integer := 0;
-    v_messages integer := 0;
-    v_threads integer := 0;
-    v_last bigint;
+    v_facts jsonb := coalesce(document -> 'facts', '[]');
+    v_threads jsonb := coalesce(document -> 'threads', '[]');
+    v_count integer;
+    v_bad text;
+    v_pred integer[];   -- per fact, by position in id order: the position of the fact it superseded (0: none)
+    v_heads integer[];  -- positions of the facts no fact supersedes (the newest of each chain)
+    v_pos integer;
+    v_seen integer := 0;
+    v_messages bigint;
+    v_seq regclass := pg_catalog.pg_get_serial_sequence('pymem.facts', 'id')::regclass;
 BEGIN
     IF document IS NULL OR pg_catalog.jsonb_typeof(document) <> 'object' OR document ->> 'format' IS DISTINCT FROM 'pymem.user/1' THEN
         RAISE EXCEPTION 'pymem: not a pymem user document (expected "format": "pymem.user/1")' USING ERRCODE = '22023';
@@ -70,6 +82,9 @@ BEGIN
     PERFORM pymem._fact_check_subject('user', v_user, v_project, 'write');
     PERFORM pymem._conv_check(v_project, v_user, NULL, 'write');
     PERFORM pymem._tenant_enter(v_project);
+    IF pg_catalog.jsonb_typeof(v_facts) <> 'array' OR pg_catalog.jsonb_typeof(v_threads) <> 'array' THEN
+        RAISE EXCEPTION 'pymem: "facts" and "threads" of the document must be arrays' USING ERRCODE = '22023';
+    END IF;
     IF EXISTS (SELECT 1 FROM pymem.facts AS f WHERE f.project_id = v_project AND f.scope = 'user' AND f.scope_id = v_user)
        OR EXISTS (SELECT 1 FROM pymem.threads AS t WHERE t.project_id = v_project AND t.user_id = v_user) THEN
         IF NOT user_import.replace THEN
@@ -80,75 +95,124 @@ BEGIN
         PERFORM pymem.facts_forget('user', v_user, v_project);
         PERFORM pymem.conversation_forget(v_user, '*', v_project);
     END IF;
-    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'facts', '[]')) AS e
-                WHERE pg_catalog.jsonb_typeof(e.value) <> 'object' OR pg_catalog.jsonb_typeof(e.value -> 'id') <> 'number') THEN
+
+    -- facts: the shape of each, then the supersede pointers as a whole
+    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(v_facts) AS e
+                WHERE pg_catalog.jsonb_typeof(e.value) IS DISTINCT FROM 'object'
+                   OR pg_catalog.jsonb_typeof(e.value -> 'id') IS DISTINCT FROM 'number') THEN
         RAISE EXCEPTION 'pymem: every fact of the document needs a numeric "id"' USING ERRCODE = '22023';
     END IF;
-    -- Chains are inserted head first (a fact's successor exists before the fact points at it):
-    -- order by the distance to the head of the chain, following superseded_by in the document.
-    -- A fact that reaches no head (a dangling pointer or a cycle) is refused.
-    SELECT pg_catalog.count(*) INTO v_facts FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'facts', '[]'));
-    FOR v_fact IN
-        WITH RECURSIVE doc AS (
-            SELECT (e.value ->> 'id')::bigint AS id, (e.value ->> 'superseded_by')::bigint AS next, e.value AS fact
-              FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'facts', '[]')) AS e
-        ), chain AS (
-            SELECT d.id, d.fact, 0 AS depth FROM doc AS d WHERE d.next IS NULL
-            UNION ALL
-            SELECT d.id, d.fact, c.depth + 1 FROM doc AS d JOIN chain AS c ON d.next = c.id WHERE c.depth < 100000
-        )
-        SELECT c.fact FROM chain AS c ORDER BY c.depth, c.id
-    LOOP
-        v_content := pymem._fact_check_values(v_fact ->> 'content', coalesce((v_fact ->> 'confidence')::float8, 1.0),
-                                              coalesce(v_fact ->> 'source', 'manual'), v_fact ->> 'trace_id',
-                                              coalesce(v_fact -> 'metadata', '{}'));
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source,
-                                      trace_id, metadata, created_at, superseded_by, superseded_at)
-        VALUES (v_project, 'user', v_user, v_content, pymem.fact_key(v_content),
-                coalesce((v_fact ->> 'confidence')::float8, 1.0), coalesce(v_fact ->> 'source', 'manual'),
-                v_fact ->> 'trace_id', coalesce(v_fact -> 'metadata', '{}'),
-                coalesce((v_fact ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp()),
-                (v_map ->> (v_fact ->> 'superseded_by'))::bigint,
-                CASE WHEN v_fact ->> 'superseded_by' IS NOT NULL
-                     THEN coalesce((v_fact ->> 'superseded_at')::timestamptz, pg_catalog.clock_timestamp()) END)
-        RETURNING f.id INTO v_new;
-        v_map := v_map || pg_catalog.jsonb_build_object(v_fact ->> 'id', v_new);
-    END LOOP;
-    IF (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(v_map)) <> v_facts THEN
-        RAISE EXCEPTION 'pymem: % fact(s) of the document point at facts it does not hold (or form a cycle)',
-                v_facts - (SELECT pg_catalog.count(*) FROM pg_catalog.jsonb_object_keys(v_map))
+    SELECT d.id::text INTO v_bad
+      FROM (SELECT (e.value ->> 'id')::bigint AS id FROM pg_catalog.jsonb_array_elements(v_facts) AS e) AS d
+     GROUP BY d.id HAVING pg_catalog.count(*) > 1 LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'pymem: fact id % appears more than once in the document', v_bad USING ERRCODE = '22023';
+    END IF;
+    SELECT pg_catalog.count(*) INTO v_count
+      FROM (SELECT (e.value ->> 'superseded_by')::bigint AS next FROM pg_catalog.jsonb_array_elements(v_facts) AS e) AS d
+     WHERE d.next IS NOT NULL
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(v_facts) AS x WHERE (x.value ->> 'id')::bigint = d.next);
+    IF v_count > 0 THEN
+        RAISE EXCEPTION 'pymem: % fact(s) of the document point at facts it does not hold', v_count USING ERRCODE = '22023';
+    END IF;
+    SELECT d.next::text INTO v_bad
+      FROM (SELECT (e.value ->> 'superseded_by')::bigint AS next FROM pg_catalog.jsonb_array_elements(v_facts) AS e) AS d
+     WHERE d.next IS NOT NULL
+     GROUP BY d.next HAVING pg_catalog.count(*) > 1 LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'pymem: fact % of the document supersedes more than one fact (a chain is a straight line)', v_bad
             USING ERRCODE = '22023';
     END IF;
-    FOR v_thread IN SELECT e.value FROM pg_catalog.jsonb_array_elements(coalesce(document -> 'threads', '[]')) AS e LOOP
-        IF v_thread ->> 'thread_id' IS NULL THEN
-            RAISE EXCEPTION 'pymem: every thread of the document needs a "thread_id"' USING ERRCODE = '22023';
-        END IF;
-        PERFORM pymem._conv_check(v_project, v_user, v_thread ->> 'thread_id', 'write');
-        IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(coalesce(v_thread -> 'messages', '[]')) AS m
-                    WHERE pg_catalog.jsonb_typeof(m.value -> 'seq') IS DISTINCT FROM 'number'
-                       OR (m.value ->> 'seq')::numeric <= 0) THEN
-            RAISE EXCEPTION 'pymem: every message of the document needs a positive numeric "seq"' USING ERRCODE = '22023';
-        END IF;
-        PERFORM pymem._message_check(m.value ->> 'role', m.value ->> 'content',
-                                     coalesce((m.value ->> 'importance')::float8, 1.0))
-           FROM pg_catalog.jsonb_array_elements(coalesce(v_thread -> 'messages', '[]')) AS m;
-        SELECT coalesce(pg_catalog.max((m.value ->> 'seq')::bigint), 0) INTO v_last
-          FROM pg_catalog.jsonb_array_elements(coalesce(v_thread -> 'messages', '[]')) AS m;
-        INSERT INTO pymem.threads (project_id, user_id, thread_id, last_seq, summary, summary_through, summary_at, created_at)
-        VALUES (v_project, v_user, v_thread ->> 'thread_id', v_last, v_thread ->> 'summary',
-                LEAST(coalesce((v_thread ->> 'summary_through')::bigint, 0), v_last),
-                (v_thread ->> 'summary_at')::timestamptz,
-                coalesce((v_thread ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp()));
-        INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, created_at)
-        SELECT v_project, v_user, v_thread ->> 'thread_id', (m.value ->> 'seq')::bigint, m.value ->> 'role',
-               m.value ->> 'content', coalesce((m.value ->> 'importance')::float8, 1.0),
-               coalesce(m.value -> 'metadata', '{}'),
-               coalesce((m.value ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp())
-          FROM pg_catalog.jsonb_array_elements(coalesce(v_thread -> 'messages', '[]')) AS m;
-        v_messages := v_messages + pg_catalog.jsonb_array_length(coalesce(v_thread -> 'messages', '[]'));
-        v_threads := v_threads + 1;
+    -- Ids are unique and no fact has two predecessors, so the facts form straight chains and,
+    -- possibly, cycles. Walk every chain from its head back to its oldest version (each fact
+    -- is visited at most once); a fact no walk reaches lies on a cycle.
+    WITH d AS (
+        SELECT x.id, x.next, pg_catalog.row_number() OVER (ORDER BY x.id)::integer AS pos
+          FROM (SELECT (e.value ->> 'id')::bigint AS id, (e.value ->> 'superseded_by')::bigint AS next
+                  FROM pg_catalog.jsonb_array_elements(v_facts) AS e) AS x
+    )
+    SELECT coalesce(pg_catalog.array_agg(coalesce(p.pos, 0) ORDER BY d.pos), '{}'),
+           coalesce(pg_catalog.array_agg(d.pos ORDER BY d.pos) FILTER (WHERE d.next IS NULL), '{}')
+      INTO v_pred, v_heads
+      FROM d LEFT JOIN d AS p ON p.next = d.id;
+    FOREACH v_pos IN ARRAY v_heads LOOP
+        WHILE v_pos <> 0 LOOP
+            v_seen := v_seen + 1;
+            v_pos := v_pred[v_pos];
+        END LOOP;
     END LOOP;
+    IF v_seen <> pg_catalog.jsonb_array_length(v_facts) THEN
+        RAISE EXCEPTION 'pymem: % fact(s) of the document form a supersede cycle', pg_catalog.jsonb_array_length(v_facts) - v_seen
+            USING ERRCODE = '22023';
+    END IF;
+    -- New ids in the order of the old ones (ties of created_at keep their order), drawn first
+    -- so that each row carries its successor's new id.
+    WITH doc AS (
+        SELECT e.value AS fact, (e.value ->> 'id')::bigint AS id, (e.value ->> 'superseded_by')::bigint AS next
+          FROM pg_catalog.jsonb_array_elements(v_facts) AS e
+    ), ids AS MATERIALIZED (
+        SELECT o.id, pg_catalog.nextval(v_seq) AS new_id
+          FROM (SELECT d.id FROM doc AS d ORDER BY d.id) AS o
+    )
+    INSERT INTO pymem.facts AS f (id, project_id, scope, scope_id, content, content_key, confidence, source,
+                                  trace_id, metadata, created_at, superseded_by, superseded_at)
+    OVERRIDING SYSTEM VALUE
+    SELECT r.new_id, v_project, 'user', v_user, r.content, pymem.fact_key(r.content), r.confidence, r.source,
+           r.trace_id, r.metadata, r.created_at, r.next_id, r.superseded_at
+      FROM (SELECT i.new_id, s.new_id AS next_id, v.confidence, v.source, v.trace_id, v.metadata,
+                   pymem._fact_check_values(d.fact ->> 'content', v.confidence, v.source, v.trace_id, v.metadata) AS content,
+                   coalesce((d.fact ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp()) AS created_at,
+                   CASE WHEN d.next IS NOT NULL
+                        THEN coalesce((d.fact ->> 'superseded_at')::timestamptz, pg_catalog.clock_timestamp()) END
+                       AS superseded_at
+              FROM doc AS d
+              JOIN ids AS i ON i.id = d.id
+              LEFT JOIN ids AS s ON s.id = d.next
+             CROSS JOIN LATERAL (SELECT coalesce((d.fact ->> 'confidence')::float8, 1.0) AS confidence,
+                                        coalesce(d.fact ->> 'source', 'manual') AS source, d.fact ->> 'trace_id' AS trace_id,
+                                        coalesce(d.fact -> 'metadata', '{}') AS metadata) AS v
+             ORDER BY i.new_id
+            OFFSET 0) AS r;  -- OFFSET 0: each row's checks run once
+
+    -- threads and their messages
+    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(v_threads) AS t WHERE t.value ->> 'thread_id' IS NULL) THEN
+        RAISE EXCEPTION 'pymem: every thread of the document needs a "thread_id"' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pymem._conv_check(v_project, v_user, t.value ->> 'thread_id', 'write')
+       FROM pg_catalog.jsonb_array_elements(v_threads) AS t;
+    SELECT t.value ->> 'thread_id' INTO v_bad FROM pg_catalog.jsonb_array_elements(v_threads) AS t
+     GROUP BY t.value ->> 'thread_id' HAVING pg_catalog.count(*) > 1 LIMIT 1;
+    IF FOUND THEN
+        RAISE EXCEPTION 'pymem: thread % appears more than once in the document', pg_catalog.quote_literal(v_bad)
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(v_threads) AS t,
+                             pg_catalog.jsonb_array_elements(coalesce(t.value -> 'messages', '[]')) AS m
+                WHERE pg_catalog.jsonb_typeof(m.value -> 'seq') IS DISTINCT FROM 'number'
+                   OR (m.value ->> 'seq')::numeric <= 0) THEN
+        RAISE EXCEPTION 'pymem: every message of the document needs a positive numeric "seq"' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pymem._message_check(m.value ->> 'role', m.value ->> 'content', coalesce((m.value ->> 'importance')::float8, 1.0))
+       FROM pg_catalog.jsonb_array_elements(v_threads) AS t,
+            pg_catalog.jsonb_array_elements(coalesce(t.value -> 'messages', '[]')) AS m;
+    INSERT INTO pymem.threads (project_id, user_id, thread_id, last_seq, summary, summary_through, summary_at, created_at)
+    SELECT v_project, v_user, t.value ->> 'thread_id', l.last_seq, t.value ->> 'summary',
+           LEAST(coalesce((t.value ->> 'summary_through')::bigint, 0), l.last_seq),
+           (t.value ->> 'summary_at')::timestamptz,
+           coalesce((t.value ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp())
+      FROM pg_catalog.jsonb_array_elements(v_threads) AS t
+     CROSS JOIN LATERAL (SELECT coalesce(pg_catalog.max((m.value ->> 'seq')::bigint), 0) AS last_seq
+                           FROM pg_catalog.jsonb_array_elements(coalesce(t.value -> 'messages', '[]')) AS m) AS l;
+    INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, created_at)
+    SELECT v_project, v_user, t.value ->> 'thread_id', (m.value ->> 'seq')::bigint, m.value ->> 'role',
+           m.value ->> 'content', coalesce((m.value ->> 'importance')::float8, 1.0),
+           coalesce(m.value -> 'metadata', '{}'),
+           coalesce((m.value ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp())
+      FROM pg_catalog.jsonb_array_elements(v_threads) AS t,
+           pg_catalog.jsonb_array_elements(coalesce(t.value -> 'messages', '[]')) AS m;
+    GET DIAGNOSTICS v_messages = ROW_COUNT;
     RETURN pg_catalog.jsonb_build_object('project_id', v_project, 'user_id', v_user,
-                                         'facts', v_facts, 'threads', v_threads, 'messages', v_messages);
+                                         'facts', pg_catalog.jsonb_array_length(v_facts),
+                                         'threads', pg_catalog.jsonb_array_length(v_threads), 'messages', v_messages);
 END;
 $$;
