@@ -160,7 +160,7 @@ UPDATE pymem.threads AS t
  WHERE t.project_id = %(probe_project)s AND t.user_id = %(probe_id)s AND t.thread_id = %(thread_id)s;
 
 -- name: register_embedder
--- The embedder's dimension in every project the load writes to (as pymem._embedding_check does
+-- The embedder's dimension in every project the load writes to (as pymem._embedding_register does
 -- on first use).
 INSERT INTO pymem.embedders (project_id, name, dimension)
 SELECT p.project_id, %(embedder)s, %(dim)s FROM pg_catalog.unnest(%(projects)s::text[]) AS p(project_id)

@@ -210,6 +210,7 @@ SELECT pymem.migration_vector_functions()
 -- Adds pgvector's schema to the transaction's path while statements that name its type unqualified create objects.
 SELECT pymem.migration_types_path()
 \gset pymem_
+\ir api/00_common.sql
 \ir api/context.sql
 \ir api/conversations.sql
 \ir api/facts.sql

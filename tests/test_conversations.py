@@ -745,7 +745,7 @@ def test_module_level_context_and_record_use_the_default_memory(dsn, monkeypatch
 def test_bad_input_gets_22023_and_writes_nothing(dsn, sql, match):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("SELECT pymem.message_add('alice', 'seed message', role => 'user')")
-        c.execute("SELECT pymem._embedding_check('', 'e3', '[1,0,0]')")  # e3 makes 3-d vectors
+        c.execute("SELECT pymem._embedding_register('', 'e3', '[1,0,0]')")  # e3 makes 3-d vectors
         before = c.execute("SELECT count(*) FROM pymem.messages").fetchone()[0]
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=match):
             c.execute(sql)

@@ -45,7 +45,7 @@ def hostile(pg_server, template_db):
         c.execute("SELECT pymem.fact_add('user', 'alice', 'vector fact', embedding => '[1,0,0]', embedder => 'e3')")
         # the embedder registry (name -> dimension) is shared by all tenants and never shrinks:
         # register the Python cases' embedder up front so that it is part of the baseline
-        c.execute("SELECT pymem._embedding_check('', 'hash-3-v1', '[1,0,0]')")
+        c.execute("SELECT pymem._embedding_register('', 'hash-3-v1', '[1,0,0]')")
         c.execute("SELECT * FROM pymem.turn_record('alice', 'hello there friend', 'hi', embedder => 'e3',"
                   " user_embedding => '[0,1,0]', assistant_embedding => '[0,0,1]')")
         c.execute("SELECT * FROM pymem.store_open('notes', read_only_prefixes => ARRAY['memory'])")

@@ -282,3 +282,33 @@ def test_migrations_run_with_pgvectors_schema_run_nothing(name):
     bare = {text[t.start : t.end + 1] for i, t in enumerate(toks[:-1])
             if t.name == "IDENT" and toks[i + 1].name == "ASCII_40" and (i == 0 or toks[i - 1].name != "ASCII_46")}
     assert not bare, f"{name} calls unqualified functions {bare}"
+
+
+# Which capability file may call which other file's functions (by design: context_read composes
+# facts and conversations, turn_record writes learned facts, portability exports and imports
+# both). Everything else a file calls is its own or in 00_common.sql, which calls nothing else.
+CROSS_FILE = {
+    "context.sql": {"facts.sql", "conversations.sql"},
+    "conversations.sql": {"facts.sql"},
+    "portability.sql": {"facts.sql", "conversations.sql"},
+}
+
+
+def test_capability_files_depend_only_on_the_common_file():
+    api = ROOT / "api"
+    defined = {}
+    calls = {}
+    for f in sorted(api.iterdir()):
+        text = f.read_text(encoding="utf-8")
+        for name in re.findall(r"CREATE OR REPLACE FUNCTION pymem\.(\w+)\(", text):
+            assert name not in defined, f"pymem.{name} is defined in {defined.get(name)} and {f.name}"
+            defined[name] = f.name
+        code = re.sub(r"'(?:[^']|'')*'", "''", re.sub(r"--[^\n]*", "", text))  # no comments, no strings
+        calls[f.name] = set(re.findall(r"(?<!FUNCTION )pymem\.(\w+)\(", code))
+    for file, called in calls.items():
+        for name in called:
+            home = defined.get(name)
+            if home is None or home in (file, "00_common.sql"):
+                continue  # bootstrap's wrappers (_vector_dims, ...), or its own, or common
+            assert file != "00_common.sql", f"00_common.sql calls pymem.{name} of {home}"
+            assert home in CROSS_FILE.get(file, set()), f"{file} calls pymem.{name} of {home}"

@@ -14,6 +14,7 @@ import psycopg
 import pytest
 
 import pymem
+from conftest import wait_for_lock
 from pymem import MUST_NOT_EXIST, MemoryStore
 
 
@@ -166,8 +167,8 @@ def test_two_sessions_holding_the_same_sha_exactly_one_wins(dsn):
 
     t = threading.Thread(target=b)
     t.start()
-    t.join(0.5)
-    assert t.is_alive(), "B should wait for A's row lock"
+    wait_for_lock(dsn, blocked_by=a.info.backend_pid)  # B waits for A's row lock
+    assert out == {}
     a.commit()
     t.join(30)
     a.close()

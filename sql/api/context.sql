@@ -76,14 +76,14 @@ BEGIN
     PERFORM pymem._recall_check(context_read.k, context_read.min_content_chars, context_read.recency_weight,
                                 context_read.importance_weight, context_read.half_life_seconds);
     IF context_read.agent_id IS NOT NULL
-       AND pymem._fact_check_subject('agent', context_read.agent_id, context_read.project_id, 'read') THEN
+       AND pymem._fact_check_subject('agent', context_read.agent_id, context_read.project_id, 'match') THEN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                    'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
           INTO v_agent
           FROM pymem._facts_newest(context_read.project_id, 'agent', context_read.agent_id, context_read.max_facts) AS f;
     END IF;
     v_has_user := context_read.user_id IS NOT NULL
-        AND pymem._conv_check(context_read.project_id, context_read.user_id, context_read.thread_id, 'read');
+        AND pymem._conv_check(context_read.project_id, context_read.user_id, context_read.thread_id, 'match');
     IF v_has_user THEN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                    'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')

@@ -16,7 +16,9 @@
 -- Errors: 22023 invalid argument. (A summary_commit whose claim is no longer held returns
 -- false and writes nothing.)
 
--- _conv_check: validates (project_id, user_id, thread_id); false means "read nothing" ('' user).
+-- _conv_check: validates (project_id, user_id, thread_id). purpose 'exact': the call names one real
+-- user (writes, and reads that need one); an empty user id is refused. purpose 'match': the call
+-- selects what matches (reads, deletes); an empty user id matches nothing (returns false).
 CREATE OR REPLACE FUNCTION pymem._conv_check(project_id text, user_id text, thread_id text, purpose text)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
@@ -33,7 +35,7 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     IF user_id = '' THEN
-        IF purpose = 'write' THEN
+        IF purpose = 'exact' THEN
             RAISE EXCEPTION 'pymem: a message needs a user id; the empty id names no one'
                 USING ERRCODE = '22023';
         END IF;
@@ -112,7 +114,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
     PERFORM pymem._tenant_enter(message_add.project_id);
-    PERFORM pymem._conv_check(message_add.project_id, message_add.user_id, message_add.thread_id, 'write');
+    PERFORM pymem._conv_check(message_add.project_id, message_add.user_id, message_add.thread_id, 'exact');
     PERFORM pymem._message_check(message_add.role, message_add.content, message_add.importance);
     IF message_add.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(message_add.metadata) <> 'object' THEN
         RAISE EXCEPTION 'pymem: metadata must be a JSON object' USING ERRCODE = '22023';
@@ -146,7 +148,7 @@ DECLARE
     v_prev text;
 BEGIN
     PERFORM pymem._tenant_enter(summary_claim.project_id);
-    IF NOT pymem._conv_check(summary_claim.project_id, summary_claim.user_id, summary_claim.thread_id, 'read') THEN
+    IF NOT pymem._conv_check(summary_claim.project_id, summary_claim.user_id, summary_claim.thread_id, 'match') THEN
         RETURN;
     END IF;
     PERFORM pymem._check_limit('keep_last', summary_claim.keep_last);
@@ -198,7 +200,7 @@ AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM pymem._tenant_enter(summary_commit.project_id);
-    PERFORM pymem._conv_check(summary_commit.project_id, summary_commit.user_id, summary_commit.thread_id, 'write');
+    PERFORM pymem._conv_check(summary_commit.project_id, summary_commit.user_id, summary_commit.thread_id, 'exact');
     IF summary_commit.max_chars IS NULL OR summary_commit.max_chars < 1 OR summary_commit.max_chars > 100000 THEN
         RAISE EXCEPTION 'pymem: max_chars must be between 1 and 100000' USING ERRCODE = '22023';
     END IF;
@@ -226,7 +228,7 @@ AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM pymem._tenant_enter(summary_release.project_id);
-    PERFORM pymem._conv_check(summary_release.project_id, summary_release.user_id, summary_release.thread_id, 'write');
+    PERFORM pymem._conv_check(summary_release.project_id, summary_release.user_id, summary_release.thread_id, 'exact');
     UPDATE pymem.threads AS t
        SET claim_token = NULL, claim_until = NULL, claim_through = NULL
      WHERE t.project_id = summary_release.project_id AND t.user_id = summary_release.user_id
@@ -283,7 +285,7 @@ DECLARE
     v_cut_id bigint;
 BEGIN
     PERFORM pymem._tenant_enter(turn_record.project_id);
-    PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'write');
+    PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'exact');
     IF pg_catalog.cardinality(turn_record.learned) > 100 THEN
         RAISE EXCEPTION 'pymem: a turn may carry at most 100 learned facts, not %', pg_catalog.cardinality(turn_record.learned)
             USING ERRCODE = '22023', HINT = 'Keep the extractor''s best 100 facts of the message.';
@@ -293,8 +295,8 @@ BEGIN
     END IF;
     PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance);
     PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance);
-    PERFORM pymem._embedding_check(turn_record.project_id, turn_record.embedder, turn_record.user_embedding);
-    PERFORM pymem._embedding_check(turn_record.project_id, turn_record.embedder, turn_record.assistant_embedding);
+    PERFORM pymem._embedding_register(turn_record.project_id, turn_record.embedder, turn_record.user_embedding);
+    PERFORM pymem._embedding_register(turn_record.project_id, turn_record.embedder, turn_record.assistant_embedding);
     user_seq := pymem._message_insert(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'user',
                                       turn_record.user_content, turn_record.user_importance, NULL,
                                       CASE WHEN turn_record.user_embedding IS NOT NULL THEN turn_record.embedder END);
@@ -418,7 +420,7 @@ AS $$
 BEGIN
     PERFORM pymem._tenant_enter(window_read.project_id);
     PERFORM pymem._check_limit('max_messages', window_read.max_messages);
-    IF NOT pymem._conv_check(window_read.project_id, window_read.user_id, window_read.thread_id, 'read') THEN
+    IF NOT pymem._conv_check(window_read.project_id, window_read.user_id, window_read.thread_id, 'match') THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -437,7 +439,7 @@ AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM pymem._tenant_enter(summary_read.project_id);
-    IF NOT pymem._conv_check(summary_read.project_id, summary_read.user_id, summary_read.thread_id, 'read') THEN
+    IF NOT pymem._conv_check(summary_read.project_id, summary_read.user_id, summary_read.thread_id, 'match') THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -488,7 +490,7 @@ BEGIN
     PERFORM pymem._tenant_enter(messages_unembedded.project_id);
     PERFORM pymem._check_limit('max_messages', messages_unembedded.max_messages);
     PERFORM pymem._check_limit('min_chars', messages_unembedded.min_chars);
-    IF NOT pymem._conv_check(messages_unembedded.project_id, messages_unembedded.user_id, NULL, 'read') THEN
+    IF NOT pymem._conv_check(messages_unembedded.project_id, messages_unembedded.user_id, NULL, 'match') THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -513,7 +515,7 @@ DECLARE
     v_count integer;
 BEGIN
     PERFORM pymem._tenant_enter(message_embeddings_put.project_id);
-    PERFORM pymem._conv_check(message_embeddings_put.project_id, message_embeddings_put.user_id, NULL, 'write');
+    PERFORM pymem._conv_check(message_embeddings_put.project_id, message_embeddings_put.user_id, NULL, 'exact');
     IF pg_catalog.cardinality(thread_ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings)
        OR pg_catalog.cardinality(seqs) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: thread_ids, seqs and embeddings must have the same length' USING ERRCODE = '22023';
@@ -534,7 +536,7 @@ BEGIN
     ON CONFLICT (project_id, user_id, embedder, thread_id, seq) DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
-        PERFORM pymem._embedding_check(message_embeddings_put.project_id, message_embeddings_put.embedder,
+        PERFORM pymem._embedding_register(message_embeddings_put.project_id, message_embeddings_put.embedder,
                                        message_embeddings_put.embeddings[1]);
     END IF;
     UPDATE pymem.messages AS m SET embedded_by = message_embeddings_put.embedder
@@ -630,7 +632,7 @@ BEGIN
     PERFORM pymem._recall_check(messages_recall.k, messages_recall.min_content_chars, messages_recall.recency_weight,
                                 messages_recall.importance_weight, messages_recall.half_life_seconds);
     PERFORM pymem._check_limit('window_size', messages_recall.window_size);
-    IF NOT pymem._conv_check(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id, 'read') THEN
+    IF NOT pymem._conv_check(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id, 'match') THEN
         RETURN;
     END IF;
     PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
@@ -651,30 +653,6 @@ BEGIN
 END;
 $$;
 
--- _query_check: a query vector must exist, not be zero, and match the embedder's dimension.
-CREATE OR REPLACE FUNCTION pymem._query_check(project_id text, embedder text, query vector)
-RETURNS void
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-DECLARE
-    v_dim integer;
-BEGIN
-    IF query IS NULL THEN
-        RAISE EXCEPTION 'pymem: the query vector must not be NULL' USING ERRCODE = '22023';
-    END IF;
-    IF pymem._vector_norm(query) = 0 THEN
-        RAISE EXCEPTION 'pymem: a zero query vector has no direction' USING ERRCODE = '22023';
-    END IF;
-    SELECT d.dimension INTO v_dim FROM pymem.embedders AS d
-     WHERE d.project_id = _query_check.project_id AND d.name = embedder;
-    IF FOUND AND v_dim <> pymem._vector_dims(query) THEN
-        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; the query vector has %', embedder, v_dim, pymem._vector_dims(query)
-            USING ERRCODE = '22023';
-    END IF;
-END;
-$$;
-
 -- conversation_forget: deletes a user's threads (one, or '*' for all) with their messages,
 -- vectors and summaries; returns the number of messages deleted. '' deletes nothing.
 --   SELECT pymem.conversation_forget(user_id => 'alice', thread_id => '*');
@@ -689,7 +667,7 @@ DECLARE
 BEGIN
     PERFORM pymem._tenant_enter(conversation_forget.project_id);
     IF NOT pymem._conv_check(conversation_forget.project_id, conversation_forget.user_id,
-                             NULLIF(conversation_forget.thread_id, '*'), 'read') THEN
+                             NULLIF(conversation_forget.thread_id, '*'), 'match') THEN
         RETURN 0;
     END IF;
     IF conversation_forget.thread_id = '*' THEN

@@ -54,7 +54,9 @@ AS $$
 $$;
 
 -- _fact_check_subject: validates a subject; returns false when a read/delete must match
--- nothing (empty user or project id). purpose: 'write' or 'read'.
+-- nothing (empty user or project id). purpose 'exact': the call names one real subject (writes,
+-- fact_chain, user_export): '*' and an empty user/project id are refused. purpose 'match': the call
+-- selects what matches (reads, deletes): '' matches nothing, '*' every subject of the scope.
 CREATE OR REPLACE FUNCTION pymem._fact_check_subject(scope text, scope_id text, project_id text, purpose text)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
@@ -70,7 +72,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: scope_id must be a string of at most 256 characters'
             USING ERRCODE = '22023';
     END IF;
-    IF purpose = 'write' THEN
+    IF purpose = 'exact' THEN
         IF scope_id = '*' THEN
             RAISE EXCEPTION 'pymem: ''*'' selects every % when reading or deleting; a fact cannot be written to it', scope
                 USING ERRCODE = '22023';
@@ -124,97 +126,6 @@ BEGIN
         RAISE EXCEPTION 'pymem: metadata must be a JSON object' USING ERRCODE = '22023';
     END IF;
     RETURN v_content;
-END;
-$$;
-
--- _check_limit: a row limit between 0 and 10000.
-CREATE OR REPLACE FUNCTION pymem._check_limit(name text, value integer)
-RETURNS integer
-LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-BEGIN
-    IF value IS NULL OR value < 0 OR value > 10000 THEN
-        RAISE EXCEPTION 'pymem: % must be between 0 and 10000, not %', name, coalesce(value::text, 'NULL')
-            USING ERRCODE = '22023';
-    END IF;
-    RETURN value;
-END;
-$$;
-
--- _embedding_check: registers an embedder's dimension (per project) on first use and refuses
--- a vector of another size, or a zero vector (its cosine distance is NaN). pgvector itself
--- refuses NaN and Infinity (22000). NULL embedding: nothing to check.
-CREATE OR REPLACE FUNCTION pymem._embedding_check(project_id text, embedder text, embedding vector)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-DECLARE
-    v_dim integer;
-BEGIN
-    IF embedding IS NULL THEN
-        RETURN;
-    END IF;
-    IF embedder IS NULL OR embedder = '' OR pg_catalog.length(embedder) > 200 THEN
-        RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
-            USING ERRCODE = '22023';
-    END IF;
-    IF pymem._vector_norm(embedding) = 0 THEN
-        RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
-            USING ERRCODE = '22023';
-    END IF;
-    INSERT INTO pymem.embedders AS e (project_id, name, dimension) VALUES (project_id, embedder, pymem._vector_dims(embedding))
-    ON CONFLICT ON CONSTRAINT embedders_pkey DO NOTHING;
-    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.project_id = _embedding_check.project_id
-       AND e.name = embedder;
-    IF v_dim <> pymem._vector_dims(embedding) THEN
-        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, pymem._vector_dims(embedding)
-            USING ERRCODE = '22023';
-    END IF;
-END;
-$$;
-
--- _embeddings_validate: the checks of _embedding_check for a batch, without registering the
--- embedder: every vector non-NULL, not zero, all of one dimension, and of the registered dimension when
--- the embedder is registered already. The batch writers (fact_embeddings_put,
--- message_embeddings_put) call it first and register the embedder with _embedding_check only
--- once a vector was actually stored, so that a call naming no existing row (a typo, another
--- user's ids) cannot fix a model's dimension for the whole project.
-CREATE OR REPLACE FUNCTION pymem._embeddings_validate(project_id text, embedder text, embeddings vector[])
-RETURNS void
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-DECLARE
-    v_dim integer;
-    v_first integer;
-BEGIN
-    IF coalesce(pg_catalog.cardinality(embeddings), 0) = 0 THEN
-        RETURN;
-    END IF;
-    IF embedder IS NULL OR embedder = '' OR pg_catalog.length(embedder) > 200 THEN
-        RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
-            USING ERRCODE = '22023';
-    END IF;
-    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
-     WHERE e.project_id = _embeddings_validate.project_id AND e.name = embedder;
-    -- by index: a DECLAREd variable could not name pgvector's type (it is not on search_path)
-    FOR i IN 1 .. pg_catalog.cardinality(embeddings) LOOP
-        IF embeddings[i] IS NULL THEN
-            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
-        END IF;
-        IF pymem._vector_norm(embeddings[i]) = 0 THEN
-            RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
-                USING ERRCODE = '22023';
-        END IF;
-        v_first := coalesce(v_first, pymem._vector_dims(embeddings[i]));
-        IF pymem._vector_dims(embeddings[i]) <> coalesce(v_dim, v_first) THEN
-            RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder,
-                    coalesce(v_dim, v_first), pymem._vector_dims(embeddings[i])
-                USING ERRCODE = '22023';
-        END IF;
-    END LOOP;
 END;
 $$;
 
@@ -273,13 +184,13 @@ DECLARE
     v_cut_id bigint;
 BEGIN
     PERFORM pymem._tenant_enter(fact_add.project_id);
-    PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'write');
+    PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'exact');
     v_content := pymem._fact_check_values(fact_add.content, fact_add.confidence, fact_add.source,
                                           fact_add.trace_id, fact_add.metadata);
     IF fact_add.max_learned < 1 THEN
         RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embedding_check(fact_add.project_id, fact_add.embedder, fact_add.embedding);
+    PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
     v_key := pymem.fact_key(v_content);
     IF fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
         -- one learned writer per subject at a time, so the cap holds under concurrency
@@ -364,7 +275,7 @@ AS $$
 BEGIN
     PERFORM pymem._tenant_enter(facts_newest.project_id);
     PERFORM pymem._check_limit('max_facts', facts_newest.max_facts);
-    IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'read') THEN
+    IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'match') THEN
         RETURN;
     END IF;
     RETURN QUERY
@@ -385,7 +296,7 @@ AS $$
 BEGIN
     PERFORM pymem._tenant_enter(fact_history.project_id);
     PERFORM pymem._check_limit('max_facts', fact_history.max_facts);
-    IF NOT pymem._fact_check_subject(fact_history.scope, fact_history.scope_id, fact_history.project_id, 'read') THEN
+    IF NOT pymem._fact_check_subject(fact_history.scope, fact_history.scope_id, fact_history.project_id, 'match') THEN
         RETURN;
     END IF;
     -- two branches, so that each keeps its plan on its own index (no "'*' OR ..." predicate)
@@ -416,7 +327,7 @@ AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM pymem._tenant_enter(fact_chain.project_id);
-    PERFORM pymem._fact_check_subject(fact_chain.scope, fact_chain.scope_id, fact_chain.project_id, 'write');
+    PERFORM pymem._fact_check_subject(fact_chain.scope, fact_chain.scope_id, fact_chain.project_id, 'exact');
     RETURN QUERY
     WITH RECURSIVE back AS (
         SELECT f AS fact, 0 AS pos FROM pymem.facts AS f
@@ -474,13 +385,13 @@ DECLARE
     v_other bigint;
 BEGIN
     PERFORM pymem._tenant_enter(fact_supersede.project_id);
-    PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'write');
+    PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
     v_content := pymem._fact_check_values(fact_supersede.new_content, fact_supersede.confidence, fact_supersede.source,
                                           fact_supersede.trace_id, fact_supersede.metadata);
     IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embedding_check(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
+    PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
     IF fact_supersede.id IS NOT NULL THEN
         SELECT f.* INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
@@ -561,7 +472,7 @@ DECLARE
     v_count integer;
 BEGIN
     PERFORM pymem._tenant_enter(fact_forget.project_id);
-    IF NOT pymem._fact_check_subject(fact_forget.scope, fact_forget.scope_id, fact_forget.project_id, 'read') THEN
+    IF NOT pymem._fact_check_subject(fact_forget.scope, fact_forget.scope_id, fact_forget.project_id, 'match') THEN
         RETURN 0;
     END IF;
     IF fact_forget.scope_id = '*' THEN
@@ -611,7 +522,7 @@ DECLARE
     v_count integer;
 BEGIN
     PERFORM pymem._tenant_enter(facts_forget.project_id);
-    IF NOT pymem._fact_check_subject(facts_forget.scope, facts_forget.scope_id, facts_forget.project_id, 'read') THEN
+    IF NOT pymem._fact_check_subject(facts_forget.scope, facts_forget.scope_id, facts_forget.project_id, 'match') THEN
         RETURN 0;
     END IF;
     IF facts_forget.scope_id = '*' THEN
@@ -646,7 +557,7 @@ AS $$
 BEGIN
     PERFORM pymem._tenant_enter(facts_unembedded.project_id);
     PERFORM pymem._check_limit('max_facts', facts_unembedded.max_facts);
-    IF NOT pymem._fact_check_subject(facts_unembedded.scope, facts_unembedded.scope_id, facts_unembedded.project_id, 'read') THEN
+    IF NOT pymem._fact_check_subject(facts_unembedded.scope, facts_unembedded.scope_id, facts_unembedded.project_id, 'match') THEN
         RETURN;
     END IF;
     IF facts_unembedded.scope_id = '*' THEN
@@ -682,7 +593,7 @@ DECLARE
 BEGIN
     PERFORM pymem._tenant_enter(fact_embeddings_put.project_id);
     PERFORM pymem._fact_check_subject(fact_embeddings_put.scope, fact_embeddings_put.scope_id,
-                                      fact_embeddings_put.project_id, 'write');
+                                      fact_embeddings_put.project_id, 'exact');
     IF pg_catalog.cardinality(ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: ids and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
@@ -698,7 +609,7 @@ BEGIN
     ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
-        PERFORM pymem._embedding_check(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
+        PERFORM pymem._embedding_register(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
                                        fact_embeddings_put.embeddings[1]);
     END IF;
     RETURN v_count;
@@ -722,7 +633,7 @@ AS $$
 BEGIN
     PERFORM pymem._tenant_enter(facts_search.project_id);
     PERFORM pymem._check_limit('k', facts_search.k);
-    IF NOT pymem._fact_check_subject(facts_search.scope, facts_search.scope_id, facts_search.project_id, 'read') THEN
+    IF NOT pymem._fact_check_subject(facts_search.scope, facts_search.scope_id, facts_search.project_id, 'match') THEN
         RETURN;
     END IF;
     PERFORM pymem._query_check(facts_search.project_id, facts_search.embedder, facts_search.query);

@@ -15,7 +15,7 @@ AS $$
 #variable_conflict use_column
 BEGIN
     PERFORM pymem._tenant_enter(user_export.project_id);
-    PERFORM pymem._fact_check_subject('user', user_export.user_id, user_export.project_id, 'write');
+    PERFORM pymem._fact_check_subject('user', user_export.user_id, user_export.project_id, 'exact');
     RETURN pg_catalog.jsonb_build_object(
         'format', 'pymem.user/1',
         'project_id', user_export.project_id,
@@ -79,8 +79,8 @@ BEGIN
     IF document IS NULL OR pg_catalog.jsonb_typeof(document) <> 'object' OR document ->> 'format' IS DISTINCT FROM 'pymem.user/1' THEN
         RAISE EXCEPTION 'pymem: not a pymem user document (expected "format": "pymem.user/1")' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._fact_check_subject('user', v_user, v_project, 'write');
-    PERFORM pymem._conv_check(v_project, v_user, NULL, 'write');
+    PERFORM pymem._fact_check_subject('user', v_user, v_project, 'exact');
+    PERFORM pymem._conv_check(v_project, v_user, NULL, 'exact');
     PERFORM pymem._tenant_enter(v_project);
     IF pg_catalog.jsonb_typeof(v_facts) <> 'array' OR pg_catalog.jsonb_typeof(v_threads) <> 'array' THEN
         RAISE EXCEPTION 'pymem: "facts" and "threads" of the document must be arrays' USING ERRCODE = '22023';
@@ -178,7 +178,7 @@ BEGIN
     IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(v_threads) AS t WHERE t.value ->> 'thread_id' IS NULL) THEN
         RAISE EXCEPTION 'pymem: every thread of the document needs a "thread_id"' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._conv_check(v_project, v_user, t.value ->> 'thread_id', 'write')
+    PERFORM pymem._conv_check(v_project, v_user, t.value ->> 'thread_id', 'exact')
        FROM pg_catalog.jsonb_array_elements(v_threads) AS t;
     SELECT t.value ->> 'thread_id' INTO v_bad FROM pg_catalog.jsonb_array_elements(v_threads) AS t
      GROUP BY t.value ->> 'thread_id' HAVING pg_catalog.count(*) > 1 LIMIT 1;

@@ -1,0 +1,203 @@
+-- 00_common.sql: the tenant model (tenant_allowed, current_tenant: the RLS policies call them) and
+-- the helpers every capability file uses: tenant entry and the project check,
+-- limit checks, and the checks of vectors and query vectors (with the embedder registry).
+-- Re-applied (CREATE OR REPLACE) on every migrate, like every file of api/; capability files
+-- (facts, conversations, context, portability, stores, tenant) depend on this file and on no
+-- other file's internals except where one capability reads another's data by design
+-- (context_read composes facts and conversations; turn_record writes learned facts; the
+-- portability functions export and import both). No SECURITY DEFINER here: these run inside
+-- the API functions, as their owner. pgvector is reached through pymem._vector_dims /
+-- _vector_norm (bootstrap.sql renders them with pgvector's schema).
+
+-- tenant_allowed(project_id): may the session's login role serve this project? (Created by
+-- migrations/0005_security.sql; redefined here.) Superusers may; roles with no binding may
+-- serve any project; a bound role (or a member of one) only its projects. Bindings whose role
+-- no longer exists are ignored (a DROP ROLE never turns into an error for everyone else): the
+-- join to pg_roles drops them before pg_has_role sees a name. Bindings are by name: a role
+-- created later under a dropped role's name inherits its bindings (tenant_unbind removes them).
+CREATE OR REPLACE FUNCTION pymem.tenant_allowed(project_id text)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user)
+        OR NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                         JOIN pg_catalog.pg_roles AS r ON r.rolname = t.role_name
+                        WHERE pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'))
+        OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                     JOIN pg_catalog.pg_roles AS r ON r.rolname = t.role_name
+                    WHERE t.project_id = tenant_allowed.project_id
+                      AND pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'));
+$$;
+
+-- current_tenant(): the project named by pymem.tenant, or NULL when none is set or the
+-- session's role may not serve it. (Created by migrations/0005_security.sql, whose RLS policies
+-- call it; redefined here like every function.) Every policy compares project_id with
+-- (SELECT pymem.current_tenant()): a sub-select, evaluated once per statement (an InitPlan),
+-- so it stays an index condition. LANGUAGE sql without a SET clause so that it inlines; every
+-- name in it is qualified.
+CREATE OR REPLACE FUNCTION pymem.current_tenant()
+RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT CASE WHEN pg_catalog.left(pg_catalog.current_setting('pymem.tenant', true), 2) = 'p:'
+                 AND pymem.tenant_allowed(pg_catalog.substr(pg_catalog.current_setting('pymem.tenant', true), 3))
+                THEN pg_catalog.substr(pg_catalog.current_setting('pymem.tenant', true), 3) END;
+$$;
+
+-- _tenant_enter(project_id): called first by every API function. Names the tenant for this
+-- transaction when none is set; refuses (42501) a project_id other than the tenant already
+-- named, so one transaction never touches two tenants.
+CREATE OR REPLACE FUNCTION pymem._tenant_enter(project_id text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_current text := pg_catalog.current_setting('pymem.tenant', true);
+BEGIN
+    IF project_id IS NULL THEN
+        RETURN;  -- the caller's own checks refuse NULL with a precise message
+    END IF;
+    IF NOT pymem.tenant_allowed(project_id) THEN
+        RAISE EXCEPTION 'pymem: role % may not serve project %', session_user, pg_catalog.quote_literal(project_id)
+            USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (README, Security).';
+    END IF;
+    IF v_current IS NULL OR v_current = '' THEN
+        PERFORM pg_catalog.set_config('pymem.tenant', 'p:' || project_id, true);
+    ELSIF v_current <> 'p:' || project_id THEN
+        RAISE EXCEPTION 'pymem: this transaction belongs to another tenant than project %', pg_catalog.quote_literal(project_id)
+            USING ERRCODE = '42501',
+                  HINT = 'One transaction serves one project: commit, or call pymem.set_tenant() for the right one.';
+    END IF;
+END;
+$$;
+
+-- _project_check(project_id): a project id is a string of at most 256 characters, not '*'.
+CREATE OR REPLACE FUNCTION pymem._project_check(project_id text)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF project_id IS NULL OR project_id = '*' OR pg_catalog.length(project_id) > 256 THEN
+        RAISE EXCEPTION 'pymem: project_id must be a string of at most 256 characters other than ''*'''
+            USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- _check_limit: a row limit between 0 and 10000.
+CREATE OR REPLACE FUNCTION pymem._check_limit(name text, value integer)
+RETURNS integer
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF value IS NULL OR value < 0 OR value > 10000 THEN
+        RAISE EXCEPTION 'pymem: % must be between 0 and 10000, not %', name, coalesce(value::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN value;
+END;
+$$;
+
+-- _embedding_register: registers an embedder's dimension (per project) on first use and refuses
+-- a vector of another size, or a zero vector (its cosine distance is NaN). pgvector itself
+-- refuses NaN and Infinity (22000). NULL embedding: nothing to check.
+CREATE OR REPLACE FUNCTION pymem._embedding_register(project_id text, embedder text, embedding vector)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_dim integer;
+BEGIN
+    IF embedding IS NULL THEN
+        RETURN;
+    END IF;
+    IF embedder IS NULL OR embedder = '' OR pg_catalog.length(embedder) > 200 THEN
+        RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
+            USING ERRCODE = '22023';
+    END IF;
+    IF pymem._vector_norm(embedding) = 0 THEN
+        RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
+            USING ERRCODE = '22023';
+    END IF;
+    INSERT INTO pymem.embedders AS e (project_id, name, dimension) VALUES (project_id, embedder, pymem._vector_dims(embedding))
+    ON CONFLICT ON CONSTRAINT embedders_pkey DO NOTHING;
+    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.project_id = _embedding_register.project_id
+       AND e.name = embedder;
+    IF v_dim <> pymem._vector_dims(embedding) THEN
+        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, pymem._vector_dims(embedding)
+            USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- _embeddings_validate: the checks of _embedding_register for a batch, without registering the
+-- embedder: every vector non-NULL, not zero, all of one dimension, and of the registered dimension when
+-- the embedder is registered already. The batch writers (fact_embeddings_put,
+-- message_embeddings_put) call it first and register the embedder with _embedding_register only
+-- once a vector was actually stored, so that a call naming no existing row (a typo, another
+-- user's ids) cannot fix a model's dimension for the whole project.
+CREATE OR REPLACE FUNCTION pymem._embeddings_validate(project_id text, embedder text, embeddings vector[])
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_dim integer;
+    v_first integer;
+BEGIN
+    IF coalesce(pg_catalog.cardinality(embeddings), 0) = 0 THEN
+        RETURN;
+    END IF;
+    IF embedder IS NULL OR embedder = '' OR pg_catalog.length(embedder) > 200 THEN
+        RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
+            USING ERRCODE = '22023';
+    END IF;
+    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
+     WHERE e.project_id = _embeddings_validate.project_id AND e.name = embedder;
+    -- by index: a DECLAREd variable could not name pgvector's type (it is not on search_path)
+    FOR i IN 1 .. pg_catalog.cardinality(embeddings) LOOP
+        IF embeddings[i] IS NULL THEN
+            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
+        END IF;
+        IF pymem._vector_norm(embeddings[i]) = 0 THEN
+            RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
+                USING ERRCODE = '22023';
+        END IF;
+        v_first := coalesce(v_first, pymem._vector_dims(embeddings[i]));
+        IF pymem._vector_dims(embeddings[i]) <> coalesce(v_dim, v_first) THEN
+            RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder,
+                    coalesce(v_dim, v_first), pymem._vector_dims(embeddings[i])
+                USING ERRCODE = '22023';
+        END IF;
+    END LOOP;
+END;
+$$;
+
+-- _query_check: a query vector must exist, not be zero, and match the embedder's dimension.
+CREATE OR REPLACE FUNCTION pymem._query_check(project_id text, embedder text, query vector)
+RETURNS void
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_dim integer;
+BEGIN
+    IF query IS NULL THEN
+        RAISE EXCEPTION 'pymem: the query vector must not be NULL' USING ERRCODE = '22023';
+    END IF;
+    IF pymem._vector_norm(query) = 0 THEN
+        RAISE EXCEPTION 'pymem: a zero query vector has no direction' USING ERRCODE = '22023';
+    END IF;
+    SELECT d.dimension INTO v_dim FROM pymem.embedders AS d
+     WHERE d.project_id = _query_check.project_id AND d.name = embedder;
+    IF FOUND AND v_dim <> pymem._vector_dims(query) THEN
+        RAISE EXCEPTION 'pymem: embedder % makes % dimensions; the query vector has %', embedder, v_dim, pymem._vector_dims(query)
+            USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
