@@ -147,7 +147,8 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                     conn.execute(Q["migration_applied"], args, prepare=False)
                 result.applied.append(m.name)
             if not files.api:
-                return result  # a root without api/ files (a test's partial version) refreshes nothing
+                # no api/ files: nothing to refresh (and never "every function is stale")
+                return result
             with conn.transaction():
                 conn.execute(Q["migration_search_path"], prepare=False)
                 conn.execute(files.bootstrap, prepare=False)  # its functions count as current too

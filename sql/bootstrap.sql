@@ -182,11 +182,15 @@ BEGIN
                pg_catalog.pg_describe_object(d.refclassid, d.refobjid, 0),
                pg_catalog.pg_describe_object(d.classid, d.objid, d.objsubid)), '; ')
       INTO v_found
-      FROM pg_catalog.pg_depend AS d
+      FROM (SELECT * FROM pg_catalog.pg_depend AS x
+             -- built-in objects (OIDs below FirstNormalObjectId, 16384) are pg_catalog's: skipping
+             -- them first leaves a handful of rows for pg_identify_object in any database
+             WHERE x.refobjid OPERATOR(pg_catalog.>=) 16384::pg_catalog.oid
+               AND x.refclassid = ANY (ARRAY['pg_catalog.pg_proc', 'pg_catalog.pg_operator', 'pg_catalog.pg_type',
+                                             'pg_catalog.pg_opclass', 'pg_catalog.pg_collation']::pg_catalog.regclass[])
+            OFFSET 0) AS d
       CROSS JOIN LATERAL pg_catalog.pg_identify_object(d.refclassid, d.refobjid, 0) AS ref
-     WHERE d.refclassid = ANY (ARRAY['pg_catalog.pg_proc', 'pg_catalog.pg_operator', 'pg_catalog.pg_type',
-                                     'pg_catalog.pg_opclass', 'pg_catalog.pg_collation']::pg_catalog.regclass[])
-       AND ref.schema IS NOT NULL AND ref.schema <> ALL (ARRAY['pg_catalog', 'pymem'])
+     WHERE ref.schema IS NOT NULL AND ref.schema <> ALL (ARRAY['pg_catalog', 'pymem'])
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS x
                         WHERE x.classid = d.refclassid AND x.objid = d.refobjid AND x.deptype = 'e')
        AND pymem._owned_by_pymem(d.classid, d.objid);

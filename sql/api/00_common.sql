@@ -12,22 +12,22 @@
 -- tenant_allowed(project_id): may the session's login role serve this project? (Created by
 -- migrations/0005_security.sql; redefined here.) Superusers may; roles with no binding may
 -- serve any project; a bound role (or a member of one) only its projects. Bindings whose role
--- no longer exists are ignored (a DROP ROLE never turns into an error for everyone else): the
--- join to pg_roles drops them before pg_has_role sees a name. Bindings are by name: a role
--- created later under a dropped role's name inherits its bindings (tenant_unbind removes them).
+-- no longer exists are ignored (a DROP ROLE never turns into an error for everyone else):
+-- to_regrole gives NULL for them where a name would make pg_has_role raise 42704. Bindings are
+-- by name: a role created later under a dropped role's name inherits its bindings
+-- (tenant_unbind removes them).
 CREATE OR REPLACE FUNCTION pymem.tenant_allowed(project_id text)
 RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+    -- to_regrole: NULL (no error) for a dropped role, and pg_has_role of NULL is NULL: not a member
     SELECT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user)
         OR NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                         JOIN pg_catalog.pg_roles AS r ON r.rolname = t.role_name
-                        WHERE pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'))
+                        WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
         OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                     JOIN pg_catalog.pg_roles AS r ON r.rolname = t.role_name
                     WHERE t.project_id = tenant_allowed.project_id
-                      AND pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER'));
+                      AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
 $$;
 
 -- current_tenant(): the project named by pymem.tenant, or NULL when none is set or the

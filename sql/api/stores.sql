@@ -330,8 +330,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
-    PERFORM pymem._tenant_enter(store_protect.project_id);
-    RETURN QUERY
+    RETURN QUERY  -- _store_protections_set enters the tenant and checks everything
     SELECT * FROM pymem._store_protections_set(store_protect.store_key, store_protect.project_id, store_protect.audit,
                                                store_protect.keep_versions, store_protect.read_only_prefixes,
                                                store_protect.actor, store_protect.reason, false);
@@ -354,8 +353,7 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
-    PERFORM pymem._tenant_enter(store_configure.project_id);
-    RETURN QUERY
+    RETURN QUERY  -- _store_protections_set enters the tenant and checks everything
     SELECT * FROM pymem._store_protections_set(store_configure.store_key, store_configure.project_id,
                                                store_configure.audit, store_configure.keep_versions,
                                                store_configure.read_only_prefixes, store_configure.actor,
