@@ -5,7 +5,10 @@ A store is a transcript (chat messages, append-only) plus path-addressed text/JS
 with sha256/actor/time metadata, an audit log (on by default) and optional version history.
 The database is the store: an entry write is committed when the call returns, checked against
 ``expected_sha`` inside the database (so it holds across processes and machines), and a store
-loaded by another process sees it. The transcript is appended explicitly, as in the reference:
+loaded by another process sees it. ``read_entry`` returns an entry's content with the sha of
+that content (one statement); ``update_json``/``update_text`` are the race-free
+read-modify-write: read with sha, apply a function, write with ``expected_sha``, retry on
+ConcurrencyError. The transcript is appended explicitly, as in the reference:
 ``append``/``extend`` collect messages and ``save()`` writes them in one call (one transaction).
 
 Protections (audit, keep_versions, read_only_prefixes) are set when ``get_or_create`` creates a
@@ -17,7 +20,9 @@ role (PermissionError for the app role). Both are logged to the store's audit lo
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
@@ -25,8 +30,8 @@ from typing import Any, TypeVar
 from psycopg.types.json import Jsonb
 
 from .database import AsyncDatabase, Database
-from .errors import NotFoundError, ValidationError
-from .runner import Operation, Query, arun, run
+from .errors import ConcurrencyError, NotFoundError, ValidationError
+from .runner import Callback, Operation, Query, arun, run
 from .values import text
 
 T = TypeVar("T")
@@ -40,6 +45,23 @@ _MISSING: Any = object()
 class EntryMeta:
     path: str
     kind: str
+    sha: str
+    size: int
+    version: int
+    actor: str | None
+    reason: str | None
+    created_at: datetime | None
+    updated_at: datetime | None
+
+
+@dataclass(frozen=True)
+class StoreEntry:
+    """An entry as one statement read it: its content and the sha of exactly that content
+    (pass ``sha`` as ``expected_sha`` to write back only if nobody changed it since)."""
+
+    path: str
+    kind: str
+    content: str
     sha: str
     size: int
     version: int
@@ -140,6 +162,44 @@ class _Store:
     def _read(self, path) -> Operation[dict[str, Any] | None]:
         rows = yield Query("store_read", {**self._where, "path": text(path, "path")})
         return rows[0] if rows else None
+
+    def _read_entry(self, path) -> Operation[StoreEntry | None]:
+        row = yield from self._read(path)
+        return None if row is None else StoreEntry(path=path, **row)
+
+    def _update(self, path, fn, default, kind, retries, actor, reason) -> Operation[Any]:
+        """Read ``path`` with its sha (one statement), call ``fn`` on a fresh copy of its value
+        (``default`` when it does not exist), write the result with that sha as ``expected_sha``
+        (MUST_NOT_EXIST for a new path); on ConcurrencyError wait a little (jittered, doubling)
+        and start again, at most ``retries`` times. ``fn`` never sees a value older than the
+        read its result is checked against."""
+        path = text(path, "path")
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ValidationError(f"retries must be a non-negative integer, not {retries!r}")
+        if kind == "json":
+            encode, decode = _encode_json, lambda content: _decode_json(path, content)
+        else:
+            encode, decode = (lambda value: text(value, "the new content")), (lambda content: content)
+        if default is not _MISSING:
+            default = encode(default)  # checked once; each attempt decodes its own copy
+        conflict: Exception | None = None
+        for attempt in range(retries + 1):
+            if attempt:
+                yield Callback(time.sleep, (random.uniform(0, min(0.005 * 2 ** attempt, 0.5)),))
+            row = yield from self._read(path)
+            if row is None and default is _MISSING:
+                raise NotFoundError(f"{path!r} does not exist: pass default= to create it", sqlstate="P0002")
+            current, expected = (default, MUST_NOT_EXIST) if row is None else (row["content"], row["sha"])
+            new = yield Callback(fn, (decode(current),))
+            try:
+                yield from self._write(path, encode(new), kind, expected, actor, reason)
+            except ConcurrencyError as exc:
+                conflict = exc
+                continue
+            return new
+        raise ConcurrencyError(
+            f"{path!r} changed under each of {retries + 1} attempts to update it (last: {conflict}); "
+            f"retry later or pass a larger retries=", sqlstate="PM401") from conflict
 
     def _meta(self, path) -> Operation[EntryMeta | None]:
         rows = yield Query("store_meta", {**self._where, "path": text(path, "path")})
@@ -273,6 +333,32 @@ class MemoryStore(_Store):
                    reason: str | None = None) -> str:
         return self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason))
 
+    def read_entry(self, path: str) -> StoreEntry | None:
+        """The entry at ``path`` (None when it does not exist): content, sha, kind, version,
+        actor, reason and times, read in one statement, so ``sha`` is the sha of ``content``.
+        Write it back with ``expected_sha=entry.sha`` (or use :meth:`update_json` /
+        :meth:`update_text`, which do that and retry)."""
+        return self._run(self._read_entry(path))
+
+    def update_json(self, path: str, fn: Callable[[Any], Any], *, default: Any = _MISSING, actor: str | None = None,
+                    reason: str | None = None, retries: int = 10) -> Any:
+        """Read-modify-write the JSON at ``path`` without losing a concurrent update: read the
+        value and its sha in one statement, call ``fn(value)``, write what it returns with that
+        sha as ``expected_sha``; if another writer got there first (ConcurrencyError), wait a
+        moment and do it again with the new value, at most ``retries`` times. Returns the value
+        written. ``fn`` gets a fresh copy each time (mutating it is fine) and may be called more
+        than once: it must compute its result from its argument only, with no side effects.
+        A missing path starts from ``default`` (written only if the path still does not
+        exist); without ``default`` it raises NotFoundError. ConcurrencyError naming the path
+        when every attempt lost; an exception from ``fn`` propagates and writes nothing."""
+        return self._run(self._update(path, fn, default, "json", retries, actor, reason))
+
+    def update_text(self, path: str, fn: Callable[[str], str], *, default: Any = _MISSING, actor: str | None = None,
+                    reason: str | None = None, retries: int = 10) -> str:
+        """:meth:`update_json` for text: ``fn`` gets the current text (or ``default``) and
+        returns the new text."""
+        return self._run(self._update(path, fn, default, "text", retries, actor, reason))
+
     def list_paths(self, prefix: str = "") -> list[str]:
         return self._run(self._list(prefix))
 
@@ -392,6 +478,19 @@ class AsyncMemoryStore(_Store):
     async def write_json(self, path: str, value: Any, *, expected_sha: str | None = None, actor: str | None = None,
                          reason: str | None = None) -> str:
         return await self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason))
+
+    async def read_entry(self, path: str) -> StoreEntry | None:
+        return await self._run(self._read_entry(path))
+
+    async def update_json(self, path: str, fn: Callable[[Any], Any], *, default: Any = _MISSING,
+                          actor: str | None = None, reason: str | None = None, retries: int = 10) -> Any:
+        """See :meth:`MemoryStore.update_json`; ``fn`` may be a coroutine function (a plain
+        function runs in a worker thread)."""
+        return await self._run(self._update(path, fn, default, "json", retries, actor, reason))
+
+    async def update_text(self, path: str, fn: Callable[[str], str], *, default: Any = _MISSING,
+                          actor: str | None = None, reason: str | None = None, retries: int = 10) -> str:
+        return await self._run(self._update(path, fn, default, "text", retries, actor, reason))
 
     async def list_paths(self, prefix: str = "") -> list[str]:
         return await self._run(self._list(prefix))
