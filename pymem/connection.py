@@ -9,19 +9,25 @@ Imports only settings, server, errors and queries: :mod:`pymem.migrations` and
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import math
+import os
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import psycopg
 from pgvector.psycopg.halfvec import register_halfvec_info
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import dict_row
 from psycopg.types import TypeInfo
 
 from . import server
 from .errors import ConfigError, translate
 from .queries import Q
 from .settings import Settings
+
+#: pgvector's types pymem sends and reads
+VECTOR_TYPES = ("vector", "halfvec")
 
 
 def resolve_conninfo(settings: Settings) -> str:
@@ -36,14 +42,16 @@ def resolve_conninfo(settings: Settings) -> str:
 
 
 def connect_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
-    """Connection parameters from settings, merged over what the DSN itself says."""
+    """Connection parameters from settings, merged over what the DSN itself says. Nothing here
+    is a startup option a transaction pooler could refuse (PgBouncer accepts application_name);
+    the statement timeout travels with each statement instead (:func:`execute`)."""
     params = conninfo_to_dict(conninfo)
     kwargs: dict[str, Any] = {"prepare_threshold": settings.prepare_threshold}
     if "application_name" not in params:
         kwargs["application_name"] = settings.application_name
-    if settings.statement_timeout_ms:
-        options = params.get("options") or ""
-        kwargs["options"] = f"{options} -c statement_timeout={settings.statement_timeout_ms}".strip()
+    if "connect_timeout" not in params and "PGCONNECT_TIMEOUT" not in os.environ:
+        # a server that does not answer fails as fast as a busy pool would (libpq's minimum is 2 s)
+        kwargs["connect_timeout"] = max(2, math.ceil(settings.pool_timeout))
     return kwargs
 
 
@@ -56,6 +64,36 @@ def errors() -> Iterator[None]:
         raise translate(exc) from exc
 
 
+def execute(conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings) -> list[dict[str, Any]]:
+    """Send the named query ``name`` on an autocommit connection; its rows as dicts.
+
+    With a statement timeout, the query goes in one pipeline behind a transaction-local
+    ``set_config('statement_timeout', ...)``: one round trip, one implicit transaction (no Sync
+    between them), so the timeout applies to this statement only and nothing stays on the
+    server connection for whoever uses it next (a transaction pooler hands it on)."""
+    cur = conn.cursor(row_factory=dict_row)
+    if not settings.statement_timeout_ms:
+        return cur.execute(Q[name], params).fetchall()
+    with conn.pipeline():
+        conn.execute(Q["statement_timeout"], {"ms": str(settings.statement_timeout_ms)})
+        cur.execute(Q[name], params)
+    return cur.fetchall()
+
+
+async def aexecute(
+    conn: psycopg.AsyncConnection, name: str, params: Mapping[str, Any], settings: Settings
+) -> list[dict[str, Any]]:
+    """The asyncio twin of :func:`execute`."""
+    cur = conn.cursor(row_factory=dict_row)
+    if not settings.statement_timeout_ms:
+        await cur.execute(Q[name], params)
+        return await cur.fetchall()
+    async with conn.pipeline():
+        await conn.execute(Q["statement_timeout"], {"ms": str(settings.statement_timeout_ms)})
+        await cur.execute(Q[name], params)
+    return await cur.fetchall()
+
+
 def type_infos(conn: psycopg.Connection) -> list[TypeInfo]:
     """pgvector's ``vector`` and ``halfvec`` types, looked up in the schema pgvector is
     installed in (none when it is not installed yet)."""
@@ -63,12 +101,17 @@ def type_infos(conn: psycopg.Connection) -> list[TypeInfo]:
     if row is None:
         return []
     schema = psycopg.sql.Identifier(row[0]).as_string(conn)
-    infos = []
-    for name in ("vector", "halfvec"):
-        info = TypeInfo.fetch(conn, f"{schema}.{name}")
-        if info is not None:
-            infos.append(info)
-    return infos
+    return [info for name in VECTOR_TYPES if (info := TypeInfo.fetch(conn, f"{schema}.{name}")) is not None]
+
+
+async def atype_infos(conn: psycopg.AsyncConnection) -> list[TypeInfo]:
+    """The asyncio twin of :func:`type_infos`."""
+    row = await (await conn.execute(Q["vector_schema"], prepare=False)).fetchone()
+    if row is None:
+        return []
+    schema = psycopg.sql.Identifier(row[0]).as_string(conn)
+    infos = [await TypeInfo.fetch(conn, f"{schema}.{name}") for name in VECTOR_TYPES]
+    return [info for info in infos if info is not None]
 
 
 def register_types(conn: psycopg.Connection | psycopg.AsyncConnection, infos: list[TypeInfo]) -> None:

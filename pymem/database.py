@@ -1,28 +1,49 @@
 """Connection pools: :class:`Database` (one psycopg_pool pool) and its asyncio twin
 :class:`AsyncDatabase`, over the same settings and the same named queries
-(:data:`pymem.queries.Q`). pgvector types are registered on every new connection,
-statement timeout and prepare threshold come from :class:`Settings`, and database errors come
-out as :mod:`pymem.errors` exceptions.
+(:data:`pymem.queries.Q`). pgvector types are registered on every connection, the prepare
+threshold comes from :class:`Settings`, the statement timeout travels with each query
+(:func:`pymem.connection.execute`), and database errors come out as :mod:`pymem.errors`
+exceptions.
 
-The one policy here: the embedded server (no DSN) is migrated when a pool opens on it; a DSN
-is never migrated implicitly (production schemas move with ``pymem migrate`` or
-``sql/migrate.sql``). Imports run one way: connection <- migrations <- database.
+The policies here:
+
+* the embedded server (no DSN) is migrated when a pool opens on it; a DSN is never migrated
+  implicitly (production schemas move with ``pymem migrate`` or ``sql/migrate.sql``);
+* opening makes one direct connection first, so a wrong host, password or database name fails
+  at once with the server's own message (pymem.ConnectionError), not after the pool timeout;
+* a call that gets no working connection says why: the embedded server this process uses is
+  started again when it stopped, and a pool timeout is checked with one direct connection;
+* pgvector's types are looked up again while they are missing, so a pool opened before
+  ``pymem migrate`` sends vectors after it.
+
+Imports run one way: connection <- migrations <- database.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterator
+import threading
+import weakref
+from collections.abc import AsyncIterator, Iterator, Mapping
 from typing import Any
 
 import psycopg
 from psycopg.types import TypeInfo
-from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from . import migrations
-from .connection import connect, connect_kwargs, errors, register_types, resolve_conninfo, type_infos
-from .errors import ConnectionError
-from .queries import Q
+from . import migrations, server
+from .connection import (
+    aexecute,
+    atype_infos,
+    connect_kwargs,
+    errors,
+    execute,
+    register_types,
+    resolve_conninfo,
+    type_infos,
+)
+from .errors import MIGRATE_HINT, ConnectionError, Error
 from .settings import Settings
 
 
@@ -33,6 +54,49 @@ def _open_conninfo(settings: Settings, migrate: bool | None) -> str:
     if migrate if migrate is not None else not settings.dsn:
         migrations.migrate(conninfo, roles=settings.roles())
     return conninfo
+
+
+def _pool_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
+    return {
+        "min_size": settings.pool_min_size,
+        "max_size": settings.pool_max_size,
+        "timeout": settings.pool_timeout,
+        "kwargs": {"autocommit": True, **connect_kwargs(settings, conninfo)},
+        "open": False,
+    }
+
+
+def _probe(settings: Settings, conninfo: str) -> list[TypeInfo]:
+    """One direct connection (not pooled): it fails with the server's own reason (wrong host,
+    password, database) within the connect timeout. Returns pgvector's types."""
+    with errors(), psycopg.connect(conninfo, autocommit=True, **connect_kwargs(settings, conninfo)) as conn:
+        return type_infos(conn)
+
+
+async def _aprobe(settings: Settings, conninfo: str) -> list[TypeInfo]:
+    with errors():
+        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **connect_kwargs(settings, conninfo))
+        async with conn:
+            return await atype_infos(conn)
+
+
+def _no_connection(exc: Error) -> bool:
+    """Whether a call failed for want of a working connection (rather than by its SQL)."""
+    return isinstance(exc, ConnectionError) or isinstance(exc.__cause__, PoolTimeout)
+
+
+def _explain(exc: Error) -> None:
+    """A pymem call that finds a pymem schema, function or table missing: the database is not
+    migrated (or by an older pymem). The hint replaces the server's ("add explicit type casts")."""
+    if exc.sqlstate in ("3F000", "42883", "42P01") and "pymem" in (exc.args[0] if exc.args else ""):
+        exc.hint = MIGRATE_HINT
+
+
+def _restarted(settings: Settings, exc: Error) -> ConnectionError:
+    return ConnectionError(
+        f"the embedded server in {server.pgdata_of(settings.data_dir)} was not running (pymem server stop?); "
+        f"pymem started it again, so the next call reaches it ({exc})"
+    )
 
 
 class Database:
@@ -46,24 +110,26 @@ class Database:
     def __init__(self, settings: Settings | None = None, *, migrate: bool | None = None) -> None:
         self.settings = settings or Settings()
         self.conninfo = _open_conninfo(self.settings, migrate)
-        self._infos: list[TypeInfo] | None = None
-        self.pool = ConnectionPool(
-            self.conninfo,
-            min_size=self.settings.pool_min_size,
-            max_size=self.settings.pool_max_size,
-            timeout=self.settings.pool_timeout,
-            kwargs={"autocommit": True, **connect_kwargs(self.settings, self.conninfo)},
-            configure=self._configure,
-            name="pymem",
-            open=False,
-        )
-        with errors():
-            self.pool.open(wait=self.settings.pool_min_size > 0, timeout=self.settings.pool_timeout)
+        self._infos = _probe(self.settings, self.conninfo)
+        self._typed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
+        self._recovering = threading.Lock()
+        self.pool = self._new_pool()
 
-    def _configure(self, conn: psycopg.Connection) -> None:
-        if self._infos is None:
+    def _new_pool(self) -> ConnectionPool:
+        pool = ConnectionPool(self.conninfo, configure=self._register, name="pymem",
+                              **_pool_kwargs(self.settings, self.conninfo))
+        with errors():
+            pool.open(wait=self.settings.pool_min_size > 0, timeout=self.settings.pool_timeout)
+        return pool
+
+    def _register(self, conn: psycopg.Connection) -> None:
+        """pgvector's types on ``conn``; looked up again while pgvector is missing (a database
+        migrated after this pool opened)."""
+        if not self._infos:
             self._infos = type_infos(conn)
-        register_types(conn, self._infos)
+        if self._infos:
+            register_types(conn, self._infos)
+            self._typed.add(conn)
 
     @contextlib.contextmanager
     def connection(self) -> Iterator[psycopg.Connection]:
@@ -72,17 +138,40 @@ class Database:
         Connections are not pinged on checkout (that would cost a round trip per call). When
         one turns out broken (the server restarted or killed it), the call raises
         pymem.ConnectionError and every idle connection is checked at once, so the next call
-        gets a live one: the application recovers without restarting."""
+        gets a live one: the application recovers without restarting. When the embedded server
+        this process uses (no DSN) has stopped, it is started again. A call that waited the
+        pool timeout for a connection gets the reason a new connection fails, if one does."""
         try:
             with errors(), self.pool.connection() as conn:
+                if conn not in self._typed:
+                    self._register(conn)
                 yield conn
-        except ConnectionError:
-            self.pool.check()
+        except Error as exc:
+            if _no_connection(exc):
+                self._recover(exc)
+            _explain(exc)
             raise
 
-    def about(self) -> dict[str, Any]:
+    def _recover(self, exc: Error) -> None:
+        if self.settings.dsn is None:
+            with self._recovering:
+                if server.status(self.settings.data_dir) is None:
+                    server.start(self.settings.data_dir)  # pymem.ServerError when it cannot
+                    old, self.pool = self.pool, self._new_pool()  # every connection of the old one is dead
+                    old.close()
+                    raise _restarted(self.settings, exc) from exc
+        if isinstance(exc, ConnectionError):
+            self.pool.check()
+        else:  # the pool timed out: is the server reachable at all?
+            _probe(self.settings, self.conninfo)
+
+    def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """Send the named query ``name`` of sql/queries.sql; its rows as dicts."""
         with self.connection() as conn:
-            return conn.execute(Q["about"]).fetchone()[0]
+            return execute(conn, name, params, self.settings)
+
+    def about(self) -> dict[str, Any]:
+        return self.query("about", {})[0]["about"]
 
     def close(self) -> None:
         self.pool.close()
@@ -95,38 +184,38 @@ class Database:
 
 
 class AsyncDatabase:
-    """The asyncio twin of :class:`Database`; create it with ``await AsyncDatabase.open()``
-    (the constructor takes an opened pool)."""
+    """The asyncio twin of :class:`Database`; create it with ``await AsyncDatabase.open()``."""
 
-    def __init__(self, settings: Settings, conninfo: str, pool: AsyncConnectionPool) -> None:
+    def __init__(self, settings: Settings, conninfo: str, infos: list[TypeInfo]) -> None:
         self.settings = settings
         self.conninfo = conninfo
-        self.pool = pool
+        self._infos = infos
+        self._typed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
+        self._recovering = asyncio.Lock()
+        self.pool: AsyncConnectionPool
 
     @classmethod
     async def open(cls, settings: Settings | None = None, *, migrate: bool | None = None) -> AsyncDatabase:
-        """See :class:`Database`: the same settings and the same migrate policy."""
+        """See :class:`Database`: the same settings and the same policies."""
         settings = settings or Settings()
         conninfo = _open_conninfo(settings, migrate)
-        with connect(conninfo, settings) as conn, errors():
-            infos = type_infos(conn)
+        db = cls(settings, conninfo, await _aprobe(settings, conninfo))
+        db.pool = await db._new_pool()
+        return db
 
-        async def configure(conn: psycopg.AsyncConnection) -> None:
-            register_types(conn, infos)
-
-        pool = AsyncConnectionPool(
-            conninfo,
-            min_size=settings.pool_min_size,
-            max_size=settings.pool_max_size,
-            timeout=settings.pool_timeout,
-            kwargs={"autocommit": True, **connect_kwargs(settings, conninfo)},
-            configure=configure,
-            name="pymem-async",
-            open=False,
-        )
+    async def _new_pool(self) -> AsyncConnectionPool:
+        pool = AsyncConnectionPool(self.conninfo, configure=self._register, name="pymem-async",
+                                   **_pool_kwargs(self.settings, self.conninfo))
         with errors():
-            await pool.open(wait=settings.pool_min_size > 0, timeout=settings.pool_timeout)
-        return cls(settings, conninfo, pool)
+            await pool.open(wait=self.settings.pool_min_size > 0, timeout=self.settings.pool_timeout)
+        return pool
+
+    async def _register(self, conn: psycopg.AsyncConnection) -> None:
+        if not self._infos:
+            self._infos = await atype_infos(conn)
+        if self._infos:
+            register_types(conn, self._infos)
+            self._typed.add(conn)
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
@@ -134,15 +223,35 @@ class AsyncDatabase:
         try:
             with errors():
                 async with self.pool.connection() as conn:
+                    if conn not in self._typed:
+                        await self._register(conn)
                     yield conn
-        except ConnectionError:
-            await self.pool.check()
+        except Error as exc:
+            if _no_connection(exc):
+                await self._recover(exc)
+            _explain(exc)
             raise
 
-    async def about(self) -> dict[str, Any]:
+    async def _recover(self, exc: Error) -> None:
+        if self.settings.dsn is None:
+            async with self._recovering:
+                if await asyncio.to_thread(server.status, self.settings.data_dir) is None:
+                    await asyncio.to_thread(server.start, self.settings.data_dir)
+                    old, self.pool = self.pool, await self._new_pool()
+                    await old.close()
+                    raise _restarted(self.settings, exc) from exc
+        if isinstance(exc, ConnectionError):
+            await self.pool.check()
+        else:
+            await _aprobe(self.settings, self.conninfo)
+
+    async def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """See :meth:`Database.query`."""
         async with self.connection() as conn:
-            cur = await conn.execute(Q["about"])
-            return (await cur.fetchone())[0]
+            return await aexecute(conn, name, params, self.settings)
+
+    async def about(self) -> dict[str, Any]:
+        return (await self.query("about", {}))[0]["about"]
 
     async def close(self) -> None:
         await self.pool.close()

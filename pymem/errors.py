@@ -95,6 +95,12 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "42P01": MigrationError,  # undefined_table
 }
 
+#: what a pymem call that finds no pymem schema (or no pgvector) tells the caller
+MIGRATE_HINT = "run `pymem migrate` on this database (or psql -f sql/migrate.sql)"
+# psycopg refuses to send a pgvector value when pgvector's types were not found on the
+# connection: pgvector is not installed, so the database was never migrated.
+_UNSENDABLE_VECTOR = ("cannot adapt type 'Vector'", "cannot adapt type 'HalfVector'")
+
 _BY_CLASS: dict[str, type[Error]] = {
     "22": ValidationError,
     "23": ConflictError,
@@ -119,6 +125,10 @@ def translate(exc: psycopg.Error) -> Error:
             return TimeoutError(f"no free connection in the pool: {message} (raise PYMEM_POOL_MAX_SIZE?)")
         if isinstance(exc, psycopg.OperationalError):
             return ConnectionError(message)
+        if isinstance(exc, psycopg.ProgrammingError) and message.startswith(_UNSENDABLE_VECTOR):
+            err = MigrationError(f"cannot send a vector: pgvector is not installed in this database ({message})")
+            err.hint = MIGRATE_HINT
+            return err
         return QueryError(message)
     cls = _BY_SQLSTATE.get(sqlstate) or _BY_CLASS.get(sqlstate[:2], QueryError)
     err = cls(message, sqlstate=sqlstate)

@@ -22,11 +22,9 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
 from pgvector import Vector
-from psycopg.rows import dict_row
 
 from .database import AsyncDatabase, Database
 from .embedders import Embedder, aembed, validate_vectors
-from .queries import Q
 
 T = TypeVar("T")
 
@@ -99,8 +97,7 @@ def run(operation: Operation[T], db: Database, embedder: Embedder | None = None)
         while True:
             try:
                 if isinstance(step, Query):
-                    with db.connection() as conn:
-                        reply: Any = conn.cursor(row_factory=dict_row).execute(Q[step.name], step.params).fetchall()
+                    reply: Any = db.query(step.name, step.params)
                 elif isinstance(step, Embed):
                     reply = vectors(embedder, step.texts)  # type: ignore[arg-type]
                 else:
@@ -120,9 +117,7 @@ async def arun(operation: Operation[T], db: AsyncDatabase, embedder: Embedder | 
         while True:
             try:
                 if isinstance(step, Query):
-                    async with db.connection() as conn:
-                        cur = await conn.cursor(row_factory=dict_row).execute(Q[step.name], step.params)
-                        reply: Any = await cur.fetchall()
+                    reply: Any = await db.query(step.name, step.params)
                 elif isinstance(step, Embed):
                     reply = await avectors(embedder, step.texts)  # type: ignore[arg-type]
                 elif inspect.iscoroutinefunction(step.fn):

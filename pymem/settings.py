@@ -1,8 +1,10 @@
 """Configuration: :class:`Settings`, read from ``PYMEM_*`` environment variables.
 
 With no DSN, pymem starts (or reuses) the embedded PostgreSQL server whose data lives in
-``data_dir``. Behind a transaction pooler (PgBouncer in transaction mode) set
-``PYMEM_PREPARE_THRESHOLD=none``: server-side prepared statements do not survive there.
+``data_dir``. The defaults work behind a transaction pooler (PgBouncer in transaction mode):
+no startup options, the statement timeout is set transaction-locally with each statement, and
+no server-side prepared statements (``prepare_threshold=None``; a direct connection may set
+``PYMEM_PREPARE_THRESHOLD=5``, README "Behind PgBouncer").
 """
 
 from __future__ import annotations
@@ -36,12 +38,15 @@ class Settings(BaseSettings):
     pool_max_size: int = Field(default=10, ge=1, description="Most connections the pool opens.")
     pool_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for a free connection.")
     statement_timeout_ms: int = Field(
-        default=30_000, ge=0, description="Server-side statement timeout per statement (0 = none)."
+        default=30_000,
+        ge=0,
+        description="Server-side timeout of each pymem statement, set with it transaction-locally (0 = none).",
     )
     prepare_threshold: int | None = Field(
-        default=5,
+        default=None,
         ge=0,
-        description="Executions before psycopg prepares a statement; none for transaction poolers.",
+        description="Executions before psycopg prepares a statement server-side; none (the default) "
+        "works behind transaction poolers.",
     )
     application_name: str = Field(default="pymem", description="Shown in pg_stat_activity.")
     agent_id: str | None = Field(

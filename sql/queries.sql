@@ -78,6 +78,10 @@ FROM pg_catalog.pg_extension AS e
 JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
 WHERE e.extname = 'vector';
 
+-- name: statement_timeout
+-- PYMEM_STATEMENT_TIMEOUT_MS for the next statement only: sent in one pipeline with it, before one Sync (transaction-local, so nothing stays on a pooled server connection).
+SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true);
+
 -- name: about
 -- Schema version, pgvector location and server version as one jsonb object.
 SELECT pymem.about() AS about;

@@ -30,7 +30,8 @@ def test_settings_read_pymem_environment(monkeypatch, tmp_path):
 
 def test_settings_defaults_and_validation(monkeypatch):
     s = pymem.Settings()
-    assert s.dsn is None and s.prepare_threshold == 5 and s.pool_min_size <= s.pool_max_size
+    # prepare_threshold None: the defaults work behind PgBouncer in transaction mode (README)
+    assert s.dsn is None and s.prepare_threshold is None and s.pool_min_size <= s.pool_max_size
     assert pymem.Settings(dsn="   ").dsn is None  # blank means "embedded"
     with pytest.raises(ValueError, match="pool_min_size"):
         pymem.Settings(pool_min_size=5, pool_max_size=2)
@@ -46,23 +47,16 @@ def test_bad_dsn_is_a_config_error():
 
 
 def test_pool_registers_vector_and_applies_settings(dsn):
-    settings = pymem.Settings(dsn=dsn, statement_timeout_ms=1234, prepare_threshold=None, pool_min_size=1)
+    settings = pymem.Settings(dsn=dsn, prepare_threshold=3, pool_min_size=1)
     with pymem.Database(settings) as db:
         with db.connection() as c:
-            vec, timeout, app = c.execute(
-                "SELECT '[1,2,3]'::vector, current_setting('statement_timeout'), current_setting('application_name')"
-            ).fetchone()
+            vec, app = c.execute("SELECT '[1,2,3]'::vector, current_setting('application_name')").fetchone()
             assert vec.to_list() == [1.0, 2.0, 3.0]
-            assert timeout == "1234ms" and app == "pymem"
-            assert c.prepare_threshold is None
+            assert app == "pymem"
+            assert c.prepare_threshold == 3
         assert db.about()["last_migration"] == migrations.load_sql_files().migrations[-1].name
-
-
-def test_statement_timeout_becomes_timeout_error(dsn):
-    with pymem.Database(pymem.Settings(dsn=dsn, statement_timeout_ms=50)) as db:
-        with pytest.raises(pymem.TimeoutError) as err, db.connection() as c:
-            c.execute("SELECT pg_sleep(2)")
-    assert err.value.sqlstate == "57014"
+    # the statement timeout is no startup option (tests/test_connection.py: it goes with each call)
+    assert "options" not in pymem.connection.connect_kwargs(settings, dsn)
 
 
 def test_async_twin(dsn):

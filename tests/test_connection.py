@@ -1,0 +1,184 @@
+"""Connection failures say what is wrong, at once (issue 13, point 3), and the statement
+timeout that travels with each call (no startup option, nothing left on the connection)."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+import pymem
+from pymem import HashEmbedder, Memory, server
+
+# A pool timeout short enough that the old behaviour (wait for the pool, then "no free
+# connection") fails these tests quickly instead of passing them slowly.
+QUICK = {"pool_timeout": 3.0}
+
+
+# --- wrong host, password, database: the server's reason, not a pool timeout ---------------
+
+
+@pytest.fixture
+def password_role(pg_server, admin, dsn):
+    """A login role that must give its password (scram) even on the trusted Unix socket: one
+    pg_hba.conf line for this role only, put first and removed afterwards."""
+    role = "pymem_pw_test"
+    hba = pg_server.pgdata / "pg_hba.conf"
+    original = hba.read_text()
+    admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+    admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD 'right-password' IN ROLE pymem_app").format(sql.Identifier(role)))
+    hba.write_text(f"local all {role} scram-sha-256\nhost all {role} 127.0.0.1/32 scram-sha-256\n" + original)
+    admin.execute("SELECT pg_reload_conf()")
+    try:
+        yield role
+    finally:
+        hba.write_text(original)
+        admin.execute("SELECT pg_reload_conf()")
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+def test_wrong_password_is_a_connection_error_naming_it(dsn, password_role):
+    with pymem.Database(pymem.Settings(dsn=make_conninfo(dsn, user=password_role, password="right-password"))) as db:
+        assert db.about()["migrations"] > 0  # the role and its password work
+    wrong = pymem.Settings(dsn=make_conninfo(dsn, user=password_role, password="wrong"), **QUICK)
+    with pytest.raises(pymem.ConnectionError, match="password authentication failed"):
+        pymem.Database(wrong)
+    with pytest.raises(pymem.ConnectionError, match="password authentication failed"):
+        asyncio.run(pymem.AsyncDatabase.open(wrong))
+    # a pool that opens no connection up front fails just the same, when it opens
+    with pytest.raises(pymem.ConnectionError, match="password authentication failed"):
+        pymem.Database(pymem.Settings(dsn=wrong.dsn, pool_min_size=0, **QUICK))
+
+
+def test_missing_database_and_closed_port_are_connection_errors(dsn):
+    with pytest.raises(pymem.ConnectionError, match="does not exist"):
+        pymem.Database(pymem.Settings(dsn=make_conninfo(dsn, dbname="pymem_no_such_db"), **QUICK))
+    with socket.socket() as s:  # a loopback port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    closed = pymem.Settings(dsn=f"host=127.0.0.1 port={port} dbname=pymem", **QUICK)
+    with pytest.raises(pymem.ConnectionError, match="refused"):
+        pymem.Database(closed)
+    with pytest.raises(pymem.ConnectionError, match="refused"):
+        asyncio.run(pymem.AsyncDatabase.open(closed))
+
+
+def test_a_pool_timeout_names_why_no_new_connection_can_be_made(dsn, admin):
+    settings = pymem.Settings(dsn=dsn, pool_min_size=1, pool_max_size=1, pool_timeout=2.0)
+    dbname = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    with pymem.Database(settings) as db:
+        with db.connection():  # the only pooled connection is busy, the server is fine
+            with pytest.raises(pymem.TimeoutError, match="no free connection"):
+                db.about()
+        admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(dbname)))
+        try:
+            with db.connection():  # busy again, and no new connection can be made
+                with pytest.raises(pymem.ConnectionError, match="not currently accepting connections"):
+                    db.about()
+        finally:
+            admin.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS true").format(sql.Identifier(dbname)))
+        assert db.about()["migrations"] > 0
+
+
+# --- the embedded server stopped under a running process ----------------------------------
+
+
+def test_a_process_restarts_its_embedded_server_after_pymem_server_stop(tmp_path):
+    data_dir = tmp_path / "embedded"
+    settings = pymem.Settings(data_dir=data_dir, **QUICK)  # no DSN: this process's embedded server
+    try:
+        with pymem.Database(settings) as db:
+            mem = Memory(agent_id="bot", db=db, embedder=HashEmbedder())
+            mem.persist("Lives in Oslo", id="alice")
+            assert server.stop(data_dir)  # what `pymem server stop` does
+            with pytest.raises(pymem.ConnectionError, match="started it again"):
+                mem.retrieve(id="alice")  # this call's connection died with the server
+            assert server.status(data_dir) is not None
+            for _ in range(3):  # every later call works: no pool timeout, no restart of the process
+                assert [f.content for f in mem.retrieve("Oslo", id="alice")] == ["Lives in Oslo"]
+
+        async def twin():
+            async with await pymem.AsyncDatabase.open(settings) as adb:
+                amem = pymem.AsyncMemory(agent_id="bot", db=adb, embedder=HashEmbedder())
+                assert [f.content for f in await amem.retrieve(id="alice")] == ["Lives in Oslo"]
+                assert server.stop(data_dir)
+                with pytest.raises(pymem.ConnectionError, match="started it again"):
+                    await amem.retrieve(id="alice")
+                return [f.content for f in await amem.retrieve(id="alice")]
+
+        assert asyncio.run(twin()) == ["Lives in Oslo"]
+    finally:
+        server.stop(data_dir)
+
+
+# --- an unmigrated database -----------------------------------------------------------------
+
+
+def test_unmigrated_database_says_run_pymem_migrate_and_works_once_migrated(empty_dsn):
+    with pymem.Database(pymem.Settings(dsn=empty_dsn, **QUICK), migrate=False) as db:
+        with_vectors = Memory(agent_id="bot", db=db, embedder=HashEmbedder())
+        without = Memory(agent_id="bot", db=db)
+        with pytest.raises(pymem.MigrationError, match="pymem migrate"):
+            with_vectors.persist("Lives in Oslo", id="alice")  # pgvector is not even installed
+        with pytest.raises(pymem.MigrationError, match="pymem migrate"):
+            without.persist("Lives in Oslo", id="alice")  # schema pymem does not exist
+        with pytest.raises(pymem.MigrationError, match="pymem migrate"):
+            db.about()
+
+        pymem.migrate(empty_dsn)  # from elsewhere: this pool opened before pgvector existed
+
+        fact = with_vectors.persist("Lives in Oslo", id="alice")
+        assert [f.id for f in with_vectors.retrieve("Where does she live? Oslo", id="alice")] == [fact]
+        assert db.about()["migrations"] > 0
+
+
+def test_unmigrated_database_async(empty_dsn):
+    async def main():
+        async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=empty_dsn, **QUICK), migrate=False) as db:
+            mem = pymem.AsyncMemory(agent_id="bot", db=db, embedder=HashEmbedder())
+            with pytest.raises(pymem.MigrationError, match="pymem migrate"):
+                await mem.persist("Lives in Oslo", id="alice")
+            await asyncio.to_thread(pymem.migrate, empty_dsn)
+            fact = await mem.persist("Lives in Oslo", id="alice")
+            return fact, [f.id for f in await mem.retrieve("Oslo", id="alice")]
+
+    fact, found = asyncio.run(main())
+    assert found == [fact]
+
+
+# --- the statement timeout: with each call, for that call only ------------------------------
+
+
+def test_statement_timeout_cancels_a_blocked_call_and_leaves_nothing_on_the_connection(dsn, admin):
+    settings = pymem.Settings(dsn=dsn, statement_timeout_ms=300, pool_min_size=1, pool_max_size=1)
+    default = admin.execute("SHOW statement_timeout").fetchone()[0]
+    with pymem.Database(settings) as db:
+        mem = Memory(agent_id="bot", db=db)
+        mem.persist("Lives in Oslo", id="alice")
+        with db.connection() as c:
+            pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
+            assert c.execute("SHOW statement_timeout").fetchone()[0] == default  # no startup option
+
+        holder = psycopg.connect(dsn)  # holds a lock every facts call needs
+        holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
+        # If the timeout did not apply, the call would wait for this to end and then succeed.
+        release = threading.Timer(30, holder.rollback)
+        release.start()
+        try:
+            with pytest.raises(pymem.TimeoutError) as err:
+                mem.retrieve(id="alice")
+        finally:
+            release.cancel()
+            holder.close()
+        assert err.value.sqlstate == "57014" and "statement timeout" in str(err.value)
+
+        assert [f.content for f in mem.retrieve(id="alice")] == ["Lives in Oslo"]
+        with db.connection() as c:  # the same server connection, back to the server's default
+            assert c.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
+            assert c.execute("SHOW statement_timeout").fetchone()[0] == default
+            assert c.prepare_threshold is None  # the default: no server-side prepared statements
