@@ -2,6 +2,11 @@
 never the user's data directory), a template database migrated once, and a database cloned
 from it for each test (pytest-postgresql's DatabaseJanitor). No mocks anywhere.
 
+Another server: PYMEM_TEST_PG_BINDIR=/usr/lib/postgresql/15/bin (a PostgreSQL install's bin
+directory, pgvector installed into it) makes pg_server initdb and run that PostgreSQL instead,
+in a temporary directory of its own (Unix socket only, a free port number; as root, as the OS
+user ``postgres``). CI runs the suite this way on PostgreSQL 15 (.ci/pg15).
+
 Fixtures:
   pg_server   the session's server (ServerInfo: uri, socket_dir, port, pgdata)
   admin       a superuser autocommit connection to the maintenance database
@@ -19,14 +24,18 @@ from __future__ import annotations
 import itertools
 import os
 import shutil
+import socket
+import subprocess
 import tempfile
 import time
+import urllib.parse
 from pathlib import Path
 
 # Before pymem reads any setting: tests never touch a user's data directory or DSN.
 _SCRATCH = Path(tempfile.mkdtemp(prefix="pymem-tests-"))
 os.environ["PYMEM_DATA_DIR"] = str(_SCRATCH / "default-data")
 os.environ.pop("PYMEM_DSN", None)
+PG_BINDIR = os.environ.get("PYMEM_TEST_PG_BINDIR") or None  # None: the embedded server
 
 import psycopg  # noqa: E402
 import pytest  # noqa: E402
@@ -41,19 +50,77 @@ TEMPLATE = "pymem_template"
 _counter = itertools.count()
 
 
+def _as_server_user() -> dict:
+    """subprocess.run arguments that run a PostgreSQL program as a non-root OS user: initdb and
+    postgres refuse root. Not root: as ourselves."""
+    if os.geteuid() != 0:
+        return {}
+    import pwd
+
+    try:
+        pw = pwd.getpwnam("postgres")
+    except KeyError:
+        raise RuntimeError("PYMEM_TEST_PG_BINDIR as root needs an OS user `postgres` to run the server as "
+                           "(initdb refuses root): install the PostgreSQL package or `useradd --system postgres`")
+    return {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+
+
+def _start_external(bindir: Path, root: Path) -> server.ServerInfo:
+    """initdb + pg_ctl start from ``bindir`` in ``root`` (pgdata/, socket/, log): the same
+    initdb options as the embedded server, listening on a Unix socket in ``root`` only."""
+    for program in ("initdb", "pg_ctl"):
+        if not (bindir / program).is_file():
+            raise RuntimeError(f"PYMEM_TEST_PG_BINDIR={bindir} has no {program}: point it at a PostgreSQL bin directory")
+    as_user = _as_server_user()
+    pgdata, socket_dir, log = root / "pgdata", root / "socket", root / "log"
+    root.mkdir(mode=0o755)
+    socket_dir.mkdir(mode=0o755)  # other OS users (a pooler) may connect through the socket
+    if as_user:
+        _SCRATCH.chmod(0o755)  # the server's user must reach its directories
+        for path in (root, socket_dir):
+            os.chown(path, as_user["user"], as_user["group"])
+
+    def run(*args: str) -> None:
+        out = subprocess.run([str(a) for a in args], cwd=root, capture_output=True, text=True, timeout=120, **as_user)
+        if out.returncode != 0:
+            tail = log.read_text(errors="replace")[-2000:] if log.exists() else ""
+            raise RuntimeError(f"{' '.join(map(str, args))} failed:\n{out.stdout}{out.stderr}{tail}")
+
+    with socket.socket() as s:  # a free port number names the socket file
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    run(bindir / "initdb", "-D", pgdata, "-U", "postgres", "--auth=trust", "--encoding=utf8", "--no-sync")
+    run(bindir / "pg_ctl", "-D", pgdata, "-l", log, "-w", "-o", f"-h '' -k {socket_dir} -p {port}", "start")
+    pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+    uri = f"postgresql://postgres@/postgres?host={urllib.parse.quote(str(socket_dir), safe='/')}&port={port}"
+    return server.ServerInfo(pgdata, pid, uri, socket_dir, port)
+
+
 @pytest.fixture(scope="session")
 def pg_server():
     data_dir = _SCRATCH / "server"
-    info = server.start(data_dir)
-    with psycopg.connect(info.uri, autocommit=True) as c:
-        # Test-only durability trade: nothing here must survive a crash of the test machine.
-        for setting in ("fsync = off", "synchronous_commit = off", "full_page_writes = off"):
-            c.execute(f"ALTER SYSTEM SET {setting}")
-        c.execute("SELECT pg_reload_conf()")
-    yield info
-    server.stop(data_dir)
-    server.stop(_SCRATCH / "default-data")  # if a CLI test started the default one
-    shutil.rmtree(_SCRATCH, ignore_errors=True)
+    if PG_BINDIR:
+        info = _start_external(Path(PG_BINDIR), data_dir)
+    else:
+        info = server.start(data_dir)
+    try:
+        with psycopg.connect(info.uri, autocommit=True) as c:
+            if PG_BINDIR and not c.execute("SELECT 1 FROM pg_available_extensions WHERE name = 'vector'").fetchone():
+                raise RuntimeError(f"pgvector is not installed into the PostgreSQL of {PG_BINDIR}: build it "
+                                   "with that pg_config (.ci/pg15 does it for Debian's PostgreSQL 15)")
+            # Test-only durability trade: nothing here must survive a crash of the test machine.
+            for setting in ("fsync = off", "synchronous_commit = off", "full_page_writes = off"):
+                c.execute(f"ALTER SYSTEM SET {setting}")
+            c.execute("SELECT pg_reload_conf()")
+        yield info
+    finally:
+        if PG_BINDIR:
+            subprocess.run([str(Path(PG_BINDIR) / "pg_ctl"), "-D", str(info.pgdata), "-m", "fast", "-w", "stop"],
+                           cwd=data_dir, capture_output=True, **_as_server_user())
+        else:
+            server.stop(data_dir)
+        server.stop(_SCRATCH / "default-data")  # if a CLI test started the default one
+        shutil.rmtree(_SCRATCH, ignore_errors=True)
 
 
 def _janitor(info: server.ServerInfo, dbname: str, **kw) -> DatabaseJanitor:
