@@ -1,7 +1,7 @@
 """The ``pymem`` command: migrate, server status/stop, version, demo.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
-3 ``migrate --check`` found the schema not current.
+3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -17,6 +17,14 @@ from .database import Database
 from .errors import Error, ValidationError
 from .portability import export_user, import_user
 from .settings import Settings
+
+
+#: The server's hints a command can meet, in command-line words (Python's are
+#: pymem.errors.PYTHON_HINTS; both are keyed by the hint as SQL words it).
+CLI_HINTS: dict[str, str] = {
+    "Import under another user_id, or pass replace => true.": "Import under another user (--user ID), or pass --replace.",
+    "Each project is separate: check user_id and project_id.": "Each project is separate: check --user and --project.",
+}
 
 
 def _settings() -> Settings:
@@ -139,13 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)
         return args.func(args)
     except Error as exc:
+        exc.hint = CLI_HINTS.get(exc.server_hint or "", exc.hint)
         state = f" [SQLSTATE {exc.sqlstate}]" if exc.sqlstate else ""
         print(f"pymem: {type(exc).__name__}: {exc}{state}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # Ctrl-C: psycopg cancels a running statement (rolled back); no traceback
+        print("pymem: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

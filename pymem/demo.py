@@ -2,7 +2,8 @@
 that prints, turn by turn, the context pymem would send to a chat model: facts learned and
 superseded, the window sliding, a summary forming, a long-ago message recalled, and the two
 users never mixing. Runs on the embedded server unless PYMEM_DSN is set; safe to repeat (it
-uses project "pymem-demo" and clears it first)."""
+uses project "pymem-demo" and clears it first). It says so, and ends with the commands that show
+what it stored (``pymem export --project pymem-demo --user ...``, psql)."""
 
 from __future__ import annotations
 
@@ -53,10 +54,13 @@ def show(turn: int, user: str, messages: list[dict[str, str]]) -> None:
 def run(settings: Settings) -> int:
     if settings.dsn:
         print("pymem demo: using PYMEM_DSN")
+        psql = 'psql "$PYMEM_DSN"'
     else:
         info = server.start(settings.data_dir)
         print(f"pymem demo: embedded PostgreSQL in {info.pgdata}")
-        print(f"  connect with: psql '{info.uri}'")
+        psql = f"psql '{info.uri}'"
+        print(f"  connect with: {psql}")
+    print(f"pymem demo: writes to project {PROJECT!r} (replacing what an earlier demo left there)")
     conninfo = resolve_conninfo(settings)
     result = migrations.migrate(conninfo, roles=settings.roles())
     print(f"migrations applied: {', '.join(result.applied) or 'none pending'}; "
@@ -66,7 +70,12 @@ def run(settings: Settings) -> int:
         print(f"schema pymem at {about['last_migration']}; PostgreSQL {about['server_version']}, "
               f"pgvector {about['vector_version']} in schema {about['vector_schema']}")
         conversation(db)
+    user = SCRIPT[0][0]
     print("\npymem demo: done" + ("" if settings.dsn else " (the server keeps running; `pymem server stop` stops it)"))
+    print(f"what it stored is in project {PROJECT!r}; see it with")
+    print(f"  pymem export --project {PROJECT} --user {user}")
+    query = f"SELECT pymem.user_export(user_id => '{user}', project_id => '{PROJECT}')"
+    print(f'  {psql} -c "{query}"')
     return 0
 
 

@@ -2,7 +2,8 @@
 ``retrieve``, ``update``, ``forget`` and ``history`` (see :mod:`pymem.memory`).
 
 Tiers map to the SQL scopes: ``global`` -> scope ``agent`` under the Memory's ``agent_id``;
-``user`` -> scope ``user`` under a user id; ``project`` -> scope ``project``. ``project_id``
+``user`` -> scope ``user`` under a user id; ``project`` -> scope ``project`` under the Memory's
+``project_id`` (or ``id=``). ``project_id``
 (the tenant partition) is fixed per Memory. All rules (idempotence, scoping guards, supersede
 chains, caps) live in SQL; this module maps arguments, embeds text and builds :class:`Fact`
 objects. Each is one operation (a generator, see :mod:`pymem.runner`) that the sync and async twins
@@ -90,6 +91,8 @@ class _Facts:
                         stacklevel=4,
                     )
                 scope_id = ""
+        elif scope == "project":  # the Memory's own project, unless id= names another
+            scope_id = self.options.project_id if id is None else id
         else:
             scope_id = "" if id is None else id
         return {"scope": scope, "scope_id": text(scope_id, "id"), "project_id": self.options.project_id}

@@ -77,9 +77,14 @@ BEGIN
             RAISE EXCEPTION 'pymem: ''*'' selects every % when reading or deleting; a fact cannot be written to it', scope
                 USING ERRCODE = '22023';
         END IF;
-        IF scope_id = '' AND scope <> 'agent' THEN
-            RAISE EXCEPTION 'pymem: a % fact needs a % id; the empty id names no one', scope, scope
-                USING ERRCODE = '22023';
+        IF scope_id = '' AND scope = 'user' THEN
+            RAISE EXCEPTION 'pymem: a user fact needs a user id; the empty id names no one'
+                USING ERRCODE = '22023',
+                      HINT = 'Pass the user''s id as scope_id, or scope => ''agent'' for a fact every user of the agent shares.';
+        END IF;
+        IF scope_id = '' AND scope = 'project' THEN
+            RAISE EXCEPTION 'pymem: a project fact needs a project id; the empty id names no one'
+                USING ERRCODE = '22023', HINT = 'Pass the project''s id as scope_id.';
         END IF;
         RETURN true;
     END IF;

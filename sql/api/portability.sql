@@ -5,7 +5,9 @@
 -- (recall and semantic retrieval catch up in one batch on first use).
 -- user_import runs in one transaction: it writes everything or nothing.
 
--- user_export: the document for (project_id, user_id); format "pymem.user/1".
+-- user_export: the document for (project_id, user_id); format "pymem.user/1". A user with no
+-- facts and no threads in that project is refused (P0002), not exported as an empty document:
+-- a mistyped id or a forgotten project_id would otherwise look like a user with no memory.
 --   SELECT pymem.user_export(user_id => 'alice');
 CREATE OR REPLACE FUNCTION pymem.user_export(user_id text, project_id text DEFAULT '')
 RETURNS jsonb
@@ -16,6 +18,16 @@ AS $$
 BEGIN
     PERFORM pymem._tenant_enter(user_export.project_id);
     PERFORM pymem._fact_check_subject('user', user_export.user_id, user_export.project_id, 'exact');
+    -- every history ends in an active fact, so looking at active ones (indexed) is enough
+    IF NOT EXISTS (SELECT 1 FROM pymem.facts AS f
+                    WHERE f.project_id = user_export.project_id AND f.scope = 'user' AND f.scope_id = user_export.user_id
+                      AND f.superseded_by IS NULL)
+       AND NOT EXISTS (SELECT 1 FROM pymem.threads AS t
+                        WHERE t.project_id = user_export.project_id AND t.user_id = user_export.user_id) THEN
+        RAISE EXCEPTION 'pymem: no user % in project %: it has no facts and no conversations there',
+                pg_catalog.quote_literal(user_export.user_id), pg_catalog.quote_literal(user_export.project_id)
+            USING ERRCODE = 'P0002', HINT = 'Each project is separate: check user_id and project_id.';
+    END IF;
     RETURN pg_catalog.jsonb_build_object(
         'format', 'pymem.user/1',
         'project_id', user_export.project_id,
