@@ -12,16 +12,26 @@ import psycopg
 
 
 class Error(Exception):
-    """Base class of every error pymem raises."""
+    """Base class of every error pymem raises. ``str()`` is the message followed by
+    ``(hint: ...)`` when there is a hint."""
 
     sqlstate: str | None = None
     #: the constraint a class-23 error names, when the server says
     constraint: str | None = None
+    #: how to fix it, in the caller's words (:data:`PYTHON_HINTS`; the CLI rewords a few)
+    hint: str | None = None
+    #: the hint as the server sent it, in SQL's words (None when the error is not the server's)
+    server_hint: str | None = None
 
-    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+    def __init__(self, message: str, *, sqlstate: str | None = None, hint: str | None = None) -> None:
         super().__init__(message)
         if sqlstate is not None:
             self.sqlstate = sqlstate
+        self.hint = hint
+
+    def __str__(self) -> str:
+        message = super().__str__()
+        return f"{message} (hint: {self.hint})" if self.hint else message
 
 
 class ConfigError(Error):
@@ -72,16 +82,37 @@ class QueryError(Error):
     """Any other database error; ``sqlstate`` says which."""
 
 
+# The server's hints that name a SQL parameter or function (``replace => true``,
+# ``store_open(...)``), in Python's words: translate() shows these instead. The CLI rewords the
+# ones its commands can meet (pymem.cli.CLI_HINTS). tests/test_cli_hints.py checks that every
+# such hint in sql/api/ has an entry here.
+PYTHON_HINTS: dict[str, str] = {
+    # sql/api/facts.sql, _fact_check_subject: a user or project fact with an empty id
+    "Pass the user's id as scope_id, or scope => 'agent' for a fact every user of the agent shares.":
+        'Name the user (user=... or Memory(user_id=...)), or tier="global" for a fact every user of the agent shares.',
+    "Pass the project's id as scope_id.":
+        'Pass id=..., or give the Memory a project_id (tier="project" then files the fact under it).',
+    # sql/api/portability.sql, user_import: the user already has memory there
+    "Import under another user_id, or pass replace => true.": "Import under another user_id=..., or pass replace=True.",
+    # sql/api/stores.sql
+    "Create it with store_open(..., create => true).": "Create it with MemoryStore.get_or_create(key).",
+    "store_open never changes an existing store's options: open it without them, or change them with "
+    "pymem.store_protect (tighten) or pymem.store_configure (owner role).":
+        "get_or_create never changes an existing store's options: call it without them, or change them with "
+        "store.protect() (tighten) or store.configure() (owner role).",
+    "The owner role (an administrator) may weaken them with pymem.store_configure.":
+        "The owner role (an administrator) may weaken them with store.configure().",
+}
+
 # SQLSTATE -> class, most specific first. pymem's own codes are in class PM.
 _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM001": ExtensionError,
     "PM002": MigrationError,
-    "PM010": MigrationError,  # a pymem role is missing or cannot be handed ownership
+    "PM010": MigrationError,  # the migrating role lacks a privilege the migrate needs (the hint names the GRANT)
     "PM011": MigrationError,  # something stored in schema pymem would call a planted look-alike
     "PM012": MigrationError,  # an old function signature that something depends on would stay beside the new one
     "57014": TimeoutError,
     "PM201": ConflictError,  # fact already superseded
-    "PM202": ConflictError,  # new content is already another active fact
     "PM401": ConcurrencyError,  # store entry changed since it was read
     "PM402": PermissionError,  # store path under a read-only prefix
     "PM403": ValidationError,  # reserved store path
@@ -116,8 +147,8 @@ def translate(exc: psycopg.Error) -> Error:
     message = (diag.message_primary if diag is not None else None) or str(exc).strip()
     if diag is not None and diag.message_detail:
         message = f"{message} (detail: {diag.message_detail})"
-    if diag is not None and diag.message_hint:
-        message = f"{message} (hint: {diag.message_hint})"
+    server_hint = diag.message_hint if diag is not None else None
+    hint = PYTHON_HINTS.get(server_hint, server_hint) if server_hint else None
     if sqlstate is None:
         from psycopg_pool import PoolTimeout
 
@@ -131,6 +162,7 @@ def translate(exc: psycopg.Error) -> Error:
             return err
         return QueryError(message)
     cls = _BY_SQLSTATE.get(sqlstate) or _BY_CLASS.get(sqlstate[:2], QueryError)
-    err = cls(message, sqlstate=sqlstate)
+    err = cls(message, sqlstate=sqlstate, hint=hint)
+    err.server_hint = server_hint
     err.constraint = diag.constraint_name if diag is not None else None
     return err
