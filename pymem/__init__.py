@@ -37,7 +37,7 @@ from .errors import (  # noqa: E402
 from .context import Context  # noqa: E402
 from .conversations import Message, TurnResult  # noqa: E402
 from .embedders import Embedder, HashEmbedder  # noqa: E402
-from .facts import Fact  # noqa: E402
+from .facts import Fact, FactId  # noqa: E402
 from .memory import AsyncMemory, Memory, context, default_memory, record  # noqa: E402
 from .migrations import check as check_migrations  # noqa: E402
 from .migrations import migrate  # noqa: E402
@@ -60,6 +60,7 @@ __all__ = [
     "default_memory",
     "record",
     "Fact",
+    "FactId",
     "HashEmbedder",
     "Memory",
     "MemoryOptions",

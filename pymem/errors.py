@@ -113,7 +113,6 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM012": MigrationError,  # an old function signature that something depends on would stay beside the new one
     "57014": TimeoutError,
     "PM201": ConflictError,  # fact already superseded
-    "PM202": ConflictError,  # new content is already another active fact
     "PM401": ConcurrencyError,  # store entry changed since it was read
     "PM402": PermissionError,  # store path under a read-only prefix
     "PM403": ValidationError,  # reserved store path

@@ -31,7 +31,8 @@ SOURCES = ("manual", "learned", "trace")
 
 @dataclass(frozen=True)
 class Fact:
-    """One row of ``pymem.facts`` (``similarity`` is set by semantic retrieval)."""
+    """One row of ``pymem.facts`` (``similarity`` is set by semantic retrieval; ``depth``, the
+    supersede steps from this version to the newest one of its history, by ``history(fact_id=)``)."""
 
     id: int
     content: str
@@ -46,10 +47,30 @@ class Fact:
     superseded_by: int | None = None
     superseded_at: datetime | None = None
     similarity: float | None = None
+    depth: int | None = None
 
     @property
     def active(self) -> bool:
         return self.superseded_by is None
+
+
+class FactId(int):
+    """The id of the fact a supersede left active (an ``int``), and whether it created that fact:
+    ``created`` is False when the new content already was an active fact of the subject and the
+    old fact was retired into it (a merge: no row was added)."""
+
+    created: bool
+
+    def __new__(cls, id: int, created: bool = True) -> FactId:
+        self = super().__new__(cls, id)
+        self.created = created
+        return self
+
+    def __getnewargs__(self) -> tuple[int, bool]:
+        return int(self), self.created
+
+    def __repr__(self) -> str:
+        return f"FactId({int(self)}, created={self.created})"
 
 
 def _fact(row: Mapping[str, Any], scope: str | None = None) -> Fact:
@@ -67,6 +88,7 @@ def _fact(row: Mapping[str, Any], scope: str | None = None) -> Fact:
         superseded_by=row.get("superseded_by"),
         superseded_at=row.get("superseded_at"),
         similarity=row.get("similarity"),
+        depth=row.get("depth"),
     )
 
 
@@ -150,13 +172,13 @@ class _Facts:
             rows = yield Query("facts_search", params)
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
-    def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata) -> Operation[int]:
+    def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}
         params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
         params |= self._values(confidence, source, trace_id, metadata)
         params |= yield from self._vector(new)
         rows = yield Query("fact_supersede", params)
-        return rows[0]["id"]
+        return FactId(rows[0]["id"], rows[0]["created"])
 
     def _forget(self, tier, id, fact_id, content) -> Operation[int]:
         subject = self._subject(tier, id, writing=False)

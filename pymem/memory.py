@@ -23,7 +23,7 @@ from .conversations import Message, TurnResult, _Conversations
 from .database import AsyncDatabase, Database
 from .embedders import HashEmbedder
 from .errors import ValidationError
-from .facts import Fact, _Facts
+from .facts import Fact, FactId, _Facts
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
 from .runner import Operation, arun, run
 from .settings import Settings
@@ -116,8 +116,13 @@ class Memory(MemoryBase):
 
     def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                id: str | None = None, confidence: float = 1.0, source: str = "manual", trace_id: str | None = None,
-               metadata: Mapping[str, Any] | None = None) -> int:
-        """Supersede the fact named by ``old`` content or ``fact_id`` with ``new``; returns the new id."""
+               metadata: Mapping[str, Any] | None = None) -> FactId:
+        """Retire the active fact named by ``old`` content or ``fact_id`` in favour of ``new``.
+
+        Returns the id of the fact now active (a :class:`FactId`, an ``int``): a new fact, or,
+        when ``new`` already was an active fact of the subject, that fact (``created`` False:
+        the old fact is merged into it, which stays as it was). Raises ConflictError (PM201)
+        when the old fact was already superseded, ValidationError when ``new`` equals it."""
         return self._run(self._update(new, old, fact_id, tier, id, confidence, source, trace_id, metadata))
 
     def forget(self, *, tier: str = "user", id: str | None = None, fact_id: int | None = None,
@@ -127,7 +132,8 @@ class Memory(MemoryBase):
 
     def history(self, *, tier: str = "user", id: str | None = None, fact_id: int | None = None,
                 limit: int = 1000) -> list[Fact]:
-        """Every version, newest first; with ``fact_id``, that fact's chain oldest first."""
+        """Every version, newest first; with ``fact_id``, that fact's history: every version merged
+        into the same newest one, each before its successor (``Fact.depth``: steps to the newest)."""
         return self._run(self._history(tier, id, fact_id, limit))
 
     # -- conversation ---------------------------------------------------------------------
@@ -239,7 +245,7 @@ class AsyncMemory(MemoryBase):
 
     async def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                      id: str | None = None, confidence: float = 1.0, source: str = "manual",
-                     trace_id: str | None = None, metadata: Mapping[str, Any] | None = None) -> int:
+                     trace_id: str | None = None, metadata: Mapping[str, Any] | None = None) -> FactId:
         return await self._run(self._update(new, old, fact_id, tier, id, confidence, source, trace_id, metadata))
 
     async def forget(self, *, tier: str = "user", id: str | None = None, fact_id: int | None = None,

@@ -198,6 +198,29 @@ COMMIT;
 \echo pymem: applied 0009_result_types
 \endif
 
+-- 0010_fact_merges
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0010_fact_merges', '8c8a766a9e379ec9fb41f8a705e73ebc82c2693410f1ef0816b979a53f2d9fdd') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0010_fact_merges.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0010_fact_merges', '8c8a766a9e379ec9fb41f8a705e73ebc82c2693410f1ef0816b979a53f2d9fdd', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0010_fact_merges
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).

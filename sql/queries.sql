@@ -108,18 +108,19 @@ FROM pymem.fact_history(scope => %(scope)s, scope_id => %(scope_id)s, project_id
                         max_facts => %(max_facts)s::integer) AS f;
 
 -- name: fact_chain
--- The supersede chain a fact belongs to, oldest first.
+-- A fact's history tree (every branch merged into its newest version), predecessors first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at
+       f.created_at, f.superseded_by, f.superseded_at, f.depth
 FROM pymem.fact_chain(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s::bigint, project_id => %(project_id)s) AS f;
 
 -- name: fact_supersede
--- Replace an active fact (by id or old content) with new content; returns the new id.
-SELECT pymem.fact_supersede(
+-- Retire an active fact (by id or old content) in favour of new content; returns the fact now
+-- active and whether it was created (false: merged into an active fact with that content).
+SELECT s.id, s.created FROM pymem.fact_supersede(
     scope => %(scope)s, scope_id => %(scope_id)s, new_content => %(new_content)s, id => %(id)s::bigint,
     old_content => %(old_content)s, project_id => %(project_id)s, confidence => %(confidence)s::float8,
     source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
-    embedding => %(embedding)s, embedder => %(embedder)s) AS id;
+    embedding => %(embedding)s, embedder => %(embedder)s) AS s;
 
 -- name: fact_forget
 -- Delete one fact (by id or content) and the versions it superseded; returns the count.

@@ -190,7 +190,8 @@ def _api_calls(c: psycopg.Connection) -> None:
                     (v3,)).fetchone()[0]
     c.execute("SELECT * FROM pymem.fact_add('user', 'ann', 'Learned one', source => 'learned', max_learned => 1)")
     c.execute("SELECT * FROM pymem.fact_add('user', 'ann', 'Learned two', source => 'learned', max_learned => 1)")
-    new = c.execute("SELECT pymem.fact_supersede('user', 'ann', 'Likes green tea', id => %s)", (fid,)).fetchone()[0]
+    new = c.execute("SELECT id FROM pymem.fact_supersede('user', 'ann', 'Likes green tea', id => %s)",
+                    (fid,)).fetchone()[0]
     c.execute("SELECT * FROM pymem.facts_newest('user', 'ann')")
     c.execute("SELECT * FROM pymem.facts_newest('user', '*')")
     c.execute("SELECT * FROM pymem.fact_history('user', 'ann')")

@@ -137,7 +137,7 @@ def test_python_defaults_equal_the_sql_defaults(dsn):
 
 REPLIES: dict[str, list[dict[str, Any]]] = {
     "fact_add": [{"id": 1}],
-    "fact_supersede": [{"id": 2}],
+    "fact_supersede": [{"id": 2, "created": True}],
     "message_add": [{"seq": 1}],
     "turn_record": [{"user_seq": 1, "assistant_seq": 2, "learned_ids": [], "claim_token": uuid.uuid4(),
                      "previous_summary": None, "messages": []}],

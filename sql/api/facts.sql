@@ -20,11 +20,17 @@
 --
 -- Locking: fact_add relies on the unique index facts_active_content_key (concurrent adders of
 -- one fact all get the one row); learned adds with a cap lock the subject's row of
--- subject_locks (pymem._subject_lock) so the cap holds under concurrency; fact_supersede locks the old row (FOR UPDATE), so of two
--- concurrent supersedes exactly one wins and the other gets PM201.
+-- subject_locks (pymem._subject_lock) so the cap holds under concurrency; fact_supersede takes
+-- the same lock, then locks the old row (FOR UPDATE): supersedes of one subject run one after
+-- the other, so of two concurrent supersedes of one fact exactly one wins and the other gets
+-- PM201, and a merge target stays active until the merge commits.
 --
--- Errors: 22023 invalid argument; P0002 no such fact; PM201 fact already superseded;
--- PM202 the new content is already another active fact of the subject.
+-- History: a supersede points the old row at its successor (superseded_by): a new fact, or an
+-- active fact that already had the new content (a merge). A fact has at most one successor,
+-- linked while it is active, so a subject's history is a set of trees, each merging into one
+-- active fact (fact_chain returns one of them); no cycle can form.
+--
+-- Errors: 22023 invalid argument; P0002 no such fact; PM201 fact already superseded.
 
 -- _fact_trim(content): content without leading and trailing whitespace. Whitespace is an
 -- explicit Unicode list, not the locale's \s (which is ASCII-only under the C locale).
@@ -136,7 +142,8 @@ $$;
 
 -- _subject_lock(project_id, scope, scope_id): locks the subject's row of subject_locks
 -- (creating it on first use) until the transaction ends; writers of one subject's learned facts
--- wait for each other, and nobody else can hold it (see migrations/0006_subject_locks.sql).
+-- and its supersedes wait for each other, and nobody else can hold it (see
+-- migrations/0006_subject_locks.sql).
 CREATE OR REPLACE FUNCTION pymem._subject_lock(p_project_id text, p_scope text, p_scope_id text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -289,8 +296,10 @@ BEGIN
 END;
 $$;
 
--- fact_history: a subject's facts including superseded versions, newest first.
+-- fact_history: a subject's facts including superseded versions, newest first (by created_at).
 --   SELECT id, content, superseded_by FROM pymem.fact_history('user', 'alice');
+-- superseded_by links each retired version to its successor; several rows with the same
+-- superseded_by are branches merged into one fact. fact_chain returns one fact's tree in order.
 CREATE OR REPLACE FUNCTION pymem.fact_history(
     scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
 RETURNS SETOF pymem.facts
@@ -322,48 +331,78 @@ BEGIN
 END;
 $$;
 
--- fact_chain: the supersede chain that fact `id` belongs to, oldest version first.
---   SELECT id, content, superseded_by FROM pymem.fact_chain('user', 'alice', 42);
+-- fact_chain: the history of fact `id`: every version that ended in the same newest version as
+-- `id` did, that newest (active) version included, each predecessor before its successor.
+--   SELECT id, content, superseded_by, depth FROM pymem.fact_chain('user', 'alice', 42);
+-- History is a tree that merges into its newest version: a supersede onto content that is
+-- already an active fact retires the old fact into that fact, so a fact has at most one
+-- successor but may have several predecessors, one per merged branch. Each row's
+-- superseded_by names its successor (rows sharing one are branches that merged there); depth
+-- counts the supersede steps from the row to the newest version (0 for it, 1 for the facts it
+-- replaced or absorbed directly, ...). Order: depth descending, then created_at and id, so a
+-- straight chain reads oldest first.
 CREATE OR REPLACE FUNCTION pymem.fact_chain(scope text, scope_id text, id bigint, project_id text DEFAULT '')
-RETURNS SETOF pymem.facts
+RETURNS SETOF pymem.fact_version
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_head bigint;
 BEGIN
     PERFORM pymem._tenant_enter(fact_chain.project_id);
     PERFORM pymem._fact_check_subject(fact_chain.scope, fact_chain.scope_id, fact_chain.project_id, 'exact');
-    RETURN QUERY
-    WITH RECURSIVE back AS (
-        SELECT f AS fact, 0 AS pos FROM pymem.facts AS f
+    -- forward from `id` to the newest version (one successor per step, on the primary key) ...
+    WITH RECURSIVE fwd AS (
+        SELECT f.id, f.superseded_by FROM pymem.facts AS f
          WHERE f.project_id = fact_chain.project_id AND f.scope = fact_chain.scope
            AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id
         UNION ALL
-        SELECT p, b.pos - 1 FROM back AS b JOIN pymem.facts AS p
-          ON p.project_id = (b.fact).project_id AND p.scope = (b.fact).scope
-         AND p.scope_id = (b.fact).scope_id AND p.superseded_by = (b.fact).id
-    ), fwd AS (
-        SELECT b.fact, b.pos FROM back AS b WHERE b.pos = 0
-        UNION ALL
-        SELECT n, w.pos + 1 FROM fwd AS w JOIN pymem.facts AS n
-          ON n.project_id = (w.fact).project_id AND n.scope = (w.fact).scope
-         AND n.scope_id = (w.fact).scope_id AND n.id = (w.fact).superseded_by
+        SELECT n.id, n.superseded_by FROM fwd AS w JOIN pymem.facts AS n
+          ON n.project_id = fact_chain.project_id AND n.scope = fact_chain.scope
+         AND n.scope_id = fact_chain.scope_id AND n.id = w.superseded_by
     )
-    SELECT (c.fact).* FROM (SELECT * FROM back UNION ALL SELECT * FROM fwd WHERE pos > 0) AS c
-     ORDER BY c.pos;
+    SELECT w.id INTO v_head FROM fwd AS w WHERE w.superseded_by IS NULL;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pymem: no fact % for % %', fact_chain.id, fact_chain.scope, pg_catalog.quote_literal(fact_chain.scope_id)
             USING ERRCODE = 'P0002';
     END IF;
+    -- ... then back from it through every branch (predecessors on facts_predecessor)
+    RETURN QUERY
+    WITH RECURSIVE tree AS (
+        SELECT f AS fact, 0 AS depth FROM pymem.facts AS f
+         WHERE f.project_id = fact_chain.project_id AND f.scope = fact_chain.scope
+           AND f.scope_id = fact_chain.scope_id AND f.id = v_head
+        UNION ALL
+        SELECT p, t.depth + 1 FROM tree AS t JOIN pymem.facts AS p
+          ON p.project_id = fact_chain.project_id AND p.scope = fact_chain.scope
+         AND p.scope_id = fact_chain.scope_id AND p.superseded_by = (t.fact).id
+    )
+    SELECT (t.fact).project_id, (t.fact).scope, (t.fact).scope_id, (t.fact).id, (t.fact).content,
+           (t.fact).content_key, (t.fact).confidence, (t.fact).source, (t.fact).trace_id, (t.fact).metadata,
+           (t.fact).created_at, (t.fact).superseded_by, (t.fact).superseded_at, t.depth
+      FROM tree AS t
+     ORDER BY t.depth DESC, (t.fact).created_at, (t.fact).id;
 END;
 $$;
 
--- fact_supersede: replaces an active fact (named by id, or by its current content) with new
--- content, in one transaction: inserts the new fact and points the old row at it.
---   SELECT pymem.fact_supersede('user', 'alice', new_content => 'Prefers Slack', old_content => 'Prefers email');
--- Returns the new fact's id. Errors: P0002 no such active fact; PM201 it was already
--- superseded (e.g. by a concurrent call: exactly one of two concurrent supersedes wins);
--- PM202 the new content is already another active fact; 22023 new content equals the old.
+-- fact_supersede: retires an active fact (named by id, or by its current content) in favour of
+-- new content, in one transaction, and returns the fact now active in its place:
+--   SELECT * FROM pymem.fact_supersede('user', 'alice', new_content => 'Prefers Slack', old_content => 'Prefers email');
+-- When no active fact of the subject has the new content, it is inserted (created = true) with
+-- the confidence, source, trace_id, metadata and embedding given. When one has it (the user
+-- said both, then corrected themselves), the old fact is retired into that fact, a merge
+-- (created = false): the old row points at it, and it stays as it was, no row is added (an
+-- embedding from an embedder it has no vector of is stored with it, as fact_add does).
+-- Either way a fact gets at most one successor, and that successor is active when it is
+-- linked, so history is a tree that merges into its newest version and never a cycle.
+-- Supersedes of one subject take its subject lock (pymem._subject_lock) before anything else,
+-- so they run one after the other: a merge target cannot be retired under a concurrent
+-- supersede, and two opposite merges (a into b, b into a) cannot deadlock.
+-- Errors: P0002 no such active fact; PM201 it was already superseded (e.g. by a concurrent
+-- call: of two concurrent supersedes of one fact exactly one wins); 22023 the new content
+-- equals the old (a fact cannot be retired into itself: nothing would change, and the call
+-- says the old content is no longer true).
 CREATE OR REPLACE FUNCTION pymem.fact_supersede(
     scope text,
     scope_id text,
@@ -377,7 +416,7 @@ CREATE OR REPLACE FUNCTION pymem.fact_supersede(
     metadata jsonb DEFAULT '{}'::jsonb,
     embedding vector DEFAULT NULL,
     embedder text DEFAULT NULL)
-RETURNS bigint
+RETURNS pymem.fact_successor
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -387,6 +426,7 @@ DECLARE
     v_content text;
     v_key bytea;
     v_new bigint;
+    v_created boolean;
     v_other bigint;
 BEGIN
     PERFORM pymem._tenant_enter(fact_supersede.project_id);
@@ -397,6 +437,8 @@ BEGIN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
     PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
+    -- one supersede of this subject at a time (see above)
+    PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     IF fact_supersede.id IS NOT NULL THEN
         SELECT f.* INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
@@ -437,33 +479,39 @@ BEGIN
         RAISE EXCEPTION 'pymem: the new content equals fact %''s content; a fact cannot supersede itself', v_old.id
             USING ERRCODE = '22023';
     END IF;
-    INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata)
-    VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
-            fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata)
-    ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
-    RETURNING f.id INTO v_new;
-    IF NOT FOUND THEN
-        SELECT f.id INTO v_other FROM pymem.facts AS f
+    LOOP
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata)
+        VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
+                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata)
+        ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+        RETURNING f.id INTO v_new;
+        v_created := FOUND;
+        EXIT WHEN v_created;
+        -- the new content is already an active fact (or a concurrent fact_add just committed
+        -- it): merge into it; the key-share lock keeps it from being deleted until we commit
+        SELECT f.id INTO v_new FROM pymem.facts AS f
          WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
-           AND f.content_key = v_key AND f.superseded_by IS NULL;
-        RAISE EXCEPTION 'pymem: the new content is already fact % of this subject', v_other
-            USING ERRCODE = 'PM202',
-                  HINT = 'Forget the old fact instead, or supersede with different content.';
-    END IF;
+           AND f.content_key = v_key AND f.superseded_by IS NULL
+           FOR KEY SHARE;
+        EXIT WHEN FOUND;
+        -- it was forgotten in between: try the insert again
+    END LOOP;
     UPDATE pymem.facts AS f
        SET superseded_by = v_new, superseded_at = pg_catalog.clock_timestamp()
      WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
        AND f.id = v_old.id;
     IF fact_supersede.embedding IS NOT NULL THEN
-        INSERT INTO pymem.fact_embeddings (project_id, scope, scope_id, fact_id, embedder, embedding)
-        VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding);
+        INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
+        VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)
+        ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     END IF;
-    RETURN v_new;
+    RETURN ROW(v_new, v_created)::pymem.fact_successor;
 END;
 $$;
 
 -- fact_forget: hard-deletes one fact (by id, or the active fact with that content) together
--- with the versions it superseded. Returns how many rows were deleted (0 when none matched).
+-- with the versions it superseded, every merged branch included (its predecessors, theirs,
+-- ...). Returns how many rows were deleted (0 when none matched).
 --   SELECT pymem.fact_forget('user', 'alice', content => 'Prefers Slack');
 CREATE OR REPLACE FUNCTION pymem.fact_forget(
     scope text, scope_id text, id bigint DEFAULT NULL, content text DEFAULT NULL, project_id text DEFAULT '')
@@ -486,13 +534,21 @@ BEGIN
     IF (fact_forget.id IS NULL) = (fact_forget.content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to forget by id or by content (exactly one)' USING ERRCODE = '22023';
     END IF;
+    -- Lock the fact first: a supersede merging a branch into it (which holds a key-share lock
+    -- on it) commits before the walk below, a statement of its own that then sees the branch.
     IF v_target IS NULL THEN
         SELECT f.id INTO v_target FROM pymem.facts AS f
          WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope AND f.scope_id = fact_forget.scope_id
-           AND f.content_key = pymem.fact_key(fact_forget.content) AND f.superseded_by IS NULL;
-        IF NOT FOUND THEN
-            RETURN 0;
-        END IF;
+           AND f.content_key = pymem.fact_key(fact_forget.content) AND f.superseded_by IS NULL
+           FOR UPDATE;
+    ELSE
+        PERFORM 1 FROM pymem.facts AS f
+         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope AND f.scope_id = fact_forget.scope_id
+           AND f.id = v_target
+           FOR UPDATE;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN 0;
     END IF;
     WITH RECURSIVE chain AS (
         SELECT f.id FROM pymem.facts AS f

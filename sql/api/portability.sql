@@ -61,8 +61,8 @@ $$;
 -- identity sequence beforehand (so a fact names its successor's new id as it is inserted, in
 -- any order; the foreign key is checked at the end of that statement), and the messages of
 -- every thread in one more. Refused with 22023: a fact without a numeric id, an id given
--- twice, a superseded_by naming no fact of the document, two facts superseded by one, a
--- supersede cycle, a thread without a thread_id or given twice, a message without a positive
+-- twice, a superseded_by naming no fact of the document, a supersede cycle (or a fact whose
+-- successors lead into one), a thread without a thread_id or given twice, a message without a positive
 -- numeric seq, and every check of fact_add and message_add.
 CREATE OR REPLACE FUNCTION pymem.user_import(
     document jsonb, project_id text DEFAULT NULL, user_id text DEFAULT NULL, replace boolean DEFAULT false)
@@ -81,10 +81,12 @@ DECLARE
     v_threads jsonb := coalesce(document -> 'threads', '[]');
     v_count integer;
     v_bad text;
-    v_pred integer[];   -- per fact, by position in id order: the position of the fact it superseded (0: none)
-    v_heads integer[];  -- positions of the facts no fact supersedes (the newest of each chain)
+    v_next integer[];   -- per fact, by position in id order: the position of its successor (0: none)
+    v_walk integer[];   -- per fact: the walk that reached it first (0: none yet)
+    v_looped boolean[]; -- per walk (named by its first fact): it ended in a cycle
     v_pos integer;
-    v_seen integer := 0;
+    v_len integer;
+    v_cyclic integer := 0;
     v_messages bigint;
     v_seq regclass := pg_catalog.pg_get_serial_sequence('pymem.facts', 'id')::regclass;
 BEGIN
@@ -127,34 +129,37 @@ BEGIN
     IF v_count > 0 THEN
         RAISE EXCEPTION 'pymem: % fact(s) of the document point at facts it does not hold', v_count USING ERRCODE = '22023';
     END IF;
-    SELECT d.next::text INTO v_bad
-      FROM (SELECT (e.value ->> 'superseded_by')::bigint AS next FROM pg_catalog.jsonb_array_elements(v_facts) AS e) AS d
-     WHERE d.next IS NOT NULL
-     GROUP BY d.next HAVING pg_catalog.count(*) > 1 LIMIT 1;
-    IF FOUND THEN
-        RAISE EXCEPTION 'pymem: fact % of the document supersedes more than one fact (a chain is a straight line)', v_bad
-            USING ERRCODE = '22023';
-    END IF;
-    -- Ids are unique and no fact has two predecessors, so the facts form straight chains and,
-    -- possibly, cycles. Walk every chain from its head back to its oldest version (each fact
-    -- is visited at most once); a fact no walk reaches lies on a cycle.
+    -- Ids are unique and each fact has at most one successor; several facts may share one (a
+    -- merge), so history is a set of trees, each ending in a fact without successor, unless
+    -- some successors run in a cycle. Walk forward from each fact not yet reached, marking what
+    -- the walk reaches, until a fact without successor, or a fact reached before: by an earlier
+    -- walk (which ended well or in a cycle), or by this one (a cycle). Each fact is walked once.
     WITH d AS (
         SELECT x.id, x.next, pg_catalog.row_number() OVER (ORDER BY x.id)::integer AS pos
           FROM (SELECT (e.value ->> 'id')::bigint AS id, (e.value ->> 'superseded_by')::bigint AS next
                   FROM pg_catalog.jsonb_array_elements(v_facts) AS e) AS x
     )
-    SELECT coalesce(pg_catalog.array_agg(coalesce(p.pos, 0) ORDER BY d.pos), '{}'),
-           coalesce(pg_catalog.array_agg(d.pos ORDER BY d.pos) FILTER (WHERE d.next IS NULL), '{}')
-      INTO v_pred, v_heads
-      FROM d LEFT JOIN d AS p ON p.next = d.id;
-    FOREACH v_pos IN ARRAY v_heads LOOP
-        WHILE v_pos <> 0 LOOP
-            v_seen := v_seen + 1;
-            v_pos := v_pred[v_pos];
+    SELECT coalesce(pg_catalog.array_agg(coalesce(s.pos, 0) ORDER BY d.pos), '{}')
+      INTO v_next
+      FROM d LEFT JOIN d AS s ON s.id = d.next;
+    v_walk := pg_catalog.array_fill(0, ARRAY[pg_catalog.cardinality(v_next)]);
+    v_looped := pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(v_next)]);
+    FOR v_start IN 1 .. pg_catalog.cardinality(v_next) LOOP
+        CONTINUE WHEN v_walk[v_start] <> 0;
+        v_pos := v_start;
+        v_len := 0;
+        WHILE v_pos <> 0 AND v_walk[v_pos] = 0 LOOP
+            v_walk[v_pos] := v_start;
+            v_len := v_len + 1;
+            v_pos := v_next[v_pos];
         END LOOP;
+        IF v_pos <> 0 AND (v_walk[v_pos] = v_start OR v_looped[v_walk[v_pos]]) THEN
+            v_looped[v_start] := true;
+            v_cyclic := v_cyclic + v_len;
+        END IF;
     END LOOP;
-    IF v_seen <> pg_catalog.jsonb_array_length(v_facts) THEN
-        RAISE EXCEPTION 'pymem: % fact(s) of the document form a supersede cycle', pg_catalog.jsonb_array_length(v_facts) - v_seen
+    IF v_cyclic > 0 THEN
+        RAISE EXCEPTION 'pymem: % fact(s) of the document form or lead into a supersede cycle', v_cyclic
             USING ERRCODE = '22023';
     END IF;
     -- New ids in the order of the old ones (ties of created_at keep their order), drawn first
