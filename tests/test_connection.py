@@ -4,8 +4,11 @@ timeout that travels with each call (no startup option, nothing left on the conn
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
+import tempfile
 import threading
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -88,8 +91,10 @@ def test_a_pool_timeout_names_why_no_new_connection_can_be_made(dsn, admin):
 # --- the embedded server stopped under a running process ----------------------------------
 
 
-def test_a_process_restarts_its_embedded_server_after_pymem_server_stop(tmp_path):
-    data_dir = tmp_path / "embedded"
+def test_a_process_restarts_its_embedded_server_after_pymem_server_stop():
+    # Not under pytest's tmp_path: another pytest run makes /tmp/pytest-of-<user> private again,
+    # and the server's own OS user (as root) must reach its data directory.
+    data_dir = Path(tempfile.mkdtemp(prefix="pymem-restart-"))
     settings = pymem.Settings(data_dir=data_dir, **QUICK)  # no DSN: this process's embedded server
     try:
         with pymem.Database(settings) as db:
@@ -114,6 +119,7 @@ def test_a_process_restarts_its_embedded_server_after_pymem_server_stop(tmp_path
         assert asyncio.run(twin()) == ["Lives in Oslo"]
     finally:
         server.stop(data_dir)
+        shutil.rmtree(data_dir, ignore_errors=True)
 
 
 # --- an unmigrated database -----------------------------------------------------------------
