@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pymem
@@ -49,7 +51,10 @@ def test_bad_settings_and_unreachable_database_are_clear_errors(tmp_path):
 
 
 def test_demo_on_the_embedded_default_then_status_psql_and_stop(tmp_path, pg_server):
-    env = {"PYMEM_DATA_DIR": str(tmp_path / "data")}
+    # not under tmp_path: a pytest session starting meanwhile (as root) closes /tmp/pytest-of-root
+    # to other users again, and the embedded server's OS user could no longer reach its data
+    data = Path(tempfile.mkdtemp(prefix="pymem-demo-"))
+    env = {"PYMEM_DATA_DIR": str(data)}
     try:
         assert run("server", "status", env=env, cwd=tmp_path).returncode == 1
         demo = run("demo", env=env, cwd=tmp_path)
@@ -78,3 +83,4 @@ def test_demo_on_the_embedded_default_then_status_psql_and_stop(tmp_path, pg_ser
         stop = run("server", "stop", env=env, cwd=tmp_path)
     assert stop.returncode == 0 and stop.stdout.strip() == "stopped"
     assert run("server", "status", env=env, cwd=tmp_path).returncode == 1
+    shutil.rmtree(data, ignore_errors=True)

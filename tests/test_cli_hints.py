@@ -8,9 +8,11 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psycopg
@@ -171,7 +173,10 @@ def test_ctrl_c_in_a_command_exits_130_with_one_line(empty_dsn, tmp_path, lock_w
 
 
 def test_demo_names_its_project_and_ctrl_c_in_it_exits_130(tmp_path, pg_server, lock_wait):
-    env = {"PYMEM_DATA_DIR": str(tmp_path / "data")}
+    # not under tmp_path: a pytest session starting meanwhile (as root) closes /tmp/pytest-of-root
+    # to other users again, and the embedded server's OS user could no longer reach its data
+    data = Path(tempfile.mkdtemp(prefix="pymem-demo-"))
+    env = {"PYMEM_DATA_DIR": str(data)}
     try:
         demo = run("demo", env=env, cwd=tmp_path)
         assert demo.returncode == 0, demo.stderr
@@ -184,13 +189,14 @@ def test_demo_names_its_project_and_ctrl_c_in_it_exits_130(tmp_path, pg_server, 
         assert any("allergic to peanuts" in f["content"] for f in json.loads(exported.stdout)["facts"])
         # so does the psql query it prints (run here through psycopg)
         (sql,) = re.findall(r'-c "(SELECT pymem\.user_export\(.*\))"', demo.stdout)
-        uri = server.status(tmp_path / "data").uri
+        uri = server.status(data).uri
         with psycopg.connect(uri) as c:
             assert c.execute(sql).fetchone()[0]["user_id"] == "alice@example.com"
         # Ctrl-C while the demo waits (here: on the migration lock): one line, exit 130
         stopped = interrupt_while_blocked(["demo"], env, uri, tmp_path, lock_wait)
         assert stopped.returncode == 130, stopped.stderr
         assert stopped.stderr == "pymem: interrupted\n" and "Traceback" not in stopped.stderr
-        assert server.status(tmp_path / "data") is not None  # the embedded server is unharmed
+        assert server.status(data) is not None  # the embedded server is unharmed
     finally:
-        server.stop(tmp_path / "data")
+        server.stop(data)
+        shutil.rmtree(data, ignore_errors=True)
