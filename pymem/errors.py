@@ -108,7 +108,7 @@ PYTHON_HINTS: dict[str, str] = {
 _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM001": ExtensionError,
     "PM002": MigrationError,
-    "PM010": MigrationError,  # a pymem role is missing or cannot be handed ownership
+    "PM010": MigrationError,  # the migrating role lacks a privilege the migrate needs (the hint names the GRANT)
     "PM011": MigrationError,  # something stored in schema pymem would call a planted look-alike
     "PM012": MigrationError,  # an old function signature that something depends on would stay beside the new one
     "57014": TimeoutError,

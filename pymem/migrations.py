@@ -7,7 +7,8 @@ Layout of ``sql/`` (shipped in the wheel as ``pymem/sql``):
   transaction, recorded with its sha256. Never edited after release: a changed applied
   migration stops ``migrate`` (SQLSTATE PM002) and fails ``migrate --check``.
 * ``api/*.sql`` - ``CREATE OR REPLACE`` functions, re-applied in one transaction on every
-  migrate. Each pins ``search_path = pg_catalog, pymem, pg_temp``; pgvector is reached only
+  migrate, with ``grants.sql`` (roles, ownership, privileges) and the checksum of what was
+  applied (``check`` compares it, and the grants, with the catalog). Each pins ``search_path = pg_catalog, pymem, pg_temp``; pgvector is reached only
   through the wrappers ``migration_vector_functions()`` renders with its schema written out.
 
 Search paths (README "Function safety"): the whole migrate runs under the pinned path
@@ -46,7 +47,8 @@ TYPES_PATH_MIGRATIONS = frozenset({"0002_facts", "0003_conversations"})
 # wrappers; the types path (bodies unchecked) for the CREATE FUNCTION statements of api/*.sql
 # (no API file runs a query or a DO block); pinned path; drop every function this transaction
 # did not create (old signatures); grants.sql; then API_AFTER: check every body, and refuse
-# anything stored that depends on code outside pg_catalog, pymem and extensions.
+# anything stored that depends on code outside pg_catalog, pymem and extensions; last, record
+# the checksum of the files applied (migration_api_applied), which ``check`` compares.
 API_BEFORE = ("migration_vector_functions", "migration_types_path")
 API_AFTER = ("migration_validate_functions", "migration_check_dependencies")
 
@@ -70,6 +72,16 @@ class SqlFiles:
     migrations: list[Migration]
     api: list[tuple[str, str]]  # (file name, text), applied in this order
     grants: str  # roles, ownership and privileges, applied after the API files
+
+    @property
+    def api_checksum(self) -> str:
+        """sha256 of what an API refresh applies (bootstrap.sql, api/*.sql, grants.sql), which
+        it records in pymem.config (migration_api_applied) and ``check`` compares."""
+        h = hashlib.sha256()
+        for name, text in [("bootstrap.sql", self.bootstrap), *((f"api/{n}", t) for n, t in self.api),
+                           ("grants.sql", self.grants)]:
+            h.update(name.encode() + b"\0" + text.encode() + b"\0")
+        return h.hexdigest()
 
 
 @dataclass
@@ -164,6 +176,7 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                     conn.execute(files.grants, prepare=False)
                 for step in API_AFTER:
                     conn.execute(Q[step], prepare=False)
+                conn.execute(Q["migration_api_applied"], {"checksum": files.api_checksum}, prepare=False)
         finally:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 conn.execute(Q["migration_unlock"], prepare=False)
@@ -171,24 +184,39 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
 
 
 def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
-    """Problems that keep the database from being current; empty when it is."""
+    """Problems that keep the database from being current; empty when it is. Beyond the
+    migrations: the last API refresh must have completed with these files (its checksum), and
+    the roles, ownership and privileges must be what grants.sql keeps (a migrate whose grants
+    step failed, or a grant revoked or an owner changed by hand, is not current)."""
     files = load_sql_files(root)
     with connect(conninfo) as conn, errors():
         if not conn.execute(Q["schema_exists"]).fetchone()[0]:
             return ["schema pymem is not installed: every migration is pending (run: pymem migrate)"]
         applied = {row[0]: row[1] for row in conn.execute(Q["applied_migrations"])}
-    problems = []
-    known = {m.name for m in files.migrations}
-    for m in files.migrations:
-        if m.name not in applied:
-            problems.append(f"pending: migrations/{m.name}.sql has not been applied (run: pymem migrate)")
-        elif applied[m.name] != m.checksum:
-            problems.append(
-                f"changed: migrations/{m.name}.sql differs from the file applied "
-                f"(applied sha256 {applied[m.name]}, file sha256 {m.checksum})"
-            )
-    for name in sorted(set(applied) - known):
-        problems.append(f"unknown: migration {name} is applied but this pymem ({__version__}) does not ship it")
+        problems = []
+        known = {m.name for m in files.migrations}
+        for m in files.migrations:
+            if m.name not in applied:
+                problems.append(f"pending: migrations/{m.name}.sql has not been applied (run: pymem migrate)")
+            elif applied[m.name] != m.checksum:
+                problems.append(
+                    f"changed: migrations/{m.name}.sql differs from the file applied "
+                    f"(applied sha256 {applied[m.name]}, file sha256 {m.checksum})"
+                )
+        for name in sorted(set(applied) - known):
+            problems.append(f"unknown: migration {name} is applied but this pymem ({__version__}) does not ship it")
+        if problems or not files.api:
+            return problems  # the API refresh and grants run after the migrations: nothing to compare yet
+        recorded = conn.execute(Q["migration_api_recorded"]).fetchone()[0]
+        if recorded is None:
+            problems.append("api: no migrate has completed the API refresh (functions, roles, ownership and "
+                            "grants): the last one failed or was interrupted (run: pymem migrate)")
+        elif recorded != files.api_checksum:
+            problems.append(f"api: the API functions and grants were last applied from other files than this "
+                            f"pymem's ({__version__}): a migrate by another version, or one that failed "
+                            f"(run: pymem migrate)")
+        else:  # the installed check is this version's
+            problems += [row[0] for row in conn.execute(Q["migration_check_grants"])]
     return problems
 
 
@@ -239,7 +267,7 @@ def render_psql(root: Traversable | None = None) -> str:
         out += [rf"\ir api/{name}" for name, _ in files.api]
         out += [q("migration_search_path"), q("migration_drop_stale_functions"), r"\ir grants.sql"]
         out += [q(step) for step in API_AFTER]
-        out += ["COMMIT;"]
+        out += [q("migration_api_applied", checksum=files.api_checksum), "COMMIT;"]
     out += [q("migration_unlock"), ""]
     return "\n".join(out)
 

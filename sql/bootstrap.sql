@@ -3,7 +3,41 @@
 -- (pg_advisory_lock) is held, outside any migration's transaction. Idempotent: a second run
 -- changes nothing. Its table is frozen like a migration; change it only through a migration.
 
-CREATE SCHEMA IF NOT EXISTS pymem;
+-- Schema pymem: the first migrate creates it, which needs CREATE on the database (its owner has
+-- it); later migrates need the privileges of the schema's owner instead (README, "Requirements
+-- and compatibility"). A role lacking them gets PM010 naming the statement an administrator
+-- must run, not a bare "permission denied" (CREATE SCHEMA IF NOT EXISTS would check CREATE on
+-- the database even when the schema exists).
+DO $$
+DECLARE
+    v_owner text;
+    v_grant text;
+BEGIN
+    SELECT r.rolname INTO v_owner
+      FROM pg_catalog.pg_namespace AS n JOIN pg_catalog.pg_roles AS r ON r.oid = n.nspowner
+     WHERE n.nspname = 'pymem';
+    IF NOT FOUND THEN
+        IF NOT pg_catalog.has_database_privilege(pg_catalog.current_database(), 'CREATE') THEN
+            RAISE EXCEPTION 'pymem: role % may not create schema pymem in database %',
+                    current_user, pg_catalog.current_database()
+                USING ERRCODE = 'PM010',
+                      HINT = pg_catalog.format('Ask an administrator to run: GRANT CREATE ON DATABASE %I TO %I; '
+                                               '(or migrate as the database''s owner)',
+                                               pg_catalog.current_database(), current_user);
+        END IF;
+        CREATE SCHEMA IF NOT EXISTS pymem;
+    ELSIF NOT pg_catalog.pg_has_role(current_user, v_owner, 'USAGE') THEN
+        v_grant := pg_catalog.format('GRANT %I TO %I', v_owner, current_user)
+            || CASE WHEN pg_catalog.current_setting('server_version_num')::integer >= 160000
+                    THEN ' WITH SET TRUE, INHERIT TRUE' ELSE '' END;
+        RAISE EXCEPTION 'pymem: role % may not migrate schema pymem: it lacks the privileges of the schema''s owner %',
+                current_user, v_owner
+            USING ERRCODE = 'PM010',
+                  HINT = pg_catalog.format('Migrate as %I or a superuser, or ask an administrator to run: %s;',
+                                           v_owner, v_grant);
+    END IF;
+END;
+$$;
 
 COMMENT ON SCHEMA pymem IS 'pymem: memory for AI agents (see README, "SQL API")';
 
@@ -282,20 +316,160 @@ BEGIN
 END;
 $$;
 
--- _grants_objects(): pymem's own tables and functions (never an extension's, e.g. pgvector
--- installed in schema pymem) with their owners, for the ownership and privilege loops of grants.sql.
-CREATE OR REPLACE FUNCTION pymem._grants_objects()
-RETURNS TABLE (kind text, name text, owner oid)
+-- _grants_catalog(): schema pymem and its own tables, types and functions (never an extension's, e.g.
+-- pgvector installed in schema pymem), with their owners and access lists (the default one
+-- written out where the catalog holds NULL), schema first: what grants.sql hands to the owner
+-- role and grants, and what migration_check_grants() compares.
+CREATE OR REPLACE FUNCTION pymem._grants_catalog()
+RETURNS TABLE (kind text, name text, proname name, owner oid, acl aclitem[])
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT 'TABLE', c.oid::regclass::text, c.relowner FROM pg_catalog.pg_class AS c
+    SELECT o.* FROM (
+    SELECT 'SCHEMA' AS kind, 'pymem' AS name, NULL::name AS proname, n.nspowner, coalesce(n.nspacl, acldefault('n', n.nspowner))
+      FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pymem'
+    UNION ALL
+    SELECT 'TABLE', c.oid::regclass::text, NULL, c.relowner, coalesce(c.relacl, acldefault('r', c.relowner))
+      FROM pg_catalog.pg_class AS c
      WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p')
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
                         WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
+    UNION ALL  -- composite result types, domains, enums, ranges (never a table's row type or an array)
+    SELECT 'TYPE', t.oid::regtype::text, NULL, t.typowner, coalesce(t.typacl, acldefault('T', t.typowner))
+      FROM pg_catalog.pg_type AS t
+     WHERE t.typnamespace = 'pymem'::regnamespace
+       AND (t.typtype IN ('d', 'e', 'r')
+            OR t.typtype = 'c' AND (SELECT c.relkind FROM pg_catalog.pg_class AS c WHERE c.oid = t.typrelid) = 'c')
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                        WHERE d.classid = 'pg_catalog.pg_type'::regclass AND d.objid = t.oid AND d.deptype = 'e')
     UNION ALL
-    SELECT 'FUNCTION', p.oid::regprocedure::text, p.proowner FROM pg_catalog.pg_proc AS p
+    SELECT 'FUNCTION', p.oid::regprocedure::text, p.proname, p.proowner, coalesce(p.proacl, acldefault('f', p.proowner))
+      FROM pg_catalog.pg_proc AS p
      WHERE p.pronamespace = 'pymem'::regnamespace
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
-                        WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e');
+                        WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
+    ) AS o
+    ORDER BY o.kind <> 'SCHEMA', o.kind DESC, o.name;  -- the schema changes hands first
+$$;
+
+-- _grants_diff(app, reader): how the privileges of the app role, the reader role and PUBLIC on
+-- _grants_catalog()'s objects differ from those pymem grants; one row per privilege to GRANT
+-- (missing) or to REVOKE (not missing). grantee is written as SQL: a quoted role name, or PUBLIC.
+-- What pymem grants:
+--   app role:    USAGE on the schema; EXECUTE on every function whose name has no leading
+--                underscore, except the migration functions (migration_*), the administrators'
+--                ones (admin below) and the two RLS lookups: a new API function is granted
+--                without touching this list, and an internal helper never is;
+--   reader role: USAGE on the schema; EXECUTE on those of the app's functions listed in read
+--                below (they only read);
+--   PUBLIC:      EXECUTE on the tenant lookups that every RLS policy calls; nothing else.
+-- No table privileges for any of them. grants.sql applies this diff; `pymem migrate --check`
+-- reports it (migration_check_grants).
+CREATE OR REPLACE FUNCTION pymem._grants_diff(p_app text, p_reader text)
+RETURNS TABLE (kind text, name text, grantee text, privilege text, missing boolean)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH lists AS (
+        SELECT ARRAY['about', 'fact_key', 'set_tenant', 'facts_newest', 'fact_history', 'fact_chain',
+                     'facts_search', 'facts_unembedded', 'window_read', 'summary_read', 'messages_recall',
+                     'messages_unembedded', 'context_read', 'user_export', 'store_read', 'store_meta', 'store_list',
+                     'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read']::name[] AS read,
+               ARRAY['tenant_bind', 'tenant_unbind', 'store_configure']::name[] AS admin,
+               ARRAY['current_tenant', 'tenant_allowed']::name[] AS public
+    ),
+    grantees AS (
+        SELECT r.oid AS role, pg_catalog.quote_ident(r.rolname::text) AS grantee,
+               r.rolname = p_app AS app, r.rolname = p_reader AS reader
+          FROM pg_catalog.pg_roles AS r WHERE r.rolname IN (p_app, p_reader)
+        UNION ALL
+        SELECT 0::oid, 'PUBLIC', false, false
+    ),
+    objects AS (SELECT * FROM pymem._grants_catalog()),
+    due AS (
+        SELECT o.kind, o.name, g.grantee, CASE o.kind WHEN 'SCHEMA' THEN 'USAGE' ELSE 'EXECUTE' END AS privilege
+          FROM objects AS o CROSS JOIN grantees AS g CROSS JOIN lists AS l
+         WHERE CASE o.kind
+               WHEN 'SCHEMA' THEN g.app OR g.reader
+               WHEN 'FUNCTION' THEN
+                    (g.role = 0 AND o.proname = ANY (l.public))
+                 OR ((g.app OR (g.reader AND o.proname = ANY (l.read)))
+                     AND o.proname !~ '^(_|migration_)' AND o.proname <> ALL (l.admin || l.public))
+               ELSE false END
+    ),
+    held AS (
+        SELECT o.kind, o.name, g.grantee, a.privilege_type AS privilege
+          FROM objects AS o
+         CROSS JOIN LATERAL pg_catalog.aclexplode(o.acl) AS a
+          JOIN grantees AS g ON g.role = a.grantee AND a.grantee <> o.owner
+    )
+    SELECT *, true FROM (SELECT * FROM due EXCEPT SELECT * FROM held) AS missing
+    UNION ALL
+    SELECT *, false FROM (SELECT * FROM held EXCEPT SELECT * FROM due) AS extra;
+$$;
+
+-- migration_check_grants(): what `pymem migrate --check` reports about roles, ownership and
+-- privileges (one line each, naming what differs); no rows when grants.sql would change
+-- nothing. The role names are the ones pymem.config recorded.
+CREATE OR REPLACE FUNCTION pymem.migration_check_grants()
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_key text;
+    v_name text;
+    v_roles jsonb := '{}';
+    v_owner text;
+    v_missing boolean := false;
+BEGIN
+    FOREACH v_key IN ARRAY ARRAY['owner_role', 'app_role', 'reader_role'] LOOP
+        SELECT c.value INTO v_name FROM pymem.config AS c WHERE c.key = v_key;
+        IF v_name IS NULL THEN
+            RETURN NEXT pg_catalog.format('roles: pymem.config records no %s (run: pymem migrate)', v_key);
+            v_missing := true;
+        ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_name) THEN
+            RETURN NEXT pg_catalog.format('roles: the %s %s does not exist (run: pymem migrate)',
+                                          pg_catalog.replace(v_key, '_', ' '), v_name);
+            v_missing := true;
+        END IF;
+        v_roles := v_roles || pg_catalog.jsonb_build_object(v_key, v_name);
+    END LOOP;
+    IF v_missing THEN
+        RETURN;
+    END IF;
+    v_owner := v_roles ->> 'owner_role';
+    RETURN QUERY
+        SELECT pg_catalog.format('owner: %s owned by %s, not by the owner role %s (run: pymem migrate as a role that may hand them over)',
+                   pg_catalog.array_to_string((pg_catalog.array_agg(pg_catalog.lower(o.kind) || ' ' || o.name ORDER BY o.kind DESC, o.name))[1:3], ', ')
+                   || CASE WHEN pg_catalog.count(*) > 3 THEN pg_catalog.format(' and %s more', pg_catalog.count(*) - 3) ELSE '' END,
+                   o.owner::regrole, v_owner)
+          FROM pymem._grants_catalog() AS o
+         WHERE o.owner <> v_owner::regrole
+         GROUP BY o.owner;
+    RETURN QUERY
+        SELECT pg_catalog.format(CASE WHEN d.missing THEN 'grants: %s lacks %s on %s (run: pymem migrate)'
+                                      ELSE 'grants: %s holds %s, which pymem does not grant, on %s (run: pymem migrate)' END,
+                   d.grantee, d.privilege,
+                   pg_catalog.array_to_string((pg_catalog.array_agg(pg_catalog.lower(d.kind) || ' ' || d.name ORDER BY d.name))[1:3], ', ')
+                   || CASE WHEN pg_catalog.count(*) > 3 THEN pg_catalog.format(' and %s more', pg_catalog.count(*) - 3) ELSE '' END)
+          FROM pymem._grants_diff(v_roles ->> 'app_role', v_roles ->> 'reader_role') AS d
+         GROUP BY d.grantee, d.privilege, d.missing
+         ORDER BY d.grantee, d.privilege, d.missing;
+END;
+$$;
+
+-- migration_api_applied(checksum): the last step of an API refresh, in its transaction: records
+-- the sha256 of the SQL it applied (bootstrap.sql, api/*.sql, grants.sql), so that `pymem migrate
+-- --check` knows whether the last refresh completed with this pymem's files.
+-- PL/pgSQL: pymem.config does not exist before 0005_security, when bootstrap.sql first runs.
+CREATE OR REPLACE FUNCTION pymem.migration_api_applied(p_checksum text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pymem.config AS c (key, value) VALUES ('api_sha256', p_checksum)
+    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE c.value <> EXCLUDED.value;
+END;
 $$;

@@ -13,6 +13,13 @@
 -- PGOPTIONS='-c pymem.app_role=my_app' psql ... or PYMEM_APP_ROLE), else what the first migrate
 -- recorded in pymem.config, else the defaults. Creating a missing role needs CREATEROLE; else
 -- the migrate fails with PM010 and names the statement an administrator must run.
+-- Handing objects to the owner role needs the right to become it (SET ROLE). A role that
+-- lacks it (e.g. on PostgreSQL 16+, a CREATEROLE deploy user that just created the owner role:
+-- createrole_self_grant is empty by default) grants the owner role to itself, with SET and
+-- INHERIT (later migrates replace the owner's functions: they need its privileges), where it
+-- may (ADMIN OPTION on the role; on PostgreSQL 15, CREATEROLE); else PM010 names the GRANT.
+-- What the app and reader roles (and PUBLIC) may execute is defined by pymem._grants_diff() in
+-- bootstrap.sql, which `pymem migrate --check` compares with the catalog too.
 DO $$
 DECLARE
     v_key text;
@@ -20,17 +27,9 @@ DECLARE
     v_old text;
     v_roles jsonb := '{}';
     v_owner text;
+    v_pg16 boolean := pg_catalog.current_setting('server_version_num')::integer >= 160000;
+    v_grant text;
     r record;
-    -- The reader role's functions, by name: they only read. The app role may execute every
-    -- function of schema pymem whose name has no leading underscore, except the migration
-    -- functions (migration_*), the two RLS lookups (PUBLIC has them) and v_admin: a new API
-    -- function is granted without touching this file, and an internal helper never is.
-    v_read text[] := ARRAY['about', 'fact_key', 'set_tenant', 'facts_newest', 'fact_history', 'fact_chain',
-        'facts_search', 'facts_unembedded', 'window_read', 'summary_read', 'messages_recall',
-        'messages_unembedded', 'context_read', 'user_export', 'store_read', 'store_meta', 'store_list',
-        'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read'];
-    -- administrators only: binding roles to projects, weakening a store's protections
-    v_admin text[] := ARRAY['tenant_bind', 'tenant_unbind', 'store_configure'];
 BEGIN
     FOREACH v_key IN ARRAY ARRAY['owner_role', 'app_role', 'reader_role'] LOOP
         v_name := coalesce(
@@ -62,46 +61,39 @@ BEGIN
     END LOOP;
     v_owner := v_roles ->> 'owner_role';
 
-    -- ownership (pgvector's own objects are never touched, even where it lives in schema pymem)
-    IF NOT pg_catalog.pg_has_role(current_user, v_owner, 'MEMBER') AND (
-           EXISTS (SELECT 1 FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pymem' AND n.nspowner <> v_owner::regrole)
-        OR EXISTS (SELECT 1 FROM pymem._grants_objects() AS o WHERE o.owner <> v_owner::regrole)) THEN
-        RAISE EXCEPTION 'pymem: % may not hand schema pymem to its owner role %', current_user, v_owner
-            USING ERRCODE = 'PM010',
-                  HINT = pg_catalog.format('Migrate as a superuser, as %I, or as a member of it (GRANT %I TO %I;).',
-                                           v_owner, v_owner, current_user);
+    -- ownership (pgvector's own objects are never touched, even where it lives in schema pymem):
+    -- the migrating role must be able to become the owner role (PostgreSQL 16+: SET; 15: MEMBER)
+    IF EXISTS (SELECT 1 FROM pymem._grants_catalog() AS o WHERE o.owner <> v_owner::regrole)
+       AND NOT (pg_catalog.pg_has_role(current_user, v_owner, CASE WHEN v_pg16 THEN 'SET' ELSE 'MEMBER' END)
+                AND pg_catalog.pg_has_role(current_user, v_owner, 'USAGE')) THEN
+        v_grant := pg_catalog.format('GRANT %I TO %I', v_owner, current_user)
+            || CASE WHEN v_pg16 THEN ' WITH SET TRUE, INHERIT TRUE' ELSE '' END;
+        BEGIN
+            EXECUTE v_grant;
+        EXCEPTION WHEN insufficient_privilege OR invalid_grant_operation THEN
+            NULL;  -- no ADMIN OPTION on the owner role: an administrator must grant it (below)
+        END;
+        IF NOT pg_catalog.pg_has_role(current_user, v_owner, CASE WHEN v_pg16 THEN 'SET' ELSE 'MEMBER' END) THEN
+            RAISE EXCEPTION 'pymem: % may not hand schema pymem to its owner role %', current_user, v_owner
+                USING ERRCODE = 'PM010',
+                      HINT = pg_catalog.format('Migrate as a superuser or as %I, or ask an administrator to run: %s;',
+                                               v_owner, v_grant);
+        END IF;
     END IF;
-    IF (SELECT n.nspowner FROM pg_catalog.pg_namespace AS n WHERE n.nspname = 'pymem') <> v_owner::regrole THEN
-        EXECUTE pg_catalog.format('ALTER SCHEMA pymem OWNER TO %I', v_owner);
-    END IF;
-    FOR r IN SELECT o.kind, o.name FROM pymem._grants_objects() AS o WHERE o.owner <> v_owner::regrole LOOP
+    FOR r IN SELECT o.kind, o.name FROM pymem._grants_catalog() AS o WHERE o.owner <> v_owner::regrole LOOP
         EXECUTE pg_catalog.format('ALTER %s %s OWNER TO %I', r.kind, r.name, v_owner);
     END LOOP;
 
-    -- privileges: nothing for PUBLIC but the tenant lookups that every RLS policy calls
-    REVOKE ALL ON SCHEMA pymem FROM PUBLIC;
-    FOR r IN SELECT o.kind, o.name FROM pymem._grants_objects() AS o LOOP
+    -- privileges. REVOKE ALL FROM PUBLIC first, on everything: it also writes out the default
+    -- access lists (as every earlier pymem did, so upgraded and fresh catalogs stay equal).
+    FOR r IN SELECT o.kind, o.name FROM pymem._grants_catalog() AS o LOOP
         EXECUTE pg_catalog.format('REVOKE ALL ON %s %s FROM PUBLIC', r.kind, r.name);
     END LOOP;
-    GRANT EXECUTE ON FUNCTION pymem.current_tenant(), pymem.tenant_allowed(text) TO PUBLIC;
-    EXECUTE pg_catalog.format('GRANT USAGE ON SCHEMA pymem TO %I, %I', v_roles ->> 'app_role', v_roles ->> 'reader_role');
-    -- every function: granted to the roles that may execute it, revoked from those that may not
-    -- (so a function moved to v_admin loses an earlier grant)
-    FOR r IN
-        SELECT p.oid::regprocedure AS fn, p.proname = ANY (v_read) AS readable,
-               p.proname !~ '^(_|migration_)' AND p.proname <> ALL (v_admin || ARRAY['current_tenant', 'tenant_allowed'])
-                   AS app
-          FROM pg_catalog.pg_proc AS p
-         WHERE p.pronamespace = 'pymem'::regnamespace
-           AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
-                            WHERE d.classid = 'pg_catalog.pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
-    LOOP
-        EXECUTE pg_catalog.format(CASE WHEN r.app THEN 'GRANT EXECUTE ON FUNCTION %s TO %I'
-                                       ELSE 'REVOKE EXECUTE ON FUNCTION %s FROM %I' END,
-                                  r.fn, v_roles ->> 'app_role');
-        EXECUTE pg_catalog.format(CASE WHEN r.readable AND r.app THEN 'GRANT EXECUTE ON FUNCTION %s TO %I'
-                                       ELSE 'REVOKE EXECUTE ON FUNCTION %s FROM %I' END,
-                                  r.fn, v_roles ->> 'reader_role');
+    -- then grant what is due and revoke what is not (so a function moved to the administrators'
+    -- list loses an earlier grant)
+    FOR r IN SELECT * FROM pymem._grants_diff(v_roles ->> 'app_role', v_roles ->> 'reader_role') LOOP
+        EXECUTE pg_catalog.format(CASE WHEN r.missing THEN 'GRANT %s ON %s %s TO %s' ELSE 'REVOKE %s ON %s %s FROM %s' END,
+                                  r.privilege, r.kind, r.name, r.grantee);
     END LOOP;
 END;
 $$;
