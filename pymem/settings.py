@@ -36,7 +36,10 @@ class Settings(BaseSettings):
     )
     pool_min_size: int = Field(default=1, ge=0, description="Connections the pool keeps open.")
     pool_max_size: int = Field(default=10, ge=1, description="Most connections the pool opens.")
-    pool_timeout: float = Field(default=30.0, gt=0, description="Seconds to wait for a free connection.")
+    pool_timeout: float = Field(
+        default=30.0, gt=0,
+        description="Seconds to wait for a free connection (and to connect, unless the DSN sets connect_timeout).",
+    )
     statement_timeout_ms: int = Field(
         default=30_000,
         ge=0,

@@ -57,6 +57,9 @@ def test_pool_registers_vector_and_applies_settings(dsn):
         assert db.about()["last_migration"] == migrations.load_sql_files().migrations[-1].name
     # the statement timeout is no startup option (tests/test_connection.py: it goes with each call)
     assert "options" not in pymem.connection.connect_kwargs(settings, dsn)
+    # a connection attempt gives up after the pool timeout, unless the DSN says otherwise
+    assert pymem.connection.connect_kwargs(settings, dsn)["connect_timeout"] == 30
+    assert "connect_timeout" not in pymem.connection.connect_kwargs(settings, f"{dsn} connect_timeout=5")
 
 
 def test_async_twin(dsn):
