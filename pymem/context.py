@@ -1,6 +1,7 @@
 """The prompt context for one turn, over ``sql/api/context.sql``.
 
-``Memory.context(query, user=...)`` = embed the query + one call of ``pymem.context_read``
+``Memory.context(query, user=...)`` = embed the query (unless its vector is given:
+``embedding=``) + one call of ``pymem.context_read``
 (facts, summary, recall, window) + the formatting below. Only when the user has messages that
 no vector of the current embedder covers yet (written by SQL from another service) does it
 embed them in one batch, store them and read again.
@@ -17,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .conversations import Message
+from .conversations import Message, _message
 from .options import MemoryOptions
 from .runner import Embed, Operation, Query
 from .values import text
@@ -87,7 +88,7 @@ def build_messages(
 class _Context:
     options: MemoryOptions  # set by pymem.memory.MemoryBase
 
-    def _read(self, user_id: str | None, thread: str | None, query: str) -> Operation[Context]:
+    def _read(self, user_id: str | None, thread: str | None, query: str, embedding: Any = None) -> Operation[Context]:
         o = self.options
         text(query, "query")
         params: dict[str, Any] = {
@@ -103,8 +104,8 @@ class _Context:
             "dedupe": o.dedupe,
             "max_unembedded": MAX_UNEMBEDDED,
         }
-        if user_id is not None and o.embedder is not None and o.recall.k > 0:
-            (qvec,) = yield Embed([query])
+        if user_id is not None and (o.embedder is not None or embedding is not None) and o.recall.k > 0:
+            (qvec,) = yield Embed([query], None if embedding is None else [embedding])
             params |= {"query": qvec, "embedder": o.embedder.name}
         rows = yield Query("context_read", params)
         data = rows[0]["context"]
@@ -114,11 +115,8 @@ class _Context:
             data = rows[0]["context"]
         agent_facts = [f["content"] for f in data["agent_facts"]]
         user_facts = [f["content"] for f in data["user_facts"]]
-        recalled = [
-            Message(r["role"], r["content"], r["seq"], r["thread_id"], r["created_at"], 1.0, r["similarity"], r["score"])
-            for r in data["recalled"]
-        ]
-        window = [Message(w["role"], w["content"], w["seq"], params["thread_id"], w["created_at"]) for w in data["window"]]
+        recalled = [_message(r) for r in data["recalled"]]
+        window = [_message(w, params["thread_id"]) for w in data["window"]]
         messages = build_messages(
             system_prompt=o.system_prompt,
             agent_id=o.agent_id,

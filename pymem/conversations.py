@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from psycopg.types.json import Jsonb
+
 from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
@@ -39,6 +41,9 @@ MAX_LEARNED_PER_TURN = 100
 
 @dataclass(frozen=True)
 class Message:
+    """One stored message (``similarity`` and ``score`` are set by recall; ``metadata`` is what
+    it was written with)."""
+
     role: str
     content: str
     seq: int | None = None
@@ -47,6 +52,7 @@ class Message:
     importance: float = 1.0
     similarity: float | None = None
     score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
 
     def as_chat(self) -> dict[str, str]:
         return {"role": self.role, "content": self.content}
@@ -66,6 +72,31 @@ class TurnResult:
 RECALL_CATCH_UP = 10000
 
 
+def _metadata(value: Any, what: str = "metadata") -> Jsonb:
+    if value is not None and not isinstance(value, Mapping):
+        raise ValidationError(f"{what} must be a mapping (a JSON object)")
+    return Jsonb(dict(value or {}))
+
+
+def _created_at(value: Any) -> datetime | None:
+    """A message's time as given (None: now). A naive datetime is refused: its zone would be the
+    database session's, not the caller's. The SQL checks the rest (not in the future, not before
+    the thread's newest message)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(f"created_at must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError("created_at must be timezone-aware, e.g. datetime(..., tzinfo=timezone.utc)")
+    return value
+
+
+def _message(r: Mapping[str, Any], thread: str | None = None) -> Message:
+    """A Message from a row (or a context_read entry) of window_read or messages_recall."""
+    return Message(r["role"], r["content"], r["seq"], r.get("thread_id", thread), r["created_at"],
+                   r.get("importance", 1.0), r.get("similarity"), r.get("score"), r.get("metadata") or {})
+
+
 class _Conversations:
     options: MemoryOptions  # set by pymem.memory.MemoryBase
 
@@ -77,11 +108,17 @@ class _Conversations:
         }
 
     # -- operations -----------------------------------------------------------------------
-    def _record(self, user_id, thread, query, answer, user_importance, assistant_importance) -> Operation[TurnResult]:
+    def _record(self, user_id, thread, query, answer, user_importance, assistant_importance, metadata=None,
+                answer_metadata=None, created_at=None, embeddings=None) -> Operation[TurnResult]:
         o = self.options
         where = self._where(user_id, thread)
         text(query, "the user's message")
         text(answer, "the answer")
+        stored = {"user_metadata": _metadata(metadata),
+                  "assistant_metadata": _metadata(answer_metadata, "answer_metadata"),
+                  "created_at": _created_at(created_at)}
+        if embeddings is not None and (isinstance(embeddings, (str, bytes)) or len(embeddings) != 2):
+            raise ValidationError("embeddings must be a pair: the vectors of the user's message and of the answer")
         learned: list[str] | None = None
         if o.extractor is not None:
             try:
@@ -95,8 +132,8 @@ class _Conversations:
                 log.warning("pymem: the fact extractor failed; the turn is recorded without learned facts",
                             exc_info=True)
         vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
-        if o.embedder is not None:
-            u, a = yield Embed([query, answer])
+        if o.embedder is not None or embeddings is not None:
+            u, a = yield Embed([query, answer], None if embeddings is None else list(embeddings))
             vectors = {"embedder": o.embedder.name, "user_embedding": u, "assistant_embedding": a}
         rows = yield Query(
             "turn_record",
@@ -112,6 +149,7 @@ class _Conversations:
                 "keep_last": o.keep_last,
                 "summarize_every": o.summarize_every if o.summarizer is not None else None,
                 "lease_seconds": o.summary_lease_seconds,
+                **stored,
             },
         )
         row = rows[0]
@@ -164,18 +202,20 @@ class _Conversations:
             return False
         return (yield from self._fold(where, rows[0]))
 
-    def _add_message(self, user_id, thread, role, content, importance) -> Operation[int]:
+    def _add_message(self, user_id, thread, role, content, importance, metadata=None,
+                     created_at=None) -> Operation[int]:
         rows = yield Query(
             "message_add",
             {**self._where(user_id, thread), "role": text(role, "role"), "content": text(content, "content"),
-             "importance": number(importance, "importance")},
+             "importance": number(importance, "importance"), "metadata": _metadata(metadata),
+             "created_at": _created_at(created_at)},
         )
         return rows[0]["seq"]
 
     def _window(self, user_id, thread, size) -> Operation[list[Message]]:
-        rows = yield Query("window_read", {**self._where(user_id, thread), "max_messages": size})
-        return [Message(r["role"], r["content"], r["seq"], thread or self.options.thread, r["created_at"],
-                        r["importance"]) for r in rows]
+        where = self._where(user_id, thread)
+        rows = yield Query("window_read", {**where, "max_messages": size})
+        return [_message(r, where["thread_id"]) for r in rows]
 
     def _summary(self, user_id, thread) -> Operation[str | None]:
         rows = yield Query("summary_read", self._where(user_id, thread))
@@ -196,7 +236,10 @@ class _Conversations:
         if o.embedder is None:
             raise ValidationError("recall needs Memory(embedder=...)")
         where = self._where(user_id, thread)
-        text(query, "query")
+        # a query is its text, or its vector (computed by the caller with the Memory's embedder)
+        given = None if isinstance(query, str) else [query]
+        if given is None:
+            text(query, "query")
         missing = yield Query(
             "messages_unembedded",
             {"user_id": where["user_id"], "project_id": o.project_id, "embedder": o.embedder.name,
@@ -204,14 +247,13 @@ class _Conversations:
         )
         if missing:
             yield from self._catch_up(where["user_id"], missing)
-        (qvec,) = yield Embed([query])
+        (qvec,) = yield Embed([query if given is None else "the query vector"], given)
         recall = o.recall.params() | ({} if k is None else {"k": k})
         rows = yield Query(
             "messages_recall",
             {**where, "query": qvec, "embedder": o.embedder.name, **recall, "window_size": o.window},
         )
-        return [Message(r["role"], r["content"], r["seq"], r["thread_id"], r["created_at"], r["importance"],
-                        r["similarity"], r["score"]) for r in rows]
+        return [_message(r) for r in rows]
 
     def _forget_conversation(self, user_id, thread) -> Operation[int]:
         rows = yield Query(

@@ -55,9 +55,10 @@ class Fact:
 
 
 class FactId(int):
-    """The id of the fact a supersede left active (an ``int``), and whether it created that fact:
-    ``created`` is False when the new content already was an active fact of the subject and the
-    old fact was retired into it (a merge: no row was added)."""
+    """What ``persist`` and ``update`` return: the id of the fact now active (an ``int``, usable
+    wherever an id is), and whether the call created it. ``created`` is False when the content
+    already was an active fact of the subject: ``persist`` added nothing (``pymem.fact_add``'s
+    ``created``); ``update`` retired the old fact into it (a merge: no row was added)."""
 
     created: bool
 
@@ -129,33 +130,38 @@ class _Facts:
             "metadata": Jsonb(dict(metadata or {})),
         }
 
-    def _vector(self, content: str) -> Operation[dict[str, Any]]:
+    def _vector(self, content: str, given: Any = None) -> Operation[dict[str, Any]]:
+        """The fact's vector: ``given`` (a caller's precomputed vector, checked against the
+        Memory's embedder), else the embedder's, else none."""
         embedder = self.options.embedder
-        if embedder is None:
+        if embedder is None and given is None:
             return {"embedding": None, "embedder": None}
-        (vec,) = yield Embed([content.strip()])
+        (vec,) = yield Embed([content.strip()], None if given is None else [given])
         return {"embedding": vec, "embedder": embedder.name}
 
     # -- operations -----------------------------------------------------------------------
-    def _persist(self, content, tier, id, confidence, source, trace_id, metadata) -> Operation[int]:
+    def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "content": text(content, "content")}
         params |= self._values(confidence, source, trace_id, metadata)
         params["max_learned"] = self.options.max_learned_facts
-        params |= yield from self._vector(content)
+        params |= yield from self._vector(content, embedding)
         rows = yield Query("fact_add", params)
-        return rows[0]["id"]
+        return FactId(rows[0]["id"], rows[0]["created"])
 
     def _retrieve(self, query, tier, id, limit, k) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
         if query is None:
             rows = yield Query("facts_newest", {**subject, "max_facts": limit})
             return [_fact(r) for r in rows]
-        text(query, "query")
+        # a query is its text, or its vector (computed by the caller with the Memory's embedder)
+        given = None if isinstance(query, str) else [query]
+        if given is None:
+            text(query, "query")
         embedder = self.options.embedder
         if embedder is None:
             raise ValidationError("retrieve(query) needs Memory(embedder=...): facts are ranked by meaning")
         params = {**subject, "embedder": embedder.name, "k": k}
-        (params["query"],) = yield Embed([query])
+        (params["query"],) = yield Embed([query if given is None else "the query vector"], given)
         rows = yield Query("facts_search", params)
         missing = [r for r in rows if r["similarity"] is None]
         if missing:
@@ -172,11 +178,12 @@ class _Facts:
             rows = yield Query("facts_search", params)
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
-    def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata) -> Operation[FactId]:
+    def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
+                embedding=None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}
         params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
         params |= self._values(confidence, source, trace_id, metadata)
-        params |= yield from self._vector(new)
+        params |= yield from self._vector(new, embedding)
         rows = yield Query("fact_supersede", params)
         return FactId(rows[0]["id"], rows[0]["created"])
 

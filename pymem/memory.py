@@ -6,17 +6,26 @@ the two classes only drive them over a pooled connection. Their options are one 
 
 Users: ``Memory(user_id="alice")`` or ``Memory(user_id=lambda ctx: ctx.user)``, resolved on
 every call from the ``ctx`` passed to it (or overridden by ``user=``), so one Memory serves many
-users at once, from threads or asyncio tasks. Nothing about a user is kept in the process.
+users at once, from threads or asyncio tasks. Nothing about a user is kept in the process. Every
+call about a user resolves it the same way: the conversation calls, and the fact calls at
+``tier="user"`` (where ``id=``, the subject id of any tier, still names the user as before).
 A caller whose user cannot be resolved (None, "", a resolver that raises) gets the agent's
-facts only and nothing it says is stored; each such call logs one warning.
+facts only from ``context``/``read`` and nothing it says is stored by ``record``/``turn``; the
+other calls about a user raise ValidationError. Each such call logs one warning.
+
+Ownership: ``Memory()`` opens its own :class:`Database` and ``close()`` closes it; a
+``Memory(db=...)`` leaves that database open (its owner closes it). The same holds for
+``AsyncMemory`` with ``aclose()`` / ``async with``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
-from collections.abc import Mapping
-from typing import Any, TypeVar
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, TypeAlias, TypeVar
 
 from .context import Context, _Context
 from .conversations import Message, TurnResult, _Conversations
@@ -31,6 +40,9 @@ from .values import text
 
 log = logging.getLogger("pymem")
 T = TypeVar("T")
+#: A vector passed from Python (``embedding=``, a vector ``query``): a list or tuple of floats, a
+#: numpy array or a ``pgvector.Vector``, made by the Memory's embedder (checked like its output).
+VectorLike: TypeAlias = "Sequence[float] | Any"
 
 _UNSET: Any = object()
 
@@ -74,13 +86,29 @@ class MemoryBase(_Facts, _Conversations, _Context):
         if user is None or (isinstance(user, str) and not user.strip()):
             log.warning("pymem: no user for this call; it gets global facts only and nothing is stored")
             return None
+        if user == "*":  # the SQL wildcard ("every user"): never a caller's identity
+            raise ValidationError("'*' is not a user id (it would name every user)")
         return text(user, "user id")
 
-    def _need_user(self, user: str | None, ctx: Any) -> str:
+    def _need_user(self, user: str | None, ctx: Any, hint: str = "") -> str:
         resolved = self.resolve_user(user, ctx)
         if resolved is None:
-            raise ValidationError("this call needs a user: pass user=... or Memory(user_id=...)")
+            raise ValidationError(f"this call needs a user: pass user=... or Memory(user_id=...){hint}")
         return resolved
+
+    def _subject_id(self, tier: str, id: str | None, user: str | None, ctx: Any) -> str | None:
+        """The ``id=`` a fact call sends. At ``tier="user"`` it is the call's user: ``user=``, or
+        ``id=`` (kept from before ``user=`` existed), or ``Memory(user_id=...)`` for ``ctx``. Other
+        tiers are named by ``id=`` (or the Memory's agent_id / project_id) and take no user."""
+        if tier != "user":
+            if user is not _UNSET:
+                raise ValidationError(f"user= names the user of tier=\"user\" facts; a tier={tier!r} fact has none")
+            return id
+        if id is not None:
+            if user is not _UNSET and user != id:
+                raise ValidationError(f"user={user!r} and id={id!r} name two different users: pass one of them")
+            return id
+        return self._need_user(user, ctx, "; a fact for everyone using the agent is tier=\"global\"")
 
 
 class Memory(MemoryBase):
@@ -103,57 +131,73 @@ class Memory(MemoryBase):
         return run(operation, self.db, self.options.embedder)
 
     # -- durable facts --------------------------------------------------------------------
-    def persist(self, content: str, *, tier: str = "user", id: str | None = None, confidence: float = 1.0,
-                source: str = "manual", trace_id: str | None = None,
-                metadata: Mapping[str, Any] | None = None) -> int:
-        """Store a fact (idempotent: the same content returns the same id). Returns its id."""
-        return self._run(self._persist(content, tier, id, confidence, source, trace_id, metadata))
+    def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                id: str | None = None, confidence: float = 1.0, source: str = "manual", trace_id: str | None = None,
+                metadata: Mapping[str, Any] | None = None, embedding: VectorLike | None = None) -> FactId:
+        """Store a fact (idempotent: the same content returns the same id). Returns its id, a
+        :class:`FactId` whose ``created`` is False when the fact was already there.
+        ``embedding``: the content's vector, computed by the caller with the Memory's embedder
+        (it is checked, and the embedder is not called)."""
+        return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
+                                       trace_id, metadata, embedding))
 
-    def retrieve(self, query: str | None = None, *, tier: str = "user", id: str | None = None, limit: int = 50,
-                 k: int = 5) -> list[Fact]:
-        """Active facts newest first (``limit``), or the top ``k`` by meaning for ``query``."""
-        return self._run(self._retrieve(query, tier, id, limit, k))
+    def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
+                 ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5) -> list[Fact]:
+        """Active facts newest first (``limit``), or the top ``k`` by meaning for ``query``: a
+        text, or its vector from the Memory's embedder."""
+        return self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k))
 
     def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
-               id: str | None = None, confidence: float = 1.0, source: str = "manual", trace_id: str | None = None,
-               metadata: Mapping[str, Any] | None = None) -> FactId:
+               user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
+               source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
+               embedding: VectorLike | None = None) -> FactId:
         """Retire the active fact named by ``old`` content or ``fact_id`` in favour of ``new``.
 
         Returns the id of the fact now active (a :class:`FactId`, an ``int``): a new fact, or,
         when ``new`` already was an active fact of the subject, that fact (``created`` False:
         the old fact is merged into it, which stays as it was). Raises ConflictError (PM201)
-        when the old fact was already superseded, ValidationError when ``new`` equals it."""
-        return self._run(self._update(new, old, fact_id, tier, id, confidence, source, trace_id, metadata))
+        when the old fact was already superseded, ValidationError when ``new`` equals it.
+        ``embedding``: ``new``'s vector from the Memory's embedder (the embedder is not called)."""
+        return self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx), confidence,
+                                      source, trace_id, metadata, embedding))
 
-    def forget(self, *, tier: str = "user", id: str | None = None, fact_id: int | None = None,
-               content: str | None = None) -> int:
+    def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
+               fact_id: int | None = None, content: str | None = None) -> int:
         """Delete a subject's facts (or one fact and its history); returns how many rows went."""
-        return self._run(self._forget(tier, id, fact_id, content))
+        return self._run(self._forget(tier, self._subject_id(tier, id, user, ctx), fact_id, content))
 
-    def history(self, *, tier: str = "user", id: str | None = None, fact_id: int | None = None,
-                limit: int = 1000) -> list[Fact]:
+    def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
+                fact_id: int | None = None, limit: int = 1000) -> list[Fact]:
         """Every version, newest first; with ``fact_id``, that fact's history: every version merged
         into the same newest one, each before its successor (``Fact.depth``: steps to the newest)."""
-        return self._run(self._history(tier, id, fact_id, limit))
+        return self._run(self._history(tier, self._subject_id(tier, id, user, ctx), fact_id, limit))
 
     # -- conversation ---------------------------------------------------------------------
-    def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> Context:
-        """Everything one turn reads, and the chat messages built from it (see pymem.context)."""
-        return self._run(self._read(self.resolve_user(user, ctx), thread, query))
+    def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+             embedding: VectorLike | None = None) -> Context:
+        """Everything one turn reads, and the chat messages built from it (see pymem.context).
+        ``embedding``: the query's vector from the Memory's embedder (the embedder is not called)."""
+        return self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding))
 
-    def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None,
-                thread: str | None = None) -> list[dict[str, str]]:
+    def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                embedding: VectorLike | None = None) -> list[dict[str, str]]:
         """The messages to send to a chat model for ``query``."""
-        return self.read(query, user=user, ctx=ctx, thread=thread).messages
+        return self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding).messages
 
     def record(self, query: str, answer: str, *, user: str | None = _UNSET, ctx: Any = None,
-               thread: str | None = None, importance: float = 1.0,
-               answer_importance: float = 1.0) -> TurnResult | None:
-        """Store one successful turn; None (nothing stored) when the user is unresolved."""
+               thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,
+               metadata: Mapping[str, Any] | None = None, answer_metadata: Mapping[str, Any] | None = None,
+               created_at: datetime | None = None,
+               embeddings: Sequence[VectorLike] | None = None) -> TurnResult | None:
+        """Store one successful turn; None (nothing stored) when the user is unresolved.
+        ``metadata`` / ``answer_metadata``: stored with the user's message / the answer;
+        ``created_at``: the turn's time when importing one (timezone-aware; default now);
+        ``embeddings``: the two messages' vectors from the Memory's embedder."""
         user_id = self.resolve_user(user, ctx)
         if user_id is None:
             return None
-        return self._run(self._record(user_id, thread, query, answer, importance, answer_importance))
+        return self._run(self._record(user_id, thread, query, answer, importance, answer_importance, metadata,
+                                      answer_metadata, created_at, embeddings))
 
     def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> Turn:
         """A context manager for one turn: ``.messages`` to send; set ``.answer``; the turn is
@@ -161,14 +205,19 @@ class Memory(MemoryBase):
         return Turn(self, query, self.resolve_user(user, ctx), thread)
 
     def add_message(self, content: str, *, role: str = "user", user: str | None = _UNSET, ctx: Any = None,
-                    thread: str | None = None, importance: float = 1.0) -> int:
-        """Append one message without a turn (no vector; recall embeds it later)."""
-        return self._run(self._add_message(self._need_user(user, ctx), thread, role, content, importance))
+                    thread: str | None = None, importance: float = 1.0, metadata: Mapping[str, Any] | None = None,
+                    created_at: datetime | None = None) -> int:
+        """Append one message without a turn (no vector; recall embeds it later); returns its seq.
+        ``created_at`` imports it with its real time (timezone-aware, not in the future, not
+        before the thread's newest message: import oldest first)."""
+        return self._run(self._add_message(self._need_user(user, ctx), thread, role, content, importance, metadata,
+                                           created_at))
 
     def window(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                size: int | None = None) -> list[Message]:
         """The thread's last ``size`` (default: the Memory's window) messages, oldest first."""
-        return self._run(self._window(self._need_user(user, ctx), thread, self.options.window if size is None else size))
+        size = self.options.window if size is None else size
+        return self._run(self._window(self._need_user(user, ctx), thread, size))
 
     def summary(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> str | None:
         return self._run(self._summary(self._need_user(user, ctx), thread))
@@ -177,8 +226,11 @@ class Memory(MemoryBase):
         """Fold a due span into the summary now; False when nothing was due or the summarizer failed."""
         return self._run(self._summarize(self._need_user(user, ctx), thread))
 
-    def recall(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
-               k: int | None = None) -> list[Message]:
+    def recall(self, query: str | VectorLike, *, user: str | None = _UNSET, ctx: Any = None,
+               thread: str | None = None, k: int | None = None) -> list[Message]:
+        """The user's past messages most relevant to ``query`` (a text, or its vector from the
+        Memory's embedder), best first: at most ``k`` (default ``recall_k``), none scoring below
+        ``min_score``."""
         return self._run(self._recall(self._need_user(user, ctx), thread, query, k))
 
     def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
@@ -186,6 +238,8 @@ class Memory(MemoryBase):
         return self._run(self._forget_conversation(self._need_user(user, ctx), thread))
 
     def close(self) -> None:
+        """Close the Database this Memory opened; a ``db=`` it was given stays open (its owner
+        closes it)."""
         if self._own_db:
             self.db.close()
 
@@ -225,59 +279,81 @@ class Turn:
 
 
 class AsyncMemory(MemoryBase):
-    """The asyncio twin of :class:`Memory`: same arguments and methods, awaited."""
+    """The asyncio twin of :class:`Memory`: same arguments and methods, awaited.
 
-    def __init__(self, *, db: AsyncDatabase, options: MemoryOptions | None = None, **keywords: Any) -> None:
+    ``AsyncMemory()`` opens its own :class:`AsyncDatabase` on first use (or on ``async with``)
+    and ``aclose()`` closes it; an ``AsyncMemory(db=...)`` leaves that database open."""
+
+    def __init__(self, *, db: AsyncDatabase | None = None, options: MemoryOptions | None = None,
+                 **keywords: Any) -> None:
         super().__init__(options, **keywords)
+        self._own_db = db is None
         self.db = db
+        self._opening = asyncio.Lock()
+
+    async def _database(self) -> AsyncDatabase:
+        if self.db is None:
+            async with self._opening:  # one pool, however many tasks make the first call together
+                if self.db is None:
+                    self.db = await AsyncDatabase.open()
+        return self.db
 
     async def _run(self, operation: Operation[T]) -> T:
-        return await arun(operation, self.db, self.options.embedder)
+        return await arun(operation, await self._database(), self.options.embedder)
 
-    async def persist(self, content: str, *, tier: str = "user", id: str | None = None, confidence: float = 1.0,
-                      source: str = "manual", trace_id: str | None = None,
-                      metadata: Mapping[str, Any] | None = None) -> int:
-        return await self._run(self._persist(content, tier, id, confidence, source, trace_id, metadata))
+    async def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                      id: str | None = None, confidence: float = 1.0, source: str = "manual",
+                      trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
+                      embedding: VectorLike | None = None) -> FactId:
+        return await self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
+                                             trace_id, metadata, embedding))
 
-    async def retrieve(self, query: str | None = None, *, tier: str = "user", id: str | None = None,
-                       limit: int = 50, k: int = 5) -> list[Fact]:
-        return await self._run(self._retrieve(query, tier, id, limit, k))
+    async def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
+                       ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5) -> list[Fact]:
+        return await self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k))
 
     async def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
-                     id: str | None = None, confidence: float = 1.0, source: str = "manual",
-                     trace_id: str | None = None, metadata: Mapping[str, Any] | None = None) -> FactId:
-        return await self._run(self._update(new, old, fact_id, tier, id, confidence, source, trace_id, metadata))
+                     user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
+                     source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
+                     embedding: VectorLike | None = None) -> FactId:
+        return await self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx),
+                                            confidence, source, trace_id, metadata, embedding))
 
-    async def forget(self, *, tier: str = "user", id: str | None = None, fact_id: int | None = None,
-                     content: str | None = None) -> int:
-        return await self._run(self._forget(tier, id, fact_id, content))
+    async def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
+                     fact_id: int | None = None, content: str | None = None) -> int:
+        return await self._run(self._forget(tier, self._subject_id(tier, id, user, ctx), fact_id, content))
 
-    async def history(self, *, tier: str = "user", id: str | None = None, fact_id: int | None = None,
-                      limit: int = 1000) -> list[Fact]:
-        return await self._run(self._history(tier, id, fact_id, limit))
+    async def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                      id: str | None = None, fact_id: int | None = None, limit: int = 1000) -> list[Fact]:
+        return await self._run(self._history(tier, self._subject_id(tier, id, user, ctx), fact_id, limit))
 
-    async def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None,
-                   thread: str | None = None) -> Context:
-        return await self._run(self._read(self.resolve_user(user, ctx), thread, query))
+    async def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                   embedding: VectorLike | None = None) -> Context:
+        return await self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding))
 
-    async def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None,
-                      thread: str | None = None) -> list[dict[str, str]]:
-        return (await self.read(query, user=user, ctx=ctx, thread=thread)).messages
+    async def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                      embedding: VectorLike | None = None) -> list[dict[str, str]]:
+        return (await self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding)).messages
 
     async def record(self, query: str, answer: str, *, user: str | None = _UNSET, ctx: Any = None,
-                     thread: str | None = None, importance: float = 1.0,
-                     answer_importance: float = 1.0) -> TurnResult | None:
+                     thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,
+                     metadata: Mapping[str, Any] | None = None, answer_metadata: Mapping[str, Any] | None = None,
+                     created_at: datetime | None = None,
+                     embeddings: Sequence[VectorLike] | None = None) -> TurnResult | None:
         user_id = self.resolve_user(user, ctx)
         if user_id is None:
             return None
-        return await self._run(self._record(user_id, thread, query, answer, importance, answer_importance))
+        return await self._run(self._record(user_id, thread, query, answer, importance, answer_importance, metadata,
+                                            answer_metadata, created_at, embeddings))
 
     def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> AsyncTurn:
         return AsyncTurn(self, query, self.resolve_user(user, ctx), thread)
 
     async def add_message(self, content: str, *, role: str = "user", user: str | None = _UNSET, ctx: Any = None,
-                          thread: str | None = None, importance: float = 1.0) -> int:
-        return await self._run(self._add_message(self._need_user(user, ctx), thread, role, content, importance))
+                          thread: str | None = None, importance: float = 1.0,
+                          metadata: Mapping[str, Any] | None = None, created_at: datetime | None = None) -> int:
+        return await self._run(self._add_message(self._need_user(user, ctx), thread, role, content, importance,
+                                                 metadata, created_at))
 
     async def window(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                      size: int | None = None) -> list[Message]:
@@ -291,14 +367,24 @@ class AsyncMemory(MemoryBase):
     async def summarize(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> bool:
         return await self._run(self._summarize(self._need_user(user, ctx), thread))
 
-    async def recall(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
-                     k: int | None = None) -> list[Message]:
-        return await self._run(
-            self._recall(self._need_user(user, ctx), thread, query, k)
-        )
+    async def recall(self, query: str | VectorLike, *, user: str | None = _UNSET, ctx: Any = None,
+                     thread: str | None = None, k: int | None = None) -> list[Message]:
+        return await self._run(self._recall(self._need_user(user, ctx), thread, query, k))
 
     async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
         return await self._run(self._forget_conversation(self._need_user(user, ctx), thread))
+
+    async def aclose(self) -> None:
+        """Close the AsyncDatabase this AsyncMemory opened; a ``db=`` it was given stays open."""
+        if self._own_db and self.db is not None:
+            await self.db.close()
+
+    async def __aenter__(self) -> AsyncMemory:
+        await self._database()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
 
 
 class AsyncTurn:

@@ -5,7 +5,7 @@ checked when built) and its part :class:`RecallOptions` (how recall ranks, used 
 ``Memory(**keywords)`` and ``AsyncMemory(db=..., **keywords)`` take the keywords of
 :meth:`MemoryOptions.from_keywords`: every field of :class:`MemoryOptions` but ``recall``, whose
 fields go flat (``recall_k`` for ``k``, ``min_content_chars``, ``recency_weight``,
-``importance_weight``, ``half_life_seconds``); or a whole ``options=MemoryOptions(...)``, which
+``importance_weight``, ``half_life_seconds``, ``min_score``); or a whole ``options=MemoryOptions(...)``, which
 the keywords then change. Adding an option means one field here; a test checks every default against the SQL ``DEFAULT`` it stands for
 (tests/test_options.py). The SQL checks every value on every call; the checks here are the ones
 that must fail when the Memory is built rather than later (types, and the values only sent
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from .embedders import Embedder
 from .errors import ValidationError
-from .values import text
+from .values import number, text
 
 if TYPE_CHECKING:  # types only: pymem.conversations imports this module
     from .conversations import Extractor, Summarizer
@@ -40,16 +40,21 @@ def _ints(owner: object, names: tuple[str, ...], keyword: dict[str, str] | None 
 class RecallOptions:
     """How recall ranks a user's past messages: the top ``k`` by ``(1 - rw - iw) * cosine +
     rw * 0.5 ^ (age / half_life_seconds) + iw * importance``, skipping messages shorter than
-    ``min_content_chars`` (README "Recall")."""
+    ``min_content_chars`` and, when ``min_score`` is set (-1..1), those scoring below it: fewer
+    than ``k`` come back when fewer are relevant enough (README "Recall"). The SQL checks the
+    ranges on every call."""
 
     k: int = 5
     min_content_chars: int = 10
     recency_weight: float = 0.0
     importance_weight: float = 0.0
     half_life_seconds: float = 3600.0
+    min_score: float | None = None
 
     def __post_init__(self) -> None:
         _ints(self, ("k", "min_content_chars"), {"k": "recall_k"})
+        if self.min_score is not None:
+            number(self.min_score, "min_score")
 
     def params(self) -> dict[str, Any]:
         """The SQL parameters of ``messages_recall`` and ``context_read`` these options set."""

@@ -5,12 +5,14 @@
 Steps:
 
 * :class:`Query` (a named query of ``sql/queries.sql`` and its parameters) -> its rows as dicts;
-* :class:`Embed` (texts) -> one pgvector ``Vector`` per text, ready to be a query parameter;
+* :class:`Embed` (texts, or texts and the vectors the caller computed for them) -> one pgvector
+  ``Vector`` per text, ready to be a query parameter;
 * :class:`Callback` (user code: a summarizer, an extractor) -> what it returned.
 
 Vectors are checked in exactly one place, here, where a model's answer becomes query
 parameters (:func:`vectors` / :func:`avectors`, with :func:`pymem.embedders.validate_vectors`):
-embedders and :func:`pymem.embedders.aembed` return what the model gave.
+embedders and :func:`pymem.embedders.aembed` return what the model gave. Vectors a caller passes
+(``embedding=``) pass the same checks, against the Memory's embedder (:func:`given_vectors`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pgvector import Vector
 
 from .database import AsyncDatabase, Database
 from .embedders import Embedder, aembed, validate_vectors
+from .errors import ValidationError
 
 T = TypeVar("T")
 
@@ -40,9 +43,11 @@ class Query:
 @dataclass(frozen=True)
 class Embed:
     """Embed ``texts`` with the operation's embedder; the operation receives one checked
-    pgvector ``Vector`` per text."""
+    pgvector ``Vector`` per text. With ``given`` (vectors the caller computed for ``texts``) the
+    embedder is not called: ``given`` is checked as its answer would be."""
 
     texts: list[str]
+    given: Sequence[Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,21 @@ def vectors(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
     to pgvector ``Vector`` query parameters: the one place a vector is validated."""
     texts = list(texts)
     return _checked(embedder, texts, embedder.embed(texts))
+
+
+def given_vectors(embedder: Embedder | None, texts: Sequence[str], given: Sequence[Any]) -> list[Vector]:
+    """Vectors a caller computed for ``texts`` (``embedding=``), checked as ``embedder``'s
+    answer: they are stored and compared under its name, so they must come from that model."""
+    if embedder is None:
+        raise ValidationError(
+            "a precomputed vector needs Memory(embedder=...): the embedder's name is stored with the vector "
+            "and its dimension checks it"
+        )
+    given = [v.to_list() if isinstance(v, Vector) else v for v in given]
+    try:
+        return _checked(embedder, list(texts), given)
+    except ValidationError as exc:
+        raise ValidationError(f"a precomputed vector (embedding=) does not fit the Memory's embedder: {exc}") from None
 
 
 async def avectors(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
@@ -98,6 +118,8 @@ def run(operation: Operation[T], db: Database, embedder: Embedder | None = None)
             try:
                 if isinstance(step, Query):
                     reply: Any = db.query(step.name, step.params)
+                elif isinstance(step, Embed) and step.given is not None:
+                    reply = given_vectors(embedder, step.texts, step.given)
                 elif isinstance(step, Embed):
                     reply = vectors(embedder, step.texts)  # type: ignore[arg-type]
                 else:
@@ -118,6 +140,8 @@ async def arun(operation: Operation[T], db: AsyncDatabase, embedder: Embedder | 
             try:
                 if isinstance(step, Query):
                     reply: Any = await db.query(step.name, step.params)
+                elif isinstance(step, Embed) and step.given is not None:
+                    reply = given_vectors(embedder, step.texts, step.given)
                 elif isinstance(step, Embed):
                     reply = await avectors(embedder, step.texts)  # type: ignore[arg-type]
                 elif inspect.iscoroutinefunction(step.fn):

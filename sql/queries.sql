@@ -61,18 +61,6 @@ SELECT pymem.migration_validate_functions() AS validated;
 -- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
 SELECT pymem.migration_check_dependencies();
 
--- name: migration_api_applied
--- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied(%(checksum)s);
-
--- name: migration_api_recorded
--- The sha256 the last completed API refresh recorded (NULL: none has completed).
-SELECT (SELECT c.value FROM pymem.config AS c WHERE c.key = 'api_sha256') AS checksum;
-
--- name: migration_check_grants
--- What differs from the roles, ownership and privileges grants.sql keeps, one line each.
-SELECT problem FROM pymem.migration_check_grants() AS problem;
-
 -- name: applied_migrations
 -- Every applied migration, oldest first (NULL-safe when the schema does not exist yet).
 SELECT m.name, m.checksum, m.pymem_version, m.applied_at
@@ -170,17 +158,20 @@ FROM pymem.turn_record(
     user_importance => %(user_importance)s::float8, assistant_importance => %(assistant_importance)s::float8,
     embedder => %(embedder)s, user_embedding => %(user_embedding)s, assistant_embedding => %(assistant_embedding)s,
     learned => %(learned)s::text[], max_learned => %(max_learned)s::integer, keep_last => %(keep_last)s::integer,
-    summarize_every => %(summarize_every)s::integer, lease_seconds => %(lease_seconds)s::float8) AS t;
+    summarize_every => %(summarize_every)s::integer, lease_seconds => %(lease_seconds)s::float8,
+    user_metadata => %(user_metadata)s, assistant_metadata => %(assistant_metadata)s,
+    created_at => %(created_at)s::timestamptz) AS t;
 
 -- name: message_add
--- Append one message to a thread (no vector); returns its number.
+-- Append one message to a thread (no vector; optionally with metadata and its real time); returns its number.
 SELECT pymem.message_add(user_id => %(user_id)s, content => %(content)s, role => %(role)s,
                          thread_id => %(thread_id)s, project_id => %(project_id)s,
-                         importance => %(importance)s::float8) AS seq;
+                         importance => %(importance)s::float8, metadata => %(metadata)s,
+                         created_at => %(created_at)s::timestamptz) AS seq;
 
 -- name: window_read
 -- The last N messages of a thread, oldest first.
-SELECT w.seq, w.role, w.content, w.importance, w.created_at
+SELECT w.seq, w.role, w.content, w.importance, w.created_at, w.metadata
 FROM pymem.window_read(user_id => %(user_id)s, thread_id => %(thread_id)s, project_id => %(project_id)s,
                        max_messages => %(max_messages)s::integer) AS w;
 
@@ -220,13 +211,14 @@ SELECT pymem.message_embeddings_put(user_id => %(user_id)s, embedder => %(embedd
                                     embeddings => %(embeddings)s, project_id => %(project_id)s) AS stored;
 
 -- name: messages_recall
--- A user's past messages ranked for a query vector.
-SELECT r.thread_id, r.seq, r.role, r.content, r.created_at, r.importance, r.similarity, r.score
+-- A user's past messages ranked for a query vector (those scoring at least min_score).
+SELECT r.thread_id, r.seq, r.role, r.content, r.metadata, r.created_at, r.importance, r.similarity, r.score
 FROM pymem.messages_recall(
     user_id => %(user_id)s, query => %(query)s, embedder => %(embedder)s, project_id => %(project_id)s,
     thread_id => %(thread_id)s, k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,
     window_size => %(window_size)s::integer, recency_weight => %(recency_weight)s::float8,
-    importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8) AS r;
+    importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
+    min_score => %(min_score)s::float8) AS r;
 
 -- name: conversation_forget
 -- Delete a user's thread (or every thread with '*'); returns the number of messages deleted.
@@ -241,7 +233,7 @@ SELECT pymem.context_read(
     window_size => %(window_size)s::integer, k => %(k)s::integer,
     min_content_chars => %(min_content_chars)s::integer, recency_weight => %(recency_weight)s::float8,
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
-    dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer) AS context;
+    dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer, min_score => %(min_score)s::float8) AS context;
 
 -- name: user_export
 -- A user's whole memory (facts with history, threads, messages, summaries) as JSON.

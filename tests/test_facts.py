@@ -141,7 +141,8 @@ def test_ties_on_created_at_break_by_id_descending(mem, dsn):
 def test_empty_user_id_reads_and_deletes_nothing_and_cannot_write(mem, dsn):
     mem.persist("a", id="alice")
     assert mem.retrieve(id="") == []
-    assert mem.retrieve(tier="user") == []
+    with pytest.raises(pymem.ValidationError, match="needs a user"):  # no user at all: not a silent []
+        mem.retrieve(tier="user")
     assert mem.forget(id="") == 0
     assert mem.forget(tier="project", id="") == 0
     assert count(dsn) == 1

@@ -25,6 +25,7 @@ KEYWORDS = {
     "agent_id", "user_id", "project_id", "thread", "embedder", "system_prompt", "window", "max_facts", "recall_k",
     "min_content_chars", "recency_weight", "importance_weight", "half_life_seconds", "dedupe", "summarizer",
     "summarize_every", "keep_last", "max_summary_chars", "summary_lease_seconds", "extractor", "max_learned_facts",
+    "min_score",  # added since (issue 13)
 }
 
 # ------------------------------------------------------------------- Python default -> SQL DEFAULT
@@ -46,6 +47,7 @@ OPTIONS: dict[str, list[tuple[str, str]]] = {
     "recall.recency_weight": [("context_read", "recency_weight"), ("messages_recall", "recency_weight")],
     "recall.importance_weight": [("context_read", "importance_weight"), ("messages_recall", "importance_weight")],
     "recall.half_life_seconds": [("context_read", "half_life_seconds"), ("messages_recall", "half_life_seconds")],
+    "recall.min_score": [("context_read", "min_score"), ("messages_recall", "min_score")],
     "dedupe": [("context_read", "dedupe")],
     "summarize_every": [("summary_claim", "summarize_every")],
     "keep_last": [("turn_record", "keep_last"), ("summary_claim", "keep_last")],
@@ -136,7 +138,7 @@ def test_python_defaults_equal_the_sql_defaults(dsn):
 # ------------------------------------------------------------------ what a default Memory sends
 
 REPLIES: dict[str, list[dict[str, Any]]] = {
-    "fact_add": [{"id": 1}],
+    "fact_add": [{"id": 1, "created": True}],
     "fact_supersede": [{"id": 2, "created": True}],
     "message_add": [{"seq": 1}],
     "turn_record": [{"user_seq": 1, "assistant_seq": 2, "learned_ids": [], "claim_token": uuid.uuid4(),
@@ -187,7 +189,8 @@ def sent_by(mem: Sent) -> dict[str, dict[str, Any]]:
 # parameters that are the call's own data, not defaults (and one deliberate difference)
 PER_CALL = {"user_id", "scope", "scope_id", "content", "new_content", "old_content", "query", "embedder", "embedding",
             "user_content", "assistant_content", "user_embedding", "assistant_embedding", "id", "learned",
-            "claim_token", "summary", "summarize_every", "trace_id", "metadata"}
+            "claim_token", "summary", "summarize_every", "trace_id", "metadata", "user_metadata", "assistant_metadata",
+            "created_at"}
 DELIBERATE = {("messages_unembedded", "max_messages"): RECALL_CATCH_UP}
 
 
@@ -211,6 +214,9 @@ def test_recall_and_the_context_read_send_the_same_recall_options():
     mem = Sent(embedder=HashEmbedder(3), recall_k=3, min_content_chars=4, recency_weight=0.25,
                importance_weight=0.5, half_life_seconds=60.0, window=7)
     assert mem.options.recall == RecallOptions(3, 4, 0.25, 0.5, 60.0)
+    mem = Sent(embedder=HashEmbedder(3), recall_k=3, min_content_chars=4, recency_weight=0.25,
+               importance_weight=0.5, half_life_seconds=60.0, window=7, min_score=0.3)
+    assert mem.options.recall == RecallOptions(3, 4, 0.25, 0.5, 60.0, 0.3)
     context, recall = mem.read("q", user="alice")["context_read"], mem.recall("q", user="alice")["messages_recall"]
     for params in (context, recall):
         assert {k: params[k] for k in mem.options.recall.params()} == dataclasses.asdict(mem.options.recall)
@@ -267,6 +273,7 @@ def test_options_are_frozen_and_shared():
         ({"max_learned_facts": True}, "max_learned_facts"),
         ({"summarizer": "not callable"}, "summarizer"),
         ({"extractor": 3}, "extractor"),
+        ({"min_score": "0.5"}, "min_score"),
     ],
 )
 def test_options_are_checked_when_built(keywords, match):
@@ -299,15 +306,17 @@ def _public(cls: type) -> set[str]:
 
 
 # The documented differences (README "Python API", "Configuration", "Keyed stores"):
-# - AsyncMemory and AsyncMemoryStore need db= (an AsyncDatabase: opening one is awaited); the sync
-#   classes open their own Database when not given one, so only they have close() and `with`;
+# - Memory and AsyncMemory both open their own database when not given db= (AsyncMemory on first
+#   use); Memory closes it with close() / `with`, AsyncMemory with aclose() / `async with`;
+# - AsyncMemoryStore needs db= (an AsyncDatabase: opening one is awaited); MemoryStore opens its own
+#   Database when not given one, so only it has close() and `with`;
 # - AsyncDatabase is opened by `await AsyncDatabase.open(...)` (Database's arguments); its
 #   constructor takes the opened pool; it is an `async with` context manager.
 TWINS = [
-    (pymem.Memory, pymem.AsyncMemory, {"close"}, {"__init__": ("db",)}),
-    (pymem.MemoryStore, pymem.AsyncMemoryStore, {"close"},
+    (pymem.Memory, pymem.AsyncMemory, {"close"}, {"aclose"}, {}),
+    (pymem.MemoryStore, pymem.AsyncMemoryStore, {"close"}, set(),
      {"__init__": ("db",), "get": ("db",), "get_or_create": ("db",)}),
-    (pymem.Database, pymem.AsyncDatabase, set(), {}),
+    (pymem.Database, pymem.AsyncDatabase, set(), {"open"}, {}),
 ]
 
 
@@ -315,10 +324,9 @@ TWINS = [
 CONTEXT_MANAGERS = {"turn", "connection"}
 
 
-@pytest.mark.parametrize(("sync", "asynchronous", "sync_only", "db_differs"), TWINS,
+@pytest.mark.parametrize(("sync", "asynchronous", "sync_only", "async_only", "db_differs"), TWINS,
                          ids=[t[0].__name__ for t in TWINS])
-def test_sync_and_async_twins_have_the_same_signatures(sync, asynchronous, sync_only, db_differs):
-    async_only = {"open"} if sync is pymem.Database else set()
+def test_sync_and_async_twins_have_the_same_signatures(sync, asynchronous, sync_only, async_only, db_differs):
     assert _public(sync) - sync_only == _public(asynchronous) - async_only
     checked = 0
     for name in sorted(_public(sync) - sync_only) + ["__init__"]:
@@ -341,6 +349,8 @@ def test_sync_and_async_twins_have_the_same_signatures(sync, asynchronous, sync_
     assert checked >= 3
     enter, exit_ = ("__aenter__", "__aexit__") if sync is pymem.Database else ("__enter__", "__exit__")
     assert all(hasattr(asynchronous if sync is pymem.Database else sync, n) for n in (enter, exit_))
+    if sync is pymem.Memory:
+        assert all(inspect.iscoroutinefunction(getattr(asynchronous, n)) for n in ("__aenter__", "__aexit__", "aclose"))
 
 
 def test_turn_and_async_turn_have_the_same_signatures():

@@ -93,7 +93,7 @@ def _context_parts(r: Runner, probe: User) -> None:
     window = probe.where() | {"max_messages": WINDOW}
     r.run("part_window", lambda i: cur.execute(Q["window_read"], window).fetchall())
     ranked = ("SELECT * FROM pymem._recall_ranked(%(project_id)s, %(user_id)s, %(thread_id)s, %(query)s, "
-              "%(embedder)s, %(limit)s, %(min_chars)s, %(window)s, 0, 0, 3600)")
+              "%(embedder)s, %(limit)s, %(min_chars)s, %(window)s, 0, 0, 3600, NULL)")
     r.run("part_recall_ranked", lambda i: cur.execute(ranked, probe.where() | {
         "query": r.qvecs[i % len(r.qvecs)], "embedder": r.real.name, "limit": RECALL_K + 20,
         "min_chars": MIN_CHARS, "window": WINDOW}).fetchall())

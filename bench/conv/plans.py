@@ -151,7 +151,8 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
             continue
         values = {"p_project_id": user.project_id, "p_user_id": user.user_id, "p_thread_id": "default",
                   "p_query": qvec, "p_embedder": embedder.name, "p_limit": RECALL_K + 20, "p_min_chars": MIN_CHARS,
-                  "p_window": WINDOW, "p_rw": 0.0, "p_iw": 0.0, "p_half_life": 3600.0}
+                  "p_window": WINDOW, "p_rw": 0.0, "p_iw": 0.0, "p_half_life": 3600.0,
+                  "p_min_score": None}
         e = common.explain(conn, _with_literals(conn, recall_body, values))
         e["sorts"] = _sort_inputs(e["plan"]["Plan"])
         out[f"recall_ranked_{name}"] = e

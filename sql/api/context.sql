@@ -18,13 +18,14 @@ $$;
 -- context_read: the prompt context for one turn as one jsonb object:
 --   {"agent_facts": [{id, content, confidence, created_at}], "user_facts": [...],
 --    "summary": text or null, "summary_through": n,
---    "recalled": [{thread, seq, role, content, created_at, similarity, score}], "deduped": n,
---    "window": [{seq, role, content, created_at}],
+--    "recalled": [{thread_id, seq, role, content, metadata, created_at, similarity, score}],
+--    "deduped": n, "window": [{seq, role, content, metadata, created_at}],
 --    "unembedded": [{thread, seq, content}]}
 -- user_id NULL (an unresolved caller) reads agent facts only. agent_id NULL reads no agent
 -- facts ('' is refused: it would mean every agent). query NULL skips recall. A recalled
 -- message whose normalised content already appears in a fact or the summary is dropped when
--- dedupe is on (counted in "deduped"). "unembedded" lists up to max_unembedded of the user's
+-- dedupe is on (counted in "deduped"); min_score (NULL: none) drops candidates scoring below it,
+-- as in messages_recall. "unembedded" lists up to max_unembedded of the user's
 -- messages with no vector from `embedder` (written by SQL): embed them, store them with
 -- message_embeddings_put, and call again for a complete recall.
 --   SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot');
@@ -43,7 +44,8 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     importance_weight double precision DEFAULT 0,
     half_life_seconds double precision DEFAULT 3600,
     dedupe boolean DEFAULT true,
-    max_unembedded integer DEFAULT 100)
+    max_unembedded integer DEFAULT 100,
+    min_score double precision DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -74,7 +76,8 @@ BEGIN
     PERFORM pymem._check_limit('window_size', context_read.window_size);
     PERFORM pymem._check_limit('max_unembedded', context_read.max_unembedded);
     PERFORM pymem._recall_check(context_read.k, context_read.min_content_chars, context_read.recency_weight,
-                                context_read.importance_weight, context_read.half_life_seconds);
+                                context_read.importance_weight, context_read.half_life_seconds,
+                                context_read.min_score);
     IF context_read.agent_id IS NOT NULL
        AND pymem._fact_check_subject('agent', context_read.agent_id, context_read.project_id, 'match') THEN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
@@ -94,7 +97,8 @@ BEGIN
            AND t.thread_id = context_read.thread_id;
         v_through := coalesce(v_through, 0);
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                   'seq', w.seq, 'role', w.role, 'content', w.content, 'created_at', w.created_at) ORDER BY w.seq), '[]')
+                   'seq', w.seq, 'role', w.role, 'content', w.content, 'metadata', w.metadata,
+                   'created_at', w.created_at) ORDER BY w.seq), '[]')
           INTO v_window
           FROM pymem._window(context_read.project_id, context_read.user_id, context_read.thread_id,
                              context_read.window_size) AS w;
@@ -112,10 +116,11 @@ BEGIN
                                             context_read.query, context_read.embedder, context_read.k + 20,
                                             context_read.min_content_chars, context_read.window_size,
                                             context_read.recency_weight, context_read.importance_weight,
-                                            context_read.half_life_seconds) WITH ORDINALITY AS r
+                                            context_read.half_life_seconds, context_read.min_score)
+                                            WITH ORDINALITY AS r
                  ORDER BY r.ordinality
             LOOP
-                SELECT m.role, m.content, m.created_at INTO v_msg FROM pymem.messages AS m
+                SELECT m.role, m.content, m.metadata, m.created_at INTO v_msg FROM pymem.messages AS m
                  WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
                    AND m.thread_id = v_cand.thread_id AND m.seq = v_cand.seq;
                 CONTINUE WHEN NOT FOUND;  -- cannot happen in one snapshot (the vector's FK); never a NULL row
@@ -125,7 +130,7 @@ BEGIN
                 END IF;
                 v_recalled := v_recalled || pg_catalog.jsonb_build_object(
                     'thread_id', v_cand.thread_id, 'seq', v_cand.seq, 'role', v_msg.role, 'content', v_msg.content,
-                    'created_at', v_msg.created_at, 'similarity', v_cand.similarity, 'score', v_cand.score);
+                    'metadata', v_msg.metadata, 'created_at', v_msg.created_at, 'similarity', v_cand.similarity, 'score', v_cand.score);
                 v_kept := v_kept + 1;
                 EXIT WHEN v_kept >= context_read.k;
             END LOOP;

@@ -45,8 +45,9 @@ BEGIN
 END;
 $$;
 
--- _message_check: validates one message's role, content and importance.
-CREATE OR REPLACE FUNCTION pymem._message_check(role text, content text, importance double precision)
+-- _message_check: validates one message's role, content, importance and metadata (NULL: '{}').
+CREATE OR REPLACE FUNCTION pymem._message_check(role text, content text, importance double precision,
+                                                metadata jsonb DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -66,13 +67,23 @@ BEGIN
     IF importance IS NULL OR importance = 'NaN'::float8 OR importance < 0 OR importance > 1 THEN
         RAISE EXCEPTION 'pymem: importance must be between 0 and 1, not %', importance USING ERRCODE = '22023';
     END IF;
+    IF metadata IS NOT NULL AND pg_catalog.jsonb_typeof(metadata) <> 'object' THEN
+        RAISE EXCEPTION 'pymem: a message''s metadata must be a JSON object, not %', pg_catalog.jsonb_typeof(metadata)
+            USING ERRCODE = '22023';
+    END IF;
 END;
 $$;
 
 -- _message_insert: appends one message to a thread (creating the thread), returns its seq.
+-- created_at NULL: now. A given created_at (importing a history with its real times) must be
+-- finite, at most 5 minutes ahead of the server's clock (clock skew between an app server and the
+-- database), and not earlier than the thread's newest message: a thread's messages stay in time
+-- order, so the window (by seq) and everything ordered by time (recall's recency, its ties, the
+-- catch-up) agree. It is compared under the thread row's lock, so concurrent writers cannot
+-- interleave out of order.
 CREATE OR REPLACE FUNCTION pymem._message_insert(
     project_id text, user_id text, thread_id text, role text, content text,
-    importance double precision, metadata jsonb, embedded_by text)
+    importance double precision, metadata jsonb, embedded_by text, created_at timestamptz)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -80,25 +91,47 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_seq bigint;
+    v_previous timestamptz;
 BEGIN
     IF thread_id IS NULL THEN
         RAISE EXCEPTION 'pymem: a message needs a thread_id' USING ERRCODE = '22023';
+    END IF;
+    IF _message_insert.created_at IS NOT NULL AND (NOT pg_catalog.isfinite(_message_insert.created_at)
+       OR _message_insert.created_at > pg_catalog.clock_timestamp() + pg_catalog.make_interval(mins => 5)) THEN
+        RAISE EXCEPTION 'pymem: created_at % is in the future', _message_insert.created_at
+            USING ERRCODE = '22023',
+                  HINT = 'created_at is the time a message was written: at most 5 minutes ahead of the database''s clock. Leave it NULL for now.';
     END IF;
     INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)
     VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, 1)
     ON CONFLICT (project_id, user_id, thread_id)
     DO UPDATE SET last_seq = t.last_seq + 1, updated_at = pg_catalog.clock_timestamp()
     RETURNING t.last_seq INTO v_seq;
-    INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, embedded_by)
+    IF _message_insert.created_at IS NOT NULL AND v_seq > 1 THEN
+        SELECT m.created_at INTO v_previous FROM pymem.messages AS m
+         WHERE m.project_id = _message_insert.project_id AND m.user_id = _message_insert.user_id
+           AND m.thread_id = _message_insert.thread_id AND m.seq = v_seq - 1;
+        IF v_previous > _message_insert.created_at THEN
+            RAISE EXCEPTION 'pymem: created_at % is earlier than the newest message of thread % (%)',
+                    _message_insert.created_at, pg_catalog.quote_literal(_message_insert.thread_id), v_previous
+                USING ERRCODE = '22023',
+                      HINT = 'A thread''s messages are kept in time order: import a history oldest first, into a thread of its own.';
+        END IF;
+    END IF;
+    INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, embedded_by,
+                                created_at)
     VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, v_seq,
             _message_insert.role, _message_insert.content, _message_insert.importance,
-            coalesce(_message_insert.metadata, '{}'::jsonb), _message_insert.embedded_by);
+            coalesce(_message_insert.metadata, '{}'::jsonb), _message_insert.embedded_by,
+            coalesce(_message_insert.created_at, pg_catalog.clock_timestamp()));
     RETURN v_seq;
 END;
 $$;
 
 -- message_add: appends one message (e.g. from another service, without a vector); returns
--- its number in the thread. Recall embeds it later, in a batch.
+-- its number in the thread. Recall embeds it later, in a batch. metadata (a JSON object) comes
+-- back with the message from window_read, messages_recall and context_read. created_at (default:
+-- now) imports a message with its real time: see _message_insert for what is accepted.
 --   SELECT pymem.message_add(user_id => 'alice', role => 'user', content => 'I moved to Oslo');
 CREATE OR REPLACE FUNCTION pymem.message_add(
     user_id text,
@@ -107,7 +140,8 @@ CREATE OR REPLACE FUNCTION pymem.message_add(
     thread_id text DEFAULT 'default',
     project_id text DEFAULT '',
     importance double precision DEFAULT 1.0,
-    metadata jsonb DEFAULT '{}'::jsonb)
+    metadata jsonb DEFAULT '{}'::jsonb,
+    created_at timestamptz DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -115,13 +149,10 @@ AS $$
 BEGIN
     PERFORM pymem._tenant_enter(message_add.project_id);
     PERFORM pymem._conv_check(message_add.project_id, message_add.user_id, message_add.thread_id, 'exact');
-    PERFORM pymem._message_check(message_add.role, message_add.content, message_add.importance);
-    IF message_add.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(message_add.metadata) <> 'object' THEN
-        RAISE EXCEPTION 'pymem: metadata must be a JSON object' USING ERRCODE = '22023';
-    END IF;
+    PERFORM pymem._message_check(message_add.role, message_add.content, message_add.importance, message_add.metadata);
     RETURN pymem._message_insert(message_add.project_id, message_add.user_id, message_add.thread_id,
                                  message_add.role, message_add.content, message_add.importance, message_add.metadata,
-                                 NULL);
+                                 NULL, message_add.created_at);
 END;
 $$;
 
@@ -247,7 +278,9 @@ $$;
 -- valid learned fact, in the order given (an already-active fact, or a repeat within the
 -- turn, gives the existing id). The learned facts are added in one statement under the
 -- subject's cap lock (pymem._subject_lock, as fact_add takes it) and the cap is applied once,
--- after all of them: a turn costs the same per fact whatever its size.
+-- after all of them: a turn costs the same per fact whatever its size. user_metadata and
+-- assistant_metadata (JSON objects) are stored with the two messages; created_at (default: now)
+-- is the time of both, for importing a history (checked as for message_add).
 --   SELECT * FROM pymem.turn_record(user_id => 'alice', user_content => 'I moved to Oslo',
 --                                   assistant_content => 'Noted: Oslo.');
 CREATE OR REPLACE FUNCTION pymem.turn_record(
@@ -265,7 +298,10 @@ CREATE OR REPLACE FUNCTION pymem.turn_record(
     max_learned integer DEFAULT 200,
     keep_last integer DEFAULT 10,
     summarize_every integer DEFAULT NULL,
-    lease_seconds double precision DEFAULT 300)
+    lease_seconds double precision DEFAULT 300,
+    user_metadata jsonb DEFAULT '{}'::jsonb,
+    assistant_metadata jsonb DEFAULT '{}'::jsonb,
+    created_at timestamptz DEFAULT NULL)
 RETURNS TABLE (user_seq bigint, assistant_seq bigint, learned_ids bigint[],
                claim_token uuid, through_seq bigint, previous_summary text, messages jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -293,17 +329,21 @@ BEGIN
     IF turn_record.max_learned < 1 THEN
         RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance);
-    PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance);
+    PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance,
+                                 turn_record.user_metadata);
+    PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance,
+                                 turn_record.assistant_metadata);
     PERFORM pymem._embedding_register(turn_record.project_id, turn_record.embedder, turn_record.user_embedding);
     PERFORM pymem._embedding_register(turn_record.project_id, turn_record.embedder, turn_record.assistant_embedding);
     user_seq := pymem._message_insert(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'user',
-                                      turn_record.user_content, turn_record.user_importance, NULL,
-                                      CASE WHEN turn_record.user_embedding IS NOT NULL THEN turn_record.embedder END);
+                                      turn_record.user_content, turn_record.user_importance, turn_record.user_metadata,
+                                      CASE WHEN turn_record.user_embedding IS NOT NULL THEN turn_record.embedder END,
+                                      turn_record.created_at);
     assistant_seq := pymem._message_insert(turn_record.project_id, turn_record.user_id, turn_record.thread_id,
                                            'assistant', turn_record.assistant_content,
-                                           turn_record.assistant_importance, NULL,
-                                           CASE WHEN turn_record.assistant_embedding IS NOT NULL THEN turn_record.embedder END);
+                                           turn_record.assistant_importance, turn_record.assistant_metadata,
+                                           CASE WHEN turn_record.assistant_embedding IS NOT NULL THEN turn_record.embedder END,
+                                           turn_record.created_at);
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
     SELECT m.project_id, m.user_id, turn_record.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
@@ -396,23 +436,25 @@ $$;
 
 -- _window: the query behind window_read, without its checks (context_read calls it too).
 CREATE OR REPLACE FUNCTION pymem._window(p_project_id text, p_user_id text, p_thread_id text, p_max integer)
-RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz)
+RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz,
+               metadata jsonb)
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT w.seq, w.role, w.content, w.importance, w.created_at FROM (
-        SELECT m.seq, m.role, m.content, m.importance, m.created_at FROM pymem.messages AS m
+    SELECT w.seq, w.role, w.content, w.importance, w.created_at, w.metadata FROM (
+        SELECT m.seq, m.role, m.content, m.importance, m.created_at, m.metadata FROM pymem.messages AS m
          WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.thread_id = p_thread_id
          ORDER BY m.seq DESC
          LIMIT p_max) AS w
      ORDER BY w.seq;
 $$;
 
--- window_read: the last max_messages messages of a thread, oldest first.
+-- window_read: the last max_messages messages of a thread, oldest first, with their metadata.
 --   SELECT seq, role, content FROM pymem.window_read(user_id => 'alice', max_messages => 20);
 CREATE OR REPLACE FUNCTION pymem.window_read(
     user_id text, thread_id text DEFAULT 'default', project_id text DEFAULT '', max_messages integer DEFAULT 20)
-RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz)
+RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz,
+               metadata jsonb)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -424,7 +466,7 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-    SELECT w.seq, w.role, w.content, w.importance, w.created_at
+    SELECT w.seq, w.role, w.content, w.importance, w.created_at, w.metadata
       FROM pymem._window(window_read.project_id, window_read.user_id, window_read.thread_id,
                          window_read.max_messages) AS w;
 END;
@@ -549,10 +591,11 @@ BEGIN
 END;
 $$;
 
--- _recall_check: validates recall parameters.
+-- _recall_check: validates recall parameters. min_score NULL: no threshold; else in -1..1, the
+-- range of a score (a cosine is in -1..1, the recency and importance terms in 0..1).
 CREATE OR REPLACE FUNCTION pymem._recall_check(
     k integer, min_content_chars integer, recency_weight double precision,
-    importance_weight double precision, half_life_seconds double precision)
+    importance_weight double precision, half_life_seconds double precision, min_score double precision)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -570,44 +613,52 @@ BEGIN
     IF half_life_seconds IS NULL OR NOT (half_life_seconds > 0 AND half_life_seconds < 'Infinity'::float8) THEN
         RAISE EXCEPTION 'pymem: half_life_seconds must be a positive number' USING ERRCODE = '22023';
     END IF;
+    IF min_score IS NOT NULL AND NOT (min_score >= -1 AND min_score <= 1) THEN
+        RAISE EXCEPTION 'pymem: min_score must be between -1 and 1, or NULL for no threshold (got %)', min_score
+            USING ERRCODE = '22023';
+    END IF;
 END;
 $$;
 
 -- _recall_ranked: a user's recall candidates ranked by
 --   (1 - rw - iw) * cosine_similarity + rw * 0.5 ^ (age / half_life) + iw * importance
--- (ties: newer first), excluding messages shorter than min_content_chars and the newest
--- `window` messages of the current thread. An exact scan of the user's vectors: exact by
--- construction, so exactly `limit_rows` rows come back whenever that many are eligible.
+-- (ties: newer first), excluding messages shorter than min_content_chars, the newest
+-- `window` messages of the current thread and, when p_min_score is not NULL, those scoring
+-- below it. An exact scan of the user's vectors: exact by construction, so exactly `limit_rows`
+-- rows come back whenever that many are eligible.
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_limit integer,
     p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
-    p_half_life double precision)
+    p_half_life double precision, p_min_score double precision)
 RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT s.thread_id, s.seq, s.similarity,
-           (1 - p_rw - p_iw) * s.similarity
-           -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
-           + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(
-                 pg_catalog.date_part('epoch', pg_catalog.now() - s.created_at) / p_half_life, 1000)) END
-           + p_iw * s.importance AS score
-      FROM (  -- OFFSET 0: one distance per vector (a flattened subquery would compute it twice)
-            SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
-              FROM pymem.message_embeddings AS e
-             WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-               AND e.chars >= p_min_chars
-               AND NOT (e.thread_id = p_thread_id AND e.seq > coalesce(
-                        (SELECT t.last_seq FROM pymem.threads AS t
-                          WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.thread_id = p_thread_id), 0)
-                        - p_window)
-            OFFSET 0) AS s
-     ORDER BY score DESC, s.created_at DESC, s.seq DESC
+    SELECT r.thread_id, r.seq, r.similarity, r.score FROM (
+        SELECT s.thread_id, s.seq, s.created_at, s.similarity,
+               (1 - p_rw - p_iw) * s.similarity
+               -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
+               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(
+                     pg_catalog.date_part('epoch', pg_catalog.now() - s.created_at) / p_half_life, 1000)) END
+               + p_iw * s.importance AS score
+          FROM (  -- OFFSET 0: one distance per vector (a flattened subquery would compute it twice)
+                SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
+                  FROM pymem.message_embeddings AS e
+                 WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+                   AND e.chars >= p_min_chars
+                   AND NOT (e.thread_id = p_thread_id AND e.seq > coalesce(
+                            (SELECT t.last_seq FROM pymem.threads AS t
+                              WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.thread_id = p_thread_id), 0)
+                            - p_window)
+                OFFSET 0) AS s) AS r
+     WHERE p_min_score IS NULL OR r.score >= p_min_score
+     ORDER BY r.score DESC, r.created_at DESC, r.seq DESC
      LIMIT p_limit;
 $$;
 
 -- messages_recall: a user's past messages most relevant to `query` (a vector from
--- `embedder`), scored by similarity, recency and importance; top k.
+-- `embedder`), scored by similarity, recency and importance; the top k of those scoring at
+-- least min_score (NULL: no threshold), with their metadata.
 --   SELECT role, content, round(score::numeric, 3) FROM pymem.messages_recall(
 --       user_id => 'alice', query => '[...]', embedder => 'hash-384-v1', k => 5);
 CREATE OR REPLACE FUNCTION pymem.messages_recall(
@@ -621,7 +672,8 @@ CREATE OR REPLACE FUNCTION pymem.messages_recall(
     window_size integer DEFAULT 20,
     recency_weight double precision DEFAULT 0,
     importance_weight double precision DEFAULT 0,
-    half_life_seconds double precision DEFAULT 3600)
+    half_life_seconds double precision DEFAULT 3600,
+    min_score double precision DEFAULT NULL)
 RETURNS SETOF pymem.recalled_message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -630,22 +682,23 @@ AS $$
 BEGIN
     PERFORM pymem._tenant_enter(messages_recall.project_id);
     PERFORM pymem._recall_check(messages_recall.k, messages_recall.min_content_chars, messages_recall.recency_weight,
-                                messages_recall.importance_weight, messages_recall.half_life_seconds);
+                                messages_recall.importance_weight, messages_recall.half_life_seconds,
+                                messages_recall.min_score);
     PERFORM pymem._check_limit('window_size', messages_recall.window_size);
     IF NOT pymem._conv_check(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id, 'match') THEN
         RETURN;
     END IF;
     PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
     RETURN QUERY
-    SELECT r.thread_id, r.seq, m.role, m.content, m.created_at, m.importance, r.similarity, r.score
+    SELECT r.thread_id, r.seq, m.role, m.content, m.created_at, m.importance, r.similarity, r.score, m.metadata
       FROM pymem._recall_ranked(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
                                 messages_recall.query, messages_recall.embedder, messages_recall.k,
                                 messages_recall.min_content_chars, messages_recall.window_size,
                                 messages_recall.recency_weight, messages_recall.importance_weight,
-                                messages_recall.half_life_seconds) AS r
+                                messages_recall.half_life_seconds, messages_recall.min_score) AS r
       -- each winner by primary key (OFFSET 0: never a hash join over all the user's messages)
      CROSS JOIN LATERAL (
-           SELECT m.role, m.content, m.created_at, m.importance FROM pymem.messages AS m
+           SELECT m.role, m.content, m.created_at, m.importance, m.metadata FROM pymem.messages AS m
             WHERE m.project_id = messages_recall.project_id AND m.user_id = messages_recall.user_id
               AND m.thread_id = r.thread_id AND m.seq = r.seq
            OFFSET 0) AS m
