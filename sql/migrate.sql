@@ -221,6 +221,29 @@ COMMIT;
 \echo pymem: applied 0010_fact_merges
 \endif
 
+-- 0012_api_checksum
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0012_api_checksum', 'ff90f2d64cd66251b49c8d6273bb789f3f626cd0a5139b2ca9dbb157bf322127') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0012_api_checksum.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0012_api_checksum', 'ff90f2d64cd66251b49c8d6273bb789f3f626cd0a5139b2ca9dbb157bf322127', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0012_api_checksum
+\endif
+
 -- 0013_message_times
 -- True when the named migration still has to run; raises PM002 if its file changed.
 SELECT pymem.migration_pending('0013_message_times', 'b2a87eec5806b041b7ccfade19044aa0e59e8b0fc7376285246d5c41722dc645') AS pending
@@ -276,6 +299,9 @@ SELECT pymem.migration_validate_functions() AS validated
 \gset pymem_
 -- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
 SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
+SELECT pymem.migration_api_applied('8d829ec6853bbb7d4166e870dfee218aa0dec98cb1caf25e2b599cc320108e7f')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -61,6 +61,18 @@ SELECT pymem.migration_validate_functions() AS validated;
 -- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
 SELECT pymem.migration_check_dependencies();
 
+-- name: migration_api_applied
+-- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
+SELECT pymem.migration_api_applied(%(checksum)s);
+
+-- name: migration_api_recorded
+-- The sha256 the last completed API refresh recorded (NULL: none has completed).
+SELECT (SELECT c.value FROM pymem.config AS c WHERE c.key = 'api_sha256') AS checksum;
+
+-- name: migration_check_grants
+-- What differs from the roles, ownership and privileges grants.sql keeps, one line each.
+SELECT problem FROM pymem.migration_check_grants() AS problem;
+
 -- name: applied_migrations
 -- Every applied migration, oldest first (NULL-safe when the schema does not exist yet).
 SELECT m.name, m.checksum, m.pymem_version, m.applied_at
