@@ -226,7 +226,13 @@ BEGIN
       CROSS JOIN LATERAL pg_catalog.pg_identify_object(d.refclassid, d.refobjid, 0) AS ref
      WHERE ref.schema IS NOT NULL AND ref.schema <> ALL (ARRAY['pg_catalog', 'pymem'])
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS x
-                        WHERE x.classid = d.refclassid AND x.objid = d.refobjid AND x.deptype = 'e')
+                        WHERE x.classid = d.refclassid AND x.deptype = 'e'
+                          AND x.objid IN (d.refobjid,
+                                          -- an extension type's array type: before PostgreSQL 17
+                                          -- only its element type is recorded as the extension's
+                                          (SELECT e.oid FROM pg_catalog.pg_type AS e
+                                            WHERE d.refclassid = 'pg_catalog.pg_type'::pg_catalog.regclass
+                                              AND e.typarray = d.refobjid)))
        AND pymem._owned_by_pymem(d.classid, d.objid);
     IF v_found IS NOT NULL THEN
         RAISE EXCEPTION 'pymem: objects in schema pymem would call code outside pg_catalog, pymem and extensions'
