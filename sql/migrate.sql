@@ -301,7 +301,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8d829ec6853bbb7d4166e870dfee218aa0dec98cb1caf25e2b599cc320108e7f')
+SELECT pymem.migration_api_applied('6daef2b4f8ea3251422988c17c4ac2ac04cc5d7171d004745c3d354bfa2d5e87')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
