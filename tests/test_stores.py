@@ -441,7 +441,7 @@ def test_python_protect_and_configure(dsn, app_login, admin_login):
         assert conflict.value.sqlstate == "PM404"
         with pytest.raises(pymem.PermissionError) as weaken:
             s.protect(read_only_prefixes=[])
-        assert weaken.value.sqlstate == "42501" and "store_configure" in str(weaken.value)
+        assert weaken.value.sqlstate == "42501" and "store.configure()" in str(weaken.value)
         with pytest.raises(pymem.PermissionError):
             s.configure(read_only_prefixes=[])
         assert s.protect(keep_versions=True) is True and s.keep_versions is True
