@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .conversations import Message, _message
+from .conversations import Message, _message, recall_filters
 from .options import MemoryOptions
 from .runner import Embed, Operation, Query
 from .values import text
@@ -88,7 +88,8 @@ def build_messages(
 class _Context:
     options: MemoryOptions  # set by pymem.memory.MemoryBase
 
-    def _read(self, user_id: str | None, thread: str | None, query: str, embedding: Any = None) -> Operation[Context]:
+    def _read(self, user_id: str | None, thread: str | None, query: str, embedding: Any = None,
+              filters: Any = None) -> Operation[Context]:
         o = self.options
         text(query, "query")
         params: dict[str, Any] = {
@@ -103,6 +104,8 @@ class _Context:
             **o.recall.params(),
             "dedupe": o.dedupe,
             "max_unembedded": MAX_UNEMBEDDED,
+            "query_text": query if user_id is not None else None,
+            **recall_filters(filters),
         }
         if user_id is not None and (o.embedder is not None or embedding is not None) and o.recall.k > 0:
             (qvec,) = yield Embed([query], None if embedding is None else [embedding])

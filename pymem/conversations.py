@@ -91,6 +91,24 @@ def _created_at(value: Any) -> datetime | None:
     return value
 
 
+def _time(value: Any, what: str) -> datetime | None:
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(f"{what} must be a timezone-aware datetime, e.g. datetime(..., tzinfo=timezone.utc)")
+    return value
+
+
+def recall_filters(filters: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The SQL parameters of one recall's ``as_of``, ``since``, ``until`` and ``metadata``
+    (messages_recall and context_read)."""
+    f = dict(filters or {})
+    metadata = f.get("metadata")
+    return {"as_of": _time(f.get("as_of"), "as_of"), "since": _time(f.get("since"), "since"),
+            "until": _time(f.get("until"), "until"),
+            "metadata": None if metadata is None else _metadata(metadata, "metadata filter")}
+
+
 def _message(r: Mapping[str, Any], thread: str | None = None) -> Message:
     """A Message from a row (or a context_read entry) of window_read or messages_recall."""
     return Message(r["role"], r["content"], r["seq"], r.get("thread_id", thread), r["created_at"],
@@ -231,15 +249,21 @@ class _Conversations:
              "seqs": [m["seq"] for m in missing], "embeddings": vectors},
         )
 
-    def _recall(self, user_id, thread, query, k) -> Operation[list[Message]]:
+    def _recall(self, user_id, thread, query, k, filters=None) -> Operation[list[Message]]:
         o = self.options
-        if o.embedder is None:
-            raise ValidationError("recall needs Memory(embedder=...)")
         where = self._where(user_id, thread)
-        # a query is its text, or its vector (computed by the caller with the Memory's embedder)
+        # a query is its text (ranked by its words and, with an embedder, its vector), or its vector
+        # (computed by the caller with the Memory's embedder)
         given = None if isinstance(query, str) else [query]
         if given is None:
             text(query, "query")
+        recall = o.recall.params() | ({} if k is None else {"k": k}) | recall_filters(filters)
+        if o.embedder is None:
+            if given is not None:
+                raise ValidationError("recall by a vector needs Memory(embedder=...)")
+            rows = yield Query("messages_recall", {**where, "query": None, "embedder": None, "query_text": query,
+                                                   **recall, "window_size": o.window})
+            return [_message(r) for r in rows]
         missing = yield Query(
             "messages_unembedded",
             {"user_id": where["user_id"], "project_id": o.project_id, "embedder": o.embedder.name,
@@ -248,10 +272,10 @@ class _Conversations:
         if missing:
             yield from self._catch_up(where["user_id"], missing)
         (qvec,) = yield Embed([query if given is None else "the query vector"], given)
-        recall = o.recall.params() | ({} if k is None else {"k": k})
         rows = yield Query(
             "messages_recall",
-            {**where, "query": qvec, "embedder": o.embedder.name, **recall, "window_size": o.window},
+            {**where, "query": qvec, "embedder": o.embedder.name, "query_text": query if given is None else None,
+             **recall, "window_size": o.window},
         )
         return [_message(r) for r in rows]
 

@@ -174,15 +174,20 @@ class Memory(MemoryBase):
 
     # -- conversation ---------------------------------------------------------------------
     def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
-             embedding: VectorLike | None = None) -> Context:
+             embedding: VectorLike | None = None, as_of: datetime | None = None, since: datetime | None = None,
+             until: datetime | None = None, metadata: Mapping[str, Any] | None = None) -> Context:
         """Everything one turn reads, and the chat messages built from it (see pymem.context).
-        ``embedding``: the query's vector from the Memory's embedder (the embedder is not called)."""
-        return self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding))
+        ``embedding``: the query's vector from the Memory's embedder (the embedder is not called).
+        ``as_of``, ``since``, ``until``, ``metadata``: the recall filters of :meth:`recall`."""
+        filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
+        return self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding, filters))
 
     def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
-                embedding: VectorLike | None = None) -> list[dict[str, str]]:
+                embedding: VectorLike | None = None, as_of: datetime | None = None, since: datetime | None = None,
+                until: datetime | None = None, metadata: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
         """The messages to send to a chat model for ``query``."""
-        return self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding).messages
+        return self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding, as_of=as_of, since=since,
+                         until=until, metadata=metadata).messages
 
     def record(self, query: str, answer: str, *, user: str | None = _UNSET, ctx: Any = None,
                thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,
@@ -227,11 +232,17 @@ class Memory(MemoryBase):
         return self._run(self._summarize(self._need_user(user, ctx), thread))
 
     def recall(self, query: str | VectorLike, *, user: str | None = _UNSET, ctx: Any = None,
-               thread: str | None = None, k: int | None = None) -> list[Message]:
-        """The user's past messages most relevant to ``query`` (a text, or its vector from the
-        Memory's embedder), best first: at most ``k`` (default ``recall_k``), none scoring below
-        ``min_score``."""
-        return self._run(self._recall(self._need_user(user, ctx), thread, query, k))
+               thread: str | None = None, k: int | None = None, as_of: datetime | None = None,
+               since: datetime | None = None, until: datetime | None = None,
+               metadata: Mapping[str, Any] | None = None) -> list[Message]:
+        """The user's past messages most relevant to ``query`` (a text, ranked by its words and
+        meaning; or its vector from the Memory's embedder), best first: at most ``k`` (default
+        ``recall_k``), none scoring below ``min_score``. ``as_of``: recall as of that time (nothing
+        newer; recency measured from it); ``since`` / ``until``: only messages created in
+        [since, until); ``metadata``: only messages whose metadata contains this mapping. Times
+        are timezone-aware datetimes."""
+        filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
+        return self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters))
 
     def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
         """Delete a user's thread (default: every thread); returns the number of messages deleted."""
@@ -328,12 +339,18 @@ class AsyncMemory(MemoryBase):
         return await self._run(self._history(tier, self._subject_id(tier, id, user, ctx), fact_id, limit))
 
     async def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
-                   embedding: VectorLike | None = None) -> Context:
-        return await self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding))
+                   embedding: VectorLike | None = None, as_of: datetime | None = None,
+                   since: datetime | None = None, until: datetime | None = None,
+                   metadata: Mapping[str, Any] | None = None) -> Context:
+        filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
+        return await self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding, filters))
 
     async def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
-                      embedding: VectorLike | None = None) -> list[dict[str, str]]:
-        return (await self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding)).messages
+                      embedding: VectorLike | None = None, as_of: datetime | None = None,
+                      since: datetime | None = None, until: datetime | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+        return (await self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding, as_of=as_of,
+                                since=since, until=until, metadata=metadata)).messages
 
     async def record(self, query: str, answer: str, *, user: str | None = _UNSET, ctx: Any = None,
                      thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,
@@ -368,8 +385,11 @@ class AsyncMemory(MemoryBase):
         return await self._run(self._summarize(self._need_user(user, ctx), thread))
 
     async def recall(self, query: str | VectorLike, *, user: str | None = _UNSET, ctx: Any = None,
-                     thread: str | None = None, k: int | None = None) -> list[Message]:
-        return await self._run(self._recall(self._need_user(user, ctx), thread, query, k))
+                     thread: str | None = None, k: int | None = None, as_of: datetime | None = None,
+                     since: datetime | None = None, until: datetime | None = None,
+                     metadata: Mapping[str, Any] | None = None) -> list[Message]:
+        filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
+        return await self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters))
 
     async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
         return await self._run(self._forget_conversation(self._need_user(user, ctx), thread))

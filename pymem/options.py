@@ -38,8 +38,11 @@ def _ints(owner: object, names: tuple[str, ...], keyword: dict[str, str] | None 
 
 @dataclass(frozen=True)
 class RecallOptions:
-    """How recall ranks a user's past messages: the top ``k`` by ``(1 - rw - iw) * cosine +
-    rw * 0.5 ^ (age / half_life_seconds) + iw * importance``, skipping messages shorter than
+    """How recall ranks a user's past messages: the top ``k`` by ``(1 - rw - iw) * relevance +
+    rw * 0.5 ^ (age / half_life_seconds) + iw * importance``, where relevance is
+    ``(1 - lexical_weight) * cosine + lexical_weight * lexical`` (lexical: the message's BM25 for
+    the query's words over the best one's; a vector query alone ranks by cosine, and without an
+    embedder a text query ranks by its words alone), skipping messages shorter than
     ``min_content_chars`` and, when ``min_score`` is set (-1..1), those scoring below it: fewer
     than ``k`` come back when fewer are relevant enough (README "Recall"). The SQL checks the
     ranges on every call."""
@@ -50,6 +53,7 @@ class RecallOptions:
     importance_weight: float = 0.0
     half_life_seconds: float = 3600.0
     min_score: float | None = None
+    lexical_weight: float = 0.4
 
     def __post_init__(self) -> None:
         _ints(self, ("k", "min_content_chars"), {"k": "recall_k"})

@@ -279,7 +279,8 @@ BEGIN
         EXECUTE pg_catalog.format('DROP FUNCTION %s', r.fn);
         v_dropped := v_dropped || r.fn;
     END LOOP;
-    SELECT pg_catalog.string_agg(p.oid::pg_catalog.regprocedure::text, ', ') INTO v_twice
+    SELECT pg_catalog.string_agg(p.oid::pg_catalog.regprocedure::text, ', ' ORDER BY p.oid::pg_catalog.regprocedure::text)
+      INTO v_twice
       FROM pg_catalog.pg_proc AS p
      WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace
        AND EXISTS (SELECT 1 FROM pg_catalog.pg_proc AS q

@@ -267,6 +267,29 @@ COMMIT;
 \echo pymem: applied 0013_message_times
 \endif
 
+-- 0015_message_lexical
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0015_message_lexical', 'a1a3c2629d8e9651661983cc441c881dceef8b23133a1c957e312c437c04a09d') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0015_message_lexical.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0015_message_lexical', 'a1a3c2629d8e9651661983cc441c881dceef8b23133a1c957e312c437c04a09d', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0015_message_lexical
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -301,7 +324,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('6daef2b4f8ea3251422988c17c4ac2ac04cc5d7171d004745c3d354bfa2d5e87')
+SELECT pymem.migration_api_applied('3b526e976db14270fce632a70d76331598b35cecb6b9b2e7f73f78e0c8725b35')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -223,14 +223,16 @@ SELECT pymem.message_embeddings_put(user_id => %(user_id)s, embedder => %(embedd
                                     embeddings => %(embeddings)s, project_id => %(project_id)s) AS stored;
 
 -- name: messages_recall
--- A user's past messages ranked for a query vector (those scoring at least min_score).
+-- A user's past messages ranked for a query (vector, text or both; those scoring at least min_score).
 SELECT r.thread_id, r.seq, r.role, r.content, r.metadata, r.created_at, r.importance, r.similarity, r.score
 FROM pymem.messages_recall(
     user_id => %(user_id)s, query => %(query)s, embedder => %(embedder)s, project_id => %(project_id)s,
     thread_id => %(thread_id)s, k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,
     window_size => %(window_size)s::integer, recency_weight => %(recency_weight)s::float8,
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
-    min_score => %(min_score)s::float8) AS r;
+    min_score => %(min_score)s::float8, query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8,
+    as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
+    metadata => %(metadata)s::jsonb) AS r;
 
 -- name: conversation_forget
 -- Delete a user's thread (or every thread with '*'); returns the number of messages deleted.
@@ -245,7 +247,9 @@ SELECT pymem.context_read(
     window_size => %(window_size)s::integer, k => %(k)s::integer,
     min_content_chars => %(min_content_chars)s::integer, recency_weight => %(recency_weight)s::float8,
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
-    dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer, min_score => %(min_score)s::float8) AS context;
+    dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer, min_score => %(min_score)s::float8,
+    query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8, as_of => %(as_of)s::timestamptz,
+    since => %(since)s::timestamptz, until => %(until)s::timestamptz, metadata => %(metadata)s::jsonb) AS context;
 
 -- name: user_export
 -- A user's whole memory (facts with history, threads, messages, summaries) as JSON.

@@ -264,9 +264,11 @@ def test_recall_never_returns_another_users_messages(db):
 
 def test_recall_is_exactly_the_brute_force_top_k(db, dsn):
     """Generated data: 300 messages for alice, 300 for bob, random-ish importance and ages.
-    SQL's answer equals a brute-force ranking in Python over the same vectors."""
+    SQL's answer equals a brute-force ranking in Python over the same vectors (lexical_weight 0:
+    the vector ranking alone; tests/test_recall_hybrid.py checks the fused one)."""
     emb = HashEmbedder(64)
-    mem = make(db, embedder=emb, window=10, recency_weight=0.3, importance_weight=0.2, half_life_seconds=600)
+    mem = make(db, embedder=emb, window=10, recency_weight=0.3, importance_weight=0.2, half_life_seconds=600,
+               lexical_weight=0)
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
     for user in ("alice", "bob"):
         for i in range(150):
@@ -313,14 +315,14 @@ def test_exactly_k_when_k_are_eligible_even_under_a_selective_filter(db):
 
 def test_scoring_weights_change_the_winner(db, dsn):
     """The reference's worked example: old-but-similar vs new-and-important."""
-    mem = make(db, window=0, embedder=HashEmbedder(64))
+    mem = make(db, window=0, embedder=HashEmbedder(64), lexical_weight=0)  # the vector's part alone
     mem.record("my email is alice at old example com", "noted", user="alice", importance=0.5)
     mem.record("actually my email changed to alice at new example", "noted", user="alice", importance=1.0)
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("UPDATE pymem.message_embeddings SET created_at = now() - interval '7 days' WHERE seq <= 2")
         c.execute("UPDATE pymem.message_embeddings SET created_at = now() - interval '1 hour' WHERE seq > 2")
     plain = mem.recall("what is my email", user="alice", k=1)
-    weighted = Memory(db=db, agent_id="support-bot", embedder=HashEmbedder(64), window=0,
+    weighted = Memory(db=db, agent_id="support-bot", embedder=HashEmbedder(64), window=0, lexical_weight=0,
                       recency_weight=0.3, importance_weight=0.2).recall("what is my email", user="alice", k=1)
     assert weighted[0].content.startswith("actually my email changed")
     assert weighted[0].score > 0.35  # 0.5*cos + 0.3*0.5 + 0.2*1.0

@@ -26,6 +26,7 @@ KEYWORDS = {
     "min_content_chars", "recency_weight", "importance_weight", "half_life_seconds", "dedupe", "summarizer",
     "summarize_every", "keep_last", "max_summary_chars", "summary_lease_seconds", "extractor", "max_learned_facts",
     "min_score",  # added since (issue 13)
+    "lexical_weight",  # issue 14 (recall)
 }
 
 # ------------------------------------------------------------------- Python default -> SQL DEFAULT
@@ -48,6 +49,7 @@ OPTIONS: dict[str, list[tuple[str, str]]] = {
     "recall.importance_weight": [("context_read", "importance_weight"), ("messages_recall", "importance_weight")],
     "recall.half_life_seconds": [("context_read", "half_life_seconds"), ("messages_recall", "half_life_seconds")],
     "recall.min_score": [("context_read", "min_score"), ("messages_recall", "min_score")],
+    "recall.lexical_weight": [("context_read", "lexical_weight"), ("messages_recall", "lexical_weight")],
     "dedupe": [("context_read", "dedupe")],
     "summarize_every": [("summary_claim", "summarize_every")],
     "keep_last": [("turn_record", "keep_last"), ("summary_claim", "keep_last")],
@@ -190,7 +192,7 @@ def sent_by(mem: Sent) -> dict[str, dict[str, Any]]:
 PER_CALL = {"user_id", "scope", "scope_id", "content", "new_content", "old_content", "query", "embedder", "embedding",
             "user_content", "assistant_content", "user_embedding", "assistant_embedding", "id", "learned",
             "claim_token", "summary", "summarize_every", "trace_id", "metadata", "user_metadata", "assistant_metadata",
-            "created_at"}
+            "created_at", "query_text"}
 DELIBERATE = {("messages_unembedded", "max_messages"): RECALL_CATCH_UP}
 
 

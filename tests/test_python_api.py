@@ -147,7 +147,7 @@ def test_persist_with_an_embedding_stores_it_and_skips_the_embedder(db, dsn):
 @pytest.mark.parametrize("kind", [list, tuple, np.array, Vector])
 def test_retrieve_and_recall_take_a_query_vector(db, kind):
     emb = Counting()
-    mem = make(db, embedder=emb, window=0)
+    mem = make(db, embedder=emb, window=0, lexical_weight=0)  # recall: a vector has no words to match
     for fact in ("Allergic to peanuts", "Lives in Oslo", "Drives a red car"):
         mem.persist(fact, user="alice")
     mem.add_message("I am allergic to peanuts and shellfish", user="alice")
@@ -348,8 +348,8 @@ def test_min_score_leaves_slots_empty_instead_of_filling_them(db, dsn):
     assert [m.seq for m in strict.read(query, user="alice").recalled] == [m.seq for m in everything[:2]]
     # the filter is SQL's (a service calling SQL alone gets the same)
     qvec = Vector(HashEmbedder(64).embed([query])[0])
-    sql_rows = rows(dsn, "SELECT seq FROM pymem.messages_recall('alice', %s, %s, window_size => 0, min_score => %s)",
-                    qvec, base.embedder.name, cut)
+    sql_rows = rows(dsn, "SELECT seq FROM pymem.messages_recall('alice', %s, %s, window_size => 0, min_score => %s,"
+                         " query_text => %s)", qvec, base.embedder.name, cut, query)
     assert [r[0] for r in sql_rows] == [m.seq for m in everything[:2]]
     assert make(db, min_score=1.0).recall(query, user="alice") == []
 

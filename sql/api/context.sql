@@ -22,10 +22,12 @@ $$;
 --    "deduped": n, "window": [{seq, role, content, metadata, created_at}],
 --    "unembedded": [{thread, seq, content}]}
 -- user_id NULL (an unresolved caller) reads agent facts only. agent_id NULL reads no agent
--- facts ('' is refused: it would mean every agent). query NULL skips recall. A recalled
+-- facts ('' is refused: it would mean every agent). Recall ranks as messages_recall does, by the
+-- query's vector (query, from embedder), its text (query_text) or both (hybrid); with neither it
+-- is skipped; lexical_weight, as_of, since, until and metadata are messages_recall's. A recalled
 -- message whose normalised content already appears in a fact or the summary is dropped when
 -- dedupe is on (counted in "deduped"); min_score (NULL: none) drops candidates scoring below it,
--- as in messages_recall. "unembedded" lists up to max_unembedded of the user's
+-- as in messages_recall. With a query vector, "unembedded" lists up to max_unembedded of the user's
 -- messages with no vector from `embedder` (written by SQL): embed them, store them with
 -- message_embeddings_put, and call again for a complete recall.
 --   SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot');
@@ -45,7 +47,13 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     half_life_seconds double precision DEFAULT 3600,
     dedupe boolean DEFAULT true,
     max_unembedded integer DEFAULT 100,
-    min_score double precision DEFAULT NULL)
+    min_score double precision DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    lexical_weight double precision DEFAULT 0.4,
+    as_of timestamptz DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    metadata jsonb DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -77,7 +85,12 @@ BEGIN
     PERFORM pymem._check_limit('max_unembedded', context_read.max_unembedded);
     PERFORM pymem._recall_check(context_read.k, context_read.min_content_chars, context_read.recency_weight,
                                 context_read.importance_weight, context_read.half_life_seconds,
-                                context_read.min_score);
+                                context_read.min_score, context_read.lexical_weight, context_read.as_of,
+                                context_read.since, context_read.until);
+    IF context_read.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(context_read.metadata) <> 'object' THEN
+        RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(context_read.metadata)
+            USING ERRCODE = '22023';
+    END IF;
     IF context_read.agent_id IS NOT NULL
        AND pymem._fact_check_subject('agent', context_read.agent_id, context_read.project_id, 'match') THEN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
@@ -102,8 +115,10 @@ BEGIN
           INTO v_window
           FROM pymem._window(context_read.project_id, context_read.user_id, context_read.thread_id,
                              context_read.window_size) AS w;
-        IF context_read.query IS NOT NULL AND context_read.k > 0 THEN
-            PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query);
+        IF (context_read.query IS NOT NULL OR context_read.query_text IS NOT NULL) AND context_read.k > 0 THEN
+            IF context_read.query IS NOT NULL THEN
+                PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query);
+            END IF;
             v_upstream := CASE WHEN context_read.dedupe THEN pymem._norm(pg_catalog.concat_ws(' ',
                 (SELECT pg_catalog.string_agg(a.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
                 (SELECT pg_catalog.string_agg(u.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_user) AS u),
@@ -113,11 +128,13 @@ BEGIN
             FOR v_cand IN
                 SELECT r.thread_id, r.seq, r.similarity, r.score
                   FROM pymem._recall_ranked(context_read.project_id, context_read.user_id, context_read.thread_id,
-                                            context_read.query, context_read.embedder, context_read.k + 20,
-                                            context_read.min_content_chars, context_read.window_size,
-                                            context_read.recency_weight, context_read.importance_weight,
-                                            context_read.half_life_seconds, context_read.min_score)
-                                            WITH ORDINALITY AS r
+                                            context_read.query, context_read.embedder, context_read.query_text,
+                                            context_read.k + 20, context_read.min_content_chars,
+                                            context_read.window_size, context_read.recency_weight,
+                                            context_read.importance_weight, context_read.lexical_weight,
+                                            context_read.half_life_seconds, context_read.min_score,
+                                            context_read.as_of, context_read.since, context_read.until,
+                                            context_read.metadata) WITH ORDINALITY AS r
                  ORDER BY r.ordinality
             LOOP
                 SELECT m.role, m.content, m.metadata, m.created_at INTO v_msg FROM pymem.messages AS m
@@ -134,11 +151,13 @@ BEGIN
                 v_kept := v_kept + 1;
                 EXIT WHEN v_kept >= context_read.k;
             END LOOP;
-            SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                       'thread_id', u.thread_id, 'seq', u.seq, 'content', u.content)), '[]')
-              INTO v_unembedded
-              FROM pymem._messages_unembedded(context_read.project_id, context_read.user_id, context_read.embedder,
-                                              context_read.min_content_chars, context_read.max_unembedded) AS u;
+            IF context_read.query IS NOT NULL THEN
+                SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
+                           'thread_id', u.thread_id, 'seq', u.seq, 'content', u.content)), '[]')
+                  INTO v_unembedded
+                  FROM pymem._messages_unembedded(context_read.project_id, context_read.user_id, context_read.embedder,
+                                                  context_read.min_content_chars, context_read.max_unembedded) AS u;
+            END IF;
         END IF;
     END IF;
     RETURN pg_catalog.jsonb_build_object(

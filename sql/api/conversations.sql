@@ -591,11 +591,92 @@ BEGIN
 END;
 $$;
 
+-- _message_lexemes(content): a message's content as a tsvector (text search configuration english:
+-- on the development data it found more of the evidence than 'simple', README "Recall"). The
+-- stored lexemes (pymem.message_lexemes) and every query's terms come from this one function.
+CREATE OR REPLACE FUNCTION pymem._message_lexemes(content text)
+RETURNS tsvector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT pg_catalog.to_tsvector('pg_catalog.english'::pg_catalog.regconfig, content);
+$$;
+
+-- _lexeme_query(lexeme): a tsquery matching exactly that lexeme (quoted as tsquery input wants).
+CREATE OR REPLACE FUNCTION pymem._lexeme_query(lexeme text)
+RETURNS tsquery
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT ('''' || pg_catalog.replace(pg_catalog.replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery;
+$$;
+
+-- _message_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the
+-- document length of BM25.
+CREATE OR REPLACE FUNCTION pymem._message_tokens(lexemes tsvector)
+RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.sum(coalesce(pg_catalog.cardinality(u.positions), 1)), 0)::integer
+      FROM pg_catalog.unnest(lexemes) AS u;
+$$;
+
+-- _message_lexemes_add: the statement trigger messages_lexemes (migrations/0015_message_lexical.sql):
+-- indexes the messages one statement inserted, in one INSERT.
+CREATE OR REPLACE FUNCTION pymem._message_lexemes_add()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pymem.message_lexemes AS l
+        (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
+    SELECT n.project_id, n.user_id, n.thread_id, n.seq, pg_catalog.length(n.content), n.importance, n.created_at,
+           pymem._message_tokens(v.lexemes), v.lexemes
+      FROM new_messages AS n CROSS JOIN LATERAL (SELECT pymem._message_lexemes(n.content) AS lexemes) AS v;
+    RETURN NULL;
+END;
+$$;
+
+-- message_lexemes_backfill: indexes up to max_messages of a project's messages that have no
+-- lexemes yet (stored before 0015_message_lexical by a deploy user that row-level security binds);
+-- returns how many. Call it until it returns 0: each call is one short transaction.
+--   SELECT pymem.message_lexemes_backfill(project_id => '', max_messages => 10000);
+CREATE OR REPLACE FUNCTION pymem.message_lexemes_backfill(project_id text DEFAULT '', max_messages integer DEFAULT 10000)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM pymem._tenant_enter(message_lexemes_backfill.project_id);
+    PERFORM pymem._check_limit('max_messages', message_lexemes_backfill.max_messages);
+    INSERT INTO pymem.message_lexemes AS l
+        (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
+    SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content), m.importance, m.created_at,
+           pymem._message_tokens(v.lexemes), v.lexemes
+      FROM (SELECT m.* FROM pymem.messages AS m
+             WHERE m.project_id = message_lexemes_backfill.project_id
+               AND NOT EXISTS (SELECT 1 FROM pymem.message_lexemes AS x
+                                WHERE x.project_id = m.project_id AND x.user_id = m.user_id
+                                  AND x.thread_id = m.thread_id AND x.seq = m.seq)
+             LIMIT message_lexemes_backfill.max_messages) AS m
+     CROSS JOIN LATERAL (SELECT pymem._message_lexemes(m.content) AS lexemes) AS v
+    ON CONFLICT DO NOTHING;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;
+
 -- _recall_check: validates recall parameters. min_score NULL: no threshold; else in -1..1, the
--- range of a score (a cosine is in -1..1, the recency and importance terms in 0..1).
+-- range of a score. lexical_weight in 0..1. as_of, since and until: finite when given.
 CREATE OR REPLACE FUNCTION pymem._recall_check(
     k integer, min_content_chars integer, recency_weight double precision,
-    importance_weight double precision, half_life_seconds double precision, min_score double precision)
+    importance_weight double precision, half_life_seconds double precision, min_score double precision,
+    lexical_weight double precision, as_of timestamptz, since timestamptz, until timestamptz)
 RETURNS void
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -617,54 +698,139 @@ BEGIN
         RAISE EXCEPTION 'pymem: min_score must be between -1 and 1, or NULL for no threshold (got %)', min_score
             USING ERRCODE = '22023';
     END IF;
+    IF lexical_weight IS NULL OR NOT (lexical_weight >= 0 AND lexical_weight <= 1) THEN
+        RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1 (got %)', lexical_weight USING ERRCODE = '22023';
+    END IF;
+    IF NOT pg_catalog.isfinite(coalesce(as_of, '2000-01-01')) OR NOT pg_catalog.isfinite(coalesce(since, '2000-01-01'))
+       OR NOT pg_catalog.isfinite(coalesce(until, '2000-01-01')) THEN
+        RAISE EXCEPTION 'pymem: as_of, since and until must be finite times (or NULL)' USING ERRCODE = '22023';
+    END IF;
 END;
 $$;
 
 -- _recall_ranked: a user's recall candidates ranked by
---   (1 - rw - iw) * cosine_similarity + rw * 0.5 ^ (age / half_life) + iw * importance
--- (ties: newer first), excluding messages shorter than min_content_chars, the newest
--- `window` messages of the current thread and, when p_min_score is not NULL, those scoring
--- below it. An exact scan of the user's vectors: exact by construction, so exactly `limit_rows`
--- rows come back whenever that many are eligible.
+--   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
+-- (age measured from p_as_of, default now; ties: newer first, then thread and seq), where
+--   relevance = (1 - lw) * cosine + lw * lexical   with a query vector and query terms,
+--             = cosine                             with a vector and no terms (no text, or only stop words),
+--             = lexical                            with terms and no vector;
+--   lexical   = BM25 (k1 1.2, b 0.75) of the query text's lexemes in each message, divided by the
+--               best eligible message's (the best lexical match has 1, a message sharing no term 0).
+-- BM25's statistics (document count, average length in tokens, each term's document frequency)
+-- are the user's messages as of p_as_of, computed here from the user's rows of message_lexemes.
+-- Eligible: with a vector, every message with a vector of p_embedder; without one, every message
+-- sharing a term with the text; in both cases of at least p_min_chars characters, outside the
+-- newest `window` messages of the current thread, created at or before p_as_of, at or after
+-- p_since and before p_until, whose metadata contains p_filter, and, when p_min_score is not NULL,
+-- scoring at least that. An exact scan of the user's rows: exactly `limit_rows` rows come back
+-- whenever that many are eligible.
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
-    p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_limit integer,
-    p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
-    p_half_life double precision, p_min_score double precision)
+    p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
+    p_limit integer, p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
+    p_lw double precision, p_half_life double precision, p_min_score double precision,
+    p_as_of timestamptz, p_since timestamptz, p_until timestamptz, p_filter jsonb)
 RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
 LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
+-- The generic plan (every call's parameters are unknown to it) guesses a handful of rows per user
+-- and would join the vectors to the lexemes by a nested loop (1,000 x 1,000 comparisons for a
+-- 1,000-message user); without nested loops it joins them by hash.
+SET enable_nestloop = off
 AS $$
-    SELECT r.thread_id, r.seq, r.similarity, r.score FROM (
-        SELECT s.thread_id, s.seq, s.created_at, s.similarity,
-               (1 - p_rw - p_iw) * s.similarity
+    WITH q AS MATERIALIZED (  -- the query's terms, one tsquery per term, and one matching any of them
+        SELECT t.terms,
+               ARRAY(SELECT pymem._lexeme_query(x.x) FROM pg_catalog.unnest(t.terms) AS x(x)) AS each_term,
+               CASE WHEN pg_catalog.cardinality(t.terms) > 0 THEN pg_catalog.array_to_string(ARRAY(
+                   SELECT pymem._lexeme_query(x.x)::text FROM pg_catalog.unnest(t.terms) AS x(x)), ' | ')::tsquery
+               END AS any_term,
+               (SELECT ts.last_seq FROM pymem.threads AS ts
+                 WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id AND ts.thread_id = p_thread_id) AS last_seq
+          FROM (SELECT coalesce(pg_catalog.tsvector_to_array(pymem._message_lexemes(p_text)), '{}'::text[]) AS terms) AS t),
+    corpus AS MATERIALIZED (  -- the user's messages as of p_as_of (none without query terms)
+        SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, l.tokens, l.lexemes
+          FROM pymem.message_lexemes AS l
+         WHERE l.project_id = p_project_id AND l.user_id = p_user_id
+           AND (p_as_of IS NULL OR l.created_at <= p_as_of)
+           AND (SELECT q.any_term FROM q) IS NOT NULL),
+    stats AS MATERIALIZED (  -- document count, average length, and each query term's idf
+        SELECT s.avgdl, ARRAY(
+                   SELECT pg_catalog.ln(1 + (s.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
+                     FROM q CROSS JOIN LATERAL pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
+                     LEFT JOIN (SELECT t2.i, pg_catalog.count(*)::float8 AS df
+                                  FROM q AS q2 CROSS JOIN corpus AS c
+                                 CROSS JOIN LATERAL pg_catalog.generate_subscripts(q2.each_term, 1) AS t2(i)
+                                 WHERE c.lexemes @@ q2.any_term AND c.lexemes @@ q2.each_term[t2.i]
+                                 GROUP BY t2.i) AS d ON d.i = t.i
+                    ORDER BY t.i) AS idf
+          FROM (SELECT pg_catalog.count(*)::float8 AS n, GREATEST(pg_catalog.avg(c.tokens)::float8, 1) AS avgdl
+                  FROM corpus AS c) AS s),
+    cand AS (
+        -- with a vector: every vector of the user's from this embedder (OFFSET 0: one distance each),
+        -- with the message's lexemes
+        SELECT e.thread_id, e.seq, e.created_at, e.importance, e.similarity, e.tokens, e.lexemes FROM (
+            SELECT e.thread_id, e.seq, e.created_at, e.importance,
+                   1 - pymem._cosine_distance(e.embedding, p_query) AS similarity, l.tokens, l.lexemes
+              FROM pymem.message_embeddings AS e
+              LEFT JOIN corpus AS l ON l.thread_id = e.thread_id AND l.seq = e.seq
+             WHERE p_query IS NOT NULL
+               AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+               AND e.chars >= p_min_chars
+               AND (p_as_of IS NULL OR e.created_at <= p_as_of)
+               AND (p_since IS NULL OR e.created_at >= p_since)
+               AND (p_until IS NULL OR e.created_at < p_until)
+            OFFSET 0) AS e
+        UNION ALL
+        -- without: the messages sharing a term with the text
+        SELECT l.thread_id, l.seq, l.created_at, l.importance, NULL::float8, l.tokens, l.lexemes
+          FROM corpus AS l
+         WHERE p_query IS NULL AND l.lexemes @@ (SELECT q.any_term FROM q) AND l.chars >= p_min_chars
+           AND (p_since IS NULL OR l.created_at >= p_since)
+           AND (p_until IS NULL OR l.created_at < p_until)),
+    eligible AS (
+        SELECT c.thread_id, c.seq, c.created_at, c.importance, c.similarity, x.bm25,
+               pg_catalog.max(x.bm25) OVER () AS best
+          FROM cand AS c
+         CROSS JOIN LATERAL (  -- BM25 with k1 1.2, b 0.75, a term counted once per message
+               SELECT CASE WHEN c.lexemes @@ q.any_term THEN
+                          (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
+                            WHERE c.lexemes @@ q.each_term[t.i])
+                          * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / s.avgdl)) END AS bm25
+                 FROM q LEFT JOIN stats AS s ON true) AS x
+         WHERE NOT (c.thread_id = p_thread_id AND c.seq > coalesce((SELECT q.last_seq FROM q), 0) - p_window)
+           AND (p_filter IS NULL OR EXISTS (
+                   SELECT 1 FROM pymem.messages AS m
+                    WHERE m.project_id = p_project_id AND m.user_id = p_user_id
+                      AND m.thread_id = c.thread_id AND m.seq = c.seq AND m.metadata @> p_filter))),
+    scored AS (
+        SELECT x.thread_id, x.seq, x.created_at, x.similarity,
+               (1 - p_rw - p_iw) * CASE
+                   WHEN x.similarity IS NULL THEN coalesce(x.bm25 / NULLIF(x.best, 0), 0)
+                   WHEN (SELECT q.any_term FROM q) IS NULL THEN x.similarity
+                   ELSE (1 - p_lw) * x.similarity + p_lw * coalesce(x.bm25 / NULLIF(x.best, 0), 0) END
                -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
-               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(
-                     pg_catalog.date_part('epoch', pg_catalog.now() - s.created_at) / p_half_life, 1000)) END
-               + p_iw * s.importance AS score
-          FROM (  -- OFFSET 0: one distance per vector (a flattened subquery would compute it twice)
-                SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
-                  FROM pymem.message_embeddings AS e
-                 WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-                   AND e.chars >= p_min_chars
-                   AND NOT (e.thread_id = p_thread_id AND e.seq > coalesce(
-                            (SELECT t.last_seq FROM pymem.threads AS t
-                              WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.thread_id = p_thread_id), 0)
-                            - p_window)
-                OFFSET 0) AS s) AS r
+               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
+                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - x.created_at), 0)
+                     / p_half_life, 1000)) END
+               + p_iw * x.importance AS score
+          FROM eligible AS x)
+    SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
      WHERE p_min_score IS NULL OR r.score >= p_min_score
-     ORDER BY r.score DESC, r.created_at DESC, r.seq DESC
+     ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC
      LIMIT p_limit;
 $$;
 
--- messages_recall: a user's past messages most relevant to `query` (a vector from
--- `embedder`), scored by similarity, recency and importance; the top k of those scoring at
--- least min_score (NULL: no threshold), with their metadata.
+-- messages_recall: a user's past messages most relevant to a query: its vector (`query`, from
+-- `embedder`), its text (`query_text`), or both (the default of Memory.recall: hybrid ranking);
+-- scored by relevance, recency and importance (see _recall_ranked); the top k of those scoring at
+-- least min_score (NULL: no threshold), with their metadata. as_of (default now) recalls as of a
+-- past time: nothing newer is eligible and recency is measured from it; since / until keep the
+-- messages created in [since, until); metadata keeps those whose metadata contains it (jsonb @>).
 --   SELECT role, content, round(score::numeric, 3) FROM pymem.messages_recall(
---       user_id => 'alice', query => '[...]', embedder => 'hash-384-v1', k => 5);
+--       user_id => 'alice', query_text => 'Where do I live?', k => 5);
 CREATE OR REPLACE FUNCTION pymem.messages_recall(
     user_id text,
-    query vector,
-    embedder text,
+    query vector DEFAULT NULL,
+    embedder text DEFAULT NULL,
     project_id text DEFAULT '',
     thread_id text DEFAULT 'default',
     k integer DEFAULT 5,
@@ -673,7 +839,13 @@ CREATE OR REPLACE FUNCTION pymem.messages_recall(
     recency_weight double precision DEFAULT 0,
     importance_weight double precision DEFAULT 0,
     half_life_seconds double precision DEFAULT 3600,
-    min_score double precision DEFAULT NULL)
+    min_score double precision DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    lexical_weight double precision DEFAULT 0.4,
+    as_of timestamptz DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    metadata jsonb DEFAULT NULL)
 RETURNS SETOF pymem.recalled_message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -683,26 +855,39 @@ BEGIN
     PERFORM pymem._tenant_enter(messages_recall.project_id);
     PERFORM pymem._recall_check(messages_recall.k, messages_recall.min_content_chars, messages_recall.recency_weight,
                                 messages_recall.importance_weight, messages_recall.half_life_seconds,
-                                messages_recall.min_score);
+                                messages_recall.min_score, messages_recall.lexical_weight, messages_recall.as_of,
+                                messages_recall.since, messages_recall.until);
     PERFORM pymem._check_limit('window_size', messages_recall.window_size);
+    IF messages_recall.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(messages_recall.metadata) <> 'object' THEN
+        RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(messages_recall.metadata)
+            USING ERRCODE = '22023';
+    END IF;
+    IF messages_recall.query IS NULL AND messages_recall.query_text IS NULL THEN
+        RAISE EXCEPTION 'pymem: recall needs a query: its vector (query), its text (query_text) or both'
+            USING ERRCODE = '22023';
+    END IF;
     IF NOT pymem._conv_check(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id, 'match') THEN
         RETURN;
     END IF;
-    PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
+    IF messages_recall.query IS NOT NULL THEN
+        PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
+    END IF;
     RETURN QUERY
     SELECT r.thread_id, r.seq, m.role, m.content, m.created_at, m.importance, r.similarity, r.score, m.metadata
       FROM pymem._recall_ranked(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
-                                messages_recall.query, messages_recall.embedder, messages_recall.k,
-                                messages_recall.min_content_chars, messages_recall.window_size,
+                                messages_recall.query, messages_recall.embedder, messages_recall.query_text,
+                                messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
                                 messages_recall.recency_weight, messages_recall.importance_weight,
-                                messages_recall.half_life_seconds, messages_recall.min_score) AS r
+                                messages_recall.lexical_weight, messages_recall.half_life_seconds,
+                                messages_recall.min_score, messages_recall.as_of, messages_recall.since,
+                                messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r
       -- each winner by primary key (OFFSET 0: never a hash join over all the user's messages)
      CROSS JOIN LATERAL (
            SELECT m.role, m.content, m.created_at, m.importance, m.metadata FROM pymem.messages AS m
             WHERE m.project_id = messages_recall.project_id AND m.user_id = messages_recall.user_id
               AND m.thread_id = r.thread_id AND m.seq = r.seq
            OFFSET 0) AS m
-     ORDER BY r.score DESC, m.created_at DESC, r.seq DESC;
+     ORDER BY r.ordinality;
 END;
 $$;
 

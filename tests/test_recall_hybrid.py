@@ -1,0 +1,228 @@
+"""Hybrid recall (issue 14): messages_recall / context_read fuse a BM25 score of the query's words
+with the cosine of its vector (and recency, importance), take as_of, a time range and a metadata
+filter, and return exactly the brute-force top k (ties and filters included). The brute force
+here recomputes every score in Python from the stored lexemes and vectors."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from datetime import UTC, datetime, timedelta
+
+import psycopg
+import pytest
+
+import pymem
+from pymem import AsyncMemory, Memory
+from pymem.embedders import HashEmbedder
+from pymem.errors import ValidationError
+
+WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
+T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+
+
+@pytest.fixture
+def db(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=4)) as d:
+        yield d
+
+
+def make(db, **kw):
+    kw.setdefault("embedder", HashEmbedder(64))
+    return Memory(db=db, agent_id="bot", **kw)
+
+
+def load(mem):
+    """alice: 120 messages in two threads over 120 hours, some of them twice (same text, same
+    time: exact ties); bob: the same words, never recalled for alice."""
+    for user in ("alice", "bob"):
+        for i in range(120):
+            text = f"{WORDS[i % 10]} {WORDS[(i * 7) % 10]} {WORDS[(i * 3) % 10]} note {i % 40} from {user}"
+            when = T0 + timedelta(hours=i)
+            mem.add_message(text, user=user, thread="main", created_at=when, importance=((i * 37) % 100) / 100,
+                            metadata={"speaker": "Ann" if i % 3 else "Bo", "n": i})
+            if i % 10 == 0:  # a tie: the same message at the same time in another thread
+                mem.add_message(text, user=user, thread="copy", created_at=when,
+                                importance=((i * 37) % 100) / 100, metadata={"speaker": "Ann" if i % 3 else "Bo"})
+
+
+def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.0, as_of=None, since=None,
+          until=None, metadata=None, thread="other", window=0, min_chars=10):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        terms = c.execute("SELECT coalesce(tsvector_to_array(to_tsvector('english', %s)), '{}')", (text,)).fetchone()[0] \
+            if text is not None else []
+        docs = c.execute("""
+            SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, l.tokens,
+                   (SELECT jsonb_object_agg(u.lexeme, cardinality(u.positions)) FROM unnest(l.lexemes) u),
+                   e.embedding::text, m.metadata, coalesce(t.last_seq, 0)
+              FROM pymem.message_lexemes l JOIN pymem.messages m USING (project_id, user_id, thread_id, seq)
+              LEFT JOIN pymem.message_embeddings e
+                ON e.project_id = l.project_id AND e.user_id = l.user_id AND e.thread_id = l.thread_id
+               AND e.seq = l.seq AND e.embedder = %s
+              LEFT JOIN pymem.threads t ON t.project_id = l.project_id AND t.user_id = l.user_id AND t.thread_id = %s
+             WHERE l.project_id = '' AND l.user_id = 'alice'""", (embedder, thread)).fetchall()
+        now = c.execute("SELECT now()").fetchone()[0]
+    corpus = [d for d in docs if as_of is None or d[4] <= as_of]
+    n = len(corpus)
+    avgdl = max(sum(d[5] for d in corpus) / n, 1) if n else 1
+    df = {t: sum(1 for d in corpus if t in d[6]) for t in terms}
+
+    def bm25(d):
+        s = 0.0
+        for t in terms:
+            if t in d[6]:  # a term counts once per message (tf 1)
+                s += math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * d[5] / avgdl))
+        return s
+
+    def cos(v):
+        v = [float(x) for x in v.strip("[]").split(",")]
+        return sum(a * b for a, b in zip(v, vector)) / math.sqrt(sum(a * a for a in v) * sum(b * b for b in vector))
+
+    eligible = []
+    for d in docs:
+        lex = bm25(d) if d in corpus else 0.0
+        if vector is None and lex == 0:
+            continue
+        if vector is not None and d[7] is None:
+            continue
+        if d[2] < min_chars or (d[0] == thread and d[1] > d[9] - window):
+            continue
+        if (as_of is not None and d[4] > as_of) or (since is not None and d[4] < since) \
+                or (until is not None and d[4] >= until):
+            continue
+        if metadata is not None and any(d[8].get(key) != value for key, value in metadata.items()):
+            continue
+        eligible.append((d, lex, None if vector is None else cos(d[7])))
+    best = max((lex for _, lex, _ in eligible), default=0)
+    scored = []
+    for d, lex, sim in eligible:
+        lexn = lex / best if best > 0 else 0.0
+        rel = lexn if sim is None else (sim if not terms else (1 - lw) * sim + lw * lexn)
+        age = max(((as_of or now) - d[4]).total_seconds(), 0)
+        score = (1 - rw - iw) * rel + (rw * 0.5 ** min(age / half_life, 1000) if rw else 0) + iw * d[3]
+        scored.append((score, d[4], d[0], d[1]))
+    scored.sort(key=lambda s: (-round(s[0], 6), -s[1].timestamp(), s[2], -s[3]))
+    return [(t, s, score) for score, _, t, s in scored[:k]]
+
+
+def check(got, expected):
+    assert [(m.thread, m.seq) for m in got] == [(t, s) for t, s, _ in expected]
+    for m, (_, _, score) in zip(got, expected):
+        assert m.score == pytest.approx(score, abs=1e-6)  # the vectors are float4
+
+
+@pytest.mark.parametrize("options", [
+    {},  # the defaults: lexical_weight 0.4, no recency, no importance
+    {"lexical_weight": 0.7, "recency_weight": 0.2, "importance_weight": 0.1, "half_life_seconds": 36000},
+    {"lexical_weight": 1.0},
+])
+def test_hybrid_recall_is_the_brute_force_top_k(db, dsn, options):
+    mem = make(db, **options)
+    load(mem)
+    emb = mem.embedder
+    query = "charlie delta note"
+    as_of = T0 + timedelta(hours=90)
+    kw = {"lw": options.get("lexical_weight", 0.4), "rw": options.get("recency_weight", 0.0),
+          "iw": options.get("importance_weight", 0.0), "half_life": options.get("half_life_seconds", 3600.0)}
+    vec = emb.embed([query])[0]
+    for k in (1, 7, 40):
+        got = mem.recall(query, user="alice", thread="other", k=k, as_of=as_of)
+        check(got, brute(dsn, emb.name, text=query, vector=vec, k=k, as_of=as_of, **kw))
+        assert len(got) == k
+    # ties: the copies in thread "copy" score exactly like their originals, and come first (thread order)
+    got = mem.recall(query, user="alice", thread="other", k=300)
+    assert len(got) == 2 * 132 - 132  # every one of alice's 132 messages, none of bob's
+    keys = [(m.score, m.created_at) for m in got]
+    tied = [i for i in range(1, len(keys)) if keys[i] == keys[i - 1]]
+    assert tied and all(got[i - 1].thread == "copy" and got[i].thread == "main" for i in tied)
+    check(got, brute(dsn, emb.name, text=query, vector=vec, k=300, **kw))
+
+
+def test_filters_time_range_metadata_and_the_window(db, dsn):
+    mem = make(db, window=5)
+    load(mem)
+    emb = mem.embedder
+    query = "india echo"
+    vec = emb.embed([query])[0]
+    since, until = T0 + timedelta(hours=30), T0 + timedelta(hours=70)
+    for k in (3, 20):
+        got = mem.recall(query, user="alice", thread="main", k=k, since=since, until=until, metadata={"speaker": "Bo"})
+        expected = brute(dsn, emb.name, text=query, vector=vec, k=k, lw=0.4, since=since, until=until,
+                         metadata={"speaker": "Bo"}, thread="main", window=5)
+        check(got, expected)
+        assert all(since <= m.created_at < until and m.metadata["speaker"] == "Bo" for m in got)
+    # every eligible one, and no more
+    eligible = brute(dsn, emb.name, text=query, vector=vec, k=1000, lw=0.4, since=since, until=until,
+                     metadata={"speaker": "Bo"}, thread="main", window=5)
+    got = mem.recall(query, user="alice", thread="main", k=1000, since=since, until=until, metadata={"speaker": "Bo"})
+    assert len(got) == len(eligible) == 14 + 2  # hours 30..69 said by Bo, and the copies of 30 and 60
+    # the window of the current thread is never recalled
+    newest = mem.recall(query, user="alice", thread="main", k=1000)
+    assert max(m.seq for m in newest if m.thread == "main") == 120 - 5
+    # as_of: nothing newer comes back, even when it is the best match
+    as_of = T0 + timedelta(hours=10)
+    got = mem.recall(query, user="alice", thread="other", k=50, as_of=as_of)
+    assert len(got) == 11 + 2 and all(m.created_at <= as_of for m in got)
+
+
+def test_sql_callers_without_a_vector_get_lexical_recall_and_without_text_vector_recall(db, dsn):
+    mem = make(db)
+    load(mem)
+    mem.recall("warm up", user="alice", k=1)  # embeds alice's messages
+    emb = mem.embedder
+    with psycopg.connect(dsn, autocommit=True) as c:
+        lexical = c.execute("""SELECT thread_id, seq, score, similarity FROM pymem.messages_recall(
+                                   user_id => 'alice', query_text => 'golf hotel', thread_id => 'other', k => 500)""").fetchall()
+        vec = emb.embed(["golf hotel"])[0]
+        vector_only = c.execute("""SELECT thread_id, seq, score, similarity FROM pymem.messages_recall(
+                                       user_id => 'alice', query => %s::text::vector, embedder => %s,
+                                       thread_id => 'other', k => 10)""",
+                                ("[" + ",".join(map(str, vec)) + "]", emb.name)).fetchall()
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="needs a query"):
+            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice')")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="lexical_weight"):
+            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'x', lexical_weight => 2)")
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="JSON object"):
+            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'x', metadata => '[1]')")
+        stop_words_only = c.execute("""SELECT count(*) FROM pymem.messages_recall(
+                                           user_id => 'alice', query_text => 'the and of', k => 5)""").fetchone()[0]
+    expected = brute(dsn, emb.name, text="golf hotel", vector=None, k=500, lw=0.4)
+    # only the messages sharing a word with the text, each scored by its words alone
+    assert [(t, s) for t, s, _, _ in lexical] == [(t, s) for t, s, _ in expected]
+    assert all(sim is None for *_, sim in lexical) and lexical[0][2] == pytest.approx(1.0)
+    assert 0 < len(lexical) < 132
+    # a vector without text: the cosine alone (score = similarity)
+    assert len(vector_only) == 10 and all(score == pytest.approx(sim) for *_, score, sim in vector_only)
+    assert stop_words_only == 0
+    # Python: a Memory without an embedder recalls by words
+    words = Memory(db=db, agent_id="bot").recall("golf hotel", user="alice", thread="other", k=500)
+    assert [(m.thread, m.seq) for m in words] == [(t, s) for t, s, _ in expected]
+
+
+def test_context_and_async_recall_take_the_same_query_text_and_filters(db, dsn):
+    mem = make(db, recall_k=4)
+    load(mem)
+    as_of = T0 + timedelta(hours=60)
+    # recall first: it embeds all 132 messages (a context read embeds at most 100 per call)
+    direct = mem.recall("juliet alpha", user="alice", thread="other", k=4, as_of=as_of, metadata={"speaker": "Ann"})
+    ctx = mem.read("juliet alpha", user="alice", thread="other", as_of=as_of, metadata={"speaker": "Ann"})
+    assert [(m.thread, m.seq) for m in ctx.recalled] == [(m.thread, m.seq) for m in direct]
+    assert len(direct) == 4 and all(m.metadata["speaker"] == "Ann" and m.created_at <= as_of for m in direct)
+    with pytest.raises(ValidationError, match="timezone-aware"):
+        mem.recall("juliet", user="alice", as_of=datetime(2024, 1, 1))
+
+    async def run():
+        amem = AsyncMemory(db=await _async_db(dsn), agent_id="bot", embedder=HashEmbedder(64), recall_k=4)
+        got = await amem.recall("juliet alpha", user="alice", thread="other", as_of=as_of, metadata={"speaker": "Ann"})
+        ctx = await amem.read("juliet alpha", user="alice", thread="other", as_of=as_of, metadata={"speaker": "Ann"})
+        await amem.db.close()
+        return got, ctx
+
+    got, actx = asyncio.run(run())
+    assert [(m.thread, m.seq) for m in got] == [(m.thread, m.seq) for m in direct]
+    assert [(m.thread, m.seq) for m in actx.recalled] == [(m.thread, m.seq) for m in direct]
+
+
+async def _async_db(dsn):
+    return await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn))
+
