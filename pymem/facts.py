@@ -23,7 +23,7 @@ from psycopg.types.json import Jsonb
 from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Embed, Operation, Query
-from .values import number, text
+from .values import number, text, timestamp
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
 SOURCES = ("manual", "learned", "trace")
@@ -31,7 +31,8 @@ SOURCES = ("manual", "learned", "trace")
 
 @dataclass(frozen=True)
 class Fact:
-    """One row of ``pymem.facts`` (``similarity`` is set by semantic retrieval; ``depth``, the
+    """One row of ``pymem.facts`` (``similarity`` and ``score`` are set by ranked retrieval:
+    cosine similarity, and the fused lexical + vector score it was ranked by; ``depth``, the
     supersede steps from this version to the newest one of its history, by ``history(fact_id=)``)."""
 
     id: int
@@ -47,6 +48,7 @@ class Fact:
     superseded_by: int | None = None
     superseded_at: datetime | None = None
     similarity: float | None = None
+    score: float | None = None
     depth: int | None = None
 
     @property
@@ -89,6 +91,7 @@ def _fact(row: Mapping[str, Any], scope: str | None = None) -> Fact:
         superseded_by=row.get("superseded_by"),
         superseded_at=row.get("superseded_at"),
         similarity=row.get("similarity"),
+        score=row.get("score"),
         depth=row.get("depth"),
     )
 
@@ -140,27 +143,40 @@ class _Facts:
         return {"embedding": vec, "embedder": embedder.name}
 
     # -- operations -----------------------------------------------------------------------
-    def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None) -> Operation[FactId]:
+    def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None,
+                 created_at=None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "content": text(content, "content")}
         params |= self._values(confidence, source, trace_id, metadata)
+        params["created_at"] = timestamp(created_at)
         params["max_learned"] = self.options.max_learned_facts
         params |= yield from self._vector(content, embedding)
         rows = yield Query("fact_add", params)
         return FactId(rows[0]["id"], rows[0]["created"])
 
-    def _retrieve(self, query, tier, id, limit, k) -> Operation[list[Fact]]:
+    def _retrieve(self, query, tier, id, limit, k, metadata=None) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ValidationError("metadata must be a mapping (a JSON object): the facts returned contain it")
         if query is None:
+            if metadata is not None:
+                raise ValidationError("retrieve(metadata=...) filters a ranked retrieval: pass a query too")
             rows = yield Query("facts_newest", {**subject, "max_facts": limit})
             return [_fact(r) for r in rows]
-        # a query is its text, or its vector (computed by the caller with the Memory's embedder)
+        # a query is its text (ranked by its words and, with an embedder, by meaning too), or its
+        # vector (computed by the caller with the Memory's embedder: ranked by meaning alone)
         given = None if isinstance(query, str) else [query]
         if given is None:
             text(query, "query")
         embedder = self.options.embedder
-        if embedder is None:
-            raise ValidationError("retrieve(query) needs Memory(embedder=...): facts are ranked by meaning")
-        params = {**subject, "embedder": embedder.name, "k": k}
+        params = {**subject, "k": k, "query": None, "embedder": None, "query_text": query if given is None else None,
+                  "metadata": None if metadata is None else Jsonb(dict(metadata)),
+                  "lexical_weight": self.options.fact_lexical_weight}
+        if embedder is None and given is not None:
+            raise ValidationError("retrieve(query vector) needs Memory(embedder=...): the embedder the vector is from")
+        if embedder is None:  # no embedder: ranked by the words alone
+            rows = yield Query("facts_search", params)
+            return [_fact(r, subject["scope"]) for r in rows]
+        params["embedder"] = embedder.name
         (params["query"],) = yield Embed([query if given is None else "the query vector"], given)
         rows = yield Query("facts_search", params)
         missing = [r for r in rows if r["similarity"] is None]
@@ -179,10 +195,11 @@ class _Facts:
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
     def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
-                embedding=None) -> Operation[FactId]:
+                embedding=None, created_at=None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}
         params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
         params |= self._values(confidence, source, trace_id, metadata)
+        params["created_at"] = timestamp(created_at)
         params |= yield from self._vector(new, embedding)
         rows = yield Query("fact_supersede", params)
         return FactId(rows[0]["id"], rows[0]["created"])

@@ -133,33 +133,40 @@ class Memory(MemoryBase):
     # -- durable facts --------------------------------------------------------------------
     def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                 id: str | None = None, confidence: float = 1.0, source: str = "manual", trace_id: str | None = None,
-                metadata: Mapping[str, Any] | None = None, embedding: VectorLike | None = None) -> FactId:
+                metadata: Mapping[str, Any] | None = None, embedding: VectorLike | None = None,
+                created_at: datetime | None = None) -> FactId:
         """Store a fact (idempotent: the same content returns the same id). Returns its id, a
         :class:`FactId` whose ``created`` is False when the fact was already there.
         ``embedding``: the content's vector, computed by the caller with the Memory's embedder
-        (it is checked, and the embedder is not called)."""
+        (it is checked, and the embedder is not called). ``created_at``: when the fact was
+        learned, to import facts with their real times (timezone-aware, not in the future;
+        default now)."""
         return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                       trace_id, metadata, embedding))
+                                       trace_id, metadata, embedding, created_at))
 
     def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
-                 ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5) -> list[Fact]:
-        """Active facts newest first (``limit``), or the top ``k`` by meaning for ``query``: a
-        text, or its vector from the Memory's embedder."""
-        return self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k))
+                 ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
+                 metadata: Mapping[str, Any] | None = None) -> list[Fact]:
+        """Active facts newest first (``limit``), or the top ``k`` for ``query``: a text (ranked by
+        its words and, with an embedder, by meaning: README "Facts"), or its vector from the
+        Memory's embedder (by meaning alone). ``metadata``: only facts whose metadata contains
+        this mapping."""
+        return self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k, metadata))
 
     def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
                source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-               embedding: VectorLike | None = None) -> FactId:
+               embedding: VectorLike | None = None, created_at: datetime | None = None) -> FactId:
         """Retire the active fact named by ``old`` content or ``fact_id`` in favour of ``new``.
 
         Returns the id of the fact now active (a :class:`FactId`, an ``int``): a new fact, or,
         when ``new`` already was an active fact of the subject, that fact (``created`` False:
         the old fact is merged into it, which stays as it was). Raises ConflictError (PM201)
         when the old fact was already superseded, ValidationError when ``new`` equals it.
-        ``embedding``: ``new``'s vector from the Memory's embedder (the embedder is not called)."""
+        ``embedding``: ``new``'s vector from the Memory's embedder (the embedder is not called).
+        ``created_at``: when ``new`` was learned (not before the old fact; default now)."""
         return self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                      source, trace_id, metadata, embedding))
+                                      source, trace_id, metadata, embedding, created_at))
 
     def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                fact_id: int | None = None, content: str | None = None) -> int:
@@ -315,20 +322,22 @@ class AsyncMemory(MemoryBase):
     async def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                       id: str | None = None, confidence: float = 1.0, source: str = "manual",
                       trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-                      embedding: VectorLike | None = None) -> FactId:
+                      embedding: VectorLike | None = None, created_at: datetime | None = None) -> FactId:
         return await self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                             trace_id, metadata, embedding))
+                                             trace_id, metadata, embedding, created_at))
 
     async def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
-                       ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5) -> list[Fact]:
-        return await self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k))
+                       ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
+                       metadata: Mapping[str, Any] | None = None) -> list[Fact]:
+        return await self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k,
+                                              metadata))
 
     async def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                      user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
                      source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-                     embedding: VectorLike | None = None) -> FactId:
+                     embedding: VectorLike | None = None, created_at: datetime | None = None) -> FactId:
         return await self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx),
-                                            confidence, source, trace_id, metadata, embedding))
+                                            confidence, source, trace_id, metadata, embedding, created_at))
 
     async def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                      fact_id: int | None = None, content: str | None = None) -> int:

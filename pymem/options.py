@@ -90,6 +90,7 @@ class MemoryOptions:
     summary_lease_seconds: float = 300.0
     extractor: Extractor | None = None
     max_learned_facts: int | None = 200
+    fact_lexical_weight: float = 0.4
 
     def __post_init__(self) -> None:
         if self.agent_id is not None:
@@ -112,6 +113,8 @@ class MemoryOptions:
         m = self.max_learned_facts
         if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
             raise ValidationError("max_learned_facts must be a positive int, or None for no cap")
+        if not 0 <= number(self.fact_lexical_weight, "fact_lexical_weight") <= 1:
+            raise ValidationError("fact_lexical_weight must be between 0 and 1")
         for name in ("summarizer", "extractor"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ValidationError(f"{name} must be callable")

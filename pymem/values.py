@@ -4,6 +4,7 @@ clear error instead of a driver error). Every rule about what is valid lives in 
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from .errors import ValidationError
@@ -28,3 +29,15 @@ def number(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise ValidationError(f"{what} must be a number, not {value!r}")
     return float(value)
+
+
+def timestamp(value: Any, what: str = "created_at") -> datetime | None:
+    """A time as given (None: now). A naive datetime is refused: its zone would be the database
+    session's, not the caller's. The SQL checks the rest (e.g. not in the future)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime):
+        raise ValidationError(f"{what} must be a datetime, not {type(value).__name__}")
+    if value.tzinfo is None or value.utcoffset() is None:
+        raise ValidationError(f"{what} must be timezone-aware, e.g. datetime(..., tzinfo=timezone.utc)")
+    return value

@@ -290,6 +290,29 @@ COMMIT;
 \echo pymem: applied 0015_message_lexical
 \endif
 
+-- 0016_fact_lexical
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0016_fact_lexical', 'f5f36aadb3a53dba079e05f58887efb4363f245855e0b189e7089d6aaa970d41') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0016_fact_lexical.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0016_fact_lexical', 'f5f36aadb3a53dba079e05f58887efb4363f245855e0b189e7089d6aaa970d41', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0016_fact_lexical
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -324,7 +347,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('3b526e976db14270fce632a70d76331598b35cecb6b9b2e7f73f78e0c8725b35')
+SELECT pymem.migration_api_applied('ab60696d6125c8e1874b3e9184527bede64bc52283223dffedd7686427964a2c')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

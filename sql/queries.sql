@@ -103,7 +103,8 @@ SELECT pymem.about() AS about;
 SELECT a.id, a.created FROM pymem.fact_add(
     scope => %(scope)s, scope_id => %(scope_id)s, content => %(content)s, project_id => %(project_id)s,
     confidence => %(confidence)s::float8, source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
-    max_learned => %(max_learned)s::integer, embedding => %(embedding)s, embedder => %(embedder)s) AS a;
+    max_learned => %(max_learned)s::integer, embedding => %(embedding)s, embedder => %(embedder)s,
+    created_at => %(created_at)s::timestamptz) AS a;
 
 -- name: facts_newest
 -- A subject's active facts, newest first.
@@ -132,7 +133,7 @@ SELECT s.id, s.created FROM pymem.fact_supersede(
     scope => %(scope)s, scope_id => %(scope_id)s, new_content => %(new_content)s, id => %(id)s::bigint,
     old_content => %(old_content)s, project_id => %(project_id)s, confidence => %(confidence)s::float8,
     source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
-    embedding => %(embedding)s, embedder => %(embedder)s) AS s;
+    embedding => %(embedding)s, embedder => %(embedder)s, created_at => %(created_at)s::timestamptz) AS s;
 
 -- name: fact_forget
 -- Delete one fact (by id or content) and the versions it superseded; returns the count.
@@ -156,10 +157,12 @@ SELECT pymem.fact_embeddings_put(
     embeddings => %(embeddings)s, project_id => %(project_id)s) AS stored;
 
 -- name: facts_search
--- A subject's active facts ranked by similarity to a query vector.
-SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity
+-- A subject's active facts ranked for a query (its vector, its text, or both), top k.
+SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity, s.score
 FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query => %(query)s,
-                        embedder => %(embedder)s, project_id => %(project_id)s, k => %(k)s::integer) AS s;
+                        embedder => %(embedder)s, project_id => %(project_id)s, k => %(k)s::integer,
+                        query_text => %(query_text)s, metadata => %(metadata)s::jsonb,
+                        lexical_weight => %(lexical_weight)s::float8) AS s;
 
 -- name: turn_record
 -- Record one successful turn (both messages, vectors, learned facts); may claim a summary span.

@@ -26,6 +26,7 @@ KEYWORDS = {
     "min_content_chars", "recency_weight", "importance_weight", "half_life_seconds", "dedupe", "summarizer",
     "summarize_every", "keep_last", "max_summary_chars", "summary_lease_seconds", "extractor", "max_learned_facts",
     "min_score",  # added since (issue 13)
+    "fact_lexical_weight",  # issue 14
     "lexical_weight",  # issue 14 (recall)
 }
 
@@ -56,6 +57,7 @@ OPTIONS: dict[str, list[tuple[str, str]]] = {
     "max_summary_chars": [("summary_commit", "max_chars")],
     "summary_lease_seconds": [("turn_record", "lease_seconds"), ("summary_claim", "lease_seconds")],
     "max_learned_facts": [("fact_add", "max_learned"), ("turn_record", "max_learned")],
+    "fact_lexical_weight": [("facts_search", "lexical_weight")],
 }
 # Options with no SQL counterpart (Python-side objects), named so that a new option must be placed.
 NOT_SQL = {"user_id", "embedder", "system_prompt", "summarizer", "extractor", "recall"}

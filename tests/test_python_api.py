@@ -147,7 +147,7 @@ def test_persist_with_an_embedding_stores_it_and_skips_the_embedder(db, dsn):
 @pytest.mark.parametrize("kind", [list, tuple, np.array, Vector])
 def test_retrieve_and_recall_take_a_query_vector(db, kind):
     emb = Counting()
-    mem = make(db, embedder=emb, window=0, lexical_weight=0)  # recall: a vector has no words to match
+    mem = make(db, embedder=emb, window=0, lexical_weight=0, fact_lexical_weight=0)  # a vector has no words to match
     for fact in ("Allergic to peanuts", "Lives in Oslo", "Drives a red car"):
         mem.persist(fact, user="alice")
     mem.add_message("I am allergic to peanuts and shellfish", user="alice")

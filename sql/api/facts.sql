@@ -140,6 +140,61 @@ BEGIN
 END;
 $$;
 
+-- _fact_check_time: a fact's given created_at (importing facts with their real times) must be
+-- finite and at most 5 minutes ahead of the server's clock (clock skew between an app server and
+-- the database), as for messages (conversations.sql, _message_insert). NULL: now.
+CREATE OR REPLACE FUNCTION pymem._fact_check_time(created_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF created_at IS NOT NULL AND (NOT pg_catalog.isfinite(created_at)
+       OR created_at > pg_catalog.clock_timestamp() + pg_catalog.make_interval(mins => 5)) THEN
+        RAISE EXCEPTION 'pymem: created_at % is in the future', created_at
+            USING ERRCODE = '22023',
+                  HINT = 'created_at is the time a fact was learned: at most 5 minutes ahead of the database''s clock. Leave it NULL for now.';
+    END IF;
+END;
+$$;
+
+-- _fact_lexemes(content): a fact's content as a tsvector (text search configuration english):
+-- what pymem.fact_lexemes stores and what facts_search matches query text against.
+CREATE OR REPLACE FUNCTION pymem._fact_lexemes(content text)
+RETURNS tsvector
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT pg_catalog.to_tsvector('pg_catalog.english'::pg_catalog.regconfig, content);
+$$;
+
+-- _lexeme_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the
+-- document length of BM25.
+CREATE OR REPLACE FUNCTION pymem._lexeme_tokens(lexemes tsvector)
+RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.sum(coalesce(pg_catalog.cardinality(u.positions), 1)), 0)::integer
+      FROM pg_catalog.unnest(lexemes) AS u;
+$$;
+
+-- _fact_lexemes_add: the statement trigger facts_lexemes (migrations/0016_fact_lexical.sql)
+-- indexes the facts a statement inserted, whoever inserts them (fact_add, fact_supersede,
+-- turn_record, user_import): one INSERT into pymem.fact_lexemes per statement.
+CREATE OR REPLACE FUNCTION pymem._fact_lexemes_add()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    INSERT INTO pymem.fact_lexemes AS l (project_id, scope, scope_id, fact_id, lexemes, tokens)
+    SELECT n.project_id, n.scope, n.scope_id, n.id, v.lexemes, pymem._lexeme_tokens(v.lexemes)
+      FROM new_facts AS n CROSS JOIN LATERAL (SELECT pymem._fact_lexemes(n.content) AS lexemes) AS v;
+    RETURN NULL;
+END;
+$$;
+
 -- _subject_lock(project_id, scope, scope_id): locks the subject's row of subject_locks
 -- (creating it on first use) until the transaction ends; writers of one subject's learned facts
 -- and its supersedes wait for each other, and nobody else can hold it (see
@@ -181,7 +236,8 @@ CREATE OR REPLACE FUNCTION pymem.fact_add(
     metadata jsonb DEFAULT '{}'::jsonb,
     max_learned integer DEFAULT 200,
     embedding vector DEFAULT NULL,
-    embedder text DEFAULT NULL)
+    embedder text DEFAULT NULL,
+    created_at timestamptz DEFAULT NULL)
 RETURNS TABLE (id bigint, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -199,6 +255,7 @@ BEGIN
     PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'exact');
     v_content := pymem._fact_check_values(fact_add.content, fact_add.confidence, fact_add.source,
                                           fact_add.trace_id, fact_add.metadata);
+    PERFORM pymem._fact_check_time(fact_add.created_at);
     IF fact_add.max_learned < 1 THEN
         RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
     END IF;
@@ -209,9 +266,11 @@ BEGIN
         PERFORM pymem._subject_lock(fact_add.project_id, fact_add.scope, fact_add.scope_id);
     END IF;
     LOOP
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata)
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
+                                      created_at)
         VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_content, v_key, fact_add.confidence,
-                fact_add.source, fact_add.trace_id, fact_add.metadata)
+                fact_add.source, fact_add.trace_id, fact_add.metadata,
+                coalesce(fact_add.created_at, pg_catalog.clock_timestamp()))
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
         RETURNING f.id INTO v_id;
         v_created := FOUND;
@@ -415,7 +474,8 @@ CREATE OR REPLACE FUNCTION pymem.fact_supersede(
     trace_id text DEFAULT NULL,
     metadata jsonb DEFAULT '{}'::jsonb,
     embedding vector DEFAULT NULL,
-    embedder text DEFAULT NULL)
+    embedder text DEFAULT NULL,
+    created_at timestamptz DEFAULT NULL)
 RETURNS pymem.fact_successor
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -433,6 +493,7 @@ BEGIN
     PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
     v_content := pymem._fact_check_values(fact_supersede.new_content, fact_supersede.confidence, fact_supersede.source,
                                           fact_supersede.trace_id, fact_supersede.metadata);
+    PERFORM pymem._fact_check_time(fact_supersede.created_at);
     IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
@@ -474,15 +535,23 @@ BEGIN
             USING ERRCODE = 'PM201',
                   HINT = 'Supersede the newest version of the chain instead.';
     END IF;
+    IF fact_supersede.created_at < v_old.created_at THEN
+        RAISE EXCEPTION 'pymem: created_at % is earlier than fact % (%), which it supersedes',
+                fact_supersede.created_at, v_old.id, v_old.created_at
+            USING ERRCODE = '22023',
+                  HINT = 'A new version is learned after the version it replaces: pass a later created_at, or NULL for now.';
+    END IF;
     v_key := pymem.fact_key(v_content);
     IF v_key = v_old.content_key THEN
         RAISE EXCEPTION 'pymem: the new content equals fact %''s content; a fact cannot supersede itself', v_old.id
             USING ERRCODE = '22023';
     END IF;
     LOOP
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata)
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
+                                      created_at)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
-                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata)
+                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata,
+                coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp()))
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
         RETURNING f.id INTO v_new;
         v_created := FOUND;
@@ -497,7 +566,7 @@ BEGIN
         -- it was forgotten in between: try the insert again
     END LOOP;
     UPDATE pymem.facts AS f
-       SET superseded_by = v_new, superseded_at = pg_catalog.clock_timestamp()
+       SET superseded_by = v_new, superseded_at = coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp())
      WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
        AND f.id = v_old.id;
     IF fact_supersede.embedding IS NOT NULL THEN
@@ -677,61 +746,159 @@ BEGIN
 END;
 $$;
 
--- facts_search: a subject's active facts ranked by cosine similarity to `query` (a vector
--- from `embedder`), top k. An exact scan over the subject's vectors: exact, and fast for the
--- hundreds-to-thousands of facts one subject holds. Active facts that have no vector from this
--- embedder yet come first, with similarity NULL (at most 1000 of them): embed them, store them
--- with fact_embeddings_put and search again (pymem.Memory does; usually there are none, and
--- a search is one statement).
---   SELECT id, content, similarity FROM pymem.facts_search('user', 'alice', $1, 'hash-384-v1', k => 3);
+-- _fact_candidates: what facts_search ranks: a subject's active facts (or every subject's of the
+-- scope with '*'), each with whether its metadata contains `metadata` (NULL: every fact does), its
+-- cosine distance to `query` (NULL: no query vector, or no vector from `embedder` yet), and its
+-- lexemes and length (computed here for a fact stored before 0016_fact_lexical by a role that
+-- row-level security binds, which has no row in fact_lexemes). Two branches, so that each keeps
+-- its plan on its own index.
+CREATE OR REPLACE FUNCTION pymem._fact_candidates(
+    p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_metadata jsonb)
+RETURNS TABLE (id bigint, scope_id text, content text, confidence double precision, source text, metadata jsonb,
+               created_at timestamptz, eligible boolean, dist double precision, lexemes tsvector, tokens integer)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF p_scope_id = '*' THEN
+        RETURN QUERY
+        SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+               p_metadata IS NULL OR f.metadata @> p_metadata,
+               pymem._cosine_distance(e.embedding, p_query),
+               coalesce(l.lexemes, pymem._fact_lexemes(f.content)),
+               coalesce(l.tokens, pymem._lexeme_tokens(pymem._fact_lexemes(f.content)))
+          FROM pymem.facts AS f
+          LEFT JOIN pymem.fact_embeddings AS e
+            ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+           AND e.fact_id = f.id AND e.embedder = p_embedder
+          LEFT JOIN pymem.fact_lexemes AS l
+            ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
+         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_by IS NULL;
+    ELSE
+        RETURN QUERY
+        SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+               p_metadata IS NULL OR f.metadata @> p_metadata,
+               pymem._cosine_distance(e.embedding, p_query),
+               coalesce(l.lexemes, pymem._fact_lexemes(f.content)),
+               coalesce(l.tokens, pymem._lexeme_tokens(pymem._fact_lexemes(f.content)))
+          FROM pymem.facts AS f
+          LEFT JOIN pymem.fact_embeddings AS e
+            ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+           AND e.fact_id = f.id AND e.embedder = p_embedder
+          LEFT JOIN pymem.fact_lexemes AS l
+            ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
+         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+           AND f.superseded_by IS NULL;
+    END IF;
+END;
+$$;
+
+-- facts_search: a subject's active facts ranked for a query given as its vector (`query`, from
+-- `embedder`), its text (`query_text`), or both; top k.
+--   SELECT id, content, similarity, score FROM pymem.facts_search('user', 'alice', $1, 'hash-384-v1',
+--       query_text => 'where does alice live', k => 3);
+-- Eligible: the subject's active facts; with `metadata` (a JSON object), only those whose metadata
+-- contains it (jsonb @>). The ranking fuses two scores:
+--   lexical: BM25 (k1 1.2, b 0.75) of the query text's lexemes in each fact (english text search
+--     configuration), with the document count, average length in tokens and document frequencies
+--     of the subject's active facts, divided by the best eligible fact's (the best lexical match
+--     has 1, a fact sharing no term with the text 0);
+--   vector: the cosine similarity to `query`.
+-- score = (1 - lexical_weight) * similarity + lexical_weight * lexical. With a query vector, every
+-- eligible fact with a vector from `embedder` is ranked; active facts that have none yet come
+-- first, with similarity and score NULL (at most 1000 of them): embed them, store them with
+-- fact_embeddings_put and search again (pymem.Memory does). Without a vector (query NULL) the
+-- ranking is lexical alone (score = lexical, similarity NULL) over the facts sharing a term with
+-- the text; without text it is the cosine similarity alone. Exactly k rows come back whenever k
+-- facts are eligible; ties go to the higher id. An exact scan over the subject's facts: exact,
+-- and fast for the hundreds-to-thousands of facts one subject holds.
 CREATE OR REPLACE FUNCTION pymem.facts_search(
-    scope text, scope_id text, query vector, embedder text, project_id text DEFAULT '', k integer DEFAULT 5)
+    scope text,
+    scope_id text,
+    query vector DEFAULT NULL,
+    embedder text DEFAULT NULL,
+    project_id text DEFAULT '',
+    k integer DEFAULT 5,
+    query_text text DEFAULT NULL,
+    metadata jsonb DEFAULT NULL,
+    lexical_weight double precision DEFAULT 0.4)
 RETURNS SETOF pymem.fact_match
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_terms text[];
+    v_match tsquery;
+    v_vector boolean := facts_search.query IS NOT NULL;
 BEGIN
     PERFORM pymem._tenant_enter(facts_search.project_id);
     PERFORM pymem._check_limit('k', facts_search.k);
     IF NOT pymem._fact_check_subject(facts_search.scope, facts_search.scope_id, facts_search.project_id, 'match') THEN
         RETURN;
     END IF;
-    PERFORM pymem._query_check(facts_search.project_id, facts_search.embedder, facts_search.query);
-    -- One pass over the active facts joined to their vectors; two branches (one subject, or
-    -- every subject of the scope with '*') so that each keeps its plan on its own index.
-    IF facts_search.scope_id = '*' THEN
-        RETURN QUERY
-        WITH s AS MATERIALIZED (
-            SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
-                   pymem._cosine_distance(e.embedding, facts_search.query) AS dist
-              FROM pymem.facts AS f
-              LEFT JOIN pymem.fact_embeddings AS e
-                ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-               AND e.fact_id = f.id AND e.embedder = facts_search.embedder
-             WHERE f.project_id = facts_search.project_id AND f.scope = facts_search.scope
-               AND f.superseded_by IS NULL)
-        (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, NULL::float8
-           FROM s WHERE s.dist IS NULL LIMIT 1000)
-        UNION ALL
-        (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, 1 - s.dist
-           FROM s WHERE s.dist IS NOT NULL ORDER BY s.dist, s.id DESC LIMIT facts_search.k);
-    ELSE
-        RETURN QUERY
-        WITH s AS MATERIALIZED (
-            SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
-                   pymem._cosine_distance(e.embedding, facts_search.query) AS dist
-              FROM pymem.facts AS f
-              LEFT JOIN pymem.fact_embeddings AS e
-                ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-               AND e.fact_id = f.id AND e.embedder = facts_search.embedder
-             WHERE f.project_id = facts_search.project_id AND f.scope = facts_search.scope
-               AND f.scope_id = facts_search.scope_id AND f.superseded_by IS NULL)
-        (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, NULL::float8
-           FROM s WHERE s.dist IS NULL LIMIT 1000)
-        UNION ALL
-        (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, 1 - s.dist
-           FROM s WHERE s.dist IS NOT NULL ORDER BY s.dist, s.id DESC LIMIT facts_search.k);
+    IF facts_search.query IS NULL AND facts_search.query_text IS NULL THEN
+        RAISE EXCEPTION 'pymem: facts_search needs a query: its vector (query), its text (query_text), or both'
+            USING ERRCODE = '22023';
     END IF;
+    IF pg_catalog.length(facts_search.query_text) > 65536 THEN
+        RAISE EXCEPTION 'pymem: query_text is % characters; the limit is 65536', pg_catalog.length(facts_search.query_text)
+            USING ERRCODE = '22023';
+    END IF;
+    IF facts_search.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(facts_search.metadata) <> 'object' THEN
+        RAISE EXCEPTION 'pymem: the metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(facts_search.metadata)
+            USING ERRCODE = '22023';
+    END IF;
+    IF facts_search.lexical_weight IS NULL OR facts_search.lexical_weight = 'NaN'::float8
+       OR facts_search.lexical_weight < 0 OR facts_search.lexical_weight > 1 THEN
+        RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1, not %', facts_search.lexical_weight
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_vector THEN
+        PERFORM pymem._query_check(facts_search.project_id, facts_search.embedder, facts_search.query);
+    END IF;
+    -- the query's distinct lexemes, and a tsquery that matches a fact having any of them
+    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._fact_lexemes(facts_search.query_text)), '{}');
+    IF pg_catalog.cardinality(v_terms) > 0 THEN
+        SELECT pg_catalog.string_agg('''' || pg_catalog.replace(pg_catalog.replace(t.term, '\', '\\'), '''', '''''') || '''',
+                                     ' | ')::tsquery
+          INTO v_match FROM pg_catalog.unnest(v_terms) AS t(term);
+    END IF;
+    RETURN QUERY
+    WITH c AS MATERIALIZED (
+        SELECT * FROM pymem._fact_candidates(facts_search.project_id, facts_search.scope, facts_search.scope_id,
+                                             facts_search.query, facts_search.embedder, facts_search.metadata)
+    ), n AS (
+        SELECT pg_catalog.count(*)::float8 AS docs, pg_catalog.avg(c.tokens)::float8 AS avgdl FROM c
+    ), h AS (  -- (fact, query term) pairs: the term's frequency in the fact, the fact's length
+        SELECT c.id, u.lexeme, coalesce(pg_catalog.cardinality(u.positions), 1)::float8 AS tf, c.tokens::float8 AS dl
+          FROM c CROSS JOIN LATERAL pg_catalog.unnest(c.lexemes) AS u
+         WHERE c.lexemes @@ v_match AND u.lexeme = ANY (v_terms)
+    ), d AS (
+        SELECT h.lexeme, pg_catalog.count(*)::float8 AS df FROM h GROUP BY h.lexeme
+    ), b AS (
+        SELECT h.id, pg_catalog.sum(pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
+                                    * h.tf * 2.2 / (h.tf + 1.2 * (0.25 + 0.75 * h.dl / n.avgdl))) AS bm25
+          FROM h JOIN d ON d.lexeme = h.lexeme CROSS JOIN n
+         GROUP BY h.id
+    ), r AS (
+        SELECT c.id, c.scope_id, c.content, c.confidence, c.source, c.metadata, c.created_at, c.dist,
+               b.bm25 / pg_catalog.max(b.bm25) OVER () AS lex
+          FROM c LEFT JOIN b ON b.id = c.id
+         WHERE c.eligible
+    )
+    (SELECT r.id, r.scope_id, r.content, r.confidence, r.source, r.metadata, r.created_at, NULL::float8, NULL::float8
+       FROM r WHERE v_vector AND r.dist IS NULL LIMIT 1000)
+    UNION ALL
+    (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity, s.score
+       FROM (SELECT r.id, r.scope_id, r.content, r.confidence, r.source, r.metadata, r.created_at,
+                    1 - r.dist AS similarity,
+                    CASE WHEN v_vector
+                         THEN (1 - facts_search.lexical_weight) * (1 - r.dist)
+                              + facts_search.lexical_weight * coalesce(r.lex, 0)
+                         ELSE r.lex END AS score
+               FROM r WHERE (v_vector AND r.dist IS NOT NULL) OR (NOT v_vector AND r.lex IS NOT NULL)) AS s
+      ORDER BY s.score DESC, s.id DESC
+      LIMIT facts_search.k);
 END;
 $$;
