@@ -58,18 +58,26 @@ class User:
         return {"project_id": self.project_id, "user_id": self.user_id, "thread_id": thread}
 
 
-def context_params(user: User, query_vec: Vector | None, embedder: str, **over: Any) -> dict[str, Any]:
-    """The parameters a default Memory's context read sends (pymem.context, MemoryOptions())."""
+# recall's per-call filters, unset (what Memory sends when the call names none)
+NO_FILTERS = {"as_of": None, "since": None, "until": None, "metadata": None}
+
+
+def context_params(user: User, query_vec: Vector | None, embedder: str, query_text: str | None = None,
+                   **over: Any) -> dict[str, Any]:
+    """The parameters a default Memory's context read sends (pymem.context, MemoryOptions()):
+    the query's vector and its text (hybrid recall)."""
     return {
         "user_id": user.user_id, "agent_id": AGENT_ID, "project_id": user.project_id, "thread_id": "default",
         "query": query_vec, "embedder": embedder if query_vec is not None else None, "max_facts": MAX_FACTS,
         "window_size": WINDOW, **DEFAULTS.recall.params(), "dedupe": DEFAULTS.dedupe,
-        "max_unembedded": MAX_UNEMBEDDED,
+        "max_unembedded": MAX_UNEMBEDDED, "query_text": query_text, **NO_FILTERS,
     } | over
 
 
-def recall_params(user: User, query_vec: Vector, embedder: str, **over: Any) -> dict[str, Any]:
+def recall_params(user: User, query_vec: Vector, embedder: str, query_text: str | None = None,
+                  **over: Any) -> dict[str, Any]:
     return {
         **user.where(), "query": query_vec, "embedder": embedder, **DEFAULTS.recall.params(), "window_size": WINDOW,
+        "query_text": query_text, **NO_FILTERS,
     } | over
 

@@ -74,8 +74,9 @@ def _generate(conn: psycopg.Connection, args: argparse.Namespace, embedder: Hash
     conn.execute(f"DROP INDEX IF EXISTS pymem.{HNSW_INDEX}")  # left over by an interrupted run
     if args.fresh and not args.skip_generate:
         common.progress("truncating the conversation and fact tables")
-        conn.execute("TRUNCATE pymem.message_embeddings, pymem.messages, pymem.threads, "
-                     "pymem.fact_embeddings, pymem.facts RESTART IDENTITY")
+        # CASCADE: and the tables that reference these (the lexical indexes, ...)
+        conn.execute("TRUNCATE pymem.message_embeddings, pymem.message_lexemes, pymem.messages, pymem.threads, "
+                     "pymem.fact_embeddings, pymem.facts RESTART IDENTITY CASCADE")
     if not args.skip_generate:
         present = [t for t, has in table_rows(conn).items() if has]
         if present:

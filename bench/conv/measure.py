@@ -19,6 +19,7 @@ from pymem.queries import Q
 from .config import (
     AGENT_FACTS,
     AGENT_ID,
+    DEFAULTS,
     DIM,
     MAX_FACTS,
     MIN_CHARS,
@@ -93,10 +94,11 @@ def _context_parts(r: Runner, probe: User) -> None:
     window = probe.where() | {"max_messages": WINDOW}
     r.run("part_window", lambda i: cur.execute(Q["window_read"], window).fetchall())
     ranked = ("SELECT * FROM pymem._recall_ranked(%(project_id)s, %(user_id)s, %(thread_id)s, %(query)s, "
-              "%(embedder)s, %(limit)s, %(min_chars)s, %(window)s, 0, 0, 3600, NULL)")
+              "%(embedder)s, %(text)s, %(limit)s, %(min_chars)s, %(window)s, 0, 0, %(lw)s, 3600, NULL, "
+              "NULL, NULL, NULL, NULL)")
     r.run("part_recall_ranked", lambda i: cur.execute(ranked, probe.where() | {
-        "query": r.qvecs[i % len(r.qvecs)], "embedder": r.real.name, "limit": RECALL_K + 20,
-        "min_chars": MIN_CHARS, "window": WINDOW}).fetchall())
+        "query": r.qvecs[i % len(r.qvecs)], "embedder": r.real.name, "text": r.query(i), "limit": RECALL_K + 20,
+        "min_chars": MIN_CHARS, "window": WINDOW, "lw": DEFAULTS.recall.lexical_weight}).fetchall())
     unemb = ("SELECT * FROM pymem._messages_unembedded(%(project_id)s, %(user_id)s, %(embedder)s, %(min_chars)s, "
              "%(limit)s)")
     r.run("part_unembedded", lambda i: cur.execute(unemb, {

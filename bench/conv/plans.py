@@ -16,7 +16,8 @@ from bench import common
 from pymem.embedders import HashEmbedder
 from pymem.queries import Q
 
-from .config import AGENT_ID, MAX_FACTS, MIN_CHARS, RECALL_K, WINDOW, User, context_params
+from .config import AGENT_ID, DEFAULTS, MAX_FACTS, MIN_CHARS, RECALL_K, WINDOW, User, context_params
+from .texts import PROBE_QUERIES
 
 
 def _function_body(conn: psycopg.Connection, name: str) -> str:
@@ -29,6 +30,8 @@ def _with_literals(conn: psycopg.Connection, body: str, values: dict[str, Any]) 
         v = values[m.group(0)]
         if isinstance(v, Vector):
             return sql.SQL("{}::vector").format(sql.Literal(v.to_text())).as_string(conn)
+        if isinstance(v, str):  # typed: f('...') of a name that is also a type's (an array type _t) is a cast
+            return sql.SQL("{}::text").format(sql.Literal(v)).as_string(conn)
         return sql.Literal(v).as_string(conn)
 
     return re.sub(r"\bp_[a-z_]+\b", sub, body).strip().rstrip(";")
@@ -127,17 +130,18 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
     out: dict[str, Any] = {}
     call = sql.SQL("SELECT pymem.context_read(user_id => {u}, agent_id => {a}, project_id => {p}, "
                    "thread_id => 'default', query => {q}::vector, embedder => {e}, max_facts => {mf}, "
-                   "window_size => {w}, k => {k}, min_content_chars => {mc})").format(
+                   "window_size => {w}, k => {k}, min_content_chars => {mc}, query_text => {t})").format(
         u=sql.Literal(probe.user_id), a=sql.Literal(AGENT_ID), p=sql.Literal(probe.project_id),
         q=sql.Literal(qvec.to_text()), e=sql.Literal(embedder.name), mf=sql.Literal(MAX_FACTS),
-        w=sql.Literal(WINDOW), k=sql.Literal(RECALL_K), mc=sql.Literal(MIN_CHARS)).as_string(conn)
+        w=sql.Literal(WINDOW), k=sql.Literal(RECALL_K), mc=sql.Literal(MIN_CHARS),
+        t=sql.Literal(PROBE_QUERIES[0])).as_string(conn)
     out["context_read_call"] = common.explain(conn, call)
     with pymem.connect(dsn) as side:
         cur = side.cursor()
         for name, user in (("probe", probe), ("heavy_user", heavy)):
             if user is None:
                 continue
-            p = context_params(user, qvec, embedder.name)
+            p = context_params(user, qvec, embedder.name, PROBE_QUERIES[0])
             nested = common.nested_plans(side, lambda p=p: cur.execute(Q["context_read"], p).fetchall())
             if nested is None:
                 out[f"context_read_nested_{name}"] = {"error": "auto_explain is not available to this role"}
@@ -152,7 +156,8 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
         values = {"p_project_id": user.project_id, "p_user_id": user.user_id, "p_thread_id": "default",
                   "p_query": qvec, "p_embedder": embedder.name, "p_limit": RECALL_K + 20, "p_min_chars": MIN_CHARS,
                   "p_window": WINDOW, "p_rw": 0.0, "p_iw": 0.0, "p_half_life": 3600.0,
-                  "p_min_score": None}
+                  "p_min_score": None, "p_text": PROBE_QUERIES[0], "p_lw": DEFAULTS.recall.lexical_weight,
+                  "p_as_of": None, "p_since": None, "p_until": None, "p_filter": None}
         e = common.explain(conn, _with_literals(conn, recall_body, values))
         e["sorts"] = _sort_inputs(e["plan"]["Plan"])
         out[f"recall_ranked_{name}"] = e

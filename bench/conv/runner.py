@@ -76,12 +76,12 @@ class Runner:
 
     def ctx_sql(self, user: User) -> Callable[[int], Any]:
         def once(i: int) -> Any:
-            params = context_params(user, self.qvecs[i % len(self.qvecs)], self.real.name)
+            params = context_params(user, self.qvecs[i % len(self.qvecs)], self.real.name, self.query(i))
             return self.cur.execute(Q["context_read"], params).fetchall()
         return once
 
     def recall(self, user: User, **over: Any) -> Callable[[int], Any]:
         def once(i: int) -> Any:
-            params = recall_params(user, self.qvecs[i % len(self.qvecs)], self.real.name, **over)
+            params = recall_params(user, self.qvecs[i % len(self.qvecs)], self.real.name, self.query(i), **over)
             return self.cur.execute(Q["messages_recall"], params).fetchall()
         return once
