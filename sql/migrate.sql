@@ -347,7 +347,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ab60696d6125c8e1874b3e9184527bede64bc52283223dffedd7686427964a2c')
+SELECT pymem.migration_api_applied('3f94033a914716dc1e4e60bb2a2d9da45b65f1d0945c7d11bacd83806e6634ea')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -265,6 +265,32 @@ def test_async_retrieve_takes_the_same_arguments(dsn):
     assert [f.content for f in got] == ["Ann: I live in Porto"]
 
 
+# --- the facts of a context read ----------------------------------------------------------
+
+
+def test_a_context_read_gets_the_facts_that_rank_best_when_a_subject_has_too_many(db, conn):
+    t0 = datetime(2024, 1, 1, tzinfo=UTC)
+    mem = Memory(db=db, embedder=HashEmbedder(), agent_id="bot", max_facts=3)
+    mem.persist("Allergic to peanuts", user="al", created_at=t0)
+    for i, content in enumerate(["Drives a red car", "Works at Acme", "Plays the piano", "Lives in Oslo"], 1):
+        mem.persist(content, user="al", created_at=t0 + timedelta(days=i))
+    mem.persist("Refunds take 30 days", tier="global", created_at=t0)
+    for i in range(1, 4):
+        mem.persist(f"Office note {i}", tier="global", created_at=t0 + timedelta(days=i))
+    ctx = mem.read("Which food am I allergic to? peanuts", user="al")
+    assert "Allergic to peanuts" in ctx.user_facts and len(ctx.user_facts) == 3  # not among the 3 newest
+    newest_first = [f.content for f in mem.retrieve(user="al", limit=10)]
+    assert ctx.user_facts == [c for c in newest_first if c in ctx.user_facts]  # still newest first
+    assert Memory(db=db, agent_id="bot", max_facts=3).read("how long do refunds take?", user="al").agent_facts[-1] \
+        == "Refunds take 30 days"  # no embedder: the words alone choose
+    # no more facts than max_facts: all of them, newest first, as before
+    assert Memory(db=db, embedder=HashEmbedder(), max_facts=5).read("peanuts?", user="al").user_facts == newest_first
+    # SQL: without a query the newest, with one the best ranked
+    read = "SELECT pymem.context_read(user_id => 'al', max_facts => 2, query_text => %s, k => 0) -> 'user_facts'"
+    assert [f["content"] for f in conn.execute(read, (None,)).fetchone()[0]] == newest_first[:2]
+    assert "Allergic to peanuts" in [f["content"] for f in conn.execute(read, ("peanuts",)).fetchone()[0]]
+
+
 # --- plans ---------------------------------------------------------------------------------
 
 

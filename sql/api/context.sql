@@ -22,8 +22,11 @@ $$;
 --    "deduped": n, "window": [{seq, role, content, metadata, created_at}],
 --    "unembedded": [{thread, seq, content}]}
 -- user_id NULL (an unresolved caller) reads agent facts only. agent_id NULL reads no agent
--- facts ('' is refused: it would mean every agent). Recall ranks as messages_recall does, by the
--- query's vector (query, from embedder), its text (query_text) or both (hybrid); with neither it
+-- facts ('' is refused: it would mean every agent). Each block of facts is the subject's newest
+-- max_facts; a subject with more, when the turn has a query, gets the max_facts that rank best for
+-- it instead (facts_search's fusion with lexical_weight; facts.sql, _facts_for_context). Recall
+-- ranks as messages_recall does, by the query's vector (query, from embedder), its text
+-- (query_text) or both (hybrid); with neither it
 -- is skipped; lexical_weight, as_of, since, until and metadata are messages_recall's. A recalled
 -- message whose normalised content already appears in a fact or the summary is dropped when
 -- dedupe is on (counted in "deduped"); min_score (NULL: none) drops candidates scoring below it,
@@ -96,7 +99,9 @@ BEGIN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                    'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
           INTO v_agent
-          FROM pymem._facts_newest(context_read.project_id, 'agent', context_read.agent_id, context_read.max_facts) AS f;
+          FROM pymem._facts_for_context(context_read.project_id, 'agent', context_read.agent_id, context_read.max_facts,
+                                        context_read.query, context_read.embedder, context_read.query_text,
+                                        context_read.lexical_weight) AS f;
     END IF;
     v_has_user := context_read.user_id IS NOT NULL
         AND pymem._conv_check(context_read.project_id, context_read.user_id, context_read.thread_id, 'match');
@@ -104,7 +109,9 @@ BEGIN
         SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                    'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
           INTO v_user
-          FROM pymem._facts_newest(context_read.project_id, 'user', context_read.user_id, context_read.max_facts) AS f;
+          FROM pymem._facts_for_context(context_read.project_id, 'user', context_read.user_id, context_read.max_facts,
+                                        context_read.query, context_read.embedder, context_read.query_text,
+                                        context_read.lexical_weight) AS f;
         SELECT t.summary, t.summary_through INTO v_summary, v_through FROM pymem.threads AS t
          WHERE t.project_id = context_read.project_id AND t.user_id = context_read.user_id
            AND t.thread_id = context_read.thread_id;

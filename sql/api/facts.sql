@@ -793,6 +793,103 @@ BEGIN
 END;
 $$;
 
+-- _facts_ranked: the ranking of facts_search (below), without its checks: the eligible facts (a
+-- subject's active facts; with p_metadata, those whose metadata contains it) by
+-- score = (1 - p_lw) * cosine + p_lw * lexical with a query vector, lexical alone without one,
+-- best first, ties to the higher id; top p_k. p_everyone false (facts_search): with a vector, the
+-- facts that have none from p_embedder come first, unranked (similarity and score NULL), and the
+-- facts that have one are ranked; without a vector, the facts sharing a word with the text.
+-- p_everyone true (a context read): every eligible fact is ranked, a missing score counting 0.
+CREATE OR REPLACE FUNCTION pymem._facts_ranked(
+    p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_text text,
+    p_metadata jsonb, p_lw double precision, p_k integer, p_everyone boolean)
+RETURNS SETOF pymem.fact_match
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_terms text[];
+    v_match tsquery;
+    v_vector boolean := p_query IS NOT NULL;
+BEGIN
+    -- the query's distinct lexemes, and a tsquery that matches a fact having any of them
+    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._fact_lexemes(p_text)), '{}');
+    IF pg_catalog.cardinality(v_terms) > 0 THEN
+        SELECT pg_catalog.string_agg('''' || pg_catalog.replace(pg_catalog.replace(t.term, '\', '\\'), '''', '''''') || '''',
+                                     ' | ')::tsquery
+          INTO v_match FROM pg_catalog.unnest(v_terms) AS t(term);
+    END IF;
+    RETURN QUERY
+    WITH c AS MATERIALIZED (
+        SELECT * FROM pymem._fact_candidates(p_project_id, p_scope, p_scope_id, p_query, p_embedder, p_metadata)
+    ), n AS (
+        SELECT pg_catalog.count(*)::float8 AS docs, pg_catalog.avg(c.tokens)::float8 AS avgdl FROM c
+    ), h AS (  -- (fact, query term) pairs: the term's frequency in the fact, the fact's length
+        SELECT c.id, u.lexeme, coalesce(pg_catalog.cardinality(u.positions), 1)::float8 AS tf, c.tokens::float8 AS dl
+          FROM c CROSS JOIN LATERAL pg_catalog.unnest(c.lexemes) AS u
+         WHERE c.lexemes @@ v_match AND u.lexeme = ANY (v_terms)
+    ), d AS (
+        SELECT h.lexeme, pg_catalog.count(*)::float8 AS df FROM h GROUP BY h.lexeme
+    ), b AS (
+        SELECT h.id, pg_catalog.sum(pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
+                                    * h.tf * 2.2 / (h.tf + 1.2 * (0.25 + 0.75 * h.dl / n.avgdl))) AS bm25
+          FROM h JOIN d ON d.lexeme = h.lexeme CROSS JOIN n
+         GROUP BY h.id
+    ), r AS (
+        SELECT c.id, c.scope_id, c.content, c.confidence, c.source, c.metadata, c.created_at, c.dist,
+               b.bm25 / pg_catalog.max(b.bm25) OVER () AS lex
+          FROM c LEFT JOIN b ON b.id = c.id
+         WHERE c.eligible
+    )
+    (SELECT r.id, r.scope_id, r.content, r.confidence, r.source, r.metadata, r.created_at, NULL::float8, NULL::float8
+       FROM r WHERE v_vector AND NOT p_everyone AND r.dist IS NULL LIMIT 1000)
+    UNION ALL
+    (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity, s.score
+       FROM (SELECT r.id, r.scope_id, r.content, r.confidence, r.source, r.metadata, r.created_at,
+                    1 - r.dist AS similarity,
+                    CASE WHEN v_vector
+                         THEN (1 - p_lw) * coalesce(1 - r.dist, 0) + p_lw * coalesce(r.lex, 0)
+                         ELSE coalesce(r.lex, 0) END AS score
+               FROM r
+              WHERE p_everyone OR (v_vector AND r.dist IS NOT NULL) OR (NOT v_vector AND r.lex IS NOT NULL)) AS s
+      ORDER BY s.score DESC, s.id DESC
+      LIMIT p_k);
+END;
+$$;
+
+-- _facts_for_context: the facts of a subject one turn reads (context_read): its newest p_max
+-- active facts, newest first, as facts_newest; when it has more than p_max and the turn has a query
+-- (its vector, its text or both), the p_max that rank best for it (_facts_ranked, every fact
+-- ranked), still newest first: a subject with many facts gets the relevant ones, not the latest.
+CREATE OR REPLACE FUNCTION pymem._facts_for_context(
+    p_project_id text, p_scope text, p_scope_id text, p_max integer, p_query vector, p_embedder text,
+    p_text text, p_lw double precision)
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF (p_query IS NULL AND p_text IS NULL)
+       OR (SELECT pg_catalog.count(*) FROM (
+               SELECT 1 FROM pymem.facts AS f
+                WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+                  AND f.superseded_by IS NULL
+                LIMIT p_max + 1) AS x) <= p_max THEN
+        RETURN QUERY SELECT f.* FROM pymem._facts_newest(p_project_id, p_scope, p_scope_id, p_max) AS f;
+        RETURN;
+    END IF;
+    IF p_query IS NOT NULL THEN
+        PERFORM pymem._query_check(p_project_id, p_embedder, p_query);
+    END IF;
+    RETURN QUERY
+    SELECT f.* FROM pymem._facts_ranked(p_project_id, p_scope, p_scope_id, p_query, p_embedder, p_text, NULL,
+                                        p_lw, p_max, true) AS r
+      JOIN pymem.facts AS f
+        ON f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = r.id
+     ORDER BY f.created_at DESC, f.id DESC;
+END;
+$$;
+
 -- facts_search: a subject's active facts ranked for a query given as its vector (`query`, from
 -- `embedder`), its text (`query_text`), or both; top k.
 --   SELECT id, content, similarity, score FROM pymem.facts_search('user', 'alice', $1, 'hash-384-v1',
@@ -827,10 +924,6 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
-DECLARE
-    v_terms text[];
-    v_match tsquery;
-    v_vector boolean := facts_search.query IS NOT NULL;
 BEGIN
     PERFORM pymem._tenant_enter(facts_search.project_id);
     PERFORM pymem._check_limit('k', facts_search.k);
@@ -854,51 +947,12 @@ BEGIN
         RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1, not %', facts_search.lexical_weight
             USING ERRCODE = '22023';
     END IF;
-    IF v_vector THEN
+    IF facts_search.query IS NOT NULL THEN
         PERFORM pymem._query_check(facts_search.project_id, facts_search.embedder, facts_search.query);
     END IF;
-    -- the query's distinct lexemes, and a tsquery that matches a fact having any of them
-    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._fact_lexemes(facts_search.query_text)), '{}');
-    IF pg_catalog.cardinality(v_terms) > 0 THEN
-        SELECT pg_catalog.string_agg('''' || pg_catalog.replace(pg_catalog.replace(t.term, '\', '\\'), '''', '''''') || '''',
-                                     ' | ')::tsquery
-          INTO v_match FROM pg_catalog.unnest(v_terms) AS t(term);
-    END IF;
     RETURN QUERY
-    WITH c AS MATERIALIZED (
-        SELECT * FROM pymem._fact_candidates(facts_search.project_id, facts_search.scope, facts_search.scope_id,
-                                             facts_search.query, facts_search.embedder, facts_search.metadata)
-    ), n AS (
-        SELECT pg_catalog.count(*)::float8 AS docs, pg_catalog.avg(c.tokens)::float8 AS avgdl FROM c
-    ), h AS (  -- (fact, query term) pairs: the term's frequency in the fact, the fact's length
-        SELECT c.id, u.lexeme, coalesce(pg_catalog.cardinality(u.positions), 1)::float8 AS tf, c.tokens::float8 AS dl
-          FROM c CROSS JOIN LATERAL pg_catalog.unnest(c.lexemes) AS u
-         WHERE c.lexemes @@ v_match AND u.lexeme = ANY (v_terms)
-    ), d AS (
-        SELECT h.lexeme, pg_catalog.count(*)::float8 AS df FROM h GROUP BY h.lexeme
-    ), b AS (
-        SELECT h.id, pg_catalog.sum(pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
-                                    * h.tf * 2.2 / (h.tf + 1.2 * (0.25 + 0.75 * h.dl / n.avgdl))) AS bm25
-          FROM h JOIN d ON d.lexeme = h.lexeme CROSS JOIN n
-         GROUP BY h.id
-    ), r AS (
-        SELECT c.id, c.scope_id, c.content, c.confidence, c.source, c.metadata, c.created_at, c.dist,
-               b.bm25 / pg_catalog.max(b.bm25) OVER () AS lex
-          FROM c LEFT JOIN b ON b.id = c.id
-         WHERE c.eligible
-    )
-    (SELECT r.id, r.scope_id, r.content, r.confidence, r.source, r.metadata, r.created_at, NULL::float8, NULL::float8
-       FROM r WHERE v_vector AND r.dist IS NULL LIMIT 1000)
-    UNION ALL
-    (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity, s.score
-       FROM (SELECT r.id, r.scope_id, r.content, r.confidence, r.source, r.metadata, r.created_at,
-                    1 - r.dist AS similarity,
-                    CASE WHEN v_vector
-                         THEN (1 - facts_search.lexical_weight) * (1 - r.dist)
-                              + facts_search.lexical_weight * coalesce(r.lex, 0)
-                         ELSE r.lex END AS score
-               FROM r WHERE (v_vector AND r.dist IS NOT NULL) OR (NOT v_vector AND r.lex IS NOT NULL)) AS s
-      ORDER BY s.score DESC, s.id DESC
-      LIMIT facts_search.k);
+    SELECT * FROM pymem._facts_ranked(facts_search.project_id, facts_search.scope, facts_search.scope_id,
+                                      facts_search.query, facts_search.embedder, facts_search.query_text,
+                                      facts_search.metadata, facts_search.lexical_weight, facts_search.k, false);
 END;
 $$;
