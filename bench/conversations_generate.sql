@@ -154,6 +154,16 @@ UPDATE pymem.threads AS t
  WHERE t.last_seq >= 30
    AND NOT (t.project_id = %(probe_project)s AND t.user_id = %(probe_id)s);
 
+-- name: lexemes
+-- The lexical index of every message the load wrote: the trigger that maintains it on writes does
+-- not fire while session_replication_role is replica (the load's foreign-key checks off).
+INSERT INTO pymem.message_lexemes AS l
+    (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
+SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content), m.importance, m.created_at,
+       pymem._message_tokens(v.lexemes), v.lexemes
+  FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._message_lexemes(m.content) AS lexemes) AS v
+ON CONFLICT DO NOTHING;
+
 -- name: probe_summary
 UPDATE pymem.threads AS t
    SET summary = %(summary)s, summary_through = greatest(t.last_seq - 10, 0), summary_at = t.updated_at

@@ -347,7 +347,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('3f94033a914716dc1e4e60bb2a2d9da45b65f1d0945c7d11bacd83806e6634ea')
+SELECT pymem.migration_api_applied('1b3b93ff872ae59ad83c24da3af9be281a4c5c8efdab0bea374da9ef4051c135')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -602,15 +602,6 @@ AS $$
     SELECT pg_catalog.to_tsvector('pg_catalog.english'::pg_catalog.regconfig, content);
 $$;
 
--- _lexeme_query(lexeme): a tsquery matching exactly that lexeme (quoted as tsquery input wants).
-CREATE OR REPLACE FUNCTION pymem._lexeme_query(lexeme text)
-RETURNS tsquery
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-    SELECT ('''' || pg_catalog.replace(pg_catalog.replace(lexeme, '\', '\\'), '''', '''''') || '''')::tsquery;
-$$;
-
 -- _message_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the
 -- document length of BM25.
 CREATE OR REPLACE FUNCTION pymem._message_tokens(lexemes tsvector)
@@ -737,41 +728,52 @@ SET search_path = pg_catalog, pymem, pg_temp
 -- 1,000-message user); without nested loops it joins them by hash.
 SET enable_nestloop = off
 AS $$
-    WITH q AS MATERIALIZED (  -- the query's terms, one tsquery per term, and one matching any of them
-        SELECT t.terms,
-               ARRAY(SELECT pymem._lexeme_query(x.x) FROM pg_catalog.unnest(t.terms) AS x(x)) AS each_term,
-               CASE WHEN pg_catalog.cardinality(t.terms) > 0 THEN pg_catalog.array_to_string(ARRAY(
-                   SELECT pymem._lexeme_query(x.x)::text FROM pg_catalog.unnest(t.terms) AS x(x)), ' | ')::tsquery
-               END AS any_term,
-               (SELECT ts.last_seq FROM pymem.threads AS ts
-                 WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id AND ts.thread_id = p_thread_id) AS last_seq
-          FROM (SELECT coalesce(pg_catalog.tsvector_to_array(pymem._message_lexemes(p_text)), '{}'::text[]) AS terms) AS t),
-    corpus AS MATERIALIZED (  -- the user's messages as of p_as_of (none without query terms)
-        SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, l.tokens, l.lexemes
+    WITH q AS MATERIALIZED (  -- the query's terms, one tsquery per term, one matching any of them
+        SELECT t.each_term,
+               CASE WHEN pg_catalog.cardinality(t.each_term) > 0
+                    THEN pg_catalog.array_to_string(t.each_term, ' | ')::tsquery END AS any_term
+          FROM (SELECT ARRAY(
+                       SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
+                         FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._message_lexemes(p_text))) AS x(x))
+                       AS each_term) AS t),
+    corpus AS MATERIALIZED (  -- the user's messages as of p_as_of (none without query terms); hit: shares a term
+        SELECT h.thread_id, h.seq, h.chars, h.importance, h.created_at, h.tokens, h.hit,
+               CASE WHEN h.hit THEN h.lexemes END AS lexemes  -- kept for the messages sharing a term only
+          FROM (SELECT l.*, l.lexemes @@ (SELECT q.any_term FROM q) AS hit
           FROM pymem.message_lexemes AS l
          WHERE l.project_id = p_project_id AND l.user_id = p_user_id
            AND (p_as_of IS NULL OR l.created_at <= p_as_of)
-           AND (SELECT q.any_term FROM q) IS NOT NULL),
-    stats AS MATERIALIZED (  -- document count, average length, and each query term's idf
-        SELECT s.avgdl, ARRAY(
+           AND (SELECT q.any_term FROM q) IS NOT NULL) AS h),
+    qs AS MATERIALIZED (  -- the query, BM25's statistics over the corpus (average length, each term's idf),
+                          -- and the current thread's last message number
+        SELECT q.each_term, q.any_term, s.avgdl, ARRAY(
                    SELECT pg_catalog.ln(1 + (s.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
-                     FROM q CROSS JOIN LATERAL pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
+                     FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
                      LEFT JOIN (SELECT t2.i, pg_catalog.count(*)::float8 AS df
-                                  FROM q AS q2 CROSS JOIN corpus AS c
-                                 CROSS JOIN LATERAL pg_catalog.generate_subscripts(q2.each_term, 1) AS t2(i)
-                                 WHERE c.lexemes @@ q2.any_term AND c.lexemes @@ q2.each_term[t2.i]
+                                  FROM corpus AS c CROSS JOIN pg_catalog.generate_subscripts(q.each_term, 1) AS t2(i)
+                                 WHERE c.hit AND c.lexemes @@ q.each_term[t2.i]
                                  GROUP BY t2.i) AS d ON d.i = t.i
-                    ORDER BY t.i) AS idf
-          FROM (SELECT pg_catalog.count(*)::float8 AS n, GREATEST(pg_catalog.avg(c.tokens)::float8, 1) AS avgdl
-                  FROM corpus AS c) AS s),
+                    ORDER BY t.i) AS idf,
+               coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
+                          WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
+                            AND ts.thread_id = p_thread_id), 0) AS last_seq
+          FROM q CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS n,
+                                    GREATEST(pg_catalog.avg(c.tokens)::float8, 1) AS avgdl FROM corpus AS c) AS s),
+    lex AS MATERIALIZED (  -- BM25 (k1 1.2, b 0.75, a term counted once per message) of the messages sharing a term
+        SELECT c.thread_id, c.seq, c.chars, c.importance, c.created_at,
+               (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
+                 WHERE c.lexemes @@ s.each_term[t.i])
+               * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / s.avgdl)) AS bm25
+          FROM corpus AS c CROSS JOIN qs AS s
+         WHERE c.hit),
     cand AS (
         -- with a vector: every vector of the user's from this embedder (OFFSET 0: one distance each),
-        -- with the message's lexemes
-        SELECT e.thread_id, e.seq, e.created_at, e.importance, e.similarity, e.tokens, e.lexemes FROM (
+        -- with the message's BM25 when it shares a term
+        SELECT e.thread_id, e.seq, e.created_at, e.importance, e.similarity, e.bm25 FROM (
             SELECT e.thread_id, e.seq, e.created_at, e.importance,
-                   1 - pymem._cosine_distance(e.embedding, p_query) AS similarity, l.tokens, l.lexemes
+                   1 - pymem._cosine_distance(e.embedding, p_query) AS similarity, l.bm25
               FROM pymem.message_embeddings AS e
-              LEFT JOIN corpus AS l ON l.thread_id = e.thread_id AND l.seq = e.seq
+              LEFT JOIN lex AS l ON l.thread_id = e.thread_id AND l.seq = e.seq
              WHERE p_query IS NOT NULL
                AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
                AND e.chars >= p_min_chars
@@ -781,22 +783,16 @@ AS $$
             OFFSET 0) AS e
         UNION ALL
         -- without: the messages sharing a term with the text
-        SELECT l.thread_id, l.seq, l.created_at, l.importance, NULL::float8, l.tokens, l.lexemes
-          FROM corpus AS l
-         WHERE p_query IS NULL AND l.lexemes @@ (SELECT q.any_term FROM q) AND l.chars >= p_min_chars
+        SELECT l.thread_id, l.seq, l.created_at, l.importance, NULL::float8, l.bm25
+          FROM lex AS l
+         WHERE p_query IS NULL AND l.chars >= p_min_chars
            AND (p_since IS NULL OR l.created_at >= p_since)
            AND (p_until IS NULL OR l.created_at < p_until)),
     eligible AS (
-        SELECT c.thread_id, c.seq, c.created_at, c.importance, c.similarity, x.bm25,
-               pg_catalog.max(x.bm25) OVER () AS best
-          FROM cand AS c
-         CROSS JOIN LATERAL (  -- BM25 with k1 1.2, b 0.75, a term counted once per message
-               SELECT CASE WHEN c.lexemes @@ q.any_term THEN
-                          (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
-                            WHERE c.lexemes @@ q.each_term[t.i])
-                          * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / s.avgdl)) END AS bm25
-                 FROM q LEFT JOIN stats AS s ON true) AS x
-         WHERE NOT (c.thread_id = p_thread_id AND c.seq > coalesce((SELECT q.last_seq FROM q), 0) - p_window)
+        SELECT c.thread_id, c.seq, c.created_at, c.importance, c.similarity, c.bm25,
+               s.any_term IS NOT NULL AS has_terms
+          FROM cand AS c CROSS JOIN qs AS s
+         WHERE NOT (c.thread_id = p_thread_id AND c.seq > s.last_seq - p_window)
            AND (p_filter IS NULL OR EXISTS (
                    SELECT 1 FROM pymem.messages AS m
                     WHERE m.project_id = p_project_id AND m.user_id = p_user_id
@@ -805,14 +801,14 @@ AS $$
         SELECT x.thread_id, x.seq, x.created_at, x.similarity,
                (1 - p_rw - p_iw) * CASE
                    WHEN x.similarity IS NULL THEN coalesce(x.bm25 / NULLIF(x.best, 0), 0)
-                   WHEN (SELECT q.any_term FROM q) IS NULL THEN x.similarity
+                   WHEN NOT x.has_terms THEN x.similarity
                    ELSE (1 - p_lw) * x.similarity + p_lw * coalesce(x.bm25 / NULLIF(x.best, 0), 0) END
                -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
                + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
                      pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - x.created_at), 0)
                      / p_half_life, 1000)) END
                + p_iw * x.importance AS score
-          FROM eligible AS x)
+          FROM (SELECT e.*, pg_catalog.max(e.bm25) OVER () AS best FROM eligible AS e) AS x)
     SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
      WHERE p_min_score IS NULL OR r.score >= p_min_score
      ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC
