@@ -347,7 +347,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('1b3b93ff872ae59ad83c24da3af9be281a4c5c8efdab0bea374da9ef4051c135')
+SELECT pymem.migration_api_applied('73cee0915d936b7f6232e9f0844002f35a67ee71120078315652772c9408d5ee')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -758,6 +758,11 @@ RETURNS TABLE (id bigint, scope_id text, content text, confidence double precisi
                created_at timestamptz, eligible boolean, dist double precision, lexemes tsvector, tokens integer)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
+-- A subject's facts, vectors and lexemes are joined by hash. Left to choose, a plan made while the
+-- statistics say a subject has a row or two (a table filled since its last ANALYZE; a generic plan)
+-- joins them by nested loops that rescan the subject's rows for every fact: facts_search(k => 50)
+-- over a freshly written 1,000-fact subject took 268 ms that way, 15 ms by hash.
+SET enable_nestloop = off
 AS $$
 BEGIN
     IF p_scope_id = '*' THEN
