@@ -217,6 +217,15 @@ def test_created_at_on_fact_writes(conn):
     assert conn.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'ann'").fetchone()[0] == 3
 
 
+def test_a_learned_fact_imported_older_than_the_cap_is_trimmed_at_once(conn):
+    for i in range(3):
+        conn.execute("SELECT pymem.fact_add('user', 'cap', %s, source => 'learned', max_learned => 3)", (f"new {i}",))
+    fid, created = conn.execute("SELECT id, created FROM pymem.fact_add('user', 'cap', 'old', source => 'learned',"
+                                " max_learned => 3, created_at => '2020-01-01 00:00+00')").fetchone()
+    assert created and conn.execute("SELECT count(*) FROM pymem.facts WHERE id = %s", (fid,)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'cap'").fetchone()[0] == 3
+
+
 # --- Python ------------------------------------------------------------------------------
 
 
