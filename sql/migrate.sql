@@ -347,7 +347,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('73cee0915d936b7f6232e9f0844002f35a67ee71120078315652772c9408d5ee')
+SELECT pymem.migration_api_applied('8a28da227e127d35951a9f32031098d43751dd83c4f17b5817a2371f1b2a08be')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -831,8 +831,9 @@ BEGIN
         SELECT pg_catalog.count(*)::float8 AS docs, pg_catalog.avg(c.tokens)::float8 AS avgdl FROM c
     ), h AS (  -- (fact, query term) pairs: the term's frequency in the fact, the fact's length
         SELECT c.id, u.lexeme, coalesce(pg_catalog.cardinality(u.positions), 1)::float8 AS tf, c.tokens::float8 AS dl
-          FROM c CROSS JOIN LATERAL pg_catalog.unnest(c.lexemes) AS u
-         WHERE c.lexemes @@ v_match AND u.lexeme = ANY (v_terms)
+          FROM c CROSS JOIN LATERAL pg_catalog.unnest(  -- the fact's query terms only (weight A marks them)
+                   pg_catalog.ts_filter(pg_catalog.setweight(c.lexemes, 'A', v_terms), '{a}')) AS u
+         WHERE c.lexemes @@ v_match
     ), d AS (
         SELECT h.lexeme, pg_catalog.count(*)::float8 AS df FROM h GROUP BY h.lexeme
     ), b AS (
