@@ -59,6 +59,9 @@ REQUIRED = (
     "search_memory",
 )
 
+# facts_search by vector alone: what SEARCH_SQL (the plain-SQL baseline) computes; Memory.retrieve
+# sends its text too (hybrid ranking, issue 14)
+SEARCH_VECTOR_ONLY = {"query_text": None, "metadata": None, "lexical_weight": 0.0}
 SEARCH_QUERIES = [
     "how does the user want to be contacted",
     "programming languages the user knows",
@@ -454,7 +457,7 @@ def plans(conn: psycopg.Connection, dsn: str, probe: Subject, heavy: Subject | N
         if embedder is not None:
             from pgvector import Vector
 
-            search = probe.params() | {"embedder": embedder.name, "k": 5,
+            search = probe.params() | {"embedder": embedder.name, "k": 5, **SEARCH_VECTOR_ONLY,
                                        "query": Vector(embedder.embed([SEARCH_QUERIES[1]])[0])}
             out["search_in_function"] = common.function_plans(
                 side, lambda: cur.execute(Q["facts_search"], search).fetchall(), match="<=>"
@@ -533,7 +536,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: Subject, h
         unembedded = probe.params() | {"embedder": embedder.name, "max_facts": 10000}
         assert dict_cur.execute(Q["facts_unembedded"], unembedded).fetchall() == []
         run("search_unembedded_sql", lambda i: dict_cur.execute(Q["facts_unembedded"], unembedded).fetchall())
-        search = probe.params() | {"embedder": embedder.name, "k": 5}
+        search = probe.params() | {"embedder": embedder.name, "k": 5, **SEARCH_VECTOR_ONLY}
         run("search_sql", lambda i: dict_cur.execute(
             Q["facts_search"], search | {"query": vectors[i % len(vectors)]}).fetchall())
         hits = mem_e.retrieve(queries[0], tier="user", id=probe.scope_id, k=5)
@@ -548,6 +551,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: Subject, h
         return writer.params() | {
             "content": content, "confidence": 1.0, "source": "manual", "trace_id": None,
             "metadata": Jsonb({}), "max_learned": 200, "embedding": None, "embedder": None,
+            "created_at": None,
         }
 
     run("add_memory", lambda i: mem.persist(f"{token} added through Memory, run {i}", id=writer.scope_id))
@@ -569,6 +573,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: Subject, h
         conn.execute(Q["fact_supersede"], writer.params() | {
             "new_content": f"{token} new SQL version {i}", "id": fid, "old_content": None, "confidence": 1.0,
             "source": "manual", "trace_id": None, "metadata": Jsonb({}), "embedding": None, "embedder": None,
+            "created_at": None,
         }).fetchall()
 
     run("supersede_sql", supersede_sql,
@@ -602,7 +607,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         session(conn)
         if args.fresh:
             common.progress("truncating pymem.facts and pymem.fact_embeddings")
-            conn.execute("TRUNCATE pymem.fact_embeddings, pymem.facts RESTART IDENTITY")
+            conn.execute("TRUNCATE pymem.fact_lexemes, pymem.fact_embeddings, pymem.facts RESTART IDENTITY")
         probe = choose_probe(conn, args.probe_id, existing=args.skip_generate)
         if args.skip_generate:
             result["generation"] = {"skipped": True}

@@ -269,7 +269,7 @@ COMMIT;
 
 -- 0015_message_lexical
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0015_message_lexical', 'a1a3c2629d8e9651661983cc441c881dceef8b23133a1c957e312c437c04a09d') AS pending
+SELECT pymem.migration_pending('0015_message_lexical', '4b2af3c2c0a383467a2bf96bf8b91a91ecefe8d531220dbe6c58d61f0eebbb63') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -284,7 +284,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0015_message_lexical', 'a1a3c2629d8e9651661983cc441c881dceef8b23133a1c957e312c437c04a09d', '0.2.0.dev0')
+SELECT pymem.migration_applied('0015_message_lexical', '4b2af3c2c0a383467a2bf96bf8b91a91ecefe8d531220dbe6c58d61f0eebbb63', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0015_message_lexical
