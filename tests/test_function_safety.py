@@ -209,8 +209,9 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT * FROM pymem.messages_unembedded('ann', 'e3')")
     c.execute("SELECT pymem.message_embeddings_put('ann', 'e3', ARRAY['default'], ARRAY[1]::bigint[], "
               "ARRAY[%s]::text[]::vector[])", (v3,))
-    c.execute("SELECT * FROM pymem.messages_recall('ann', %s, 'e3', recency_weight => 0.1, importance_weight => 0.1)",
-              (v3,))
+    c.execute("SELECT * FROM pymem.messages_recall('ann', %s, 'e3', recency_weight => 0.1, importance_weight => 0.1,"
+              " query_text => 'talk of Lisbon')", (v3,))
+    c.execute("SELECT pymem.message_lexemes_backfill()")
     claim = c.execute("SELECT claim_token FROM pymem.summary_claim('ann', keep_last => 2, summarize_every => 2)").fetchone()
     assert claim and claim[0]
     c.execute("SELECT pymem.summary_commit('ann', %s, 'Ann moved to Lisbon')", (claim[0],))
