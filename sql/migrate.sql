@@ -347,7 +347,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8a28da227e127d35951a9f32031098d43751dd83c4f17b5817a2371f1b2a08be')
+SELECT pymem.migration_api_applied('4a4469b5ef86e808a36995fc27cc264792158e6cdcbf9206f62fc24bb92c36cc')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
