@@ -160,8 +160,8 @@ UPDATE pymem.threads AS t
 INSERT INTO pymem.message_lexemes AS l
     (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
 SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content), m.importance, m.created_at,
-       pymem._message_tokens(v.lexemes), v.lexemes
-  FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._message_lexemes(m.content) AS lexemes) AS v
+       pymem._lexeme_tokens(v.lexemes), v.lexemes
+  FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._lexemes(m.content) AS lexemes) AS v
 ON CONFLICT DO NOTHING;
 
 -- name: probe_summary

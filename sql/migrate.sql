@@ -347,7 +347,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('4a4469b5ef86e808a36995fc27cc264792158e6cdcbf9206f62fc24bb92c36cc')
+SELECT pymem.migration_api_applied('ad3f8b2acc8078e2238c46b7d2a27b1df3651fbe40f82e2a5be418005d419144')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

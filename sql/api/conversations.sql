@@ -591,28 +591,6 @@ BEGIN
 END;
 $$;
 
--- _message_lexemes(content): a message's content as a tsvector (text search configuration english:
--- on the development data it found more of the evidence than 'simple', README "Recall"). The
--- stored lexemes (pymem.message_lexemes) and every query's terms come from this one function.
-CREATE OR REPLACE FUNCTION pymem._message_lexemes(content text)
-RETURNS tsvector
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-    SELECT pg_catalog.to_tsvector('pg_catalog.english'::pg_catalog.regconfig, content);
-$$;
-
--- _message_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the
--- document length of BM25.
-CREATE OR REPLACE FUNCTION pymem._message_tokens(lexemes tsvector)
-RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-    SELECT coalesce(pg_catalog.sum(coalesce(pg_catalog.cardinality(u.positions), 1)), 0)::integer
-      FROM pg_catalog.unnest(lexemes) AS u;
-$$;
-
 -- _message_lexemes_add: the statement trigger messages_lexemes (migrations/0015_message_lexical.sql):
 -- indexes the messages one statement inserted, in one INSERT.
 CREATE OR REPLACE FUNCTION pymem._message_lexemes_add()
@@ -624,8 +602,8 @@ BEGIN
     INSERT INTO pymem.message_lexemes AS l
         (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
     SELECT n.project_id, n.user_id, n.thread_id, n.seq, pg_catalog.length(n.content), n.importance, n.created_at,
-           pymem._message_tokens(v.lexemes), v.lexemes
-      FROM new_messages AS n CROSS JOIN LATERAL (SELECT pymem._message_lexemes(n.content) AS lexemes) AS v;
+           pymem._lexeme_tokens(v.lexemes), v.lexemes
+      FROM new_messages AS n CROSS JOIN LATERAL (SELECT pymem._lexemes(n.content) AS lexemes) AS v;
     RETURN NULL;
 END;
 $$;
@@ -648,14 +626,14 @@ BEGIN
     INSERT INTO pymem.message_lexemes AS l
         (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
     SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content), m.importance, m.created_at,
-           pymem._message_tokens(v.lexemes), v.lexemes
+           pymem._lexeme_tokens(v.lexemes), v.lexemes
       FROM (SELECT m.* FROM pymem.messages AS m
              WHERE m.project_id = message_lexemes_backfill.project_id
                AND NOT EXISTS (SELECT 1 FROM pymem.message_lexemes AS x
                                 WHERE x.project_id = m.project_id AND x.user_id = m.user_id
                                   AND x.thread_id = m.thread_id AND x.seq = m.seq)
              LIMIT message_lexemes_backfill.max_messages) AS m
-     CROSS JOIN LATERAL (SELECT pymem._message_lexemes(m.content) AS lexemes) AS v
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(m.content) AS lexemes) AS v
     ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     RETURN v_count;
@@ -733,7 +711,7 @@ AS $$
                     THEN pg_catalog.array_to_string(t.each_term, ' | ')::tsquery END AS any_term
           FROM (SELECT ARRAY(
                        SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
-                         FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._message_lexemes(p_text))) AS x(x))
+                         FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(p_text))) AS x(x))
                        AS each_term) AS t),
     corpus AS MATERIALIZED (  -- the user's messages as of p_as_of (none without query terms); hit: shares a term
         SELECT h.thread_id, h.seq, h.chars, h.importance, h.created_at, h.tokens, h.hit,

@@ -158,27 +158,6 @@ BEGIN
 END;
 $$;
 
--- _fact_lexemes(content): a fact's content as a tsvector (text search configuration english):
--- what pymem.fact_lexemes stores and what facts_search matches query text against.
-CREATE OR REPLACE FUNCTION pymem._fact_lexemes(content text)
-RETURNS tsvector
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-    SELECT pg_catalog.to_tsvector('pg_catalog.english'::pg_catalog.regconfig, content);
-$$;
-
--- _lexeme_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the
--- document length of BM25.
-CREATE OR REPLACE FUNCTION pymem._lexeme_tokens(lexemes tsvector)
-RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-    SELECT coalesce(pg_catalog.sum(coalesce(pg_catalog.cardinality(u.positions), 1)), 0)::integer
-      FROM pg_catalog.unnest(lexemes) AS u;
-$$;
-
 -- _fact_lexemes_add: the statement trigger facts_lexemes (migrations/0016_fact_lexical.sql)
 -- indexes the facts a statement inserted, whoever inserts them (fact_add, fact_supersede,
 -- turn_record, user_import): one INSERT into pymem.fact_lexemes per statement.
@@ -190,7 +169,7 @@ AS $$
 BEGIN
     INSERT INTO pymem.fact_lexemes AS l (project_id, scope, scope_id, fact_id, lexemes, tokens)
     SELECT n.project_id, n.scope, n.scope_id, n.id, v.lexemes, pymem._lexeme_tokens(v.lexemes)
-      FROM new_facts AS n CROSS JOIN LATERAL (SELECT pymem._fact_lexemes(n.content) AS lexemes) AS v;
+      FROM new_facts AS n CROSS JOIN LATERAL (SELECT pymem._lexemes(n.content) AS lexemes) AS v;
     RETURN NULL;
 END;
 $$;
@@ -770,8 +749,8 @@ BEGIN
         SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
                p_metadata IS NULL OR f.metadata @> p_metadata,
                pymem._cosine_distance(e.embedding, p_query),
-               coalesce(l.lexemes, pymem._fact_lexemes(f.content)),
-               coalesce(l.tokens, pymem._lexeme_tokens(pymem._fact_lexemes(f.content)))
+               coalesce(l.lexemes, pymem._lexemes(f.content)),
+               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(f.content)))
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
@@ -784,8 +763,8 @@ BEGIN
         SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
                p_metadata IS NULL OR f.metadata @> p_metadata,
                pymem._cosine_distance(e.embedding, p_query),
-               coalesce(l.lexemes, pymem._fact_lexemes(f.content)),
-               coalesce(l.tokens, pymem._lexeme_tokens(pymem._fact_lexemes(f.content)))
+               coalesce(l.lexemes, pymem._lexemes(f.content)),
+               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(f.content)))
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
@@ -818,7 +797,7 @@ DECLARE
     v_vector boolean := p_query IS NOT NULL;
 BEGIN
     -- the query's distinct lexemes, and a tsquery that matches a fact having any of them
-    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._fact_lexemes(p_text)), '{}');
+    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(p_text)), '{}');
     IF pg_catalog.cardinality(v_terms) > 0 THEN
         SELECT pg_catalog.string_agg('''' || pg_catalog.replace(pg_catalog.replace(t.term, '\', '\\'), '''', '''''') || '''',
                                      ' | ')::tsquery
