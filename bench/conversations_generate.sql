@@ -128,10 +128,11 @@ WITH base AS (
     RETURNING 1
 ), embs AS (
     INSERT INTO pymem.message_embeddings (project_id, user_id, embedder, thread_id, seq, chars, importance,
-                                          created_at, embedding)
+                                          created_at, embedding, lexemes, tokens)
     SELECT m.project_id, m.user_id, %(embedder)s::text, m.thread_id, m.seq, pg_catalog.length(m.content),
-           m.importance, m.created_at, m.embedding
+           m.importance, m.created_at, m.embedding, v.lexemes, pymem._lexeme_tokens(v.lexemes)
       FROM numbered AS m
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(m.content) AS lexemes) AS v  -- as the API's writers store them (0017)
      WHERE m.embedding IS NOT NULL
      ORDER BY m.g
     RETURNING 1

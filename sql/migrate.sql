@@ -313,6 +313,29 @@ COMMIT;
 \echo pymem: applied 0016_fact_lexical
 \endif
 
+-- 0017_lexemes_beside_vectors
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0017_lexemes_beside_vectors', 'dc7d5b1392bc50af1b5f7b28453a093f4c582062825194c75b34d2aa97dce7db') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0017_lexemes_beside_vectors.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0017_lexemes_beside_vectors', 'dc7d5b1392bc50af1b5f7b28453a093f4c582062825194c75b34d2aa97dce7db', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0017_lexemes_beside_vectors
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -347,7 +370,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ad3f8b2acc8078e2238c46b7d2a27b1df3651fbe40f82e2a5be418005d419144')
+SELECT pymem.migration_api_applied('33bbfc6c8126e7ffc53046aed9f829e80910a1792012fe487e62edc6440dd289')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

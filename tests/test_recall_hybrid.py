@@ -226,3 +226,36 @@ def test_context_and_async_recall_take_the_same_query_text_and_filters(db, dsn):
 async def _async_db(dsn):
     return await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn))
 
+
+
+def test_vectors_carry_their_messages_lexemes_and_old_rows_rank_the_same(db, dsn):
+    """0017: every writer of message vectors stores the message's lexemes and length beside the
+    vector (one read of the user's rows ranks both scores). A vector stored before 0017 has NULL
+    there, and recall takes them from message_lexemes: the ranking is the same either way."""
+    mem = make(db)
+    load(mem)
+    mem.record("hotel juliet booking for the trip", "noted: hotel juliet", user="alice", thread="main")  # turn_record
+    query = "hotel juliet note"
+    before = [(m.thread, m.seq, m.score) for m in mem.recall(query, user="alice", thread="other", k=25)]
+    ctx_before = mem.read(query, user="alice", thread="other").recalled
+    with psycopg.connect(dsn, autocommit=True) as c:
+        stored = c.execute("""
+            SELECT count(*), count(*) FILTER (WHERE e.lexemes = l.lexemes AND e.tokens = l.tokens)
+              FROM pymem.message_embeddings e JOIN pymem.message_lexemes l USING (project_id, user_id, thread_id, seq)
+             WHERE e.user_id = 'alice'""").fetchone()
+    # the turn's two vectors (turn_record), the rest embedded by recall's catch-up (message_embeddings_put)
+    assert stored[0] == 132 + 2 and stored[1] == stored[0]
+    with psycopg.connect(dsn, autocommit=True) as c:  # as a vector stored before 0017 looks
+        c.execute("UPDATE pymem.message_embeddings SET lexemes = NULL, tokens = NULL WHERE user_id = 'alice'")
+    after = [(m.thread, m.seq, m.score) for m in mem.recall(query, user="alice", thread="other", k=25)]
+    assert [a[:2] for a in after] == [b[:2] for b in before]
+    assert [a[2] for a in after] == pytest.approx([b[2] for b in before], abs=1e-9)
+    assert mem.read(query, user="alice", thread="other").recalled == ctx_before
+    assert len(before) == 25 and any(b[2] != before[0][2] for b in before)
+    with psycopg.connect(dsn, autocommit=True) as c:  # the backfill copies them beside the vectors, in batches
+        assert [c.execute("SELECT pymem.message_lexemes_backfill(max_messages => 100)").fetchone()[0]
+                for _ in range(3)] == [100, 34, 0]
+        assert c.execute("SELECT count(*) FROM pymem.message_embeddings e JOIN pymem.message_lexemes l "
+                         "USING (project_id, user_id, thread_id, seq) "
+                         "WHERE e.lexemes = l.lexemes AND e.tokens = l.tokens").fetchone()[0] == 134
+    assert [(m.thread, m.seq, m.score) for m in mem.recall(query, user="alice", thread="other", k=25)] == before

@@ -345,12 +345,15 @@ BEGIN
                                            CASE WHEN turn_record.assistant_embedding IS NOT NULL THEN turn_record.embedder END,
                                            turn_record.created_at);
     INSERT INTO pymem.message_embeddings
-        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
+        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
     SELECT m.project_id, m.user_id, turn_record.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
-           m.importance, m.created_at, v.embedding
+           m.importance, m.created_at, v.embedding, l.lexemes, l.tokens
       FROM pymem.messages AS m
      CROSS JOIN LATERAL (SELECT CASE WHEN m.seq = user_seq THEN turn_record.user_embedding
                                      ELSE turn_record.assistant_embedding END AS embedding) AS v
+      -- the lexemes the messages' trigger just stored (0017: kept beside the vector for recall)
+      LEFT JOIN pymem.message_lexemes AS l
+        ON l.project_id = m.project_id AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq
      -- the two new messages by primary key, never a scan of the thread
      WHERE m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
        AND m.thread_id = turn_record.thread_id AND m.seq = ANY (ARRAY[user_seq, assistant_seq])
@@ -565,9 +568,9 @@ BEGIN
     PERFORM pymem._embeddings_validate(message_embeddings_put.project_id, message_embeddings_put.embedder,
                                        message_embeddings_put.embeddings);
     INSERT INTO pymem.message_embeddings
-        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding)
+        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
     SELECT m.project_id, m.user_id, message_embeddings_put.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
-           m.importance, m.created_at, u.embedding
+           m.importance, m.created_at, u.embedding, l.lexemes, l.tokens
       FROM ROWS FROM (pg_catalog.unnest(message_embeddings_put.thread_ids), pg_catalog.unnest(message_embeddings_put.seqs),
                       pg_catalog.unnest(message_embeddings_put.embeddings)) AS u(thread_id, seq, embedding)
      CROSS JOIN LATERAL (  -- each message by primary key
@@ -575,6 +578,10 @@ BEGIN
             WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
               AND m.thread_id = u.thread_id AND m.seq = u.seq
            OFFSET 0) AS m
+      LEFT JOIN LATERAL (  -- its lexemes, kept beside the vector for recall (0017)
+           SELECT l.lexemes, l.tokens FROM pymem.message_lexemes AS l
+            WHERE l.project_id = m.project_id AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq
+           OFFSET 0) AS l ON true
     ON CONFLICT (project_id, user_id, embedder, thread_id, seq) DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
@@ -609,8 +616,11 @@ END;
 $$;
 
 -- message_lexemes_backfill: indexes up to max_messages of a project's messages that have no
--- lexemes yet (stored before 0015_message_lexical by a deploy user that row-level security binds);
--- returns how many. Call it until it returns 0: each call is one short transaction.
+-- lexemes yet (stored before 0015_message_lexical by a deploy user that row-level security binds),
+-- then copies the lexemes of up to max_messages messages beside their vectors where they are
+-- missing (vectors stored before 0017_lexemes_beside_vectors: recall reads those lexemes by
+-- primary key until then); returns how many rows it wrote. Call it until it returns 0: each call
+-- is one short transaction.
 --   SELECT pymem.message_lexemes_backfill(project_id => '', max_messages => 10000);
 CREATE OR REPLACE FUNCTION pymem.message_lexemes_backfill(project_id text DEFAULT '', max_messages integer DEFAULT 10000)
 RETURNS integer
@@ -620,6 +630,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_count integer;
+    v_filled integer;
 BEGIN
     PERFORM pymem._tenant_enter(message_lexemes_backfill.project_id);
     PERFORM pymem._check_limit('max_messages', message_lexemes_backfill.max_messages);
@@ -636,6 +647,23 @@ BEGIN
      CROSS JOIN LATERAL (SELECT pymem._lexemes(m.content) AS lexemes) AS v
     ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count < message_lexemes_backfill.max_messages THEN
+        UPDATE pymem.message_embeddings AS e
+           SET lexemes = l.lexemes, tokens = l.tokens
+          FROM (SELECT e2.project_id, e2.user_id, e2.thread_id, e2.seq, e2.embedder FROM pymem.message_embeddings AS e2
+                 WHERE e2.project_id = message_lexemes_backfill.project_id AND e2.lexemes IS NULL
+                   AND EXISTS (SELECT 1 FROM pymem.message_lexemes AS x
+                                WHERE x.project_id = e2.project_id AND x.user_id = e2.user_id
+                                  AND x.thread_id = e2.thread_id AND x.seq = e2.seq)
+                 LIMIT message_lexemes_backfill.max_messages - v_count) AS todo
+          JOIN pymem.message_lexemes AS l
+            ON l.project_id = todo.project_id AND l.user_id = todo.user_id AND l.thread_id = todo.thread_id
+           AND l.seq = todo.seq
+         WHERE e.project_id = todo.project_id AND e.user_id = todo.user_id AND e.embedder = todo.embedder
+           AND e.thread_id = todo.thread_id AND e.seq = todo.seq;
+        GET DIAGNOSTICS v_filled = ROW_COUNT;
+        v_count := v_count + v_filled;
+    END IF;
     RETURN v_count;
 END;
 $$;
@@ -686,13 +714,19 @@ $$;
 --   lexical   = BM25 (k1 1.2, b 0.75) of the query text's lexemes in each message, divided by the
 --               best eligible message's (the best lexical match has 1, a message sharing no term 0).
 -- BM25's statistics (document count, average length in tokens, each term's document frequency)
--- are the user's messages as of p_as_of, computed here from the user's rows of message_lexemes.
+-- are those of the rows ranked: with a vector, the user's messages with a vector of p_embedder as of
+-- p_as_of; without, the user's messages as of p_as_of.
 -- Eligible: with a vector, every message with a vector of p_embedder; without one, every message
 -- sharing a term with the text; in both cases of at least p_min_chars characters, outside the
 -- newest `window` messages of the current thread, created at or before p_as_of, at or after
 -- p_since and before p_until, whose metadata contains p_filter, and, when p_min_score is not NULL,
 -- scoring at least that. An exact scan of the user's rows: exactly `limit_rows` rows come back
 -- whenever that many are eligible.
+--
+-- One scan: with a vector, each vector row carries its message's lexemes and length
+-- (0017_lexemes_beside_vectors), so the user's rows are read once for both scores; a vector
+-- stored before that migration (lexemes NULL) takes them from message_lexemes by primary key.
+-- Without a vector, the user's rows of message_lexemes are read.
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_limit integer, p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
@@ -703,7 +737,9 @@ LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 -- No SET enable_nestloop = off here: before PostgreSQL 18 a disabled join method still costs
 -- 1e10 where the planner has no alternative, which swamped every other estimate of this query
--- (1.7 s instead of 9 ms per call on PostgreSQL 15 for a 500-message user).
+-- (1.7 s instead of 9 ms per call on PostgreSQL 15 for a 500-message user). No join of the
+-- user's rows with each other either: a join planned while the statistics say "a row or two" (a
+-- generic plan) rescanned one side once per row of the other, 17 ms for 1,000 messages.
 AS $$
     WITH q AS MATERIALIZED (  -- the query's terms, one tsquery per term, one matching any of them
         SELECT t.each_term,
@@ -712,80 +748,80 @@ AS $$
           FROM (SELECT ARRAY(
                        SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
                          FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(p_text))) AS x(x))
-                       AS each_term) AS t),
-    corpus AS MATERIALIZED (  -- the user's messages as of p_as_of (none without query terms); hit: shares a term
-        SELECT h.thread_id, h.seq, h.chars, h.importance, h.created_at, h.tokens, h.hit,
-               CASE WHEN h.hit THEN h.lexemes END AS lexemes  -- kept for the messages sharing a term only
-          FROM (SELECT l.*, l.lexemes @@ (SELECT q.any_term FROM q) AS hit
+                       AS each_term
+                OFFSET 0) AS t),  -- OFFSET 0: the terms computed once, not once per use
+    corpus AS MATERIALIZED (  -- the user's rows as of p_as_of: each vector's similarity, each row's length
+                              -- in tokens, and its lexemes when it shares a term with the text (else NULL)
+        -- with a vector: every vector of the user's from p_embedder
+        SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
+               1 - pymem._cosine_distance(e.embedding, p_query) AS similarity,
+               coalesce(e.tokens, o.tokens) AS tokens,
+               CASE WHEN coalesce(e.lexemes, o.lexemes) @@ (SELECT q.any_term FROM q)
+                    THEN coalesce(e.lexemes, o.lexemes) END AS lexemes
+          FROM pymem.message_embeddings AS e
+          LEFT JOIN LATERAL (  -- a vector stored before 0017: its message's lexemes by primary key
+                SELECT l.lexemes, l.tokens FROM pymem.message_lexemes AS l
+                 WHERE e.lexemes IS NULL AND (SELECT q.any_term FROM q) IS NOT NULL
+                   AND l.project_id = e.project_id AND l.user_id = e.user_id
+                   AND l.thread_id = e.thread_id AND l.seq = e.seq
+                OFFSET 0) AS o ON true  -- OFFSET 0: the probe skipped, not joined and filtered, when lexemes are there
+         WHERE p_query IS NOT NULL
+           AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+           AND (p_as_of IS NULL OR e.created_at <= p_as_of)
+        UNION ALL
+        -- without: every message of the user's (none when the text has no term)
+        SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, NULL::float8, l.tokens,
+               CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END
           FROM pymem.message_lexemes AS l
-         WHERE l.project_id = p_project_id AND l.user_id = p_user_id
-           AND (p_as_of IS NULL OR l.created_at <= p_as_of)
-           AND (SELECT q.any_term FROM q) IS NOT NULL) AS h),
-    qs AS MATERIALIZED (  -- the query, BM25's statistics over the corpus (average length, each term's idf),
-                          -- and the current thread's last message number
-        SELECT q.each_term, q.any_term, s.avgdl, ARRAY(
+         WHERE p_query IS NULL AND (SELECT q.any_term FROM q) IS NOT NULL
+           AND l.project_id = p_project_id AND l.user_id = p_user_id
+           AND (p_as_of IS NULL OR l.created_at <= p_as_of)),
+    qs AS MATERIALIZED (  -- BM25's statistics over the corpus: average length, each term's idf (not read without terms)
+        SELECT q.each_term, s.avgdl, ARRAY(
                    SELECT pg_catalog.ln(1 + (s.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
                      FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
                      LEFT JOIN (SELECT t2.i, pg_catalog.count(*)::float8 AS df
                                   FROM corpus AS c CROSS JOIN pg_catalog.generate_subscripts(q.each_term, 1) AS t2(i)
-                                 WHERE c.hit AND c.lexemes @@ q.each_term[t2.i]
+                                 WHERE c.lexemes IS NOT NULL AND c.lexemes @@ q.each_term[t2.i]
                                  GROUP BY t2.i) AS d ON d.i = t.i
-                    ORDER BY t.i) AS idf,
-               coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
-                          WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
-                            AND ts.thread_id = p_thread_id), 0) AS last_seq
+                    ORDER BY t.i) AS idf
           FROM q CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS n,
-                                    GREATEST(pg_catalog.avg(c.tokens)::float8, 1) AS avgdl FROM corpus AS c) AS s),
-    lex AS MATERIALIZED (  -- BM25 (k1 1.2, b 0.75, a term counted once per message) of the messages sharing a term
-        SELECT c.thread_id, c.seq, c.chars, c.importance, c.created_at,
-               (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
-                 WHERE c.lexemes @@ s.each_term[t.i])
-               * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / s.avgdl)) AS bm25
-          FROM corpus AS c CROSS JOIN qs AS s
-         WHERE c.hit),
-    cand AS (
-        -- with a vector: every vector of the user's from this embedder (OFFSET 0: one distance each),
-        -- with the message's BM25 when it shares a term
-        SELECT e.thread_id, e.seq, e.created_at, e.importance, e.similarity, e.bm25 FROM (
-            SELECT e.thread_id, e.seq, e.created_at, e.importance,
-                   1 - pymem._cosine_distance(e.embedding, p_query) AS similarity, l.bm25
-              FROM pymem.message_embeddings AS e
-              LEFT JOIN lex AS l ON l.thread_id = e.thread_id AND l.seq = e.seq
-             WHERE p_query IS NOT NULL
-               AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-               AND e.chars >= p_min_chars
-               AND (p_as_of IS NULL OR e.created_at <= p_as_of)
-               AND (p_since IS NULL OR e.created_at >= p_since)
-               AND (p_until IS NULL OR e.created_at < p_until)
-            OFFSET 0) AS e
-        UNION ALL
-        -- without: the messages sharing a term with the text
-        SELECT l.thread_id, l.seq, l.created_at, l.importance, NULL::float8, l.bm25
-          FROM lex AS l
-         WHERE p_query IS NULL AND l.chars >= p_min_chars
-           AND (p_since IS NULL OR l.created_at >= p_since)
-           AND (p_until IS NULL OR l.created_at < p_until)),
-    eligible AS (
-        SELECT c.thread_id, c.seq, c.created_at, c.importance, c.similarity, c.bm25,
-               s.any_term IS NOT NULL AS has_terms
-          FROM cand AS c CROSS JOIN qs AS s
-         WHERE NOT (c.thread_id = p_thread_id AND c.seq > s.last_seq - p_window)
+                                    GREATEST(pg_catalog.avg(c.tokens)::float8, 1) AS avgdl FROM corpus AS c) AS s
+         WHERE q.any_term IS NOT NULL),
+    eligible AS MATERIALIZED (  -- BM25 (k1 1.2, b 0.75, a term counted once per message) of the messages sharing a term
+        SELECT c.thread_id, c.seq, c.created_at, c.importance, c.similarity,
+               CASE WHEN c.lexemes IS NOT NULL THEN
+                   (SELECT pg_catalog.sum(s.idf[t.i]) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / pg_catalog.min(s.avgdl)))
+                      FROM qs AS s CROSS JOIN pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
+                     WHERE c.lexemes @@ s.each_term[t.i]) END AS bm25
+          FROM corpus AS c
+         WHERE (p_query IS NOT NULL OR c.lexemes IS NOT NULL)
+           AND c.chars >= p_min_chars
+           AND (p_since IS NULL OR c.created_at >= p_since)
+           AND (p_until IS NULL OR c.created_at < p_until)
+           -- not in the current thread's window
+           AND NOT (c.thread_id = p_thread_id AND c.seq > coalesce(
+                    (SELECT ts.last_seq FROM pymem.threads AS ts
+                      WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id AND ts.thread_id = p_thread_id), 0)
+                    - p_window)
            AND (p_filter IS NULL OR EXISTS (
                    SELECT 1 FROM pymem.messages AS m
                     WHERE m.project_id = p_project_id AND m.user_id = p_user_id
                       AND m.thread_id = c.thread_id AND m.seq = c.seq AND m.metadata @> p_filter))),
     scored AS (
-        SELECT x.thread_id, x.seq, x.created_at, x.similarity,
+        SELECT e.thread_id, e.seq, e.created_at, e.similarity,
                (1 - p_rw - p_iw) * CASE
-                   WHEN x.similarity IS NULL THEN coalesce(x.bm25 / NULLIF(x.best, 0), 0)
-                   WHEN NOT x.has_terms THEN x.similarity
-                   ELSE (1 - p_lw) * x.similarity + p_lw * coalesce(x.bm25 / NULLIF(x.best, 0), 0) END
+                   WHEN e.similarity IS NULL
+                       THEN coalesce(e.bm25 / NULLIF((SELECT pg_catalog.max(b.bm25) FROM eligible AS b), 0), 0)
+                   WHEN (SELECT q.any_term FROM q) IS NULL THEN e.similarity
+                   ELSE (1 - p_lw) * e.similarity
+                        + p_lw * coalesce(e.bm25 / NULLIF((SELECT pg_catalog.max(b.bm25) FROM eligible AS b), 0), 0) END
                -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
                + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
-                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - x.created_at), 0)
+                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - e.created_at), 0)
                      / p_half_life, 1000)) END
-               + p_iw * x.importance AS score
-          FROM (SELECT e.*, pg_catalog.max(e.bm25) OVER () AS best FROM eligible AS e) AS x)
+               + p_iw * e.importance AS score
+          FROM eligible AS e)
     SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
      WHERE p_min_score IS NULL OR r.score >= p_min_score
      ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC

@@ -849,7 +849,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._facts_for_context(
     p_project_id text, p_scope text, p_scope_id text, p_max integer, p_query vector, p_embedder text,
     p_text text, p_lw double precision)
-RETURNS SETOF pymem.facts
+RETURNS TABLE (id bigint, content text, confidence double precision, created_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -860,18 +860,19 @@ BEGIN
                 WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
                   AND f.superseded_by IS NULL
                 LIMIT p_max + 1) AS x) <= p_max THEN
-        RETURN QUERY SELECT f.* FROM pymem._facts_newest(p_project_id, p_scope, p_scope_id, p_max) AS f;
+        RETURN QUERY SELECT f.id, f.content, f.confidence, f.created_at
+                       FROM pymem._facts_newest(p_project_id, p_scope, p_scope_id, p_max) AS f;
         RETURN;
     END IF;
     IF p_query IS NOT NULL THEN
         PERFORM pymem._query_check(p_project_id, p_embedder, p_query);
     END IF;
+    -- the ranked rows carry what a context shows: no second read of the facts
     RETURN QUERY
-    SELECT f.* FROM pymem._facts_ranked(p_project_id, p_scope, p_scope_id, p_query, p_embedder, p_text, NULL,
-                                        p_lw, p_max, true) AS r
-      JOIN pymem.facts AS f
-        ON f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = r.id
-     ORDER BY f.created_at DESC, f.id DESC;
+    SELECT r.id, r.content, r.confidence, r.created_at
+      FROM pymem._facts_ranked(p_project_id, p_scope, p_scope_id, p_query, p_embedder, p_text, NULL,
+                               p_lw, p_max, true) AS r
+     ORDER BY r.created_at DESC, r.id DESC;
 END;
 $$;
 
