@@ -167,6 +167,7 @@ class _Conversations:
                 "keep_last": o.keep_last,
                 "summarize_every": o.summarize_every if o.summarizer is not None else None,
                 "lease_seconds": o.summary_lease_seconds,
+                "fact_changes": None,
                 **stored,
             },
         )

@@ -336,6 +336,29 @@ COMMIT;
 \echo pymem: applied 0017_lexemes_beside_vectors
 \endif
 
+-- 0018_learned_changes
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0018_learned_changes', '0c3ac6fc958c2fb4f7f335cfb20395dd0155da4c2fd41716320f48fa2426e2b3') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0018_learned_changes.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0018_learned_changes', '0c3ac6fc958c2fb4f7f335cfb20395dd0155da4c2fd41716320f48fa2426e2b3', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0018_learned_changes
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -370,7 +393,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('33bbfc6c8126e7ffc53046aed9f829e80910a1792012fe487e62edc6440dd289')
+SELECT pymem.migration_api_applied('83785ff3c86d91ba24414144f74f9ff49f6c88e46f1f08c3cfe40eb59d7cfec5')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

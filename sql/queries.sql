@@ -165,8 +165,9 @@ FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query => %
                         lexical_weight => %(lexical_weight)s::float8) AS s;
 
 -- name: turn_record
--- Record one successful turn (both messages, vectors, learned facts); may claim a summary span.
-SELECT t.user_seq, t.assistant_seq, t.learned_ids, t.claim_token, t.through_seq, t.previous_summary, t.messages
+-- Record one successful turn (both messages, vectors, learned facts and fact changes); may claim a summary span.
+SELECT t.user_seq, t.assistant_seq, t.learned_ids, t.claim_token, t.through_seq, t.previous_summary, t.messages,
+       t.changes
 FROM pymem.turn_record(
     user_id => %(user_id)s, user_content => %(user_content)s, assistant_content => %(assistant_content)s,
     thread_id => %(thread_id)s, project_id => %(project_id)s,
@@ -175,7 +176,7 @@ FROM pymem.turn_record(
     learned => %(learned)s::text[], max_learned => %(max_learned)s::integer, keep_last => %(keep_last)s::integer,
     summarize_every => %(summarize_every)s::integer, lease_seconds => %(lease_seconds)s::float8,
     user_metadata => %(user_metadata)s, assistant_metadata => %(assistant_metadata)s,
-    created_at => %(created_at)s::timestamptz) AS t;
+    created_at => %(created_at)s::timestamptz, fact_changes => %(fact_changes)s::jsonb) AS t;
 
 -- name: message_add
 -- Append one message to a thread (no vector; optionally with metadata and its real time); returns its number.

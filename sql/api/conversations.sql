@@ -268,6 +268,54 @@ BEGIN
 END;
 $$;
 
+-- _fact_changes_check: the shape of turn_record's fact_changes (see there), checked before the
+-- turn writes anything: NULL or a JSON array of at most 100 objects, each with op 'add',
+-- 'update' or 'delete', content a string, fact_id an integer for update and delete (none for
+-- add), and no other key. 22023 names the first element that is wrong.
+CREATE OR REPLACE FUNCTION pymem._fact_changes_check(changes jsonb)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_change jsonb;
+    v_n integer := 0;
+    v_problem text;
+BEGIN
+    IF changes IS NULL THEN
+        RETURN;
+    END IF;
+    IF pg_catalog.jsonb_typeof(changes) <> 'array' THEN
+        RAISE EXCEPTION 'pymem: fact_changes must be a JSON array, not %', pg_catalog.jsonb_typeof(changes)
+            USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.jsonb_array_length(changes) > 100 THEN
+        RAISE EXCEPTION 'pymem: a turn may carry at most 100 fact changes, not %', pg_catalog.jsonb_array_length(changes)
+            USING ERRCODE = '22023';
+    END IF;
+    FOR v_change IN SELECT e FROM pg_catalog.jsonb_array_elements(changes) AS e LOOP
+        v_n := v_n + 1;
+        v_problem := CASE
+            WHEN pg_catalog.jsonb_typeof(v_change) <> 'object' THEN 'is not a JSON object'
+            WHEN NOT (v_change ? 'op') OR v_change ->> 'op' NOT IN ('add', 'update', 'delete')
+                THEN 'needs op "add", "update" or "delete"'
+            WHEN EXISTS (SELECT 1 FROM pg_catalog.jsonb_object_keys(v_change) AS k
+                          WHERE k NOT IN ('op', 'fact_id', 'content')) THEN 'has a key other than op, fact_id, content'
+            WHEN pg_catalog.jsonb_typeof(v_change -> 'content') IS DISTINCT FROM 'string' THEN 'needs content, a string'
+            WHEN v_change ->> 'op' = 'add' AND v_change ? 'fact_id' AND v_change -> 'fact_id' <> 'null'
+                THEN 'is an add: it names no fact_id'
+            WHEN v_change ->> 'op' <> 'add' AND (pg_catalog.jsonb_typeof(v_change -> 'fact_id') IS DISTINCT FROM 'number'
+                 OR (v_change ->> 'fact_id') !~ '^[0-9]{1,18}$') THEN 'needs fact_id, a positive integer'
+        END;
+        IF v_problem IS NOT NULL THEN
+            RAISE EXCEPTION 'pymem: fact change % %', v_n, v_problem
+                USING ERRCODE = '22023',
+                      HINT = 'Each change is {"op": "add", "content": ...} or {"op": "update"|"delete", "fact_id": ..., "content": ...}.';
+        END IF;
+    END LOOP;
+END;
+$$;
+
 -- turn_record: one successful turn in one transaction: the user's message and the answer
 -- (with their vectors when given), the facts an extractor learned from the user's message
 -- (source 'learned', confidence 0.6, capped by max_learned; an invalid one is skipped with a
@@ -281,6 +329,26 @@ $$;
 -- after all of them: a turn costs the same per fact whatever its size. user_metadata and
 -- assistant_metadata (JSON objects) are stored with the two messages; created_at (default: now)
 -- is the time of both, for importing a history (checked as for message_add).
+-- fact_changes (a JSON array, at most 100) are the changes a reconciling learner decided for
+-- the user's facts, applied after the learned facts, in the order given:
+--   {"op": "add", "content": c}              a learned fact, exactly as an entry of `learned`;
+--   {"op": "update", "fact_id": n, "content": c}   supersede the user's active fact n by c
+--                                            (pymem.fact_supersede, source 'learned', confidence
+--                                            0.6; c already active: a merge into it);
+--   {"op": "delete", "fact_id": n, "content": c}   retire fact n into c, the statement that says
+--                                            it is no longer true. Retired, not forgotten: the
+--                                            fact leaves every context but stays in its history
+--                                            (fact_chain), so a model's mistake can be undone
+--                                            and the user can see why; hard deletion stays an
+--                                            explicit fact_forget.
+-- The document's shape is checked before anything is written (not an array, more than 100,
+-- an element that is not an object, an unknown op or key, a missing or non-integer fact_id,
+-- content not a string: 22023, nothing of the turn is written). A well-formed change that
+-- cannot apply is skipped with a WARNING and the turn is stored: its content is invalid (as
+-- for learned facts), fact n is not an active fact of this user (P0002: another user's, or
+-- forgotten), it was superseded meanwhile (PM201: e.g. a concurrent turn reconciled it
+-- first), or c equals its content (22023). changes reports each change in order:
+-- {"op", "fact_id", "id" (the fact now active, or added), "applied", "reason" (when skipped)}.
 --   SELECT * FROM pymem.turn_record(user_id => 'alice', user_content => 'I moved to Oslo',
 --                                   assistant_content => 'Noted: Oslo.');
 CREATE OR REPLACE FUNCTION pymem.turn_record(
@@ -301,9 +369,10 @@ CREATE OR REPLACE FUNCTION pymem.turn_record(
     lease_seconds double precision DEFAULT 300,
     user_metadata jsonb DEFAULT '{}'::jsonb,
     assistant_metadata jsonb DEFAULT '{}'::jsonb,
-    created_at timestamptz DEFAULT NULL)
+    created_at timestamptz DEFAULT NULL,
+    fact_changes jsonb DEFAULT NULL)
 RETURNS TABLE (user_seq bigint, assistant_seq bigint, learned_ids bigint[],
-               claim_token uuid, through_seq bigint, previous_summary text, messages jsonb)
+               claim_token uuid, through_seq bigint, previous_summary text, messages jsonb, changes jsonb)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -319,6 +388,13 @@ DECLARE
     v_created boolean := false;
     v_cut_at timestamptz;
     v_cut_id bigint;
+    v_n_learned integer;         -- how many of v_contents came from `learned` (the adds follow)
+    v_ids bigint[] := '{}';      -- the fact id of each of v_contents
+    v_change jsonb;
+    v_add_at integer[] := '{}';  -- per change: its add's index in v_contents (NULL: none)
+    v_reason text[] := '{}';     -- per change: why it was skipped (NULL: it was not)
+    v_succ pymem.fact_successor;
+    v_i integer;
 BEGIN
     PERFORM pymem._tenant_enter(turn_record.project_id);
     PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'exact');
@@ -329,6 +405,7 @@ BEGIN
     IF turn_record.max_learned < 1 THEN
         RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
     END IF;
+    PERFORM pymem._fact_changes_check(turn_record.fact_changes);
     PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance,
                                  turn_record.user_metadata);
     PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance,
@@ -364,6 +441,21 @@ BEGIN
             v_contents := v_contents || pymem._fact_check_values(v_fact, 0.6, 'learned', NULL, '{}');
         EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
             RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
+        END;
+    END LOOP;
+    v_n_learned := pg_catalog.cardinality(v_contents);
+    -- the adds of fact_changes join them, checked the same way
+    FOR v_i IN 1 .. coalesce(pg_catalog.jsonb_array_length(turn_record.fact_changes), 0) LOOP
+        v_change := turn_record.fact_changes -> (v_i - 1);
+        v_add_at := v_add_at || NULL::integer;
+        v_reason := v_reason || NULL::text;
+        CONTINUE WHEN v_change ->> 'op' <> 'add';
+        BEGIN
+            v_contents := v_contents || pymem._fact_check_values(v_change ->> 'content', 0.6, 'learned', NULL, '{}');
+            v_add_at[v_i] := pg_catalog.cardinality(v_contents);
+        EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
+            RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
+            v_reason[v_i] := SQLERRM;
         END;
     END LOOP;
     learned_ids := '{}';
@@ -406,10 +498,11 @@ BEGIN
                AND f.superseded_by IS NULL AND f.content_key = ANY (v_keys) AND f.content_key <> ALL (v_got_keys);
             EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
         END LOOP;
-        learned_ids := ARRAY(SELECT g.id FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS u(k, n)
-                               JOIN ROWS FROM (pg_catalog.unnest(v_got_keys), pg_catalog.unnest(v_got_ids)) AS g(k, id)
-                                 ON g.k = u.k
-                              ORDER BY u.n);
+        v_ids := ARRAY(SELECT g.id FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS u(k, n)
+                         JOIN ROWS FROM (pg_catalog.unnest(v_got_keys), pg_catalog.unnest(v_got_ids)) AS g(k, id)
+                           ON g.k = u.k
+                        ORDER BY u.n);
+        learned_ids := v_ids[1:v_n_learned];
         IF v_created AND turn_record.max_learned IS NOT NULL THEN
             -- the cap, once for the whole turn (as in fact_add: the newest learned fact beyond
             -- it, read from facts_subject_learned_newest; it and everything older goes)
@@ -426,6 +519,34 @@ BEGIN
             END IF;
         END IF;
     END IF;
+    -- the updates and deletes of fact_changes, in order, each in a subtransaction of its own
+    -- (fact_supersede takes the subject lock and checks the fact is this user's and active)
+    changes := '[]';
+    FOR v_i IN 1 .. coalesce(pg_catalog.jsonb_array_length(turn_record.fact_changes), 0) LOOP
+        v_change := turn_record.fact_changes -> (v_i - 1);
+        IF v_change ->> 'op' = 'add' THEN
+            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+                'op', 'add', 'id', v_ids[v_add_at[v_i]], 'applied', v_add_at[v_i] IS NOT NULL,
+                'reason', v_reason[v_i])));
+            CONTINUE;
+        END IF;
+        BEGIN
+            v_succ := pymem.fact_supersede(scope => 'user', scope_id => turn_record.user_id,
+                                           new_content => v_change ->> 'content',
+                                           id => (v_change ->> 'fact_id')::bigint,
+                                           project_id => turn_record.project_id, confidence => 0.6,
+                                           source => 'learned', created_at => turn_record.created_at);
+            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+                'op', v_change ->> 'op', 'fact_id', (v_change ->> 'fact_id')::bigint, 'id', v_succ.id,
+                'applied', true));
+        EXCEPTION WHEN no_data_found OR invalid_parameter_value OR null_value_not_allowed
+                    OR SQLSTATE 'PM201' THEN
+            RAISE WARNING 'pymem: skipped a learned % of fact %: %', v_change ->> 'op', v_change ->> 'fact_id', SQLERRM;
+            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+                'op', v_change ->> 'op', 'fact_id', (v_change ->> 'fact_id')::bigint, 'applied', false,
+                'reason', SQLERRM));
+        END;
+    END LOOP;
     IF turn_record.summarize_every IS NOT NULL THEN
         SELECT c.claim_token, c.through_seq, c.previous_summary, c.messages
           INTO claim_token, through_seq, previous_summary, messages
