@@ -27,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TypeAlias, TypeVar
 
+from . import tracing
 from .context import Context, _Context
 from .conversations import Message, TurnResult, _Conversations
 from .database import AsyncDatabase, Database
@@ -442,6 +443,11 @@ class AsyncTurn:
             self.result = await self.memory._run(
                 self.memory._record(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0)
             )
+
+
+# OpenTelemetry spans on every public call (pymem.tracing; nothing without opentelemetry-api)
+tracing.instrument_memory(Memory, Turn)
+tracing.instrument_memory(AsyncMemory, AsyncTurn)
 
 
 # -- module-level shortcuts: pymem.context(user, query) and pymem.record(...) ---------------

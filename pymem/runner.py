@@ -25,6 +25,7 @@ from typing import Any, TypeAlias, TypeVar
 
 from pgvector import Vector
 
+from . import tracing
 from .database import AsyncDatabase, Database
 from .embedders import Embedder, aembed, validate_vectors
 from .errors import ValidationError
@@ -116,14 +117,15 @@ def run(operation: Operation[T], db: Database, embedder: Embedder | None = None)
         step = next(operation)
         while True:
             try:
-                if isinstance(step, Query):
-                    reply: Any = db.query(step.name, step.params)
-                elif isinstance(step, Embed) and step.given is not None:
-                    reply = given_vectors(embedder, step.texts, step.given)
-                elif isinstance(step, Embed):
-                    reply = vectors(embedder, step.texts)  # type: ignore[arg-type]
-                else:
-                    reply = step.fn(*step.args)
+                with tracing.step(step):  # a child span when the call is traced (pymem.tracing)
+                    if isinstance(step, Query):
+                        reply: Any = db.query(step.name, step.params)
+                    elif isinstance(step, Embed) and step.given is not None:
+                        reply = given_vectors(embedder, step.texts, step.given)
+                    elif isinstance(step, Embed):
+                        reply = vectors(embedder, step.texts)  # type: ignore[arg-type]
+                    else:
+                        reply = step.fn(*step.args)
             except Exception as exc:
                 step = _advance(operation, step, error=exc)
             else:
@@ -138,18 +140,19 @@ async def arun(operation: Operation[T], db: AsyncDatabase, embedder: Embedder | 
         step = next(operation)
         while True:
             try:
-                if isinstance(step, Query):
-                    reply: Any = await db.query(step.name, step.params)
-                elif isinstance(step, Embed) and step.given is not None:
-                    reply = given_vectors(embedder, step.texts, step.given)
-                elif isinstance(step, Embed):
-                    reply = await avectors(embedder, step.texts)  # type: ignore[arg-type]
-                elif inspect.iscoroutinefunction(step.fn):
-                    reply = await step.fn(*step.args)
-                else:
-                    reply = await asyncio.to_thread(step.fn, *step.args)
-                    if inspect.isawaitable(reply):  # e.g. an object whose __call__ is async
-                        reply = await reply
+                with tracing.step(step):
+                    if isinstance(step, Query):
+                        reply: Any = await db.query(step.name, step.params)
+                    elif isinstance(step, Embed) and step.given is not None:
+                        reply = given_vectors(embedder, step.texts, step.given)
+                    elif isinstance(step, Embed):
+                        reply = await avectors(embedder, step.texts)  # type: ignore[arg-type]
+                    elif inspect.iscoroutinefunction(step.fn):
+                        reply = await step.fn(*step.args)
+                    else:
+                        reply = await asyncio.to_thread(step.fn, *step.args)
+                        if inspect.isawaitable(reply):  # e.g. an object whose __call__ is async
+                            reply = await reply
             except Exception as exc:
                 step = _advance(operation, step, error=exc)
             else:

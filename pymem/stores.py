@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 from psycopg.types.json import Jsonb
 
+from . import tracing
 from .database import AsyncDatabase, Database
 from .errors import ConcurrencyError, NotFoundError, ValidationError
 from .runner import Callback, Operation, Query, arun, run
@@ -542,3 +543,8 @@ class AsyncMemoryStore(_Store):
 
     async def reload(self) -> AsyncMemoryStore:
         return await self._run(self._open(False, None, None, None))
+
+
+# OpenTelemetry spans on every public call (pymem.tracing; nothing without opentelemetry-api)
+tracing.instrument_store(MemoryStore)
+tracing.instrument_store(AsyncMemoryStore)
