@@ -844,10 +844,21 @@ $$;
 -- scoring at least that. An exact scan of the user's rows: exactly `limit_rows` rows come back
 -- whenever that many are eligible.
 --
--- One scan: with a vector, each vector row carries its message's lexemes and length
--- (0017_lexemes_beside_vectors), so the user's rows are read once for both scores; a vector
--- stored before that migration (lexemes NULL) takes them from message_lexemes by primary key.
--- Without a vector, the user's rows of message_lexemes are read.
+-- How: one read of the user's rows (with a vector, each vector row carries its message's lexemes
+-- and length, 0017_lexemes_beside_vectors; a vector stored before that has NULL there and its
+-- message's lexemes are read by primary key; without a vector, the user's rows of message_lexemes),
+-- kept in memory with each row's similarity, length and eligibility, and the lexemes of the rows
+-- sharing a term only. The score splits into a part every row has and a lexical bonus (>= 0) that
+-- only the rows sharing a term have:
+--   base  = (1 - rw - iw) * (1 - lw') * cosine + rw * recency + iw * importance
+--   bonus = (1 - rw - iw) * lw' * lexical        (lw' = lw with a vector and terms, 0 with a vector
+--                                                 and no terms, 1 without a vector)
+-- so the top k are among the k best rows by base and the rows sharing a term: a row with no term
+-- that belongs in the top k has at most k - 1 rows above it by base (a row above it by base
+-- scores at least as much). Only those few rows are scored in full; the rest are read once and
+-- sorted once, as in vector recall alone. No join of the user's rows with each other: planned
+-- generically (statistics saying "a row or two"), such a join ran as a nested loop, 17 ms for
+-- 1,000 messages.
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_limit integer, p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
@@ -858,91 +869,107 @@ LANGUAGE sql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 -- No SET enable_nestloop = off here: before PostgreSQL 18 a disabled join method still costs
 -- 1e10 where the planner has no alternative, which swamped every other estimate of this query
--- (1.7 s instead of 9 ms per call on PostgreSQL 15 for a 500-message user). No join of the
--- user's rows with each other either: a join planned while the statistics say "a row or two" (a
--- generic plan) rescanned one side once per row of the other, 17 ms for 1,000 messages.
+-- (1.7 s instead of 9 ms per call on PostgreSQL 15 for a 500-message user).
 AS $$
-    WITH q AS MATERIALIZED (  -- the query's terms, one tsquery per term, one matching any of them
-        SELECT t.each_term,
-               CASE WHEN pg_catalog.cardinality(t.each_term) > 0
-                    THEN pg_catalog.array_to_string(t.each_term, ' | ')::tsquery END AS any_term
-          FROM (SELECT ARRAY(
-                       SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
-                         FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(p_text))) AS x(x))
-                       AS each_term
-                OFFSET 0) AS t),  -- OFFSET 0: the terms computed once, not once per use
-    corpus AS MATERIALIZED (  -- the user's rows as of p_as_of: each vector's similarity, each row's length
-                              -- in tokens, and its lexemes when it shares a term with the text (else NULL)
-        -- with a vector: every vector of the user's from p_embedder
-        SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
-               1 - pymem._cosine_distance(e.embedding, p_query) AS similarity,
-               coalesce(e.tokens, o.tokens) AS tokens,
-               CASE WHEN coalesce(e.lexemes, o.lexemes) @@ (SELECT q.any_term FROM q)
-                    THEN coalesce(e.lexemes, o.lexemes) END AS lexemes
-          FROM pymem.message_embeddings AS e
-          LEFT JOIN LATERAL (  -- a vector stored before 0017: its message's lexemes by primary key
-                SELECT l.lexemes, l.tokens FROM pymem.message_lexemes AS l
-                 WHERE e.lexemes IS NULL AND (SELECT q.any_term FROM q) IS NOT NULL
-                   AND l.project_id = e.project_id AND l.user_id = e.user_id
-                   AND l.thread_id = e.thread_id AND l.seq = e.seq
-                OFFSET 0) AS o ON true  -- OFFSET 0: the probe skipped, not joined and filtered, when lexemes are there
-         WHERE p_query IS NOT NULL
-           AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-           AND (p_as_of IS NULL OR e.created_at <= p_as_of)
-        UNION ALL
-        -- without: every message of the user's (none when the text has no term)
-        SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, NULL::float8, l.tokens,
-               CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END
-          FROM pymem.message_lexemes AS l
-         WHERE p_query IS NULL AND (SELECT q.any_term FROM q) IS NOT NULL
-           AND l.project_id = p_project_id AND l.user_id = p_user_id
-           AND (p_as_of IS NULL OR l.created_at <= p_as_of)),
-    qs AS MATERIALIZED (  -- BM25's statistics over the corpus: average length, each term's idf (not read without terms)
-        SELECT q.each_term, s.avgdl, ARRAY(
-                   SELECT pg_catalog.ln(1 + (s.n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
-                     FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
-                     LEFT JOIN (SELECT t2.i, pg_catalog.count(*)::float8 AS df
-                                  FROM corpus AS c CROSS JOIN pg_catalog.generate_subscripts(q.each_term, 1) AS t2(i)
-                                 WHERE c.lexemes IS NOT NULL AND c.lexemes @@ q.each_term[t2.i]
-                                 GROUP BY t2.i) AS d ON d.i = t.i
-                    ORDER BY t.i) AS idf
-          FROM q CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS n,
-                                    GREATEST(pg_catalog.avg(c.tokens)::float8, 1) AS avgdl FROM corpus AS c) AS s
-         WHERE q.any_term IS NOT NULL),
-    eligible AS MATERIALIZED (  -- BM25 (k1 1.2, b 0.75, a term counted once per message) of the messages sharing a term
-        SELECT c.thread_id, c.seq, c.created_at, c.importance, c.similarity,
-               CASE WHEN c.lexemes IS NOT NULL THEN
-                   (SELECT pg_catalog.sum(s.idf[t.i]) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / pg_catalog.min(s.avgdl)))
-                      FROM qs AS s CROSS JOIN pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
-                     WHERE c.lexemes @@ s.each_term[t.i]) END AS bm25
-          FROM corpus AS c
-         WHERE (p_query IS NOT NULL OR c.lexemes IS NOT NULL)
-           AND c.chars >= p_min_chars
-           AND (p_since IS NULL OR c.created_at >= p_since)
-           AND (p_until IS NULL OR c.created_at < p_until)
-           -- not in the current thread's window
-           AND NOT (c.thread_id = p_thread_id AND c.seq > coalesce(
-                    (SELECT ts.last_seq FROM pymem.threads AS ts
-                      WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id AND ts.thread_id = p_thread_id), 0)
-                    - p_window)
-           AND (p_filter IS NULL OR EXISTS (
-                   SELECT 1 FROM pymem.messages AS m
-                    WHERE m.project_id = p_project_id AND m.user_id = p_user_id
-                      AND m.thread_id = c.thread_id AND m.seq = c.seq AND m.metadata @> p_filter))),
-    scored AS (
-        SELECT e.thread_id, e.seq, e.created_at, e.similarity,
-               (1 - p_rw - p_iw) * CASE
-                   WHEN e.similarity IS NULL
-                       THEN coalesce(e.bm25 / NULLIF((SELECT pg_catalog.max(b.bm25) FROM eligible AS b), 0), 0)
-                   WHEN (SELECT q.any_term FROM q) IS NULL THEN e.similarity
-                   ELSE (1 - p_lw) * e.similarity
-                        + p_lw * coalesce(e.bm25 / NULLIF((SELECT pg_catalog.max(b.bm25) FROM eligible AS b), 0), 0) END
+    WITH q AS MATERIALIZED (  -- the query's terms, one tsquery per term, one matching any of them,
+                              -- the weights of the cosine and of the lexical score
+        SELECT t.each_term, t.any_term,
+               (1 - p_rw - p_iw) * CASE WHEN p_query IS NULL THEN 0 WHEN t.any_term IS NULL THEN 1 ELSE 1 - p_lw END AS wv,
+               (1 - p_rw - p_iw) * CASE WHEN p_query IS NULL THEN 1 WHEN t.any_term IS NULL THEN 0 ELSE p_lw END AS wl,
+               coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
+                          WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
+                            AND ts.thread_id = p_thread_id), 0) - p_window AS window_after
+          FROM (SELECT u.each_term,
+                       CASE WHEN pg_catalog.cardinality(u.each_term) > 0
+                            THEN pg_catalog.array_to_string(u.each_term, ' | ')::tsquery END AS any_term
+                  FROM (SELECT ARRAY(
+                               SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
+                                 FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(p_text))) AS x(x))
+                               AS each_term
+                        OFFSET 0) AS u) AS t),  -- OFFSET 0: the terms computed once, not once per use
+    base AS MATERIALIZED (  -- the user's rows as of p_as_of, read once
+        SELECT r.thread_id, r.seq, r.created_at, r.similarity, r.tokens, r.lexemes, r.stale,
+               -- eligible (as of p_as_of is the read's condition)
+               r.chars >= p_min_chars
+               AND (p_since IS NULL OR r.created_at >= p_since)
+               AND (p_until IS NULL OR r.created_at < p_until)
+               AND NOT (r.thread_id = p_thread_id AND r.seq > (SELECT q.window_after FROM q))
+               AND (p_filter IS NULL OR EXISTS (
+                       SELECT 1 FROM pymem.messages AS m
+                        WHERE m.project_id = p_project_id AND m.user_id = p_user_id
+                          AND m.thread_id = r.thread_id AND m.seq = r.seq AND m.metadata @> p_filter)) AS ok,
+               (SELECT q.wv FROM q) * coalesce(r.similarity, 0)
                -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
                + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
-                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - e.created_at), 0)
+                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - r.created_at), 0)
                      / p_half_life, 1000)) END
-               + p_iw * e.importance AS score
-          FROM eligible AS e)
+               + p_iw * r.importance AS base
+          FROM (-- with a vector: every vector of the user's from p_embedder
+                SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
+                       1 - pymem._cosine_distance(e.embedding, p_query) AS similarity, e.tokens,
+                       CASE WHEN e.lexemes @@ (SELECT q.any_term FROM q) THEN e.lexemes END AS lexemes,
+                       e.lexemes IS NULL AS stale
+                  FROM pymem.message_embeddings AS e
+                 WHERE p_query IS NOT NULL
+                   AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+                   AND (p_as_of IS NULL OR e.created_at <= p_as_of)
+                UNION ALL
+                -- without: every message of the user's (none when the text has no term)
+                SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, NULL::float8, l.tokens,
+                       CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END, false
+                  FROM pymem.message_lexemes AS l
+                 WHERE p_query IS NULL AND (SELECT q.any_term FROM q) IS NOT NULL
+                   AND l.project_id = p_project_id AND l.user_id = p_user_id
+                   AND (p_as_of IS NULL OR l.created_at <= p_as_of)) AS r),
+    stale AS MATERIALIZED (  -- vectors stored before 0017: their messages' lexemes by primary key (with terms only)
+        SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, l.tokens,
+               CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END AS lexemes
+          FROM base AS b
+          JOIN pymem.message_lexemes AS l
+            ON l.project_id = p_project_id AND l.user_id = p_user_id AND l.thread_id = b.thread_id AND l.seq = b.seq
+         WHERE b.stale AND (SELECT q.any_term FROM q) IS NOT NULL),
+    hits AS MATERIALIZED (  -- the rows sharing a term with the text
+        SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, b.tokens, b.lexemes
+          FROM base AS b WHERE b.lexemes IS NOT NULL
+        UNION ALL
+        SELECT s.thread_id, s.seq, s.created_at, s.similarity, s.ok, s.base, s.tokens, s.lexemes
+          FROM stale AS s WHERE s.lexemes IS NOT NULL),
+    qs AS MATERIALIZED (  -- BM25's statistics over the rows read: average length, each term's idf (with terms only)
+        SELECT q.each_term, GREATEST(coalesce((n.tokens + o.tokens) / NULLIF(n.known + o.known, 0), 1), 1) AS avgdl,
+               ARRAY(SELECT pg_catalog.ln(1 + (n.docs - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
+                       FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
+                       LEFT JOIN (SELECT t2.i, pg_catalog.count(*)::float8 AS df
+                                    FROM hits AS h CROSS JOIN pg_catalog.generate_subscripts(q.each_term, 1) AS t2(i)
+                                   WHERE h.lexemes @@ q.each_term[t2.i]
+                                   GROUP BY t2.i) AS d ON d.i = t.i
+                      ORDER BY t.i) AS idf
+          FROM q
+         CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS docs, coalesce(pg_catalog.sum(b.tokens), 0)::float8 AS tokens,
+                            pg_catalog.count(b.tokens)::float8 AS known FROM base AS b) AS n
+         CROSS JOIN (SELECT coalesce(pg_catalog.sum(s.tokens), 0)::float8 AS tokens, pg_catalog.count(s.tokens)::float8 AS known
+                       FROM stale AS s) AS o
+         WHERE q.any_term IS NOT NULL),
+    lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.75, a term counted once per message)
+        SELECT h.thread_id, h.seq, h.created_at, h.similarity, h.base,
+               (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
+                 WHERE h.lexemes @@ s.each_term[t.i])
+               * 2.2 / (1 + 1.2 * (0.25 + 0.75 * h.tokens / s.avgdl)) AS bm25
+          FROM hits AS h CROSS JOIN qs AS s
+         WHERE h.ok),
+    cand AS (  -- the k best eligible rows by base, and the eligible rows sharing a term
+        (SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base, NULL::float8 AS bm25
+           FROM base AS b
+          WHERE b.ok AND p_query IS NOT NULL
+          ORDER BY b.base DESC, b.created_at DESC, b.thread_id, b.seq DESC
+          LIMIT p_limit)
+        UNION ALL
+        SELECT l.thread_id, l.seq, l.created_at, l.similarity, l.base, l.bm25 FROM lex AS l),
+    scored AS (  -- a row in both sets once, with its bonus
+        SELECT c.thread_id, c.seq, pg_catalog.max(c.created_at) AS created_at, pg_catalog.max(c.similarity) AS similarity,
+               pg_catalog.max(c.base) + (SELECT q.wl FROM q)
+                   * coalesce(pg_catalog.max(c.bm25) / NULLIF((SELECT pg_catalog.max(l.bm25) FROM lex AS l), 0), 0) AS score
+          FROM cand AS c
+         GROUP BY c.thread_id, c.seq)
     SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
      WHERE p_min_score IS NULL OR r.score >= p_min_score
      ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC
