@@ -34,6 +34,7 @@ from .errors import (  # noqa: E402
     TimeoutError,
     ValidationError,
 )
+from .blocks import Block, BlockOutput, StaticBlock, Upstream  # noqa: E402
 from .context import Context  # noqa: E402
 from .conversations import Message, TurnResult  # noqa: E402
 from .embedders import Embedder, HashEmbedder  # noqa: E402
@@ -52,6 +53,10 @@ __all__ = [
     "ConcurrencyError",
     "MemoryStore",
     "AsyncMemory",
+    "Block",
+    "BlockOutput",
+    "StaticBlock",
+    "Upstream",
     "Context",
     "Embedder",
     "Message",

@@ -1,27 +1,36 @@
-"""The prompt context for one turn, over ``sql/api/context.sql``.
+"""The prompt context for one turn, over ``sql/api/context.sql``, assembled from blocks
+(:mod:`pymem.blocks`).
 
 ``Memory.context(query, user=...)`` = embed the query (unless its vector is given:
-``embedding=``) + one call of ``pymem.context_read``
-(facts, summary, recall, window) + the formatting below. Only when the user has messages that
-no vector of the current embedder covers yet (written by SQL from another service) does it
-embed them in one batch, store them and read again.
+``embedding=``) + one call of ``pymem.context_read`` (every built-in block: facts, summary,
+recall, window) + the custom blocks' ``render`` in their places + the budget + the formatting
+below. Only when the user has messages that no vector of the current embedder covers yet
+(written by SQL from another service) does it embed them in one batch, store them and read again.
 
-The messages come back in this order, as ``{"role", "content"}`` dicts for any chat API:
-the system prompt, the agent's facts (the heading names the agent), the user's facts (the
-heading never names the user: ids are often e-mail addresses and must not reach the model
-provider), the running summary, recalled earlier messages, the window, then the query.
+By default (``blocks=`` not given) the messages come back in this order, as ``{"role",
+"content"}`` dicts for any chat API: the system prompt, the agent's facts (the heading names the
+agent), the user's facts (the heading never names the user: ids are often e-mail addresses and
+must not reach the model provider), the running summary, recalled earlier messages, the window,
+then the query. Recall is deduplicated in SQL against the facts and the summary, and here
+against the static and custom blocks placed above it (:meth:`pymem.blocks.Upstream.contains`).
 """
 
 from __future__ import annotations
 
+import inspect
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .conversations import Message, _message, recall_filters
+from .blocks import DEFAULT_BLOCKS, BlockOutput, Part, Upstream, block_name, fit, output
+from .conversations import Message, TurnResult, _message, recall_filters
+from .errors import ValidationError
 from .options import MemoryOptions
-from .runner import Embed, Operation, Query
+from .runner import Callback, Embed, Operation, Query
 from .values import text
+
+log = logging.getLogger("pymem")
 
 AGENT_HEADING = "Facts that hold for everyone using agent {agent}:"
 USER_HEADING = "Facts about the user you are talking to:"
@@ -33,7 +42,9 @@ MAX_UNEMBEDDED = 100
 
 @dataclass(frozen=True)
 class Context:
-    """What one context read found, and the chat messages built from it."""
+    """What one context read found, and the chat messages built from it. ``blocks``: each
+    block's output in order (what it put into ``messages``, what the budget cut, a failing
+    block's error); the other fields are what the built-in blocks put into ``messages``."""
 
     messages: list[dict[str, str]]
     agent_facts: list[str] = field(default_factory=list)
@@ -43,6 +54,16 @@ class Context:
     window: list[Message] = field(default_factory=list)
     deduped: int = 0
     user_resolved: bool = True
+    blocks: list[BlockOutput] = field(default_factory=list)
+
+    def block(self, name: str) -> BlockOutput | None:
+        """The output of the block named ``name`` (the first one of that name), or None."""
+        return next((b for b in self.blocks if b.name == name), None)
+
+    @property
+    def trimmed(self) -> dict[str, list[str]]:
+        """What the budget cut, by block name (empty when nothing was cut)."""
+        return {b.name: b.trimmed for b in self.blocks if b.trimmed}
 
 
 def _bullets(items: list[str]) -> str:
@@ -57,32 +78,45 @@ def _when(ts: Any) -> str:
     return ""
 
 
-def build_messages(
-    *,
-    system_prompt: str | None,
-    agent_id: str | None,
-    agent_facts: list[str],
-    user_facts: list[str],
-    summary: str | None,
-    recalled: list[Message],
-    window: list[Message],
-    query: str,
-) -> list[dict[str, str]]:
-    out: list[dict[str, str]] = []
-    if system_prompt:
-        out.append({"role": "system", "content": system_prompt})
-    if agent_facts:
-        out.append({"role": "system", "content": AGENT_HEADING.format(agent=agent_id) + "\n" + _bullets(agent_facts)})
-    if user_facts:
-        out.append({"role": "system", "content": USER_HEADING + "\n" + _bullets(user_facts)})
-    if summary:
-        out.append({"role": "system", "content": SUMMARY_HEADING + "\n" + summary})
-    if recalled:
-        lines = [f"- ({m.role}, {_when(m.created_at)}) {m.content}" for m in recalled]
-        out.append({"role": "system", "content": RECALL_HEADING + "\n" + "\n".join(lines)})
-    out.extend(m.as_chat() for m in window)
-    out.append({"role": "user", "content": query})
-    return out
+def _system(content: str) -> list[dict[str, str]]:
+    return [{"role": "system", "content": content}]
+
+
+def _builtin(name: str, o: MemoryOptions, data: dict[str, Any], thread: str) -> Part:
+    """The part of a built-in block, from context_read's answer ``data``."""
+    if name == "system":
+        return Part(name, "pin", [o.system_prompt] if o.system_prompt else [], lambda items: _system(items[0]))
+    if name == "agent_facts":
+        heading = AGENT_HEADING.format(agent=o.agent_id)
+        return Part(name, name, [f["content"] for f in data["agent_facts"]],
+                    lambda items: _system(heading + "\n" + _bullets(items)))
+    if name == "user_facts":
+        return Part(name, name, [f["content"] for f in data["user_facts"]],
+                    lambda items: _system(USER_HEADING + "\n" + _bullets(items)))
+    if name == "summary":
+        return Part(name, name, [data["summary"]] if data["summary"] else [],
+                    lambda items: _system(SUMMARY_HEADING + "\n" + items[0]))
+    if name == "recall":
+        return Part(name, name, [_message(r) for r in data["recalled"]], lambda items: _system(
+            RECALL_HEADING + "\n" + "\n".join(f"- ({m.role}, {_when(m.created_at)}) {m.content}" for m in items)))
+    return Part(name, name, [_message(w, thread) for w in data["window"]],
+                lambda items: [m.as_chat() for m in items])
+
+
+def _custom(block: Any, rendered: Any) -> Part:
+    """The part of a custom block that rendered ``rendered`` (a string or None)."""
+    if rendered is not None and not isinstance(rendered, str):
+        raise ValidationError(f"render returned a {type(rendered).__name__}, not a string or None")
+    kind = "pin" if getattr(block, "pinned", False) else "custom"
+    return Part(block_name(block), kind, [rendered] if rendered and rendered.strip() else [],
+                lambda items: _system(items[0]))
+
+
+def _not_awaited(reply: Any, what: str) -> Any:
+    if inspect.isawaitable(reply):  # an async block driven by the sync runner
+        getattr(reply, "close", lambda: None)()
+        raise ValidationError(f"{what} is async: use pymem.AsyncMemory for async blocks")
+    return reply
 
 
 class _Context:
@@ -116,19 +150,56 @@ class _Context:
             yield from self._catch_up(user_id, data["unembedded"])  # type: ignore[attr-defined]
             rows = yield Query("context_read", params)
             data = rows[0]["context"]
-        agent_facts = [f["content"] for f in data["agent_facts"]]
-        user_facts = [f["content"] for f in data["user_facts"]]
-        recalled = [_message(r) for r in data["recalled"]]
-        window = [_message(w, params["thread_id"]) for w in data["window"]]
-        messages = build_messages(
-            system_prompt=o.system_prompt,
-            agent_id=o.agent_id,
-            agent_facts=agent_facts,
-            user_facts=user_facts,
-            summary=data["summary"],
-            recalled=recalled,
-            window=window,
-            query=query,
-        )
-        return Context(messages, agent_facts, user_facts, data["summary"], recalled, window, data["deduped"],
-                       user_id is not None)
+        parts: list[Part] = []
+        deduped = data["deduped"]
+        for entry in o.blocks if o.blocks is not None else DEFAULT_BLOCKS:
+            if isinstance(entry, str):
+                part = _builtin(entry, o, data, params["thread_id"])
+                if entry == "recall" and o.dedupe:  # against the custom blocks above (the built-ins: in SQL)
+                    above = Upstream(query, user_id, params["thread_id"], o.agent_id, o.project_id, None,
+                                     tuple(output(p) for p in parts if p.name not in DEFAULT_BLOCKS))
+                    kept = [m for m in part.items if not above.contains(m.content)]
+                    deduped += len(part.items) - len(kept)
+                    part.items = kept
+                parts.append(part)
+                continue
+            upstream = Upstream(query, user_id, params["thread_id"], o.agent_id, o.project_id,
+                                getattr(self, "db", None), tuple(output(p) for p in parts))
+            try:
+                rendered = yield Callback(entry.render, (query, upstream))
+                parts.append(_custom(entry, _not_awaited(rendered, f"block {block_name(entry)!r}")))
+            except Exception as exc:
+                log.warning("pymem: context block %r failed and is left out: %s: %s", block_name(entry),
+                            type(exc).__name__, exc)
+                parts.append(Part(block_name(entry), "custom", [], _system, error=f"{type(exc).__name__}: {exc}"))
+        limits = []
+        if o.max_context_chars is not None:
+            limits.append((o.max_context_chars, len, "max_context_chars"))
+        if o.max_context_tokens is not None:
+            limits.append((o.max_context_tokens, o.token_counter, "max_context_tokens"))
+        fit(parts, query, limits)
+        messages = [m for p in parts for m in p.messages()] + [{"role": "user", "content": query}]
+        found = {p.name: p.items for p in parts if p.name in DEFAULT_BLOCKS}
+        summary = found.get("summary")
+        return Context(messages, found.get("agent_facts", []), found.get("user_facts", []),
+                       summary[0] if summary else None, found.get("recall", []), found.get("window", []), deduped,
+                       user_id is not None, [output(p) for p in parts])
+
+    def _recorded(self, user_id: str, thread: str | None, query: str, answer: str, *args: Any) -> Operation[TurnResult]:
+        """Record a turn (``_record``), then tell the custom blocks that have ``on_message``
+        about its two messages; a block that fails is logged, the turn stays recorded."""
+        result = yield from self._record(user_id, thread, query, answer, *args)  # type: ignore[attr-defined]
+        listeners = [b for b in self.options.blocks or () if callable(getattr(b, "on_message", None))]
+        if listeners:
+            where = thread if thread is not None else self.options.thread
+            said = [Message("user", query, result.user_seq, where), Message("assistant", answer, result.assistant_seq,
+                                                                            where)]
+            for block in listeners:
+                for message in said:
+                    try:
+                        _not_awaited((yield Callback(block.on_message, (message, user_id))),
+                                     f"on_message of block {block_name(block)!r}")
+                    except Exception as exc:
+                        log.warning("pymem: on_message of context block %r failed: %s: %s", block_name(block),
+                                    type(exc).__name__, exc)
+        return result

@@ -209,7 +209,7 @@ class Memory(MemoryBase):
         user_id = self.resolve_user(user, ctx)
         if user_id is None:
             return None
-        return self._run(self._record(user_id, thread, query, answer, importance, answer_importance, metadata,
+        return self._run(self._recorded(user_id, thread, query, answer, importance, answer_importance, metadata,
                                       answer_metadata, created_at, embeddings))
 
     def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> Turn:
@@ -293,7 +293,7 @@ class Turn:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None and self.answer is not None and self.user_id is not None:
             self.result = self.memory._run(
-                self.memory._record(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0)
+                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0)
             )
 
 
@@ -370,7 +370,7 @@ class AsyncMemory(MemoryBase):
         user_id = self.resolve_user(user, ctx)
         if user_id is None:
             return None
-        return await self._run(self._record(user_id, thread, query, answer, importance, answer_importance, metadata,
+        return await self._run(self._recorded(user_id, thread, query, answer, importance, answer_importance, metadata,
                                             answer_metadata, created_at, embeddings))
 
     def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> AsyncTurn:
@@ -441,7 +441,7 @@ class AsyncTurn:
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None and self.answer is not None and self.user_id is not None:
             self.result = await self.memory._run(
-                self.memory._record(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0)
+                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0)
             )
 
 

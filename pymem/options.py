@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .blocks import check_blocks
 from .embedders import Embedder
 from .errors import ValidationError
 from .values import number, text
@@ -91,6 +92,11 @@ class MemoryOptions:
     extractor: Extractor | None = None
     max_learned_facts: int | None = 200
     fact_lexical_weight: float = 0.4
+    #: the context's blocks in order (pymem.blocks); None: pymem.blocks.DEFAULT_BLOCKS
+    blocks: tuple[Any, ...] | None = None
+    max_context_chars: int | None = None
+    max_context_tokens: int | None = None
+    token_counter: Callable[[str], int] | None = None
 
     def __post_init__(self) -> None:
         if self.agent_id is not None:
@@ -115,9 +121,17 @@ class MemoryOptions:
             raise ValidationError("max_learned_facts must be a positive int, or None for no cap")
         if not 0 <= number(self.fact_lexical_weight, "fact_lexical_weight") <= 1:
             raise ValidationError("fact_lexical_weight must be between 0 and 1")
-        for name in ("summarizer", "extractor"):
+        for name in ("summarizer", "extractor", "token_counter"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ValidationError(f"{name} must be callable")
+        if self.blocks is not None:
+            object.__setattr__(self, "blocks", check_blocks(self.blocks))
+        for name in ("max_context_chars", "max_context_tokens"):
+            m = getattr(self, name)
+            if m is not None and (isinstance(m, bool) or not isinstance(m, int) or m < 1):
+                raise ValidationError(f"{name} must be a positive int, or None for no budget")
+        if self.max_context_tokens is not None and self.token_counter is None:
+            raise ValidationError("max_context_tokens needs token_counter=(a callable(text) -> number of tokens)")
 
     @classmethod
     def keywords(cls) -> frozenset[str]:

@@ -28,6 +28,7 @@ KEYWORDS = {
     "min_score",  # added since (issue 13)
     "fact_lexical_weight",  # issue 14
     "lexical_weight",  # issue 14 (recall)
+    "blocks", "max_context_chars", "max_context_tokens", "token_counter",  # issue 19
 }
 
 # ------------------------------------------------------------------- Python default -> SQL DEFAULT
@@ -60,7 +61,8 @@ OPTIONS: dict[str, list[tuple[str, str]]] = {
     "fact_lexical_weight": [("facts_search", "lexical_weight")],
 }
 # Options with no SQL counterpart (Python-side objects), named so that a new option must be placed.
-NOT_SQL = {"user_id", "embedder", "system_prompt", "summarizer", "extractor", "recall"}
+NOT_SQL = {"user_id", "embedder", "system_prompt", "summarizer", "extractor", "recall", "blocks", "max_context_chars",
+           "max_context_tokens", "token_counter"}
 CONSTANTS: dict[str, tuple[Any, list[tuple[str, str]]]] = {
     "pymem.context.MAX_UNEMBEDDED": (MAX_UNEMBEDDED, [("context_read", "max_unembedded")]),
 }
