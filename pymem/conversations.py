@@ -23,6 +23,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from .errors import ValidationError
+from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
 from .values import number, text
@@ -35,8 +36,12 @@ Summarizer = Callable[[str | None, list[dict[str, Any]], int], str]
 #: extractor(user_message) -> facts worth keeping about the user (short strings); the first
 #: MAX_LEARNED_PER_TURN of them are kept.
 Extractor = Callable[[str], list[str]]
-#: The most learned facts one turn may carry (pymem.turn_record refuses more with 22023).
+#: The most learned facts one turn may carry (pymem.turn_record refuses more with 22023), and
+#: the most fact changes (its fact_changes).
 MAX_LEARNED_PER_TURN = 100
+#: A learner's candidate is reconciled against this many of the user's most similar active
+#: facts (facts_search's ranking, as Memory.retrieve(candidate, k=...)).
+SIMILAR_FACTS = 5
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,9 @@ class TurnResult:
     assistant_seq: int
     learned_fact_ids: list[int] = field(default_factory=list)
     summarized: bool = False
+    #: what each change of a learner did, in order (pymem.turn_record's ``changes``): dicts with
+    #: op, fact_id (updates, deletes), id (the fact now active), applied, reason (when skipped)
+    fact_changes: list[dict[str, Any]] = field(default_factory=list)
 
 
 #: The most messages one recall embeds before it ranks (the SQL limits' maximum): recall is exact.
@@ -138,7 +146,10 @@ class _Conversations:
         if embeddings is not None and (isinstance(embeddings, (str, bytes)) or len(embeddings) != 2):
             raise ValidationError("embeddings must be a pair: the vectors of the user's message and of the answer")
         learned: list[str] | None = None
-        if o.extractor is not None:
+        changes: list[FactChange] | None = None
+        if o.learner is not None:
+            changes = yield from self._learn(where["user_id"], query)
+        elif o.extractor is not None:
             try:
                 found = yield Callback(o.extractor, (query,))
                 learned = [f for f in (found or []) if isinstance(f, str) and f.strip() and "\x00" not in f]
@@ -167,7 +178,7 @@ class _Conversations:
                 "keep_last": o.keep_last,
                 "summarize_every": o.summarize_every if o.summarizer is not None else None,
                 "lease_seconds": o.summary_lease_seconds,
-                "fact_changes": None,
+                "fact_changes": None if not changes else Jsonb([c.as_json() for c in changes]),
                 **stored,
             },
         )
@@ -175,7 +186,42 @@ class _Conversations:
         summarized = False
         if row["claim_token"] is not None:
             summarized = yield from self._fold(where, row)
-        return TurnResult(row["user_seq"], row["assistant_seq"], list(row["learned_ids"] or []), summarized)
+        return TurnResult(row["user_seq"], row["assistant_seq"], list(row["learned_ids"] or []), summarized,
+                          list(row["changes"] or []))
+
+    def _learn(self, user_id: str, query: str) -> Operation[list[FactChange] | None]:
+        """The reconciling learner's changes for this turn: candidates extracted from the user's
+        message, each reconciled against the user's SIMILAR_FACTS most similar active facts
+        (ranked as ``retrieve(candidate)`` ranks). Nothing is written here: the changes go with
+        the turn. A learner that fails, or returns what is not a FactChange (or an update or
+        delete of a fact it was not shown), costs this turn its learning only: logged, None."""
+        learner = self.options.learner
+        try:
+            found = yield Callback(learner.extract, (query,))
+            if not isinstance(found, list):
+                raise ValidationError(f"the learner's extract returned {type(found).__name__}, not a list")
+            candidates = list(dict.fromkeys(
+                c.strip() for c in found if isinstance(c, str) and c.strip() and "\x00" not in c))
+            candidates = candidates[:MAX_LEARNED_PER_TURN]
+            if not candidates:
+                return None
+            shown: dict[int, str] = {}
+            for candidate in candidates:  # self is a Memory: its _retrieve is pymem.facts'
+                for f in (yield from self._retrieve(candidate, "user", user_id, SIMILAR_FACTS,  # type: ignore[attr-defined]
+                                                    SIMILAR_FACTS)):
+                    shown.setdefault(f.id, f.content)
+            if not shown:  # nothing stored to reconcile with: every candidate is new
+                return [FactChange("add", c) for c in candidates]
+            decided = yield Callback(learner.reconcile, (candidates, [{"id": i, "content": c} for i, c in shown.items()]))
+            if not isinstance(decided, list) or not all(isinstance(c, FactChange) for c in decided):
+                raise ValidationError("the learner's reconcile must return a list of pymem.llm.FactChange")
+            for c in decided:
+                if c.op not in ("add", "update", "delete") or (c.op != "add" and c.fact_id not in shown):
+                    raise ValidationError(f"the learner's {c.op} names fact {c.fact_id}, which it was not shown")
+            return decided[:MAX_LEARNED_PER_TURN]
+        except Exception:  # the turn happened; a failing or malformed learner must not lose it
+            log.warning("pymem: the learner failed; the turn is recorded without learning", exc_info=True)
+            return None
 
     def _fold(self, where: dict[str, Any], claim: Mapping[str, Any]) -> Operation[bool]:
         """Run the summarizer on a claimed span and commit (or release) the claim."""

@@ -90,6 +90,8 @@ class MemoryOptions:
     max_summary_chars: int = 2000
     summary_lease_seconds: float = 300.0
     extractor: Extractor | None = None
+    #: a reconciling learner (pymem.llm.Learner, e.g. pymem.llm.ChatLearner()): instead of extractor
+    learner: Any = None
     max_learned_facts: int | None = 200
     fact_lexical_weight: float = 0.4
     #: the context's blocks in order (pymem.blocks); None: pymem.blocks.DEFAULT_BLOCKS
@@ -121,6 +123,12 @@ class MemoryOptions:
             raise ValidationError("max_learned_facts must be a positive int, or None for no cap")
         if not 0 <= number(self.fact_lexical_weight, "fact_lexical_weight") <= 1:
             raise ValidationError("fact_lexical_weight must be between 0 and 1")
+        if self.learner is not None:
+            if not all(callable(getattr(self.learner, m, None)) for m in ("extract", "reconcile")):
+                raise ValidationError("learner must have extract(message) and reconcile(candidates, stored): "
+                                      "a pymem.llm.Learner such as pymem.llm.ChatLearner()")
+            if self.extractor is not None:
+                raise ValidationError("pass extractor= or learner=, not both: the learner extracts too")
         for name in ("summarizer", "extractor", "token_counter"):
             if getattr(self, name) is not None and not callable(getattr(self, name)):
                 raise ValidationError(f"{name} must be callable")

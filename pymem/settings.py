@@ -59,6 +59,13 @@ class Settings(BaseSettings):
     owner_role: str | None = Field(default=None, description="Owner role name for migrate (README, Security).")
     app_role: str | None = Field(default=None, description="Application role name for migrate.")
     reader_role: str | None = Field(default=None, description="Read-only role name for migrate.")
+    # the chat model of pymem.llm.ChatClient (learning and summaries; README "Learning with a chat model")
+    llm_base_url: str = Field(default="https://api.openai.com/v1",
+                              description="Base URL of an OpenAI-compatible API (POST <url>/chat/completions).")
+    llm_model: str | None = Field(default=None, description="The chat model's name; unset: no chat model.")
+    llm_api_key_env: str = Field(default="OPENAI_API_KEY",
+                                 description="The environment variable holding the API key (unset or empty: no key sent).")
+    llm_timeout: float = Field(default=20.0, gt=0, description="Seconds a chat request may take in all.")
 
     def roles(self) -> dict[str, str | None]:
         """The role names to give pymem migrate (None: keep the recorded ones)."""

@@ -29,6 +29,7 @@ KEYWORDS = {
     "fact_lexical_weight",  # issue 14
     "lexical_weight",  # issue 14 (recall)
     "blocks", "max_context_chars", "max_context_tokens", "token_counter",  # issue 19
+    "learner",  # issue 16
 }
 
 # ------------------------------------------------------------------- Python default -> SQL DEFAULT
@@ -61,7 +62,7 @@ OPTIONS: dict[str, list[tuple[str, str]]] = {
     "fact_lexical_weight": [("facts_search", "lexical_weight")],
 }
 # Options with no SQL counterpart (Python-side objects), named so that a new option must be placed.
-NOT_SQL = {"user_id", "embedder", "system_prompt", "summarizer", "extractor", "recall", "blocks", "max_context_chars",
+NOT_SQL = {"user_id", "embedder", "system_prompt", "summarizer", "extractor", "learner", "recall", "blocks", "max_context_chars",
            "max_context_tokens", "token_counter"}
 CONSTANTS: dict[str, tuple[Any, list[tuple[str, str]]]] = {
     "pymem.context.MAX_UNEMBEDDED": (MAX_UNEMBEDDED, [("context_read", "max_unembedded")]),
@@ -148,7 +149,7 @@ REPLIES: dict[str, list[dict[str, Any]]] = {
     "fact_supersede": [{"id": 2, "created": True}],
     "message_add": [{"seq": 1}],
     "turn_record": [{"user_seq": 1, "assistant_seq": 2, "learned_ids": [], "claim_token": uuid.uuid4(),
-                     "previous_summary": None, "messages": []}],
+                     "previous_summary": None, "messages": [], "changes": []}],
     "summary_commit": [{"committed": True}],
     "context_read": [{"context": {"agent_facts": [], "user_facts": [], "summary": None, "recalled": [],
                                   "window": [], "deduped": 0, "unembedded": []}}],

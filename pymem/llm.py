@@ -1,0 +1,271 @@
+"""Learning with a chat model (README "Learning with a chat model"): any OpenAI-compatible
+``POST {base_url}/chat/completions`` endpoint (a hosted model, vLLM, llama.cpp's server,
+Ollama) through the standard library, no dependency.
+
+* :class:`ChatClient`: one request, one reply; configured by :class:`pymem.Settings`
+  (``PYMEM_LLM_BASE_URL``, ``PYMEM_LLM_MODEL``, ``PYMEM_LLM_API_KEY_ENV``, ``PYMEM_LLM_TIMEOUT``)
+  or its arguments. ``timeout`` bounds the whole request (connect, wait, and the reply's
+  reading, checked between reads).
+* :class:`ChatLearner`: a :class:`Learner` for ``Memory(learner=...)``: ``extract`` (facts about
+  the user, from the user's message only), ``reconcile`` (ADD / UPDATE / DELETE / NONE for each
+  of them against the user's most similar stored facts) and ``summarize`` (a ``summarizer=``).
+* Prompts are files of the package (``pymem/prompts/<task>_<version>.txt``), versioned: a
+  changed prompt is a new file, so what a learner sent is known by its ``version``.
+
+Every reply is JSON checked against a pydantic model; a reply that does not fit (not JSON,
+missing or extra-typed fields, a number naming no fact it was shown) raises
+:class:`pymem.ValidationError`, and the caller (``Memory.record``) logs it and stores the turn
+without learning: nothing of a malformed reply is ever written.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from importlib import resources
+from typing import Annotated, Any, Literal, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
+from pydantic import ValidationError as SchemaError
+
+from .errors import ConfigError, ConnectionError, TimeoutError, ValidationError
+from .settings import Settings
+
+#: The prompts' version a :class:`ChatLearner` uses unless told otherwise.
+PROMPT_VERSION = "v1"
+#: The most facts one extraction keeps (the prompt asks for at most 20).
+MAX_FACTS = 20
+#: The longest fact a model may propose, in characters.
+MAX_FACT_CHARS = 1000
+
+_Fact = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
+
+
+def load_prompt(task: str, version: str = PROMPT_VERSION) -> str:
+    """The text of ``pymem/prompts/<task>_<version>.txt``."""
+    if not re.fullmatch(r"[a-z]+", task) or not re.fullmatch(r"v[0-9]+", version):
+        raise ValidationError(f"no prompt {task!r} version {version!r}")
+    path = resources.files("pymem") / "prompts" / f"{task}_{version}.txt"
+    if not path.is_file():
+        raise ValidationError(f"no prompt {task!r} version {version!r} in pymem/prompts")
+    return path.read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class FactChange:
+    """One change a learner decided for the user's facts: ``add`` a fact; ``update`` fact
+    ``fact_id`` to ``content``; ``delete`` (retire) fact ``fact_id``, which ``content`` says is no
+    longer true. Sent with the turn (``pymem.turn_record``'s ``fact_changes``)."""
+
+    op: Literal["add", "update", "delete"]
+    content: str
+    fact_id: int | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        change: dict[str, Any] = {"op": self.op, "content": self.content}
+        if self.fact_id is not None:
+            change["fact_id"] = self.fact_id
+        return change
+
+
+@runtime_checkable
+class Learner(Protocol):
+    """What ``Memory(learner=...)`` needs. ``extract(user_message)`` returns candidate facts
+    about the user; ``reconcile(candidates, stored)`` gets them with the user's most similar
+    stored facts (``{"id", "content"}`` dicts) and returns the :class:`FactChange` list to
+    apply (an update or delete may only name a fact of ``stored``)."""
+
+    def extract(self, message: str) -> list[str]: ...
+
+    def reconcile(self, candidates: list[str], stored: list[dict[str, Any]]) -> list[FactChange]: ...
+
+
+# -- the replies' schemas --------------------------------------------------------------------
+class _Reply(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+class _Extracted(_Reply):
+    facts: list[_Fact] = Field(max_length=100)
+
+
+class _Decision(_Reply):
+    learned: int = Field(ge=0)
+    op: Literal["ADD", "UPDATE", "DELETE", "NONE"]
+    stored: int | None = Field(default=None, ge=0)
+    content: _Fact | None = None
+
+    @field_validator("op", mode="before")
+    @classmethod
+    def _upper(cls, value: Any) -> Any:
+        return value.upper() if isinstance(value, str) else value
+
+
+class _Decisions(_Reply):
+    decisions: list[_Decision] = Field(max_length=200)
+
+
+class _Summary(_Reply):
+    summary: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1)]
+
+
+def parse_reply(text: str, schema: type[BaseModel]) -> Any:
+    """The model's reply parsed as JSON (a ```json fence around it is allowed) and checked
+    against ``schema``; ValidationError when it does not fit."""
+    body = text.strip()
+    fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", body, re.DOTALL)
+    if fenced:
+        body = fenced.group(1)
+    try:
+        return schema.model_validate(json.loads(body))
+    except (ValueError, SchemaError) as exc:  # json's errors are ValueErrors
+        raise ValidationError(f"the chat model's reply does not fit {schema.__name__.strip('_')}: "
+                              f"{str(exc).splitlines()[0][:300]}") from exc
+
+
+# -- the client --------------------------------------------------------------------------------
+def _detail(body: bytes) -> str:
+    text = body.decode("utf-8", "replace").strip()
+    try:
+        error = json.loads(text)["error"]
+        return str(error["message"] if isinstance(error, dict) else error)[:300]
+    except (ValueError, KeyError, TypeError):
+        return text[:300]
+
+
+class ChatClient:
+    """An OpenAI-compatible chat-completions endpoint. Arguments left None come from
+    ``settings`` (default :class:`pymem.Settings`, i.e. the ``PYMEM_LLM_*`` variables): ``model``
+    (required: ConfigError without one), ``base_url``, the key (read from the environment
+    variable ``PYMEM_LLM_API_KEY_ENV`` names, default ``OPENAI_API_KEY``; no key, no
+    ``Authorization`` header: a local server) and ``timeout`` (seconds for the whole request)."""
+
+    def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
+                 timeout: float | None = None, settings: Settings | None = None, temperature: float = 0.0) -> None:
+        s = settings if settings is not None else Settings()
+        self.model = model if model is not None else s.llm_model
+        if not isinstance(self.model, str) or not self.model.strip():
+            raise ConfigError("no chat model: pass ChatClient(model=...) or set PYMEM_LLM_MODEL")
+        self.base_url = (base_url if base_url is not None else s.llm_base_url).rstrip("/")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"the chat endpoint's base URL must start with http:// or https://: {self.base_url!r}")
+        self._api_key = api_key if api_key is not None else os.environ.get(s.llm_api_key_env) or None
+        self.timeout = float(timeout if timeout is not None else s.llm_timeout)
+        if not self.timeout > 0:
+            raise ConfigError("the chat timeout must be a positive number of seconds")
+        self.temperature = temperature
+
+    def __repr__(self) -> str:
+        return f"ChatClient(model={self.model!r}, base_url={self.base_url!r}, timeout={self.timeout})"
+
+    def complete(self, messages: list[dict[str, str]], *, json_reply: bool = True) -> str:
+        """The text of the first choice's message. ``json_reply`` asks for a JSON object
+        (``response_format``). Raises pymem.TimeoutError (past ``timeout``), ConnectionError
+        (unreachable, HTTP 429 or 5xx), ConfigError (other 4xx: key, URL, model) or
+        ValidationError (a reply that is not a chat completion)."""
+        payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
+        if json_reply:
+            payload["response_format"] = {"type": "json_object"}
+        url = f"{self.base_url}/chat/completions"
+        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "pymem"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        request = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers=headers,
+                                         method="POST")
+        deadline = time.monotonic() + self.timeout
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                raw = self._read(response, deadline)
+        except urllib.error.HTTPError as exc:
+            message = f"chat endpoint {url} answered HTTP {exc.code}: {_detail(exc.read())}"
+            if 400 <= exc.code < 500 and exc.code not in (408, 429):
+                raise ConfigError(message) from exc
+            raise ConnectionError(message) from exc
+        except builtins.TimeoutError as exc:  # socket.timeout is an alias of it
+            raise TimeoutError(f"chat endpoint {url} took longer than {self.timeout} s") from exc
+        except urllib.error.URLError as exc:
+            if isinstance(exc.reason, builtins.TimeoutError):
+                raise TimeoutError(f"chat endpoint {url} took longer than {self.timeout} s") from exc
+            raise ConnectionError(f"chat endpoint {url} is unreachable: {exc.reason}") from exc
+        except OSError as exc:
+            raise ConnectionError(f"chat endpoint {url} failed: {exc}") from exc
+        try:
+            content = json.loads(raw)["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            raise ValidationError(f"chat endpoint {url} answered without a chat completion: {raw[:200]!r}") from exc
+        if not isinstance(content, str):
+            raise ValidationError(f"chat endpoint {url} answered a message without text content")
+        return content
+
+    def _read(self, response: Any, deadline: float) -> bytes:
+        """The body, read in pieces; past the deadline between two pieces: timeout."""
+        chunks = []
+        while True:
+            if time.monotonic() > deadline:
+                raise builtins.TimeoutError("the reply took too long")
+            chunk = response.read1(65536) if hasattr(response, "read1") else response.read(65536)
+            if not chunk:
+                return b"".join(chunks)
+            chunks.append(chunk)
+
+
+# -- the learner -------------------------------------------------------------------------------
+class ChatLearner:
+    """A :class:`Learner` (and a summarizer) over a :class:`ChatClient` (default: one from the
+    settings). ``version``: the prompts used (``pymem/prompts/*_<version>.txt``)."""
+
+    def __init__(self, client: ChatClient | None = None, *, version: str = PROMPT_VERSION) -> None:
+        self.client = client if client is not None else ChatClient()
+        self.version = version
+        self.prompts = {task: load_prompt(task, version) for task in ("extract", "reconcile", "summarize")}
+
+    def __repr__(self) -> str:
+        return f"ChatLearner({self.client!r}, version={self.version!r})"
+
+    def _ask(self, task: str, content: Any, schema: type[BaseModel]) -> Any:
+        reply = self.client.complete([{"role": "system", "content": self.prompts[task]},
+                                      {"role": "user", "content": json.dumps(content, ensure_ascii=False)}])
+        return parse_reply(reply, schema)
+
+    def extract(self, message: str) -> list[str]:
+        """Facts about the user in ``message`` (the user's message, never the assistant's)."""
+        return list(dict.fromkeys(self._ask("extract", {"user_message": message}, _Extracted).facts))[:MAX_FACTS]
+
+    def reconcile(self, candidates: list[str], stored: list[dict[str, Any]]) -> list[FactChange]:
+        """One decision per candidate against ``stored`` (shown to the model by position, never
+        by database id); NONE is dropped. A decision naming a candidate or stored fact that was
+        not shown, or an UPDATE/DELETE without a stored fact, makes the whole reply invalid."""
+        reply = self._ask("reconcile", {
+            "stored": [{"number": i, "fact": f["content"]} for i, f in enumerate(stored)],
+            "learned": [{"number": i, "fact": c} for i, c in enumerate(candidates)],
+        }, _Decisions)
+        changes = []
+        for d in reply.decisions:
+            if d.learned >= len(candidates):
+                raise ValidationError(f"the chat model decided on learned fact {d.learned}; it was shown {len(candidates)}")
+            if d.op == "NONE":
+                continue
+            content = d.content or candidates[d.learned]
+            if d.op == "ADD":
+                changes.append(FactChange("add", content))
+                continue
+            if d.stored is None or d.stored >= len(stored):
+                raise ValidationError(f"the chat model's {d.op} names stored fact {d.stored}; it was shown {len(stored)}")
+            # a DELETE retires the fact into the learned statement that says it is no longer true
+            changes.append(FactChange(d.op.lower(), content if d.op == "UPDATE" else candidates[d.learned],
+                                      int(stored[d.stored]["id"])))
+        return changes
+
+    def summarize(self, previous: str | None, messages: list[dict[str, Any]], max_chars: int) -> str:
+        """A ``summarizer=``: ``previous`` with ``messages`` folded in, at most ``max_chars``."""
+        reply = self._ask("summarize", {
+            "summary_so_far": previous or "", "max_chars": max_chars,
+            "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        }, _Summary)
+        return reply.summary[:max_chars]
