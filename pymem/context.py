@@ -125,6 +125,7 @@ class _Context:
     def _read(self, user_id: str | None, thread: str | None, query: str, embedding: Any = None,
               filters: Any = None) -> Operation[Context]:
         o = self.options
+        order = o.blocks if o.blocks is not None else DEFAULT_BLOCKS
         text(query, "query")
         params: dict[str, Any] = {
             "user_id": text(user_id, "user id", allow_none=True),
@@ -141,7 +142,9 @@ class _Context:
             "query_text": query if user_id is not None else None,
             **recall_filters(filters),
         }
-        if user_id is not None and (o.embedder is not None or embedding is not None) and o.recall.k > 0:
+        if "recall" not in order:  # not shown: not ranked, and the query needs no vector
+            params["k"] = 0
+        if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:
             (qvec,) = yield Embed([query], None if embedding is None else [embedding])
             params |= {"query": qvec, "embedder": o.embedder.name}
         rows = yield Query("context_read", params)
@@ -152,7 +155,7 @@ class _Context:
             data = rows[0]["context"]
         parts: list[Part] = []
         deduped = data["deduped"]
-        for entry in o.blocks if o.blocks is not None else DEFAULT_BLOCKS:
+        for entry in order:
             if isinstance(entry, str):
                 part = _builtin(entry, o, data, params["thread_id"])
                 if entry == "recall" and o.dedupe:  # against the custom blocks above (the built-ins: in SQL)

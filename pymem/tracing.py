@@ -177,6 +177,17 @@ def _context_parts(result) -> dict[str, Any]:
         out["pymem.recall.scores"] = scores
     if _content:
         out["pymem.recall.contents"] = [m.content for m in result.recalled]
+    out["pymem.context.blocks"] = [b.name for b in result.blocks]
+    for b in result.blocks:  # each block's share of the prompt (issue 19); its text only with content on
+        key = f"pymem.context.block.{b.name}"
+        out[f"{key}.items"] = len(b.items)
+        out[f"{key}.chars"] = sum(len(m["content"]) for m in b.messages)
+        if b.trimmed:
+            out[f"{key}.trimmed"] = len(b.trimmed)
+        if b.error:
+            out[f"{key}.error"] = b.error if _content else b.error.partition(":")[0]
+        if _content:
+            out[f"{key}.text"] = b.text
     return out
 
 
