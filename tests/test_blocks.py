@@ -473,3 +473,14 @@ def test_each_block_is_on_the_read_span(db):
             assert [s.name for s in exporter.get_finished_spans()].count("pymem.callback") == 2  # the two renders
     finally:
         tracing.trace_content(False)
+
+
+def test_a_hidden_built_in_still_decides_what_recall_skips(db):
+    said = "my favourite colour is a deep ocean blue"
+    mem = make(db, blocks=["recall"], window=0)
+    mem.persist(said, user="alice")
+    mem.record(said, "noted", user="alice")
+    ctx = mem.read("favourite colour", user="alice")
+    assert ctx.deduped == 1 and said not in [m.content for m in ctx.recalled] and ctx.user_facts == []
+    ctx = make(db, blocks=["recall"], window=0, dedupe=False).read("favourite colour", user="alice")
+    assert said in [m.content for m in ctx.recalled]
