@@ -1,7 +1,9 @@
 """``pymem demo``: a scripted two-user conversation (both sides scripted, no model needed)
 that prints, turn by turn, the context pymem would send to a chat model: facts learned and
-superseded, the window sliding, a summary forming, a long-ago message recalled, and the two
-users never mixing. Runs on the embedded server unless PYMEM_DSN is set; safe to repeat (it
+reconciled (a fact updated, another retired, by what the user says), the window sliding, a
+summary forming, a long-ago message recalled, and the two users never mixing. The learner is
+the configured chat model (``PYMEM_LLM_MODEL``: :class:`pymem.llm.ChatLearner`) or, without one,
+:class:`RuleLearner`, a few fixed rules standing in for it, and the demo says which. Runs on the embedded server unless PYMEM_DSN is set; safe to repeat (it
 uses project "pymem-demo" and clears it first). It says so, and ends with the commands that show
 what it stored (``pymem export --project pymem-demo --user ...``, psql)."""
 
@@ -14,6 +16,7 @@ from . import migrations, server
 from .connection import resolve_conninfo
 from .database import Database
 from .embedders import HashEmbedder
+from .llm import ChatLearner, FactChange
 from .memory import Memory
 from .settings import Settings
 
@@ -25,17 +28,45 @@ SCRIPT = [  # (user, what the user says, the scripted answer)
     ("alice@example.com", "I live in Oslo and I work night shifts.", "Oslo, night shifts. Got it."),
     ("alice@example.com", "Can you recommend a quiet cafe for the morning?", "Try Fuglen; it is calm before noon."),
     ("bob@example.com", "I live in Lisbon.", "Lisbon, lovely."),
-    ("alice@example.com", "Actually, I moved: I live in Bergen now.", "Updated: Bergen."),
+    ("alice@example.com", "Actually, I moved. I live in Bergen now.", "Updated: Bergen."),
     ("alice@example.com", "What is a good hiking trail near me?", "Stoltzekleiven is a classic in Bergen."),
+    ("alice@example.com", "I no longer work night shifts.", "Good news: mornings are yours."),
     ("alice@example.com", "Thanks, and a snack to bring along?", "Trail mix without nuts, given your allergy."),
     ("alice@example.com", "Remind me: what am I allergic to?", "Peanuts."),
 ]
 
 
-def extractor(message: str) -> list[str]:
-    """A toy fact extractor: sentences about the speaker ("I ...", "My ...")."""
-    sentences = re.split(r"(?<=[.!?])\s+", message)
-    return [s.strip() for s in sentences if re.match(r"^(I|My)\b", s.strip()) and not s.strip().endswith("?")]
+class RuleLearner:
+    """The demo's stand-in for a chat model: fixed rules, not a language model. ``extract``: the
+    clauses of the user's message about the speaker ("I ...", "My ...", split at sentence ends
+    and at " and I "), questions left out. ``reconcile``: a clause that starts with the same three
+    words as a stored fact ("I live in ...") UPDATEs it; "I no longer X" or "I do not X anymore"
+    against a stored "I X" DELETEs (retires) it; a clause already stored is NONE; anything else is
+    ADDed."""
+
+    def extract(self, message: str) -> list[str]:
+        clauses = re.split(r"(?<=[.!?])\s+|,? and (?=I\b)", message)
+        return [c.strip().rstrip(".!") for c in clauses
+                if re.match(r"^(I|My)\b", c.strip()) and not c.strip().endswith("?")]
+
+    @staticmethod
+    def _key(text: str) -> str:
+        return " ".join(text.lower().split()[:3])
+
+    def reconcile(self, candidates: list[str], stored: list[dict]) -> list[FactChange]:
+        changes = []
+        for c in candidates:
+            negated = re.fullmatch(r"I (?:no longer|do not|don't) (.+?)(?: anymore)?", c)
+            if negated:
+                said = f"I {negated.group(1)}".lower()
+                old = next((f for f in stored if f["content"].lower().rstrip(".") == said), None)
+                changes.append(FactChange("delete", c, old["id"]) if old else FactChange("add", c))
+                continue
+            if any(f["content"] == c for f in stored):
+                continue  # NONE: already known
+            old = next((f for f in stored if self._key(f["content"]) == self._key(c)), None)
+            changes.append(FactChange("update", c, old["id"]) if old else FactChange("add", c))
+        return changes
 
 
 def summarizer(previous: str | None, messages: list[dict], max_chars: int) -> str:
@@ -69,7 +100,7 @@ def run(settings: Settings) -> int:
         about = db.about()
         print(f"schema pymem at {about['last_migration']}; PostgreSQL {about['server_version']}, "
               f"pgvector {about['vector_version']} in schema {about['vector_schema']}")
-        conversation(db)
+        conversation(db, settings)
     user = SCRIPT[0][0]
     print("\npymem demo: done" + ("" if settings.dsn else " (the server keeps running; `pymem server stop` stops it)"))
     print(f"what it stored is in project {PROJECT!r}; see it with")
@@ -79,11 +110,20 @@ def run(settings: Settings) -> int:
     return 0
 
 
-def conversation(db: Database) -> None:
+def learner(settings: Settings | None) -> tuple[object, str]:
+    """The configured chat model's learner, or the rule-based stand-in; and what to call it."""
+    if settings is not None and settings.llm_model:
+        return ChatLearner(), f"chat model {settings.llm_model!r} at {settings.llm_base_url}"
+    return RuleLearner(), "RuleLearner, fixed rules standing in for a chat model (set PYMEM_LLM_MODEL to use one)"
+
+
+def conversation(db: Database, settings: Settings | None = None) -> None:
+    chosen, label = learner(settings)
+    print(f"\nlearner: {label}")
     mem = Memory(
         db=db, agent_id="concierge", project_id=PROJECT, embedder=HashEmbedder(),
         system_prompt="You are a concise travel concierge.", window=4, recall_k=2,
-        summarizer=summarizer, summarize_every=4, keep_last=4, extractor=extractor, max_learned_facts=20,
+        summarizer=summarizer, summarize_every=4, keep_last=4, learner=chosen, max_learned_facts=20,
     )
     for who in ("alice@example.com", "bob@example.com"):
         mem.forget(id=who)
@@ -92,22 +132,30 @@ def conversation(db: Database) -> None:
     mem.persist("Breakfast is served from 7 to 10.", tier="global")
     print("\nglobal fact for agent 'concierge': Breakfast is served from 7 to 10.")
     for i, (user, said, answer) in enumerate(SCRIPT, 1):
-        if "moved" in said:  # the app corrects a durable fact: supersede, keep history
-            old = next(f for f in mem.retrieve(id=user) if f.content.startswith("I live in"))
-            new = mem.update("I live in Bergen now.", fact_id=old.id, id=user)
-            chain = " -> ".join(repr(f.content) for f in mem.history(id=user, fact_id=new))
-            print(f"\n(superseded alice's fact: {chain})")
         with mem.turn(said, user=user) as t:
             show(i, user.split("@")[0], t.messages)
             t.answer = answer
         res = t.result
-        learned = f", learned {len(res.learned_fact_ids)} fact(s)" if res.learned_fact_ids else ""
         folded = ", summary updated" if res.summarized else ""
-        print(f"  -> recorded messages {res.user_seq}-{res.assistant_seq}{learned}{folded}")
+        print(f"  -> recorded messages {res.user_seq}-{res.assistant_seq}{folded}")
+        for change in res.fact_changes:  # written in the same transaction as the two messages
+            if not change["applied"]:
+                print(f"     learner {change['op']} skipped: {change.get('reason')}")
+            elif change["op"] == "add":
+                print(f"     learned: {mem.history(id=user, fact_id=change['id'])[-1].content!r}")
+            else:
+                chain = " -> ".join(repr(f.content) for f in mem.history(id=user, fact_id=change["id"]))
+                verb = "updated" if change["op"] == "update" else "retired (no longer true; kept in history)"
+                print(f"     {verb}: {chain}")
     ctx = mem.read("Remind me: what am I allergic to?", user="alice@example.com")
     print("\nrecalled for alice's last question (beyond her 4-message window):")
     for m in ctx.recalled:
         print(f"  - {m.content!r} (score {m.score:.2f})")
+    alice = mem.read("where do I live?", user="alice@example.com")
+    print(f"\nalice's facts now: {alice.user_facts}")
+    moves = [repr(f.content) for f in reversed(mem.history(id="alice@example.com")) if "live in" in f.content]
+    print(f"the stale 'I live in Oslo' is in no context's facts, only in their history ({' -> '.join(moves)}); "
+          "the summary and recalled messages are the conversation as it was said, dated")
     bob = mem.read("where do I live?", user="bob@example.com")
     leaked = [m for m in bob.messages if "Alice" in m["content"] or "Bergen" in m["content"]]
     print(f"bob's context mentions Alice or Bergen: {bool(leaked)} (users never mix)")
