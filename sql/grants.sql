@@ -6,8 +6,8 @@
 --          functions are SECURITY DEFINER and run as this role; it is not a superuser, so the
 --          forced row-level security of 0005_security.sql binds them too.
 --   app    (default pymem_app): USAGE on the schema and EXECUTE on the API functions (all but
---          store_configure, which only the owner role and its members run); no table
---          privileges at all.
+--          store_configure and text_search_configure, which only the owner role and its members
+--          run); no table privileges at all.
 --   reader (default pymem_reader): EXECUTE on the read functions only.
 -- Names: the settings pymem.owner_role / pymem.app_role / pymem.reader_role when given (e.g.
 -- PGOPTIONS='-c pymem.app_role=my_app' psql ... or PYMEM_APP_ROLE), else what the first migrate

@@ -359,6 +359,29 @@ COMMIT;
 \echo pymem: applied 0018_learned_changes
 \endif
 
+-- 0021_integrations
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0021_integrations', '00c11864a705dcf8e53497097fb874900e5eaeec5c6e9d156280e366ad559af6') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0021_integrations.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0021_integrations', '00c11864a705dcf8e53497097fb874900e5eaeec5c6e9d156280e366ad559af6', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0021_integrations
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).

@@ -126,6 +126,12 @@ SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.sourc
        f.created_at, f.superseded_by, f.superseded_at, f.depth
 FROM pymem.fact_chain(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s::bigint, project_id => %(project_id)s) AS f;
 
+-- name: fact_get
+-- One fact of a project by id, active or superseded (no row when there is none).
+SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
+       f.created_at, f.superseded_by, f.superseded_at
+FROM pymem.fact_get(id => %(id)s::bigint, project_id => %(project_id)s) AS f;
+
 -- name: fact_supersede
 -- Retire an active fact (by id or old content) in favour of new content; returns the fact now
 -- active and whether it was created (false: merged into an active fact with that content).
@@ -263,6 +269,38 @@ SELECT pymem.user_export(user_id => %(user_id)s, project_id => %(project_id)s) A
 -- Load a user_export document (optionally under another project or user id).
 SELECT pymem.user_import(document => %(document)s, project_id => %(project_id)s, user_id => %(user_id)s,
                          replace => %(replace)s) AS imported;
+
+-- name: store_item_put
+-- Write an item (a JSON object under a namespace and a key) and replace its vectors; returns its sha.
+SELECT pymem.store_item_put(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
+                            value => %(value)s::jsonb, embedder => %(embedder)s, fields => %(fields)s::text[],
+                            embeddings => %(embeddings)s, actor => %(actor)s, project_id => %(project_id)s) AS sha;
+
+-- name: store_item_get
+-- An item's value and times (no row when it does not exist).
+SELECT i.value, i.created_at, i.updated_at
+FROM pymem.store_item_get(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
+                          project_id => %(project_id)s) AS i;
+
+-- name: store_item_delete
+-- Delete an item and its vectors; false when there was none.
+SELECT pymem.store_item_delete(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
+                               actor => %(actor)s, project_id => %(project_id)s) AS deleted;
+
+-- name: store_items_search
+-- Items under a namespace prefix matching a filter: newest first, or by similarity to a query vector.
+SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.score
+FROM pymem.store_items_search(store_key => %(store_key)s, namespace_prefix => %(namespace_prefix)s::text[],
+                              filter => %(filter)s::jsonb, query => %(query)s, embedder => %(embedder)s,
+                              max_items => %(max_items)s::integer, skip => %(skip)s::integer,
+                              project_id => %(project_id)s) AS i;
+
+-- name: store_namespaces
+-- The distinct namespaces of a store's items matching a prefix and a suffix, sorted, paged.
+SELECT n.namespace
+FROM pymem.store_namespaces(store_key => %(store_key)s, prefix => %(prefix)s::text[], suffix => %(suffix)s::text[],
+                            max_depth => %(max_depth)s::integer, max_items => %(max_items)s::integer,
+                            skip => %(skip)s::integer, project_id => %(project_id)s) AS n;
 
 -- name: store_open
 -- Open (and by default create) a keyed store; options set a new store's protections and must match an existing one's (PM404).

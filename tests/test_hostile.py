@@ -167,6 +167,7 @@ SQL_CASES = [
     ("SELECT * FROM pymem.store_protect('notes', read_only_prefixes => '{}')", "42501"),
     ("SELECT * FROM pymem.store_protect('notes', audit => false)", "42501"),
     ("SELECT * FROM pymem.store_configure('notes', audit => false)", "42501"),
+    ("SELECT pymem.text_search_configure('simple')", "42501"),  # administrators only: a full re-index
     # portability
     ("SELECT pymem.user_import('{\"format\": \"something else\"}', user_id => 'eve')", "22023"),
     ("SELECT pymem.user_import('{\"format\": \"pymem.user/1\", \"user_id\": \"eve\", \"facts\": "

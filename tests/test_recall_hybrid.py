@@ -259,3 +259,47 @@ def test_vectors_carry_their_messages_lexemes_and_old_rows_rank_the_same(db, dsn
                          "USING (project_id, user_id, thread_id, seq) "
                          "WHERE e.lexemes = l.lexemes AND e.tokens = l.tokens").fetchone()[0] == 134
     assert [(m.thread, m.seq, m.score) for m in mem.recall(query, user="alice", thread="other", k=25)] == before
+
+
+def test_a_project_chooses_its_text_search_configuration(db, dsn):
+    """0022: english by default; text_search_configure('simple') re-indexes the project's stored
+    messages, vectors' lexemes and facts (no stemming, no stop words), and queries use it too;
+    other projects keep theirs; an unknown configuration is refused and changes nothing."""
+    mem = make(db)
+    other = Memory(db=db, agent_id="bot", embedder=HashEmbedder(64), project_id="other")
+    for m in (mem, other):
+        m.add_message("The meetings were about being there", user="alice", thread="main")
+        m.add_message("Unrelated words entirely here", user="alice", thread="main")
+        m.persist("Alice is attending the meetings", user="alice")
+    for m in (mem, other):
+        m.recall("meetings", user="alice", thread="x", k=1)  # embeds the messages (their vectors carry lexemes)
+
+    def lexemes(project):
+        with psycopg.connect(dsn, autocommit=True) as c:
+            return (c.execute("SELECT string_agg(lexemes::text, ' ' ORDER BY seq) FROM pymem.message_lexemes WHERE project_id = %s",
+                              (project,)).fetchone()[0],
+                    c.execute("SELECT string_agg(lexemes::text, ' ' ORDER BY seq) FROM pymem.message_embeddings WHERE project_id = %s",
+                              (project,)).fetchone()[0],
+                    c.execute("SELECT string_agg(lexemes::text, ' ') FROM pymem.fact_lexemes WHERE project_id = %s",
+                              (project,)).fetchone()[0])
+
+    before = lexemes("")
+    assert "'meet'" in before[0] and "'were'" not in before[0] and before[1] == before[0]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        with pytest.raises(psycopg.errors.InvalidParameterValue):
+            c.execute("SELECT pymem.text_search_configure('no_such_config')")
+        assert lexemes("") == before
+        assert c.execute("SELECT pymem.text_search_configure('simple')").fetchone()[0] == 2 + 2 + 1
+        assert c.execute("SELECT pymem.text_search_configure('simple')").fetchone()[0] == 0  # already that one
+    after = lexemes("")
+    assert "'meetings'" in after[0] and "'were'" in after[0] and after[1] == after[0] and "'meetings'" in after[2]
+    assert lexemes("other") == before  # another project keeps english
+    with psycopg.connect(dsn, autocommit=True) as c:  # queries use the project's configuration too
+        got = c.execute("SELECT content FROM pymem.messages_recall(user_id => 'alice', query_text => 'were', "
+                        "thread_id => 'x', k => 5)").fetchall()
+        assert got == [("The meetings were about being there",)]
+        assert c.execute("SELECT count(*) FROM pymem.messages_recall(user_id => 'alice', query_text => 'were', "
+                         "project_id => 'other', thread_id => 'x', k => 5)").fetchone()[0] == 0
+        mem.add_message("They were late again", user="alice", thread="main")  # new writes use it
+        assert "'were'" in c.execute("SELECT lexemes::text FROM pymem.message_lexemes WHERE project_id = '' "
+                                     "ORDER BY seq DESC LIMIT 1").fetchone()[0]

@@ -202,16 +202,79 @@ BEGIN
 END;
 $$;
 
--- _lexemes(content): a message's or a fact's content as a tsvector (text search configuration
--- english: on the development data it found more of the evidence than 'simple', README
--- "Recall"). The stored lexemes (pymem.message_lexemes, pymem.fact_lexemes) and every query's
--- terms come from this one function, so the index and the queries agree.
-CREATE OR REPLACE FUNCTION pymem._lexemes(content text)
+-- _lexemes(project_id, content): a message's or a fact's content as a tsvector, in the project's
+-- text search configuration (pymem.text_search, 0022; english when the project chose none: on the
+-- development data it found more of the evidence than 'simple', README "Recall"). The stored
+-- lexemes (pymem.message_lexemes, pymem.fact_lexemes, message_embeddings.lexemes) and every
+-- query's terms come from this one function, so the index and the queries agree.
+CREATE OR REPLACE FUNCTION pymem._lexemes(project_id text, content text)
 RETURNS tsvector
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT pg_catalog.to_tsvector('pg_catalog.english'::pg_catalog.regconfig, content);
+    SELECT pg_catalog.to_tsvector(
+               coalesce((SELECT t.config FROM pymem.text_search AS t WHERE t.project_id = _lexemes.project_id),
+                        'pg_catalog.english'::pg_catalog.regconfig),
+               content);
+$$;
+
+-- text_search_configure: the text search configuration of a project's lexemes (hybrid recall's
+-- words), e.g. 'german', 'simple' or a DBA's own; re-indexes the project's stored messages and
+-- facts with it in the same transaction (a long one for a big project: every message and fact is
+-- read) and returns how many rows it re-indexed (0 when the configuration was already that one).
+-- An unknown configuration is refused (22023). Administrators only (the owner role and its
+-- members), like store_configure: a change costs a full re-index.
+--   SELECT pymem.text_search_configure('german', project_id => 'acme');
+CREATE OR REPLACE FUNCTION pymem.text_search_configure(config text, project_id text DEFAULT '')
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_config regconfig;
+    v_old regconfig;
+    v_messages bigint;
+    v_vectors bigint;
+    v_facts bigint;
+BEGIN
+    PERFORM pymem._tenant_enter(text_search_configure.project_id);
+    BEGIN
+        v_config := text_search_configure.config::regconfig;
+    EXCEPTION WHEN undefined_object OR invalid_name OR invalid_text_representation OR syntax_error THEN
+        v_config := NULL;
+    END;
+    IF v_config IS NULL THEN
+        RAISE EXCEPTION 'pymem: % is not a text search configuration of this database', coalesce(pg_catalog.quote_literal(text_search_configure.config), 'NULL')
+            USING ERRCODE = '22023', HINT = 'SELECT cfgname FROM pg_ts_config lists them (english, german, simple, ...).';
+    END IF;
+    SELECT coalesce((SELECT t.config FROM pymem.text_search AS t WHERE t.project_id = text_search_configure.project_id),
+                    'pg_catalog.english'::regconfig) INTO v_old;
+    INSERT INTO pymem.text_search AS t (project_id, config) VALUES (text_search_configure.project_id, v_config)
+    ON CONFLICT (project_id) DO UPDATE SET config = excluded.config, updated_at = pg_catalog.clock_timestamp();
+    IF v_old = v_config THEN
+        RETURN 0;
+    END IF;
+    UPDATE pymem.message_lexemes AS l
+       SET lexemes = v.lexemes, tokens = pymem._lexeme_tokens(v.lexemes)
+      FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._lexemes(m.project_id, m.content) AS lexemes) AS v
+     WHERE m.project_id = text_search_configure.project_id AND l.project_id = m.project_id
+       AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq;
+    GET DIAGNOSTICS v_messages = ROW_COUNT;
+    UPDATE pymem.message_embeddings AS e
+       SET lexemes = l.lexemes, tokens = l.tokens
+      FROM pymem.message_lexemes AS l
+     WHERE l.project_id = text_search_configure.project_id AND e.project_id = l.project_id
+       AND e.user_id = l.user_id AND e.thread_id = l.thread_id AND e.seq = l.seq;
+    GET DIAGNOSTICS v_vectors = ROW_COUNT;
+    UPDATE pymem.fact_lexemes AS l
+       SET lexemes = v.lexemes, tokens = pymem._lexeme_tokens(v.lexemes)
+      FROM pymem.facts AS f CROSS JOIN LATERAL (SELECT pymem._lexemes(f.project_id, f.content) AS lexemes) AS v
+     WHERE f.project_id = text_search_configure.project_id AND l.project_id = f.project_id
+       AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id;
+    GET DIAGNOSTICS v_facts = ROW_COUNT;
+    RETURN v_messages + v_vectors + v_facts;
+END;
 $$;
 
 -- _lexeme_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the

@@ -942,3 +942,21 @@ BEGIN
                                       facts_search.metadata, facts_search.lexical_weight, facts_search.k, false);
 END;
 $$;
+
+-- fact_get: one fact by id, active or superseded (no row when the project has no such fact).
+-- Ids are unique across subjects, so the id alone names the fact within its project.
+--   SELECT scope, scope_id, content, superseded_by FROM pymem.fact_get(42);
+CREATE OR REPLACE FUNCTION pymem.fact_get(id bigint, project_id text DEFAULT '')
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(fact_get.project_id);
+    PERFORM pymem._project_check(fact_get.project_id);
+    RETURN QUERY
+    SELECT f.* FROM pymem.facts AS f
+     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id;
+END;
+$$;

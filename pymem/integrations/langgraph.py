@@ -1,0 +1,268 @@
+"""LangGraph's long-term memory store on pymem: ``PymemStore``, a ``BaseStore``.
+
+    from pymem.integrations.langgraph import PymemStore
+    store = PymemStore(embedder=pymem.HashEmbedder())      # or index={"dims": ..., "embed": ...}
+    graph = builder.compile(store=store)
+
+Mapping: one LangGraph store is one pymem keyed store (``store_key``, default ``"langgraph"``,
+in ``project_id``); each item is a JSON entry of it, at a path made of its namespace's labels
+and its key (README "Integrations"; sql/api/stores.sql, "Items"). Keyed stores rather than
+facts: an item is a value under a key that a put overwrites and a delete removes, which is what
+a keyed store's entry is (with its sha, audit log and optional versions), while a fact is a
+text identified by its content. Namespaces, filters, listing and ranking are SQL
+(``store_items_search``, ``store_namespaces``); Python embeds and converts.
+
+Search with ``query`` ranks by the best cosine similarity of the query's vector to the item's
+field vectors (``pymem.store_vectors``), computed by the embedder: a pymem embedder
+(``embedder=``, as ``pymem.Memory`` takes it) or LangGraph's ``index`` config (``dims``,
+``embed``: a pymem embedder, a LangChain ``Embeddings`` or a function, ``fields``).
+
+Batches behave like LangGraph's ``InMemoryStore``: the reads of a batch see the store as it was
+before the batch, then its writes apply (the last write of a key wins). TTL is not supported
+(``supports_ttl = False``, as for ``InMemoryStore``): a pymem entry has no expiry, and expiring
+entries would need a sweeper the database does not run. ``put(..., ttl=...)`` raises
+``NotImplementedError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
+
+from ..database import AsyncDatabase, Database
+from ..errors import ValidationError
+from ..runner import Embed, Operation, Query, arun, run
+
+try:  # langgraph >= 1.1 checks labels of ops that reach batch() directly
+    from langgraph.store.base import validate_op_namespace as _validate_op
+except ImportError:  # pragma: no cover - older langgraph: BaseStore's methods check them
+    def _validate_op(op: Op) -> None:
+        return None
+
+__all__ = ["PymemStore"]
+
+
+class _Embeddings:
+    """A LangChain ``Embeddings`` (or a function LangGraph's ``ensure_embeddings`` wraps) as a
+    pymem embedder: ``name`` (stored with every vector), ``dimension``, ``embed``. ``query``
+    selects ``embed_query`` (models that embed queries and documents differently)."""
+
+    def __init__(self, embeddings: Any, dimension: int, name: str, query: bool = False) -> None:
+        self.embeddings, self.dimension, self.name, self.query = embeddings, dimension, name, query
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        if self.query:
+            return [self.embeddings.embed_query(t) for t in texts]
+        return self.embeddings.embed_documents(texts)
+
+    async def aembed(self, texts: list[str]) -> list[list[float]]:
+        if self.query:
+            return list(await asyncio.gather(*(self.embeddings.aembed_query(t) for t in texts)))
+        return await self.embeddings.aembed_documents(texts)
+
+
+def _json(value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(f"an item's value must be JSON (no NaN or infinity): {exc}") from None
+
+
+class PymemStore(BaseStore):
+    """A LangGraph store kept in pymem (module docstring). ``db``: a ``pymem.Database`` (sync
+    calls; async calls run them in a worker thread) or a ``pymem.AsyncDatabase`` (async calls
+    only), left open for its owner; none: the store opens its own ``Database`` from the
+    settings (``PYMEM_DSN``, or the embedded server) and ``close()`` closes it. ``project_id``:
+    the pymem project (default: the settings' ``PYMEM_PROJECT_ID``). ``embedder`` or ``index``
+    enable search by meaning; without either, ``query`` is ignored, as LangGraph's stores do."""
+
+    supports_ttl = False
+
+    def __init__(self, db: Database | AsyncDatabase | None = None, *, project_id: str | None = None,
+                 store_key: str = "langgraph", embedder: Any = None, index: dict[str, Any] | None = None,
+                 actor: str | None = "langgraph") -> None:
+        if embedder is not None and index is not None:
+            raise ValidationError("pass embedder= or index=, not both")
+        self._own_db = db is None
+        self.db = db if db is not None else Database()
+        self.project_id = project_id if project_id is not None else self.db.settings.project_id
+        self.store_key = store_key
+        self.actor = actor
+        self._opened = False
+        self.index_config: dict[str, Any] | None = None
+        self._embedder: Any = None
+        self._query_embedder: Any = None
+        if embedder is not None:
+            index = {"embed": embedder, "dims": embedder.dimension}
+        if index is not None:
+            self.index_config = dict(index)
+            embed = index.get("embed")
+            if hasattr(embed, "name") and hasattr(embed, "dimension") and hasattr(embed, "embed"):
+                self._embedder = self._query_embedder = embed  # a pymem embedder
+            else:
+                wrapped = ensure_embeddings(embed)
+                model = getattr(embed, "model", None) or getattr(embed, "model_name", None) or ""
+                kind = embed if isinstance(embed, str) else f"{type(embed).__module__}.{type(embed).__qualname__}"
+                name = f"langgraph:{kind}{':' + str(model) if model and not isinstance(embed, str) else ''}"[:200]
+                dims = index.get("dims")
+                if not isinstance(dims, int) or isinstance(dims, bool):
+                    raise ValidationError("index= needs dims, the embedding model's dimension (an int)")
+                self._embedder = _Embeddings(wrapped, dims, name)
+                self._query_embedder = _Embeddings(wrapped, dims, name, query=True)
+            fields = index.get("fields") or ["$"]
+            self._fields = [(f, f if f == "$" else tokenize_path(f)) for f in fields]
+
+    # -- operations: each op is one generator of pymem steps, run sync or async -------------
+    def _where(self) -> dict[str, Any]:
+        return {"store_key": self.store_key, "project_id": self.project_id}
+
+    def _open(self) -> Operation[None]:
+        yield Query("store_open", {**self._where(), "audit": None, "keep_versions": None,
+                                   "read_only_prefixes": None, "create": True})
+
+    def _get(self, op: GetOp) -> Operation[Item | None]:
+        rows = yield Query("store_item_get", {**self._where(), "namespace": list(op.namespace), "key": op.key})
+        if not rows:
+            return None
+        r = rows[0]
+        return Item(value=r["value"], key=op.key, namespace=op.namespace, created_at=r["created_at"],
+                    updated_at=r["updated_at"])
+
+    def _texts(self, op: PutOp) -> list[tuple[str, str]]:
+        """(field, text) pairs to embed for a put, the way LangGraph's InMemoryStore picks them."""
+        if self._embedder is None or op.index is False or op.value is None:
+            return []
+        paths = self._fields if op.index is None else [(p, tokenize_path(p)) for p in op.index]
+        out: list[tuple[str, str]] = []
+        for path, field in paths:
+            texts = get_text_at_path(op.value, field)
+            if len(texts) > 1:
+                out.extend((f"{path}.{i}", t) for i, t in enumerate(texts))
+            elif texts:
+                out.append((path, texts[0]))
+        return out
+
+    def _put(self, op: PutOp) -> Operation[None]:
+        if getattr(op, "ttl", None) is not None:
+            raise NotImplementedError("TTL is not supported by PymemStore: pass ttl=None")
+        if op.value is None:
+            yield Query("store_item_delete", {**self._where(), "namespace": list(op.namespace), "key": op.key,
+                                              "actor": self.actor})
+            return None
+        pairs = self._texts(op)
+        vectors = (yield Embed([t for _, t in pairs])) if pairs else []
+        yield Query("store_item_put", {**self._where(), "namespace": list(op.namespace), "key": op.key,
+                                       "value": _json(op.value), "actor": self.actor,
+                                       "embedder": self._embedder.name if vectors else None,
+                                       "fields": [f for f, _ in pairs] or None, "embeddings": vectors or None})
+        return None
+
+    def _search(self, op: SearchOp) -> Operation[list[SearchItem]]:
+        query = None
+        if op.query and self._query_embedder is not None:
+            query = (yield Embed([op.query]))[0]
+        rows = yield Query("store_items_search", {
+            **self._where(), "namespace_prefix": list(op.namespace_prefix), "filter": _json(op.filter or {}),
+            "query": query, "embedder": self._query_embedder.name if query is not None else None,
+            "max_items": op.limit, "skip": op.offset})
+        return [SearchItem(namespace=tuple(r["namespace"]), key=r["key"], value=r["value"],
+                           created_at=r["created_at"], updated_at=r["updated_at"], score=r["score"])
+                for r in rows]
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> Operation[list[tuple[str, ...]]]:
+        # several conditions of one kind (possible in a hand-built op) hold together: merge them
+        # label by label ('*' yields to a label; two different labels match nothing)
+        merged: dict[str, list[str]] = {"prefix": [], "suffix": []}
+        for cond in op.match_conditions or ():
+            have = merged[cond.match_type]
+            path = list(cond.path)
+            if cond.match_type == "suffix":
+                have.reverse()
+                path.reverse()
+            for i, label in enumerate(path):
+                if i == len(have):
+                    have.append(label)
+                elif have[i] == "*":
+                    have[i] = label
+                elif label not in ("*", have[i]):
+                    return []
+            if cond.match_type == "suffix":
+                have.reverse()
+        rows = yield Query("store_namespaces", {**self._where(), "prefix": merged["prefix"],
+                                                "suffix": merged["suffix"], "max_depth": op.max_depth,
+                                                "max_items": op.limit, "skip": op.offset})
+        return [tuple(r["namespace"]) for r in rows]
+
+    def _plan(self, ops: Iterable[Op]) -> list[tuple[int | None, Operation[Any], Any]]:
+        """The batch as (result index, operation, embedder): reads in order, then the last put
+        of each (namespace, key)."""
+        reads: list[tuple[int | None, Operation[Any], Any]] = []
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for i, op in enumerate(ops):
+            _validate_op(op)
+            if isinstance(op, GetOp):
+                reads.append((i, self._get(op), None))
+            elif isinstance(op, SearchOp):
+                reads.append((i, self._search(op), self._query_embedder))
+            elif isinstance(op, ListNamespacesOp):
+                reads.append((i, self._list_namespaces(op), None))
+            elif isinstance(op, PutOp):
+                puts.pop((op.namespace, op.key), None)  # a later put moves to the end
+                puts[(op.namespace, op.key)] = op
+            else:
+                raise ValueError(f"Unknown operation type: {type(op)}")
+        return reads + [(None, self._put(op), self._embedder) for op in puts.values()]
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        if isinstance(self.db, AsyncDatabase):
+            raise ValidationError("this PymemStore has an AsyncDatabase: use its async methods (aget, aput, ...)")
+        ops = list(ops)
+        if not self._opened:
+            run(self._open(), self.db)
+            self._opened = True
+        results: list[Result] = [None] * len(ops)
+        for i, operation, embedder in self._plan(ops):
+            result = run(operation, self.db, embedder)
+            if i is not None:
+                results[i] = result
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        if not isinstance(self.db, AsyncDatabase):
+            return await asyncio.to_thread(self.batch, list(ops))
+        ops = list(ops)
+        if not self._opened:
+            await arun(self._open(), self.db)
+            self._opened = True
+        results: list[Result] = [None] * len(ops)
+        for i, operation, embedder in self._plan(ops):
+            result = await arun(operation, self.db, embedder)
+            if i is not None:
+                results[i] = result
+        return results
+
+    def close(self) -> None:
+        """Close the Database this store opened itself (one passed as ``db=`` stays open)."""
+        if self._own_db and isinstance(self.db, Database):
+            self.db.close()
+
+    def __enter__(self) -> PymemStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
