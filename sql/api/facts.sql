@@ -169,7 +169,7 @@ AS $$
 BEGIN
     INSERT INTO pymem.fact_lexemes AS l (project_id, scope, scope_id, fact_id, lexemes, tokens)
     SELECT n.project_id, n.scope, n.scope_id, n.id, v.lexemes, pymem._lexeme_tokens(v.lexemes)
-      FROM new_facts AS n CROSS JOIN LATERAL (SELECT pymem._lexemes(n.content) AS lexemes) AS v;
+      FROM new_facts AS n CROSS JOIN LATERAL (SELECT pymem._lexemes(n.project_id, n.content) AS lexemes) AS v;
     RETURN NULL;
 END;
 $$;
@@ -749,8 +749,8 @@ BEGIN
         SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
                p_metadata IS NULL OR f.metadata @> p_metadata,
                pymem._cosine_distance(e.embedding, p_query),
-               coalesce(l.lexemes, pymem._lexemes(f.content)),
-               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(f.content)))
+               coalesce(l.lexemes, pymem._lexemes(f.project_id, f.content)),
+               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(f.project_id, f.content)))
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
@@ -763,8 +763,8 @@ BEGIN
         SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
                p_metadata IS NULL OR f.metadata @> p_metadata,
                pymem._cosine_distance(e.embedding, p_query),
-               coalesce(l.lexemes, pymem._lexemes(f.content)),
-               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(f.content)))
+               coalesce(l.lexemes, pymem._lexemes(f.project_id, f.content)),
+               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(f.project_id, f.content)))
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
@@ -797,7 +797,7 @@ DECLARE
     v_vector boolean := p_query IS NOT NULL;
 BEGIN
     -- the query's distinct lexemes, and a tsquery that matches a fact having any of them
-    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(p_text)), '{}');
+    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(p_project_id, p_text)), '{}');
     IF pg_catalog.cardinality(v_terms) > 0 THEN
         SELECT pg_catalog.string_agg('''' || pg_catalog.replace(pg_catalog.replace(t.term, '\', '\\'), '''', '''''') || '''',
                                      ' | ')::tsquery
