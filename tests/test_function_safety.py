@@ -196,6 +196,7 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT * FROM pymem.facts_newest('user', '*')")
     c.execute("SELECT * FROM pymem.fact_history('user', 'ann')")
     c.execute("SELECT * FROM pymem.fact_chain('user', 'ann', %s)", (new,))
+    c.execute("SELECT * FROM pymem.fact_get(%s)", (new,))
     c.execute("SELECT * FROM pymem.facts_unembedded('user', 'ann', 'e3')")
     c.execute("SELECT pymem.fact_embeddings_put('user', 'ann', 'e3', ARRAY[%s]::bigint[], ARRAY[%s]::text[]::vector[])",
               (new, v3))
@@ -239,6 +240,13 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT pymem.store_restore('notes', 'a.txt', %s)", (version,))
     c.execute("SELECT pymem.store_messages_append('notes', '[{\"role\": \"user\", \"content\": \"hi\"}]')")
     c.execute("SELECT * FROM pymem.store_messages_read('notes')")
+    c.execute("SELECT pymem.store_item_put('notes', '{users,ann}', 'prefs', '{\"theme\": \"dark\", \"n\": 1}', "
+              "embedder => 'e3', fields => '{$}', embeddings => ARRAY['[1,2,3]']::text[]::vector[])")
+    c.execute("SELECT * FROM pymem.store_item_get('notes', '{users,ann}', 'prefs')")
+    c.execute("SELECT * FROM pymem.store_items_search('notes', '{users}', '{\"n\": {\"$gte\": 1}, \"theme\": [1]}')")
+    c.execute("SELECT * FROM pymem.store_items_search('notes', query => '[1,2,3]'::text::vector, embedder => 'e3')")
+    c.execute("SELECT * FROM pymem.store_namespaces('notes', prefix => '{users}', suffix => '{*}', max_depth => 1)")
+    c.execute("SELECT pymem.store_item_delete('notes', '{users,ann}', 'prefs')")
     c.execute("SELECT pymem.store_delete('notes', 'a.txt')")
     c.execute("SELECT pymem.store_drop('notes')")
 
