@@ -1,4 +1,4 @@
-"""The ``pymem`` command: migrate, server status/stop, version, demo.
+"""The ``pymem`` command: migrate, server status/stop, version, export/import, demo, serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -11,7 +11,7 @@ import json
 import sys
 from collections.abc import Sequence
 
-from . import __version__, demo, migrations, server
+from . import __version__, demo, migrations, server, web
 from .connection import resolve_conninfo
 from .database import Database
 from .errors import Error, ValidationError
@@ -107,6 +107,10 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo.run(_settings())
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    return web.main(_settings(), args.host, args.port, args.allow_edit, args.project)
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -141,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
     i.add_argument("--project", help="import into this project instead of the document's")
     i.add_argument("--replace", action="store_true", help="replace the user's existing memory there")
     i.set_defaults(func=cmd_import)
+    w = sub.add_parser("serve", help="the memory page: browse (and with --allow-edit correct) facts, threads, stores")
+    w.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; no authentication)")
+    w.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 picks a free one)")
+    w.add_argument("--allow-edit", action="store_true", help="allow forgetting and superseding facts from the page")
+    w.add_argument("--project", action="append", default=[], metavar="NAME",
+                   help="a project to list on the first page (repeatable; default PYMEM_PROJECT_ID or '')")
+    w.set_defaults(func=cmd_serve)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
     d.set_defaults(func=cmd_demo)
     return p

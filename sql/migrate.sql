@@ -382,6 +382,29 @@ COMMIT;
 \echo pymem: applied 0021_integrations
 \endif
 
+-- 0022_text_search
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0022_text_search', 'f734090554910ac4d6e957baf6d10b4165b0621d05c7a6b3ba5a6640788fffb9') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0022_text_search.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0022_text_search', 'f734090554910ac4d6e957baf6d10b4165b0621d05c7a6b3ba5a6640788fffb9', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0022_text_search
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -395,6 +418,7 @@ SELECT pymem.migration_vector_functions()
 SELECT pymem.migration_types_path()
 \gset pymem_
 \ir api/00_common.sql
+\ir api/browse.sql
 \ir api/context.sql
 \ir api/conversations.sql
 \ir api/facts.sql
@@ -416,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('83785ff3c86d91ba24414144f74f9ff49f6c88e46f1f08c3cfe40eb59d7cfec5')
+SELECT pymem.migration_api_applied('202746c71154555393a9c7c65c7f512ca616674bd84c892bd4e8e09ebb378bc7')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -385,6 +385,26 @@ FROM pymem.store_messages_read(store_key => %(store_key)s, project_id => %(proje
 -- Delete a store (or every store of the project with '*') with everything in it.
 SELECT pymem.store_drop(store_key => %(store_key)s, project_id => %(project_id)s) AS dropped;
 
+-- name: browse_subjects
+-- A project's fact subjects with their active and superseded counts, newest first (pymem serve).
+SELECT b.scope, b.scope_id, b.active, b.superseded, b.newest
+FROM pymem.browse_subjects(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS b;
+
+-- name: browse_users
+-- A project's users with conversation threads: thread and message counts, most recent first.
+SELECT b.user_id, b.threads, b.messages, b.updated_at
+FROM pymem.browse_users(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS b;
+
+-- name: browse_threads
+-- A user's threads: messages, how many the summary covers, most recent first.
+SELECT b.thread_id, b.messages, b.summarized_through, b.created_at, b.updated_at
+FROM pymem.browse_threads(user_id => %(user_id)s, project_id => %(project_id)s) AS b;
+
+-- name: browse_stores
+-- A project's keyed stores with entry counts and protections, by key.
+SELECT b.store_key, b.entries, b.transcript_len, b.audit, b.keep_versions, b.updated_at
+FROM pymem.browse_stores(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS b;
+
 -- name: migration_role_setting
 -- Name a pymem role for this session's migrate (pymem.owner_role, pymem.app_role, pymem.reader_role).
 SELECT pg_catalog.set_config(%(key)s, %(name)s, false);

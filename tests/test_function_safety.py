@@ -240,6 +240,10 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT pymem.store_restore('notes', 'a.txt', %s)", (version,))
     c.execute("SELECT pymem.store_messages_append('notes', '[{\"role\": \"user\", \"content\": \"hi\"}]')")
     c.execute("SELECT * FROM pymem.store_messages_read('notes')")
+    c.execute("SELECT * FROM pymem.browse_subjects()")
+    c.execute("SELECT * FROM pymem.browse_users()")
+    c.execute("SELECT * FROM pymem.browse_threads('ann')")
+    c.execute("SELECT * FROM pymem.browse_stores()")
     c.execute("SELECT pymem.store_item_put('notes', '{users,ann}', 'prefs', '{\"theme\": \"dark\", \"n\": 1}', "
               "embedder => 'e3', fields => '{$}', embeddings => ARRAY['[1,2,3]']::text[]::vector[])")
     c.execute("SELECT * FROM pymem.store_item_get('notes', '{users,ann}', 'prefs')")

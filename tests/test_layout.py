@@ -13,7 +13,7 @@ PACKAGE = Path(pymem.__file__).parent
 LEAVES = {"errors", "settings", "server", "queries", "values", "embedders", "tracing", "llm", "__version__"}
 # each may import the leaves and the modules before it
 ORDER = ["connection", "migrations", "database", "runner", "blocks", "options", "facts", "conversations",
-         "context", "stores", "portability", "memory", "tools", "demo", "cli"]
+         "context", "stores", "portability", "browse", "memory", "tools", "web", "demo", "cli"]
 
 
 def _runtime_imports(path: Path) -> tuple[set[str], list[int]]:

@@ -1,0 +1,394 @@
+"""``pymem serve``: the memory page, a small server-rendered web app over a pymem database.
+
+Standard library only (``wsgiref`` and ``html.escape``): no template engine, no JavaScript, no
+build step. Pages: the projects given on the command line (and a form to open any other: row-level
+security allows no listing across projects); a project's fact subjects, users and keyed stores
+with counts; a subject's facts newest first (source, confidence, time, provenance; "Show
+superseded" adds the replaced versions, muted, each with a "superseded → #id" link to the row
+that replaced it) and a search box; a user's threads with window and summary and a recall
+search; a store's entries, audit tail and an entry's versions.
+
+Reads go through the Memory API and the read-only SQL functions, on connections that run as the
+reader role (``-c role=...`` at connection start; README "Memory page"), so the page cannot
+write even by mistake. With ``allow_edit``, forgetting a fact and superseding it with corrected
+text go through :class:`pymem.Memory` (``forget`` / ``update``) on the login role's own
+connections, as POST forms carrying a per-process token (and, when the browser sends one, an
+Origin that must be this server).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import secrets
+import socketserver
+import sys
+import urllib.parse
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
+
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from . import browse
+from .database import Database
+from .errors import Error, NotFoundError
+from .memory import Memory
+from .settings import Settings
+
+SCOPE_TIER = {"agent": "agent", "user": "user", "project": "project"}
+STYLE = """
+body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:78em}
+h1{font-size:1.4em}h2{font-size:1.15em;margin-top:1.6em}a{color:#0645ad}
+table{border-collapse:collapse;margin:.5em 0}th,td{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
+th{background:#f3f3f3}tr.superseded td{color:#999;background:#fafafa}tr:target td{background:#fff3b0}
+.muted{color:#888}.marker{font-size:.9em}form.inline{display:inline}nav{margin-bottom:1em}
+pre{white-space:pre-wrap;background:#f7f7f7;padding:.6em;border:1px solid #ddd}
+.warn{background:#fff0f0;border:1px solid #e99;padding:.5em}
+"""
+
+
+def esc(value: Any) -> str:
+    return html.escape("" if value is None else str(value), quote=True)
+
+
+def link(route: str, /, **params: Any) -> str:
+    query = urllib.parse.urlencode({k: v for k, v in params.items() if v is not None})
+    return f"{route}?{query}" if query else route
+
+
+def url(route: str, /, **params: Any) -> str:
+    """``link`` escaped for an HTML attribute."""
+    return esc(link(route, **params))
+
+
+def when(ts: Any) -> str:
+    return ts.strftime("%Y-%m-%d %H:%M:%S %Z") if ts is not None else ""
+
+
+def table(headers: Sequence[str], rows: Iterable[Sequence[str]], row_attrs: Callable[[int], str] | None = None,
+          empty: str = "nothing yet") -> str:
+    rows = list(rows)
+    if not rows:
+        return f'<p class="muted">{esc(empty)}</p>'
+    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
+    body = "".join(f"<tr{row_attrs(i) if row_attrs else ''}>" + "".join(f"<td>{c}</td>" for c in r) + "</tr>"
+                   for i, r in enumerate(rows))
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+class Page(Exception):
+    """A response other than 200 text/html: a redirect or an error status."""
+
+    def __init__(self, status: str, body: str = "", location: str | None = None) -> None:
+        super().__init__(status)
+        self.status, self.body, self.location = status, body, location
+
+
+class MemoryPage:
+    """The WSGI application. ``read_db``: the reader-role database; ``write_db``: the login
+    role's, only when editing is allowed (None: every POST is refused)."""
+
+    def __init__(self, read_db: Database, write_db: Database | None = None, projects: Sequence[str] = ("",),
+                 note: str = "") -> None:
+        self.read_db, self.write_db = read_db, write_db
+        self.projects = list(dict.fromkeys(projects)) or [""]
+        self.note = note
+        self.token = secrets.token_urlsafe(24)
+        self.origin: str | None = None  # set by serve(): "http://host:port"
+
+    # -- plumbing -------------------------------------------------------------------------
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "/")
+        query = {k: v[-1] for k, v in urllib.parse.parse_qs(environ.get("QUERY_STRING", ""),
+                                                             keep_blank_values=True).items()}
+        try:
+            if method == "POST":
+                body = self._post(path, environ)
+            elif method in ("GET", "HEAD"):
+                handler = self.ROUTES.get(path)
+                if handler is None:
+                    raise Page("404 Not Found", "<p>No such page.</p>")
+                body = handler(self, query)
+            else:
+                raise Page("405 Method Not Allowed", "<p>GET or POST only.</p>")
+            status, headers = "200 OK", []
+        except Page as page:
+            status, body = page.status, page.body
+            headers = [("Location", page.location)] if page.location else []
+        except (Error, ValueError) as exc:  # pymem's errors and bad input: shown, never a traceback
+            status, body = "400 Bad Request", f'<p class="warn">{esc(type(exc).__name__)}: {esc(exc)}</p>'
+        data = self._layout(body).encode("utf-8")
+        start_response(status, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(data))),
+                                ("X-Frame-Options", "DENY"), ("Referrer-Policy", "same-origin"),
+                                ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
+                                 "img-src 'self'; form-action 'self'"), *headers])
+        return [] if method == "HEAD" else [data]
+
+    def _layout(self, body: str) -> str:
+        mode = "editing allowed" if self.write_db is not None else "read-only"
+        note = f' · {esc(self.note)}' if self.note else ""
+        return (f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>pymem memory</title>'
+                f'<style>{STYLE}</style></head><body><nav><a href="/">pymem memory</a> '
+                f'<span class="muted">({mode}{note})</span></nav>{body}</body></html>')
+
+    def _memory(self, db: Database, project: str) -> Memory:
+        return Memory(db=db, project_id=project, embedder=None)
+
+    def _edit_form(self, action: str, fields: dict[str, Any], button: str, extra: str = "") -> str:
+        hidden = "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
+                         for k, v in {**fields, "token": self.token}.items())
+        return f'<form class="inline" method="post" action="{esc(action)}">{hidden}{extra}<button>{esc(button)}</button></form>'
+
+    # -- pages ----------------------------------------------------------------------------
+    def home(self, q: dict[str, str]) -> str:
+        items = "".join(f'<li><a href="{url("/project", p=p)}">{esc(p) or "(the default project &#39;&#39;)"}</a></li>'
+                        for p in self.projects)
+        return (f"<h1>Projects</h1><ul>{items}</ul>"
+                f'<form method="get" action="/project"><label>Open project <input name="p"></label> '
+                f"<button>Open</button></form>"
+                f'<p class="muted">Row-level security confines every read to one project, so projects are not '
+                f"listed across the database: name others with <code>pymem serve --project NAME</code>.</p>")
+
+    def project(self, q: dict[str, str]) -> str:
+        p = q.get("p", "")
+        subjects = table(
+            ["subject", "active", "superseded", "newest fact"],
+            ([f'<a href="{url("/facts", p=p, scope=s["scope"], id=s["scope_id"])}">{esc(s["scope"])}:{esc(s["scope_id"])}</a>',
+              esc(s["active"]), esc(s["superseded"]), esc(when(s["newest"]))] for s in browse.subjects(self.read_db, p)),
+            empty="no facts")
+        users = table(
+            ["user", "threads", "messages", "last active"],
+            ([f'<a href="{url("/user", p=p, u=u["user_id"])}">{esc(u["user_id"])}</a>', esc(u["threads"]),
+              esc(u["messages"]), esc(when(u["updated_at"]))] for u in browse.users(self.read_db, p)),
+            empty="no conversations")
+        stores = table(
+            ["store", "entries", "transcript", "audit", "versions kept", "updated"],
+            ([f'<a href="{url("/store", p=p, key=s["store_key"])}">{esc(s["store_key"])}</a>', esc(s["entries"]),
+              esc(s["transcript_len"]), "on" if s["audit"] else "off", "yes" if s["keep_versions"] else "no",
+              esc(when(s["updated_at"]))] for s in browse.stores(self.read_db, p)),
+            empty="no keyed stores")
+        return (f"<h1>Project {esc(p) or '&#39;&#39; (default)'}</h1><h2>Fact subjects</h2>{subjects}"
+                f"<h2>Users</h2>{users}<h2>Keyed stores</h2>{stores}")
+
+    def facts(self, q: dict[str, str]) -> str:
+        p, scope, sid = q.get("p", ""), q.get("scope", "user"), q.get("id", "")
+        show = q.get("superseded") == "1"
+        tier = SCOPE_TIER.get(scope)
+        if tier is None:
+            raise Page("400 Bad Request", f"<p>Unknown scope {esc(scope)}.</p>")
+        mem = self._memory(self.read_db, p)
+        facts = mem.history(tier=tier, id=sid) if show else mem.retrieve(tier=tier, id=sid, limit=1000)
+        editing = self.write_db is not None
+
+        def cells(f: Any) -> list[str]:
+            fact = esc(f.content)
+            if f.superseded_by is not None:
+                fact += (f' <span class="marker">superseded → <a class="superseded-link" '
+                         f'href="#fact-{f.superseded_by}">#{f.superseded_by}</a></span>')
+            provenance = " ".join(x for x in (f"trace {esc(f.trace_id)}" if f.trace_id else "",
+                                              esc(json.dumps(f.metadata, ensure_ascii=False)) if f.metadata else "") if x)
+            row = [f"#{f.id}", fact, esc(f.source), f"{f.confidence:g}", esc(when(f.created_at)), provenance]
+            if editing:
+                fields = {"p": p, "scope": scope, "id": sid, "fact_id": f.id}
+                row.append("" if f.superseded_by is not None else
+                           self._edit_form("/forget", fields, "Forget") + " " +
+                           self._edit_form("/supersede", fields, "Supersede",
+                                           '<input name="new" size="30" placeholder="corrected text" required> '))
+            return row
+
+        toggle = (f'<a id="toggle-superseded" href="{url("/facts", p=p, scope=scope, id=sid)}">Hide superseded</a>'
+                  if show else
+                  f'<a id="toggle-superseded" href="{url("/facts", p=p, scope=scope, id=sid, superseded="1")}">'
+                  f"Show superseded</a>")
+        headers = ["id", "fact", "source", "confidence", "created", "provenance"] + (["edit"] if editing else [])
+        rows = [cells(f) for f in facts]
+        body = table(headers, rows, lambda i: (f' id="fact-{facts[i].id}"'
+                                               + (' class="superseded"' if facts[i].superseded_by is not None else "")),
+                     empty="no facts")
+        search = (f'<form method="get" action="/search"><input type="hidden" name="p" value="{esc(p)}">'
+                  f'<input type="hidden" name="scope" value="{esc(scope)}"><input type="hidden" name="id" value="{esc(sid)}">'
+                  f'<label>Search these facts <input name="q" value="{esc(q.get("q", ""))}"></label> <button>Search</button></form>')
+        return (f'<p><a href="{url("/project", p=p)}">← project</a></p><h1>Facts of {esc(scope)}:{esc(sid)}</h1>'
+                f"<p>{toggle} · newest first</p>{search}{body}")
+
+    def search(self, q: dict[str, str]) -> str:
+        p, scope, sid, text_ = q.get("p", ""), q.get("scope", "user"), q.get("id", ""), q.get("q", "")
+        tier = SCOPE_TIER.get(scope)
+        if tier is None:
+            raise Page("400 Bad Request", f"<p>Unknown scope {esc(scope)}.</p>")
+        found = self._memory(self.read_db, p).retrieve(text_, tier=tier, id=sid, k=20) if text_.strip() else []
+        rows = ([f'<a href="{url("/facts", p=p, scope=scope, id=sid)}#fact-{f.id}">#{f.id}</a>', esc(f.content),
+                 f"{f.score:.3f}" if f.score is not None else "", esc(f.source)] for f in found)
+        return (f'<p><a href="{url("/facts", p=p, scope=scope, id=sid)}">← facts</a></p>'
+                f"<h1>Search {esc(scope)}:{esc(sid)} for “{esc(text_)}”</h1>"
+                + table(["id", "fact", "score", "source"], rows, empty="no match"))
+
+    def user(self, q: dict[str, str]) -> str:
+        p, u = q.get("p", ""), q.get("u", "")
+        threads = browse.threads(self.read_db, u, p)
+        mem = self._memory(self.read_db, p)
+        parts = [f'<p><a href="{url("/project", p=p)}">← project</a> · '
+                 f'<a href="{url("/facts", p=p, scope="user", id=u)}">facts of this user</a></p>'
+                 f"<h1>Conversations of {esc(u)}</h1>"]
+        parts.append(table(["thread", "messages", "summarized through", "last active"],
+                           ([f'<a href="#thread-{esc(t["thread_id"])}">{esc(t["thread_id"])}</a>', esc(t["messages"]),
+                             esc(t["summarized_through"]), esc(when(t["updated_at"]))] for t in threads),
+                           empty="no threads"))
+        for t in threads:
+            tid = t["thread_id"]
+            summary = mem.summary(user=u, thread=tid)
+            window = mem.window(user=u, thread=tid)
+            found = ""
+            if q.get("q", "").strip() and q.get("t") == tid:
+                hits = mem.recall(q["q"], user=u, thread=tid, k=10)
+                found = "<h3>Recalled</h3>" + table(
+                    ["#", "role", "message", "score"],
+                    ([esc(m.seq), esc(m.role), esc(m.content), f"{m.score:.3f}" if m.score is not None else ""]
+                     for m in hits), empty="nothing recalled")
+            parts.append(
+                f'<h2 id="thread-{esc(tid)}">Thread {esc(tid)}</h2>'
+                f"<h3>Summary</h3>{f'<pre>{esc(summary)}</pre>' if summary else '<p class=muted>no summary yet</p>'}"
+                f"<h3>Window (last {len(window)})</h3>"
+                + table(["#", "role", "message", "at"],
+                        ([esc(m.seq), esc(m.role), esc(m.content), esc(when(m.created_at))] for m in window))
+                + f'<form method="get" action="/user"><input type="hidden" name="p" value="{esc(p)}">'
+                  f'<input type="hidden" name="u" value="{esc(u)}"><input type="hidden" name="t" value="{esc(tid)}">'
+                  f'<label>Recall from this thread <input name="q" value="{esc(q.get("q", "") if q.get("t") == tid else "")}">'
+                  f"</label> <button>Recall</button></form>{found}")
+        return "".join(parts)
+
+    def store(self, q: dict[str, str]) -> str:
+        p, key = q.get("p", ""), q.get("key", "")
+        entries = table(["path", "kind", "size", "version", "actor", "updated", "sha"],
+                        ([f'<a href="{url("/entry", p=p, key=key, path=e["path"])}">{esc(e["path"])}</a>', esc(e["kind"]),
+                          esc(e["size"]), esc(e["version"]), esc(e["actor"]), esc(when(e["updated_at"])),
+                          f'<code>{esc(e["sha"][:12])}</code>'] for e in browse.store_paths(self.read_db, key, p)),
+                        empty="no entries")
+        audit = table(["#", "op", "path", "actor", "reason", "at"],
+                      ([esc(a["id"]), esc(a["op"]), esc(a["path"]), esc(a["actor"]), esc(a["reason"]), esc(when(a["at"]))]
+                       for a in browse.store_audit(self.read_db, key, p)), empty="no audit records")
+        return (f'<p><a href="{url("/project", p=p)}">← project</a></p><h1>Store {esc(key)}</h1>'
+                f"<h2>Entries</h2>{entries}<h2>Audit tail</h2>{audit}")
+
+    def entry(self, q: dict[str, str]) -> str:
+        p, key, path = q.get("p", ""), q.get("key", ""), q.get("path", "")
+        e = browse.store_entry(self.read_db, key, path, p)
+        if e is None:
+            raise NotFoundError(f"no entry {path!r} in store {key!r}")
+        versions = table(["version", "kind", "size", "actor", "reason", "at", "sha"],
+                         ([esc(v["version"]), esc(v["kind"]), esc(v["size"]), esc(v["actor"]), esc(v["reason"]),
+                           esc(when(v["at"])), f'<code>{esc(v["sha"][:12])}</code>']
+                          for v in browse.store_versions(self.read_db, key, path, p)),
+                         empty="no kept versions (keep_versions is off, or the entry was never replaced)")
+        return (f'<p><a href="{url("/store", p=p, key=key)}">← store</a></p><h1>{esc(key)}: {esc(path)}</h1>'
+                f'<p class="muted">{esc(e["kind"])}, version {esc(e["version"])}, by {esc(e["actor"])}, '
+                f'{esc(when(e["updated_at"]))}</p><pre>{esc(e["content"])}</pre><h2>Versions</h2>{versions}')
+
+    ROUTES: dict[str, Callable[[MemoryPage, dict[str, str]], str]] = {
+        "/": home, "/project": project, "/facts": facts, "/search": search, "/user": user, "/store": store,
+        "/entry": entry,
+    }
+
+    # -- editing --------------------------------------------------------------------------
+    def _post(self, path: str, environ: dict[str, Any]) -> str:
+        if self.write_db is None:
+            raise Page("403 Forbidden", "<p>Read-only: start <code>pymem serve --allow-edit</code> to edit.</p>")
+        origin = environ.get("HTTP_ORIGIN")
+        if origin is not None and self.origin is not None and origin != self.origin:
+            raise Page("403 Forbidden", "<p>A form from another site.</p>")
+        try:
+            size = int(environ.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            size = 0
+        form = {k: v[-1] for k, v in urllib.parse.parse_qs(environ["wsgi.input"].read(min(size, 1 << 20)).decode(
+            "utf-8", "replace"), keep_blank_values=True).items()}
+        if not secrets.compare_digest(form.get("token", ""), self.token):
+            raise Page("403 Forbidden", "<p>This form is stale (the server restarted): reload the page.</p>")
+        p, scope, sid = form.get("p", ""), form.get("scope", ""), form.get("id", "")
+        tier = SCOPE_TIER.get(scope)
+        if tier is None:
+            raise Page("400 Bad Request", f"<p>Unknown scope {esc(scope)}.</p>")
+        fact_id = int(form.get("fact_id", ""))
+        mem = self._memory(self.write_db, p)
+        if path == "/forget":
+            mem.forget(tier=tier, id=sid, fact_id=fact_id)
+        elif path == "/supersede":
+            mem.update(form.get("new", ""), fact_id=fact_id, tier=tier, id=sid, source="manual")
+        else:
+            raise Page("404 Not Found", "<p>No such form.</p>")
+        raise Page("303 See Other", location=link("/facts", p=p, scope=scope, id=sid, superseded="1"))
+
+
+class _Server(socketserver.ThreadingMixIn, WSGIServer):
+    daemon_threads = True
+
+
+class _Quiet(WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:  # one line per request on stderr, no user data
+        sys.stderr.write(f"pymem serve: {self.command} {self.path.split('?')[0]} {args[1] if len(args) > 1 else ''}\n")
+
+
+def reader_conninfo(conninfo: str, role: str) -> str:
+    """``conninfo`` whose sessions start as ``role`` (SET ROLE at connection start)."""
+    options = conninfo_to_dict(conninfo).get("options") or ""
+    return make_conninfo(conninfo, options=f"{options} -c role={role}".strip())
+
+
+def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Database | None, str]:
+    """(reader database, login database or None, a note on the role reads run as)."""
+    login = Database(settings)  # the embedded server starts (and migrates) here when there is no DSN
+    role = settings.reader_role or "pymem_reader"
+    try:
+        reader = Database(settings.model_copy(update={"dsn": reader_conninfo(login.conninfo, role)}), migrate=False)
+        note = f"reads as {role}"
+    except Error as exc:
+        print(f"pymem serve: cannot read as the reader role {role} ({exc}); reading as the login role instead. "
+              f"GRANT {role} TO your login role to make the page unable to write.", file=sys.stderr)
+        reader, note = login, "reads as the login role"
+    if not allow_edit:
+        if reader is not login:
+            login.close()
+        return reader, None, note
+    return reader, login, note
+
+
+def serve(app: MemoryPage, host: str, port: int) -> Any:
+    """Build the HTTP server for ``app`` (serve_forever() runs it)."""
+    server = make_server(host, port, app, server_class=_Server, handler_class=_Quiet)
+    app.origin = f"http://{host if ':' not in host else f'[{host}]'}:{server.server_port}"
+    return server
+
+
+LOOPBACK = {"127.0.0.1", "localhost", "::1"}
+
+
+def warning_for(host: str) -> str | None:
+    """The warning printed when the page is reachable from other machines."""
+    if host in LOOPBACK:
+        return None
+    return (f"pymem serve: WARNING: listening on {host}: anyone who can reach this address can read every "
+            "memory of the projects it names (there is no authentication). Bind to 127.0.0.1 unless you "
+            "put an authenticating proxy in front.")
+
+
+def main(settings: Settings, host: str, port: int, allow_edit: bool, projects: Sequence[str]) -> int:
+    read_db, write_db, note = open_databases(settings, allow_edit)
+    app = MemoryPage(read_db, write_db, projects or [settings.project_id], note)
+    warning = warning_for(host)
+    if warning:
+        print(warning, file=sys.stderr)
+    server = serve(app, host, port)
+    print(f"pymem serve: {app.origin}/ ({note}; {'editing allowed' if allow_edit else 'read-only'}; "
+          f"database: {'PYMEM_DSN' if settings.dsn else 'the embedded server'})", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+        read_db.close()
+        if write_db is not None and write_db is not read_db:
+            write_db.close()
+    return 0

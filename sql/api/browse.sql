@@ -1,0 +1,107 @@
+-- browse.sql: what one project holds, listed for people looking at it (the memory page of
+-- `pymem serve`, pymem/browse.py, or any SQL client): its fact subjects, its users with their
+-- threads, its keyed stores, each with counts. Re-applied on every migrate. Read-only
+-- (STABLE): no locks beyond a plain SELECT's; the reader role may execute them (bootstrap.sql's
+-- _grants_diff). Like every API function each enters the project's tenant first, so RLS shows
+-- it that project's rows only: there is no function listing the projects themselves (a
+-- listing across tenants is what the row-level security forbids).
+
+-- browse_subjects: every (scope, scope_id) of the project that has facts, with its active and
+-- superseded counts and the time of its newest fact; newest subjects first.
+--   SELECT scope, scope_id, active, superseded FROM pymem.browse_subjects(project_id => '');
+CREATE OR REPLACE FUNCTION pymem.browse_subjects(project_id text DEFAULT '', max_rows integer DEFAULT 1000)
+RETURNS TABLE (scope text, scope_id text, active bigint, superseded bigint, newest timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(browse_subjects.project_id);
+    PERFORM pymem._project_check(browse_subjects.project_id);
+    PERFORM pymem._check_limit('max_rows', browse_subjects.max_rows);
+    RETURN QUERY
+    SELECT f.scope, f.scope_id,
+           pg_catalog.count(*) FILTER (WHERE f.superseded_by IS NULL),
+           pg_catalog.count(*) FILTER (WHERE f.superseded_by IS NOT NULL),
+           pg_catalog.max(f.created_at)
+      FROM pymem.facts AS f
+     WHERE f.project_id = browse_subjects.project_id
+     GROUP BY f.scope, f.scope_id
+     ORDER BY pg_catalog.max(f.created_at) DESC, f.scope, f.scope_id
+     LIMIT browse_subjects.max_rows;
+END;
+$$;
+
+-- browse_users: every user of the project with conversation threads: how many threads and
+-- messages, and when the newest thread last changed; most recently active first.
+--   SELECT user_id, threads, messages FROM pymem.browse_users(project_id => '');
+CREATE OR REPLACE FUNCTION pymem.browse_users(project_id text DEFAULT '', max_rows integer DEFAULT 1000)
+RETURNS TABLE (user_id text, threads bigint, messages bigint, updated_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(browse_users.project_id);
+    PERFORM pymem._project_check(browse_users.project_id);
+    PERFORM pymem._check_limit('max_rows', browse_users.max_rows);
+    RETURN QUERY
+    SELECT t.user_id, pg_catalog.count(*), pg_catalog.sum(t.last_seq)::bigint, pg_catalog.max(t.updated_at)
+      FROM pymem.threads AS t
+     WHERE t.project_id = browse_users.project_id
+     GROUP BY t.user_id
+     ORDER BY pg_catalog.max(t.updated_at) DESC, t.user_id
+     LIMIT browse_users.max_rows;
+END;
+$$;
+
+-- browse_threads: a user's threads: messages so far (the thread's last seq), how many of them
+-- the running summary covers, when it last changed; most recently active first.
+--   SELECT thread_id, messages, summarized_through FROM pymem.browse_threads('alice');
+CREATE OR REPLACE FUNCTION pymem.browse_threads(user_id text, project_id text DEFAULT '')
+RETURNS TABLE (thread_id text, messages bigint, summarized_through bigint, created_at timestamptz,
+               updated_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(browse_threads.project_id);
+    PERFORM pymem._project_check(browse_threads.project_id);
+    IF browse_threads.user_id IS NULL OR browse_threads.user_id IN ('', '*') THEN
+        RAISE EXCEPTION 'pymem: user_id must be a user id, not %', pg_catalog.quote_nullable(browse_threads.user_id)
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT t.thread_id, t.last_seq, t.summary_through, t.created_at, t.updated_at
+      FROM pymem.threads AS t
+     WHERE t.project_id = browse_threads.project_id AND t.user_id = browse_threads.user_id
+     ORDER BY t.updated_at DESC, t.thread_id;
+END;
+$$;
+
+-- browse_stores: the project's keyed stores with their protections, entry count and transcript
+-- length; by key.
+--   SELECT store_key, entries, audit FROM pymem.browse_stores(project_id => '');
+CREATE OR REPLACE FUNCTION pymem.browse_stores(project_id text DEFAULT '', max_rows integer DEFAULT 1000)
+RETURNS TABLE (store_key text, entries bigint, transcript_len bigint, audit boolean, keep_versions boolean,
+               updated_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(browse_stores.project_id);
+    PERFORM pymem._project_check(browse_stores.project_id);
+    PERFORM pymem._check_limit('max_rows', browse_stores.max_rows);
+    RETURN QUERY
+    SELECT s.store_key,
+           (SELECT pg_catalog.count(*) FROM pymem.store_entries AS e
+             WHERE e.project_id = s.project_id AND e.store_key = s.store_key),
+           s.transcript_len, s.audit, s.keep_versions, s.updated_at
+      FROM pymem.stores AS s
+     WHERE s.project_id = browse_stores.project_id
+     ORDER BY s.store_key COLLATE "C"
+     LIMIT browse_stores.max_rows;
+END;
+$$;

@@ -1,0 +1,230 @@
+"""`pymem serve`, the memory page (pymem/web.py over sql/api/browse.sql): served on a free
+loopback port against the test database, read over HTTP and driven in a real headless Chromium
+(selenium + chromedriver, Debian packages `chromium` and `chromium-driver`, which .ci/run
+installs). Screenshots are kept under test-artifacts/memory-page/ (git-ignored; the path is
+printed)."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import threading
+import urllib.error
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg.conninfo import make_conninfo
+from selenium import webdriver
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+
+import pymem
+from pymem import browse, web
+
+ARTIFACTS = Path(os.environ.get("PYMEM_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts")) \
+    / "memory-page"
+
+
+def seed(db: pymem.Database) -> dict[str, int]:
+    mem = pymem.Memory(db=db, agent_id="support-bot", project_id="acme", embedder=pymem.HashEmbedder())
+    oslo = mem.persist("Lives in Oslo", user="alice", trace_id="run-17", metadata={"via": "signup form"})
+    bergen = mem.update("Lives in Bergen", fact_id=oslo, user="alice", source="trace", confidence=0.6)
+    beagle = mem.persist("Has a beagle named Biscuit", user="alice")
+    mem.persist("Answers in English unless asked otherwise", tier="global")
+    mem.record("My beagle Biscuit is allergic to cats", "Noted: no cats near Biscuit.", user="alice")
+    mem.record("Where should I hike this weekend?", "Try the Fløyen trails above Bergen.", user="alice",
+               thread="trips")
+    store = pymem.MemoryStore.get_or_create("research-notes", project_id="acme", db=db, keep_versions=True,
+                                            actor="agent")
+    store.write_text("notes/hiking.md", "Fløyen, then Ulriken")
+    store.write_text("notes/hiking.md", "Fløyen, then Ulriken, then Vidden")
+    return {"oslo": int(oslo), "bergen": int(bergen), "beagle": int(beagle)}
+
+
+@pytest.fixture
+def db(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=2)) as d:
+        yield d
+
+
+def start(dsn: str, allow_edit: bool):
+    read_db, write_db, note = web.open_databases(pymem.Settings(dsn=dsn, pool_max_size=2), allow_edit)
+    app = web.MemoryPage(read_db, write_db, ["acme", ""], note)
+    server = web.serve(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return app, server, [read_db, write_db]
+
+
+@pytest.fixture
+def served(dsn, db):
+    ids = seed(db)
+    app, server, dbs = start(dsn, allow_edit=True)
+    try:
+        yield app, ids
+    finally:
+        server.shutdown()
+        server.server_close()
+        for d in dbs:
+            if d is not None:
+                d.close()
+
+
+def get(app, route: str, /, **params) -> str:
+    with urllib.request.urlopen(app.origin + web.link(route, **params), timeout=30) as r:
+        return r.read().decode()
+
+
+def post(app, path: str, fields: dict, origin: str | None = None) -> int:
+    req = urllib.request.Request(app.origin + path, data=urllib.parse.urlencode(fields).encode(), method="POST")
+    if origin:
+        req.add_header("Origin", origin)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_browse_functions_as_the_reader_role(dsn, db, as_role):
+    seed(db)
+    login = as_role("page_reader")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_reader TO page_reader")
+    with pymem.Database(pymem.Settings(dsn=login, pool_max_size=1)) as reader:
+        subjects = {(s["scope"], s["scope_id"]): (s["active"], s["superseded"]) for s in browse.subjects(reader, "acme")}
+        assert subjects == {("user", "alice"): (2, 1), ("agent", "support-bot"): (1, 0)}
+        assert [(u["user_id"], u["threads"], u["messages"]) for u in browse.users(reader, "acme")] == [("alice", 2, 4)]
+        assert sorted((t["thread_id"], t["messages"]) for t in browse.threads(reader, "alice", "acme")) == [
+            ("default", 2), ("trips", 2)]
+        assert [(s["store_key"], s["entries"], s["keep_versions"]) for s in browse.stores(reader, "acme")] == [
+            ("research-notes", 1, True)]
+        assert browse.subjects(reader, "") == [] and browse.users(reader, "other") == []  # one project each
+        with pytest.raises(pymem.ValidationError):
+            browse.threads(reader, "*", "acme")
+    with psycopg.connect(dsn, autocommit=True) as c:  # the reader role may run them, and no writer
+        c.execute("SET ROLE pymem_reader")
+        assert c.execute("SELECT count(*) FROM pymem.browse_subjects('acme')").fetchone()[0] == 2
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT pymem.fact_forget('user', 'alice', id => 1, project_id => 'acme')")
+
+
+def test_pages_read_as_the_reader_and_edits_need_the_token(served, dsn):
+    app, ids = served
+    assert app.note == "reads as pymem_reader"
+    with pytest.raises(pymem.Error):  # the page's reads run as the reader role: it cannot write
+        app.read_db.query("fact_forget", {"scope": "user", "scope_id": "alice", "id": ids["beagle"], "content": None,
+                                          "project_id": "acme"})
+    project = get(app, "/project", p="acme")
+    assert "user:alice" in project and "research-notes" in project and ">alice<" in project
+    facts = get(app, "/facts", p="acme", scope="user", id="alice")
+    assert "Lives in Bergen" in facts and "Lives in Oslo" not in facts
+    history = get(app, "/facts", p="acme", scope="user", id="alice", superseded="1")
+    assert re.search(rf'<tr id="fact-{ids["oslo"]}" class="superseded">.*?superseded → '
+                     rf'<a class="superseded-link" href="#fact-{ids["bergen"]}">#{ids["bergen"]}</a>', history)
+    assert "trace run-17" in history and "signup form" in history
+    found = get(app, "/search", p="acme", scope="user", id="alice", q="beagle")
+    assert "Has a beagle named Biscuit" in found and "Bergen" not in found
+    user = get(app, "/user", p="acme", u="alice", t="trips", q="hike")
+    assert "Fløyen trails" in user and "Recalled" in user and "Thread trips" in user
+    entry = get(app, "/entry", p="acme", key="research-notes", path="notes/hiking.md")
+    assert "then Vidden" in entry and "<td>1</td>" in entry  # version 1 kept
+    store = get(app, "/store", p="acme", key="research-notes")
+    assert "notes/hiking.md" in store and "write" in store
+
+    fields = {"p": "acme", "scope": "user", "id": "alice", "fact_id": ids["beagle"]}
+    assert post(app, "/forget", fields) == 403  # no token
+    assert post(app, "/forget", {**fields, "token": app.token}, origin="http://evil.example") == 403
+    assert "Has a beagle" in get(app, "/facts", p="acme", scope="user", id="alice")
+    assert post(app, "/forget", {**fields, "token": app.token}, origin=app.origin) == 200  # 303, followed
+    assert "Has a beagle" not in get(app, "/facts", p="acme", scope="user", id="alice")
+
+
+def test_read_only_page_refuses_every_post(dsn, db):
+    ids = seed(db)
+    app, server, dbs = start(dsn, allow_edit=False)
+    try:
+        assert dbs[1] is None
+        page = get(app, "/facts", p="acme", scope="user", id="alice")
+        assert "<form" in page and "Forget" not in page  # the search form only
+        fields = {"p": "acme", "scope": "user", "id": "alice", "fact_id": ids["bergen"], "token": app.token}
+        assert post(app, "/forget", fields) == 403
+    finally:
+        server.shutdown()
+        server.server_close()
+        dbs[0].close()
+    assert web.warning_for("127.0.0.1") is None and "no authentication" in web.warning_for("0.0.0.0")
+
+
+@pytest.fixture
+def browser(tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    driver_path = shutil.which("chromedriver")
+    assert chromium and driver_path, "headless Chromium needs the Debian packages chromium and chromium-driver"
+    options = webdriver.ChromeOptions()
+    options.binary_location = chromium
+    for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--disable-dev-shm-usage", "--window-size=1200,900", f"--user-data-dir={tmp_path / 'chromium'}"):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_path))
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def test_in_a_real_browser(served, browser):
+    app, ids = served
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    print(f"memory page screenshots: {ARTIFACTS}")
+
+    def shot(name: str) -> None:
+        assert browser.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+
+    browser.get(app.origin + "/")
+    browser.find_element(By.LINK_TEXT, "acme").click()
+    shot("1-project")
+    browser.find_element(By.LINK_TEXT, "user:alice").click()
+    rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
+    assert [r.get_attribute("id") for r in rows] == [f"fact-{ids['beagle']}", f"fact-{ids['bergen']}"]
+    assert not browser.find_elements(By.CSS_SELECTOR, "tr.superseded")
+
+    browser.find_element(By.ID, "toggle-superseded").click()  # show superseded
+    old = browser.find_element(By.ID, f"fact-{ids['oslo']}")
+    assert "superseded" in old.get_attribute("class")
+    muted = old.find_element(By.TAG_NAME, "td").value_of_css_property("color")
+    active = browser.find_element(By.ID, f"fact-{ids['bergen']}").find_element(By.TAG_NAME, "td") \
+        .value_of_css_property("color")
+    assert muted != active  # the replaced row is rendered muted
+    link = old.find_element(By.CLASS_NAME, "superseded-link")
+    assert link.text == f"#{ids['bergen']}"
+    shot("2-facts-superseded")
+    link.click()  # follow "superseded → #id" to the row that replaced it
+    assert browser.current_url.endswith(f"#fact-{ids['bergen']}")
+    assert browser.execute_script("return document.querySelector(':target').id") == f"fact-{ids['bergen']}"
+
+    # correct a fact from the page: supersede it with new text (a POST form, no JavaScript needed)
+    row = browser.find_element(By.ID, f"fact-{ids['bergen']}")
+    row.find_element(By.NAME, "new").send_keys("Lives in Stavanger")
+    row.find_elements(By.TAG_NAME, "button")[1].click()
+    assert "Lives in Stavanger" in browser.page_source
+    bergen = browser.find_element(By.ID, f"fact-{ids['bergen']}")
+    assert "superseded" in bergen.get_attribute("class")
+    shot("3-after-supersede")
+
+    browser.find_element(By.LINK_TEXT, "← project").click()
+    browser.find_element(By.LINK_TEXT, "alice").click()
+    assert "Fløyen trails" in browser.page_source
+    shot("4-user")
+    browser.back()
+    browser.find_element(By.LINK_TEXT, "research-notes").click()
+    browser.find_element(By.LINK_TEXT, "notes/hiking.md").click()
+    assert "then Vidden" in browser.page_source
+    shot("5-store-entry")
+    assert sorted(p.name for p in ARTIFACTS.glob("*.png")) == [
+        "1-project.png", "2-facts-superseded.png", "3-after-supersede.png", "4-user.png", "5-store-entry.png"]
