@@ -14,13 +14,9 @@ import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from opentelemetry import trace
-from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 import pymem
-from pymem import AsyncMemory, HashEmbedder, Memory, StaticBlock, ValidationError, tracing
+from pymem import AsyncMemory, HashEmbedder, Memory, StaticBlock, ValidationError
 from pymem.blocks import BUILTIN, TRIM_ORDER, Part, _cut, fit, norm
 from pymem.context import RECALL_HEADING, USER_HEADING
 from pymem.conversations import Message
@@ -455,34 +451,6 @@ def test_a_context_without_the_recall_block_embeds_nothing(db):
     embedder.texts.clear()
     ctx = mem.read("the weather", user="alice")
     assert embedder.texts == [] and ctx.recalled == [] and ctx.window
-
-
-# --- tracing: each block's share of the prompt on the read's span --------------------------------
-
-
-def test_each_block_is_on_the_read_span(db):
-    if not isinstance(trace.get_tracer_provider(), TracerProvider):
-        trace.set_tracer_provider(TracerProvider())
-    exporter = InMemorySpanExporter()
-    trace.get_tracer_provider().add_span_processor(SimpleSpanProcessor(exporter))
-    mem = make(db, blocks=[StaticBlock("Be kind."), Broken(), "window"], max_context_chars=34)
-    mem.record("first question here", "first answer here", user="alice")
-    try:
-        for content in (False, True):
-            tracing.trace_content(content)
-            exporter.clear()
-            mem.read("and now?", user="alice")
-            (span,) = [s for s in exporter.get_finished_spans() if s.name == "memory.read"]
-            a = span.attributes
-            assert list(a["pymem.context.blocks"]) == ["static", "broken", "window"]
-            assert a["pymem.context.block.static.items"] == 1 and a["pymem.context.block.static.chars"] == 8
-            assert a["pymem.context.block.window.items"] == 1 and a["pymem.context.block.window.trimmed"] == 1
-            assert a["pymem.context.block.broken.error"] == (
-                "RuntimeError: the ticket service is down" if content else "RuntimeError")
-            assert ("pymem.context.block.window.text" in a) is content
-            assert [s.name for s in exporter.get_finished_spans()].count("pymem.callback") == 2  # the two renders
-    finally:
-        tracing.trace_content(False)
 
 
 def test_a_hidden_built_in_still_decides_what_recall_skips(db):

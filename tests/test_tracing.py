@@ -206,3 +206,33 @@ def test_without_opentelemetry_nothing_is_wrapped():
             "assert not hasattr(pymem.MemoryStore.read_text, '__wrapped__')\n"
             "assert t.step(object()) is t._NULL\n")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+class _Broken:
+    name = "broken"
+
+    def render(self, query, upstream):
+        raise RuntimeError(f"no tickets for {upstream.user}")
+
+
+def test_each_context_block_is_on_the_read_span(db, spans):
+    """Issue 19: which block put what into the prompt; a block's text and a failure's message
+    (which may quote content) only with trace_content on."""
+    mem = memory(db, blocks=[pymem.StaticBlock("Be kind."), _Broken(), "window"], max_context_chars=34)
+    mem.record("first question here", "first answer here", user=USER)
+    for content in (False, True):
+        tracing.trace_content(content)
+        spans.clear()
+        mem.read("and now?", user=USER)
+        done = spans.get_finished_spans()
+        (read,) = by_name(done, "memory.read")
+        a = read.attributes
+        assert list(a["pymem.context.blocks"]) == ["static", "broken", "window"]
+        assert a["pymem.context.block.static.items"] == 1 and a["pymem.context.block.static.chars"] == 8
+        assert a["pymem.context.block.window.items"] == 1 and a["pymem.context.block.window.trimmed"] == 1
+        assert a["pymem.context.block.broken.error"] == (f"RuntimeError: no tickets for {USER}" if content
+                                                         else "RuntimeError")
+        assert ("pymem.context.block.window.text" in a) is content
+        assert len([c for c in children(done, read) if c.name == "pymem.callback"]) == 2  # the two renders
+        if not content:
+            assert USER not in everything_said([read]) and "first answer here" not in everything_said([read])
