@@ -516,5 +516,6 @@ def test_chain_walks_use_the_predecessor_index_and_the_primary_key(dsn):
         types = [n["Node Type"] for n in ns]
         assert "Seq Scan" not in types and "Bitmap Heap Scan" not in types, types
         used = {n.get("Index Name") for n in ns if n["Node Type"] in ("Index Scan", "Index Only Scan")}
-        assert used <= {"facts_pkey", "facts_predecessor"}, used
+        # facts_project_id_id (0021): a fact by id within its project, bounded like the primary key
+        assert used <= {"facts_pkey", "facts_predecessor", "facts_project_id_id"}, used
         assert all(n["Actual Rows"] <= 201 for n in ns if n.get("Relation Name") == "facts")
