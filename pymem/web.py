@@ -13,7 +13,8 @@ reader role (``-c role=...`` at connection start; README "Memory page"), so the 
 write even by mistake. With ``allow_edit``, forgetting a fact and superseding it with corrected
 text go through :class:`pymem.Memory` (``forget`` / ``update``) on the login role's own
 connections, as POST forms carrying a per-process token (and, when the browser sends one, an
-Origin that must be this server).
+Origin that must be this server). Bound to a loopback address, it answers only requests whose
+Host is a loopback name (no DNS rebinding).
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ class MemoryPage:
         self.note = note
         self.token = secrets.token_urlsafe(24)
         self.origin: str | None = None  # set by serve(): "http://host:port"
+        self.loopback = True  # set by serve(): bound to a loopback address
 
     # -- plumbing -------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
@@ -104,6 +106,7 @@ class MemoryPage:
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(environ.get("QUERY_STRING", ""),
                                                              keep_blank_values=True).items()}
         try:
+            self._check_host(environ)
             if method == "POST":
                 body = self._post(path, environ)
             elif method in ("GET", "HEAD"):
@@ -125,6 +128,14 @@ class MemoryPage:
                                 ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
                                  "img-src 'self'; form-action 'self'"), *headers])
         return [] if method == "HEAD" else [data]
+
+    def _check_host(self, environ: dict[str, Any]) -> None:
+        """On a loopback address, only a loopback Host header: a web page whose name an attacker
+        points at 127.0.0.1 (DNS rebinding) must not read this one as its own."""
+        if self.loopback:
+            name = urllib.parse.urlsplit("//" + environ.get("HTTP_HOST", "")).hostname or ""
+            if name not in ("127.0.0.1", "localhost", "::1"):
+                raise Page("421 Misdirected Request", "<p>Open this page as 127.0.0.1 or localhost.</p>")
 
     def _layout(self, body: str) -> str:
         mode = "editing allowed" if self.write_db is not None else "read-only"
@@ -296,7 +307,7 @@ class MemoryPage:
         if self.write_db is None:
             raise Page("403 Forbidden", "<p>Read-only: start <code>pymem serve --allow-edit</code> to edit.</p>")
         origin = environ.get("HTTP_ORIGIN")
-        if origin is not None and self.origin is not None and origin != self.origin:
+        if origin is not None and origin != f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}":
             raise Page("403 Forbidden", "<p>A form from another site.</p>")
         try:
             size = int(environ.get("CONTENT_LENGTH") or 0)
@@ -358,6 +369,7 @@ def serve(app: MemoryPage, host: str, port: int) -> Any:
     """Build the HTTP server for ``app`` (serve_forever() runs it)."""
     server = make_server(host, port, app, server_class=_Server, handler_class=_Quiet)
     app.origin = f"http://{host if ':' not in host else f'[{host}]'}:{server.server_port}"
+    app.loopback = host in LOOPBACK
     return server
 
 

@@ -23,7 +23,7 @@ from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 
 import pymem
-from pymem import browse, web
+from pymem import browse, cli, web
 
 ARTIFACTS = Path(os.environ.get("PYMEM_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts")) \
     / "memory-page"
@@ -142,6 +142,10 @@ def test_pages_read_as_the_reader_and_edits_need_the_token(served, dsn):
     assert "Has a beagle" in get(app, "/facts", p="acme", scope="user", id="alice")
     assert post(app, "/forget", {**fields, "token": app.token}, origin=app.origin) == 200  # 303, followed
     assert "Has a beagle" not in get(app, "/facts", p="acme", scope="user", id="alice")
+    rebound = urllib.request.Request(app.origin + "/project?p=acme", headers={"Host": "attacker.example"})
+    with pytest.raises(urllib.error.HTTPError) as refused:  # a name rebound to 127.0.0.1 reads nothing
+        urllib.request.urlopen(rebound, timeout=30)
+    assert refused.value.code == 421
 
 
 def test_read_only_page_refuses_every_post(dsn, db):
@@ -158,6 +162,13 @@ def test_read_only_page_refuses_every_post(dsn, db):
         server.server_close()
         dbs[0].close()
     assert web.warning_for("127.0.0.1") is None and "no authentication" in web.warning_for("0.0.0.0")
+
+
+def test_serve_command_defaults():
+    args = cli.build_parser().parse_args(["serve"])
+    assert (args.host, args.port, args.allow_edit, args.project) == ("127.0.0.1", 8765, False, [])
+    args = cli.build_parser().parse_args(["serve", "--allow-edit", "--project", "acme", "--project", "b"])
+    assert args.allow_edit and args.project == ["acme", "b"]
 
 
 @pytest.fixture
