@@ -116,7 +116,7 @@ class Block(Protocol):
     in a worker thread).
 
     * ``name``: how :class:`pymem.Context` (``ctx.block(name)``) shows its output (default: the
-      class name);
+      class name; a second block of the same name shows as ``name#2``);
     * ``pinned``: True keeps it out of the budget's cuts (default False);
     * ``render(query, upstream) -> str | None``: its text, one system message (None or "" adds
       nothing);
@@ -148,6 +148,18 @@ class StaticBlock:
 
 def block_name(block: Any) -> str:
     return block if isinstance(block, str) else (getattr(block, "name", None) or type(block).__name__)
+
+
+def unique_names(blocks: Sequence[Any]) -> list[str]:
+    """Each block's name in a context: its ``name`` (or class name), with ``#2``, ``#3``... for
+    the second and later blocks of the same name (two ``StaticBlock``s: "static", "static#2")."""
+    seen: dict[str, int] = {}
+    out = []
+    for block in blocks:
+        name = block_name(block)
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
 
 
 def check_blocks(blocks: Sequence[Any]) -> tuple[Any, ...]:

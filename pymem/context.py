@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .blocks import DEFAULT_BLOCKS, BlockOutput, Part, Upstream, block_name, fit, output
+from .blocks import DEFAULT_BLOCKS, BlockOutput, Part, Upstream, block_name, fit, output, unique_names
 from .conversations import Message, TurnResult, _message, recall_filters
 from .errors import ValidationError
 from .options import MemoryOptions
@@ -103,12 +103,12 @@ def _builtin(name: str, o: MemoryOptions, data: dict[str, Any], thread: str) -> 
                 lambda items: [m.as_chat() for m in items])
 
 
-def _custom(block: Any, rendered: Any) -> Part:
+def _custom(block: Any, name: str, rendered: Any) -> Part:
     """The part of a custom block that rendered ``rendered`` (a string or None)."""
     if rendered is not None and not isinstance(rendered, str):
         raise ValidationError(f"render returned a {type(rendered).__name__}, not a string or None")
     kind = "pin" if getattr(block, "pinned", False) else "custom"
-    return Part(block_name(block), kind, [rendered] if rendered and rendered.strip() else [],
+    return Part(name, kind, [rendered] if rendered and rendered.strip() else [],
                 lambda items: _system(items[0]))
 
 
@@ -155,7 +155,7 @@ class _Context:
             data = rows[0]["context"]
         parts: list[Part] = []
         deduped = data["deduped"]
-        for entry in order:
+        for entry, name in zip(order, unique_names(order)):
             if isinstance(entry, str):
                 part = _builtin(entry, o, data, params["thread_id"])
                 if entry == "recall" and o.dedupe:  # against the custom blocks above (the built-ins: in SQL)
@@ -170,11 +170,10 @@ class _Context:
                                 getattr(self, "db", None), tuple(output(p) for p in parts))
             try:
                 rendered = yield Callback(entry.render, (query, upstream))
-                parts.append(_custom(entry, _not_awaited(rendered, f"block {block_name(entry)!r}")))
+                parts.append(_custom(entry, name, _not_awaited(rendered, f"block {name!r}")))
             except Exception as exc:
-                log.warning("pymem: context block %r failed and is left out: %s: %s", block_name(entry),
-                            type(exc).__name__, exc)
-                parts.append(Part(block_name(entry), "custom", [], _system, error=f"{type(exc).__name__}: {exc}"))
+                log.warning("pymem: context block %r failed and is left out: %s: %s", name, type(exc).__name__, exc)
+                parts.append(Part(name, "custom", [], _system, error=f"{type(exc).__name__}: {exc}"))
         limits = []
         if o.max_context_chars is not None:
             limits.append((o.max_context_chars, len, "max_context_chars"))

@@ -462,3 +462,10 @@ def test_a_hidden_built_in_still_decides_what_recall_skips(db):
     assert ctx.deduped == 1 and said not in [m.content for m in ctx.recalled] and ctx.user_facts == []
     ctx = make(db, blocks=["recall"], window=0, dedupe=False).read("favourite colour", user="alice")
     assert said in [m.content for m in ctx.recalled]
+
+
+def test_blocks_of_the_same_name_are_told_apart(db):
+    mem = make(db, blocks=[StaticBlock("Today is Monday."), StaticBlock("Be brief."), "window"])
+    ctx = mem.read("hi", user="alice")
+    assert [b.name for b in ctx.blocks] == ["static", "static#2", "window"]
+    assert ctx.block("static#2").items == ["Be brief."]
