@@ -25,8 +25,11 @@ from __future__ import annotations
 import asyncio
 import math
 import random
+import re
+import runpy
 import uuid
 from collections import Counter, defaultdict
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,6 +48,8 @@ from langgraph.store.memory import InMemoryStore
 
 import pymem
 from pymem.integrations.langgraph import PymemStore
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 class CharacterEmbeddings(Embeddings):
@@ -535,3 +540,32 @@ def test_behaves_like_in_memory_store(db, steps):
                 _same(op, g, w, mine.batch([full])[0], theirs.batch([full])[0])
             else:
                 _same(op, g, w, None, None)
+
+
+# -- the example and the README ------------------------------------------------------------
+
+def test_example_agent_runs(dsn, monkeypatch):
+    """examples/langgraph_agent.py: a graph whose nodes write and search the store, no model."""
+    monkeypatch.setenv("PYMEM_DSN", dsn)
+    example = runpy.run_path(str(ROOT / "examples" / "langgraph_agent.py"))
+    replies = example["main"]()
+    assert replies[3:] == ["You told me: I live in Bergen", "You told me: I keep bees on the roof",
+                           "You told me: I play the cello"]
+    assert example["main"]() == replies  # it starts clean: the same run again
+
+
+def test_readme_integrations_examples_run(dsn, monkeypatch, capsys):
+    monkeypatch.setenv("PYMEM_DSN", dsn)
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = text[text.index("\n## Integrations\n"):]
+    section = section[:section.index("\n## ", 1)]
+    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    assert len(blocks) == 2
+    for block in blocks:
+        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - our own docs
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0] == "Alice lives in Bergen" and lines[1].startswith("home ")
+    assert sorted(eval(lines[2])) == ["bees", "cello"]  # noqa: S307 - a list the block printed
+    assert lines[3] == "[('memories', 'alice'), ('memories', 'bob')]"
+    assert lines[4] == "['I live in Bergen now']"

@@ -150,7 +150,8 @@ class PymemStore(BaseStore):
         paths = self._fields if op.index is None else [(p, tokenize_path(p)) for p in op.index]
         out: list[tuple[str, str]] = []
         for path, field in paths:
-            texts = get_text_at_path(op.value, field)
+            # an empty text gets no vector (its embedding would be zero, which pymem refuses)
+            texts = [t for t in get_text_at_path(op.value, field) if t.strip()]
             if len(texts) > 1:
                 out.extend((f"{path}.{i}", t) for i, t in enumerate(texts))
             elif texts:
