@@ -166,9 +166,10 @@ def test_source_round_trips(store, uid):
 
 # -- pymem's own ----------------------------------------------------------------------------
 
-def test_fastaiagent_memory_on_pymem(dsn, monkeypatch):
+def test_fastaiagent_memory_on_pymem(dsn, monkeypatch, tmp_path):
     """fastaiagent's own Memory with the store passed as its location: persist, retrieve,
     update (add + supersede), forget; built with no arguments (PYMEM_DSN, PYMEM_PROJECT_ID)."""
+    monkeypatch.chdir(tmp_path)  # fastaiagent keeps its traces in ./.fastaiagent
     monkeypatch.setenv("PYMEM_DSN", dsn)
     monkeypatch.setenv("PYMEM_PROJECT_ID", "shop")
     store = PymemFactStore()

@@ -554,7 +554,8 @@ def test_example_agent_runs(dsn, monkeypatch):
     assert example["main"]() == replies  # it starts clean: the same run again
 
 
-def test_readme_integrations_examples_run(dsn, monkeypatch, capsys):
+def test_readme_integrations_examples_run(dsn, monkeypatch, capsys, tmp_path):
+    monkeypatch.chdir(tmp_path)  # fastaiagent keeps its traces in ./.fastaiagent
     monkeypatch.setenv("PYMEM_DSN", dsn)
     text = (ROOT / "README.md").read_text(encoding="utf-8")
     section = text[text.index("\n## Integrations\n"):]
