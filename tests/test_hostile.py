@@ -97,6 +97,13 @@ SQL_CASES = [
     ("SELECT pymem.fact_add('user', 'alice', 'x', embedding => '[Infinity,0,0]', embedder => 'e3')", "22000"),
     ("SELECT pymem.fact_add('user', 'alice', 'x', embedding => '[]', embedder => 'e3')", "22000"),
     ("SELECT * FROM pymem.facts_newest('agent', '')", "22023"),
+    ("SELECT * FROM pymem.browse_subjects('*')", "22023"),
+    ("SELECT * FROM pymem.browse_subjects(NULL)", "22023"),
+    ("SELECT * FROM pymem.browse_users(max_rows => -1)", "22023"),
+    ("SELECT * FROM pymem.browse_stores(repeat('p', 257))", "22023"),
+    ("SELECT * FROM pymem.browse_threads('')", "22023"),
+    ("SELECT * FROM pymem.browse_threads('*')", "22023"),
+    ("SELECT * FROM pymem.browse_threads(NULL)", "22023"),
     ("SELECT * FROM pymem.facts_newest('user', 'alice', max_facts => -1)", "22023"),
     ("SELECT * FROM pymem.facts_newest('user', 'alice', max_facts => 10001)", "22023"),
     # a bigint where an integer is expected matches no function (PostgreSQL's 42883)
