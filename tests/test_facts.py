@@ -44,6 +44,34 @@ def test_add_is_idempotent_and_whitespace_does_not_make_a_new_fact(mem, dsn):
     assert stored.content == "Prefers email"
 
 
+def test_an_idempotent_re_add_writes_nothing(dsn):
+    """Re-adding a fact that is there (with its vector, from a known embedder) is a read: the
+    transaction never gets a transaction id (no row written, no insert attempted that could
+    write), and the WAL insert position does not move across the call (retried: autovacuum or
+    a checkpoint of this test server may write WAL meanwhile, never on every try)."""
+    vec = "[" + ",".join(["0.5"] * 8) + "]"
+    add = ("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Prefers email', "
+           "embedding => %s::vector, embedder => 'e8')")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        first = c.execute(add, (vec,)).fetchone()
+        assert first[1] is True
+        with c.transaction():
+            assert c.execute(add, (vec,)).fetchone() == (first[0], False)
+            assert c.execute("SELECT pg_current_xact_id_if_assigned()").fetchone()[0] is None
+        moved = []
+        for _ in range(5):
+            before = c.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+            assert c.execute(add, (vec,)).fetchone() == (first[0], False)
+            moved.append(c.execute("SELECT pg_current_wal_insert_lsn() <> %s::pg_lsn", (before,)).fetchone()[0])
+            if not moved[-1]:
+                break
+        assert moved[-1] is False, moved
+        # the first add of a new fact does write (the check above can fail)
+        with c.transaction():
+            c.execute(add.replace("Prefers email", "Prefers phone"), (vec,))
+            assert c.execute("SELECT pg_current_xact_id_if_assigned()").fetchone()[0] is not None
+
+
 def test_unicode_normalisation_forms_are_one_fact(mem):
     composed, decomposed = "Lives in Z\u00fcrich", "Lives in Zu\u0308rich"
     assert mem.persist(composed, id="u") == mem.persist(decomposed, id="u")

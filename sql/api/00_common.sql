@@ -21,8 +21,11 @@ RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    -- to_regrole: NULL (no error) for a dropped role, and pg_has_role of NULL is NULL: not a member
-    SELECT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user)
+    -- first the common case, cheapest: no binding at all (every role may serve every project);
+    -- RLS evaluates this once per statement of every call. to_regrole: NULL (no error) for a
+    -- dropped role, and pg_has_role of NULL is NULL: not a member
+    SELECT NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t)
+        OR (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user)
         OR NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
                         WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
         OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
@@ -124,10 +127,15 @@ BEGIN
         RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
             USING ERRCODE = '22023';
     END IF;
-    INSERT INTO pymem.embedders AS e (project_id, name, dimension) VALUES (project_id, embedder, pymem._vector_dims(embedding))
-    ON CONFLICT ON CONSTRAINT embedders_pkey DO NOTHING;
+    -- a known embedder (every write but its first) is one read; the first registers it
     SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.project_id = _embedding_register.project_id
        AND e.name = embedder;
+    IF NOT FOUND THEN
+        INSERT INTO pymem.embedders AS e (project_id, name, dimension) VALUES (project_id, embedder, pymem._vector_dims(embedding))
+        ON CONFLICT ON CONSTRAINT embedders_pkey DO NOTHING;
+        SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.project_id = _embedding_register.project_id
+           AND e.name = embedder;
+    END IF;
     IF v_dim <> pymem._vector_dims(embedding) THEN
         RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, pymem._vector_dims(embedding)
             USING ERRCODE = '22023';

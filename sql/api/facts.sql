@@ -244,7 +244,13 @@ BEGIN
         -- one learned writer per subject at a time, so the cap holds under concurrency
         PERFORM pymem._subject_lock(fact_add.project_id, fact_add.scope, fact_add.scope_id);
     END IF;
-    LOOP
+    -- an idempotent re-add (the fact is there) is one index read: no insert attempt, so no
+    -- statement trigger either
+    SELECT f.id INTO v_id FROM pymem.facts AS f
+     WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
+       AND f.content_key = v_key AND f.superseded_by IS NULL;
+    v_created := false;
+    WHILE v_id IS NULL LOOP
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
                                       created_at)
         VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_content, v_key, fact_add.confidence,
@@ -254,12 +260,11 @@ BEGIN
         RETURNING f.id INTO v_id;
         v_created := FOUND;
         EXIT WHEN v_created;
-        -- the same fact exists (or a concurrent writer just committed it): return its id
+        -- a concurrent writer just committed the same fact: return its id
         SELECT f.id INTO v_id FROM pymem.facts AS f
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
            AND f.content_key = v_key AND f.superseded_by IS NULL;
-        EXIT WHEN FOUND;
-        -- it was superseded or forgotten in between: try the insert again
+        -- not found: it was superseded or forgotten in between, try the insert again
     END LOOP;
     IF fact_add.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
@@ -328,9 +333,22 @@ BEGIN
     IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'match') THEN
         RETURN;
     END IF;
-    RETURN QUERY
-    SELECT f.* FROM pymem._facts_newest(facts_newest.project_id, facts_newest.scope, facts_newest.scope_id,
-                                        facts_newest.max_facts) AS f;
+    -- _facts_newest's two queries, written out: through it the rows were gathered twice (its
+    -- RETURN QUERY, then this one's), ~60 us of a ~450 us call
+    IF facts_newest.scope_id = '*' THEN
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_by IS NULL
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT facts_newest.max_facts;
+    ELSE
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
+           AND f.scope_id = facts_newest.scope_id AND f.superseded_by IS NULL
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT facts_newest.max_facts;
+    END IF;
 END;
 $$;
 
