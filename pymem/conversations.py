@@ -80,6 +80,15 @@ class TurnResult:
 RECALL_CATCH_UP = 10000
 
 
+def _storable(fact: Any) -> bool:
+    """Whether an extracted fact can be sent at all (a string PostgreSQL can store, not blank):
+    the SQL checks the rest and skips what it refuses."""
+    try:
+        return bool(text(fact, "fact").strip())
+    except ValidationError:
+        return False
+
+
 def _metadata(value: Any, what: str = "metadata") -> Jsonb:
     if value is not None and not isinstance(value, Mapping):
         raise ValidationError(f"{what} must be a mapping (a JSON object)")
@@ -152,7 +161,7 @@ class _Conversations:
         elif o.extractor is not None:
             try:
                 found = yield Callback(o.extractor, (query,))
-                learned = [f for f in (found or []) if isinstance(f, str) and f.strip() and "\x00" not in f]
+                learned = [f for f in (found or []) if _storable(f)]
                 if len(learned) > MAX_LEARNED_PER_TURN:
                     log.warning("pymem: the fact extractor returned %d facts; a turn keeps the first %d",
                                 len(learned), MAX_LEARNED_PER_TURN)
@@ -200,8 +209,7 @@ class _Conversations:
             found = yield Callback(learner.extract, (query,))
             if not isinstance(found, list):
                 raise ValidationError(f"the learner's extract returned {type(found).__name__}, not a list")
-            candidates = list(dict.fromkeys(
-                c.strip() for c in found if isinstance(c, str) and c.strip() and "\x00" not in c))
+            candidates = list(dict.fromkeys(c.strip() for c in found if _storable(c)))
             candidates = candidates[:MAX_LEARNED_PER_TURN]
             if not candidates:
                 return None
@@ -216,7 +224,9 @@ class _Conversations:
             if not isinstance(decided, list) or not all(isinstance(c, FactChange) for c in decided):
                 raise ValidationError("the learner's reconcile must return a list of pymem.llm.FactChange")
             for c in decided:
-                if c.op not in ("add", "update", "delete") or (c.op != "add" and c.fact_id not in shown):
+                text(c.content, "a learner's fact")  # a NUL or a lone surrogate would fail the whole turn
+                if c.op not in ("add", "update", "delete") or (c.op != "add" and (
+                        isinstance(c.fact_id, bool) or c.fact_id not in shown)):
                     raise ValidationError(f"the learner's {c.op} names fact {c.fact_id}, which it was not shown")
             return decided[:MAX_LEARNED_PER_TURN]
         except Exception:  # the turn happened; a failing or malformed learner must not lose it

@@ -339,3 +339,27 @@ def test_learner_and_extractor_are_exclusive_and_a_learner_is_checked(chat):
         pymem.MemoryOptions(learner=ChatLearner(chat.client()), extractor=lambda m: [])
     with pytest.raises(pymem.ValidationError, match="extract"):
         pymem.MemoryOptions(learner=lambda m: [])
+
+
+def test_text_postgresql_cannot_store_never_costs_the_turn(db, dsn, chat):
+    """A NUL or a lone surrogate in what a model or learner returns would fail the whole
+    turn_record call: such candidates are dropped, and a change carrying one voids the learning."""
+    mem = memory(db, chat)
+    chat.script = [json.dumps({"facts": ["Has a cat", "bad \ud800 text"]})]  # pydantic refuses the reply
+    assert mem.record("I have a cat.", "Nice.", user="alice").fact_changes == [] and facts(dsn) == []
+    chat.script = [json.dumps({"facts": ["Has a cat", "nul \u0000 here"]})]  # that candidate is dropped
+    r = mem.record("I have a cat.", "Nice.", user="alice")
+    assert [c["op"] for c in r.fact_changes] == ["add"] and facts(dsn) == ["Has a cat"]
+
+    class Bad:
+        def extract(self, message):
+            return ["Has a dog", "x\x00"]
+
+        def reconcile(self, candidates, stored):
+            return [FactChange("add", "Has a dog \ud800")]
+
+    mem = pymem.Memory(db=db, agent_id="bot", learner=Bad(), embedder=pymem.HashEmbedder())  # shows "Has a cat"
+    r = mem.record("I have a dog.", "Nice.", user="alice")
+    assert r.user_seq == 5 and r.fact_changes == [] and facts(dsn) == ["Has a cat"]
+    mem = pymem.Memory(db=db, agent_id="bot", extractor=lambda m: ["Has a fish \ud800", "Has a fish"])
+    assert len(mem.record("I have a fish.", "Nice.", user="alice").learned_fact_ids) == 1
