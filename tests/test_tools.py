@@ -80,6 +80,8 @@ HOSTILE = [
     ("remember", {"fact": ""}, "at least 1"),
     ("remember", {"fact": "   "}, "at least 1"),
     ("remember", {"fact": "a\x00b"}, "pattern"),
+    ("remember", '{"fact": "lone \\ud800 surrogate"}', "unicode"),
+    ("remember", {"fact": "lone \ud800 surrogate"}, "unicode"),
     ("remember", {"fact": "x" * 2001}, "at most 2000"),
     ("remember", {"fact": ["a", "b"]}, "string"),
     ("remember", {}, "required"),
