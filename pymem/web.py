@@ -37,6 +37,7 @@ from .errors import Error, NotFoundError
 from .memory import Memory
 from .settings import Settings
 
+WINDOW = 20  # messages shown per thread
 SCOPE_TIER = {"agent": "agent", "user": "user", "project": "project"}
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:78em}
@@ -145,7 +146,8 @@ class MemoryPage:
                 f'<span class="muted">({mode}{note})</span></nav>{body}</body></html>')
 
     def _memory(self, db: Database, project: str) -> Memory:
-        return Memory(db=db, project_id=project, embedder=None)
+        # window=0: the page's recall searches every message (a chat's recall skips its own window)
+        return Memory(db=db, project_id=project, embedder=None, window=0)
 
     def _edit_form(self, action: str, fields: dict[str, Any], button: str, extra: str = "") -> str:
         hidden = "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
@@ -250,7 +252,7 @@ class MemoryPage:
         for t in threads:
             tid = t["thread_id"]
             summary = mem.summary(user=u, thread=tid)
-            window = mem.window(user=u, thread=tid)
+            window = mem.window(user=u, thread=tid, size=WINDOW)
             found = ""
             if q.get("q", "").strip() and q.get("t") == tid:
                 hits = mem.recall(q["q"], user=u, thread=tid, k=10)

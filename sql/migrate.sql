@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('202746c71154555393a9c7c65c7f512ca616674bd84c892bd4e8e09ebb378bc7')
+SELECT pymem.migration_api_applied('de31c5489cecd75bcc124a59cbd960eb50378f949d633a673e0084337112499b')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
