@@ -126,3 +126,25 @@ def test_no_changes_reports_an_empty_list(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         assert _turn(c, None) == ([], [])
         assert _turn(c, []) == ([], [])
+
+
+def test_the_app_role_applies_changes_within_its_project_only(dsn, as_role):
+    """As a login role with pymem_app, bound to project 'acme': changes apply to the user's facts
+    in that project; a fact id of the same user in another project is not found there."""
+    app = as_role("svc_h16")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO svc_h16")
+        c.execute("SELECT pymem.tenant_bind('svc_h16', 'acme')")
+        other = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', project_id => 'zeta')"
+                          ).fetchone()[0]
+        mine = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', project_id => 'acme')"
+                         ).fetchone()[0]
+    with psycopg.connect(app, autocommit=True) as c:
+        _, changes = _turn(c, [{"op": "update", "fact_id": other, "content": "Lives in Bergen"},
+                               {"op": "update", "fact_id": mine, "content": "Lives in Bergen"}], project_id="acme")
+        assert [ch["applied"] for ch in changes] == [False, True]
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            _turn(c, [{"op": "update", "fact_id": other, "content": "Lives in Bergen"}], project_id="zeta")
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT project_id, content FROM pymem.facts WHERE superseded_by IS NULL ORDER BY project_id"
+                         ).fetchall() == [("acme", "Lives in Bergen"), ("zeta", "Lives in Oslo")]
