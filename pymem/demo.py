@@ -16,7 +16,7 @@ from . import migrations, server
 from .connection import resolve_conninfo
 from .database import Database
 from .embedders import HashEmbedder
-from .llm import ChatLearner, FactChange
+from .llm import ChatClient, ChatLearner, FactChange
 from .memory import Memory
 from .settings import Settings
 
@@ -113,17 +113,19 @@ def run(settings: Settings) -> int:
 def learner(settings: Settings | None) -> tuple[object, str]:
     """The configured chat model's learner, or the rule-based stand-in; and what to call it."""
     if settings is not None and settings.llm_model:
-        return ChatLearner(), f"chat model {settings.llm_model!r} at {settings.llm_base_url}"
+        return ChatLearner(ChatClient(settings=settings)), f"chat model {settings.llm_model!r} at {settings.llm_base_url}"
     return RuleLearner(), "RuleLearner, fixed rules standing in for a chat model (set PYMEM_LLM_MODEL to use one)"
 
 
 def conversation(db: Database, settings: Settings | None = None) -> None:
     chosen, label = learner(settings)
     print(f"\nlearner: {label}")
+    # with a chat model, it writes the summaries too; without one, a toy summarizer does
+    summarize = chosen.summarize if isinstance(chosen, ChatLearner) else summarizer
     mem = Memory(
         db=db, agent_id="concierge", project_id=PROJECT, embedder=HashEmbedder(),
         system_prompt="You are a concise travel concierge.", window=4, recall_k=2,
-        summarizer=summarizer, summarize_every=4, keep_last=4, learner=chosen, max_learned_facts=20,
+        summarizer=summarize, summarize_every=4, keep_last=4, learner=chosen, max_learned_facts=20,
     )
     for who in ("alice@example.com", "bob@example.com"):
         mem.forget(id=who)

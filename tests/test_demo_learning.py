@@ -4,10 +4,14 @@ every later context's facts. Runs the demo's conversation on the test database."
 
 from __future__ import annotations
 
+import json
 import re
+
+from chat_server import ChatServer
 
 import pymem
 from pymem import demo
+from pymem.llm import load_prompt
 
 
 def test_the_demo_updates_a_fact_from_what_the_user_says_and_the_stale_one_leaves_the_context(dsn, capsys):
@@ -42,3 +46,45 @@ def test_the_rule_learner_is_a_learner():
         pymem.llm.FactChange("update", "I live in Bergen now", 1),
         pymem.llm.FactChange("delete", "I no longer work night shifts", 2),
         pymem.llm.FactChange("add", "I have a cat")]
+
+
+def _rules_as_a_model(request):
+    """A stand-in chat model for the demo: it answers each of ChatLearner's three prompts in their
+    protocol, with RuleLearner's rules."""
+    rules = demo.RuleLearner()
+    system, user = request["messages"][0]["content"], json.loads(request["messages"][1]["content"])
+    if system == load_prompt("extract"):
+        return json.dumps({"facts": rules.extract(user["user_message"])})
+    if system == load_prompt("reconcile"):
+        stored = [{"id": s["number"], "content": s["fact"]} for s in user["stored"]]
+        learned = [c["fact"] for c in user["learned"]]
+        decisions = []
+        for change in rules.reconcile(learned, stored):
+            number = next(i for i, c in enumerate(learned) if c == change.content)
+            decisions.append({"learned": number, "op": change.op.upper(), "stored": change.fact_id,
+                              "content": change.content})
+        return json.dumps({"decisions": decisions})
+    assert system == load_prompt("summarize")
+    said = [m["content"] for m in user["messages"] if m["role"] == "user"]
+    return json.dumps({"summary": " / ".join(filter(None, [user["summary_so_far"], *said]))})
+
+
+def test_the_demo_with_a_configured_chat_model_learns_through_it(dsn, capsys):
+    server = ChatServer(responder=_rules_as_a_model)
+    try:
+        settings = pymem.Settings(dsn=dsn, llm_model="scripted", llm_base_url=server.url)
+        with pymem.Database(settings) as db:
+            demo.conversation(db, settings)
+    finally:
+        server.httpd.shutdown()
+        server.httpd.server_close()
+    out = capsys.readouterr().out
+    assert f"learner: chat model 'scripted' at {server.url}" in out
+    assert "updated: 'I live in Oslo' -> 'I live in Bergen now'" in out
+    assert "retired (no longer true; kept in history): 'I work night shifts' -> 'I no longer work night shifts'" in out
+    tasks = [r["messages"][0]["content"] for r in server.requests]
+    assert tasks.count(load_prompt("summarize")) >= 1 and tasks.count(load_prompt("reconcile")) >= 2
+    # the model never saw an answer of the assistant when extracting
+    for r in server.requests:
+        if r["messages"][0]["content"] == load_prompt("extract"):
+            assert "Updated: Bergen." not in r["messages"][1]["content"]

@@ -9,78 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
-import time
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import psycopg
 import pytest
+from chat_server import ChatServer
 
 import pymem
 from pymem.llm import ChatClient, ChatLearner, FactChange, load_prompt, parse_reply
-
-
-# -- a scripted chat-completions server --------------------------------------------------------
-Reply = dict[str, Any] | str | Callable[[dict[str, Any]], Any]
-
-
-class ChatServer:
-    """POST /v1/chat/completions answers the next scripted reply: a str (the assistant
-    message's content), a callable(request body) returning a reply, or a dict with ``status`` (an HTTP error), ``sleep`` (seconds before
-    answering), ``drip`` (seconds between each of 10 body pieces), ``raw`` (bytes sent as the
-    body). Every request body is kept in ``requests``."""
-
-    def __init__(self) -> None:
-        self.script: list[Reply] = []
-        self.requests: list[dict[str, Any]] = []
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def log_message(self, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
-                reply = server.script.pop(0) if server.script else {"status": 500}
-                if callable(reply):
-                    reply = reply(body)
-                if isinstance(reply, str):
-                    reply = {"content": reply}
-                time.sleep(reply.get("sleep", 0))
-                status = reply.get("status", 200)
-                if status != 200:
-                    data = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
-                elif "raw" in reply:
-                    data = reply["raw"]
-                else:
-                    data = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"], "choices": [
-                        {"index": 0, "message": {"role": "assistant", "content": reply.get("content", "{}")},
-                         "finish_reason": "stop"}]}).encode()
-                try:
-                    self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
-                    self.end_headers()
-                    if "drip" in reply:
-                        for i in range(10):
-                            self.wfile.write(data[i * len(data) // 10:(i + 1) * len(data) // 10])
-                            self.wfile.flush()
-                            time.sleep(reply["drip"])
-                    else:
-                        self.wfile.write(data)
-                except OSError:
-                    pass  # the client gave up
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def client(self, timeout: float = 5.0, **kw: Any) -> ChatClient:
-        return ChatClient("scripted", base_url=self.url, timeout=timeout, api_key="", **kw)
 
 
 @pytest.fixture
