@@ -153,6 +153,32 @@ class _Facts:
         rows = yield Query("fact_add", params)
         return FactId(rows[0]["id"], rows[0]["created"])
 
+    def _persist_many(self, contents, tier, id, confidence, source, metadata, embeddings=None,
+                      created_at=None) -> Operation[list[FactId]]:
+        if isinstance(contents, str) or not isinstance(contents, (list, tuple)):
+            raise ValidationError("contents must be a list of strings (persist() takes one)")
+        items = [text(c, "contents[%d]" % i) for i, c in enumerate(contents)]
+        if embeddings is not None and len(embeddings) != len(items):
+            raise ValidationError(f"embeddings has {len(embeddings)} vectors for {len(items)} contents")
+        subject = self._subject(tier, id, writing=True)
+        values = self._values(confidence, source, None, metadata)
+        n = len(items)
+        params = {"scope": subject["scope"], "project_id": subject["project_id"],
+                  "scope_ids": [subject["scope_id"]] * n, "contents": items,
+                  "confidences": [values["confidence"]] * n, "sources": [values["source"]] * n,
+                  "metadata": [values["metadata"]] * n, "created_ats": [timestamp(created_at)] * n,
+                  "embeddings": None, "embedder": None}
+        if self.options.embedder is None:
+            if embeddings is not None:
+                raise ValidationError("embeddings= needs the Memory's embedder (Memory(embedder=...)): it checks them")
+        elif n:
+            params["embeddings"] = yield Embed([c.strip() for c in items], None if embeddings is None else list(embeddings))
+            params["embedder"] = self.options.embedder.name
+        if not n:
+            return []
+        rows = yield Query("facts_add_many", params)
+        return [FactId(r["id"], r["created"]) for r in rows]
+
     def _retrieve(self, query, tier, id, limit, k, metadata=None) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
         if metadata is not None and not isinstance(metadata, Mapping):

@@ -145,6 +145,17 @@ class Memory(MemoryBase):
         return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
                                        trace_id, metadata, embedding, created_at))
 
+    def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
+                     ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
+                     metadata: Mapping[str, Any] | None = None, embeddings: Sequence[VectorLike] | None = None,
+                     created_at: datetime | None = None) -> list[FactId]:
+        """Store many facts of one subject in one call (bulk ingest: one round trip, one batch of
+        embeddings). Each is stored as persist() would store it, all or nothing: an invalid one
+        refuses the whole call and nothing is written. Returns their ids in order (a repeat, or a
+        fact already there, has ``created`` False). Learned facts go through persist()."""
+        return self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence, source,
+                                            metadata, embeddings, created_at))
+
     def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                  ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
                  metadata: Mapping[str, Any] | None = None) -> list[Fact]:
@@ -326,6 +337,13 @@ class AsyncMemory(MemoryBase):
                       embedding: VectorLike | None = None, created_at: datetime | None = None) -> FactId:
         return await self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
                                              trace_id, metadata, embedding, created_at))
+
+    async def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
+                           ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
+                           metadata: Mapping[str, Any] | None = None, embeddings: Sequence[VectorLike] | None = None,
+                           created_at: datetime | None = None) -> list[FactId]:
+        return await self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence,
+                                                  source, metadata, embeddings, created_at))
 
     async def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                        ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,

@@ -235,6 +235,8 @@ def _length(attribute: str) -> Describe:
 #: Memory / AsyncMemory: method -> (span name, what it adds from its arguments and result).
 MEMORY_SPANS: dict[str, tuple[str, Describe | None]] = {
     "persist": ("memory.persist", _fact_id),
+    "persist_many": ("memory.persist_many",
+                     lambda m, a, k, r: {"pymem.facts": len(r), "pymem.created": sum(1 for f in r if f.created)}),
     "update": ("memory.update", _fact_id),
     "retrieve": ("memory.retrieve", _facts),
     "history": ("memory.history", _length("pymem.facts")),

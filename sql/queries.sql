@@ -106,6 +106,15 @@ SELECT a.id, a.created FROM pymem.fact_add(
     max_learned => %(max_learned)s::integer, embedding => %(embedding)s, embedder => %(embedder)s,
     created_at => %(created_at)s::timestamptz) AS a;
 
+-- name: facts_add_many
+-- Add many facts of one scope in one call (bulk, all or nothing); one row per element, in order.
+SELECT a.ord, a.id, a.created FROM pymem.facts_add_many(
+    scope => %(scope)s, scope_ids => %(scope_ids)s::text[], contents => %(contents)s::text[],
+    project_id => %(project_id)s, confidences => %(confidences)s::float8[], sources => %(sources)s::text[],
+    metadata => %(metadata)s::jsonb[], embeddings => %(embeddings)s, embedder => %(embedder)s,
+    created_ats => %(created_ats)s::timestamptz[]) AS a
+ ORDER BY a.ord;
+
 -- name: facts_newest
 -- A subject's active facts, newest first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,

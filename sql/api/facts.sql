@@ -198,6 +198,151 @@ BEGIN
 END;
 $$;
 
+-- facts_add_many: bulk ingest: many facts of one scope in one call, element i of each array
+-- being one fact_add (scope_ids[i], contents[i], and, when given, confidences[i], sources[i],
+-- metadata[i], created_ats[i], embeddings[i]; a NULL array means fact_add's default for every
+-- element). Same checks as fact_add, all or nothing: the first invalid element refuses the whole
+-- call (22023, naming its position) and nothing is written. Idempotent like fact_add: a fact
+-- already active for its subject, or given twice in the batch, is one row (created is false for
+-- it, and for every repeat after the first). Learned facts are refused here: their per-subject
+-- cap needs fact_add's lock and trim. One row per element, in order: (ord, id, created).
+--   SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob'], ARRAY['Prefers email', 'Likes tea']);
+CREATE OR REPLACE FUNCTION pymem.facts_add_many(
+    scope text,
+    scope_ids text[],
+    contents text[],
+    project_id text DEFAULT '',
+    confidences double precision[] DEFAULT NULL,
+    sources text[] DEFAULT NULL,
+    metadata jsonb[] DEFAULT NULL,
+    embeddings vector[] DEFAULT NULL,
+    embedder text DEFAULT NULL,
+    created_ats timestamptz[] DEFAULT NULL)
+RETURNS TABLE (ord integer, id bigint, created boolean)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_n integer := pg_catalog.cardinality(facts_add_many.contents);
+    v_bad integer;
+    v_scope_id text;
+    v_message text;
+    v_dim integer;
+    v_ids bigint[];
+    v_created boolean[];
+    v_i integer;
+    v_one bigint;
+    v_one_created boolean;
+BEGIN
+    PERFORM pymem._tenant_enter(facts_add_many.project_id);
+    IF facts_add_many.contents IS NULL OR facts_add_many.scope_ids IS NULL
+       OR pg_catalog.cardinality(facts_add_many.scope_ids) <> v_n
+       OR pg_catalog.cardinality(coalesce(facts_add_many.confidences, pg_catalog.array_fill(1.0::float8, ARRAY[v_n]))) <> v_n
+       OR pg_catalog.cardinality(coalesce(facts_add_many.sources, pg_catalog.array_fill('manual'::text, ARRAY[v_n]))) <> v_n
+       OR pg_catalog.cardinality(coalesce(facts_add_many.metadata, pg_catalog.array_fill('{}'::jsonb, ARRAY[v_n]))) <> v_n
+       OR pg_catalog.cardinality(coalesce(facts_add_many.created_ats, pg_catalog.array_fill(NULL::timestamptz, ARRAY[v_n]))) <> v_n
+       OR (facts_add_many.embeddings IS NOT NULL AND pg_catalog.cardinality(facts_add_many.embeddings) <> v_n) THEN
+        RAISE EXCEPTION 'pymem: facts_add_many needs scope_ids and contents, and every array it is given, of one length'
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_n > 100000 THEN
+        RAISE EXCEPTION 'pymem: facts_add_many takes at most 100000 facts per call, not %', v_n USING ERRCODE = '22023';
+    END IF;
+    -- every subject, then every element, checked as fact_add checks them; the first failure names its element
+    FOR v_scope_id IN SELECT DISTINCT u.s FROM pg_catalog.unnest(facts_add_many.scope_ids) AS u(s) LOOP
+        PERFORM pymem._fact_check_subject(facts_add_many.scope, v_scope_id, facts_add_many.project_id, 'exact');
+    END LOOP;
+    SELECT pg_catalog.min(u.i) INTO v_bad
+      FROM ROWS FROM (pg_catalog.unnest(facts_add_many.contents), pg_catalog.unnest(facts_add_many.confidences), pg_catalog.unnest(facts_add_many.sources), pg_catalog.unnest(facts_add_many.metadata), pg_catalog.unnest(facts_add_many.created_ats)) WITH ORDINALITY AS u(c, conf, src, meta, at, i)
+     WHERE pymem._fact_trim(u.c) IS NULL OR pymem._fact_trim(u.c) = '' OR pg_catalog.length(pymem._fact_trim(u.c)) > 65536
+        OR (facts_add_many.confidences IS NOT NULL AND (u.conf IS NULL OR u.conf = 'NaN'::float8 OR u.conf < 0 OR u.conf > 1))
+        OR (facts_add_many.sources IS NOT NULL AND (u.src IS NULL OR u.src NOT IN ('manual', 'trace')))
+        OR (facts_add_many.metadata IS NOT NULL AND (u.meta IS NULL OR pg_catalog.jsonb_typeof(u.meta) <> 'object'))
+        OR (u.at IS NOT NULL AND (NOT pg_catalog.isfinite(u.at)
+                                  OR u.at > pg_catalog.clock_timestamp() + pg_catalog.make_interval(mins => 5)));
+    IF v_bad IS NOT NULL THEN
+        BEGIN  -- fact_add's own checks on that element say what is wrong with it
+            IF facts_add_many.sources[v_bad] = 'learned' THEN
+                RAISE EXCEPTION 'pymem: learned facts are added one at a time (fact_add), under their subject''s cap'
+                    USING ERRCODE = '22023';
+            END IF;
+            PERFORM pymem._fact_check_values(facts_add_many.contents[v_bad], coalesce(facts_add_many.confidences[v_bad], 1.0),
+                                             coalesce(facts_add_many.sources[v_bad], 'manual'), NULL,
+                                             coalesce(facts_add_many.metadata[v_bad], '{}'::jsonb));
+            PERFORM pymem._fact_check_time(facts_add_many.created_ats[v_bad]);
+            RAISE EXCEPTION 'pymem: invalid fact' USING ERRCODE = '22023';
+        EXCEPTION WHEN invalid_parameter_value THEN
+            GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT;
+            RAISE EXCEPTION 'pymem: facts_add_many element % (of %): %', v_bad, v_n, pg_catalog.regexp_replace(v_message, '^pymem: ', '')
+                USING ERRCODE = '22023';
+        END;
+    END IF;
+    IF facts_add_many.embeddings IS NOT NULL THEN
+        -- one embedder: its dimension registered (or checked) once, then every vector against it
+        PERFORM pymem._embedding_register(facts_add_many.project_id, facts_add_many.embedder, facts_add_many.embeddings[1]);
+        SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
+         WHERE e.project_id = facts_add_many.project_id AND e.name = facts_add_many.embedder;
+        SELECT pg_catalog.min(u.i) INTO v_bad FROM pg_catalog.unnest(facts_add_many.embeddings) WITH ORDINALITY AS u(v, i)
+         WHERE u.v IS NULL OR pymem._vector_dims(u.v) <> v_dim OR pymem._vector_norm(u.v) = 0;
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'pymem: facts_add_many element % (of %): %', v_bad, v_n,
+                    CASE WHEN facts_add_many.embeddings[v_bad] IS NULL THEN 'no vector (embeddings, when given, has one per fact)'
+                         WHEN pymem._vector_norm(facts_add_many.embeddings[v_bad]) = 0 THEN 'a zero vector has no direction'
+                         ELSE pg_catalog.format('embedder %s makes %s dimensions; this vector has %s', facts_add_many.embedder,
+                                                v_dim, pymem._vector_dims(facts_add_many.embeddings[v_bad])) END
+                USING ERRCODE = '22023';
+        END IF;
+    END IF;
+    -- one statement: the facts that are not there yet (the first occurrence of each subject and
+    -- content in the batch) inserted, and every element's fact: inserted here, or there before
+    WITH input AS MATERIALIZED (
+        SELECT u.i::integer AS i, u.s AS scope_id, pymem._fact_trim(u.c) AS content,
+               pymem.fact_key(pymem._fact_trim(u.c)) AS key, coalesce(u.conf, 1.0) AS confidence,
+               coalesce(u.src, 'manual') AS source, coalesce(u.meta, '{}'::jsonb) AS metadata, u.at AS created_at
+          FROM ROWS FROM (pg_catalog.unnest(facts_add_many.scope_ids), pg_catalog.unnest(facts_add_many.contents), pg_catalog.unnest(facts_add_many.confidences), pg_catalog.unnest(facts_add_many.sources), pg_catalog.unnest(facts_add_many.metadata), pg_catalog.unnest(facts_add_many.created_ats))
+               WITH ORDINALITY AS u(s, c, conf, src, meta, at, i)),
+    firsts AS MATERIALIZED (
+        SELECT DISTINCT ON (x.scope_id, x.key) x.* FROM input AS x ORDER BY x.scope_id, x.key, x.i),
+    ins AS (
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at)
+        SELECT facts_add_many.project_id, facts_add_many.scope, x.scope_id, x.content, x.key, x.confidence, x.source,
+               x.metadata, coalesce(x.created_at, pg_catalog.clock_timestamp())
+          FROM firsts AS x
+         ORDER BY x.i
+        ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+        RETURNING f.id, f.scope_id, f.content_key)
+    SELECT pg_catalog.array_agg(coalesce(n.id, o.id) ORDER BY x.i),
+           pg_catalog.array_agg(n.id IS NOT NULL AND x.i = fx.i ORDER BY x.i)
+      INTO v_ids, v_created
+      FROM input AS x
+      JOIN firsts AS fx ON fx.scope_id = x.scope_id AND fx.key = x.key
+      LEFT JOIN ins AS n ON n.scope_id = x.scope_id AND n.content_key = x.key
+      LEFT JOIN LATERAL (SELECT f.id FROM pymem.facts AS f
+                          WHERE f.project_id = facts_add_many.project_id AND f.scope = facts_add_many.scope
+                            AND f.scope_id = x.scope_id AND f.content_key = x.key AND f.superseded_by IS NULL) AS o ON true;
+    -- a fact another transaction committed (or superseded) while this one ran: one at a time
+    FOR v_i IN SELECT u.i FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, i) WHERE u.id IS NULL LOOP
+        SELECT a.id, a.created INTO v_one, v_one_created
+          FROM pymem.fact_add(facts_add_many.scope, facts_add_many.scope_ids[v_i], facts_add_many.contents[v_i],
+                              facts_add_many.project_id, coalesce(facts_add_many.confidences[v_i], 1.0),
+                              coalesce(facts_add_many.sources[v_i], 'manual'), NULL,
+                              coalesce(facts_add_many.metadata[v_i], '{}'::jsonb), NULL, NULL, NULL,
+                              facts_add_many.created_ats[v_i]) AS a;
+        v_ids[v_i] := v_one;
+        v_created[v_i] := v_one_created;
+    END LOOP;
+    IF facts_add_many.embeddings IS NOT NULL THEN
+        INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
+        SELECT DISTINCT ON (u.id) facts_add_many.project_id, facts_add_many.scope, u.s, u.id, facts_add_many.embedder, u.v
+          FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(facts_add_many.scope_ids), pg_catalog.unnest(facts_add_many.embeddings)) WITH ORDINALITY AS u(id, s, v, i)
+         ORDER BY u.id, u.i
+        ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
+    END IF;
+    RETURN QUERY SELECT u.i::integer, u.id, u.c FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_created)) WITH ORDINALITY AS u(id, c, i);
+END;
+$$;
+
 -- fact_add: adds a fact, or returns the active fact of the subject with the same content.
 --   SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Prefers email');
 -- created is false when the fact already existed. A learned fact (source 'learned') trims the

@@ -1,0 +1,99 @@
+"""Bulk ingest of facts (issue 15.6): pymem.facts_add_many and Memory.persist_many store many
+facts in one call exactly as fact_add / persist would, all or nothing, on a real server."""
+
+from __future__ import annotations
+
+import asyncio
+
+import psycopg
+import pytest
+
+import pymem
+from pymem import AsyncMemory, HashEmbedder, Memory
+from pymem.errors import ValidationError
+
+
+@pytest.fixture
+def db(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=4)) as d:
+        yield d
+
+
+def rows(dsn, sql, args=()):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        return c.execute(sql, args).fetchall()
+
+
+def test_persist_many_is_persist_in_one_call(db, dsn):
+    mem = Memory(agent_id="bot", db=db, embedder=HashEmbedder())
+    there = mem.persist("Prefers email", user="alice")
+    ids = mem.persist_many(["Likes tea", "Prefers email", "  Likes  tea ", "Lives in Oslo"], user="alice",
+                           confidence=0.9, metadata={"origin": "import"})
+    assert [i.created for i in ids] == [True, False, False, True]
+    assert ids[1] == there and ids[2] == ids[0]  # the fact already there; a repeat in the batch
+    # one row per fact, as persist would have stored them: trimmed, keyed, with vector and lexemes
+    got = rows(dsn, """SELECT f.id, f.content, f.confidence, f.metadata, e.fact_id IS NOT NULL, l.fact_id IS NOT NULL
+                         FROM pymem.facts f
+                         LEFT JOIN pymem.fact_embeddings e ON e.project_id = f.project_id AND e.scope = f.scope
+                              AND e.scope_id = f.scope_id AND e.fact_id = f.id
+                         LEFT JOIN pymem.fact_lexemes l ON l.project_id = f.project_id AND l.scope = f.scope
+                              AND l.scope_id = f.scope_id AND l.fact_id = f.id
+                        WHERE f.scope_id = 'alice' ORDER BY f.id""")
+    assert [(r[0], r[1]) for r in got] == [(there, "Prefers email"), (ids[0], "Likes tea"), (ids[3], "Lives in Oslo")]
+    assert got[1][2:] == (0.9, {"origin": "import"}, True, True) and got[2][4:] == (True, True)
+    assert mem.persist("Likes tea", user="alice") == ids[0]  # and persist finds them
+    assert [f.content for f in mem.retrieve("tea", user="alice", k=1)] == ["Likes tea"]
+    assert mem.persist_many([], user="alice") == []
+
+
+def test_one_invalid_fact_refuses_the_batch_and_writes_nothing(db, dsn):
+    mem = Memory(agent_id="bot", db=db, embedder=HashEmbedder())
+    before = rows(dsn, "SELECT count(*) FROM pymem.facts")[0][0]
+    with pytest.raises(ValidationError, match=r"element 3 \(of 4\).*must not be empty"):
+        mem.persist_many(["a", "b", "   ", "d"], user="alice")
+    with pytest.raises(ValidationError, match=r"element 2 \(of 2\).*65536"):
+        mem.persist_many(["a", "x" * 70000], user="alice")
+    with pytest.raises(ValidationError, match="contents must be a list"):
+        mem.persist_many("one string", user="alice")
+    with pytest.raises(ValidationError, match="2 vectors for 3 contents"):
+        mem.persist_many(["a", "b", "c"], user="alice", embeddings=[[1.0] * 384, [1.0] * 384])
+    assert rows(dsn, "SELECT count(*) FROM pymem.facts")[0][0] == before == 0
+    assert rows(dsn, "SELECT count(*) FROM pymem.embedders")[0][0] == 0
+
+
+def test_sql_takes_many_subjects_and_checks_every_element(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        got = c.execute("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob', 'alice'], "
+                        "ARRAY['Likes tea', 'Likes tea', 'Likes tea'], project_id => 'acme')").fetchall()
+        assert [r[0] for r in got] == [1, 2, 3] and got[0][1] != got[1][1] and got[2][1] == got[0][1]
+        assert [r[2] for r in got] == [True, True, False]
+
+        def refused(sql, match):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=match):
+                c.execute(sql)
+
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a', 'b'])", "of one length")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'alice'], ARRAY['a', 'b'], "
+                "confidences => ARRAY[0.5, 2])", r"element 2 \(of 2\): confidence")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], sources => ARRAY['learned'])",
+                "learned facts are added one at a time")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], metadata => ARRAY['[1]'::jsonb])",
+                "metadata must be a JSON object")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], "
+                "created_ats => ARRAY[now() + interval '1 day'])", "in the future")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', ''], ARRAY['a', 'b'])", "needs a user id")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'alice'], ARRAY['a', 'b'], "
+                "embeddings => ARRAY['[1,0,0]', '[1,0]']::vector[], embedder => 'e3')", r"element 2 \(of 2\): embedder e3 makes 3")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], "
+                "embeddings => ARRAY['[0,0,0]']::vector[], embedder => 'e3b')", "zero vector")
+        assert c.execute("SELECT count(*) FROM pymem.facts").fetchone()[0] == 2
+
+
+def test_async_persist_many(dsn):
+    async def go():
+        async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn)) as adb:
+            mem = AsyncMemory(agent_id="bot", db=adb, embedder=HashEmbedder())
+            ids = await mem.persist_many(["one", "two", "one"], user="carol")
+            assert [i.created for i in ids] == [True, True, False] and ids[2] == ids[0]
+            assert await mem.persist("two", user="carol") == ids[1]
+    asyncio.run(go())
