@@ -10,6 +10,12 @@ leaves the old summary in place. The extractor sees the user's message only, nev
 a failing extractor or summarizer is logged and never breaks the turn. A turn carries at most
 :data:`MAX_LEARNED_PER_TURN` (100) learned facts (the SQL refuses more with 22023): an
 extractor that returns more has its first 100 kept and one warning logged.
+
+A reconciling learner (``Memory(learner=...)``, :mod:`pymem.llm`) goes further: its candidates
+are reconciled against the user's most similar stored facts, and the resulting adds, updates and
+retirements travel in the same ``turn_record`` call (``fact_changes``), so a turn's messages and
+every change to the user's facts commit together. A failing learner costs the turn its learning,
+never the turn.
 """
 
 from __future__ import annotations
@@ -201,8 +207,8 @@ class _Conversations:
     def _learn(self, user_id: str, query: str) -> Operation[list[FactChange] | None]:
         """The reconciling learner's changes for this turn: candidates extracted from the user's
         message, each reconciled against the user's SIMILAR_FACTS most similar active facts
-        (ranked as ``retrieve(candidate)`` ranks). Nothing is written here: the changes go with
-        the turn. A learner that fails, or returns what is not a FactChange (or an update or
+        (ranked as ``retrieve(candidate)`` ranks). No fact is written here: the changes go with
+        the turn (the ranking may store vectors of facts that had none, as ``retrieve`` does). A learner that fails, or returns what is not a FactChange (or an update or
         delete of a fact it was not shown), costs this turn its learning only: logged, None."""
         learner = self.options.learner
         try:
