@@ -1099,33 +1099,41 @@ BEGIN
     IF pg_catalog.jsonb_typeof(store_items_search.filter) IS DISTINCT FROM 'object' THEN
         RAISE EXCEPTION 'pymem: filter must be a JSON object' USING ERRCODE = '22023';
     END IF;
+    -- the page is chosen first, then only its rows are decoded (an item's namespace and key,
+    -- its value as jsonb): decoding every candidate cost 158 ms for 10,000 items of 2 kB
     IF store_items_search.query IS NULL THEN
         RETURN QUERY
-        SELECT pymem._store_item_namespace(e.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(e.path, '^.*/', ''), 2)),
-               e.content::jsonb, e.created_at, e.updated_at, NULL::double precision
-          FROM pymem.store_entries AS e
-         WHERE e.project_id = store_items_search.project_id AND e.store_key = store_items_search.store_key
-           AND pg_catalog.starts_with(e.path, v_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$'
-           AND pymem._store_value_matches(e.content::jsonb, store_items_search.filter)
-         ORDER BY e.updated_at DESC, e.path COLLATE "C"
-        OFFSET store_items_search.skip LIMIT store_items_search.max_items;
+        SELECT pymem._store_item_namespace(t.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(t.path, '^.*/', ''), 2)),
+               t.content::jsonb, t.created_at, t.updated_at, NULL::double precision
+          FROM (SELECT e.path, e.content, e.created_at, e.updated_at
+                  FROM pymem.store_entries AS e
+                 WHERE e.project_id = store_items_search.project_id AND e.store_key = store_items_search.store_key
+                   AND pg_catalog.starts_with(e.path, v_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$'
+                   AND (store_items_search.filter = '{}'::jsonb
+                        OR pymem._store_value_matches(e.content::jsonb, store_items_search.filter))
+                 ORDER BY e.updated_at DESC, e.path COLLATE "C"
+                OFFSET store_items_search.skip LIMIT store_items_search.max_items) AS t
+         ORDER BY t.updated_at DESC, t.path COLLATE "C";
         RETURN;
     END IF;
     PERFORM pymem._query_check(store_items_search.project_id, store_items_search.embedder, store_items_search.query);
     RETURN QUERY
-    SELECT pymem._store_item_namespace(e.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(e.path, '^.*/', ''), 2)),
-           e.content::jsonb, e.created_at, e.updated_at, s.score
-      FROM pymem.store_entries AS e
-      LEFT JOIN LATERAL (
-          SELECT pg_catalog.max(1 - pymem._cosine_distance(v.embedding, store_items_search.query)) AS score
-            FROM pymem.store_vectors AS v
-           WHERE v.project_id = e.project_id AND v.store_key = e.store_key AND v.path = e.path
-             AND v.embedder = store_items_search.embedder AND v.sha = e.sha) AS s ON true
-     WHERE e.project_id = store_items_search.project_id AND e.store_key = store_items_search.store_key
-       AND pg_catalog.starts_with(e.path, v_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$'
-       AND pymem._store_value_matches(e.content::jsonb, store_items_search.filter)
-     ORDER BY s.score DESC NULLS LAST, e.updated_at DESC, e.path COLLATE "C"
-    OFFSET store_items_search.skip LIMIT store_items_search.max_items;
+    SELECT pymem._store_item_namespace(t.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(t.path, '^.*/', ''), 2)),
+           t.content::jsonb, t.created_at, t.updated_at, t.score
+      FROM (SELECT e.path, e.content, e.created_at, e.updated_at, s.score
+              FROM pymem.store_entries AS e
+              LEFT JOIN LATERAL (
+                  SELECT pg_catalog.max(1 - pymem._cosine_distance(v.embedding, store_items_search.query)) AS score
+                    FROM pymem.store_vectors AS v
+                   WHERE v.project_id = e.project_id AND v.store_key = e.store_key AND v.path = e.path
+                     AND v.embedder = store_items_search.embedder AND v.sha = e.sha) AS s ON true
+             WHERE e.project_id = store_items_search.project_id AND e.store_key = store_items_search.store_key
+               AND pg_catalog.starts_with(e.path, v_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$'
+               AND (store_items_search.filter = '{}'::jsonb
+                    OR pymem._store_value_matches(e.content::jsonb, store_items_search.filter))
+             ORDER BY s.score DESC NULLS LAST, e.updated_at DESC, e.path COLLATE "C"
+            OFFSET store_items_search.skip LIMIT store_items_search.max_items) AS t
+     ORDER BY t.score DESC NULLS LAST, t.updated_at DESC, t.path COLLATE "C";
 END;
 $$;
 
@@ -1164,10 +1172,16 @@ BEGIN
     SELECT d.ns FROM (
         SELECT DISTINCT CASE WHEN store_namespaces.max_depth IS NULL THEN n.ns
                              ELSE n.ns[1:store_namespaces.max_depth] END AS ns
-          FROM (SELECT pymem._store_item_namespace(e.path) AS ns
-                  FROM pymem.store_entries AS e
-                 WHERE e.project_id = store_namespaces.project_id AND e.store_key = store_namespaces.store_key
-                   AND pg_catalog.starts_with(e.path, v_path_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$') AS n
+          -- each distinct namespace is decoded once: decoding every item's path took 1.7 s for
+          -- 10,000 items in 100 namespaces, 37 ms this way. OFFSET 0 keeps the conditions below
+          -- from being pushed into the DISTINCT scan, where they would decode every path again.
+          FROM (SELECT pymem._store_item_namespace(p.dir || '/=') AS ns
+                  FROM (SELECT DISTINCT pg_catalog.regexp_replace(e.path, '/[^/]*$', '') AS dir
+                          FROM pymem.store_entries AS e
+                         WHERE e.project_id = store_namespaces.project_id AND e.store_key = store_namespaces.store_key
+                           AND pg_catalog.starts_with(e.path, v_path_prefix) AND e.kind = 'json'
+                           AND e.path ~ '/=[^/]*$') AS p
+                OFFSET 0) AS n
          WHERE pg_catalog.cardinality(n.ns) >= pg_catalog.cardinality(store_namespaces.prefix)
            AND pg_catalog.cardinality(n.ns) >= pg_catalog.cardinality(store_namespaces.suffix)
            AND NOT EXISTS (SELECT 1 FROM pg_catalog.generate_subscripts(store_namespaces.prefix, 1) AS i
