@@ -457,7 +457,7 @@ WORDS = ["red", "apple", "car", "blue", "green"]
 
 namespaces = st.lists(st.sampled_from(LABELS), min_size=1, max_size=3).map(tuple)
 values = st.fixed_dictionaries(
-    {"n": st.sampled_from([-1, 0, 1, 2, 2.5, 3])},
+    {"n": st.sampled_from([-1, 0, 1, 1.0, True, 2, 2.5, 3])},
     optional={"s": st.sampled_from(["x", "y", ""]), "b": st.booleans(), "l": st.lists(st.integers(0, 2), max_size=2),
               "o": st.fixed_dictionaries({}, optional={"p": st.integers(0, 1), "q": st.just("z")}),
               "text": st.lists(st.sampled_from(WORDS), min_size=1, max_size=3).map(" ".join)})
@@ -570,3 +570,35 @@ def test_readme_integrations_examples_run(dsn, monkeypatch, capsys, tmp_path):
     assert sorted(eval(lines[2])) == ["bees", "cello"]  # noqa: S307 - a list the block printed
     assert lines[3] == "[('memories', 'alice'), ('memories', 'bob')]"
     assert lines[4] == "['I live in Bergen now']"
+
+
+def test_filters_like_in_memory_store(make):
+    """Every filter of a list of tricky ones selects the same items from the same values in
+    both stores: numbers and booleans compared by value, missing fields as None, nested
+    objects (the item may have more fields), arrays element by element, the operators."""
+    values = [{"n": 1}, {"n": 1.0}, {"n": True}, {"n": False}, {"n": 0}, {"n": 2.5}, {"n": None}, {}, {"n": "1"},
+              {"n": [1, 2]}, {"n": [1]}, {"n": {"p": 1, "q": "z"}}, {"n": {"p": True}}, {"n": {}}, {"m": 1}]
+    filters = [{"n": 1}, {"n": True}, {"n": 0}, {"n": None}, {"n": "1"}, {"n": [1, 2]}, {"n": [True]}, {"n": []},
+               {"n": {"p": 1}}, {"n": {}}, {"n": {"$eq": 1}}, {"n": {"$ne": 1}}, {"n": {"$eq": [1]}},
+               {"n": {"$eq": {"p": 1}}}, {"n": {"$ne": None}}, {"missing": None}, {"m": 1, "n": None},
+               {"n": {"$eq": {"p": 1, "q": "z"}}}]
+    numeric = [{"n": {"$gt": 0}}, {"n": {"$gte": 1}}, {"n": {"$lt": 2.5}}, {"n": {"$lte": True}},
+               {"n": {"$gt": 0, "$lt": 2}}]
+    mine, theirs = make(), InMemoryStore()
+    for i, value in enumerate(values):
+        for store in (mine, theirs):
+            store.put(("f",), f"v{i:02d}", value)
+    for f in filters:
+        assert sorted(i.key for i in mine.search(("f",), filter=f, limit=100)) == \
+               sorted(i.key for i in theirs.search(("f",), filter=f, limit=100)), f
+    # InMemoryStore raises on a value that is not a number (or converts a string): its oracle
+    # holds the numbers only, and PymemStore's other values must not match
+    numbers = InMemoryStore()
+    for i, value in enumerate(values):
+        if type(value.get("n")) in (int, float, bool):
+            numbers.put(("f",), f"v{i:02d}", value)
+    for f in numeric:
+        assert sorted(i.key for i in mine.search(("f",), filter=f, limit=100)) == \
+               sorted(i.key for i in numbers.search(("f",), filter=f, limit=100)), f
+    with pytest.raises(pymem.ValidationError):
+        mine.search(("f",), filter={"n": {"$in": [1]}})
