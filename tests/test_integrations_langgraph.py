@@ -602,3 +602,24 @@ def test_filters_like_in_memory_store(make):
                sorted(i.key for i in numbers.search(("f",), filter=f, limit=100)), f
     with pytest.raises(pymem.ValidationError):
         mine.search(("f",), filter={"n": {"$in": [1]}})
+
+
+def test_reads_decode_each_namespace_once_and_only_their_page(conn):
+    """store_namespaces decodes each distinct namespace once, and store_items_search only the
+    rows of its page: 400 items in 4 namespaces cost 4 and 10 decodings (counted by PostgreSQL's
+    function statistics for this transaction), not 400 (conditions pushed into the DISTINCT
+    scan decoded every path: 1.7 s for 10,000 items)."""
+    conn.execute("SET track_functions = 'all'")
+    conn.execute("SELECT * FROM pymem.store_open(store_key => 'plan')")
+    conn.execute("SELECT pymem.store_item_put(store_key => 'plan', namespace => ARRAY['users', 'u' || (i % 4)::text], "
+                 "key => 'k' || i, value => jsonb_build_object('n', i)) FROM generate_series(1, 400) AS i")
+    with conn.transaction():
+        def calls():
+            return conn.execute("SELECT coalesce(pg_stat_get_xact_function_calls("
+                                "'pymem._store_item_namespace(text)'::regprocedure), 0)").fetchone()[0]
+        rows = conn.execute("SELECT namespace FROM pymem.store_namespaces(store_key => 'plan', prefix => '{users,*}', "
+                            "suffix => '{*}')").fetchall()
+        assert len(rows) == 4 and calls() == 4
+        rows = conn.execute("SELECT key FROM pymem.store_items_search(store_key => 'plan', namespace_prefix => '{users}', "
+                            "filter => '{\"n\": {\"$gt\": 10}}', max_items => 10)").fetchall()
+        assert len(rows) == 10 and calls() == 4 + 10
