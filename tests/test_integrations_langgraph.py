@@ -32,6 +32,7 @@ from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -623,3 +624,20 @@ def test_reads_decode_each_namespace_once_and_only_their_page(conn):
         rows = conn.execute("SELECT key FROM pymem.store_items_search(store_key => 'plan', namespace_prefix => '{users}', "
                             "filter => '{\"n\": {\"$gt\": 10}}', max_items => 10)").fetchall()
         assert len(rows) == 10 and calls() == 4 + 10
+
+
+def test_the_reader_role_reads_items_and_writes_none(dsn, as_role):
+    """The reader role executes the item reads (and fact_get), not the writes."""
+    reader = as_role("pymem_items_reader")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_reader TO pymem_items_reader")
+        c.execute("SELECT * FROM pymem.store_open(store_key => 'r')")
+        c.execute("SELECT pymem.store_item_put(store_key => 'r', namespace => '{a}', key => 'k', value => '{\"v\": 1}')")
+    with psycopg.connect(reader, autocommit=True) as c:
+        assert c.execute("SELECT value FROM pymem.store_item_get('r', '{a}', 'k')").fetchone()[0] == {"v": 1}
+        assert c.execute("SELECT count(*) FROM pymem.store_items_search('r')").fetchone()[0] == 1
+        assert c.execute("SELECT namespace FROM pymem.store_namespaces('r')").fetchall() == [(["a"],)]
+        assert c.execute("SELECT count(*) FROM pymem.fact_get(1)").fetchone()[0] == 0
+        for write in ("SELECT pymem.store_item_put('r', '{a}', 'k', '{}')", "SELECT pymem.store_item_delete('r', '{a}', 'k')"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(write)
