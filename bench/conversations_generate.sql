@@ -132,7 +132,7 @@ WITH base AS (
     SELECT m.project_id, m.user_id, %(embedder)s::text, m.thread_id, m.seq, pg_catalog.length(m.content),
            m.importance, m.created_at, m.embedding, v.lexemes, pymem._lexeme_tokens(v.lexemes)
       FROM numbered AS m
-     CROSS JOIN LATERAL (SELECT pymem._lexemes(m.project_id, m.content) AS lexemes) AS v  -- as the API's writers store them (0017)
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(pymem._text_search_config(m.project_id), m.content) AS lexemes OFFSET 0) AS v  -- as the API's writers store them (0017)
      WHERE m.embedding IS NOT NULL
      ORDER BY m.g
     RETURNING 1
@@ -162,7 +162,7 @@ INSERT INTO pymem.message_lexemes AS l
     (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
 SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content), m.importance, m.created_at,
        pymem._lexeme_tokens(v.lexemes), v.lexemes
-  FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._lexemes(m.project_id, m.content) AS lexemes) AS v
+  FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._lexemes(pymem._text_search_config(m.project_id), m.content) AS lexemes OFFSET 0) AS v
 ON CONFLICT DO NOTHING;
 
 -- name: probe_summary

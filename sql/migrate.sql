@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8172b3dcba8f4768e93a2a72e91f23d22a7e05a0356f78a7da4b99096d59eed8')
+SELECT pymem.migration_api_applied('ed4e9ecb9310142142b8d3598fc6aca55d2fd7e6b21ae1ef380a139452e0c5bb')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -51,7 +51,7 @@ def brute(c, *, subject="u1", query=None, text=None, metadata=None, weight=0.5):
             "SELECT l.fact_id, u.lexeme, cardinality(u.positions) FROM pymem.fact_lexemes AS l, unnest(l.lexemes) AS u"
             " WHERE l.scope = 'user' AND l.scope_id = %s", (subject,)).fetchall():
         tf[(fid, lexeme)] = n
-    terms = set(c.execute("SELECT tsvector_to_array(pymem._lexemes('', %s))", (text,)).fetchone()[0] or []) \
+    terms = set(c.execute("SELECT tsvector_to_array(pymem._lexemes(NULL, %s))", (text,)).fetchone()[0] or []) \
         if text is not None else set()
     docs = len(rows)
     avgdl = sum(r[3] for r in rows) / docs if docs else 0

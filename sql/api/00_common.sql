@@ -210,20 +210,28 @@ BEGIN
 END;
 $$;
 
--- _lexemes(project_id, content): a message's or a fact's content as a tsvector, in the project's
--- text search configuration (pymem.text_search, 0022; english when the project chose none: on the
--- development data it found more of the evidence than 'simple', README "Recall"). The stored
--- lexemes (pymem.message_lexemes, pymem.fact_lexemes, message_embeddings.lexemes) and every
--- query's terms come from this one function, so the index and the queries agree.
-CREATE OR REPLACE FUNCTION pymem._lexemes(project_id text, content text)
+-- _lexemes(config, content): a message's or a fact's content as a tsvector in a text search
+-- configuration (NULL: english, the default: on the development data it found more of the
+-- evidence than 'simple', README "Recall"). Callers pass their project's configuration
+-- (pymem.text_search, 0022), read once per statement: _text_search_config(project_id), or a join
+-- with pymem.text_search over many rows. The stored lexemes (message_lexemes, fact_lexemes,
+-- message_embeddings.lexemes) and every query's terms come from this one function, so the index
+-- and the queries agree.
+CREATE OR REPLACE FUNCTION pymem._lexemes(config regconfig, content text)
 RETURNS tsvector
-LANGUAGE sql STABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT pg_catalog.to_tsvector(
-               coalesce((SELECT t.config FROM pymem.text_search AS t WHERE t.project_id = _lexemes.project_id),
-                        'pg_catalog.english'::pg_catalog.regconfig),
-               content);
+    SELECT pg_catalog.to_tsvector(coalesce(config, 'pg_catalog.english'::pg_catalog.regconfig), content);
+$$;
+
+-- _text_search_config(project_id): the project's text search configuration, NULL for the default.
+CREATE OR REPLACE FUNCTION pymem._text_search_config(project_id text)
+RETURNS regconfig
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT t.config FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id;
 $$;
 
 -- text_search_configure: the text search configuration of a project's lexemes (hybrid recall's
@@ -265,7 +273,7 @@ BEGIN
     END IF;
     UPDATE pymem.message_lexemes AS l
        SET lexemes = v.lexemes, tokens = pymem._lexeme_tokens(v.lexemes)
-      FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._lexemes(m.project_id, m.content) AS lexemes) AS v
+      FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, m.content) AS lexemes OFFSET 0) AS v
      WHERE m.project_id = text_search_configure.project_id AND l.project_id = m.project_id
        AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq;
     GET DIAGNOSTICS v_messages = ROW_COUNT;
@@ -277,7 +285,7 @@ BEGIN
     GET DIAGNOSTICS v_vectors = ROW_COUNT;
     UPDATE pymem.fact_lexemes AS l
        SET lexemes = v.lexemes, tokens = pymem._lexeme_tokens(v.lexemes)
-      FROM pymem.facts AS f CROSS JOIN LATERAL (SELECT pymem._lexemes(f.project_id, f.content) AS lexemes) AS v
+      FROM pymem.facts AS f CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, f.content) AS lexemes OFFSET 0) AS v
      WHERE f.project_id = text_search_configure.project_id AND l.project_id = f.project_id
        AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id;
     GET DIAGNOSTICS v_facts = ROW_COUNT;

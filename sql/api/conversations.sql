@@ -731,7 +731,9 @@ BEGIN
         (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
     SELECT n.project_id, n.user_id, n.thread_id, n.seq, pg_catalog.length(n.content), n.importance, n.created_at,
            pymem._lexeme_tokens(v.lexemes), v.lexemes
-      FROM new_messages AS n CROSS JOIN LATERAL (SELECT pymem._lexemes(n.project_id, n.content) AS lexemes) AS v;
+      FROM new_messages AS n
+      LEFT JOIN pymem.text_search AS c ON c.project_id = n.project_id  -- the project's configuration, one read per statement
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(c.config, n.content) AS lexemes OFFSET 0) AS v;
     RETURN NULL;
 END;
 $$;
@@ -765,7 +767,7 @@ BEGIN
                                 WHERE x.project_id = m.project_id AND x.user_id = m.user_id
                                   AND x.thread_id = m.thread_id AND x.seq = m.seq)
              LIMIT message_lexemes_backfill.max_messages) AS m
-     CROSS JOIN LATERAL (SELECT pymem._lexemes(m.project_id, m.content) AS lexemes) AS v
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(pymem._text_search_config(message_lexemes_backfill.project_id), m.content) AS lexemes OFFSET 0) AS v
     ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
     IF v_count < message_lexemes_backfill.max_messages THEN
@@ -884,7 +886,7 @@ AS $$
                             THEN pg_catalog.array_to_string(u.each_term, ' | ')::tsquery END AS any_term
                   FROM (SELECT ARRAY(
                                SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
-                                 FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(p_project_id, p_text))) AS x(x))
+                                 FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
                                AS each_term
                         OFFSET 0) AS u) AS t),  -- OFFSET 0: the terms computed once, not once per use
     base AS MATERIALIZED (  -- the user's rows as of p_as_of, read once

@@ -169,7 +169,9 @@ AS $$
 BEGIN
     INSERT INTO pymem.fact_lexemes AS l (project_id, scope, scope_id, fact_id, lexemes, tokens)
     SELECT n.project_id, n.scope, n.scope_id, n.id, v.lexemes, pymem._lexeme_tokens(v.lexemes)
-      FROM new_facts AS n CROSS JOIN LATERAL (SELECT pymem._lexemes(n.project_id, n.content) AS lexemes) AS v;
+      FROM new_facts AS n
+      LEFT JOIN pymem.text_search AS c ON c.project_id = n.project_id  -- the project's configuration, one read per statement
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(c.config, n.content) AS lexemes OFFSET 0) AS v;
     RETURN NULL;
 END;
 $$;
@@ -206,7 +208,7 @@ $$;
 -- already active for its subject, or given twice in the batch, is one row (created is false for
 -- it, and for every repeat after the first). Learned facts are refused here: their per-subject
 -- cap needs fact_add's lock and trim. One row per element, in order: (ord, id, created).
---   SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob'], ARRAY['Prefers email', 'Likes tea']);
+--   SELECT * FROM pymem.facts_add_many('user', ARRAY['erin', 'frank'], ARRAY['Prefers email', 'Likes tea']);
 CREATE OR REPLACE FUNCTION pymem.facts_add_many(
     scope text,
     scope_ids text[],
@@ -254,8 +256,12 @@ BEGIN
         PERFORM pymem._fact_check_subject(facts_add_many.scope, v_scope_id, facts_add_many.project_id, 'exact');
     END LOOP;
     SELECT pg_catalog.min(u.i) INTO v_bad
-      FROM ROWS FROM (pg_catalog.unnest(facts_add_many.contents), pg_catalog.unnest(facts_add_many.confidences), pg_catalog.unnest(facts_add_many.sources), pg_catalog.unnest(facts_add_many.metadata), pg_catalog.unnest(facts_add_many.created_ats)) WITH ORDINALITY AS u(c, conf, src, meta, at, i)
-     WHERE pymem._fact_trim(u.c) IS NULL OR pymem._fact_trim(u.c) = '' OR pg_catalog.length(pymem._fact_trim(u.c)) > 65536
+      FROM (SELECT pymem._fact_trim(r.c) AS t, r.conf, r.src, r.meta, r.at, r.i  -- OFFSET 0: one trim per element
+              FROM ROWS FROM (pg_catalog.unnest(facts_add_many.contents), pg_catalog.unnest(facts_add_many.confidences),
+                              pg_catalog.unnest(facts_add_many.sources), pg_catalog.unnest(facts_add_many.metadata),
+                              pg_catalog.unnest(facts_add_many.created_ats)) WITH ORDINALITY AS r(c, conf, src, meta, at, i)
+            OFFSET 0) AS u
+     WHERE u.t IS NULL OR u.t = '' OR pg_catalog.length(u.t) > 65536
         OR (facts_add_many.confidences IS NOT NULL AND (u.conf IS NULL OR u.conf = 'NaN'::float8 OR u.conf < 0 OR u.conf > 1))
         OR (facts_add_many.sources IS NOT NULL AND (u.src IS NULL OR u.src NOT IN ('manual', 'trace')))
         OR (facts_add_many.metadata IS NOT NULL AND (u.meta IS NULL OR pg_catalog.jsonb_typeof(u.meta) <> 'object'))
@@ -297,11 +303,13 @@ BEGIN
     -- one statement: the facts that are not there yet (the first occurrence of each subject and
     -- content in the batch) inserted, and every element's fact: inserted here, or there before
     WITH input AS MATERIALIZED (
-        SELECT u.i::integer AS i, u.s AS scope_id, pymem._fact_trim(u.c) AS content,
-               pymem.fact_key(pymem._fact_trim(u.c)) AS key, coalesce(u.conf, 1.0) AS confidence,
+        SELECT t.i, t.scope_id, t.content, pymem.fact_key(t.content) AS key, t.confidence, t.source, t.metadata, t.created_at
+          FROM (SELECT u.i::integer AS i, u.s AS scope_id, pymem._fact_trim(u.c) AS content,
+               coalesce(u.conf, 1.0) AS confidence,
                coalesce(u.src, 'manual') AS source, coalesce(u.meta, '{}'::jsonb) AS metadata, u.at AS created_at
           FROM ROWS FROM (pg_catalog.unnest(facts_add_many.scope_ids), pg_catalog.unnest(facts_add_many.contents), pg_catalog.unnest(facts_add_many.confidences), pg_catalog.unnest(facts_add_many.sources), pg_catalog.unnest(facts_add_many.metadata), pg_catalog.unnest(facts_add_many.created_ats))
-               WITH ORDINALITY AS u(s, c, conf, src, meta, at, i)),
+               WITH ORDINALITY AS u(s, c, conf, src, meta, at, i)
+               OFFSET 0) AS t),  -- OFFSET 0: one trim per element
     firsts AS MATERIALIZED (
         SELECT DISTINCT ON (x.scope_id, x.key) x.* FROM input AS x ORDER BY x.scope_id, x.key, x.i),
     ins AS (
@@ -912,8 +920,8 @@ BEGIN
         SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
                p_metadata IS NULL OR f.metadata @> p_metadata,
                pymem._cosine_distance(e.embedding, p_query),
-               coalesce(l.lexemes, pymem._lexemes(f.project_id, f.content)),
-               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(f.project_id, f.content)))
+               coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
+               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
@@ -926,8 +934,8 @@ BEGIN
         SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
                p_metadata IS NULL OR f.metadata @> p_metadata,
                pymem._cosine_distance(e.embedding, p_query),
-               coalesce(l.lexemes, pymem._lexemes(f.project_id, f.content)),
-               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(f.project_id, f.content)))
+               coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
+               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
@@ -960,7 +968,7 @@ DECLARE
     v_vector boolean := p_query IS NOT NULL;
 BEGIN
     -- the query's distinct lexemes, and a tsquery that matches a fact having any of them
-    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(p_project_id, p_text)), '{}');
+    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text)), '{}');
     IF pg_catalog.cardinality(v_terms) > 0 THEN
         SELECT pg_catalog.string_agg('''' || pg_catalog.replace(pg_catalog.replace(t.term, '\', '\\'), '''', '''''') || '''',
                                      ' | ')::tsquery
