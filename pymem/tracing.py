@@ -77,19 +77,32 @@ _call: ContextVar[_Call | None] = ContextVar("pymem_traced_call", default=None)
 
 
 class _Step:
-    __slots__ = ("call", "kind", "n", "cm", "t0")
+    __slots__ = ("call", "kind", "n", "cm", "t0", "span")
 
     def __init__(self, call: _Call, kind: str, name: str, n: int, attributes: dict[str, Any]) -> None:
         self.call, self.kind, self.n = call, kind, n
-        self.cm = _tracer.start_as_current_span(name, attributes=attributes)  # type: ignore[union-attr]
+        self.cm = _tracer.start_as_current_span(  # type: ignore[union-attr]
+            name, attributes=attributes, record_exception=False, set_status_on_exception=False)
 
     def __enter__(self) -> None:
-        self.cm.__enter__()
+        self.span = self.cm.__enter__()
         self.t0 = time.perf_counter()
 
     def __exit__(self, *exc: Any) -> None:
         self.call.add(self.kind, (time.perf_counter() - self.t0) * 1000.0, self.n)
+        _failed(self.span, exc[1])
         self.cm.__exit__(*exc)
+
+
+def _failed(span: Any, error: BaseException | None) -> None:
+    """A failure on a span: its type always, its message only with trace_content (an error's
+    message often quotes what failed: a user id, a fact, the text of a reply)."""
+    if error is None or not span.is_recording():
+        return
+    span.set_attribute("error.type", type(error).__qualname__)
+    span.set_status(_otel.Status(_otel.StatusCode.ERROR, str(error) if _content else type(error).__qualname__))
+    if _content:
+        span.record_exception(error)
 
 
 def step(item: Any) -> Any:
@@ -313,7 +326,8 @@ STORE_UNTRACED = frozenset({"append", "extend", "unsaved", "close"})
 
 @contextlib.contextmanager
 def _traced(name: str, attributes: dict[str, Any]):
-    with _tracer.start_as_current_span(name, attributes=attributes) as span:  # type: ignore[union-attr]
+    with _tracer.start_as_current_span(  # type: ignore[union-attr]
+            name, attributes=attributes, record_exception=False, set_status_on_exception=False) as span:
         if not span.is_recording():
             yield None
             return
@@ -321,6 +335,9 @@ def _traced(name: str, attributes: dict[str, Any]):
         token = _call.set(call)
         try:
             yield call
+        except BaseException as error:
+            _failed(span, error)
+            raise
         finally:
             _call.reset(token)
             span.set_attributes(call.totals())

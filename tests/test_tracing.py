@@ -70,6 +70,7 @@ def everything_said(finished) -> str:
         for e in s.events:
             parts.append(e.name)
             parts += [f"{k}={v!r}" for k, v in (e.attributes or {}).items()]
+        parts.append(f"status={s.status.description!r}")
     return "\n".join(parts)
 
 
@@ -236,3 +237,30 @@ def test_each_context_block_is_on_the_read_span(db, spans):
         assert len([c for c in children(done, read) if c.name == "pymem.callback"]) == 2  # the two renders
         if not content:
             assert USER not in everything_said([read]) and "first answer here" not in everything_said([read])
+
+
+class _LeakyEmbedder(pymem.HashEmbedder):
+    """An embedder whose failure message quotes what it was given (as real ones often do)."""
+
+    def embed(self, texts):
+        raise RuntimeError(f"cannot embed {texts[0]!r} for user alice@example.com")
+
+
+def test_a_failure_is_on_its_span_by_type_not_by_message(db, spans):
+    """An exception's message often quotes content or a user id: by default a failed call's span
+    and its step's span say only that it failed and the error's type (no message, no exception
+    event); with trace_content, the message and the exception event too."""
+    mem = pymem.Memory(db=db, agent_id="support-bot", project_id="acme", embedder=_LeakyEmbedder())
+    with pytest.raises(Exception):
+        mem.persist("The secret recipe is in the blue box", user="alice@example.com")
+    finished = spans.get_finished_spans()
+    said = everything_said(finished)
+    assert "secret recipe" not in said and "alice@example.com" not in said, said
+    failed = [sp for sp in finished if sp.status.status_code.name == "ERROR"]
+    assert {sp.name for sp in failed} >= {"memory.persist", "pymem.embed"}
+    assert all(sp.attributes.get("error.type") for sp in failed) and not any(sp.events for sp in failed)
+    spans.clear()
+    tracing.trace_content(True)
+    with pytest.raises(Exception):
+        mem.persist("The secret recipe is in the blue box", user="alice@example.com")
+    assert "secret recipe" in everything_said(spans.get_finished_spans())
