@@ -293,6 +293,36 @@ class _Conversations:
         )
         return rows[0]["seq"]
 
+    def _add_messages(self, user_id, thread, messages) -> Operation[list[int]]:
+        """Many messages in one call: each a string (a user message) or a mapping with content and
+        optionally role, importance, metadata, created_at."""
+        if isinstance(messages, (str, Mapping)) or not isinstance(messages, (list, tuple)):
+            raise ValidationError("messages must be a list (of strings or mappings with content=...); "
+                                  "add_message() takes one")
+        roles, contents, importances, metadata, times = [], [], [], [], []
+        for i, m in enumerate(messages):
+            if isinstance(m, str):
+                m = {"content": m}
+            elif not isinstance(m, Mapping):
+                raise ValidationError(f"messages[{i}] must be a string or a mapping, not {type(m).__name__}")
+            unknown = set(m) - {"content", "role", "importance", "metadata", "created_at"}
+            if unknown:
+                raise ValidationError(f"messages[{i}] has unknown keys {sorted(unknown)}")
+            roles.append(text(m.get("role", "user"), f"messages[{i}].role"))
+            contents.append(text(m.get("content"), f"messages[{i}].content"))
+            importances.append(number(m.get("importance", 1.0), f"messages[{i}].importance"))
+            metadata.append(_metadata(m.get("metadata"), f"messages[{i}].metadata"))
+            times.append(_created_at(m.get("created_at")))
+        if not contents:
+            return []
+        params = {**self._where(user_id, thread), "roles": roles, "contents": contents, "importances": importances,
+                  "metadata": metadata, "created_ats": times, "embeddings": None, "embedder": None}
+        if self.options.embedder is not None:
+            params["embeddings"] = yield Embed(contents)
+            params["embedder"] = self.options.embedder.name
+        rows = yield Query("messages_add_many", params)
+        return [r["seq"] for r in rows]
+
     def _window(self, user_id, thread, size) -> Operation[list[Message]]:
         where = self._where(user_id, thread)
         rows = yield Query("window_read", {**where, "max_messages": size})

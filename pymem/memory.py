@@ -237,6 +237,14 @@ class Memory(MemoryBase):
         return self._run(self._add_message(self._need_user(user, ctx), thread, role, content, importance, metadata,
                                            created_at))
 
+    def add_messages(self, messages: Sequence[str | Mapping[str, Any]], *, user: str | None = _UNSET, ctx: Any = None,
+                     thread: str | None = None) -> list[int]:
+        """Append many messages to one thread in one call (bulk import of a history, oldest first):
+        each a string (a user message) or a mapping with ``content`` and optionally ``role``,
+        ``importance``, ``metadata``, ``created_at``. With an embedder their vectors are computed in
+        one batch and stored with them. All or nothing; returns their seqs in order."""
+        return self._run(self._add_messages(self._need_user(user, ctx), thread, messages))
+
     def window(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                size: int | None = None) -> list[Message]:
         """The thread's last ``size`` (default: the Memory's window) messages, oldest first."""
@@ -393,6 +401,10 @@ class AsyncMemory(MemoryBase):
 
     def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> AsyncTurn:
         return AsyncTurn(self, query, self.resolve_user(user, ctx), thread)
+
+    async def add_messages(self, messages: Sequence[str | Mapping[str, Any]], *, user: str | None = _UNSET,
+                           ctx: Any = None, thread: str | None = None) -> list[int]:
+        return await self._run(self._add_messages(self._need_user(user, ctx), thread, messages))
 
     async def add_message(self, content: str, *, role: str = "user", user: str | None = _UNSET, ctx: Any = None,
                           thread: str | None = None, importance: float = 1.0,

@@ -259,6 +259,7 @@ MEMORY_SPANS: dict[str, tuple[str, Describe | None]] = {
     "record": ("memory.record", _record),
     "recall": ("memory.recall", _recall),
     "add_message": ("memory.add_message", _with_text("content", "pymem.content")),
+    "add_messages": ("memory.add_messages", _length("pymem.messages")),
     "window": ("memory.window", _length("pymem.messages")),
     "summary": ("memory.summary", lambda m, a, k, r: {"pymem.summary": 0 if r is None else 1}),
     "summarize": ("memory.summarize", _count("pymem.summarized")),

@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ed4e9ecb9310142142b8d3598fc6aca55d2fd7e6b21ae1ef380a139452e0c5bb')
+SELECT pymem.migration_api_applied('9e18aa39beb508f7d96024517bda87d330b0beffdd0a97bee0c9349293b450f0')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -235,6 +235,14 @@ SELECT u.thread_id, u.seq, u.content
 FROM pymem.messages_unembedded(user_id => %(user_id)s, embedder => %(embedder)s, project_id => %(project_id)s,
                                min_chars => %(min_chars)s::integer, max_messages => %(max_messages)s::integer) AS u;
 
+-- name: messages_add_many
+-- Append many messages to one thread in one call (bulk, all or nothing); one row per element.
+SELECT a.ord, a.seq FROM pymem.messages_add_many(
+    user_id => %(user_id)s, thread_id => %(thread_id)s, roles => %(roles)s::text[], contents => %(contents)s::text[],
+    project_id => %(project_id)s, importances => %(importances)s::float8[], metadata => %(metadata)s::jsonb[],
+    created_ats => %(created_ats)s::timestamptz[], embeddings => %(embeddings)s, embedder => %(embedder)s) AS a
+ ORDER BY a.ord;
+
 -- name: message_embeddings_put
 -- Store a batch of message vectors.
 SELECT pymem.message_embeddings_put(user_id => %(user_id)s, embedder => %(embedder)s,

@@ -201,7 +201,11 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT pymem.fact_embeddings_put('user', 'ann', 'e3', ARRAY[%s]::bigint[], ARRAY[%s]::text[]::vector[])",
               (new, v3))
     c.execute("SELECT * FROM pymem.facts_search('user', 'ann', %s, 'e3')", (v3,))
+    c.execute("SELECT * FROM pymem.facts_add_many('user', ARRAY['ann', 'ann'], ARRAY['Likes tea', 'Reads a lot'], "
+              "embeddings => ARRAY[%s, %s]::text[]::vector[], embedder => 'e3')", (v3, v3))
     c.execute("SELECT pymem.message_add('ann', 'a message from another service')")
+    c.execute("SELECT * FROM pymem.messages_add_many('ann', 'import', ARRAY['user', 'assistant'], ARRAY['an old one', 'a reply'], "
+              "embeddings => ARRAY[%s, %s]::text[]::vector[], embedder => 'e3')", (v3, v3))
     c.execute("SELECT * FROM pymem.turn_record('ann', 'I moved to Lisbon last week', 'Noted', embedder => 'e3', "
               "user_embedding => %s, assistant_embedding => '[0,1,0]', learned => ARRAY['Lives in Lisbon'])", (v3,))
     for _ in range(6):

@@ -156,6 +156,146 @@ BEGIN
 END;
 $$;
 
+-- messages_add_many: bulk ingest: appends many messages to one thread in one call, oldest
+-- first (importing a history): element i of roles and contents (and of importances, metadata,
+-- created_ats, embeddings when given; a NULL array means message_add's default for every element)
+-- is one message_add, numbered after the thread's newest message in the order given. Same checks
+-- as message_add, all or nothing: the first invalid element refuses the call (22023, naming its
+-- position) and nothing is written. Times must not go backwards, within the batch or from the
+-- thread's newest message (an element without a time is now). With embeddings (one embedder, one
+-- vector per message) the vectors are stored too, so recall needs no catch-up for them. Returns one
+-- row per element, in order: (ord, seq).
+--   SELECT * FROM pymem.messages_add_many('alice', 'import', ARRAY['user', 'assistant'],
+--                                         ARRAY['I moved to Oslo', 'Noted'], created_ats => ARRAY[...]);
+CREATE OR REPLACE FUNCTION pymem.messages_add_many(
+    user_id text,
+    thread_id text,
+    roles text[],
+    contents text[],
+    project_id text DEFAULT '',
+    importances double precision[] DEFAULT NULL,
+    metadata jsonb[] DEFAULT NULL,
+    created_ats timestamptz[] DEFAULT NULL,
+    embeddings vector[] DEFAULT NULL,
+    embedder text DEFAULT NULL)
+RETURNS TABLE (ord integer, seq bigint)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_n integer := pg_catalog.cardinality(messages_add_many.contents);
+    v_now timestamptz := pg_catalog.clock_timestamp();
+    v_bad integer;
+    v_message text;
+    v_dim integer;
+    v_last bigint;
+    v_previous timestamptz;
+BEGIN
+    PERFORM pymem._tenant_enter(messages_add_many.project_id);
+    PERFORM pymem._conv_check(messages_add_many.project_id, messages_add_many.user_id, messages_add_many.thread_id, 'exact');
+    IF messages_add_many.contents IS NULL OR messages_add_many.roles IS NULL
+       OR pg_catalog.cardinality(messages_add_many.roles) <> v_n
+       OR (messages_add_many.importances IS NOT NULL AND pg_catalog.cardinality(messages_add_many.importances) <> v_n)
+       OR (messages_add_many.metadata IS NOT NULL AND pg_catalog.cardinality(messages_add_many.metadata) <> v_n)
+       OR (messages_add_many.created_ats IS NOT NULL AND pg_catalog.cardinality(messages_add_many.created_ats) <> v_n)
+       OR (messages_add_many.embeddings IS NOT NULL AND pg_catalog.cardinality(messages_add_many.embeddings) <> v_n) THEN
+        RAISE EXCEPTION 'pymem: messages_add_many needs roles and contents, and every array it is given, of one length'
+            USING ERRCODE = '22023';
+    END IF;
+    IF v_n > 100000 THEN
+        RAISE EXCEPTION 'pymem: messages_add_many takes at most 100000 messages per call, not %', v_n USING ERRCODE = '22023';
+    END IF;
+    IF v_n = 0 THEN
+        RETURN;
+    END IF;
+    -- every element checked as message_add checks it; the first failure names its element
+    SELECT pg_catalog.min(u.i) INTO v_bad
+      FROM (SELECT r.role, r.c, pymem._fact_trim(r.c) AS t, r.imp, r.meta, r.at, r.i,  -- OFFSET 0: one trim per element
+                   pg_catalog.lag(coalesce(r.at, v_now)) OVER (ORDER BY r.i) AS before
+              FROM ROWS FROM (pg_catalog.unnest(messages_add_many.roles), pg_catalog.unnest(messages_add_many.contents),
+                              pg_catalog.unnest(messages_add_many.importances), pg_catalog.unnest(messages_add_many.metadata),
+                              pg_catalog.unnest(messages_add_many.created_ats)) WITH ORDINALITY AS r(role, c, imp, meta, at, i)
+            OFFSET 0) AS u
+     WHERE u.role IS NULL OR u.role NOT IN ('user', 'assistant', 'system', 'tool')
+        OR u.t IS NULL OR u.t = '' OR pg_catalog.length(u.c) > 262144
+        OR (messages_add_many.importances IS NOT NULL AND (u.imp IS NULL OR u.imp = 'NaN'::float8 OR u.imp < 0 OR u.imp > 1))
+        OR (messages_add_many.metadata IS NOT NULL AND u.meta IS NOT NULL AND pg_catalog.jsonb_typeof(u.meta) <> 'object')
+        OR (u.at IS NOT NULL AND (NOT pg_catalog.isfinite(u.at)
+                                  OR u.at > pg_catalog.clock_timestamp() + pg_catalog.make_interval(mins => 5)))
+        OR coalesce(u.at, v_now) < u.before;
+    IF v_bad IS NOT NULL THEN
+        BEGIN  -- message_add's own checks on that element say what is wrong with it
+            PERFORM pymem._message_check(messages_add_many.roles[v_bad], messages_add_many.contents[v_bad],
+                                         coalesce(messages_add_many.importances[v_bad], 1.0), messages_add_many.metadata[v_bad]);
+            IF messages_add_many.created_ats[v_bad] IS NOT NULL AND (NOT pg_catalog.isfinite(messages_add_many.created_ats[v_bad])
+               OR messages_add_many.created_ats[v_bad] > pg_catalog.clock_timestamp() + pg_catalog.make_interval(mins => 5)) THEN
+                RAISE EXCEPTION 'pymem: created_at % is in the future', messages_add_many.created_ats[v_bad] USING ERRCODE = '22023';
+            END IF;
+            RAISE EXCEPTION 'pymem: created_at % is earlier than the message before it; a thread''s messages are kept in time order (import oldest first)',
+                    coalesce(messages_add_many.created_ats[v_bad], v_now)
+                USING ERRCODE = '22023';
+        EXCEPTION WHEN invalid_parameter_value THEN
+            GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT;
+            RAISE EXCEPTION 'pymem: messages_add_many element % (of %): %', v_bad, v_n, pg_catalog.regexp_replace(v_message, '^pymem: ', '')
+                USING ERRCODE = '22023';
+        END;
+    END IF;
+    IF messages_add_many.embeddings IS NOT NULL THEN
+        PERFORM pymem._embedding_register(messages_add_many.project_id, messages_add_many.embedder, messages_add_many.embeddings[1]);
+        SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
+         WHERE e.project_id = messages_add_many.project_id AND e.name = messages_add_many.embedder;
+        SELECT pg_catalog.min(u.i) INTO v_bad FROM pg_catalog.unnest(messages_add_many.embeddings) WITH ORDINALITY AS u(v, i)
+         WHERE u.v IS NULL OR pymem._vector_dims(u.v) <> v_dim OR pymem._vector_norm(u.v) = 0;
+        IF v_bad IS NOT NULL THEN
+            RAISE EXCEPTION 'pymem: messages_add_many element % (of %): %', v_bad, v_n,
+                    CASE WHEN messages_add_many.embeddings[v_bad] IS NULL THEN 'no vector (embeddings, when given, has one per message)'
+                         WHEN pymem._vector_norm(messages_add_many.embeddings[v_bad]) = 0 THEN 'a zero vector has no direction'
+                         ELSE pg_catalog.format('embedder %s makes %s dimensions; this vector has %s', messages_add_many.embedder,
+                                                v_dim, pymem._vector_dims(messages_add_many.embeddings[v_bad])) END
+                USING ERRCODE = '22023';
+        END IF;
+    END IF;
+    -- the thread's numbers for the batch, under the thread row's lock (as message_add takes them)
+    INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)
+    VALUES (messages_add_many.project_id, messages_add_many.user_id, messages_add_many.thread_id, v_n)
+    ON CONFLICT (project_id, user_id, thread_id)
+    DO UPDATE SET last_seq = t.last_seq + v_n, updated_at = pg_catalog.clock_timestamp()
+    RETURNING t.last_seq INTO v_last;
+    IF v_last > v_n THEN
+        SELECT m.created_at INTO v_previous FROM pymem.messages AS m
+         WHERE m.project_id = messages_add_many.project_id AND m.user_id = messages_add_many.user_id
+           AND m.thread_id = messages_add_many.thread_id AND m.seq = v_last - v_n;
+        IF v_previous > coalesce(messages_add_many.created_ats[1], v_now) THEN
+            RAISE EXCEPTION 'pymem: created_at % is earlier than the newest message of thread % (%)',
+                    coalesce(messages_add_many.created_ats[1], v_now), pg_catalog.quote_literal(messages_add_many.thread_id), v_previous
+                USING ERRCODE = '22023',
+                      HINT = 'A thread''s messages are kept in time order: import a history oldest first, into a thread of its own.';
+        END IF;
+    END IF;
+    INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, embedded_by, created_at)
+    SELECT messages_add_many.project_id, messages_add_many.user_id, messages_add_many.thread_id, v_last - v_n + u.i,
+           u.role, u.c, coalesce(u.imp, 1.0), coalesce(u.meta, '{}'::jsonb),
+           CASE WHEN messages_add_many.embeddings IS NOT NULL THEN messages_add_many.embedder END, coalesce(u.at, v_now)
+      FROM ROWS FROM (pg_catalog.unnest(messages_add_many.roles), pg_catalog.unnest(messages_add_many.contents),
+                      pg_catalog.unnest(messages_add_many.importances), pg_catalog.unnest(messages_add_many.metadata),
+                      pg_catalog.unnest(messages_add_many.created_ats)) WITH ORDINALITY AS u(role, c, imp, meta, at, i)
+     ORDER BY u.i;
+    IF messages_add_many.embeddings IS NOT NULL THEN
+        -- with the lexemes the messages' trigger just stored, beside each vector (0017)
+        INSERT INTO pymem.message_embeddings
+            (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
+        SELECT l.project_id, l.user_id, messages_add_many.embedder, l.thread_id, l.seq, l.chars, l.importance, l.created_at,
+               u.v, l.lexemes, l.tokens
+          FROM pg_catalog.unnest(messages_add_many.embeddings) WITH ORDINALITY AS u(v, i)
+          JOIN pymem.message_lexemes AS l
+            ON l.project_id = messages_add_many.project_id AND l.user_id = messages_add_many.user_id
+           AND l.thread_id = messages_add_many.thread_id AND l.seq = v_last - v_n + u.i;
+    END IF;
+    RETURN QUERY SELECT g.i::integer, v_last - v_n + g.i FROM pg_catalog.generate_series(1, v_n) AS g(i);
+END;
+$$;
+
 -- summary_claim: when at least summarize_every messages older than the newest keep_last are
 -- not yet in the summary, and nobody holds a live lease, hands that span to this caller.
 -- Returns no row when nothing is due (or someone else is folding it).
