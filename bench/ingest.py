@@ -10,7 +10,9 @@ emptied first), with 384-d HashEmbedder vectors where a case says so:
 - ``Memory.persist_many``: Python, one subject per call, vectors from HashEmbedder (embedding time
   included);
 - ``fact_add`` (single): one call per fact, ``--single`` facts, no vectors;
-- ``facts_add_many`` again over the facts already stored (idempotent re-add: nothing written).
+- ``facts_add_many`` again over the facts already stored (idempotent re-add: nothing written);
+- ``messages_add_many`` (one thread per batch), with and without vectors, and ``message_add``
+  (one call per message).
 
 Every case runs on the same connection in the same run (a shared 2-core machine drifts between
 runs: compare the rows within one report). Prints a table and writes bench/results/ingest-*.json.
@@ -105,6 +107,32 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                          (subjects[i], "s: " + contents[i], PROJECT), prepare=True).fetchone()
 
     run("fact_add (one per call)", singles, single)
+
+    # messages: a history per user, in one thread, with and without vectors
+    texts = [f"message {i}: we talked about item {i * 7919 % 100003} and day {i % 365}" for i in range(n)]
+
+    def messages(vectors: bool) -> None:
+        q = ("SELECT count(*) FROM pymem.messages_add_many(%s, %s, %s::text[], %s::text[], project_id => %s{extra})"
+             .format(extra=", embeddings => %s, embedder => %s" if vectors else ""))
+        for lo, hi in _batches(n, size):
+            p: list[Any] = [f"mu{lo // size:05d}", "v" if vectors else "plain", ["user", "assistant"] * ((hi - lo + 1) // 2),
+                            texts[lo:hi], PROJECT]
+            p[2] = p[2][: hi - lo]
+            if vectors:
+                p += [[np.asarray(v, dtype=np.float32) for v in emb.embed(texts[lo:hi])], emb.name]
+            conn.execute(q, p, prepare=True).fetchone()
+
+    run("messages_add_many", lambda: messages(False), n)
+    run("messages_add_many + vectors", lambda: messages(True), n)
+
+    def message_singles() -> None:
+        for i in range(single):
+            conn.execute("SELECT pymem.message_add(%s, %s, project_id => %s)", ("ms", texts[i], PROJECT),
+                         prepare=True).fetchone()
+
+    run("message_add (one per call)", message_singles, single)
+    conn.execute("SELECT pymem.conversation_forget(u.user_id, '*', %s) FROM (SELECT DISTINCT user_id FROM "
+                 "pymem.threads WHERE project_id = %s) AS u", (PROJECT, PROJECT))
     results["command"] = common.command_line("bench/ingest.py", argv)
     results["environment"] = common.environment(conn)
     print(f"\n{'case':36s} {'rows':>9s} {'rows/s':>10s}")

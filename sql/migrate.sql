@@ -384,7 +384,7 @@ COMMIT;
 
 -- 0022_text_search
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0022_text_search', 'f734090554910ac4d6e957baf6d10b4165b0621d05c7a6b3ba5a6640788fffb9') AS pending
+SELECT pymem.migration_pending('0022_text_search', 'bae3dd7af53ed1676ba933edc3fc583401665a5f90349dc71594b3e499ca2787') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -399,7 +399,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0022_text_search', 'f734090554910ac4d6e957baf6d10b4165b0621d05c7a6b3ba5a6640788fffb9', '0.2.0.dev0')
+SELECT pymem.migration_applied('0022_text_search', 'bae3dd7af53ed1676ba933edc3fc583401665a5f90349dc71594b3e499ca2787', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0022_text_search
@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('9e18aa39beb508f7d96024517bda87d330b0beffdd0a97bee0c9349293b450f0')
+SELECT pymem.migration_api_applied('2699bf799b8dca39df7ae348317166ad3aa1e0ea10bad1d20f8cc64a08d04f72')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

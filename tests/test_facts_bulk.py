@@ -97,3 +97,31 @@ def test_async_persist_many(dsn):
             assert [i.created for i in ids] == [True, True, False] and ids[2] == ids[0]
             assert await mem.persist("two", user="carol") == ids[1]
     asyncio.run(go())
+
+
+def test_batches_holding_the_same_facts_in_opposite_orders_do_not_deadlock(dsn, lock_wait):
+    """(Found by a second reader.) Two transactions add the same facts of one subject in opposite
+    orders: the second waits for the first (subject lock) instead of a deadlock, and both get the
+    same ids."""
+    import threading
+    contents = [f"fact number {i}" for i in range(300)]
+    a = psycopg.connect(dsn, autocommit=False)
+    b = psycopg.connect(dsn, autocommit=True)
+    try:
+        first = a.execute("SELECT id FROM pymem.facts_add_many('user', %s::text[], %s::text[]) ORDER BY ord",
+                          (["bob"] * 300, contents)).fetchall()
+        out = {}
+
+        def other():
+            out["rows"] = b.execute("SELECT id FROM pymem.facts_add_many('user', %s::text[], %s::text[]) ORDER BY ord",
+                                    (["bob"] * 300, contents[::-1])).fetchall()
+        t = threading.Thread(target=other)
+        t.start()
+        waiter = lock_wait(dsn, blocked_by=a.info.backend_pid)  # b waits on a's subject lock ...
+        assert waiter == b.info.backend_pid
+        a.commit()  # ... and goes on once a commits (a deadlock would have failed one of them)
+        t.join(30)
+        assert [r[0] for r in out["rows"]] == [r[0] for r in first][::-1]
+    finally:
+        a.close()
+        b.close()

@@ -231,15 +231,17 @@ RETURNS regconfig
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT t.config FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id;
+    SELECT t.config::pg_catalog.regconfig FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id;
 $$;
 
 -- text_search_configure: the text search configuration of a project's lexemes (hybrid recall's
 -- words), e.g. 'german', 'simple' or a DBA's own; re-indexes the project's stored messages and
 -- facts with it in the same transaction (a long one for a big project: every message and fact is
 -- read) and returns how many rows it re-indexed (0 when the configuration was already that one).
--- An unknown configuration is refused (22023). Administrators only (the owner role and its
--- members), like store_configure: a change costs a full re-index.
+-- Writes to messages, vectors and facts (of every project) wait while it runs. An unknown
+-- configuration is refused (22023); a DBA's own is named with its schema ('public.mine').
+-- Administrators only (the owner role and its members), like store_configure: a change costs a
+-- full re-index.
 --   SELECT pymem.text_search_configure('german', project_id => 'acme');
 CREATE OR REPLACE FUNCTION pymem.text_search_configure(config text, project_id text DEFAULT '')
 RETURNS bigint
@@ -264,9 +266,13 @@ BEGIN
         RAISE EXCEPTION 'pymem: % is not a text search configuration of this database', coalesce(pg_catalog.quote_literal(text_search_configure.config), 'NULL')
             USING ERRCODE = '22023', HINT = 'SELECT cfgname FROM pg_ts_config lists them (english, german, simple, ...).';
     END IF;
-    SELECT coalesce((SELECT t.config FROM pymem.text_search AS t WHERE t.project_id = text_search_configure.project_id),
-                    'pg_catalog.english'::regconfig) INTO v_old;
-    INSERT INTO pymem.text_search AS t (project_id, config) VALUES (text_search_configure.project_id, v_config)
+    -- no message, vector or fact is written meanwhile (whatever the project): a writer that read
+    -- the old configuration and commits after this re-index would keep it for good. SHARE mode
+    -- waits for the writers in flight and holds new ones until this commits.
+    LOCK TABLE pymem.messages, pymem.message_embeddings, pymem.facts IN SHARE MODE;
+    SELECT coalesce(pymem._text_search_config(text_search_configure.project_id), 'pg_catalog.english'::regconfig)
+      INTO v_old;
+    INSERT INTO pymem.text_search AS t (project_id, config) VALUES (text_search_configure.project_id, v_config::text)
     ON CONFLICT (project_id) DO UPDATE SET config = excluded.config, updated_at = pg_catalog.clock_timestamp();
     IF v_old = v_config THEN
         RETURN 0;

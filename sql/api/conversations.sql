@@ -873,7 +873,7 @@ BEGIN
            pymem._lexeme_tokens(v.lexemes), v.lexemes
       FROM new_messages AS n
       LEFT JOIN pymem.text_search AS c ON c.project_id = n.project_id  -- the project's configuration, one read per statement
-     CROSS JOIN LATERAL (SELECT pymem._lexemes(c.config, n.content) AS lexemes OFFSET 0) AS v;
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(c.config::pg_catalog.regconfig, n.content) AS lexemes OFFSET 0) AS v;
     RETURN NULL;
 END;
 $$;

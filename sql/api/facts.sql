@@ -171,7 +171,7 @@ BEGIN
     SELECT n.project_id, n.scope, n.scope_id, n.id, v.lexemes, pymem._lexeme_tokens(v.lexemes)
       FROM new_facts AS n
       LEFT JOIN pymem.text_search AS c ON c.project_id = n.project_id  -- the project's configuration, one read per statement
-     CROSS JOIN LATERAL (SELECT pymem._lexemes(c.config, n.content) AS lexemes OFFSET 0) AS v;
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(c.config::pg_catalog.regconfig, n.content) AS lexemes OFFSET 0) AS v;
     RETURN NULL;
 END;
 $$;
@@ -300,6 +300,12 @@ BEGIN
                 USING ERRCODE = '22023';
         END IF;
     END IF;
+    -- the subjects' locks, taken in one order (as learned writers take them): two batches sharing
+    -- subjects (or a batch and a turn's learned facts) queue instead of each waiting for the other's
+    -- pending keys, a deadlock when they hold the same facts in different orders
+    FOR v_scope_id IN SELECT DISTINCT u.s FROM pg_catalog.unnest(facts_add_many.scope_ids) AS u(s) ORDER BY 1 LOOP
+        PERFORM pymem._subject_lock(facts_add_many.project_id, facts_add_many.scope, v_scope_id);
+    END LOOP;
     -- one statement: the facts that are not there yet (the first occurrence of each subject and
     -- content in the batch) inserted, and every element's fact: inserted here, or there before
     WITH input AS MATERIALIZED (
@@ -1053,8 +1059,8 @@ $$;
 --       query_text => 'where does alice live', k => 3);
 -- Eligible: the subject's active facts; with `metadata` (a JSON object), only those whose metadata
 -- contains it (jsonb @>). The ranking fuses two scores:
---   lexical: BM25 (k1 1.2, b 0.75) of the query text's lexemes in each fact (english text search
---     configuration), with the document count, average length in tokens and document frequencies
+--   lexical: BM25 (k1 1.2, b 0.75) of the query text's lexemes in each fact (the project's text
+--     search configuration, english by default), with the document count, average length in tokens and document frequencies
 --     of the subject's active facts, divided by the best eligible fact's (the best lexical match
 --     has 1, a fact sharing no term with the text 0);
 --   vector: the cosine similarity to `query`.

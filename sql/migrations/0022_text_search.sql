@@ -10,9 +10,12 @@
 -- one: a small table, read by primary key, with the tenant's row-level security like every table
 -- that names a project.
 
+-- config is the configuration's name (schema-qualified unless in pg_catalog), as text: a regconfig
+-- column would make the database refuse pg_upgrade (reg* types in user tables), and a name whose
+-- configuration was dropped fails with a clear error where it is read (42704), not a cache lookup.
 CREATE TABLE pymem.text_search (
     project_id text        NOT NULL,
-    config     regconfig   NOT NULL,
+    config     text        NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
     CONSTRAINT text_search_pkey PRIMARY KEY (project_id),
     CONSTRAINT text_search_project_id_check CHECK (project_id <> '*' AND pg_catalog.length(project_id) <= 256)
