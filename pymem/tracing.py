@@ -21,6 +21,7 @@ SDK configured (nothing records), the same holds for the steps.
 from __future__ import annotations
 
 import contextlib
+import logging
 import functools
 import inspect
 import time
@@ -36,6 +37,7 @@ except ImportError:  # the optional extra is not installed: every function below
 #: True when opentelemetry-api is importable (spans may be recorded).
 AVAILABLE = _otel is not None
 _content = False
+_log = logging.getLogger("pymem")
 _NULL = contextlib.nullcontext()
 _tracer = _otel.get_tracer("pymem") if _otel is not None else None
 
@@ -346,7 +348,13 @@ def _traced(name: str, attributes: dict[str, Any]):
 
 def _finish(call: _Call | None, describe: Describe | None, owner: Any, args: tuple, kwargs: dict, result: Any) -> None:
     if call is not None and describe is not None:
-        call.span.set_attributes({k: v for k, v in describe(owner, args, kwargs, result).items() if v is not None})
+        try:
+            attributes = describe(owner, args, kwargs, result)
+        except Exception:  # describing a call never fails it (e.g. a subclass returning its own types)
+            _log.debug("pymem.tracing: could not describe %s", call.span.name if hasattr(call.span, "name") else "call",
+                       exc_info=True)
+            return
+        call.span.set_attributes({k: v for k, v in attributes.items() if v is not None})
 
 
 def _wrap(fn: Callable[..., Any], name: str, describe: Describe | None,
