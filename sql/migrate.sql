@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2699bf799b8dca39df7ae348317166ad3aa1e0ea10bad1d20f8cc64a08d04f72')
+SELECT pymem.migration_api_applied('97c8798b31e0b93c73ac6b5a0a6144af6e449514a88452f5b518e2d904af4a99')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

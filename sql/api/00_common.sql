@@ -146,7 +146,7 @@ $$;
 -- _embeddings_validate: the checks of _embedding_register for a batch, without registering the
 -- embedder: every vector non-NULL, not zero, all of one dimension, and of the registered dimension when
 -- the embedder is registered already. The batch writers (fact_embeddings_put,
--- message_embeddings_put) call it first and register the embedder with _embedding_register only
+-- message_embeddings_put, facts_add_many, messages_add_many) call it first and register the embedder with _embedding_register only
 -- once a vector was actually stored, so that a call naming no existing row (a typo, another
 -- user's ids) cannot fix a model's dimension for the whole project.
 CREATE OR REPLACE FUNCTION pymem._embeddings_validate(project_id text, embedder text, embeddings vector[])
@@ -168,18 +168,21 @@ BEGIN
     SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
      WHERE e.project_id = _embeddings_validate.project_id AND e.name = embedder;
     -- by index: a DECLAREd variable could not name pgvector's type (it is not on search_path)
+    -- each error names the element (the batch writers' arrays run in parallel with it)
     FOR i IN 1 .. pg_catalog.cardinality(embeddings) LOOP
         IF embeddings[i] IS NULL THEN
-            RAISE EXCEPTION 'pymem: embeddings must not contain NULL' USING ERRCODE = '22023';
+            RAISE EXCEPTION 'pymem: element % (of %): embeddings must not contain NULL', i, pg_catalog.cardinality(embeddings)
+                USING ERRCODE = '22023';
         END IF;
         IF pymem._vector_norm(embeddings[i]) = 0 THEN
-            RAISE EXCEPTION 'pymem: a zero vector has no direction; cosine similarity is undefined for it'
+            RAISE EXCEPTION 'pymem: element % (of %): a zero vector has no direction; cosine similarity is undefined for it',
+                    i, pg_catalog.cardinality(embeddings)
                 USING ERRCODE = '22023';
         END IF;
         v_first := coalesce(v_first, pymem._vector_dims(embeddings[i]));
         IF pymem._vector_dims(embeddings[i]) <> coalesce(v_dim, v_first) THEN
-            RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder,
-                    coalesce(v_dim, v_first), pymem._vector_dims(embeddings[i])
+            RAISE EXCEPTION 'pymem: element % (of %): embedder % makes % dimensions; this vector has %',
+                    i, pg_catalog.cardinality(embeddings), embedder, coalesce(v_dim, v_first), pymem._vector_dims(embeddings[i])
                 USING ERRCODE = '22023';
         END IF;
     END LOOP;

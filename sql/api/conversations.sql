@@ -188,7 +188,6 @@ DECLARE
     v_now timestamptz := pg_catalog.clock_timestamp();
     v_bad integer;
     v_message text;
-    v_dim integer;
     v_last bigint;
     v_previous timestamptz;
 BEGIN
@@ -241,20 +240,9 @@ BEGIN
                 USING ERRCODE = '22023';
         END;
     END IF;
-    IF messages_add_many.embeddings IS NOT NULL THEN
+    IF messages_add_many.embeddings IS NOT NULL THEN  -- every vector checked first (naming its element), then the embedder registered
+        PERFORM pymem._embeddings_validate(messages_add_many.project_id, messages_add_many.embedder, messages_add_many.embeddings);
         PERFORM pymem._embedding_register(messages_add_many.project_id, messages_add_many.embedder, messages_add_many.embeddings[1]);
-        SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
-         WHERE e.project_id = messages_add_many.project_id AND e.name = messages_add_many.embedder;
-        SELECT pg_catalog.min(u.i) INTO v_bad FROM pg_catalog.unnest(messages_add_many.embeddings) WITH ORDINALITY AS u(v, i)
-         WHERE u.v IS NULL OR pymem._vector_dims(u.v) <> v_dim OR pymem._vector_norm(u.v) = 0;
-        IF v_bad IS NOT NULL THEN
-            RAISE EXCEPTION 'pymem: messages_add_many element % (of %): %', v_bad, v_n,
-                    CASE WHEN messages_add_many.embeddings[v_bad] IS NULL THEN 'no vector (embeddings, when given, has one per message)'
-                         WHEN pymem._vector_norm(messages_add_many.embeddings[v_bad]) = 0 THEN 'a zero vector has no direction'
-                         ELSE pg_catalog.format('embedder %s makes %s dimensions; this vector has %s', messages_add_many.embedder,
-                                                v_dim, pymem._vector_dims(messages_add_many.embeddings[v_bad])) END
-                USING ERRCODE = '22023';
-        END IF;
     END IF;
     -- the thread's numbers for the batch, under the thread row's lock (as message_add takes them)
     INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)

@@ -230,7 +230,6 @@ DECLARE
     v_bad integer;
     v_scope_id text;
     v_message text;
-    v_dim integer;
     v_ids bigint[];
     v_created boolean[];
     v_i integer;
@@ -284,21 +283,9 @@ BEGIN
                 USING ERRCODE = '22023';
         END;
     END IF;
-    IF facts_add_many.embeddings IS NOT NULL THEN
-        -- one embedder: its dimension registered (or checked) once, then every vector against it
+    IF facts_add_many.embeddings IS NOT NULL THEN  -- every vector checked first (naming its element), then the embedder registered
+        PERFORM pymem._embeddings_validate(facts_add_many.project_id, facts_add_many.embedder, facts_add_many.embeddings);
         PERFORM pymem._embedding_register(facts_add_many.project_id, facts_add_many.embedder, facts_add_many.embeddings[1]);
-        SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
-         WHERE e.project_id = facts_add_many.project_id AND e.name = facts_add_many.embedder;
-        SELECT pg_catalog.min(u.i) INTO v_bad FROM pg_catalog.unnest(facts_add_many.embeddings) WITH ORDINALITY AS u(v, i)
-         WHERE u.v IS NULL OR pymem._vector_dims(u.v) <> v_dim OR pymem._vector_norm(u.v) = 0;
-        IF v_bad IS NOT NULL THEN
-            RAISE EXCEPTION 'pymem: facts_add_many element % (of %): %', v_bad, v_n,
-                    CASE WHEN facts_add_many.embeddings[v_bad] IS NULL THEN 'no vector (embeddings, when given, has one per fact)'
-                         WHEN pymem._vector_norm(facts_add_many.embeddings[v_bad]) = 0 THEN 'a zero vector has no direction'
-                         ELSE pg_catalog.format('embedder %s makes %s dimensions; this vector has %s', facts_add_many.embedder,
-                                                v_dim, pymem._vector_dims(facts_add_many.embeddings[v_bad])) END
-                USING ERRCODE = '22023';
-        END IF;
     END IF;
     -- the subjects' locks, taken in one order (as learned writers take them): two batches sharing
     -- subjects (or a batch and a turn's learned facts) queue instead of each waiting for the other's
