@@ -1,0 +1,82 @@
+"""Cost of one call on two databases holding the same data, side by side (an A/B of two schema
+versions: e.g. before and after a change to recall), in alternating rounds on one machine.
+
+    # the same data in both (same seed), each on the schema under test
+    PYMEM_DATA_DIR=/tmp/cost-old python bench/conversations.py --messages 100000 --fresh --no-hnsw  # at the old commit
+    PYMEM_DATA_DIR=/tmp/cost-new python bench/conversations.py --messages 100000 --fresh --no-hnsw  # at the new one
+    python bench/ab_cost.py /tmp/cost-old /tmp/cost-new [--rounds 9] [--calls 30]
+
+For each database it calls context_read for the benchmark's 1,000-message probe with the query's
+vector (what both schemas accept), and on the newer one also with the query's text (hybrid, the
+default of Memory). It reports per call the server's CPU time (from /proc/<backend pid>/schedstat:
+what the backend itself ran, less disturbed by other load on a shared machine than wall time) and
+the wall time, median and minimum over rounds, and the ratios. Needs both servers on this machine
+(embedded, started on demand). Nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pymem  # noqa: E402
+from bench.conv.config import AGENT_ID  # noqa: E402
+from bench.conv.texts import PROBE_QUERIES  # noqa: E402
+from pymem.connection import resolve_conninfo  # noqa: E402
+from pymem.embedders import HashEmbedder  # noqa: E402
+
+CONTEXT = ("SELECT pymem.context_read(user_id => 'probe', agent_id => %(a)s, project_id => 'acme', "
+           "thread_id => 'default', query => %(v)s, embedder => %(e)s, max_facts => 50, window_size => 20, k => 5{x})")
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old_data_dir")
+    ap.add_argument("new_data_dir")
+    ap.add_argument("--rounds", type=int, default=9)
+    ap.add_argument("--calls", type=int, default=30)
+    args = ap.parse_args(argv)
+    conns, pids = {}, {}
+    for name, d in (("old", args.old_data_dir), ("new", args.new_data_dir)):
+        c = psycopg.connect(resolve_conninfo(pymem.Settings(data_dir=d)), autocommit=True)
+        register_vector(c)
+        c.execute("SET plan_cache_mode = force_generic_plan")
+        conns[name], pids[name] = c, c.execute("SELECT pg_backend_pid()").fetchone()[0]
+    emb = HashEmbedder()
+    vecs = [np.asarray(emb.embed([q])[0], dtype=np.float32) for q in PROBE_QUERIES]
+    cases = [("old: context_read, vector", "old", CONTEXT.format(x="")),
+             ("new: context_read, vector", "new", CONTEXT.format(x="")),
+             ("new: context_read, vector + text", "new", CONTEXT.format(x=", query_text => %(t)s"))]
+
+    def cpu_ns(db: str) -> int:
+        return int(Path(f"/proc/{pids[db]}/schedstat").read_text().split()[0])
+
+    cpu: dict[str, list[float]] = {n: [] for n, _, _ in cases}
+    wall: dict[str, list[float]] = {n: [] for n, _, _ in cases}
+    for r in range(args.rounds + 1):
+        for name, db, sql in cases:
+            c0, t0 = cpu_ns(db), time.perf_counter_ns()
+            for i in range(args.calls):
+                p = {"a": AGENT_ID, "v": vecs[i % len(vecs)], "e": emb.name, "t": PROBE_QUERIES[i % len(PROBE_QUERIES)]}
+                conns[db].execute(sql, p, prepare=True).fetchall()
+            if r:  # the first round warms up
+                cpu[name].append((cpu_ns(db) - c0) / args.calls / 1e6)
+                wall[name].append((time.perf_counter_ns() - t0) / args.calls / 1e6)
+    base = sorted(cpu[cases[0][0]])[len(cpu[cases[0][0]]) // 2]
+    print(f"{'call':36s} {'server CPU ms (median, min)':>28s} {'wall ms':>9s} {'CPU ratio':>10s}")
+    for name, _, _ in cases:
+        c, w = sorted(cpu[name]), sorted(wall[name])
+        print(f"{name:36s} {c[len(c) // 2]:14.3f} {c[0]:12.3f} {w[len(w) // 2]:9.3f} {c[len(c) // 2] / base:9.2f}x")
+    print(f"\ncommand: python bench/ab_cost.py {args.old_data_dir} {args.new_data_dir} --rounds {args.rounds} --calls {args.calls}")
+
+
+if __name__ == "__main__":
+    main()
