@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('97c8798b31e0b93c73ac6b5a0a6144af6e449514a88452f5b518e2d904af4a99')
+SELECT pymem.migration_api_applied('926698855e4f99680a057f238f9f46d575204a388040a7397acadfe56e6630a8')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

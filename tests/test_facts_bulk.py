@@ -81,7 +81,10 @@ def test_sql_takes_many_subjects_and_checks_every_element(dsn):
                 "metadata must be a JSON object")
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], "
                 "created_ats => ARRAY[now() + interval '1 day'])", "in the future")
-        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', ''], ARRAY['a', 'b'])", "needs a user id")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', ''], ARRAY['a', 'b'])",
+                r"element 2 \(of 2\): a user fact needs a user id")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob', NULL], ARRAY['a', 'b', 'c'])",
+                r"element 3 \(of 3\): scope_id")
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'alice'], ARRAY['a', 'b'], "
                 "embeddings => ARRAY['[1,0,0]', '[1,0]']::vector[], embedder => 'e3')", r"element 2 \(of 2\): embedder e3 makes 3")
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], "

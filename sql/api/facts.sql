@@ -251,9 +251,17 @@ BEGIN
         RAISE EXCEPTION 'pymem: facts_add_many takes at most 100000 facts per call, not %', v_n USING ERRCODE = '22023';
     END IF;
     -- every subject, then every element, checked as fact_add checks them; the first failure names its element
-    FOR v_scope_id IN SELECT DISTINCT u.s FROM pg_catalog.unnest(facts_add_many.scope_ids) AS u(s) LOOP
-        PERFORM pymem._fact_check_subject(facts_add_many.scope, v_scope_id, facts_add_many.project_id, 'exact');
+    FOR v_scope_id, v_bad IN SELECT u.s, pg_catalog.min(u.i) FROM pg_catalog.unnest(facts_add_many.scope_ids) WITH ORDINALITY AS u(s, i)
+                              GROUP BY u.s ORDER BY 2 LOOP
+        BEGIN
+            PERFORM pymem._fact_check_subject(facts_add_many.scope, v_scope_id, facts_add_many.project_id, 'exact');
+        EXCEPTION WHEN invalid_parameter_value THEN
+            GET STACKED DIAGNOSTICS v_message = MESSAGE_TEXT;
+            RAISE EXCEPTION 'pymem: facts_add_many element % (of %): %', v_bad, v_n, pg_catalog.regexp_replace(v_message, '^pymem: ', '')
+                USING ERRCODE = '22023';
+        END;
     END LOOP;
+    v_bad := NULL;
     SELECT pg_catalog.min(u.i) INTO v_bad
       FROM (SELECT pymem._fact_trim(r.c) AS t, r.conf, r.src, r.meta, r.at, r.i  -- OFFSET 0: one trim per element
               FROM ROWS FROM (pg_catalog.unnest(facts_add_many.contents), pg_catalog.unnest(facts_add_many.confidences),
