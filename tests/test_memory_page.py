@@ -21,6 +21,8 @@ from psycopg.conninfo import make_conninfo
 from selenium import webdriver
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.webdriver.support import expected_conditions
+from selenium.webdriver.support.ui import WebDriverWait
 
 import pymem
 from pymem import browse, cli, web
@@ -190,6 +192,15 @@ def browser(tmp_path):
         driver.quit()
 
 
+def go(browser, element) -> None:
+    """Click something that loads a page and wait until the new page has replaced the old one:
+    a click returns before a form's POST (or a link's GET) has been answered, and reading the
+    page then reads the old one (seen once in CI)."""
+    page = browser.find_element(By.TAG_NAME, "html")
+    element.click()
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(page))
+
+
 def test_in_a_real_browser(served, browser):
     app, ids = served
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
@@ -199,14 +210,14 @@ def test_in_a_real_browser(served, browser):
         assert browser.save_screenshot(str(ARTIFACTS / f"{name}.png"))
 
     browser.get(app.origin + "/")
-    browser.find_element(By.LINK_TEXT, "acme").click()
+    go(browser, browser.find_element(By.LINK_TEXT, "acme"))
     shot("1-project")
-    browser.find_element(By.LINK_TEXT, "user:alice").click()
+    go(browser, browser.find_element(By.LINK_TEXT, "user:alice"))
     rows = browser.find_elements(By.CSS_SELECTOR, "tbody tr")
     assert [r.get_attribute("id") for r in rows] == [f"fact-{ids['beagle']}", f"fact-{ids['bergen']}"]
     assert not browser.find_elements(By.CSS_SELECTOR, "tr.superseded")
 
-    browser.find_element(By.ID, "toggle-superseded").click()  # show superseded
+    go(browser, browser.find_element(By.ID, "toggle-superseded"))  # show superseded
     old = browser.find_element(By.ID, f"fact-{ids['oslo']}")
     assert "superseded" in old.get_attribute("class")
     muted = old.find_element(By.TAG_NAME, "td").value_of_css_property("color")
@@ -223,19 +234,21 @@ def test_in_a_real_browser(served, browser):
     # correct a fact from the page: supersede it with new text (a POST form, no JavaScript needed)
     row = browser.find_element(By.ID, f"fact-{ids['bergen']}")
     row.find_element(By.NAME, "new").send_keys("Lives in Stavanger")
-    row.find_elements(By.TAG_NAME, "button")[1].click()
+    go(browser, row.find_elements(By.TAG_NAME, "button")[1])
     assert "Lives in Stavanger" in browser.page_source
     bergen = browser.find_element(By.ID, f"fact-{ids['bergen']}")
     assert "superseded" in bergen.get_attribute("class")
     shot("3-after-supersede")
 
-    browser.find_element(By.LINK_TEXT, "← project").click()
-    browser.find_element(By.LINK_TEXT, "alice").click()
+    go(browser, browser.find_element(By.LINK_TEXT, "← project"))
+    go(browser, browser.find_element(By.LINK_TEXT, "alice"))
     assert "Fløyen trails" in browser.page_source
     shot("4-user")
+    page = browser.find_element(By.TAG_NAME, "html")
     browser.back()
-    browser.find_element(By.LINK_TEXT, "research-notes").click()
-    browser.find_element(By.LINK_TEXT, "notes/hiking.md").click()
+    WebDriverWait(browser, 30).until(expected_conditions.staleness_of(page))
+    go(browser, browser.find_element(By.LINK_TEXT, "research-notes"))
+    go(browser, browser.find_element(By.LINK_TEXT, "notes/hiking.md"))
     assert "then Vidden" in browser.page_source
     shot("5-store-entry")
     assert sorted(p.name for p in ARTIFACTS.glob("*.png")) == [
