@@ -300,6 +300,34 @@ def test_a_context_read_gets_the_facts_that_rank_best_when_a_subject_has_too_man
     assert "Allergic to peanuts" in [f["content"] for f in conn.execute(read, ("peanuts",)).fetchone()[0]]
 
 
+@pytest.mark.parametrize("max_facts", [1, 7, 40, 61, 100])
+def test_a_context_reads_the_brute_force_best_facts_newest_first(facts, max_facts):
+    """context_read's user facts for a subject with more than max_facts: the max_facts best by the
+    brute-force score (every active fact ranked, a missing score counting 0; ties: higher id
+    first), shown newest first; with max_facts or fewer, or no query, the newest."""
+    rows = facts.execute("SELECT id, created_at FROM pymem.facts WHERE scope = 'user' AND scope_id = 'u1'"
+                         " AND superseded_by IS NULL").fetchall()
+    created = dict(rows)
+    newest = [i for i, _ in sorted(rows, key=lambda r: (r[1], r[0]), reverse=True)]
+    read = ("SELECT pymem.context_read(user_id => 'u1', query => %s::text::vector, embedder => 'e3',"
+            " query_text => %s, lexical_weight => %s, max_facts => %s, k => 0) -> 'user_facts'")
+    cases = [(q, t, w) for q, t in QUERIES for w in (0.0, 0.5, 1.0)] + [(None, t, 0.5) for _, t in QUERIES[:4]]
+    for query, text, weight in cases:
+        got = [f["id"] for f in facts.execute(read, (None if query is None else vec(query), text, weight,
+                                                     max_facts)).fetchone()[0]]
+        if len(rows) <= max_facts:
+            assert got == newest[:max_facts]
+            continue
+        scores = brute(facts, query=query, text=text, weight=weight)
+        if query is not None:  # a fact with no vector: its cosine counts 0
+            lexical = brute(facts, text=text) if text is not None else {}
+            scores = {i: scores[i] if i in scores else weight * lexical.get(i, 0.0) for i in created}
+        ranked = sorted(created, key=lambda i: (-round(scores.get(i, 0.0), 9), -i))[:max_facts]
+        assert got == sorted(ranked, key=lambda i: (created[i], i), reverse=True), (query, text, weight)
+    got = [f["id"] for f in facts.execute(read, (None, None, 0.5, max_facts)).fetchone()[0]]
+    assert got == newest[:max_facts]  # no query: the newest
+
+
 # --- plans ---------------------------------------------------------------------------------
 
 

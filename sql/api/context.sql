@@ -79,7 +79,6 @@ DECLARE
     v_unembedded jsonb := '[]';
     v_has_user boolean;
     v_cand record;
-    v_msg record;
     v_kept integer := 0;
 BEGIN
     PERFORM pymem._tenant_enter(context_read.project_id);
@@ -93,6 +92,9 @@ BEGIN
     IF context_read.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(context_read.metadata) <> 'object' THEN
         RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(context_read.metadata)
             USING ERRCODE = '22023';
+    END IF;
+    IF context_read.query IS NOT NULL THEN  -- once, for the facts' ranking and for recall
+        PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query);
     END IF;
     IF context_read.agent_id IS NOT NULL
        AND pymem._fact_check_subject('agent', context_read.agent_id, context_read.project_id, 'match') THEN
@@ -123,17 +125,15 @@ BEGIN
           FROM pymem._window(context_read.project_id, context_read.user_id, context_read.thread_id,
                              context_read.window_size) AS w;
         IF (context_read.query IS NOT NULL OR context_read.query_text IS NOT NULL) AND context_read.k > 0 THEN
-            IF context_read.query IS NOT NULL THEN
-                PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query);
-            END IF;
             v_upstream := CASE WHEN context_read.dedupe THEN pymem._norm(pg_catalog.concat_ws(' ',
                 (SELECT pg_catalog.string_agg(a.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
                 (SELECT pg_catalog.string_agg(u.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_user) AS u),
                 v_summary)) END;
-            -- candidates best first; each one's message is read by primary key only when it is
-            -- reached, so the common case (no duplicate among the first k) reads exactly k
+            -- candidates best first, each with its message (read by primary key as the loop fetches
+            -- them: a FOR loop fetches 10 rows at a time, so the common case, no duplicate among
+            -- the first k, reads 10 messages in one statement)
             FOR v_cand IN
-                SELECT r.thread_id, r.seq, r.similarity, r.score
+                SELECT r.thread_id, r.seq, r.similarity, r.score, m.role, m.content, m.metadata, m.created_at
                   FROM pymem._recall_ranked(context_read.project_id, context_read.user_id, context_read.thread_id,
                                             context_read.query, context_read.embedder, context_read.query_text,
                                             context_read.k + 20, context_read.min_content_chars,
@@ -142,19 +142,20 @@ BEGIN
                                             context_read.half_life_seconds, context_read.min_score,
                                             context_read.as_of, context_read.since, context_read.until,
                                             context_read.metadata) WITH ORDINALITY AS r
+                  -- one row per candidate: the vector's FK makes the message exist in this snapshot
+                  JOIN LATERAL (SELECT m.role, m.content, m.metadata, m.created_at FROM pymem.messages AS m
+                                 WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
+                                   AND m.thread_id = r.thread_id AND m.seq = r.seq
+                                 LIMIT 1) AS m ON true  -- LIMIT: a lookup per candidate, never a join of all the user's messages
                  ORDER BY r.ordinality
             LOOP
-                SELECT m.role, m.content, m.metadata, m.created_at INTO v_msg FROM pymem.messages AS m
-                 WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
-                   AND m.thread_id = v_cand.thread_id AND m.seq = v_cand.seq;
-                CONTINUE WHEN NOT FOUND;  -- cannot happen in one snapshot (the vector's FK); never a NULL row
-                IF context_read.dedupe AND pg_catalog.strpos(v_upstream, pymem._norm(v_msg.content)) > 0 THEN
+                IF context_read.dedupe AND pg_catalog.strpos(v_upstream, pymem._norm(v_cand.content)) > 0 THEN
                     v_deduped := v_deduped + 1;
                     CONTINUE;
                 END IF;
                 v_recalled := v_recalled || pg_catalog.jsonb_build_object(
-                    'thread_id', v_cand.thread_id, 'seq', v_cand.seq, 'role', v_msg.role, 'content', v_msg.content,
-                    'metadata', v_msg.metadata, 'created_at', v_msg.created_at, 'similarity', v_cand.similarity, 'score', v_cand.score);
+                    'thread_id', v_cand.thread_id, 'seq', v_cand.seq, 'role', v_cand.role, 'content', v_cand.content,
+                    'metadata', v_cand.metadata, 'created_at', v_cand.created_at, 'similarity', v_cand.similarity, 'score', v_cand.score);
                 v_kept := v_kept + 1;
                 EXIT WHEN v_kept >= context_read.k;
             END LOOP;

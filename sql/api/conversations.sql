@@ -986,7 +986,8 @@ $$;
 -- so the top k are among the k best rows by base and the rows sharing a term: a row with no term
 -- that belongs in the top k has at most k - 1 rows above it by base (a row above it by base
 -- scores at least as much). Only those few rows are scored in full; the rest are read once and
--- sorted once, as in vector recall alone. No join of the user's rows with each other: planned
+-- sorted once. Without a term (vector recall alone) the rows are not kept: the best are picked while
+-- they are read (the CTE top). No join of the user's rows with each other: planned
 -- generically (statistics saying "a row or two"), such a join ran as a nested loop, 17 ms for
 -- 1,000 messages.
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
@@ -1012,10 +1013,10 @@ AS $$
           FROM (SELECT u.each_term,
                        CASE WHEN pg_catalog.cardinality(u.each_term) > 0
                             THEN pg_catalog.array_to_string(u.each_term, ' | ')::tsquery END AS any_term
-                  FROM (SELECT ARRAY(
+                  FROM (SELECT CASE WHEN p_text IS NOT NULL THEN ARRAY(
                                SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
                                  FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
-                               AS each_term
+                               END AS each_term
                         OFFSET 0) AS u) AS t),  -- OFFSET 0: the terms computed once, not once per use
     base AS MATERIALIZED (  -- the user's rows as of p_as_of, read once
         SELECT r.thread_id, r.seq, r.created_at, r.similarity, r.tokens, r.lexemes, r.stale,
@@ -1040,7 +1041,7 @@ AS $$
                        CASE WHEN e.lexemes @@ (SELECT q.any_term FROM q) THEN e.lexemes END AS lexemes,
                        e.lexemes IS NULL AS stale
                   FROM pymem.message_embeddings AS e
-                 WHERE p_query IS NOT NULL
+                 WHERE p_query IS NOT NULL AND (SELECT q.any_term FROM q) IS NOT NULL
                    AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
                    AND (p_as_of IS NULL OR e.created_at <= p_as_of)
                 UNION ALL
@@ -1051,6 +1052,30 @@ AS $$
                  WHERE p_query IS NULL AND (SELECT q.any_term FROM q) IS NOT NULL
                    AND l.project_id = p_project_id AND l.user_id = p_user_id
                    AND (p_as_of IS NULL OR l.created_at <= p_as_of)) AS r),
+    top AS (  -- with a vector and no term: the p_limit best eligible rows, read and sorted in one pass,
+              -- with no row kept in memory but the best (1.4 ms instead of 2.6 for 1,000 messages)
+        SELECT s.thread_id, s.seq, s.created_at, s.similarity,
+               (SELECT q.wv FROM q) * s.similarity
+               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
+                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - s.created_at), 0)
+                     / p_half_life, 1000)) END
+               + p_iw * s.importance AS base
+          FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
+                  FROM pymem.message_embeddings AS e
+                 WHERE p_query IS NOT NULL AND (SELECT q.any_term FROM q) IS NULL
+                   AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+                   AND (p_as_of IS NULL OR e.created_at <= p_as_of)
+                   AND e.chars >= p_min_chars
+                   AND (p_since IS NULL OR e.created_at >= p_since)
+                   AND (p_until IS NULL OR e.created_at < p_until)
+                   AND NOT (e.thread_id = p_thread_id AND e.seq > (SELECT q.window_after FROM q))
+                   AND (p_filter IS NULL OR EXISTS (
+                           SELECT 1 FROM pymem.messages AS m
+                            WHERE m.project_id = p_project_id AND m.user_id = p_user_id
+                              AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> p_filter))
+                OFFSET 0) AS s
+         ORDER BY base DESC, s.created_at DESC, s.thread_id, s.seq DESC
+         LIMIT p_limit),
     stale AS MATERIALIZED (  -- vectors stored before 0017: their messages' lexemes by primary key (with terms only)
         SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, l.tokens,
                CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END AS lexemes
@@ -1093,7 +1118,9 @@ AS $$
           ORDER BY b.base DESC, b.created_at DESC, b.thread_id, b.seq DESC
           LIMIT p_limit)
         UNION ALL
-        SELECT l.thread_id, l.seq, l.created_at, l.similarity, l.base, l.bm25 FROM lex AS l),
+        SELECT l.thread_id, l.seq, l.created_at, l.similarity, l.base, l.bm25 FROM lex AS l
+        UNION ALL
+        SELECT t.thread_id, t.seq, t.created_at, t.similarity, t.base, NULL FROM top AS t),
     scored AS (  -- a row in both sets once, with its bonus
         SELECT c.thread_id, c.seq, pg_catalog.max(c.created_at) AS created_at, pg_catalog.max(c.similarity) AS similarity,
                pg_catalog.max(c.base) + (SELECT q.wl FROM q)
