@@ -324,5 +324,12 @@ def test_in_a_real_browser(served, browser):
     go(browser, browser.find_element(By.LINK_TEXT, "notes/hiking.md"))
     assert "then Vidden" in browser.page_source
     shot("5-store-entry")
+
+    # the search box (a GET form): ranked by the query's words and its vector, no JavaScript
+    browser.get(app.origin + web.link("/facts", p="acme", scope="user", id="alice"))
+    browser.find_element(By.NAME, "q").send_keys("allergies")
+    go(browser, browser.find_element(By.XPATH, "//form[@action='/search']//button"))
+    assert "words and meaning" in browser.find_element(By.ID, "ranking").text
+    assert "allergies" in browser.find_element(By.TAG_NAME, "h1").text
     assert sorted(p.name for p in ARTIFACTS.glob("*.png")) == [
         "1-project.png", "2-facts-superseded.png", "3-after-supersede.png", "4-user.png", "5-store-entry.png"]
