@@ -1,6 +1,6 @@
 """Listing what one project holds, over ``sql/api/browse.sql`` (and the stores' read functions):
 what the memory page of ``pymem serve`` (:mod:`pymem.web`) shows besides the Memory API's own
-reads. Each function is one named query; rows come back as dicts. There is no listing of
+reads. Each listing is one named query; rows come back as dicts. There is no listing of
 projects: row-level security confines every call to the project it names (README, Security).
 
 :func:`search_facts` and :func:`recall_messages` rank as ``Memory.retrieve`` and ``Memory.recall``
