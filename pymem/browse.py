@@ -1,7 +1,12 @@
 """Listing what one project holds, over ``sql/api/browse.sql`` (and the stores' read functions):
 what the memory page of ``pymem serve`` (:mod:`pymem.web`) shows besides the Memory API's own
-reads. Each function is one named query; rows come back as dicts. There is no listing of
+reads. Each listing is one named query; rows come back as dicts. There is no listing of
 projects: row-level security confines every call to the project it names (README, Security).
+
+:func:`search_facts` and :func:`recall_messages` rank as ``Memory.retrieve`` and ``Memory.recall``
+do (``facts_search`` and ``messages_recall`` with the query's vector and its text) but never
+write: Memory first embeds and stores the vectors that rows lack (its catch-up), these leave such
+rows as they are and match them by their words alone, returned apart.
 """
 
 from __future__ import annotations
@@ -9,9 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 from .database import Database
+from .embedders import Embedder
+from .options import RecallOptions
+from .runner import vectors
 from .values import text
 
 Rows = list[dict[str, Any]]
+
+#: The most rows without a vector a search looks for, and the word matches it reads to find them.
+UNEMBEDDED_MAX = 1000
 
 
 def subjects(db: Database, project_id: str = "", max_rows: int = 1000) -> Rows:
@@ -54,3 +65,55 @@ def store_entry(db: Database, key: str, path: str, project_id: str = "") -> dict
 def store_versions(db: Database, key: str, path: str, project_id: str = "") -> Rows:
     """The kept versions of an entry, oldest first."""
     return db.query("store_versions", {"store_key": key, "path": path, "project_id": project_id})
+
+
+def embedders(db: Database, project_id: str = "") -> Rows:
+    """The embedders (name, dimension) the project has stored vectors from, most recently
+    registered first."""
+    return db.query("browse_embedders", {"project_id": text(project_id, "project_id")})
+
+
+def search_facts(db: Database, scope: str, scope_id: str, query: str, project_id: str = "",
+                 embedder: Embedder | None = None, k: int = 20, lexical_weight: float = 0.4) -> tuple[Rows, Rows]:
+    """A subject's active facts ranked for the text ``query``: ``(ranked, words_only)``. With
+    ``embedder``, ranked by the query's vector and its words (``facts_search`` with both, as
+    ``Memory.retrieve``); the facts with no vector from it are not ranked there, so the best ``k``
+    of them by words alone come back as ``words_only``. Without, ranked by words alone."""
+    params = {"scope": scope, "scope_id": scope_id, "project_id": text(project_id, "project_id"), "k": k,
+              "query": None, "embedder": None, "query_text": text(query, "query"), "metadata": None,
+              "lexical_weight": lexical_weight}
+    if embedder is None:
+        return db.query("facts_search", params), []
+    (vector,) = vectors(embedder, [query])
+    rows = db.query("facts_search", {**params, "query": vector, "embedder": embedder.name})
+    missing = {r["id"] for r in rows if r["similarity"] is None}  # facts_search lists them first, unranked
+    ranked = [r for r in rows if r["similarity"] is not None]
+    if not missing:
+        return ranked, []
+    words = db.query("facts_search", {**params, "k": UNEMBEDDED_MAX})
+    return ranked, [r for r in words if r["id"] in missing][:k]
+
+
+def recall_messages(db: Database, user_id: str, query: str, project_id: str = "", thread_id: str = "default",
+                    embedder: Embedder | None = None, k: int = 10,
+                    options: RecallOptions = RecallOptions()) -> tuple[Rows, Rows]:
+    """A user's messages ranked for the text ``query`` (every message: no window is skipped):
+    ``(ranked, words_only)``. With ``embedder``, ranked by the query's vector and its words
+    (``messages_recall`` with both, as ``Memory.recall``), which ranks only the messages that have
+    a vector from it; the best ``k`` of the others (``messages_unembedded``) by words alone come
+    back as ``words_only``. Without, ranked by words alone."""
+    params = {**options.params(), "k": k, "user_id": text(user_id, "user id"),
+              "thread_id": text(thread_id, "thread"), "project_id": text(project_id, "project_id"),
+              "window_size": 0, "as_of": None, "since": None, "until": None, "metadata": None,
+              "query": None, "embedder": None, "query_text": text(query, "query")}
+    if embedder is None:
+        return db.query("messages_recall", params), []
+    (vector,) = vectors(embedder, [query])
+    ranked = db.query("messages_recall", {**params, "query": vector, "embedder": embedder.name})
+    missing = {(m["thread_id"], m["seq"]) for m in db.query(
+        "messages_unembedded", {"user_id": user_id, "project_id": project_id, "embedder": embedder.name,
+                                "min_chars": options.min_content_chars, "max_messages": UNEMBEDDED_MAX})}
+    if not missing:
+        return ranked, []
+    words = db.query("messages_recall", {**params, "k": UNEMBEDDED_MAX})
+    return ranked, [m for m in words if (m["thread_id"], m["seq"]) in missing][:k]

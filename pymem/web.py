@@ -8,6 +8,12 @@ superseded" adds the replaced versions, muted, each with a "superseded → #id" 
 that replaced it) and a search box; a user's threads with window and summary and a recall
 search; a store's entries, audit tail and an entry's versions.
 
+Searches rank as Memory.retrieve and Memory.recall do, by the query's vector and its words, with
+the project's own embedder: the newest registered one (``browse_embedders``) that pymem ships and
+can run here (:func:`builtin_embedder`); with none, by words alone, and the page says why. They
+never write: rows with no vector from that embedder are matched by their words and listed apart
+as "not yet embedded" (:func:`pymem.browse.search_facts`, :func:`pymem.browse.recall_messages`).
+
 Reads go through the Memory API and the read-only SQL functions, on connections that run as the
 reader role (``-c role=...`` at connection start; README "Memory page"), so the page cannot
 write even by mistake. With ``allow_edit``, forgetting a fact and superseding it with corrected
@@ -33,7 +39,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from . import browse
 from .database import Database
-from .errors import Error, NotFoundError
+from .embedders import Embedder, HashEmbedder, OnnxMiniLMEmbedder
+from .errors import ConfigError, Error, NotFoundError
 from .memory import Memory
 from .settings import Settings
 
@@ -99,6 +106,7 @@ class MemoryPage:
         self.token = secrets.token_urlsafe(24)
         self.origin: str | None = None  # set by serve(): "http://host:port"
         self.loopback = True  # set by serve(): bound to a loopback address
+        self._embedders: dict[tuple[str, int], Embedder | str] = {}  # loaded, or why it cannot run
 
     # -- plumbing -------------------------------------------------------------------------
     def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> list[bytes]:
@@ -145,9 +153,30 @@ class MemoryPage:
                 f'<style>{STYLE}</style></head><body><nav><a href="/">pymem memory</a> '
                 f'<span class="muted">({mode}{note})</span></nav>{body}</body></html>')
 
-    def _memory(self, db: Database, project: str) -> Memory:
-        # window=0: the page's recall searches every message (a chat's recall skips its own window)
-        return Memory(db=db, project_id=project, embedder=None, window=0)
+    def _memory(self, db: Database, project: str, embedder: Embedder | None = None) -> Memory:
+        # reads: no embedder, so no Memory call can embed and store missing vectors (the searches
+        # go through pymem.browse); edits: the project's embedder, so a corrected fact gets its vector
+        return Memory(db=db, project_id=project, embedder=embedder, window=0)
+
+    def _embedder(self, project: str) -> tuple[Embedder | None, str]:
+        """The embedder the page's searches in ``project`` use, and the line saying how they rank."""
+        reasons = []
+        for e in browse.embedders(self.read_db, project):
+            key = (e["name"], e["dimension"])
+            if key not in self._embedders:
+                try:
+                    self._embedders[key] = builtin_embedder(*key) or "not an embedder pymem ships"
+                except ConfigError as exc:
+                    self._embedders[key] = str(exc)
+            found = self._embedders[key]
+            if not isinstance(found, str):
+                return found, (f"Ranked by words and meaning (the query's vector from {found.name}), "
+                               "as Memory.recall and Memory.retrieve rank.")
+            reasons.append(f"{e['name']}: {found}")
+        if not reasons:
+            return None, "Ranked by words only: no vectors are stored in this project."
+        return None, ("Ranked by words only: this page cannot run the embedder of this project's vectors "
+                      f"({'; '.join(reasons)}).")
 
     def _edit_form(self, action: str, fields: dict[str, Any], button: str, extra: str = "") -> str:
         hidden = "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
@@ -231,12 +260,20 @@ class MemoryPage:
         tier = SCOPE_TIER.get(scope)
         if tier is None:
             raise Page("400 Bad Request", f"<p>Unknown scope {esc(scope)}.</p>")
-        found = self._memory(self.read_db, p).retrieve(text_, tier=tier, id=sid, k=20) if text_.strip() else []
-        rows = ([f'<a href="{url("/facts", p=p, scope=scope, id=sid)}#fact-{f.id}">#{f.id}</a>', esc(f.content),
-                 f"{f.score:.3f}" if f.score is not None else "", esc(f.source)] for f in found)
+        embedder, how = self._embedder(p)
+        found, unembedded = (browse.search_facts(self.read_db, scope, sid, text_, p, embedder, k=20)
+                             if text_.strip() else ([], []))
+
+        def rows(facts: browse.Rows) -> Iterable[list[str]]:
+            return ([f'<a href="{url("/facts", p=p, scope=scope, id=sid)}#fact-{f["id"]}">#{f["id"]}</a>',
+                     esc(f["content"]), f'{f["score"]:.3f}' if f["score"] is not None else "", esc(f["source"])]
+                    for f in facts)
         return (f'<p><a href="{url("/facts", p=p, scope=scope, id=sid)}">← facts</a></p>'
                 f"<h1>Search {esc(scope)}:{esc(sid)} for “{esc(text_)}”</h1>"
-                + table(["id", "fact", "score", "source"], rows, empty="no match"))
+                f'<p class="muted" id="ranking">{esc(how)}</p>'
+                + table(["id", "fact", "score", "source"], rows(found), empty="no match")
+                + not_yet_embedded(embedder, "facts", table(["id", "fact", "score (words)", "source"],
+                                                              rows(unembedded)) if unembedded else ""))
 
     def user(self, q: dict[str, str]) -> str:
         p, u = q.get("p", ""), q.get("u", "")
@@ -255,11 +292,16 @@ class MemoryPage:
             window = mem.window(user=u, thread=tid, size=WINDOW)
             found = ""
             if q.get("q", "").strip() and q.get("t") == tid:
-                hits = mem.recall(q["q"], user=u, thread=tid, k=10)
-                found = "<h3>Recalled</h3>" + table(
-                    ["#", "role", "message", "score"],
-                    ([esc(m.seq), esc(m.role), esc(m.content), f"{m.score:.3f}" if m.score is not None else ""]
-                     for m in hits), empty="nothing recalled")
+                embedder, how = self._embedder(p)
+                hits, unembedded = browse.recall_messages(self.read_db, u, q["q"], p, tid, embedder, k=10)
+
+                def rows(messages: browse.Rows) -> Iterable[list[str]]:
+                    return ([esc(f'{m["thread_id"]} #{m["seq"]}'), esc(m["role"]), esc(m["content"]),
+                             f'{m["score"]:.3f}' if m["score"] is not None else ""] for m in messages)
+                found = (f'<h3>Recalled</h3><p class="muted" id="ranking">{esc(how)}</p>'
+                         + table(["message", "role", "content", "score"], rows(hits), empty="nothing recalled")
+                         + not_yet_embedded(embedder, "messages", table(
+                             ["message", "role", "content", "score (words)"], rows(unembedded)) if unembedded else ""))
             parts.append(
                 f'<h2 id="thread-{esc(tid)}">Thread {esc(tid)}</h2>'
                 f"<h3>Summary</h3>{f'<pre>{esc(summary)}</pre>' if summary else '<p class=muted>no summary yet</p>'}"
@@ -324,7 +366,7 @@ class MemoryPage:
         if tier is None:
             raise Page("400 Bad Request", f"<p>Unknown scope {esc(scope)}.</p>")
         fact_id = int(form.get("fact_id", ""))
-        mem = self._memory(self.write_db, p)
+        mem = self._memory(self.write_db, p, self._embedder(p)[0])
         if path == "/forget":
             mem.forget(tier=tier, id=sid, fact_id=fact_id)
         elif path == "/supersede":
@@ -332,6 +374,28 @@ class MemoryPage:
         else:
             raise Page("404 Not Found", "<p>No such form.</p>")
         raise Page("303 See Other", location=link("/facts", p=p, scope=scope, id=sid, superseded="1"))
+
+
+def not_yet_embedded(embedder: Embedder | None, what: str, rows_table: str) -> str:
+    """The search's rows that have no vector from ``embedder`` yet, matched by their words alone."""
+    if not rows_table or embedder is None:
+        return ""
+    return (f'<h3 id="not-yet-embedded">Not yet embedded</h3><p class="muted">These {what} have no vector from '
+            f"{esc(embedder.name)} yet, so they are matched by their words alone (the page writes nothing; "
+            f"Memory embeds them on its next recall or retrieve).</p>{rows_table}")
+
+
+def builtin_embedder(name: str, dimension: int) -> Embedder | None:
+    """The embedder pymem ships that makes the vectors named ``name``, ready to run, or None when
+    pymem ships none by that name (a custom or remote model). ConfigError: it needs the
+    ``[embed]`` extra, which is not installed."""
+    if name == f"hash-{dimension}-v1":
+        return HashEmbedder(dimension)
+    if name == OnnxMiniLMEmbedder.name:
+        embedder = OnnxMiniLMEmbedder()
+        embedder.load()
+        return embedder
+    return None
 
 
 class _Server(socketserver.ThreadingMixIn, WSGIServer):

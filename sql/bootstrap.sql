@@ -382,7 +382,7 @@ AS $$
                      'facts_search', 'facts_unembedded', 'window_read', 'summary_read', 'messages_recall',
                      'messages_unembedded', 'context_read', 'user_export', 'store_read', 'store_meta', 'store_list',
                      'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read',
-                     'browse_subjects', 'browse_users', 'browse_threads', 'browse_stores',
+                     'browse_subjects', 'browse_users', 'browse_threads', 'browse_stores', 'browse_embedders',
                      'fact_get', 'store_item_get', 'store_items_search', 'store_namespaces']::name[] AS read,
                ARRAY['tenant_bind', 'tenant_unbind', 'store_configure', 'text_search_configure']::name[] AS admin,
                ARRAY['current_tenant', 'tenant_allowed']::name[] AS public

@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('27940dc96020c13f1f977067acbbf21905549116483f9d7364dd6d9960797911')
+SELECT pymem.migration_api_applied('c37a401e3ed6a5f4c47a352a18358eeab218a6d3729027c921aecf65b1ce39d4')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -422,6 +422,10 @@ FROM pymem.browse_threads(user_id => %(user_id)s, project_id => %(project_id)s) 
 SELECT b.store_key, b.entries, b.transcript_len, b.audit, b.keep_versions, b.updated_at
 FROM pymem.browse_stores(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS b;
 
+-- name: browse_embedders
+-- The embedders a project has stored vectors from, most recently registered first.
+SELECT b.name, b.dimension FROM pymem.browse_embedders(project_id => %(project_id)s) AS b;
+
 -- name: migration_role_setting
 -- Name a pymem role for this session's migrate (pymem.owner_role, pymem.app_role, pymem.reader_role).
 SELECT pg_catalog.set_config(%(key)s, %(name)s, false);

@@ -248,6 +248,7 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT * FROM pymem.browse_users()")
     c.execute("SELECT * FROM pymem.browse_threads('ann')")
     c.execute("SELECT * FROM pymem.browse_stores()")
+    c.execute("SELECT * FROM pymem.browse_embedders()")
     c.execute("SELECT pymem.store_item_put('notes', '{users,ann}', 'prefs', '{\"theme\": \"dark\", \"n\": 1}', "
               "embedder => 'e3', fields => '{$}', embeddings => ARRAY['[1,2,3]']::text[]::vector[])")
     c.execute("SELECT * FROM pymem.store_item_get('notes', '{users,ann}', 'prefs')")

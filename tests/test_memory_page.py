@@ -105,7 +105,9 @@ def test_browse_functions_as_the_reader_role(dsn, db, as_role):
             ("default", 2), ("trips", 2)]
         assert [(s["store_key"], s["entries"], s["keep_versions"]) for s in browse.stores(reader, "acme")] == [
             ("research-notes", 1, True)]
+        assert [(e["name"], e["dimension"]) for e in browse.embedders(reader, "acme")] == [("hash-384-v1", 384)]
         assert browse.subjects(reader, "") == [] and browse.users(reader, "other") == []  # one project each
+        assert browse.embedders(reader, "") == []
         with pytest.raises(pymem.ValidationError):
             browse.threads(reader, "*", "acme")
     with psycopg.connect(dsn, autocommit=True) as c:  # the reader role may run them, and no writer
@@ -130,7 +132,8 @@ def test_pages_read_as_the_reader_and_edits_need_the_token(served, dsn):
                      rf'<a class="superseded-link" href="#fact-{ids["bergen"]}">#{ids["bergen"]}</a>', history)
     assert "trace run-17" in history and "signup form" in history
     found = get(app, "/search", p="acme", scope="user", id="alice", q="beagle")
-    assert "Has a beagle named Biscuit" in found and "Bergen" not in found
+    assert "words and meaning" in found and "hash-384-v1" in found  # the project's vectors are HashEmbedder's
+    assert -1 < found.index("Has a beagle named Biscuit") < found.index("Lives in Bergen")  # every fact, ranked
     user = get(app, "/user", p="acme", u="alice", t="trips", q="hike")
     assert "Fløyen trails" in user and "Thread trips" in user
     assert "hike this weekend" in user.split("<h3>Recalled</h3>")[1]  # recall covers the window too
@@ -149,6 +152,76 @@ def test_pages_read_as_the_reader_and_edits_need_the_token(served, dsn):
     with pytest.raises(urllib.error.HTTPError) as refused:  # a name rebound to 127.0.0.1 reads nothing
         urllib.request.urlopen(rebound, timeout=30)
     assert refused.value.code == 421
+
+
+def stored(dsn: str) -> tuple[int, ...]:
+    """What a search must not change: every table a catch-up writes, and the rows themselves
+    (counted as the test's superuser, whom row-level security does not confine)."""
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT (SELECT count(*) FROM pymem.message_embeddings), (SELECT count(*) FROM pymem.fact_embeddings),"
+                         " (SELECT count(*) FROM pymem.embedders), (SELECT count(*) FROM pymem.messages),"
+                         " (SELECT count(*) FROM pymem.facts)").fetchone()
+
+
+def test_search_ranks_by_meaning_as_the_reader_and_writes_nothing(served, dsn, db):
+    """'allergies' and 'allergic' are different English lexemes, so the words alone miss the
+    messages and facts saying 'allergic'; HashEmbedder's character trigrams ('all', 'ler', 'erg',
+    ...) bring them close by vector. Rows without a vector (written by a Memory without an
+    embedder) are found by their words and listed apart, and nothing is embedded or stored."""
+    app, ids = served
+    pymem.Memory(db=db, project_id="acme", embedder=pymem.HashEmbedder()).persist("Allergic to penicillin", user="alice")
+    plain = pymem.Memory(db=db, project_id="acme")  # no embedder: its rows have no vector
+    seasonal = plain.persist("Seasonal allergies in May", user="alice")
+    plain.add_message("Allergies are bad this spring", user="alice", thread="trips")
+    words, _ = browse.recall_messages(db, "alice", "allergies", "acme")  # no embedder: the words alone
+    assert [m["content"] for m in words] == ["Allergies are bad this spring"]
+    words, _ = browse.search_facts(db, "user", "alice", "allergies", "acme")
+    assert [f["content"] for f in words] == ["Seasonal allergies in May"]
+    before = stored(dsn)
+
+    page = get(app, "/search", p="acme", scope="user", id="alice", q="allergies")
+    ranked, _, unembedded = page.partition('id="not-yet-embedded"')
+    assert re.findall(r"#\d+</a></td><td>(.*?)</td>", ranked)[0] == "Allergic to penicillin"
+    assert "Seasonal allergies in May" not in ranked and "no vector from hash-384-v1" in unembedded
+    assert re.findall(r"#\d+</a></td><td>(.*?)</td>", unembedded) == ["Seasonal allergies in May"]
+
+    user = get(app, "/user", p="acme", u="alice", t="default", q="allergies")
+    recalled = user.split("<h3>Recalled</h3>")[1].split("<h2")[0]  # this thread's search, not the next thread
+    assert "words and meaning" in recalled
+    ranked, _, unembedded = recalled.partition('id="not-yet-embedded"')
+    assert re.findall(r"<td>(?:user|assistant)</td><td>(.*?)</td>", ranked)[0] == "My beagle Biscuit is allergic to cats"
+    assert re.findall(r"<td>(?:user|assistant)</td><td>(.*?)</td>", unembedded) == ["Allergies are bad this spring"]
+    assert stored(dsn) == before  # no catch-up: the reader wrote nothing
+
+    # an edit runs as the login role with the project's embedder: the corrected fact has its vector
+    assert post(app, "/supersede", {"p": "acme", "scope": "user", "id": "alice", "fact_id": int(seasonal),
+                                    "new": "Seasonal allergies in April", "token": app.token}) == 200
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT e.embedder FROM pymem.facts AS f JOIN pymem.fact_embeddings AS e ON e.fact_id = f.id"
+                         " WHERE f.content = 'Seasonal allergies in April'").fetchall() == [("hash-384-v1",)]
+
+
+class ThreeDims:
+    """An embedder of the application's own: pymem ships none by its name, so the page cannot run it."""
+    name, dimension = "own-3d", 3
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        return [[1.0, len(t) % 7 / 7, 0.5] for t in texts]
+
+
+def test_search_falls_back_to_words_and_says_why(served, db):
+    app, _ = served
+    pymem.Memory(db=db, project_id="own", embedder=ThreeDims()).persist("Likes green tea", user="bob")
+    page = get(app, "/search", p="own", scope="user", id="bob", q="green tea")
+    assert "Ranked by words only" in page and "own-3d: not an embedder pymem ships" in page
+    assert "Likes green tea" in page and "not-yet-embedded" not in page
+    page = get(app, "/search", p="empty", scope="user", id="bob", q="green tea")
+    assert "Ranked by words only: no vectors are stored in this project." in page and "no match" in page
+    assert web.builtin_embedder("own-3d", 3) is None and web.builtin_embedder("hash-8-v1", 8).dimension == 8
+    try:  # the [embed] extra: installed here, or its absence named (CI installs only [test])
+        assert web.builtin_embedder(pymem.embedders.OnnxMiniLMEmbedder.name, 384).name == "all-MiniLM-L6-v2-int8"
+    except pymem.ConfigError as exc:
+        assert "[embed]" in str(exc)
 
 
 def test_read_only_page_refuses_every_post(dsn, db):
@@ -251,5 +324,12 @@ def test_in_a_real_browser(served, browser):
     go(browser, browser.find_element(By.LINK_TEXT, "notes/hiking.md"))
     assert "then Vidden" in browser.page_source
     shot("5-store-entry")
+
+    # the search box (a GET form): ranked by the query's words and its vector, no JavaScript
+    browser.get(app.origin + web.link("/facts", p="acme", scope="user", id="alice"))
+    browser.find_element(By.NAME, "q").send_keys("allergies")
+    go(browser, browser.find_element(By.XPATH, "//form[@action='/search']//button"))
+    assert "words and meaning" in browser.find_element(By.ID, "ranking").text
+    assert "allergies" in browser.find_element(By.TAG_NAME, "h1").text
     assert sorted(p.name for p in ARTIFACTS.glob("*.png")) == [
         "1-project.png", "2-facts-superseded.png", "3-after-supersede.png", "4-user.png", "5-store-entry.png"]

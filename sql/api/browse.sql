@@ -1,6 +1,6 @@
 -- browse.sql: what one project holds, listed for people looking at it (the memory page of
 -- `pymem serve`, pymem/browse.py, or any SQL client): its fact subjects, its users with their
--- threads, its keyed stores, each with counts. Re-applied on every migrate. Read-only
+-- threads, its keyed stores, each with counts, and the embedders its vectors come from. Re-applied on every migrate. Read-only
 -- (STABLE): no locks beyond a plain SELECT's; the reader role may execute them (bootstrap.sql's
 -- _grants_diff). Like every API function each enters the project's tenant first, so RLS shows
 -- it that project's rows only: there is no function listing the projects themselves (a
@@ -103,5 +103,26 @@ BEGIN
      WHERE s.project_id = browse_stores.project_id
      ORDER BY s.store_key COLLATE "C"
      LIMIT browse_stores.max_rows;
+END;
+$$;
+
+-- browse_embedders: the embedders the project has stored vectors from (a name is registered, bound
+-- to its dimension, when its first vector is stored: _embedding_register), most recently
+-- registered first. The memory page embeds its search queries with the first of them it can run.
+--   SELECT name, dimension FROM pymem.browse_embedders(project_id => '');
+CREATE OR REPLACE FUNCTION pymem.browse_embedders(project_id text DEFAULT '')
+RETURNS TABLE (name text, dimension integer, created_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(browse_embedders.project_id);
+    PERFORM pymem._project_check(browse_embedders.project_id);
+    RETURN QUERY
+    SELECT e.name, e.dimension, e.created_at
+      FROM pymem.embedders AS e
+     WHERE e.project_id = browse_embedders.project_id
+     ORDER BY e.created_at DESC, e.name COLLATE "C";
 END;
 $$;
