@@ -17,6 +17,11 @@ Fixtures:
   catalog     catalog(dsn) -> a snapshot of schema pymem built from pg_catalog
   lock_wait   lock_wait(dsn, blocked_by=pid) -> the pid of a backend that waits on a lock held
               by ``blocked_by`` (pg_blocking_pids), or fails the test after 20 s
+  citus_cluster  a Citus coordinator + two workers for the session (.ci/citus; CitusCluster:
+              dsn of the coordinator's database ``postgres``, dir), for tests marked ``citus``.
+              Those tests run only with PYMEM_TEST_CITUS=1 and the script's prerequisites
+              (citus_unavailable() names what is missing); otherwise they are skipped, with the
+              reason in pytest's summary.
 """
 
 from __future__ import annotations
@@ -26,9 +31,11 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
+from dataclasses import dataclass
 from pathlib import Path
 
 # Before pymem reads any setting: tests never touch a user's data directory or DSN.
@@ -267,3 +274,67 @@ def wait_for_lock(dsn: str, *, blocked_by: int, timeout: float = 20.0) -> int:
 @pytest.fixture
 def lock_wait():
     return wait_for_lock
+
+
+CITUS_SCRIPT = Path(__file__).resolve().parent.parent / ".ci" / "citus"
+CITUS_ARCHIVE = "citus-14.0.1.tar.gz"
+
+
+def citus_unavailable() -> str | None:
+    """Why the ``citus`` tests cannot run here, or None. They need PYMEM_TEST_CITUS=1 (building
+    Citus costs minutes the first time) and what .ci/citus needs: the Citus source archive in
+    the shared vendor folder, gcc and make (and, as root, a non-root OS user, which the script
+    itself checks)."""
+    if os.environ.get("PYMEM_TEST_CITUS") != "1":
+        return "Citus cluster tests run only with PYMEM_TEST_CITUS=1 (.ci/citus builds Citus once, outside the repository)"
+    if not CITUS_SCRIPT.is_file():
+        return f"{CITUS_SCRIPT} is missing (a source distribution without .ci/)"
+    vendor = [os.environ.get("PYMEM_VENDOR_DIR"), str(CITUS_SCRIPT.parent.parent.parent / "shared" / "vendor"),
+              "/work/shared/vendor"]
+    if not any(d and (Path(d) / CITUS_ARCHIVE).is_file() for d in vendor):
+        return f"{CITUS_ARCHIVE} not found in $PYMEM_VENDOR_DIR, ../shared/vendor or /work/shared/vendor"
+    missing = [tool for tool in ("gcc", "make") if shutil.which(tool) is None]
+    if missing:
+        return f"building Citus needs {' and '.join(missing)}"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    reason = None
+    for item in items:
+        if item.get_closest_marker("citus") is not None:
+            reason = reason or citus_unavailable() or ""
+            if reason:
+                item.add_marker(pytest.mark.skip(reason=reason))
+
+
+@dataclass(frozen=True)
+class CitusCluster:
+    dsn: str  # the coordinator's database postgres, as the superuser postgres (TCP, loopback)
+    dir: Path
+    port: int  # the coordinator's
+    worker_ports: tuple[int, ...]
+
+    @property
+    def worker_dsns(self) -> list[str]:
+        return [make_conninfo(self.dsn, port=str(p)) for p in self.worker_ports]
+
+
+@pytest.fixture(scope="session")
+def citus_cluster():
+    """A coordinator and two workers for the session (.ci/citus start; stopped and removed at
+    the end). The first run builds Citus into the cache (minutes); later runs take seconds."""
+    cluster_dir = _SCRATCH / "citus"
+    env = {**os.environ, "PYTHON": sys.executable}
+    if os.geteuid() == 0:
+        _SCRATCH.chmod(0o755)  # the servers' OS user must reach their directory
+    try:
+        out = subprocess.run([str(CITUS_SCRIPT), "start", str(cluster_dir)], capture_output=True, text=True,
+                             env=env, timeout=3600)
+        if out.returncode != 0:
+            raise RuntimeError(f".ci/citus start failed:\n{out.stdout}{out.stderr}")
+        env_file = dict(line.split("=", 1) for line in (cluster_dir / "cluster.env").read_text().splitlines())
+        yield CitusCluster(out.stdout.strip().splitlines()[-1], cluster_dir, int(env_file["COORDINATOR_PORT"]),
+                           tuple(int(p) for p in env_file["WORKER_PORTS"].strip('"').split()))
+    finally:
+        subprocess.run([str(CITUS_SCRIPT), "stop", str(cluster_dir)], capture_output=True, env=env, timeout=120)
