@@ -32,7 +32,7 @@ def coordinator(citus_cluster):
 
 
 @pytest.fixture
-def fresh_db(citus_cluster, coordinator):
+def fresh_db(citus_cluster):
     """A new database with Citus and its workers: Citus keeps its metadata per database and
     needs the extension in a database of the same name on every node, so the database is
     created on each node and the workers are registered in it."""
