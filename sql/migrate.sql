@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('4c36166d34ce92e0c44f20b4d8adffffe721d3b3983c35895e000128f07aaca7')
+SELECT pymem.migration_api_applied('48abe3661a96dc380c0056693eb26dc8737419c1435a990f0f44090d62bb9a56')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -234,10 +234,12 @@ $$;
 -- and the queries agree.
 CREATE OR REPLACE FUNCTION pymem._lexemes(config regconfig, content text)
 RETURNS tsvector
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT pg_catalog.to_tsvector(coalesce(config, 'pg_catalog.english'::pg_catalog.regconfig), content);
+BEGIN
+    RETURN pg_catalog.to_tsvector(coalesce(config, 'pg_catalog.english'::pg_catalog.regconfig), content);
+END;
 $$;
 
 -- _text_search_config(project_id): the project's text search configuration, NULL for the default.
