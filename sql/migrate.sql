@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('48abe3661a96dc380c0056693eb26dc8737419c1435a990f0f44090d62bb9a56')
+SELECT pymem.migration_api_applied('3f1bf8d00f66db6fa25914a9bb7906c665ae7e9f9f0d480488124cb45e308d13')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -78,8 +78,8 @@ BEGIN
         RAISE EXCEPTION 'pymem: role % may not serve project %', session_user, pg_catalog.quote_literal(project_id)
             USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (README, Security).';
     END IF;
-    IF v_current IS NULL OR v_current = '' THEN
-        PERFORM pg_catalog.set_config('pymem.tenant', 'p:' || project_id, true);
+    IF v_current IS NULL OR v_current = '' THEN  -- an assignment, a simple expression (PERFORM would run a query)
+        v_current := pg_catalog.set_config('pymem.tenant', 'p:' || project_id, true);
     ELSIF v_current <> 'p:' || project_id THEN
         RAISE EXCEPTION 'pymem: this transaction belongs to another tenant than project %', pg_catalog.quote_literal(project_id)
             USING ERRCODE = '42501',

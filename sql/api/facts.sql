@@ -492,9 +492,11 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_max integer;
 BEGIN
     PERFORM pymem._tenant_enter(facts_newest.project_id);
-    PERFORM pymem._check_limit('max_facts', facts_newest.max_facts);
+    v_max := pymem._check_limit('max_facts', facts_newest.max_facts);  -- an assignment: no query, unlike PERFORM
     IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'match') THEN
         RETURN;
     END IF;
@@ -505,14 +507,14 @@ BEGIN
         SELECT f.* FROM pymem.facts AS f
          WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_by IS NULL
          ORDER BY f.created_at DESC, f.id DESC
-         LIMIT facts_newest.max_facts;
+         LIMIT v_max;
     ELSE
         RETURN QUERY
         SELECT f.* FROM pymem.facts AS f
          WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
            AND f.scope_id = facts_newest.scope_id AND f.superseded_by IS NULL
          ORDER BY f.created_at DESC, f.id DESC
-         LIMIT facts_newest.max_facts;
+         LIMIT v_max;
     END IF;
 END;
 $$;
