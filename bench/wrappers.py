@@ -50,8 +50,11 @@ EMBEDDER = "bench-random-384"
 
 NEWEST_FN = ("SELECT f.* FROM pymem.facts_newest(scope => 'user', scope_id => %(s)s, project_id => %(p)s, "
              "max_facts => 50) AS f")
-NEWEST_PLAIN = ("SELECT f.* FROM pymem.facts AS f WHERE f.project_id = %(p)s AND f.scope = 'user' "
-                "AND f.scope_id = %(s)s AND f.superseded_by IS NULL ORDER BY f.created_at DESC, f.id DESC LIMIT 50")
+# the limit is a parameter, as in the function: a generic plan for a literal LIMIT 50 (above the
+# 25 facts an average subject has) reads the subject by its primary key and sorts
+NEWEST_PLAIN = ("SELECT f.* FROM pymem.facts AS f WHERE f.project_id = %(p)s AND f.scope = %(scope)s "
+                "AND f.scope_id = %(s)s AND f.superseded_by IS NULL ORDER BY f.created_at DESC, f.id DESC "
+                "LIMIT %(n)s::integer")
 ADD_FN = ("SELECT a.id, a.created FROM pymem.fact_add(scope => 'user', scope_id => %(s)s, content => %(c)s, "
           "project_id => %(p)s, embedding => %(v)s, embedder => %(e)s) AS a")
 ADD_PLAIN = """WITH f AS (
@@ -113,7 +116,7 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str) ->
                                "v": vecs[i % len(vecs)], "e": EMBEDDER}, prepare=True).fetchall()
         return call
 
-    probe = {"s": PROBE, "p": PROJECT}
+    probe = {"s": PROBE, "p": PROJECT, "scope": "user", "n": 50}
     readd = {"s": "w-readd", "c": same, "p": PROJECT}
     cases = {
         "floor (SELECT 1)": lambda: conn.execute("SELECT 1", prepare=True).fetchall(),
