@@ -145,22 +145,28 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str) ->
 
 def python_wall(conninfo: str, conn: psycopg.Connection, rounds: int, calls: int, token: str) -> dict[str, dict[str, float]]:
     settings = pymem.Settings(dsn=conninfo, pool_min_size=1, pool_max_size=1)
-    with pymem.Database(settings, migrate=False) as db:
+    # the same with server-side prepared statements (PYMEM_PREPARE_THRESHOLD=0: a direct connection,
+    # README "Behind PgBouncer"); the default prepares nothing
+    prepared = settings.model_copy(update={"prepare_threshold": 0})
+    with pymem.Database(settings, migrate=False) as db, pymem.Database(prepared, migrate=False) as dbp:
         mem = pymem.Memory(db=db, project_id=PROJECT)
+        memp = pymem.Memory(db=dbp, project_id=PROJECT)
         assert len(mem.retrieve(id=PROBE, limit=50)) == 50
         chain = [mem.persist(f"{token} version 0", id="w-supersede")]
         n = [0]
 
-        def supersede() -> None:
+        def supersede(m: pymem.Memory) -> None:
             n[0] += 1
-            chain[0] = mem.update(f"{token} version {n[0]}", fact_id=chain[0], id="w-supersede")
+            chain[0] = m.update(f"{token} version {n[0]}", fact_id=chain[0], id="w-supersede")
 
         cases = {
             "floor (prepared SELECT 1, direct)": lambda: conn.execute("SELECT 1", prepare=True).fetchall(),
             "Memory.retrieve(limit=50)": lambda: mem.retrieve(id=PROBE, limit=50),
+            "Memory.retrieve(limit=50), prepared": lambda: memp.retrieve(id=PROBE, limit=50),
             "durable one-row INSERT": lambda: conn.execute(
                 "INSERT INTO bench_wrappers.durable (v) VALUES (%s)", ("x",), prepare=True),
-            "Memory.update (supersede)": supersede,
+            "Memory.update (supersede)": lambda: supersede(mem),
+            "Memory.update (supersede), prepared": lambda: supersede(memp),
         }
         samples: dict[str, list[int]] = {k: [] for k in cases}
         clock = time.perf_counter_ns
@@ -236,7 +242,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             print(f"  {k:40s} {v['p50_us']:8.1f}  p99 {v['p99_us']:8.1f}")
     pr = lambda a, b: py[a]["p50_us"] / py[b]["p50_us"]  # noqa: E731
     print(f"  retrieve(limit=50) / floor:  {pr('Memory.retrieve(limit=50)', 'floor (prepared SELECT 1, direct)'):.2f}x  (goal <= 2x)")
+    print(f"  (prepared: {pr('Memory.retrieve(limit=50), prepared', 'floor (prepared SELECT 1, direct)'):.2f}x)")
     print(f"  update / durable INSERT:     {pr('Memory.update (supersede)', 'durable one-row INSERT'):.2f}x  (goal <= 1.3x)")
+    print(f"  (prepared: {pr('Memory.update (supersede), prepared', 'durable one-row INSERT'):.2f}x)")
     for k, v in py.items():
         if "facts_per_s" in v:
             print(f"  {k:40s} {v['facts_per_s']:8,.0f} facts/s  (goal >= 2,500)")
