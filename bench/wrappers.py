@@ -21,6 +21,10 @@ users, the probe user (200 active facts) among them; 384-d random vectors for th
 3. Single adds per second on one connection: ``fact_add`` per call (SQL, prepared, no vector, as
    bench/ingest.py) and ``Memory.persist``.
 
+With ``--old-api DIR`` (an older sql/api folder), part 1 alternates the old and this tree's
+functions of the files that differ, round by round on the same data, and prints new / old per
+case: a before/after of a change that two separate runs on a shared machine could not show.
+
 Prints the ratios; nothing here asserts a duration. The machine's drift is shared by both
 sides of each ratio (alternating rounds), not by two runs: compare ratios within one report.
 """
@@ -99,7 +103,36 @@ def setup(conn: psycopg.Connection, facts: int) -> None:
     conn.execute("TRUNCATE bench_wrappers.durable")
 
 
-def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str) -> dict[str, dict[str, float]]:
+API_DIR = Path(__file__).resolve().parent.parent / "sql" / "api"
+
+
+def api_versions(conninfo: str, old_dir: str) -> list[tuple[str, Any]]:
+    """(label, apply) for the API files of ``old_dir`` that differ from sql/api, and for this
+    tree's: each apply re-creates those files' functions as pymem migrate does (pgvector's schema
+    on the path for their signatures). Functions only one version has stay in place."""
+    changed = [f.name for f in sorted(API_DIR.glob("*.sql"))
+               if (Path(old_dir) / f.name).exists() and (Path(old_dir) / f.name).read_text() != f.read_text()]
+    if not changed:
+        raise SystemExit(f"--old-api {old_dir}: no file differs from {API_DIR}")
+    admin = psycopg.connect(conninfo, autocommit=True)
+
+    def applier(folder: Path):
+        texts = [(folder / name).read_text() for name in changed]
+
+        def apply() -> None:
+            with admin.transaction():
+                admin.execute("SELECT pymem.migration_types_path()")
+                for text in texts:
+                    admin.execute(text, prepare=False)
+        return apply
+
+    common.progress(f"alternating two versions of {', '.join(changed)}")
+    return [("old", applier(Path(old_dir))), ("new", applier(API_DIR))]
+
+
+def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
+               versions: list[tuple[str, Any]] | None = None) -> dict[str, dict[str, dict[str, float]]]:
+    """Per API version (one, "current", unless ``versions`` alternates two per round), per case."""
     pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
     stat = Path(f"/proc/{pid}/schedstat")
     rng = np.random.default_rng(1)
@@ -128,19 +161,25 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str) ->
         "plain SELECT by key": lambda: conn.execute(READD_PLAIN, readd, prepare=True).fetchall(),
     }
     assert len(conn.execute(NEWEST_FN, probe).fetchall()) == 50
-    cpu: dict[str, list[float]] = {k: [] for k in cases}
-    wall: dict[str, list[float]] = {k: [] for k in cases}
+    versions = versions or [("current", None)]
+    cpu = {v: {k: [] for k in cases} for v, _ in versions}
+    wall = {v: {k: [] for k in cases} for v, _ in versions}
     for r in range(rounds + 1):
-        for name, fn in cases.items():
-            c0, t0 = int(stat.read_text().split()[0]), time.perf_counter_ns()
-            for _ in range(calls):
-                fn()
-            if r:  # the first round warms up
-                cpu[name].append((int(stat.read_text().split()[0]) - c0) / calls / 1e3)
-                wall[name].append((time.perf_counter_ns() - t0) / calls / 1e3)
+        for version, apply in versions:
+            if apply is not None:
+                apply()
+            for name, fn in cases.items():
+                for _ in range(3 if apply is not None else 0):  # the new definitions' plans
+                    fn()
+                c0, t0 = int(stat.read_text().split()[0]), time.perf_counter_ns()
+                for _ in range(calls):
+                    fn()
+                if r:  # the first round warms up
+                    cpu[version][name].append((int(stat.read_text().split()[0]) - c0) / calls / 1e3)
+                    wall[version][name].append((time.perf_counter_ns() - t0) / calls / 1e3)
         common.progress(f"server CPU round {r}/{rounds}")
-    return {k: {"cpu_us": statistics.median(cpu[k]), "cpu_min_us": min(cpu[k]), "wall_us": statistics.median(wall[k])}
-            for k in cases}
+    return {v: {k: {"cpu_us": statistics.median(cpu[v][k]), "cpu_min_us": min(cpu[v][k]),
+                    "wall_us": statistics.median(wall[v][k])} for k in cases} for v, _ in versions}
 
 
 def python_wall(conninfo: str, conn: psycopg.Connection, rounds: int, calls: int, token: str) -> dict[str, dict[str, float]]:
@@ -213,6 +252,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--calls", type=int, default=200, help="calls per case and round (default 200)")
     ap.add_argument("--no-setup", action="store_true", help="reuse the data of an earlier run")
+    ap.add_argument("--old-api", metavar="DIR",
+                    help="an older sql/api folder (e.g. git archive REV sql/api | tar -x -C /tmp/old): the server "
+                         "CPU cases alternate between its functions and this tree's, round by round (then this tree's "
+                         "stay), and print new / old per case")
     args = ap.parse_args(argv)
     conninfo, where = common.connection_info(args.dsn)
     common.progress(f"database: {where}")
@@ -223,19 +266,26 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     if not args.no_setup:
         common.progress(f"loading {args.facts:,} facts")
         setup(conn, args.facts)
-    srv = server_cpu(conn, args.rounds, args.calls, token)
+    versions = api_versions(conninfo, args.old_api) if args.old_api else None
+    by_version = server_cpu(conn, args.rounds, args.calls, token, versions)
+    srv = by_version["new" if versions else "current"]
     py = python_wall(conninfo, conn, args.rounds, args.calls, token)
     conn.execute("SELECT pymem.facts_forget('user', s, project_id => %s) FROM unnest(%s::text[]) AS s",
                  (PROJECT, ["w-fn", "w-plain", "w-readd", "w-supersede"] + [f"w-single-{i}" for i in range(50)]))
     conn.close()
 
-    print(f"\nserver CPU per call, us (median of {args.rounds} rounds x {args.calls} calls; wall beside it)")
-    for k, v in srv.items():
-        print(f"  {k:40s} {v['cpu_us']:8.1f}  (min {v['cpu_min_us']:7.1f})  wall {v['wall_us']:8.1f}")
-    ratio = lambda a, b: srv[a]["cpu_us"] / srv[b]["cpu_us"]  # noqa: E731
-    print(f"  facts_newest / plain scan:   {ratio('facts_newest, 50 rows', 'plain SQL, same scan'):.2f}x  (goal <= 1.5x)")
-    print(f"  fact_add / plain INSERT:     {ratio('fact_add + vector', 'plain INSERT ON CONFLICT + vector'):.2f}x  (goal <= 1.5x)")
-    print(f"  re-add / plain SELECT:       {ratio('fact_add, re-add (idempotent)', 'plain SELECT by key'):.2f}x")
+    for version, srv_v in by_version.items():
+        print(f"\nserver CPU per call, us, {version} API (median of {args.rounds} rounds x {args.calls} calls; wall beside it)")
+        for k, v in srv_v.items():
+            print(f"  {k:40s} {v['cpu_us']:8.1f}  (min {v['cpu_min_us']:7.1f})  wall {v['wall_us']:8.1f}")
+        ratio = lambda a, b: srv_v[a]["cpu_us"] / srv_v[b]["cpu_us"]  # noqa: E731
+        print(f"  facts_newest / plain scan:   {ratio('facts_newest, 50 rows', 'plain SQL, same scan'):.2f}x  (goal <= 1.5x)")
+        print(f"  fact_add / plain INSERT:     {ratio('fact_add + vector', 'plain INSERT ON CONFLICT + vector'):.2f}x  (goal <= 1.5x)")
+        print(f"  re-add / plain SELECT:       {ratio('fact_add, re-add (idempotent)', 'plain SELECT by key'):.2f}x")
+    if versions:
+        print("\nnew / old API, server CPU per call (medians; the plain SQL rows show the noise)")
+        for k in srv:
+            print(f"  {k:40s} {by_version['new'][k]['cpu_us'] / by_version['old'][k]['cpu_us']:6.2f}x")
     print(f"\nfrom Python, one connection, wall us (p50, p99 over {args.rounds} rounds x {args.calls} calls)")
     for k, v in py.items():
         if "p50_us" in v:
@@ -249,7 +299,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if "facts_per_s" in v:
             print(f"  {k:40s} {v['facts_per_s']:8,.0f} facts/s  (goal >= 2,500)")
     print(f"\ncommand: {common.command_line('bench/wrappers.py', argv)}")
-    return {"server_cpu": srv, "python": py}
+    return {"server_cpu": by_version, "python": py}
 
 
 if __name__ == "__main__":
