@@ -9,6 +9,7 @@ Imports only settings, server, errors and queries: :mod:`pymem.migrations` and
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 import os
 from collections.abc import Iterator, Mapping
@@ -20,6 +21,7 @@ from pgvector.psycopg.vector import register_vector_info
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
 from psycopg.types import TypeInfo
+from psycopg.types.json import set_json_loads
 
 from . import server
 from .errors import ConfigError, translate
@@ -114,7 +116,15 @@ async def atype_infos(conn: psycopg.AsyncConnection) -> list[TypeInfo]:
     return [info for info in infos if info is not None]
 
 
+def _json_loads(data: bytes) -> Any:
+    """json.loads for the json and jsonb psycopg reads: ``{}`` (the metadata of most facts and
+    messages) without a parse, other text decoded first (json.loads of bytes first guesses their
+    encoding): 3.3 -> 0.1 us for ``{}``, ~50 of every row of a 50-fact read."""
+    return {} if data == b"{}" else json.loads(data.decode())
+
+
 def register_types(conn: psycopg.Connection | psycopg.AsyncConnection, infos: list[TypeInfo]) -> None:
+    set_json_loads(_json_loads, conn)
     for info in infos:
         if info.name == "vector":
             register_vector_info(conn, info)

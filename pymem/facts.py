@@ -76,24 +76,20 @@ class FactId(int):
         return f"FactId({int(self)}, created={self.created})"
 
 
+_FIELDS = tuple(Fact.__dataclass_fields__)
+
+
 def _fact(row: Mapping[str, Any], scope: str | None = None) -> Fact:
-    return Fact(
-        id=row["id"],
-        content=row["content"],
-        scope=row.get("scope", scope or ""),
-        scope_id=row.get("scope_id", ""),
-        project_id=row.get("project_id", ""),
-        confidence=row["confidence"],
-        source=row["source"],
-        trace_id=row.get("trace_id"),
-        metadata=row.get("metadata") or {},
-        created_at=row.get("created_at"),
-        superseded_by=row.get("superseded_by"),
-        superseded_at=row.get("superseded_at"),
-        similarity=row.get("similarity"),
-        score=row.get("score"),
-        depth=row.get("depth"),
-    )
+    """A Fact from a row. Filled in directly rather than through the frozen dataclass's
+    ``__init__`` (one ``object.__setattr__`` per field: ~4 us a Fact, a fifth of
+    ``retrieve(limit=50)`` in Python); the result is the same object."""
+    get = row.get
+    fact = object.__new__(Fact)
+    fact.__dict__.update(zip(_FIELDS, (
+        row["id"], row["content"], get("scope", scope or ""), get("scope_id", ""), get("project_id", ""),
+        row["confidence"], row["source"], get("trace_id"), get("metadata") or {}, get("created_at"),
+        get("superseded_by"), get("superseded_at"), get("similarity"), get("score"), get("depth"))))
+    return fact
 
 
 class _Facts:

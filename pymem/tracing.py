@@ -327,6 +327,13 @@ STORE_UNTRACED = frozenset({"append", "extend", "unsaved", "close"})
 # -- applying the spans --------------------------------------------------------------------------
 
 
+def _recording() -> bool:
+    """Whether spans may be recorded: an SDK's tracer provider is set. Until one is (the API's
+    proxy provider, or its no-op one), a span would be a non-recording copy of the current one:
+    the call runs without it (its attributes are not even computed), ~15 us less a call."""
+    return not isinstance(_otel.get_tracer_provider(), (_otel.ProxyTracerProvider, _otel.NoOpTracerProvider))
+
+
 @contextlib.contextmanager
 def _traced(name: str, attributes: dict[str, Any]):
     with _tracer.start_as_current_span(  # type: ignore[union-attr]
@@ -363,6 +370,8 @@ def _wrap(fn: Callable[..., Any], name: str, describe: Describe | None,
     if inspect.iscoroutinefunction(fn):
         @functools.wraps(fn)
         async def traced_async(*args: Any, **kwargs: Any) -> Any:
+            if not _recording():
+                return await fn(*args, **kwargs)
             owner, rest = (args[0], args[1:]) if bound else (None, args)
             with _traced(name, subject(owner, rest, kwargs)) as call:
                 result = await fn(*args, **kwargs)
@@ -372,6 +381,8 @@ def _wrap(fn: Callable[..., Any], name: str, describe: Describe | None,
 
     @functools.wraps(fn)
     def traced(*args: Any, **kwargs: Any) -> Any:
+        if not _recording():
+            return fn(*args, **kwargs)
         owner, rest = (args[0], args[1:]) if bound else (None, args)
         with _traced(name, subject(owner, rest, kwargs)) as call:
             result = fn(*args, **kwargs)

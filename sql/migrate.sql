@@ -440,7 +440,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c37a401e3ed6a5f4c47a352a18358eeab218a6d3729027c921aecf65b1ce39d4')
+SELECT pymem.migration_api_applied('91bd0c12050a38c280eedf765d23697b9306f9d740f872264f3286064229de29')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

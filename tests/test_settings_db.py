@@ -62,6 +62,19 @@ def test_pool_registers_vector_and_applies_settings(dsn):
     assert "connect_timeout" not in pymem.connection.connect_kwargs(settings, f"{dsn} connect_timeout=5")
 
 
+def test_pool_reads_json_as_json_loads_does(dsn):
+    """pymem's connections skip parsing '{}' (most metadata): the values are json.loads's, and
+    each empty object is a dict of its own (a shared one would carry one row's edits to the next)."""
+    query = ("""SELECT '{}'::jsonb, '{}'::json, '{"a": [1, "\u00e9", null]}'::jsonb, '[]'::jsonb, 'null'::jsonb,"""
+             """ '"x"'::json, NULL::jsonb""")
+    with pymem.Database(pymem.Settings(dsn=dsn)) as db, db.connection() as c:
+        for binary in (False, True):
+            row = c.cursor(binary=binary).execute(query).fetchone()
+            assert row == ({}, {}, {"a": [1, "\u00e9", None]}, [], None, "x", None)
+            row[0]["k"] = 1
+            assert row[1] == {} and c.execute("SELECT '{}'::jsonb").fetchone()[0] == {}
+
+
 def test_async_twin(dsn):
     async def main():
         async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn)) as db:

@@ -34,12 +34,17 @@
 
 -- _fact_trim(content): content without leading and trailing whitespace. Whitespace is an
 -- explicit Unicode list, not the locale's \s (which is ASCII-only under the C locale).
+-- PL/pgSQL with one RETURN, like fact_key and _lexemes: PL/pgSQL evaluates it as a simple
+-- expression, where a LANGUAGE sql function with a SET clause (never inlined) starts an
+-- executor on every call: ~3 us less per call, per row in the batch functions.
 CREATE OR REPLACE FUNCTION pymem._fact_trim(content text)
 RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT pg_catalog.regexp_replace(content, '^[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+|[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+$', '', 'g');
+BEGIN
+    RETURN pg_catalog.regexp_replace(content, '^[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+|[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+$', '', 'g');
+END;
 $$;
 
 -- fact_key(content): the equality key of a fact's content. Granted to the app and reader
@@ -47,16 +52,18 @@ $$;
 -- _fact_trim is written out: fold inner runs, then drop the single space left at either end).
 CREATE OR REPLACE FUNCTION pymem.fact_key(content text)
 RETURNS bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT pg_catalog.sha256(pg_catalog.convert_to(
-        pg_catalog.normalize(
-            pg_catalog.btrim(
-                pg_catalog.regexp_replace(content, '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g'),
-                ' '),
-            'NFC'),
-        'UTF8'));
+BEGIN
+    RETURN pg_catalog.sha256(pg_catalog.convert_to(
+            pg_catalog.normalize(
+                pg_catalog.btrim(
+                    pg_catalog.regexp_replace(content, '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g'),
+                    ' '),
+                'NFC'),
+            'UTF8'));
+END;
 $$;
 
 -- _fact_check_subject: validates a subject; returns false when a read/delete must match
@@ -388,11 +395,15 @@ BEGIN
     PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'exact');
     v_content := pymem._fact_check_values(fact_add.content, fact_add.confidence, fact_add.source,
                                           fact_add.trace_id, fact_add.metadata);
-    PERFORM pymem._fact_check_time(fact_add.created_at);
+    IF fact_add.created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
+        PERFORM pymem._fact_check_time(fact_add.created_at);
+    END IF;
     IF fact_add.max_learned < 1 THEN
         RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
+    IF fact_add.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
+        PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
+    END IF;
     v_key := pymem.fact_key(v_content);
     IF fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
         -- one learned writer per subject at a time, so the cap holds under concurrency
@@ -481,9 +492,11 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_max integer;
 BEGIN
     PERFORM pymem._tenant_enter(facts_newest.project_id);
-    PERFORM pymem._check_limit('max_facts', facts_newest.max_facts);
+    v_max := pymem._check_limit('max_facts', facts_newest.max_facts);  -- an assignment: no query, unlike PERFORM
     IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'match') THEN
         RETURN;
     END IF;
@@ -494,14 +507,14 @@ BEGIN
         SELECT f.* FROM pymem.facts AS f
          WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_by IS NULL
          ORDER BY f.created_at DESC, f.id DESC
-         LIMIT facts_newest.max_facts;
+         LIMIT v_max;
     ELSE
         RETURN QUERY
         SELECT f.* FROM pymem.facts AS f
          WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
            AND f.scope_id = facts_newest.scope_id AND f.superseded_by IS NULL
          ORDER BY f.created_at DESC, f.id DESC
-         LIMIT facts_newest.max_facts;
+         LIMIT v_max;
     END IF;
 END;
 $$;
@@ -644,11 +657,15 @@ BEGIN
     PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
     v_content := pymem._fact_check_values(fact_supersede.new_content, fact_supersede.confidence, fact_supersede.source,
                                           fact_supersede.trace_id, fact_supersede.metadata);
-    PERFORM pymem._fact_check_time(fact_supersede.created_at);
+    IF fact_supersede.created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
+        PERFORM pymem._fact_check_time(fact_supersede.created_at);
+    END IF;
     IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
-    PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
+    IF fact_supersede.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
+        PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
+    END IF;
     -- one supersede of this subject at a time (see above)
     PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     IF fact_supersede.id IS NOT NULL THEN
