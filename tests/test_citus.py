@@ -1,6 +1,6 @@
 """pymem on a Citus cluster (issue 18), first steps: the test cluster of .ci/citus works with
 pgvector, a per-user query on a distributed table with a vector column is routed to one worker,
-and `pymem migrate` runs on the coordinator (tables left undistributed, local to it).
+and `pymem migrate` on the coordinator distributes pymem (sql/citus.sql, README "Scaling out").
 
 Temporary state: these tests are marked ``citus`` and are SKIPPED unless PYMEM_TEST_CITUS=1 is
 set and the prerequisites of .ci/citus are present (the Citus source archive in the shared
@@ -123,20 +123,143 @@ def test_per_user_vector_query_is_one_task_on_one_worker(coordinator):
     c.execute("DROP TABLE citus_probe")
 
 
-def test_pymem_migrate_on_the_coordinator_leaves_tables_local(fresh_db):
-    """Today's pymem on a Citus coordinator: migrate succeeds, nothing is distributed (the tables
-    stay local to the coordinator), and a turn and a context read work there as on one server."""
+@pytest.fixture
+def pymem_cluster(fresh_db):
+    """fresh_db migrated by pymem (distributed), with a login role ``app`` granted pymem_app."""
+    pymem.migrate(fresh_db)
+    role = f"citus_app{next(_counter)}"
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))  # Citus creates it on the workers
+        c.execute(sql.SQL("GRANT pymem_app TO {}").format(sql.Identifier(role)))
+    try:
+        yield fresh_db, make_conninfo(fresh_db, user=role), role
+    finally:
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            c.execute("DELETE FROM pymem.tenant_roles")
+            c.execute(sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(sql.Identifier(role), sql.Identifier(role)))
+
+
+def _worker_of(c: psycopg.Connection, table: str, key: str) -> int:
+    return c.execute("""SELECT nodeport FROM citus_shards
+                        WHERE shardid = get_shard_id_for_distribution_column(%s, %s::text)""",
+                     (table, key)).fetchone()[0]
+
+
+def _users_on_both_workers(c: psycopg.Connection) -> list[str]:
+    """Two user ids whose shards are on different workers (the tests must cross workers)."""
+    seen: dict[int, str] = {}
+    for i in range(50):
+        seen.setdefault(_worker_of(c, "pymem.threads", f"user{i}"), f"user{i}")
+        if len(seen) == 2:
+            return list(seen.values())
+    raise AssertionError("every user landed on one worker")
+
+
+def test_migrate_distributes_pymem_idempotently_and_check_knows(fresh_db):
+    # Citus present, nothing migrated: --check says so
+    assert pymem.migrations.check(fresh_db)
     pymem.migrate(fresh_db)
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        distributed = c.execute(
-            "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0]
-        assert distributed == 0
-        local = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pymem'").fetchone()[0]
-        assert local > 10
-    with pymem.Database(pymem.Settings(dsn=fresh_db)) as db:
-        mem = pymem.Memory(db=db, agent_id="bot", user_id="alice", embedder=pymem.HashEmbedder(64))
-        mem.persist("Support hours are 9 to 5 CET", tier="global")
-        mem.persist("Alice lives in Bergen")
-        mem.record("I moved to Bergen", "Noted.")
-        text = " ".join(m["content"] for m in mem.context("Where do I live?"))
-        assert "Support hours" in text and "lives in Bergen" in text and "I moved to Bergen" in text
+        placed = dict(c.execute("""SELECT logicalrelid::text, CASE partmethod WHEN 'n' THEN 'reference'
+                                          ELSE column_to_column_name(logicalrelid, partkey) END
+                                   FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'""").fetchall())
+        assert placed["pymem.tenant_roles"] == placed["pymem.embedders"] == placed["pymem.config"] == "reference"
+        assert placed["pymem.text_search"] == "reference"
+        assert {placed[t] for t in ("pymem.threads", "pymem.messages", "pymem.message_embeddings",
+                                    "pymem.message_lexemes")} == {"user_id"}
+        assert {placed[t] for t in ("pymem.facts", "pymem.fact_embeddings", "pymem.fact_lexemes",
+                                    "pymem.subject_locks")} == {"scope_id"}
+        assert {placed[t] for t in ("pymem.stores", "pymem.store_entries", "pymem.store_vectors")} == {"store_key"}
+        # one colocation group for every distributed table: a user's thread and facts share a worker
+        groups = c.execute("""SELECT count(DISTINCT colocationid) FROM pg_dist_partition
+                              WHERE logicalrelid::text LIKE 'pymem.%' AND partmethod = 'h'""").fetchone()[0]
+        assert groups == 1
+        delegated = dict(c.execute("""SELECT objid::regprocedure::text, distribution_argument_index
+                                      FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL""").fetchall())
+        ctx = next(k for k in delegated if k.startswith("pymem.context_read("))
+        assert delegated[ctx] == 0  # by user_id
+        assert delegated["pymem.fact_add(text,text,text,text,double precision,text,text,jsonb,integer,vector,text,timestamp with time zone)"] == 1
+        assert delegated["pymem.store_read(text,text,text)"] == 0
+        # policies without the sub-select Citus refuses
+        assert c.execute("SELECT count(*) FROM pg_policies WHERE schemaname = 'pymem' AND qual LIKE '%SELECT%'").fetchone()[0] == 0
+    assert pymem.migrations.check(fresh_db) == []
+    again = pymem.migrate(fresh_db)  # idempotent: nothing to apply, placement unchanged
+    assert again.applied == [] and pymem.migrations.check(fresh_db) == []
+    # a function whose delegation was lost is a problem --check names
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("SELECT create_distributed_function('pymem.store_read(text,text,text)')")  # no argument
+    assert any("store_read" in p for p in pymem.migrations.check(fresh_db))
+    pymem.migrate(fresh_db)
+    assert pymem.migrations.check(fresh_db) == []
+
+
+def test_facts_conversations_context_and_stores_on_two_workers(pymem_cluster):
+    """A representative subset of the facts, conversation, context and store behaviour, as an
+    application role, for users whose shards are on different workers."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f"{u} lives in Bergen"))
+            c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f"{u} likes tea"))
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => 'I moved to Bergen', project_id => 'p1')", (u,))
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'assistant', content => 'Noted.', project_id => 'p1')", (u,))
+            c.execute("SELECT pymem.store_open(%s, 'p1', true)", (f"notes-{u}",))
+            c.execute("SELECT pymem.store_write(%s, 'todo', %s, project_id => 'p1')", (f"notes-{u}", f"call {u}"))
+        for u in users:
+            facts = [r[0] for r in c.execute("SELECT content FROM pymem.facts_newest('user', %s, 'p1', 10)", (u,))]
+            assert sorted(facts) == sorted([f"{u} lives in Bergen", f"{u} likes tea"])
+            window = c.execute("SELECT seq, role, content FROM pymem.window_read(user_id => %s, project_id => 'p1')",
+                               (u,)).fetchall()
+            assert window == [(1, "user", "I moved to Bergen"), (2, "assistant", "Noted.")]
+            ctx = c.execute("SELECT pymem.context_read(%s, 'bot', 'p1')", (u,)).fetchone()[0]
+            assert [m["content"] for m in ctx["window"]] == ["I moved to Bergen", "Noted."]
+            assert sorted(f["content"] for f in ctx["user_facts"]) == sorted(facts)
+            assert c.execute("SELECT content, version FROM pymem.store_read(%s, 'todo', 'p1')",
+                             (f"notes-{u}",)).fetchone() == (f"call {u}", 1)
+        # the same reads from another project: nothing
+        assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', %s, 'p2', 10)", (users[0],)).fetchone()[0] == 0
+    with pymem.Database(pymem.Settings(dsn=app)) as db:  # the Python layer: a turn and the user's facts
+        mem = pymem.Memory(db=db, agent_id="bot", user_id=users[1], embedder=pymem.HashEmbedder(64), project_id="p1")
+        mem.persist("Prefers email")
+        mem.record("What do you know?", "Some things.")
+        assert "Prefers email" in [f.content for f in mem.retrieve()]
+        assert [m.content for m in mem.window()][-2:] == ["What do you know?", "Some things."]
+
+
+def test_one_users_context_read_is_one_task_on_the_users_worker(pymem_cluster):
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        ports = {u: _worker_of(c, "pymem.threads", u) for u in users}
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => 'hi', project_id => 'p1')", (u,))
+            job = _citus_job(c, "SELECT pymem.context_read(%s, 'bot', 'p1')", (u,))
+            assert job["Task Count"] == 1
+            (task,) = job["Tasks"]
+            assert f"port={ports[u]} " in task["Node"] + " "
+        assert len(set(ports.values())) == 2  # the two calls went to different workers
+
+
+def test_a_bound_role_sees_nothing_of_another_project_on_the_cluster(pymem_cluster):
+    admin, app, role = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        c.execute("SELECT pymem.tenant_bind(%s, 'pa')", (role,))
+        for u in users:  # project B's data, written by the administrator
+            c.execute("SELECT pymem.fact_add('user', %s, 'secret of B', 'pb')", (u,))
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => 'secret of B', project_id => 'pb')", (u,))
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            c.execute("SELECT pymem.fact_add('user', %s, 'fact of A', 'pa')", (u,))
+            assert [r[0] for r in c.execute("SELECT content FROM pymem.facts_newest('user', %s, 'pa', 10)", (u,))] == ["fact of A"]
+            for call in ("SELECT * FROM pymem.facts_newest('user', %s, 'pb', 10)",
+                         "SELECT pymem.context_read(%s, 'bot', 'pb')",
+                         "SELECT * FROM pymem.window_read(user_id => %s, project_id => 'pb')"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not serve project 'pb'"):
+                    c.execute(call, (u,))
+        # no table privileges at all, even naming project B as the tenant
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT count(*) FROM pymem.facts")
