@@ -263,3 +263,19 @@ def test_a_bound_role_sees_nothing_of_another_project_on_the_cluster(pymem_clust
         # no table privileges at all, even naming project B as the tenant
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.execute("SELECT count(*) FROM pymem.facts")
+
+
+def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
+    """`psql -f sql/migrate.sql` on a Citus database places and delegates like `pymem migrate`."""
+    import subprocess
+    from pathlib import Path
+
+    env_file = dict(line.split("=", 1) for line in (citus_cluster.dir / "cluster.env").read_text().splitlines())
+    sql_dir = Path(__file__).resolve().parent.parent / "sql"
+    out = subprocess.run([str(Path(env_file["BINDIR"]) / "psql"), "-X", "-v", "ON_ERROR_STOP=1", "-d", fresh_db,
+                          "-f", "migrate.sql"], cwd=sql_dir, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert pymem.migrations.check(fresh_db) == []
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 18
+        assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
