@@ -21,11 +21,15 @@ SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one
 
 DO $$
 DECLARE
-    v_owner text := (SELECT c.value FROM pymem.config AS c WHERE c.key = 'owner_role');
+    v_owner text := coalesce(NULLIF(pg_catalog.current_setting('pymem.owner_role', true), ''),
+                             (SELECT c.value FROM pymem.config AS c WHERE c.key = 'owner_role'), 'pymem_owner');
 BEGIN
-    IF NOT (SELECT r.rolcanlogin FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_owner) THEN
-        EXECUTE pg_catalog.format('ALTER ROLE %I LOGIN', v_owner);
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_owner) THEN
+        EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_owner);  -- as grants.sql would, just after
     END IF;
+    -- every time: Citus propagates it to every worker (one whose role was created NOLOGIN by
+    -- another database's propagation included), which a check of the coordinator would miss
+    EXECUTE pg_catalog.format('ALTER ROLE %I LOGIN', v_owner);
 END;
 $$;
 
@@ -59,6 +63,40 @@ SET citus.allow_nested_distributed_execution = on
 AS $$
 BEGIN
     RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t) OR pymem._tenant_allowed_bound(tenant_allowed.project_id);
+END;
+$$;
+
+-- current_tenant: as in 00_common.sql, and one more rule. A per-user call that Citus does not
+-- delegate (any call shape but a bare `SELECT pymem.f(...)` / `SELECT ... FROM pymem.f(...)` in
+-- autocommit, e.g. `SELECT pymem.context_read(...)->'window'`) runs on the coordinator, and
+-- its single-shard reads reach the worker over Citus's internal connection without the
+-- tenant (no transaction block is opened for a read, so the SET LOCAL is not sent): RLS would
+-- answer with no rows, silently. A statement on such a connection without a tenant raises
+-- 0A000 instead. (Superusers bypass RLS and never get here; Citus's maintenance calls that run
+-- as the owner, e.g. the foreign-key checks of a shard move, keep the plain answer.)
+CREATE OR REPLACE FUNCTION pymem.current_tenant()
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_tenant text := pg_catalog.current_setting('pymem.tenant', true);
+BEGIN
+    IF pg_catalog.left(v_tenant, 2) = 'p:' THEN
+        IF pymem.tenant_allowed(pg_catalog.substr(v_tenant, 3)) THEN
+            RETURN pg_catalog.substr(v_tenant, 3);
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF pg_catalog.current_setting('application_name', true) LIKE 'citus_internal%'
+       -- Citus's own maintenance as the table owner (a shard move re-creates and validates the
+       -- foreign keys: SELECT worker_apply_inter_shard_ddl_command(...)) sees no rows, as before
+       AND pg_catalog.current_query() !~* '^\s*SELECT\s+(pg_catalog\.)?(worker_|citus_)' THEN
+        RAISE EXCEPTION 'pymem: a query reached a Citus worker without its tenant: this call was not delegated to the worker of its user'
+            USING ERRCODE = '0A000',
+                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...); agent and project facts are read on the agent''s worker (README "Scaling out").';
+    END IF;
+    RETURN NULL;
 END;
 $$;
 

@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('20bcdfa13ce88f4939897b9cefdd005711334ce738c1c4e89bcc659a1ea125fa')
+SELECT pymem.migration_api_applied('98a4daf8dbc08ada08407c23db5570f587cd1cde3743336804a29e183ab07ba1')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

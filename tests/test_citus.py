@@ -213,7 +213,7 @@ def test_facts_conversations_context_and_stores_on_two_workers(pymem_cluster):
             window = c.execute("SELECT seq, role, content FROM pymem.window_read(user_id => %s, project_id => 'p1')",
                                (u,)).fetchall()
             assert window == [(1, "user", "I moved to Bergen"), (2, "assistant", "Noted.")]
-            ctx = c.execute("SELECT pymem.context_read(%s, 'bot', 'p1')", (u,)).fetchone()[0]
+            ctx = c.execute("SELECT pymem.context_read(%s, NULL, 'p1')", (u,)).fetchone()[0]
             assert [m["content"] for m in ctx["window"]] == ["I moved to Bergen", "Noted."]
             assert sorted(f["content"] for f in ctx["user_facts"]) == sorted(facts)
             assert c.execute("SELECT content, version FROM pymem.store_read(%s, 'todo', 'p1')",
@@ -236,7 +236,7 @@ def test_one_users_context_read_is_one_task_on_the_users_worker(pymem_cluster):
     with psycopg.connect(app, autocommit=True) as c:
         for u in users:
             c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => 'hi', project_id => 'p1')", (u,))
-            job = _citus_job(c, "SELECT pymem.context_read(%s, 'bot', 'p1')", (u,))
+            job = _citus_job(c, "SELECT pymem.context_read(%s, NULL, 'p1')", (u,))
             assert job["Task Count"] == 1
             (task,) = job["Tasks"]
             assert f"port={ports[u]} " in task["Node"] + " "
@@ -279,3 +279,51 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
     with psycopg.connect(fresh_db, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 18
         assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
+
+
+def test_undelegated_reads_raise_rather_than_answer_nothing(pymem_cluster):
+    """The call shapes Citus does not delegate, and agent facts read from another worker than
+    the agent's, reach a worker without the tenant: they raise 0A000 instead of returning no rows
+    (README "Scaling out", not supported)."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        agent_port = _worker_of(c, "pymem.facts", "bot")
+        near, far = sorted(users, key=lambda u: _worker_of(c, "pymem.threads", u) != agent_port)
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('agent', 'bot', 'Support hours are 9 to 5 CET', 'p1')")
+        for u in users:
+            c.execute("SELECT pymem.fact_add('user', %s, 'likes tea', 'p1')", (u,))
+        # delegated: right answers
+        assert c.execute("SELECT pymem.context_read(%s, 'bot', 'p1')", (near,)).fetchone()[0]["agent_facts"][0]["content"] \
+            == "Support hours are 9 to 5 CET"
+        assert c.execute("SELECT pymem.context_read(%s, NULL, 'p1')", (far,)).fetchone()[0]["user_facts"][0]["content"] == "likes tea"
+        # not delegated (an expression around the call): an error, never an empty answer
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
+            c.execute("SELECT pymem.context_read(%s, NULL, 'p1') -> 'user_facts'", (far,))
+        # the agent's facts live on the agent's worker: from the other worker, an error
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
+            c.execute("SELECT pymem.context_read(%s, 'bot', 'p1')", (far,))
+
+
+def test_a_shard_move_keeps_a_users_calls_on_the_users_new_worker(pymem_cluster):
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('user', 'mover', 'lives in Oslo', 'p1')")
+        c.execute("SELECT pymem.message_add(user_id => 'mover', role => 'user', content => 'hello', project_id => 'p1')")
+    with psycopg.connect(admin, autocommit=True) as c:
+        shard, old = c.execute("""SELECT shardid, nodeport FROM citus_shards
+                                  WHERE shardid = get_shard_id_for_distribution_column('pymem.threads', 'mover'::text)""").fetchone()
+        new = c.execute("SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> %s", (old,)).fetchone()[0]
+        # the whole colocation group moves: the user's messages, facts and stores shards together
+        c.execute("SELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s, shard_transfer_mode => 'block_writes')",
+                  (shard, old, new))
+        assert _worker_of(c, "pymem.facts", "mover") == new
+    with psycopg.connect(app, autocommit=True) as c:
+        job = _citus_job(c, "SELECT pymem.context_read('mover', NULL, 'p1')")
+        assert job["Task Count"] == 1 and f"port={new} " in job["Tasks"][0]["Node"] + " "
+        ctx = c.execute("SELECT pymem.context_read('mover', NULL, 'p1')").fetchone()[0]
+        assert [f["content"] for f in ctx["user_facts"]] == ["lives in Oslo"]
+        assert [m["content"] for m in ctx["window"]] == ["hello"]
+        c.execute("SELECT pymem.fact_add('user', 'mover', 'moved shards', 'p1')")
+        assert len(c.execute("SELECT * FROM pymem.facts_newest('user', 'mover', 'p1', 10)").fetchall()) == 2
