@@ -1,6 +1,7 @@
 -- citus.sql: pymem on a Citus coordinator (README "Scaling out"). Every migrate (psql and Python)
--- runs this file after grants.sql, in the API refresh's transaction, ONLY when the database has
--- the citus extension; on plain PostgreSQL it is never run. Idempotent: it only changes what
+-- runs this file in the API refresh's transaction, after the API files and before grants.sql
+-- (ownership and privileges stay as on one server), ONLY when the database has the citus
+-- extension; on plain PostgreSQL it is never run. Idempotent: it only changes what
 -- differs.
 --
 -- 1. The owner role may log in: Citus opens its connections to the workers as the current

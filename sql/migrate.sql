@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('98a4daf8dbc08ada08407c23db5570f587cd1cde3743336804a29e183ab07ba1')
+SELECT pymem.migration_api_applied('21150ddcefa815e494398f4440d4e1c042cede6f8a62f8722e56eedb9a6548be')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
