@@ -72,6 +72,7 @@ class SqlFiles:
     migrations: list[Migration]
     api: list[tuple[str, str]]  # (file name, text), applied in this order
     grants: str  # roles, ownership and privileges, applied after the API files
+    citus: str = ""  # the distribution, applied before grants.sql only on a Citus database
 
     @property
     def api_checksum(self) -> str:
@@ -79,7 +80,7 @@ class SqlFiles:
         it records in pymem.config (migration_api_applied) and ``check`` compares."""
         h = hashlib.sha256()
         for name, text in [("bootstrap.sql", self.bootstrap), *((f"api/{n}", t) for n, t in self.api),
-                           ("grants.sql", self.grants)]:
+                           ("grants.sql", self.grants), ("citus.sql", self.citus)]:
             h.update(name.encode() + b"\0" + text.encode() + b"\0")
         return h.hexdigest()
 
@@ -106,8 +107,10 @@ def load_sql_files(root: Traversable | None = None) -> SqlFiles:
     if len(set(n.split("_", 1)[0] for n in names)) != len(names):
         raise MigrationError(f"two migrations share a number: {names}")
     api = [(f.name, f.read_text(encoding="utf-8")) for f in _files(root / "api")]
+    citus = root / "citus.sql"
     return SqlFiles((root / "bootstrap.sql").read_text(encoding="utf-8"), migrations, api,
-                    (root / "grants.sql").read_text(encoding="utf-8"))
+                    (root / "grants.sql").read_text(encoding="utf-8"),
+                    citus.read_text(encoding="utf-8") if citus.is_file() else "")
 
 
 def _lock(conn: psycopg.Connection, lock_timeout: float) -> None:
@@ -172,6 +175,8 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                 conn.execute(Q["migration_search_path"], prepare=False)
                 # before grants.sql, whose GRANTs rewrite every function's catalog row
                 result.dropped = conn.execute(Q["migration_drop_stale_functions"], prepare=False).fetchone()[0]
+                if files.citus and conn.execute(Q["migration_citus"], prepare=False).fetchone()[0]:
+                    conn.execute(files.citus, prepare=False)  # README "Scaling out"
                 if files.grants.strip():
                     conn.execute(files.grants, prepare=False)
                 for step in API_AFTER:
@@ -217,6 +222,7 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
                             f"(run: pymem migrate)")
         else:  # the installed check is this version's
             problems += [row[0] for row in conn.execute(Q["migration_check_grants"])]
+            problems += [row[0] for row in conn.execute(Q["migration_check_citus"])]
     return problems
 
 
@@ -265,7 +271,10 @@ def render_psql(root: Traversable | None = None) -> str:
         out += ["", "-- API functions (re-applied every run)", "BEGIN;", q("migration_search_path"), r"\ir bootstrap.sql"]
         out += [q(step) for step in API_BEFORE]
         out += [rf"\ir api/{name}" for name, _ in files.api]
-        out += [q("migration_search_path"), q("migration_drop_stale_functions"), r"\ir grants.sql"]
+        out += [q("migration_search_path"), q("migration_drop_stale_functions")]
+        if files.citus:
+            out += [q("migration_citus"), r"\if :pymem_citus", r"\ir citus.sql", r"\endif"]
+        out += [r"\ir grants.sql"]
         out += [q(step) for step in API_AFTER]
         out += [q("migration_api_applied", checksum=files.api_checksum), "COMMIT;"]
     out += [q("migration_unlock"), ""]

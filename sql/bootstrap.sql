@@ -482,3 +482,82 @@ BEGIN
     ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE c.value <> EXCLUDED.value;
 END;
 $$;
+
+-- Citus (README "Scaling out"): citus.sql places the tables and delegates the functions
+-- these name; on plain PostgreSQL they are never used.
+-- _citus_tables(): pymem's placement of each table: 'reference' or the distribution column.
+CREATE OR REPLACE FUNCTION pymem._citus_tables()
+RETURNS TABLE (t text, method text, key text)
+LANGUAGE sql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT * FROM (VALUES
+        ('pymem.config', 'reference', NULL),
+        ('pymem.tenant_roles', 'reference', NULL),
+        ('pymem.embedders', 'reference', NULL),
+        ('pymem.text_search', 'reference', NULL),
+        ('pymem.threads', 'hash', 'user_id'),  -- first: the colocation group's anchor
+        ('pymem.messages', 'hash', 'user_id'),
+        ('pymem.message_embeddings', 'hash', 'user_id'),
+        ('pymem.message_lexemes', 'hash', 'user_id'),
+        ('pymem.facts', 'hash', 'scope_id'),
+        ('pymem.fact_embeddings', 'hash', 'scope_id'),
+        ('pymem.fact_lexemes', 'hash', 'scope_id'),
+        ('pymem.subject_locks', 'hash', 'scope_id'),
+        ('pymem.stores', 'hash', 'store_key'),
+        ('pymem.store_messages', 'hash', 'store_key'),
+        ('pymem.store_entries', 'hash', 'store_key'),
+        ('pymem.store_audit', 'hash', 'store_key'),
+        ('pymem.store_versions', 'hash', 'store_key'),
+        ('pymem.store_vectors', 'hash', 'store_key')) AS v(t, method, key)
+     WHERE pg_catalog.to_regclass(v.t) IS NOT NULL;
+$$;
+
+-- _citus_functions(): the API functions (SECURITY DEFINER) delegated to the worker of their
+-- key: the first of user_id, scope_id, store_key among their input arguments (0-based index).
+CREATE OR REPLACE FUNCTION pymem._citus_functions()
+RETURNS TABLE (fn pg_catalog.regprocedure, arg text, idx integer)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT DISTINCT ON (p.oid) p.oid::pg_catalog.regprocedure, a.name, (a.n - 1)::integer
+      FROM pg_catalog.pg_proc AS p
+     CROSS JOIN LATERAL pg_catalog.unnest(p.proargnames[1:p.pronargs]) WITH ORDINALITY AS a(name, n)
+     WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND p.prosecdef
+       AND (p.proargmodes IS NULL OR p.proargmodes[1:p.pronargs] <@ ARRAY['i']::"char"[])
+       AND a.name IN ('user_id', 'scope_id', 'store_key')
+       AND p.proname NOT LIKE 'browse%'
+     ORDER BY p.oid, a.n;
+$$;
+
+-- migration_citus_problems(): on a database with the citus extension, what differs from the
+-- distribution citus.sql makes (README "Scaling out"), one line each; nothing elsewhere.
+-- `pymem migrate --check` reports them.
+CREATE OR REPLACE FUNCTION pymem.migration_citus_problems()
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') THEN
+        RETURN;
+    END IF;
+    RETURN QUERY
+    SELECT pg_catalog.format('citus: table %s is not placed as pymem places it (run: pymem migrate)', d.t)
+      FROM pymem._citus_tables() AS d(t, method, key)
+      LEFT JOIN pg_catalog.pg_dist_partition AS p ON p.logicalrelid = d.t::pg_catalog.regclass
+     WHERE p.logicalrelid IS NULL
+        OR (d.method = 'reference') <> (p.partmethod = 'n')
+    UNION ALL
+    SELECT pg_catalog.format('citus: function %s is not delegated by its %s (run: pymem migrate)', f.fn, f.arg)
+      FROM pymem._citus_functions() AS f(fn, arg, idx)
+      LEFT JOIN pg_catalog.pg_dist_object AS o ON o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass
+           AND o.objid = f.fn
+     WHERE o.distribution_argument_index IS DISTINCT FROM f.idx
+    UNION ALL
+    SELECT pg_catalog.format('citus: policy %s on %s still has a sub-select (run: pymem migrate)', p.policyname, p.tablename)
+      FROM pg_catalog.pg_policies AS p
+     WHERE p.schemaname = 'pymem' AND p.qual LIKE '%SELECT%';
+END;
+$$;
+

@@ -432,6 +432,12 @@ SELECT pymem.migration_search_path()
 -- Drops every pymem function this API refresh did not (re)create: old signatures never linger beside new ones.
 SELECT pymem.migration_drop_stale_functions() AS dropped
 \gset pymem_
+-- Whether this database has the citus extension (then every migrate also runs citus.sql).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus
+\gset pymem_
+\if :pymem_citus
+\ir citus.sql
+\endif
 \ir grants.sql
 -- Checks every pymem SQL and PL/pgSQL function body under the pinned path.
 SELECT pymem.migration_validate_functions() AS validated
@@ -440,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('91bd0c12050a38c280eedf765d23697b9306f9d740f872264f3286064229de29')
+SELECT pymem.migration_api_applied('21150ddcefa815e494398f4440d4e1c042cede6f8a62f8722e56eedb9a6548be')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -53,6 +53,14 @@ SELECT pymem.migration_vector_functions();
 -- Drops every pymem function this API refresh did not (re)create: old signatures never linger beside new ones.
 SELECT pymem.migration_drop_stale_functions() AS dropped;
 
+-- name: migration_citus
+-- Whether this database has the citus extension (then every migrate also runs citus.sql).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus;
+
+-- name: migration_check_citus
+-- On a Citus database: what differs from pymem's distribution (citus.sql), one line each.
+SELECT problem FROM pymem.migration_citus_problems() AS problem;
+
 -- name: migration_validate_functions
 -- Checks every pymem SQL and PL/pgSQL function body under the pinned path.
 SELECT pymem.migration_validate_functions() AS validated;

@@ -1,6 +1,6 @@
 """pymem on a Citus cluster (issue 18), first steps: the test cluster of .ci/citus works with
 pgvector, a per-user query on a distributed table with a vector column is routed to one worker,
-and `pymem migrate` runs on the coordinator (tables left undistributed, local to it).
+and `pymem migrate` on the coordinator distributes pymem (sql/citus.sql, README "Scaling out").
 
 Temporary state: these tests are marked ``citus`` and are SKIPPED unless PYMEM_TEST_CITUS=1 is
 set and the prerequisites of .ci/citus are present (the Citus source archive in the shared
@@ -123,20 +123,207 @@ def test_per_user_vector_query_is_one_task_on_one_worker(coordinator):
     c.execute("DROP TABLE citus_probe")
 
 
-def test_pymem_migrate_on_the_coordinator_leaves_tables_local(fresh_db):
-    """Today's pymem on a Citus coordinator: migrate succeeds, nothing is distributed (the tables
-    stay local to the coordinator), and a turn and a context read work there as on one server."""
+@pytest.fixture
+def pymem_cluster(fresh_db):
+    """fresh_db migrated by pymem (distributed), with a login role ``app`` granted pymem_app."""
+    pymem.migrate(fresh_db)
+    role = f"citus_app{next(_counter)}"
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role)))  # Citus creates it on the workers
+        c.execute(sql.SQL("GRANT pymem_app TO {}").format(sql.Identifier(role)))
+    try:
+        yield fresh_db, make_conninfo(fresh_db, user=role), role
+    finally:
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            c.execute("DELETE FROM pymem.tenant_roles")
+            c.execute(sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(sql.Identifier(role), sql.Identifier(role)))
+
+
+def _worker_of(c: psycopg.Connection, table: str, key: str) -> int:
+    return c.execute("""SELECT nodeport FROM citus_shards
+                        WHERE shardid = get_shard_id_for_distribution_column(%s, %s::text)""",
+                     (table, key)).fetchone()[0]
+
+
+def _users_on_both_workers(c: psycopg.Connection) -> list[str]:
+    """Two user ids whose shards are on different workers (the tests must cross workers)."""
+    seen: dict[int, str] = {}
+    for i in range(50):
+        seen.setdefault(_worker_of(c, "pymem.threads", f"user{i}"), f"user{i}")
+        if len(seen) == 2:
+            return list(seen.values())
+    raise AssertionError("every user landed on one worker")
+
+
+def test_migrate_distributes_pymem_idempotently_and_check_knows(fresh_db):
+    # Citus present, nothing migrated: --check says so
+    assert pymem.migrations.check(fresh_db)
     pymem.migrate(fresh_db)
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        distributed = c.execute(
-            "SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0]
-        assert distributed == 0
-        local = c.execute("SELECT count(*) FROM pg_tables WHERE schemaname = 'pymem'").fetchone()[0]
-        assert local > 10
-    with pymem.Database(pymem.Settings(dsn=fresh_db)) as db:
-        mem = pymem.Memory(db=db, agent_id="bot", user_id="alice", embedder=pymem.HashEmbedder(64))
-        mem.persist("Support hours are 9 to 5 CET", tier="global")
-        mem.persist("Alice lives in Bergen")
-        mem.record("I moved to Bergen", "Noted.")
-        text = " ".join(m["content"] for m in mem.context("Where do I live?"))
-        assert "Support hours" in text and "lives in Bergen" in text and "I moved to Bergen" in text
+        placed = dict(c.execute("""SELECT logicalrelid::text, CASE partmethod WHEN 'n' THEN 'reference'
+                                          ELSE column_to_column_name(logicalrelid, partkey) END
+                                   FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'""").fetchall())
+        assert placed["pymem.tenant_roles"] == placed["pymem.embedders"] == placed["pymem.config"] == "reference"
+        assert placed["pymem.text_search"] == "reference"
+        assert {placed[t] for t in ("pymem.threads", "pymem.messages", "pymem.message_embeddings",
+                                    "pymem.message_lexemes")} == {"user_id"}
+        assert {placed[t] for t in ("pymem.facts", "pymem.fact_embeddings", "pymem.fact_lexemes",
+                                    "pymem.subject_locks")} == {"scope_id"}
+        assert {placed[t] for t in ("pymem.stores", "pymem.store_entries", "pymem.store_vectors")} == {"store_key"}
+        # one colocation group for every distributed table: a user's thread and facts share a worker
+        groups = c.execute("""SELECT count(DISTINCT colocationid) FROM pg_dist_partition
+                              WHERE logicalrelid::text LIKE 'pymem.%' AND partmethod = 'h'""").fetchone()[0]
+        assert groups == 1
+        delegated = dict(c.execute("""SELECT objid::regprocedure::text, distribution_argument_index
+                                      FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL""").fetchall())
+        ctx = next(k for k in delegated if k.startswith("pymem.context_read("))
+        assert delegated[ctx] == 0  # by user_id
+        assert delegated["pymem.fact_add(text,text,text,text,double precision,text,text,jsonb,integer,vector,text,timestamp with time zone)"] == 1
+        assert delegated["pymem.store_read(text,text,text)"] == 0
+        # policies without the sub-select Citus refuses
+        assert c.execute("SELECT count(*) FROM pg_policies WHERE schemaname = 'pymem' AND qual LIKE '%SELECT%'").fetchone()[0] == 0
+    assert pymem.migrations.check(fresh_db) == []
+    again = pymem.migrate(fresh_db)  # idempotent: nothing to apply, placement unchanged
+    assert again.applied == [] and pymem.migrations.check(fresh_db) == []
+    # a function whose delegation was lost is a problem --check names
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute("SELECT create_distributed_function('pymem.store_read(text,text,text)')")  # no argument
+    assert any("store_read" in p for p in pymem.migrations.check(fresh_db))
+    pymem.migrate(fresh_db)
+    assert pymem.migrations.check(fresh_db) == []
+
+
+def test_facts_conversations_context_and_stores_on_two_workers(pymem_cluster):
+    """A representative subset of the facts, conversation, context and store behaviour, as an
+    application role, for users whose shards are on different workers."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f"{u} lives in Bergen"))
+            c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f"{u} likes tea"))
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => 'I moved to Bergen', project_id => 'p1')", (u,))
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'assistant', content => 'Noted.', project_id => 'p1')", (u,))
+            c.execute("SELECT pymem.store_open(%s, 'p1', true)", (f"notes-{u}",))
+            c.execute("SELECT pymem.store_write(%s, 'todo', %s, project_id => 'p1')", (f"notes-{u}", f"call {u}"))
+        for u in users:
+            facts = [r[0] for r in c.execute("SELECT content FROM pymem.facts_newest('user', %s, 'p1', 10)", (u,))]
+            assert sorted(facts) == sorted([f"{u} lives in Bergen", f"{u} likes tea"])
+            window = c.execute("SELECT seq, role, content FROM pymem.window_read(user_id => %s, project_id => 'p1')",
+                               (u,)).fetchall()
+            assert window == [(1, "user", "I moved to Bergen"), (2, "assistant", "Noted.")]
+            ctx = c.execute("SELECT pymem.context_read(%s, NULL, 'p1')", (u,)).fetchone()[0]
+            assert [m["content"] for m in ctx["window"]] == ["I moved to Bergen", "Noted."]
+            assert sorted(f["content"] for f in ctx["user_facts"]) == sorted(facts)
+            assert c.execute("SELECT content, version FROM pymem.store_read(%s, 'todo', 'p1')",
+                             (f"notes-{u}",)).fetchone() == (f"call {u}", 1)
+        # the same reads from another project: nothing
+        assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', %s, 'p2', 10)", (users[0],)).fetchone()[0] == 0
+    with pymem.Database(pymem.Settings(dsn=app)) as db:  # the Python layer: a turn and the user's facts
+        mem = pymem.Memory(db=db, agent_id="bot", user_id=users[1], embedder=pymem.HashEmbedder(64), project_id="p1")
+        mem.persist("Prefers email")
+        mem.record("What do you know?", "Some things.")
+        assert "Prefers email" in [f.content for f in mem.retrieve()]
+        assert [m.content for m in mem.window()][-2:] == ["What do you know?", "Some things."]
+
+
+def test_one_users_context_read_is_one_task_on_the_users_worker(pymem_cluster):
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        ports = {u: _worker_of(c, "pymem.threads", u) for u in users}
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => 'hi', project_id => 'p1')", (u,))
+            job = _citus_job(c, "SELECT pymem.context_read(%s, NULL, 'p1')", (u,))
+            assert job["Task Count"] == 1
+            (task,) = job["Tasks"]
+            assert f"port={ports[u]} " in task["Node"] + " "
+        assert len(set(ports.values())) == 2  # the two calls went to different workers
+
+
+def test_a_bound_role_sees_nothing_of_another_project_on_the_cluster(pymem_cluster):
+    admin, app, role = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        c.execute("SELECT pymem.tenant_bind(%s, 'pa')", (role,))
+        for u in users:  # project B's data, written by the administrator
+            c.execute("SELECT pymem.fact_add('user', %s, 'secret of B', 'pb')", (u,))
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => 'secret of B', project_id => 'pb')", (u,))
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            c.execute("SELECT pymem.fact_add('user', %s, 'fact of A', 'pa')", (u,))
+            assert [r[0] for r in c.execute("SELECT content FROM pymem.facts_newest('user', %s, 'pa', 10)", (u,))] == ["fact of A"]
+            for call in ("SELECT * FROM pymem.facts_newest('user', %s, 'pb', 10)",
+                         "SELECT pymem.context_read(%s, 'bot', 'pb')",
+                         "SELECT * FROM pymem.window_read(user_id => %s, project_id => 'pb')"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not serve project 'pb'"):
+                    c.execute(call, (u,))
+        # no table privileges at all, even naming project B as the tenant
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT count(*) FROM pymem.facts")
+
+
+def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
+    """`psql -f sql/migrate.sql` on a Citus database places and delegates like `pymem migrate`."""
+    import subprocess
+    from pathlib import Path
+
+    env_file = dict(line.split("=", 1) for line in (citus_cluster.dir / "cluster.env").read_text().splitlines())
+    sql_dir = Path(__file__).resolve().parent.parent / "sql"
+    out = subprocess.run([str(Path(env_file["BINDIR"]) / "psql"), "-X", "-v", "ON_ERROR_STOP=1", "-d", fresh_db,
+                          "-f", "migrate.sql"], cwd=sql_dir, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert pymem.migrations.check(fresh_db) == []
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 18
+        assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
+
+
+def test_undelegated_reads_raise_rather_than_answer_nothing(pymem_cluster):
+    """The call shapes Citus does not delegate, and agent facts read from another worker than
+    the agent's, reach a worker without the tenant: they raise 0A000 instead of returning no rows
+    (README "Scaling out", not supported)."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        agent_port = _worker_of(c, "pymem.facts", "bot")
+        near, far = sorted(users, key=lambda u: _worker_of(c, "pymem.threads", u) != agent_port)
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('agent', 'bot', 'Support hours are 9 to 5 CET', 'p1')")
+        for u in users:
+            c.execute("SELECT pymem.fact_add('user', %s, 'likes tea', 'p1')", (u,))
+        # delegated: right answers
+        assert c.execute("SELECT pymem.context_read(%s, 'bot', 'p1')", (near,)).fetchone()[0]["agent_facts"][0]["content"] \
+            == "Support hours are 9 to 5 CET"
+        assert c.execute("SELECT pymem.context_read(%s, NULL, 'p1')", (far,)).fetchone()[0]["user_facts"][0]["content"] == "likes tea"
+        # not delegated (an expression around the call): an error, never an empty answer
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
+            c.execute("SELECT pymem.context_read(%s, NULL, 'p1') -> 'user_facts'", (far,))
+        # the agent's facts live on the agent's worker: from the other worker, an error
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
+            c.execute("SELECT pymem.context_read(%s, 'bot', 'p1')", (far,))
+
+
+def test_a_shard_move_keeps_a_users_calls_on_the_users_new_worker(pymem_cluster):
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('user', 'mover', 'lives in Oslo', 'p1')")
+        c.execute("SELECT pymem.message_add(user_id => 'mover', role => 'user', content => 'hello', project_id => 'p1')")
+    with psycopg.connect(admin, autocommit=True) as c:
+        shard, old = c.execute("""SELECT shardid, nodeport FROM citus_shards
+                                  WHERE shardid = get_shard_id_for_distribution_column('pymem.threads', 'mover'::text)""").fetchone()
+        new = c.execute("SELECT nodeport FROM pg_dist_node WHERE groupid <> 0 AND nodeport <> %s", (old,)).fetchone()[0]
+        # the whole colocation group moves: the user's messages, facts and stores shards together
+        c.execute("SELECT citus_move_shard_placement(%s, '127.0.0.1', %s, '127.0.0.1', %s, shard_transfer_mode => 'block_writes')",
+                  (shard, old, new))
+        assert _worker_of(c, "pymem.facts", "mover") == new
+    with psycopg.connect(app, autocommit=True) as c:
+        job = _citus_job(c, "SELECT pymem.context_read('mover', NULL, 'p1')")
+        assert job["Task Count"] == 1 and f"port={new} " in job["Tasks"][0]["Node"] + " "
+        ctx = c.execute("SELECT pymem.context_read('mover', NULL, 'p1')").fetchone()[0]
+        assert [f["content"] for f in ctx["user_facts"]] == ["lives in Oslo"]
+        assert [m["content"] for m in ctx["window"]] == ["hello"]
+        c.execute("SELECT pymem.fact_add('user', 'mover', 'moved shards', 'p1')")
+        assert len(c.execute("SELECT * FROM pymem.facts_newest('user', 'mover', 'p1', 10)").fetchall()) == 2

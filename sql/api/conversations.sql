@@ -92,6 +92,7 @@ AS $$
 DECLARE
     v_seq bigint;
     v_previous timestamptz;
+    v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
     IF thread_id IS NULL THEN
         RAISE EXCEPTION 'pymem: a message needs a thread_id' USING ERRCODE = '22023';
@@ -105,7 +106,7 @@ BEGIN
     INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)
     VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, 1)
     ON CONFLICT (project_id, user_id, thread_id)
-    DO UPDATE SET last_seq = t.last_seq + 1, updated_at = pg_catalog.clock_timestamp()
+    DO UPDATE SET last_seq = t.last_seq + 1, updated_at = v_now  -- a variable: Citus refuses volatile calls here
     RETURNING t.last_seq INTO v_seq;
     IF _message_insert.created_at IS NOT NULL AND v_seq > 1 THEN
         SELECT m.created_at INTO v_previous FROM pymem.messages AS m

@@ -1,0 +1,258 @@
+-- citus.sql: pymem on a Citus coordinator (README "Scaling out"). Every migrate (psql and Python)
+-- runs this file in the API refresh's transaction, after the API files and before grants.sql
+-- (ownership and privileges stay as on one server), ONLY when the database has the citus
+-- extension; on plain PostgreSQL it is never run. Idempotent: it only changes what
+-- differs.
+--
+-- 1. The owner role may log in: Citus opens its connections to the workers as the current
+--    user, which inside the SECURITY DEFINER API functions is the owner (it has no password:
+--    the cluster's internal connections must authenticate it, README "Scaling out").
+-- 2. Citus-shaped bodies of the functions below (the plain bodies live in api/*.sql; the API
+--    refresh re-creates them, then this file replaces them again in the same transaction).
+-- 3. Row-level security policies without the sub-select Citus refuses on distributed tables.
+-- 4. Tables: reference tables (a copy on every node) for the small ones; conversations by
+--    user_id, facts by scope_id, stores by store_key, all in one colocation group (a user's
+--    thread and the user's facts land on the same worker).
+-- 5. The API functions that name one user, subject or store are delegated
+--    (create_distributed_function with that argument, colocated with the tables): the whole
+--    call runs on the worker that holds the key, where the tenant set by _tenant_enter is
+--    local and every statement reads a local shard.
+SET LOCAL citus.enable_unsafe_triggers = on;  -- the lexeme statement triggers: see below
+SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one transaction
+
+DO $$
+DECLARE
+    v_owner text := coalesce(NULLIF(pg_catalog.current_setting('pymem.owner_role', true), ''),
+                             (SELECT c.value FROM pymem.config AS c WHERE c.key = 'owner_role'), 'pymem_owner');
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_owner) THEN
+        EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_owner);  -- as grants.sql would, just after
+    END IF;
+    -- every time: Citus propagates it to every worker (one whose role was created NOLOGIN by
+    -- another database's propagation included), which a check of the coordinator would miss
+    EXECUTE pg_catalog.format('ALTER ROLE %I LOGIN', v_owner);
+END;
+$$;
+
+-- _tenant_allowed_bound: each catalog in its own statement (Citus pushes a statement that
+-- mixes pg_roles with a Citus table to a node as the owner, which may not read pg_authid).
+CREATE OR REPLACE FUNCTION pymem._tenant_allowed_bound(project_id text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user) THEN
+        RETURN true;
+    END IF;
+    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                        WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
+        OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                    WHERE t.project_id = _tenant_allowed_bound.project_id
+                      AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+END;
+$$;
+
+-- tenant_allowed: the RLS policy calls it from queries on shards, where reading tenant_roles
+-- (a reference table: a copy on every node, so the read is local) is a nested distributed
+-- query Citus refuses unless allowed.
+CREATE OR REPLACE FUNCTION pymem.tenant_allowed(project_id text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET citus.allow_nested_distributed_execution = on
+AS $$
+BEGIN
+    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t) OR pymem._tenant_allowed_bound(tenant_allowed.project_id);
+END;
+$$;
+
+-- current_tenant: as in 00_common.sql, and one more rule. A per-user call that Citus does not
+-- delegate (any call shape but a bare `SELECT pymem.f(...)` / `SELECT ... FROM pymem.f(...)` in
+-- autocommit, e.g. `SELECT pymem.context_read(...)->'window'`) runs on the coordinator, and
+-- its single-shard reads reach the worker over Citus's internal connection without the
+-- tenant (no transaction block is opened for a read, so the SET LOCAL is not sent): RLS would
+-- answer with no rows, silently. A statement on such a connection without a tenant raises
+-- 0A000 instead. (Superusers bypass RLS and never get here; Citus's maintenance calls that run
+-- as the owner, e.g. the foreign-key checks of a shard move, keep the plain answer.)
+CREATE OR REPLACE FUNCTION pymem.current_tenant()
+RETURNS text
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_tenant text := pg_catalog.current_setting('pymem.tenant', true);
+BEGIN
+    IF pg_catalog.left(v_tenant, 2) = 'p:' THEN
+        IF pymem.tenant_allowed(pg_catalog.substr(v_tenant, 3)) THEN
+            RETURN pg_catalog.substr(v_tenant, 3);
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF pg_catalog.current_setting('application_name', true) LIKE 'citus_internal%'
+       -- Citus's own maintenance as the table owner (a shard move re-creates and validates the
+       -- foreign keys: SELECT worker_apply_inter_shard_ddl_command(...)) sees no rows, as before
+       AND pg_catalog.current_query() !~* '^\s*SELECT\s+(pg_catalog\.)?(worker_|citus_)' THEN
+        RAISE EXCEPTION 'pymem: a query reached a Citus worker without its tenant: this call was not delegated to the worker of its user'
+            USING ERRCODE = '0A000',
+                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...); agent and project facts are read on the agent''s worker (README "Scaling out").';
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
+-- _tenant_enter: the tenant as SET LOCAL, which Citus sends after the BEGIN of every worker
+-- transaction the call opens (set_config stays on the node that ran it).
+CREATE OR REPLACE FUNCTION pymem._tenant_enter(project_id text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+SET citus.propagate_set_commands = 'local'
+AS $$
+DECLARE
+    v_current text := pg_catalog.current_setting('pymem.tenant', true);
+BEGIN
+    IF project_id IS NULL THEN
+        RETURN;
+    END IF;
+    IF NOT pymem.tenant_allowed(project_id) THEN
+        RAISE EXCEPTION 'pymem: role % may not serve project %', session_user, pg_catalog.quote_literal(project_id)
+            USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (README, Security).';
+    END IF;
+    IF v_current IS NULL OR v_current = '' THEN
+        EXECUTE pg_catalog.format('SET LOCAL pymem.tenant = %L', 'p:' || project_id);
+    ELSIF v_current <> 'p:' || project_id THEN
+        RAISE EXCEPTION 'pymem: this transaction belongs to another tenant than project %', pg_catalog.quote_literal(project_id)
+            USING ERRCODE = '42501',
+                  HINT = 'One transaction serves one project: commit, or call pymem.set_tenant() for the right one.';
+    END IF;
+END;
+$$;
+
+-- _window: Citus cannot plan the parameterised sub-select with ORDER BY ... LIMIT of the plain
+-- body ("could not create distributed plan"): the same query with the values written in.
+CREATE OR REPLACE FUNCTION pymem._window(p_project_id text, p_user_id text, p_thread_id text, p_max integer)
+RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz,
+               metadata jsonb)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY EXECUTE pg_catalog.format($q$
+    SELECT w.seq, w.role, w.content, w.importance, w.created_at, w.metadata FROM (
+        SELECT m.seq, m.role, m.content, m.importance, m.created_at, m.metadata FROM pymem.messages AS m
+         WHERE m.project_id = %L AND m.user_id = %L AND m.thread_id = %L
+         ORDER BY m.seq DESC
+         LIMIT %s) AS w
+     ORDER BY w.seq$q$, p_project_id, p_user_id, p_thread_id, p_max);
+END;
+$$;
+
+-- The lexeme statement triggers: Citus cannot plan a query that joins the transition table
+-- ("unrecognized RTE kind: 7"). Read it alone into arrays, the project's configuration in its
+-- own statement, then insert from the arrays (into the colocated shard on the same node).
+CREATE OR REPLACE FUNCTION pymem._fact_lexemes_add()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+SET citus.allow_nested_distributed_execution = on
+AS $$
+DECLARE
+    v_p text[]; v_s text[]; v_i text[]; v_id bigint[]; v_content text[];
+    v_config text;
+BEGIN
+    SELECT pg_catalog.array_agg(n.project_id), pg_catalog.array_agg(n.scope), pg_catalog.array_agg(n.scope_id),
+           pg_catalog.array_agg(n.id), pg_catalog.array_agg(n.content)
+      INTO v_p, v_s, v_i, v_id, v_content FROM new_facts AS n;
+    IF v_p IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT c.config INTO v_config FROM pymem.text_search AS c WHERE c.project_id = v_p[1];  -- one project per transaction
+    INSERT INTO pymem.fact_lexemes AS l (project_id, scope, scope_id, fact_id, lexemes, tokens)
+    SELECT u.p, u.s, u.i, u.id, v.lexemes, pymem._lexeme_tokens(v.lexemes)
+      FROM unnest(v_p, v_s, v_i, v_id, v_content) AS u(p, s, i, id, content)
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config::pg_catalog.regconfig, u.content) AS lexemes OFFSET 0) AS v;
+    RETURN NULL;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION pymem._message_lexemes_add()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+SET citus.allow_nested_distributed_execution = on
+AS $$
+DECLARE
+    v_p text[]; v_u text[]; v_t text[]; v_seq bigint[]; v_content text[]; v_imp double precision[];
+    v_at timestamptz[];
+    v_config text;
+BEGIN
+    SELECT pg_catalog.array_agg(n.project_id), pg_catalog.array_agg(n.user_id), pg_catalog.array_agg(n.thread_id),
+           pg_catalog.array_agg(n.seq), pg_catalog.array_agg(n.content), pg_catalog.array_agg(n.importance),
+           pg_catalog.array_agg(n.created_at)
+      INTO v_p, v_u, v_t, v_seq, v_content, v_imp, v_at FROM new_messages AS n;
+    IF v_p IS NULL THEN
+        RETURN NULL;
+    END IF;
+    SELECT c.config INTO v_config FROM pymem.text_search AS c WHERE c.project_id = v_p[1];
+    INSERT INTO pymem.message_lexemes AS l
+        (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
+    SELECT x.p, x.u, x.t, x.seq, pg_catalog.length(x.content), x.imp, x.at, pymem._lexeme_tokens(v.lexemes), v.lexemes
+      FROM unnest(v_p, v_u, v_t, v_seq, v_content, v_imp, v_at) AS x(p, u, t, seq, content, imp, at)
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config::pg_catalog.regconfig, x.content) AS lexemes OFFSET 0) AS v;
+    RETURN NULL;
+END;
+$$;
+
+-- Policies: project_id = current_tenant() without the sub-select (Citus: "Subqueries are not
+-- supported in policies on distributed tables"). On a shard the planner still evaluates it
+-- once per statement (a One-Time Filter next to the query's own project_id = constant).
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT p.tablename FROM pg_catalog.pg_policies AS p
+              WHERE p.schemaname = 'pymem' AND p.policyname = 'tenant' AND p.qual LIKE '%SELECT%' LOOP
+        EXECUTE pg_catalog.format('DROP POLICY tenant ON pymem.%I', r.tablename);
+        EXECUTE pg_catalog.format('CREATE POLICY tenant ON pymem.%I USING (project_id = pymem.current_tenant()) '
+                                  'WITH CHECK (project_id = pymem.current_tenant())', r.tablename);
+    END LOOP;
+END;
+$$;
+
+-- Tables, then functions: only what is not yet placed.
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT d.t, d.method, d.key FROM pymem._citus_tables() AS d(t, method, key)
+              WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
+                                 WHERE p.logicalrelid = d.t::pg_catalog.regclass) LOOP
+        IF r.method = 'reference' THEN
+            PERFORM pg_catalog.create_reference_table(r.t::pg_catalog.regclass);
+        ELSIF r.t = 'pymem.threads' THEN
+            PERFORM pg_catalog.create_distributed_table(r.t::pg_catalog.regclass, r.key);
+        ELSE
+            PERFORM pg_catalog.create_distributed_table(r.t::pg_catalog.regclass, r.key, colocate_with => 'pymem.threads');
+        END IF;
+    END LOOP;
+    FOR r IN SELECT f.fn, f.arg FROM pymem._citus_functions() AS f(fn, arg, idx)
+              WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object AS o
+                                 WHERE o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND o.objid = f.fn
+                                   AND o.distribution_argument_index = f.idx) LOOP
+        PERFORM pg_catalog.create_distributed_function(r.fn, r.arg, colocate_with => 'pymem.threads');
+    END LOOP;
+    -- every other pymem function on every node too (the delegated calls run them on the workers;
+    -- functions created in the same transaction as the first distribution are not propagated
+    -- by themselves)
+    FOR r IN SELECT p.oid::pg_catalog.regprocedure AS fn FROM pg_catalog.pg_proc AS p
+              WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
+                                 WHERE d.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND d.objid = p.oid
+                                   AND d.deptype = 'e')
+                AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_object AS o
+                                 WHERE o.classid = 'pg_catalog.pg_proc'::pg_catalog.regclass AND o.objid = p.oid) LOOP
+        PERFORM pg_catalog.create_distributed_function(r.fn);
+    END LOOP;
+END;
+$$;
