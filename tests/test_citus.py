@@ -2,10 +2,10 @@
 pgvector, a per-user query on a distributed table with a vector column is routed to one worker,
 and `pymem migrate` on the coordinator distributes pymem (sql/citus.sql, README "Scaling out").
 
-Temporary state: these tests are marked ``citus`` and are SKIPPED unless PYMEM_TEST_CITUS=1 is
+These tests are marked ``citus`` and are skipped (with the reason) unless PYMEM_TEST_CITUS=1 is
 set and the prerequisites of .ci/citus are present (the Citus source archive in the shared
-vendor folder, gcc, make; tests/conftest.py citus_unavailable()). .ci/run does not set it yet:
-CI runs them once pymem distributes its tables and the CI time budget has been checked.
+vendor folder, gcc, make; tests/conftest.py citus_unavailable()). .ci/run sets it for its first
+pass, so CI runs them.
 
     PYMEM_TEST_CITUS=1 pytest tests/test_citus.py
 """
