@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('21150ddcefa815e494398f4440d4e1c042cede6f8a62f8722e56eedb9a6548be')
+SELECT pymem.migration_api_applied('ad0fb7d7340a941390f8b80f422944ac5055866e0d5b5046d17a6199891d7169')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
