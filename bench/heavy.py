@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import common  # noqa: E402
 from bench.conv.config import AGENT_ID  # noqa: E402
+from bench.conv.hnsw import _recall_at_k  # noqa: E402
 from bench.conv.texts import CITIES, INGREDIENTS, PROBE_QUERIES, TABLES  # noqa: E402
 from pymem.embedders import HashEmbedder  # noqa: E402
 
@@ -131,8 +132,7 @@ def hnsw_per_user(conn: psycopg.Connection, args: argparse.Namespace, emb: HashE
                 with conn.transaction():  # the exact top-N: the user's rows through the btree, sorted
                     conn.execute("SET LOCAL enable_indexscan = off")
                     exact = conn.execute(stmt, (v, v)).fetchall()
-                kth = exact[-1][2] if exact else 0.0
-                rec.append(min(len(exact), sum(1 for r in got if r[2] <= kth + 1e-9)) / max(len(exact), 1))
+                rec.append(_recall_at_k(exact, got, len(exact)) if exact else 1.0)
             out["top"][n] = {"p50_ms": round(statistics.median(lat), 2), "recall": round(statistics.mean(rec), 3),
                              "min_recall": round(min(rec), 3), "uses_index": bool(used)}
             common.progress(f"top-{n}: p50 {out['top'][n]['p50_ms']:.1f} ms, recall {out['top'][n]['recall']:.3f} "

@@ -9,6 +9,9 @@
 --    the cluster's internal connections must authenticate it, README "Scaling out").
 -- 2. Citus-shaped bodies of the functions below (the plain bodies live in api/*.sql; the API
 --    refresh re-creates them, then this file replaces them again in the same transaction).
+--    Only where the shape Citus needs would cost plain PostgreSQL on a hot path (a GUC set per
+--    call, dynamic SQL, a PL/pgSQL current_tenant that no longer inlines); _tenant_allowed_bound
+--    has the Citus shape everywhere (00_common.sql).
 -- 3. Row-level security policies without the sub-select Citus refuses on distributed tables.
 -- 4. Tables: reference tables (a copy on every node) for the small ones; conversations by
 --    user_id, facts by scope_id, stores by store_key, all in one colocation group (a user's
@@ -31,25 +34,6 @@ BEGIN
     -- every time: Citus propagates it to every worker (one whose role was created NOLOGIN by
     -- another database's propagation included), which a check of the coordinator would miss
     EXECUTE pg_catalog.format('ALTER ROLE %I LOGIN', v_owner);
-END;
-$$;
-
--- _tenant_allowed_bound: each catalog in its own statement (Citus pushes a statement that
--- mixes pg_roles with a Citus table to a node as the owner, which may not read pg_authid).
-CREATE OR REPLACE FUNCTION pymem._tenant_allowed_bound(project_id text)
-RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user) THEN
-        RETURN true;
-    END IF;
-    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                        WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
-        OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                    WHERE t.project_id = _tenant_allowed_bound.project_id
-                      AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
 END;
 $$;
 

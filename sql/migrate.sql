@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ad0fb7d7340a941390f8b80f422944ac5055866e0d5b5046d17a6199891d7169')
+SELECT pymem.migration_api_applied('31b1e7deb5d7cd2c3faca913f7cf33628318306cccc70527e30ed958d4d2f7e3')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

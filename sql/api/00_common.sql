@@ -15,15 +15,22 @@
 -- pg_has_role of NULL is NULL: not a member.
 CREATE OR REPLACE FUNCTION pymem._tenant_allowed_bound(project_id text)
 RETURNS boolean
-LANGUAGE sql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user)
-        OR NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+BEGIN
+    -- each catalog in a statement of its own: on a Citus cluster (sql/citus.sql) a statement
+    -- mixing pg_roles with a Citus table is pushed to a node as the owner, which may not read
+    -- pg_authid
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user) THEN
+        RETURN true;
+    END IF;
+    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
                         WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
         OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
                     WHERE t.project_id = _tenant_allowed_bound.project_id
                       AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+END;
 $$;
 
 -- tenant_allowed(project_id): may the session's login role serve this project? (Created by

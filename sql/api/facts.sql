@@ -1033,92 +1033,36 @@ $$;
 
 -- _facts_for_context: the facts of a subject one turn reads (context_read): its newest p_max
 -- active facts, newest first, as facts_newest; when it has more than p_max and the turn has a query
--- (its vector, its text or both), the p_max that rank best for it (_facts_ranked's ranking with
--- p_everyone: every fact ranked, a missing score counting 0), still newest first: a subject with
--- many facts gets the relevant ones, not the latest. The caller has checked the query vector.
--- One statement over _fact_candidates for one subject (instead of _facts_ranked's layers);
--- scope_id '*' (every agent) goes through _facts_ranked.
+-- (its vector, its text or both), the p_max that rank best for it (_facts_ranked, every fact
+-- ranked), still newest first: a subject with many facts gets the relevant ones, not the latest.
+-- The caller has checked the query vector (context_read, once per call).
 CREATE OR REPLACE FUNCTION pymem._facts_for_context(
     p_project_id text, p_scope text, p_scope_id text, p_max integer, p_query vector, p_embedder text,
     p_text text, p_lw double precision)
 RETURNS TABLE (id bigint, content text, confidence double precision, created_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
--- No SET enable_nestloop = off here (as _fact_candidates has): on PostgreSQL 15 it made this
--- statement's generic plan take 1.6 s for a 250-fact subject.
 AS $$
 BEGIN
-    IF p_scope_id = '*' THEN
-        IF (p_query IS NULL AND p_text IS NULL)
-           OR (SELECT pg_catalog.count(*) FROM (
-                   SELECT 1 FROM pymem.facts AS f
-                    WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_by IS NULL
-                    LIMIT p_max + 1) AS x) <= p_max THEN
-            RETURN QUERY SELECT f.id, f.content, f.confidence, f.created_at
-                           FROM pymem._facts_newest(p_project_id, p_scope, p_scope_id, p_max) AS f;
-        ELSE
+    -- the count only with a query: a read without one never needs it (and on a Citus worker its
+    -- sub-select with parameters cannot be planned)
+    IF p_query IS NOT NULL OR p_text IS NOT NULL THEN
+        IF (SELECT pg_catalog.count(*) FROM (
+                SELECT 1 FROM pymem.facts AS f
+                 WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+                   AND f.superseded_by IS NULL
+                 LIMIT p_max + 1) AS x) > p_max THEN
+            -- the ranked rows carry what a context shows: no second read of the facts
             RETURN QUERY
             SELECT r.id, r.content, r.confidence, r.created_at
               FROM pymem._facts_ranked(p_project_id, p_scope, p_scope_id, p_query, p_embedder, p_text, NULL,
                                        p_lw, p_max, true) AS r
              ORDER BY r.created_at DESC, r.id DESC;
+            RETURN;
         END IF;
-        RETURN;
     END IF;
-    IF p_query IS NULL AND p_text IS NULL THEN
-        RETURN QUERY SELECT f.id, f.content, f.confidence, f.created_at FROM pymem.facts AS f
-                      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-                        AND f.superseded_by IS NULL
-                      ORDER BY f.created_at DESC, f.id DESC
-                      LIMIT p_max;
-        RETURN;
-    END IF;
-    RETURN QUERY
-    WITH newest AS MATERIALIZED (  -- the newest p_max + 1 active facts: all there is, or one too many
-        SELECT f.id, f.content, f.confidence, f.created_at FROM pymem.facts AS f
-         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-           AND f.superseded_by IS NULL
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT p_max + 1),
-    q AS MATERIALIZED (  -- rank? (a query, and more than p_max facts); the query's distinct lexemes
-        SELECT t.terms, CASE WHEN pg_catalog.cardinality(t.terms) > 0 THEN
-                   (SELECT pg_catalog.string_agg('''' || pg_catalog.replace(pg_catalog.replace(x.term, '\', '\\'), '''', '''''') || '''', ' | ')::tsquery
-                      FROM pg_catalog.unnest(t.terms) AS x(term)) END AS any_term
-          FROM (SELECT CASE WHEN p_text IS NULL THEN '{}'::text[]
-                            ELSE coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text)), '{}') END AS terms
-                 OFFSET 0) AS t
-         WHERE (SELECT pg_catalog.count(*) FROM newest) > p_max),
-    c AS MATERIALIZED (  -- ranking: every active fact, its distance and lexemes (_fact_candidates
-                         -- joins them by hash whatever the statistics say)
-        SELECT f.id, f.content, f.confidence, f.created_at, f.dist, f.lexemes, f.tokens
-          FROM pymem._fact_candidates(p_project_id, p_scope, p_scope_id, p_query, p_embedder, NULL) AS f
-         WHERE EXISTS (SELECT 1 FROM q)),
-    h AS (  -- (fact, query term) pairs of the facts sharing a term: the term's frequency, the fact's length
-        SELECT c.id, u.lexeme, coalesce(pg_catalog.cardinality(u.positions), 1)::float8 AS tf, c.tokens::float8 AS dl
-          FROM c CROSS JOIN q CROSS JOIN LATERAL pg_catalog.unnest(
-                   pg_catalog.ts_filter(pg_catalog.setweight(c.lexemes, 'A', q.terms), '{a}')) AS u
-         WHERE c.lexemes @@ q.any_term),
-    b AS (  -- BM25 per fact sharing a term
-        SELECT h.id, pg_catalog.sum(pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
-                                    * h.tf * 2.2 / (h.tf + 1.2 * (0.25 + 0.75 * h.dl / n.avgdl))) AS bm25
-          FROM h
-          JOIN (SELECT h2.lexeme, pg_catalog.count(*)::float8 AS df FROM h AS h2 GROUP BY h2.lexeme) AS d ON d.lexeme = h.lexeme
-         CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS docs, pg_catalog.avg(c.tokens)::float8 AS avgdl FROM c) AS n
-         GROUP BY h.id),
-    top AS (
-        SELECT c.id, c.content, c.confidence, c.created_at
-          FROM c LEFT JOIN b ON b.id = c.id
-         ORDER BY CASE WHEN p_query IS NOT NULL
-                       THEN (1 - p_lw) * coalesce(1 - c.dist, 0) + p_lw * coalesce(b.bm25 / (SELECT pg_catalog.max(b2.bm25) FROM b AS b2), 0)
-                       ELSE coalesce(b.bm25 / (SELECT pg_catalog.max(b2.bm25) FROM b AS b2), 0) END DESC, c.id DESC
-         LIMIT p_max)
-    SELECT r.id, r.content, r.confidence, r.created_at FROM (
-        SELECT n.id, n.content, n.confidence, n.created_at FROM newest AS n
-         WHERE NOT EXISTS (SELECT 1 FROM q)
-         ORDER BY n.created_at DESC, n.id DESC LIMIT p_max) AS r
-    UNION ALL
-    SELECT r.id, r.content, r.confidence, r.created_at FROM (
-        SELECT t.id, t.content, t.confidence, t.created_at FROM top AS t ORDER BY t.created_at DESC, t.id DESC) AS r;
+    RETURN QUERY SELECT f.id, f.content, f.confidence, f.created_at
+                   FROM pymem._facts_newest(p_project_id, p_scope, p_scope_id, p_max) AS f;
 END;
 $$;
 
