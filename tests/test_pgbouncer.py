@@ -117,7 +117,12 @@ def contract(db: pymem.Database, user: str) -> None:
     assert store.read_text("notes/a.md") is None
 
 
-def test_default_settings_work_behind_pgbouncer_in_transaction_mode(bouncer):
+def _bouncer_log(tmp_path) -> str:
+    """The end of PgBouncer's log, for a failure's message (it names the timeout that closed a client)."""
+    return (tmp_path / "pgbouncer.log").read_text(errors="replace")[-3000:]
+
+
+def test_default_settings_work_behind_pgbouncer_in_transaction_mode(bouncer, tmp_path):
     settings = pymem.Settings(dsn=bouncer)
     assert settings.model_dump(exclude={"dsn"}) == pymem.Settings().model_dump(exclude={"dsn"})
     with pymem.Database(settings) as db:
@@ -138,7 +143,8 @@ def test_default_settings_work_behind_pgbouncer_in_transaction_mode(bouncer):
             t.start()
         for t in threads:
             t.join(300)
-        assert errors == []
+        assert not any(t.is_alive() for t in threads), _bouncer_log(tmp_path)
+        assert errors == [], f"{errors!r}\nPgBouncer log:\n{_bouncer_log(tmp_path)}"
         assert db.pool.get_stats()["pool_size"] > 1  # the pool did open several client connections
 
 
