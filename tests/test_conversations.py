@@ -389,6 +389,39 @@ def test_context_read_runs_generic_plans_from_its_first_call(db, dsn):
         assert "'alice'" not in plan and "$" in plan, plan
 
 
+def _scans(plan: dict, relations: set[str]) -> list[dict]:
+    """The nodes of an EXPLAIN (FORMAT JSON) plan that scan one of ``relations``."""
+    found = [plan] if plan.get("Relation Name") in relations else []
+    for child in plan.get("Plans", []):
+        found += _scans(child, relations)
+    return found
+
+
+def test_a_turn_reads_its_two_messages_by_key_not_the_thread(dsn):
+    """turn_record stores the turn's vectors with the lexemes just written; under a generic plan
+    that lookup once read every lexeme row of the thread (a turn's cost grew with its thread:
+    14 ms for a 7,300-message thread). Every scan of the thread's tables reads at most the turn."""
+    vec = Vector(HashEmbedder().embed(["a garden"])[0])
+    turn = ("SELECT user_seq FROM pymem.turn_record(user_id => 'alice', user_content => %s, "
+            "assistant_content => 'noted', embedder => %s, user_embedding => %s, assistant_embedding => %s)")
+    notes: list[str] = []
+    with pymem.connect(dsn) as c:
+        for i in range(40):
+            c.execute(turn, (f"message {i} about the garden", HashEmbedder().name, vec, vec))
+        c.execute("SET plan_cache_mode = force_generic_plan")  # as the function's cached plan runs after 5 calls
+        c.execute("LOAD 'auto_explain'")
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_format = json",
+                        "log_analyze = on", "log_level = notice"):
+            c.execute(f"SET auto_explain.{setting}")
+        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+        c.execute(turn, ("one more about the garden", HashEmbedder().name, vec, vec)).fetchall()
+    plans = [json.loads(n.split("plan:", 1)[1]) for n in notes if "plan:" in n]
+    scans = [s for p in plans for s in _scans(p["Plan"], {"messages", "message_lexemes"})]
+    assert any(s["Relation Name"] == "message_lexemes" for s in scans), "no statement read pymem.message_lexemes"
+    for s in scans:
+        assert s["Actual Rows"] <= 2, json.dumps(s)  # rows per loop; the thread holds 80 messages
+
+
 # The dedupe test's whitespace: the list of pymem._norm (and fact_key), not the locale's \\s.
 NORM_WS = " \t\n\r\f\v\u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
 

@@ -557,9 +557,12 @@ BEGIN
       FROM pymem.messages AS m
      CROSS JOIN LATERAL (SELECT CASE WHEN m.seq = user_seq THEN turn_record.user_embedding
                                      ELSE turn_record.assistant_embedding END AS embedding) AS v
-      -- the lexemes the messages' trigger just stored (0017: kept beside the vector for recall)
+      -- the lexemes the messages' trigger just stored (0017: kept beside the vector for recall),
+      -- also by primary key: without the seq condition of its own, the generic plan read every
+      -- lexeme row of the thread and matched the seq as a join filter (14 ms for 7,300 messages)
       LEFT JOIN pymem.message_lexemes AS l
         ON l.project_id = m.project_id AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq
+       AND l.seq = ANY (ARRAY[user_seq, assistant_seq])
      -- the two new messages by primary key, never a scan of the thread
      WHERE m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
        AND m.thread_id = turn_record.thread_id AND m.seq = ANY (ARRAY[user_seq, assistant_seq])
