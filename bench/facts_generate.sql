@@ -11,7 +11,7 @@
 --     chain of 2 versions and 10% with a chain of 3 (about 10% of all rows are superseded).
 --     A chain's rows share the subject of its first row and each version points at the next
 --     one (id + 1), which is newer: the FK, facts_predecessor (one predecessor per row) and
---     facts_active_content_key (contents are unique: they carry the row's id) all hold.
+--     facts_subject_content_key (contents are unique: they carry the row's id) all hold.
 --   * subjects: 85% user, 10% agent, 5% project scope; 8 projects, skewed (u^2); users skewed
 --     as u^3 over `users` ids (many light users, a few heavy ones), agents and teams as u^2.
 --   * sources: 20% learned, 5% trace (with a trace_id), the rest manual.

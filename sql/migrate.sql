@@ -405,6 +405,29 @@ COMMIT;
 \echo pymem: applied 0022_text_search
 \endif
 
+-- 0026_fact_key_lookup
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0026_fact_key_lookup', '05b598dd9b1f9def4f2694b81d5cc74966c90aa9e2f4f0826801c3eac1267167') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0026_fact_key_lookup.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0026_fact_key_lookup', '05b598dd9b1f9def4f2694b81d5cc74966c90aa9e2f4f0826801c3eac1267167', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0026_fact_key_lookup
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -446,7 +469,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('56d8245cced5843321e79c099353aea9bb0853ae93e559cf97ef042e1767dc64')
+SELECT pymem.migration_api_applied('c451fa33e961ec6b4eed75d540233ec9b238b82a4499290a4bbc36b3a553ec29')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -141,3 +141,23 @@ def test_add_and_supersede_touch_the_subject_only(big):
     for ns in facts_scans(plans_of(big, calls, repeat=6)):
         types = [n["Node Type"] for n in ns]
         assert "Seq Scan" not in types, types
+
+
+def test_lookups_by_content_key_read_one_entry(big):
+    """A fact is found by (subject, content key) through facts_subject_content_key, in generic
+    plans too: the newest-first index, which a generic plan once preferred, read every active
+    fact of the subject (4,500 here) to find one, or none (0026_fact_key_lookup)."""
+    calls = [
+        "SELECT * FROM pymem.fact_add('user', 'heavy', 'new heavy fact ' || clock_timestamp())",  # not there yet
+        "SELECT * FROM pymem.fact_add('user', 'heavy', 'heavy fact 4999')",  # there: idempotent re-add
+        "SELECT pymem.fact_forget('user', 'heavy', content => 'no such fact')",
+        """SELECT * FROM pymem.fact_supersede('user', 'heavy', 'reworded ' || clock_timestamp(), old_content => (
+               SELECT f.content FROM pymem.facts AS f WHERE f.project_id = '' AND f.scope = 'user'
+                  AND f.scope_id = 'heavy' AND f.superseded_by IS NULL ORDER BY f.created_at DESC, f.id DESC LIMIT 1))""",
+    ]
+    lookups = [n for ns in facts_scans(plans_of(big, calls)) for n in ns
+               if "content_key" in n.get("Index Cond", "") + n.get("Filter", "") and n.get("Relation Name") == "facts"]
+    assert len(lookups) >= 8 * 4, len(lookups)
+    for n in lookups:
+        assert n.get("Index Name") == "facts_subject_content_key", (n["Node Type"], n.get("Index Name"), n.get("Filter"))
+        assert n["Actual Rows"] * n["Actual Loops"] <= 1, (n.get("Index Name"), n["Actual Rows"])

@@ -626,7 +626,7 @@ BEGIN
                    v_got_ids || coalesce(pg_catalog.array_agg(f.id), '{}')
               INTO v_got_keys, v_got_ids
               FROM pymem.facts AS f
-             WHERE f.project_id = turn_record.project_id AND f.scope = 'user' AND f.scope_id = turn_record.user_id
+             WHERE f.project_id = turn_record.project_id AND f.scope = 'user' COLLATE "C" AND f.scope_id = turn_record.user_id
                AND f.superseded_by IS NULL AND f.content_key = ANY (v_keys) AND f.content_key <> ALL (v_got_keys);
             EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
         END LOOP;

@@ -18,7 +18,7 @@
 -- removing leading and trailing whitespace, folding every run of whitespace (ASCII and
 -- Unicode spaces such as NBSP) into one space, and Unicode NFC normalisation. Case matters. The key is sha256 of that text (fact_key).
 --
--- Locking: fact_add relies on the unique index facts_active_content_key (concurrent adders of
+-- Locking: fact_add relies on the unique index facts_subject_content_key (concurrent adders of
 -- one fact all get the one row); learned adds with a cap lock the subject's row of
 -- subject_locks (pymem._subject_lock) so the cap holds under concurrency; fact_supersede takes
 -- the same lock, then locks the old row (FOR UPDATE): supersedes of one subject run one after
@@ -411,8 +411,10 @@ BEGIN
     END IF;
     -- an idempotent re-add (the fact is there) is one index read: no insert attempt, so no
     -- statement trigger either
+    -- (scope compared in "C", as facts_subject_content_key holds it: only that index serves the
+    -- lookup, see 0026_fact_key_lookup)
     SELECT f.id INTO v_id FROM pymem.facts AS f
-     WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
+     WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
        AND f.content_key = v_key AND f.superseded_by IS NULL;
     v_created := false;
     WHILE v_id IS NULL LOOP
@@ -427,7 +429,7 @@ BEGIN
         EXIT WHEN v_created;
         -- a concurrent writer just committed the same fact: return its id
         SELECT f.id INTO v_id FROM pymem.facts AS f
-         WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
+         WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
            AND f.content_key = v_key AND f.superseded_by IS NULL;
         -- not found: it was superseded or forgotten in between, try the insert again
     END LOOP;
@@ -680,7 +682,7 @@ BEGIN
         END IF;
     ELSE
         SELECT f.* INTO v_old FROM pymem.facts AS f
-         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
            AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
            AND f.content_key = pymem.fact_key(fact_supersede.old_content)
            FOR UPDATE;
@@ -727,7 +729,7 @@ BEGIN
         -- the new content is already an active fact (or a concurrent fact_add just committed
         -- it): merge into it; the key-share lock keeps it from being deleted until we commit
         SELECT f.id INTO v_new FROM pymem.facts AS f
-         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
+         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
            AND f.content_key = v_key AND f.superseded_by IS NULL
            FOR KEY SHARE;
         EXIT WHEN FOUND;
@@ -775,7 +777,8 @@ BEGIN
     -- on it) commits before the walk below, a statement of its own that then sees the branch.
     IF v_target IS NULL THEN
         SELECT f.id INTO v_target FROM pymem.facts AS f
-         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope AND f.scope_id = fact_forget.scope_id
+         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope COLLATE "C"
+           AND f.scope_id = fact_forget.scope_id
            AND f.content_key = pymem.fact_key(fact_forget.content) AND f.superseded_by IS NULL
            FOR UPDATE;
     ELSE
