@@ -469,7 +469,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c451fa33e961ec6b4eed75d540233ec9b238b82a4499290a4bbc36b3a553ec29')
+SELECT pymem.migration_api_applied('0755c37fe02db05cdc4dbe03130f324329c15491c369ebb84802b5bec89da847')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -993,7 +993,9 @@ $$;
 -- sorted once. Without a term (vector recall alone) the rows are not kept: the best are picked while
 -- they are read (the CTE top). No join of the user's rows with each other: planned
 -- generically (statistics saying "a row or two"), such a join ran as a nested loop, 17 ms for
--- 1,000 messages.
+-- 1,000 messages. The document count and total length kept per user on write would spare keeping
+-- the rows (the k best by base in one streamed pass, the rows sharing a term in a second), but
+-- that second read costs nearly as much: measured and not adopted (bench/README.md, "Heavy users").
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_limit integer, p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
