@@ -428,6 +428,29 @@ COMMIT;
 \echo pymem: applied 0026_fact_key_lookup
 \endif
 
+-- 0028_embedded_by_partial
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0028_embedded_by_partial', '073b8e9dd0d0916bd0de93d96382327ce6f691b603f418c9949b7502e824ed70') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0028_embedded_by_partial.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0028_embedded_by_partial', '073b8e9dd0d0916bd0de93d96382327ce6f691b603f418c9949b7502e824ed70', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0028_embedded_by_partial
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -469,7 +492,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('0755c37fe02db05cdc4dbe03130f324329c15491c369ebb84802b5bec89da847')
+SELECT pymem.migration_api_applied('f3f2aaa319edc0fe602ede9c26b73089fcfc3e2cebd2065b46276a3396778dc9')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

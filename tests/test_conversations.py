@@ -422,6 +422,34 @@ def test_a_turn_reads_its_two_messages_by_key_not_the_thread(dsn):
         assert s["Actual Rows"] <= 2, json.dumps(s)  # rows per loop; the thread holds 80 messages
 
 
+def test_storing_vectors_later_reads_those_messages_by_key(dsn):
+    """message_embeddings_put marks the messages it gave vectors; under a generic plan that update
+    once read all of the user's messages and filtered them. Every scan of the thread's tables
+    reads at most the messages named."""
+    name = HashEmbedder().name
+    vec = Vector(HashEmbedder().embed(["a garden"])[0])
+    put = ("SELECT pymem.message_embeddings_put('alice', %s, ARRAY['default', 'default'], %s::bigint[], "
+           "ARRAY[%s, %s]::vector[])")
+    notes: list[str] = []
+    with pymem.connect(dsn) as c:
+        c.execute("SELECT pymem.messages_add_many('alice', 'default', %s, %s)",
+                  (["user"] * 80, [f"message {i} about the garden" for i in range(80)]))
+        for i in range(6):  # past PL/pgSQL's five custom plans
+            c.execute(put, (name, [2 * i + 1, 2 * i + 2], vec, vec))
+        c.execute("SET plan_cache_mode = force_generic_plan")
+        c.execute("LOAD 'auto_explain'")
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_format = json",
+                        "log_analyze = on", "log_level = notice"):
+            c.execute(f"SET auto_explain.{setting}")
+        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+        assert c.execute(put, (name, [41, 42], vec, vec)).fetchone()[0] == 2
+    plans = [json.loads(n.split("plan:", 1)[1]) for n in notes if "plan:" in n]
+    scans = [s for p in plans for s in _scans(p["Plan"], {"messages", "message_lexemes"})]
+    assert any(s["Relation Name"] == "messages" for s in scans), "no statement read pymem.messages"
+    for s in scans:
+        assert s["Actual Rows"] <= 2 and s.get("Rows Removed by Filter", 0) == 0, json.dumps(s)
+
+
 # The dedupe test's whitespace: the list of pymem._norm (and fact_key), not the locale's \\s.
 NORM_WS = " \t\n\r\f\v\u00a0\u1680" + "".join(map(chr, range(0x2000, 0x200B))) + "\u2028\u2029\u202f\u205f\u3000\ufeff"
 

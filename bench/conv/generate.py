@@ -132,10 +132,9 @@ def _insert_chunks(conn: psycopg.Connection, q: dict[str, str], params: dict[str
     n = params["n"]
     chunks = []
     # Foreign-key checks off for this session while loading (session_replication_role = replica,
-    # superusers only), as pg_restore does: the check of message_embeddings -> messages can be
-    # planned on messages_embedded_by (project_id, user_id) and then reads all of the user's
-    # messages per inserted vector (quadratic in a heavy user's messages; see bench/README.md).
-    # integrity() then checks every reference over every row instead.
+    # superusers only), as pg_restore does: one check per inserted vector is work a bulk load
+    # need not do (before 0028_embedded_by_partial it could also read all of the user's messages
+    # per vector; see bench/README.md). integrity() then checks every reference over every row.
     try:
         conn.execute("SET session_replication_role = replica")
         fk_checks = False

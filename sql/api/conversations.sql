@@ -747,9 +747,11 @@ BEGIN
 END;
 $$;
 
--- _messages_unembedded: the catch-up query, through messages_embedded_by: three index ranges
--- (NULL, below and above the current embedder's name), one branch each, so that every plan,
--- generic ones included, reads only those ranges: all empty when nothing is missing.
+-- _messages_unembedded: the catch-up query: three index ranges (NULL, through messages_unembedded;
+-- below and above the current embedder's name, through messages_embedded_by), one branch each, so
+-- that every plan, generic ones included, reads only those ranges: all empty when nothing is
+-- missing. Both indexes are partial so that the foreign-key check of a stored vector cannot use
+-- them (0028_embedded_by_partial).
 CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
     p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, content text)
@@ -846,6 +848,9 @@ BEGIN
            AS u(thread_id, seq)
      WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
        AND m.thread_id = u.thread_id AND m.seq = u.seq
+       -- the same keys as index conditions: joined to the arrays alone, the generic plan read all
+       -- of the user's messages and matched them as a filter (7,310 rows for a 2-message put)
+       AND m.thread_id = ANY (message_embeddings_put.thread_ids) AND m.seq = ANY (message_embeddings_put.seqs)
        AND m.embedded_by IS DISTINCT FROM message_embeddings_put.embedder;
     RETURN v_count;
 END;
