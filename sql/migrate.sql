@@ -492,7 +492,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f3f2aaa319edc0fe602ede9c26b73089fcfc3e2cebd2065b46276a3396778dc9')
+SELECT pymem.migration_api_applied('5ba3495417910159ed94c821c832e05f41589a882eab9c8a5651ca28c11e5b2d')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

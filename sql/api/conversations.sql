@@ -279,7 +279,10 @@ BEGIN
           FROM pg_catalog.unnest(messages_add_many.embeddings) WITH ORDINALITY AS u(v, i)
           JOIN pymem.message_lexemes AS l
             ON l.project_id = messages_add_many.project_id AND l.user_id = messages_add_many.user_id
-           AND l.thread_id = messages_add_many.thread_id AND l.seq = v_last - v_n + u.i;
+           AND l.thread_id = messages_add_many.thread_id AND l.seq = v_last - v_n + u.i
+           -- the batch's range as an index condition: without it the generic plan read every
+           -- lexeme row of the thread and matched seq as a join filter
+           AND l.seq > v_last - v_n AND l.seq <= v_last;
     END IF;
     RETURN QUERY SELECT g.i::integer, v_last - v_n + g.i FROM pg_catalog.generate_series(1, v_n) AS g(i);
 END;
@@ -622,12 +625,17 @@ BEGIN
               FROM ins AS i;
             v_created := v_created OR v_inserted > 0;
             EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
+            -- each key looked up on its own (facts_subject_content_key, 0026): as one `= ANY`, or
+            -- as a plain join, the generic plan read all of the subject's active facts
             SELECT v_got_keys || coalesce(pg_catalog.array_agg(f.content_key), '{}'),
                    v_got_ids || coalesce(pg_catalog.array_agg(f.id), '{}')
               INTO v_got_keys, v_got_ids
-              FROM pymem.facts AS f
-             WHERE f.project_id = turn_record.project_id AND f.scope = 'user' COLLATE "C" AND f.scope_id = turn_record.user_id
-               AND f.superseded_by IS NULL AND f.content_key = ANY (v_keys) AND f.content_key <> ALL (v_got_keys);
+              FROM (SELECT DISTINCT u.k FROM pg_catalog.unnest(v_keys) AS u(k) WHERE u.k <> ALL (v_got_keys)) AS k
+             CROSS JOIN LATERAL (
+                   SELECT f.content_key, f.id FROM pymem.facts AS f
+                    WHERE f.project_id = turn_record.project_id AND f.scope = 'user' COLLATE "C"
+                      AND f.scope_id = turn_record.user_id AND f.content_key = k.k AND f.superseded_by IS NULL
+                    LIMIT 1) AS f;  -- one active fact per key; the LIMIT keeps the lookup per key
             EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
         END LOOP;
         v_ids := ARRAY(SELECT g.id FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS u(k, n)

@@ -334,8 +334,8 @@ BEGIN
       FROM input AS x
       JOIN firsts AS fx ON fx.scope_id = x.scope_id AND fx.key = x.key
       LEFT JOIN ins AS n ON n.scope_id = x.scope_id AND n.content_key = x.key
-      LEFT JOIN LATERAL (SELECT f.id FROM pymem.facts AS f
-                          WHERE f.project_id = facts_add_many.project_id AND f.scope = facts_add_many.scope
+      LEFT JOIN LATERAL (SELECT f.id FROM pymem.facts AS f  -- by key: facts_subject_content_key (0026)
+                          WHERE f.project_id = facts_add_many.project_id AND f.scope = facts_add_many.scope COLLATE "C"
                             AND f.scope_id = x.scope_id AND f.content_key = x.key AND f.superseded_by IS NULL) AS o ON true;
     -- a fact another transaction committed (or superseded) while this one ran: one at a time
     FOR v_i IN SELECT u.i FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, i) WHERE u.id IS NULL LOOP
@@ -790,18 +790,21 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
+    -- Each step and the delete go by key (the LATERAL lookup, the id array): joined as sets, the
+    -- generic plan read all of the subject's facts and predecessors to delete a few.
     WITH RECURSIVE chain AS (
         SELECT f.id FROM pymem.facts AS f
          WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
            AND f.scope_id = fact_forget.scope_id AND f.id = v_target
         UNION ALL
-        SELECT p.id FROM chain AS c JOIN pymem.facts AS p
-          ON p.project_id = fact_forget.project_id AND p.scope = fact_forget.scope
-         AND p.scope_id = fact_forget.scope_id AND p.superseded_by = c.id
+        SELECT p.id FROM chain AS c
+         CROSS JOIN LATERAL (SELECT p.id FROM pymem.facts AS p
+                              WHERE p.project_id = fact_forget.project_id AND p.scope = fact_forget.scope
+                                AND p.scope_id = fact_forget.scope_id AND p.superseded_by = c.id) AS p
     ), gone AS (
         DELETE FROM pymem.facts AS f
          WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
-           AND f.scope_id = fact_forget.scope_id AND f.id IN (SELECT c.id FROM chain AS c)
+           AND f.scope_id = fact_forget.scope_id AND f.id = ANY (ARRAY(SELECT c.id FROM chain AS c))
         RETURNING 1
     )
     SELECT pg_catalog.count(*) INTO v_count FROM gone;
