@@ -492,7 +492,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('5ba3495417910159ed94c821c832e05f41589a882eab9c8a5651ca28c11e5b2d')
+SELECT pymem.migration_api_applied('4c5d2b0ad7204078f8ee6497aba05b89b7fce45a00d79467e3cd37c5d6d5cbb2')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -46,7 +46,9 @@ def heavy(pg_server, template_db):
                                                                         for i in range(200)], [vec] * 200, emb.name))
         c.execute("""SELECT count(*) FROM generate_series(1, 300) AS u,
                             LATERAL pymem.messages_add_many('light' || u, 'default', ARRAY['user', 'assistant'],
-                                                            ARRAY['hello', 'hi']) AS m""")
+                                                            ARRAY['hello there', 'hi, how can I help'],
+                                                            embeddings => ARRAY[%s, %s]::vector[],
+                                                            embedder => %s) AS m""", (vec, vec, emb.name))
         # a heavy subject (and agent) among light ones
         for scope, subject in (("user", "heavy"), ("agent", "bot")):
             c.execute("SELECT count(*) FROM pymem.facts_add_many(%s, %s, %s)",
@@ -59,6 +61,8 @@ def heavy(pg_server, template_db):
                   (HEAVY,))
         c.execute("SELECT count(pymem.store_write('big', 'hot.md', 'version ' || i)) FROM generate_series(1, 60) i")
         c.execute("SELECT count(*) FROM generate_series(1, 100) AS s, LATERAL pymem.store_open('small' || s) AS o")
+        c.execute("SELECT count(pymem.store_write('small' || s, 'notes/' || i, 'note')) "
+                  "FROM generate_series(1, 100) AS s, generate_series(1, 3) AS i")
         c.execute("ANALYZE")
         # a table of a few pages is read whole, by design: the planner's right choice there
         small = {r[0] for r in c.execute("SELECT relname FROM pg_class WHERE relnamespace = 'pymem'::regnamespace "
@@ -119,6 +123,12 @@ CALLS = [
     ("SELECT * FROM pymem.window_read('heavy', thread_id => 'long', max_messages => 10)", ()),
     ("SELECT * FROM pymem.summary_read('heavy', thread_id => 'long')", ()),
     ("SELECT * FROM pymem.messages_unembedded('heavy', %s, max_messages => 10)", (NAME,)),
+    # a light user's reads, beside the heavy user, thread and agent
+    ("SELECT pymem.context_read('light7', agent_id => 'bot', max_facts => 20, window_size => 10)", ()),
+    ("SELECT pymem.context_read('light7', agent_id => 'nobody', query => %s, embedder => %s, "
+     "query_text => 'gardens in the city')", (VEC, NAME)),
+    ("SELECT * FROM pymem.messages_recall('light7', %s, %s, query_text => 'gardens')", (VEC, NAME)),
+    ("SELECT * FROM pymem.facts_search('user', 'light7', query_text => 'light fact', k => 5)", ()),
     # the big store
     ("SELECT pymem.store_write('big', 'new/{i}.md', 'text')", ()),
     ("SELECT pymem.store_write('big', 'hot.md', 'again {i}')", ()),
@@ -126,6 +136,8 @@ CALLS = [
     ("SELECT pymem.store_delete('big', 'notes/2{i}')", ()),
     ("SELECT * FROM pymem.store_open('big')", ()),
     ("SELECT pymem.store_item_put('big', ARRAY['ns'], 'k{i}', '{\"v\": 1}')", ()),
+    ("SELECT * FROM pymem.store_versions('big', 'notes/3{i}')", ()),
+    ("SELECT * FROM pymem.store_list('small1')", ()),
 ]
 
 

@@ -555,21 +555,23 @@ BEGIN
                                            turn_record.created_at);
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
+    -- each new message and its lexemes (which the messages' trigger just stored; 0017: kept
+    -- beside the vector for recall) by primary key, one lookup per seq: as `seq = ANY (...)`, or
+    -- as a join, generic plans read every message or lexeme row of the thread and matched the
+    -- seqs as a filter (14 ms for a 7,300-message thread)
     SELECT m.project_id, m.user_id, turn_record.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
-           m.importance, m.created_at, v.embedding, l.lexemes, l.tokens
-      FROM pymem.messages AS m
-     CROSS JOIN LATERAL (SELECT CASE WHEN m.seq = user_seq THEN turn_record.user_embedding
-                                     ELSE turn_record.assistant_embedding END AS embedding) AS v
-      -- the lexemes the messages' trigger just stored (0017: kept beside the vector for recall),
-      -- also by primary key: without the seq condition of its own, the generic plan read every
-      -- lexeme row of the thread and matched the seq as a join filter (14 ms for 7,300 messages)
-      LEFT JOIN pymem.message_lexemes AS l
-        ON l.project_id = m.project_id AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq
-       AND l.seq = ANY (ARRAY[user_seq, assistant_seq])
-     -- the two new messages by primary key, never a scan of the thread
-     WHERE m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
-       AND m.thread_id = turn_record.thread_id AND m.seq = ANY (ARRAY[user_seq, assistant_seq])
-       AND v.embedding IS NOT NULL;
+           m.importance, m.created_at, s.embedding, l.lexemes, l.tokens
+      FROM (VALUES (user_seq, turn_record.user_embedding), (assistant_seq, turn_record.assistant_embedding))
+           AS s(seq, embedding)
+     CROSS JOIN LATERAL (SELECT m.* FROM pymem.messages AS m
+                          WHERE m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
+                            AND m.thread_id = turn_record.thread_id AND m.seq = s.seq
+                          LIMIT 1) AS m
+      LEFT JOIN LATERAL (SELECT l.lexemes, l.tokens FROM pymem.message_lexemes AS l
+                          WHERE l.project_id = turn_record.project_id AND l.user_id = turn_record.user_id
+                            AND l.thread_id = turn_record.thread_id AND l.seq = s.seq
+                          LIMIT 1) AS l ON true
+     WHERE s.embedding IS NOT NULL;
     -- learned facts: the checks of fact_add, one fact at a time (an invalid one is skipped) ...
     FOREACH v_fact IN ARRAY coalesce(turn_record.learned, '{}') LOOP
         BEGIN
@@ -821,6 +823,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_count integer;
+    v_i integer;
 BEGIN
     PERFORM pymem._tenant_enter(message_embeddings_put.project_id);
     PERFORM pymem._conv_check(message_embeddings_put.project_id, message_embeddings_put.user_id, NULL, 'exact');
@@ -851,15 +854,15 @@ BEGIN
         PERFORM pymem._embedding_register(message_embeddings_put.project_id, message_embeddings_put.embedder,
                                        message_embeddings_put.embeddings[1]);
     END IF;
-    UPDATE pymem.messages AS m SET embedded_by = message_embeddings_put.embedder
-      FROM ROWS FROM (pg_catalog.unnest(message_embeddings_put.thread_ids), pg_catalog.unnest(message_embeddings_put.seqs))
-           AS u(thread_id, seq)
-     WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
-       AND m.thread_id = u.thread_id AND m.seq = u.seq
-       -- the same keys as index conditions: joined to the arrays alone, the generic plan read all
-       -- of the user's messages and matched them as a filter (7,310 rows for a 2-message put)
-       AND m.thread_id = ANY (message_embeddings_put.thread_ids) AND m.seq = ANY (message_embeddings_put.seqs)
-       AND m.embedded_by IS DISTINCT FROM message_embeddings_put.embedder;
+    -- one update per message, by primary key: joined to the arrays (or with `= ANY` conditions,
+    -- on PostgreSQL 15), generic plans read all of the user's messages and matched them as a
+    -- filter (7,310 rows for a 2-message put)
+    FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(message_embeddings_put.seqs), 0) LOOP
+        UPDATE pymem.messages AS m SET embedded_by = message_embeddings_put.embedder
+         WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
+           AND m.thread_id = message_embeddings_put.thread_ids[v_i] AND m.seq = message_embeddings_put.seqs[v_i]
+           AND m.embedded_by IS DISTINCT FROM message_embeddings_put.embedder;
+    END LOOP;
     RETURN v_count;
 END;
 $$;

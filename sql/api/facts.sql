@@ -790,8 +790,10 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    -- Each step and the delete go by key (the LATERAL lookup, the id array): joined as sets, the
-    -- generic plan read all of the subject's facts and predecessors to delete a few.
+    -- The fact and every version it replaced, counted by walking the chain one key lookup per
+    -- step (the LATERAL); then the fact is deleted by primary key and its history follows through
+    -- facts_superseded_by_fkey (ON DELETE CASCADE). Joined as sets, or deleted as `id = ANY`,
+    -- generic plans read all of the subject's facts to delete a few.
     WITH RECURSIVE chain AS (
         SELECT f.id FROM pymem.facts AS f
          WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
@@ -801,13 +803,11 @@ BEGIN
          CROSS JOIN LATERAL (SELECT p.id FROM pymem.facts AS p
                               WHERE p.project_id = fact_forget.project_id AND p.scope = fact_forget.scope
                                 AND p.scope_id = fact_forget.scope_id AND p.superseded_by = c.id) AS p
-    ), gone AS (
-        DELETE FROM pymem.facts AS f
-         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
-           AND f.scope_id = fact_forget.scope_id AND f.id = ANY (ARRAY(SELECT c.id FROM chain AS c))
-        RETURNING 1
     )
-    SELECT pg_catalog.count(*) INTO v_count FROM gone;
+    SELECT pg_catalog.count(*) INTO v_count FROM chain;
+    DELETE FROM pymem.facts AS f
+     WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
+       AND f.scope_id = fact_forget.scope_id AND f.id = v_target;
     RETURN v_count;
 END;
 $$;
