@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('e89d76c2f71d0ff9248127ae966ce71cb2ec546f671a5febcb9744e0e3591cf6')
+SELECT pymem.migration_api_applied('488b1037339d3c3c489e47f79f022b5412e188792ea99ae456c99f5b02ce79fc')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
