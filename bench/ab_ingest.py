@@ -33,10 +33,13 @@ PROJECT = "bench-ab"
 ADD_MANY = "SELECT count(*) FROM pymem.facts_add_many('user', %(s)s::text[], %(c)s::text[], project_id => %(p)s{x})"
 MSG_MANY = ("SELECT count(*) FROM pymem.messages_add_many(%(u)s, 'import', %(r)s::text[], %(c)s::text[], "
             "project_id => %(p)s{x})")
-VEC = ", embeddings => %(v)s, embedder => %(e)s"
+VEC = ", embeddings => %(v)b, embedder => %(e)s"  # binary, as pymem sends them (sql/queries.sql)
 FLOOR = """INSERT INTO pymem.facts (project_id, scope, scope_id, content, content_key)
            SELECT %(p)s, 'user', u.s, pymem._fact_trim(u.c), pymem.fact_key(pymem._fact_trim(u.c))
              FROM unnest(%(s)s::text[], %(c)s::text[]) AS u(s, c)"""
+MSG_FLOOR = """INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content)
+               SELECT %(p)s, %(u)s, 'import', u.i, u.r, u.c
+                 FROM unnest(%(r)s::text[], %(c)s::text[]) WITH ORDINALITY AS u(r, c, i)"""
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,6 +94,13 @@ def main(argv: list[str] | None = None) -> None:
         conn.execute("SELECT pg_catalog.set_config('pymem.tenant', 'p:' || %s, true)", (PROJECT,))
         conn.execute(FLOOR, p)
 
+    def message_floor(conn: psycopg.Connection, p: dict) -> None:
+        conn.execute("SET LOCAL ROLE pymem_owner")
+        conn.execute("SELECT pg_catalog.set_config('pymem.tenant', 'p:' || %s, true)", (PROJECT,))
+        conn.execute("INSERT INTO pymem.threads (project_id, user_id, thread_id, last_seq) VALUES (%(p)s, %(u)s, 'import', %(n)s)",
+                     p | {"n": len(p["c"])})
+        conn.execute(MSG_FLOOR, p)
+
     # (name, databases, make parameters from a round number, call, rows per call)
     cases = [
         ("facts_add_many, fresh subjects", ("old", "new"), lambda k: fresh(k, n), one(ADD_MANY.format(x="")), n),
@@ -100,6 +110,7 @@ def main(argv: list[str] | None = None) -> None:
         ("facts_add_many + vectors", ("old", "new"), lambda k: with_vectors(fresh(k, n)), one(ADD_MANY.format(x=VEC)), n),
         ("floor: INSERT ... unnest", ("new",), lambda k: fresh(k, n), floor, n),
         ("messages_add_many", ("old", "new"), messages, one(MSG_MANY.format(x="")), n),
+        ("floor: messages INSERT ... unnest", ("new",), messages, message_floor, n),
         ("messages_add_many + vectors", ("old", "new"), lambda k: with_vectors(messages(k)), one(MSG_MANY.format(x=VEC)), n),
         ("fact_add, one per call", ("old", "new"), lambda k: fresh(k, n),
          singles("SELECT id FROM pymem.fact_add('user', %(s)s, %(c)s, project_id => %(p)s)"), min(n, args.single)),
