@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('488b1037339d3c3c489e47f79f022b5412e188792ea99ae456c99f5b02ce79fc')
+SELECT pymem.migration_api_applied('75e67367895e91674d84bf57c4868a22a95d5ecbafc18bfd406ec7635324e896')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -34,7 +34,7 @@
 
 -- _fact_trim(content): content without leading and trailing whitespace. Whitespace is an
 -- explicit Unicode list, not the locale's \s (which is ASCII-only under the C locale).
--- PL/pgSQL with one RETURN, like fact_key and _lexemes: PL/pgSQL evaluates it as a simple
+-- PL/pgSQL with one RETURN, like _lexemes: PL/pgSQL evaluates it as a simple
 -- expression, where a LANGUAGE sql function with a SET clause (never inlined) starts an
 -- executor on every call: ~3 us less per call, per row in the batch functions.
 CREATE OR REPLACE FUNCTION pymem._fact_trim(content text)
@@ -50,19 +50,22 @@ $$;
 -- fact_key(content): the equality key of a fact's content. Granted to the app and reader
 -- roles and SECURITY INVOKER, so it calls nothing they may not execute (the trim of
 -- _fact_trim is written out: fold inner runs, then drop the single space left at either end).
+-- NFC: most text is normalized already, and the check costs a third of normalize() (the key is
+-- the same either way): 8.5 instead of 10.9 us per key.
 CREATE OR REPLACE FUNCTION pymem.fact_key(content text)
 RETURNS bytea
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
+DECLARE
+    v_text text := pg_catalog.btrim(
+        pg_catalog.regexp_replace(content, '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g'),
+        ' ');
 BEGIN
-    RETURN pg_catalog.sha256(pg_catalog.convert_to(
-            pg_catalog.normalize(
-                pg_catalog.btrim(
-                    pg_catalog.regexp_replace(content, '[ \t\n\r\f\v\u00a0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000\ufeff]+', ' ', 'g'),
-                    ' '),
-                'NFC'),
-            'UTF8'));
+    IF v_text IS NOT NFC NORMALIZED THEN
+        v_text := pg_catalog.normalize(v_text, 'NFC');
+    END IF;
+    RETURN pg_catalog.sha256(pg_catalog.convert_to(v_text, 'UTF8'));
 END;
 $$;
 
