@@ -178,3 +178,30 @@ def test_a_batch_locks_subjects_whose_lock_rows_exist_already(dsn, lock_wait):
     finally:
         a.close()
         b.close()
+
+
+def test_a_fact_committed_by_another_writer_during_the_batch_is_returned_not_doubled(dsn, lock_wait):
+    """A single add of the same fact, uncommitted when the batch looked its facts up: the batch's
+    insert waits for it, then returns the committed fact (created false) instead of a second row."""
+    import threading
+    a = psycopg.connect(dsn, autocommit=False)
+    b = psycopg.connect(dsn, autocommit=True)
+    try:
+        (fid, created), = a.execute("SELECT * FROM pymem.fact_add('user', 'zed', 'Plays chess')").fetchall()
+        assert created
+        out = {}
+
+        def batch():
+            out["rows"] = b.execute("SELECT ord, id, created FROM pymem.facts_add_many('user', ARRAY['zed', 'zed', 'zed'], "
+                                    "ARRAY['Likes jazz', 'Plays  chess', 'Plays chess']) ORDER BY ord").fetchall()
+        t = threading.Thread(target=batch)
+        t.start()
+        assert lock_wait(dsn, blocked_by=a.info.backend_pid) == b.info.backend_pid
+        a.commit()
+        t.join(30)
+        rows = out["rows"]
+        assert [r[1] for r in rows[1:]] == [fid, fid] and [r[2] for r in rows] == [True, False, False]
+        assert b.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'zed'").fetchone()[0] == 2
+    finally:
+        a.close()
+        b.close()
