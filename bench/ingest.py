@@ -3,7 +3,8 @@
     PYMEM_DATA_DIR=/tmp/bench-ingest python bench/ingest.py --facts 100000 [--batch 1000] [--single 3000]
 
 Writes through the public API only, into fresh subjects of a scratch project (``bench-ingest``,
-emptied first), with 384-d HashEmbedder vectors where a case says so:
+emptied first), with 384-d HashEmbedder vectors where a case says so (sent in binary, as
+sql/queries.sql sends them):
 
 - ``facts_add_many``: the SQL batch function, ``--batch`` facts per call, no vectors;
 - ``facts_add_many + vectors``: the same with one vector per fact;
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 "{extra})")
 
     def many(prefix: str, vectors: bool) -> None:
-        q = add_many.format(extra=", embeddings => %s, embedder => %s" if vectors else "")
+        q = add_many.format(extra=", embeddings => %b, embedder => %s" if vectors else "")
         for lo, hi in _batches(n, size):
             p: list[Any] = [subjects[lo:hi], [prefix + c for c in contents[lo:hi]], PROJECT]
             if vectors:
@@ -113,7 +114,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     def messages(vectors: bool) -> None:
         q = ("SELECT count(*) FROM pymem.messages_add_many(%s, %s, %s::text[], %s::text[], project_id => %s{extra})"
-             .format(extra=", embeddings => %s, embedder => %s" if vectors else ""))
+             .format(extra=", embeddings => %b, embedder => %s" if vectors else ""))
         for lo, hi in _batches(n, size):
             p: list[Any] = [f"mu{lo // size:05d}", "v" if vectors else "plain", ["user", "assistant"] * ((hi - lo + 1) // 2),
                             texts[lo:hi], PROJECT]

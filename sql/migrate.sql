@@ -492,7 +492,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('4c5d2b0ad7204078f8ee6497aba05b89b7fce45a00d79467e3cd37c5d6d5cbb2')
+SELECT pymem.migration_api_applied('13c205a0f890974b43503e795c6bfa0b10d6aef7e4083207fb31598cd4f7afd6')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

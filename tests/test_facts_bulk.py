@@ -128,3 +128,80 @@ def test_batches_holding_the_same_facts_in_opposite_orders_do_not_deadlock(dsn, 
     finally:
         a.close()
         b.close()
+
+
+def test_a_bad_subject_is_named_before_a_bad_value_and_a_bad_scope_at_element_1(dsn):
+    """The checks run in one pass over the elements, in fact_add's order: an invalid subject
+    (wherever it is) refuses the call before an invalid content earlier in the batch; an invalid
+    scope or project is element 1's fault."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        def refused(sql, match):
+            with pytest.raises(psycopg.errors.InvalidParameterValue, match=match):
+                c.execute(sql)
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob', '*'], ARRAY['  ', 'b', 'c'])",
+                r"element 3 \(of 3\): '\*' selects every user")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob', 'carol'], ARRAY['a', '  ', 'c'])",
+                r"element 2 \(of 3\): fact content must not be empty")
+        refused("SELECT * FROM pymem.facts_add_many('users', ARRAY['alice', 'bob'], ARRAY['a', 'b'])",
+                r"element 1 \(of 2\): scope must be")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob'], ARRAY['a', 'b'], project_id => '*')",
+                r"element 1 \(of 2\): project_id")
+        refused("SELECT * FROM pymem.facts_add_many('agent', ARRAY['bot', 'bot'], ARRAY['a', 'b'], "
+                "sources => ARRAY['manual', 'learned'])", r"element 2 \(of 2\): learned facts are added one at a time")
+        # '' is a real agent id (a fact no agent reads), as for fact_add
+        assert c.execute("SELECT count(*) FROM pymem.facts_add_many('agent', ARRAY[''], ARRAY['a'])").fetchone()[0] == 1
+        assert c.execute("SELECT count(*) FROM pymem.facts WHERE scope = 'user'").fetchone()[0] == 0
+
+
+def test_a_batch_locks_subjects_whose_lock_rows_exist_already(dsn, lock_wait):
+    """A subject's row of subject_locks made by an earlier learned add is locked by a batch naming
+    that subject (not only the rows the batch creates): a learned add of the subject waits for
+    the batch's transaction, as it would for another learned add."""
+    import threading
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT * FROM pymem.fact_add('user', 'dan', 'Learned early', source => 'learned')")
+        assert c.execute("SELECT count(*) FROM pymem.subject_locks WHERE scope_id = 'dan'").fetchone()[0] == 1
+    a = psycopg.connect(dsn, autocommit=False)
+    b = psycopg.connect(dsn, autocommit=True)
+    try:
+        a.execute("SELECT * FROM pymem.facts_add_many('user', ARRAY['erin', 'dan'], ARRAY['Likes tea', 'Likes coffee'])")
+        out = {}
+
+        def learned():
+            out["row"] = b.execute("SELECT * FROM pymem.fact_add('user', 'dan', 'Learned later', source => 'learned')").fetchone()
+        t = threading.Thread(target=learned)
+        t.start()
+        assert lock_wait(dsn, blocked_by=a.info.backend_pid) == b.info.backend_pid
+        a.commit()
+        t.join(30)
+        assert out["row"][1] is True
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_fact_committed_by_another_writer_during_the_batch_is_returned_not_doubled(dsn, lock_wait):
+    """A single add of the same fact, uncommitted when the batch looked its facts up: the batch's
+    insert waits for it, then returns the committed fact (created false) instead of a second row."""
+    import threading
+    a = psycopg.connect(dsn, autocommit=False)
+    b = psycopg.connect(dsn, autocommit=True)
+    try:
+        (fid, created), = a.execute("SELECT * FROM pymem.fact_add('user', 'zed', 'Plays chess')").fetchall()
+        assert created
+        out = {}
+
+        def batch():
+            out["rows"] = b.execute("SELECT ord, id, created FROM pymem.facts_add_many('user', ARRAY['zed', 'zed', 'zed'], "
+                                    "ARRAY['Likes jazz', 'Plays  chess', 'Plays chess']) ORDER BY ord").fetchall()
+        t = threading.Thread(target=batch)
+        t.start()
+        assert lock_wait(dsn, blocked_by=a.info.backend_pid) == b.info.backend_pid
+        a.commit()
+        t.join(30)
+        rows = out["rows"]
+        assert [r[1] for r in rows[1:]] == [fid, fid] and [r[2] for r in rows] == [True, False, False]
+        assert b.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'zed'").fetchone()[0] == 2
+    finally:
+        a.close()
+        b.close()
