@@ -51,6 +51,10 @@ BEGIN
 END;
 $$;
 
+-- _text_search_config: queries on shards call it too (_recall_ranked, _fact_candidates); it reads
+-- only text_search, a reference table, so the nested read is a local one, like tenant_allowed's.
+ALTER FUNCTION pymem._text_search_config(text) SET citus.allow_nested_distributed_execution = on;
+
 -- current_tenant: as in 00_common.sql, and one more rule. A per-user call that Citus does not
 -- delegate (any call shape but a bare `SELECT pymem.f(...)` / `SELECT ... FROM pymem.f(...)` in
 -- autocommit, e.g. `SELECT pymem.context_read(...)->'window'`) runs on the coordinator, and
@@ -84,6 +88,11 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+-- context_read: without the plain body's plan_cache_mode = force_generic_plan, which reaches the
+-- functions it calls: Citus cannot plan _recall_ranked's query with its parameters left open
+-- ("could not create distributed plan").
+ALTER FUNCTION pymem.context_read RESET plan_cache_mode;
 
 -- _tenant_enter: the tenant as SET LOCAL, which Citus sends after the BEGIN of every worker
 -- transaction the call opens (set_config stays on the node that ran it).

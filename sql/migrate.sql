@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('31b1e7deb5d7cd2c3faca913f7cf33628318306cccc70527e30ed958d4d2f7e3')
+SELECT pymem.migration_api_applied('ad2ed252e0de3434d7e2bfd7c81d4f556732b7981dd910a80ed22d21baeb8010')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -1044,14 +1044,14 @@ LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
-    -- the count only with a query: a read without one never needs it (and on a Citus worker its
-    -- sub-select with parameters cannot be planned)
+    -- more than p_max facts? (asked only with a query: a read without one never needs it). One
+    -- query on one table, which a Citus worker plans with parameters too (not a sub-select).
     IF p_query IS NOT NULL OR p_text IS NOT NULL THEN
-        IF (SELECT pg_catalog.count(*) FROM (
-                SELECT 1 FROM pymem.facts AS f
-                 WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-                   AND f.superseded_by IS NULL
-                 LIMIT p_max + 1) AS x) > p_max THEN
+        PERFORM FROM pymem.facts AS f
+          WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+            AND f.superseded_by IS NULL
+         OFFSET p_max LIMIT 1;
+        IF FOUND THEN
             -- the ranked rows carry what a context shows: no second read of the facts
             RETURN QUERY
             SELECT r.id, r.content, r.confidence, r.created_at
