@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ad2ed252e0de3434d7e2bfd7c81d4f556732b7981dd910a80ed22d21baeb8010')
+SELECT pymem.migration_api_applied('1669e4ac8e2074fabcb76a6b11ce1ef46b5d2eaf848633cbefecd346644e8771')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

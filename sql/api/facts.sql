@@ -355,6 +355,10 @@ BEGIN
          ORDER BY u.id, u.i
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     END IF;
+    IF facts_add_many.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(facts_add_many.project_id, facts_add_many.scope, s.id)
+           FROM (SELECT DISTINCT u.id FROM pg_catalog.unnest(facts_add_many.scope_ids) AS u(id)) AS s;
+    END IF;
     RETURN QUERY SELECT u.i::integer, u.id, u.c FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_created)) WITH ORDINALITY AS u(id, c, i);
 END;
 $$;
@@ -450,6 +454,9 @@ BEGIN
                AND f.superseded_by IS NULL AND f.source = 'learned'
                AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
         END IF;
+    END IF;
+    IF fact_add.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_add.project_id, fact_add.scope, fact_add.scope_id);
     END IF;
     id := v_id;
     created := v_created;
@@ -652,6 +659,7 @@ DECLARE
     v_new bigint;
     v_created boolean;
     v_other bigint;
+    v_at timestamptz;
 BEGIN
     PERFORM pymem._tenant_enter(fact_supersede.project_id);
     PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
@@ -733,14 +741,19 @@ BEGIN
         EXIT WHEN FOUND;
         -- it was forgotten in between: try the insert again
     END LOOP;
+    -- a value, not clock_timestamp() in the SET: Citus refuses volatile functions in an UPDATE
+    v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
     UPDATE pymem.facts AS f
-       SET superseded_by = v_new, superseded_at = coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp())
+       SET superseded_by = v_new, superseded_at = v_at
      WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
        AND f.id = v_old.id;
     IF fact_supersede.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
+    END IF;
+    IF fact_supersede.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     END IF;
     RETURN ROW(v_new, v_created)::pymem.fact_successor;
 END;
@@ -802,6 +815,9 @@ BEGIN
         RETURNING 1
     )
     SELECT pg_catalog.count(*) INTO v_count FROM gone;
+    IF fact_forget.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_forget.project_id, fact_forget.scope, fact_forget.scope_id);
+    END IF;
     RETURN v_count;
 END;
 $$;
@@ -837,6 +853,9 @@ BEGIN
         DELETE FROM pymem.subject_locks AS s
          WHERE s.project_id = facts_forget.project_id AND s.scope = facts_forget.scope
            AND s.scope_id = facts_forget.scope_id;
+    END IF;
+    IF facts_forget.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(facts_forget.project_id, facts_forget.scope, facts_forget.scope_id);
     END IF;
     RETURN v_count;
 END;
@@ -909,6 +928,10 @@ BEGIN
     IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
         PERFORM pymem._embedding_register(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
                                        fact_embeddings_put.embeddings[1]);
+    END IF;
+    IF v_count > 0 AND fact_embeddings_put.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_embeddings_put.project_id, fact_embeddings_put.scope,
+                                         fact_embeddings_put.scope_id);
     END IF;
     RETURN v_count;
 END;
