@@ -942,7 +942,8 @@ $$;
 -- cosine distance to `query` (NULL: no query vector, or no vector from `embedder` yet), and its
 -- lexemes and length (computed here for a fact stored before 0016_fact_lexical by a role that
 -- row-level security binds, which has no row in fact_lexemes). Two branches, so that each keeps
--- its plan on its own index.
+-- its plan on its own index. coalesce(p_embedder, ''): no embedder (a query without a vector)
+-- joins no vector; Citus cannot plan the join once a NULL folds the condition to false.
 CREATE OR REPLACE FUNCTION pymem._fact_candidates(
     p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_metadata jsonb)
 RETURNS TABLE (id bigint, scope_id text, content text, confidence double precision, source text, metadata jsonb,
@@ -966,7 +967,7 @@ BEGIN
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-           AND e.fact_id = f.id AND e.embedder = p_embedder
+           AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
           LEFT JOIN pymem.fact_lexemes AS l
             ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
          WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_by IS NULL;
@@ -980,7 +981,7 @@ BEGIN
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-           AND e.fact_id = f.id AND e.embedder = p_embedder
+           AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
           LEFT JOIN pymem.fact_lexemes AS l
             ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
          WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
