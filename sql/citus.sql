@@ -13,10 +13,11 @@
 --    call, dynamic SQL, a PL/pgSQL current_tenant that no longer inlines); _tenant_allowed_bound
 --    has the Citus shape everywhere (00_common.sql).
 -- 3. Row-level security policies without the sub-select Citus refuses on distributed tables.
--- 4. Tables: reference tables (a copy on every node) for the small ones; conversations by
+-- 4. Copies of the agent and project facts in reference tables, for every worker's context_read.
+-- 5. Tables: reference tables (a copy on every node) for the small ones; conversations by
 --    user_id, facts by scope_id, stores by store_key, all in one colocation group (a user's
 --    thread and the user's facts land on the same worker).
--- 5. The API functions that name one user, subject or store are delegated
+-- 6. The API functions that name one user, subject or store are delegated
 --    (create_distributed_function with that argument, colocated with the tables): the whole
 --    call runs on the worker that holds the key, where the tenant set by _tenant_enter is
 --    local and every statement reads a local shard.
@@ -83,7 +84,7 @@ BEGIN
        AND pg_catalog.current_query() !~* '^\s*SELECT\s+(pg_catalog\.)?(worker_|citus_)' THEN
         RAISE EXCEPTION 'pymem: a query reached a Citus worker without its tenant: this call was not delegated to the worker of its user'
             USING ERRCODE = '0A000',
-                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...); agent and project facts are read on the agent''s worker (README "Scaling out").';
+                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...) (README "Scaling out").';
     END IF;
     RETURN NULL;
 END;

@@ -446,7 +446,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('4bc5758f702df41beb85fea27c72cd59bf405cd96181503ab0645c51c5afff24')
+SELECT pymem.migration_api_applied('d7dca888e40aba8af9f56507144118e6a1b7f549265a79de5c2f680286970322')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
