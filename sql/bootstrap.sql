@@ -504,6 +504,9 @@ AS $$
         ('pymem.fact_embeddings', 'hash', 'scope_id'),
         ('pymem.fact_lexemes', 'hash', 'scope_id'),
         ('pymem.subject_locks', 'hash', 'scope_id'),
+        ('pymem.shared_facts', 'reference', NULL),  -- agent and project facts, copied (citus.sql)
+        ('pymem.shared_fact_embeddings', 'reference', NULL),
+        ('pymem.shared_fact_lexemes', 'reference', NULL),
         ('pymem.stores', 'hash', 'store_key'),
         ('pymem.store_messages', 'hash', 'store_key'),
         ('pymem.store_entries', 'hash', 'store_key'),

@@ -13,10 +13,11 @@
 --    call, dynamic SQL, a PL/pgSQL current_tenant that no longer inlines); _tenant_allowed_bound
 --    has the Citus shape everywhere (00_common.sql).
 -- 3. Row-level security policies without the sub-select Citus refuses on distributed tables.
--- 4. Tables: reference tables (a copy on every node) for the small ones; conversations by
+-- 4. Copies of the agent and project facts in reference tables, for every worker's context_read.
+-- 5. Tables: reference tables (a copy on every node) for the small ones; conversations by
 --    user_id, facts by scope_id, stores by store_key, all in one colocation group (a user's
 --    thread and the user's facts land on the same worker).
--- 5. The API functions that name one user, subject or store are delegated
+-- 6. The API functions that name one user, subject or store are delegated
 --    (create_distributed_function with that argument, colocated with the tables): the whole
 --    call runs on the worker that holds the key, where the tenant set by _tenant_enter is
 --    local and every statement reads a local shard.
@@ -51,6 +52,10 @@ BEGIN
 END;
 $$;
 
+-- _text_search_config: queries on shards call it too (_recall_ranked, _fact_candidates); it reads
+-- only text_search, a reference table, so the nested read is a local one, like tenant_allowed's.
+ALTER FUNCTION pymem._text_search_config(text) SET citus.allow_nested_distributed_execution = on;
+
 -- current_tenant: as in 00_common.sql, and one more rule. A per-user call that Citus does not
 -- delegate (any call shape but a bare `SELECT pymem.f(...)` / `SELECT ... FROM pymem.f(...)` in
 -- autocommit, e.g. `SELECT pymem.context_read(...)->'window'`) runs on the coordinator, and
@@ -79,11 +84,16 @@ BEGIN
        AND pg_catalog.current_query() !~* '^\s*SELECT\s+(pg_catalog\.)?(worker_|citus_)' THEN
         RAISE EXCEPTION 'pymem: a query reached a Citus worker without its tenant: this call was not delegated to the worker of its user'
             USING ERRCODE = '0A000',
-                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...); agent and project facts are read on the agent''s worker (README "Scaling out").';
+                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...) (README "Scaling out").';
     END IF;
     RETURN NULL;
 END;
 $$;
+
+-- context_read: without the plain body's plan_cache_mode = force_generic_plan, which reaches the
+-- functions it calls: Citus cannot plan _recall_ranked's query with its parameters left open
+-- ("could not create distributed plan").
+ALTER FUNCTION pymem.context_read RESET plan_cache_mode;
 
 -- _tenant_enter: the tenant as SET LOCAL, which Citus sends after the BEGIN of every worker
 -- transaction the call opens (set_config stays on the node that ran it).
@@ -187,6 +197,111 @@ BEGIN
     RETURN NULL;
 END;
 $$;
+
+-- Shared facts: agent and project facts are read by every user's context_read, which runs on
+-- the user's worker; a read of the agent's shard from there would reach another worker without
+-- the tenant. So on Citus each agent or project fact, its vectors and its lexemes are also kept
+-- in reference tables (shared_facts, shared_fact_embeddings, shared_fact_lexemes: a copy on every
+-- node, the same row-level security), refreshed by _shared_facts_sync, which the functions that
+-- write an agent's or a project's facts call at their end (a rare write: two-phase commit to
+-- every node). facts stays the table the facts API reads and writes; only context_read reads the
+-- copies. Not triggers on the shards: a write to a reference table from a shard, inside a
+-- transaction the coordinator commits in two phases, crashed the worker (Citus 14.0.1).
+DO $$
+DECLARE
+    v_table text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
+        IF pg_catalog.to_regclass('pymem.shared_' || v_table) IS NULL THEN
+            -- no identity and no foreign keys (LIKE copies neither): rows come from the originals
+            EXECUTE pg_catalog.format('CREATE TABLE pymem.%I (LIKE pymem.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS '
+                                      'INCLUDING INDEXES)', 'shared_' || v_table, v_table);
+            EXECUTE pg_catalog.format('ALTER TABLE pymem.%I ENABLE ROW LEVEL SECURITY', 'shared_' || v_table);
+            EXECUTE pg_catalog.format('ALTER TABLE pymem.%I FORCE ROW LEVEL SECURITY', 'shared_' || v_table);
+            EXECUTE pg_catalog.format('CREATE POLICY tenant ON pymem.%I USING (project_id = pymem.current_tenant()) '
+                                      'WITH CHECK (project_id = pymem.current_tenant())', 'shared_' || v_table);
+            -- what is already there (a database distributed after it held agent facts; read as
+            -- a superuser: row-level security hides every row from a role without the tenant)
+            EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I WHERE scope <> %L',
+                                      'shared_' || v_table, v_table, 'user');
+        END IF;
+    END LOOP;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_table text;
+    v_where text := pg_catalog.format('t.project_id = %L AND t.scope <> %L', p_project_id, 'user')
+        || CASE WHEN p_scope <> '*' THEN pg_catalog.format(' AND t.scope = %L', p_scope) ELSE '' END
+        || CASE WHEN p_scope_id <> '*' THEN pg_catalog.format(' AND t.scope_id = %L', p_scope_id) ELSE '' END;
+    v_rows text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY['fact_embeddings', 'fact_lexemes', 'facts'] LOOP
+        EXECUTE pg_catalog.format('DELETE FROM pymem.%I AS t WHERE %s', 'shared_' || v_table, v_where);
+    END LOOP;
+    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
+        -- one INSERT ... VALUES of row literals: an INSERT ... SELECT from a distributed table
+        -- into a reference table goes through COPY, which row-level security refuses
+        EXECUTE pg_catalog.format('SELECT pg_catalog.string_agg(pg_catalog.format(%L, t::text), %L) FROM pymem.%I AS t WHERE %s',
+                                  '((%L::pymem.shared_' || v_table || ').*)', ',', v_table, v_where)
+           INTO v_rows;
+        IF v_rows IS NOT NULL THEN
+            EXECUTE pg_catalog.format('INSERT INTO pymem.%I VALUES %s ON CONFLICT DO NOTHING', 'shared_' || v_table, v_rows);
+        END IF;
+    END LOOP;
+END;
+$$;
+
+-- The reads of context_read over the copies: _shared_facts_for_context and the functions it
+-- calls are the plain ones (api/facts.sql, just re-created by this migrate) with the tables
+-- and calls renamed, so they never drift from them; _facts_for_context sends 'user' facts to
+-- the plain body (kept as _user_facts_for_context) and the others to the copies.
+SELECT pymem.migration_types_path();  -- the functions below name pgvector's type
+
+DO $$
+DECLARE
+    v_fn text;
+    v_src text;
+BEGIN
+    FOREACH v_fn IN ARRAY ARRAY['_facts_newest', '_fact_candidates', '_facts_ranked', '_facts_for_context'] LOOP
+        v_src := pg_catalog.pg_get_functiondef(
+            (SELECT p.oid FROM pg_catalog.pg_proc AS p
+              WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND p.proname = v_fn));
+        IF v_fn = '_facts_for_context' THEN
+            EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\._facts_for_context\(', 'pymem._user_facts_for_context(');
+        END IF;
+        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes)\M', 'pymem.shared_\1', 'g');
+        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_fact_candidates|_facts_ranked|_facts_for_context)\(',
+                                           'pymem._shared\1(', 'g');
+        EXECUTE v_src;
+    END LOOP;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION pymem._facts_for_context(
+    p_project_id text, p_scope text, p_scope_id text, p_max integer, p_query vector, p_embedder text,
+    p_text text, p_lw double precision)
+RETURNS TABLE (id bigint, content text, confidence double precision, created_at timestamptz)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF p_scope = 'user' THEN
+        RETURN QUERY SELECT * FROM pymem._user_facts_for_context(p_project_id, p_scope, p_scope_id, p_max, p_query,
+                                                                p_embedder, p_text, p_lw);
+    ELSE
+        RETURN QUERY SELECT * FROM pymem._shared_facts_for_context(p_project_id, p_scope, p_scope_id, p_max, p_query,
+                                                                  p_embedder, p_text, p_lw);
+    END IF;
+END;
+$$;
+
+SELECT pymem.migration_search_path();
 
 -- Policies: project_id = current_tenant() without the sub-select (Citus: "Subqueries are not
 -- supported in policies on distributed tables"). On a shard the planner still evaluates it

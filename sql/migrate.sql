@@ -492,7 +492,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('13c205a0f890974b43503e795c6bfa0b10d6aef7e4083207fb31598cd4f7afd6')
+SELECT pymem.migration_api_applied('2dcf42a4b284d77aaeb1fb05ac3565fd0c275b4d8a1ece4fbd2c657e8b6eefe9')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -165,6 +165,9 @@ def test_migrate_distributes_pymem_idempotently_and_check_knows(fresh_db):
                                    FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'""").fetchall())
         assert placed["pymem.tenant_roles"] == placed["pymem.embedders"] == placed["pymem.config"] == "reference"
         assert placed["pymem.text_search"] == "reference"
+        # agent and project facts are copied into reference tables for every worker's context reads
+        assert {placed[t] for t in ("pymem.shared_facts", "pymem.shared_fact_embeddings",
+                                    "pymem.shared_fact_lexemes")} == {"reference"}
         assert {placed[t] for t in ("pymem.threads", "pymem.messages", "pymem.message_embeddings",
                                     "pymem.message_lexemes")} == {"user_id"}
         assert {placed[t] for t in ("pymem.facts", "pymem.fact_embeddings", "pymem.fact_lexemes",
@@ -277,33 +280,131 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
     assert out.returncode == 0, out.stderr
     assert pymem.migrations.check(fresh_db) == []
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 18
+        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 21
         assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
 
 
 def test_undelegated_reads_raise_rather_than_answer_nothing(pymem_cluster):
-    """The call shapes Citus does not delegate, and agent facts read from another worker than
-    the agent's, reach a worker without the tenant: they raise 0A000 instead of returning no rows
-    (README "Scaling out", not supported)."""
+    """A per-user read Citus does not delegate (an expression around the call) reaches the user's
+    worker without the tenant: it raises 0A000 instead of returning no rows (README "Scaling out",
+    not supported)."""
     admin, app, _ = pymem_cluster
     with psycopg.connect(admin, autocommit=True) as c:
         users = _users_on_both_workers(c)
-        agent_port = _worker_of(c, "pymem.facts", "bot")
-        near, far = sorted(users, key=lambda u: _worker_of(c, "pymem.threads", u) != agent_port)
     with psycopg.connect(app, autocommit=True) as c:
-        c.execute("SELECT pymem.fact_add('agent', 'bot', 'Support hours are 9 to 5 CET', 'p1')")
         for u in users:
             c.execute("SELECT pymem.fact_add('user', %s, 'likes tea', 'p1')", (u,))
-        # delegated: right answers
-        assert c.execute("SELECT pymem.context_read(%s, 'bot', 'p1')", (near,)).fetchone()[0]["agent_facts"][0]["content"] \
-            == "Support hours are 9 to 5 CET"
-        assert c.execute("SELECT pymem.context_read(%s, NULL, 'p1')", (far,)).fetchone()[0]["user_facts"][0]["content"] == "likes tea"
-        # not delegated (an expression around the call): an error, never an empty answer
-        with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
-            c.execute("SELECT pymem.context_read(%s, NULL, 'p1') -> 'user_facts'", (far,))
-        # the agent's facts live on the agent's worker: from the other worker, an error
-        with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
-            c.execute("SELECT pymem.context_read(%s, 'bot', 'p1')", (far,))
+            assert c.execute("SELECT pymem.context_read(%s, NULL, 'p1')", (u,)).fetchone()[0]["user_facts"][0]["content"] \
+                == "likes tea"
+            with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
+                c.execute("SELECT pymem.context_read(%s, NULL, 'p1') -> 'user_facts'", (u,))
+
+
+def _agent_and_users(c: psycopg.Connection) -> tuple[str, str, str]:
+    """The agent 'bot', a user on its worker and a user on the other one."""
+    users = _users_on_both_workers(c)
+    agent_port = _worker_of(c, "pymem.facts", "bot")
+    near, far = sorted(users, key=lambda u: _worker_of(c, "pymem.threads", u) != agent_port)
+    return "bot", near, far
+
+
+def test_agent_and_project_facts_reach_users_on_every_worker(pymem_cluster):
+    """Agent and project facts live on the agent's (project's) worker; every user's context read
+    gets them from their copies in reference tables, on the user's own worker: kept in step by
+    every fact writer (add, vectors, supersede, forget), ranked for a query like a user's facts."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        agent, near, far = _agent_and_users(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        def agent_facts(user, **kw):
+            args = "".join(f", {k} => %({k})s" for k in kw)
+            return [f["content"] for f in c.execute(f"SELECT pymem.context_read(%(u)s, %(a)s, 'p1'{args})",
+                                                    {"u": user, "a": agent, **kw}).fetchone()[0]["agent_facts"]]
+
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Support hours are 9 to 5 CET', 'p1')", (agent,))
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Closed on Sundays', 'p1')", (agent,))
+        for u in (near, far):
+            c.execute("SELECT pymem.fact_add('user', %s, 'likes tea', 'p1')", (u,))
+            assert sorted(agent_facts(u)) == ["Closed on Sundays", "Support hours are 9 to 5 CET"]
+        c.execute("SELECT * FROM pymem.fact_supersede('agent', %s, 'Support hours are 8 to 4 CET', "
+                  "old_content => 'Support hours are 9 to 5 CET', project_id => 'p1')", (agent,))
+        c.execute("SELECT pymem.fact_forget('agent', %s, content => 'Closed on Sundays', project_id => 'p1')", (agent,))
+        for u in (near, far):
+            assert agent_facts(u) == ["Support hours are 8 to 4 CET"]
+        # more facts than max_facts and a query: the ones that rank best for it, on both workers
+        for i in range(4):
+            c.execute("SELECT pymem.fact_add('agent', %s, %s, 'p1')", (agent, f"Rule {i}: be polite"))
+        for u in (near, far):
+            assert agent_facts(u, max_facts=1, query_text="support hours") == ["Support hours are 8 to 4 CET"]
+            assert len(agent_facts(u)) == 5
+        c.execute("SELECT pymem.facts_forget('agent', %s, 'p1')", (agent,))
+        assert agent_facts(far) == []
+        # project facts: the same copies
+        c.execute("SELECT pymem.fact_add('project', 'p1', 'Acme sells anvils', 'p1')")
+        assert [f[0] for f in c.execute("SELECT content FROM pymem.facts_newest('project', 'p1', 'p1')")] == ["Acme sells anvils"]
+    with psycopg.connect(admin, autocommit=True) as c:  # the copies hold exactly the originals
+        c.execute("SET pymem.tenant = 'p:p1'")
+        assert c.execute("SELECT scope, scope_id, content FROM pymem.shared_facts WHERE superseded_by IS NULL").fetchall() \
+            == [("project", "p1", "Acme sells anvils")]
+
+
+def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_cluster):
+    """context_read with a query (facts ranked, messages recalled, agent facts) as one task on the
+    user's worker. Every statement in it reads that worker's shards or its copies of reference
+    tables: a read sent to another worker would arrive without the tenant and raise 0A000
+    (test_undelegated_reads_raise_rather_than_answer_nothing), so a right answer for the user on
+    the other worker than the agent's shows that no statement left the user's worker."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        agent, near, far = _agent_and_users(c)
+        ports = {u: _worker_of(c, "pymem.threads", u) for u in (near, far)}
+    assert ports[near] != ports[far]
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Support hours are 9 to 5 CET', 'p1')", (agent,))
+        for u in (near, far):
+            for i in range(3):
+                c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f"fact {i} about {u}"))
+            c.execute("SELECT pymem.fact_add('user', %s, 'lives in Bergen', 'p1')", (u,))
+            for text in ("I moved to Bergen last year", "I like hiking", "The weather is fine", "Tea or coffee?"):
+                c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => %s, project_id => 'p1')",
+                          (u, text))
+            query = "SELECT pymem.context_read(%s, %s, 'p1', query_text => 'Bergen', max_facts => 2, window_size => 1)"
+            job = _citus_job(c, query, (u, agent))
+            assert job["Task Count"] == 1 and f"port={ports[u]} " in job["Tasks"][0]["Node"] + " "
+            for _ in range(7):  # past the plan cache's five custom plans
+                ctx = c.execute(query, (u, agent)).fetchone()[0]
+                assert [m["content"] for m in ctx["recalled"]] == ["I moved to Bergen last year"]
+                assert [f["content"] for f in ctx["user_facts"]][0] == "lives in Bergen"
+                assert [f["content"] for f in ctx["agent_facts"]] == ["Support hours are 9 to 5 CET"]
+            recalled = c.execute("SELECT content FROM pymem.messages_recall(%s, project_id => 'p1', "
+                                 "query_text => 'Bergen hiking', window_size => 0)", (u,)).fetchall()
+            assert sorted(r[0] for r in recalled) == ["I like hiking", "I moved to Bergen last year"]
+
+
+@pytest.mark.parametrize("statement_timeout_ms", [0, 30_000])
+def test_memory_on_the_cluster_for_users_on_both_workers(pymem_cluster, statement_timeout_ms):
+    """Python's Memory against the coordinator: turns with vectors (message_embeddings_put), recall
+    and context with the agent's fact, for a user on each worker. Without a statement timeout each
+    call is delegated; with one (the default) it goes in a pipeline behind set_config, which Citus
+    runs on the coordinator: slower, and still right."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        agent, near, far = _agent_and_users(c)
+    settings = pymem.Settings(dsn=app, statement_timeout_ms=statement_timeout_ms)
+    with pymem.Database(settings) as db:
+        for u in (near, far):
+            mem = pymem.Memory(db=db, agent_id=agent, user_id=u, embedder=pymem.HashEmbedder(64), project_id="p1",
+                               window=2)
+            mem.persist("Support hours are 9 to 5 CET", tier="agent", id=agent)
+            mem.persist("Lives in Bergen")
+            mem.add_message("I like hiking in the mountains")  # no vector: recall embeds it
+            mem.record("I moved to Bergen last year", "Noted.")
+            mem.record("What is the weather?", "Sunny.")
+            assert [m.content for m in mem.recall("hiking mountains")][0] == "I like hiking in the mountains"
+            text = "\n".join(m["content"] for m in mem.context("hiking in the mountains"))
+            assert "Support hours are 9 to 5 CET" in text and "Lives in Bergen" in text
+            assert "I like hiking in the mountains" in text
+            assert [f.content for f in mem.retrieve("support hours", tier="agent", id=agent)] == ["Support hours are 9 to 5 CET"]
 
 
 def test_a_shard_move_keeps_a_users_calls_on_the_users_new_worker(pymem_cluster):

@@ -258,6 +258,20 @@ AS $$
     SELECT t.config::pg_catalog.regconfig FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id;
 $$;
 
+-- _shared_facts_sync(project_id, scope, scope_id): on a Citus cluster, refreshes the copies of a
+-- subject's agent or project facts that every worker reads for context_read (citus.sql replaces
+-- this body; scope_id '*': every subject of the scope, scope '*': every agent and project fact of
+-- the project). The functions that write facts call it after changing a subject whose scope is
+-- not 'user'. On one server there are no copies: it does nothing.
+CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+END;
+$$;
+
 -- text_search_configure: the text search configuration of a project's lexemes (hybrid recall's
 -- words), e.g. 'german', 'simple' or a DBA's own; re-indexes the project's stored messages and
 -- facts with it in the same transaction (a long one for a big project: every message and fact is
@@ -319,6 +333,7 @@ BEGIN
      WHERE f.project_id = text_search_configure.project_id AND l.project_id = f.project_id
        AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id;
     GET DIAGNOSTICS v_facts = ROW_COUNT;
+    PERFORM pymem._shared_facts_sync(text_search_configure.project_id, '*', '*');
     RETURN v_messages + v_vectors + v_facts;
 END;
 $$;

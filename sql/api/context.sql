@@ -80,6 +80,11 @@ DECLARE
     v_has_user boolean;
     v_cand record;
     v_kept integer := 0;
+    v_threads text[];
+    v_seqs bigint[];
+    v_similarities double precision[];
+    v_scores double precision[];
+    v_i integer;
 BEGIN
     PERFORM pymem._tenant_enter(context_read.project_id);
     PERFORM pymem._check_limit('max_facts', context_read.max_facts);
@@ -129,33 +134,32 @@ BEGIN
                 (SELECT pg_catalog.string_agg(a.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
                 (SELECT pg_catalog.string_agg(u.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_user) AS u),
                 v_summary)) END;
-            -- candidates best first, each with its message (read by primary key as the loop fetches
-            -- them: a FOR loop fetches 10 rows at a time, so the common case, no duplicate among
-            -- the first k, reads 10 messages in one statement)
-            FOR v_cand IN
-                SELECT r.thread_id, r.seq, r.similarity, r.score, m.role, m.content, m.metadata, m.created_at
-                  FROM pymem._recall_ranked(context_read.project_id, context_read.user_id, context_read.thread_id,
-                                            context_read.query, context_read.embedder, context_read.query_text,
-                                            context_read.k + 20, context_read.min_content_chars,
-                                            context_read.window_size, context_read.recency_weight,
-                                            context_read.importance_weight, context_read.lexical_weight,
-                                            context_read.half_life_seconds, context_read.min_score,
-                                            context_read.as_of, context_read.since, context_read.until,
-                                            context_read.metadata) WITH ORDINALITY AS r
-                  -- one row per candidate: the vector's FK makes the message exist in this snapshot
-                  JOIN LATERAL (SELECT m.role, m.content, m.metadata, m.created_at FROM pymem.messages AS m
-                                 WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
-                                   AND m.thread_id = r.thread_id AND m.seq = r.seq
-                                 LIMIT 1) AS m ON true  -- LIMIT: a lookup per candidate, never a join of all the user's messages
-                 ORDER BY r.ordinality
-            LOOP
+            -- candidates best first (the ranking alone: a Citus worker cannot run a query on a shard
+            -- that also calls _recall_ranked), then each one's message by primary key until k are kept
+            SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+                   pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+              INTO v_threads, v_seqs, v_similarities, v_scores
+              FROM pymem._recall_ranked(context_read.project_id, context_read.user_id, context_read.thread_id,
+                                        context_read.query, context_read.embedder, context_read.query_text,
+                                        context_read.k + 20, context_read.min_content_chars,
+                                        context_read.window_size, context_read.recency_weight,
+                                        context_read.importance_weight, context_read.lexical_weight,
+                                        context_read.half_life_seconds, context_read.min_score,
+                                        context_read.as_of, context_read.since, context_read.until,
+                                        context_read.metadata) WITH ORDINALITY AS r;
+            FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP
+                SELECT m.role, m.content, m.metadata, m.created_at INTO v_cand FROM pymem.messages AS m
+                 WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id
+                   AND m.thread_id = v_threads[v_i] AND m.seq = v_seqs[v_i];
+                CONTINUE WHEN NOT FOUND;  -- the vector's FK makes the message exist in this snapshot
                 IF context_read.dedupe AND pg_catalog.strpos(v_upstream, pymem._norm(v_cand.content)) > 0 THEN
                     v_deduped := v_deduped + 1;
                     CONTINUE;
                 END IF;
                 v_recalled := v_recalled || pg_catalog.jsonb_build_object(
-                    'thread_id', v_cand.thread_id, 'seq', v_cand.seq, 'role', v_cand.role, 'content', v_cand.content,
-                    'metadata', v_cand.metadata, 'created_at', v_cand.created_at, 'similarity', v_cand.similarity, 'score', v_cand.score);
+                    'thread_id', v_threads[v_i], 'seq', v_seqs[v_i], 'role', v_cand.role, 'content', v_cand.content,
+                    'metadata', v_cand.metadata, 'created_at', v_cand.created_at, 'similarity', v_similarities[v_i],
+                    'score', v_scores[v_i]);
                 v_kept := v_kept + 1;
                 EXIT WHEN v_kept >= context_read.k;
             END LOOP;

@@ -824,6 +824,7 @@ AS $$
 DECLARE
     v_count integer;
     v_i integer;
+    v_n integer;
 BEGIN
     PERFORM pymem._tenant_enter(message_embeddings_put.project_id);
     PERFORM pymem._conv_check(message_embeddings_put.project_id, message_embeddings_put.user_id, NULL, 'exact');
@@ -833,36 +834,33 @@ BEGIN
     END IF;
     PERFORM pymem._embeddings_validate(message_embeddings_put.project_id, message_embeddings_put.embedder,
                                        message_embeddings_put.embeddings);
-    INSERT INTO pymem.message_embeddings
-        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
-    SELECT m.project_id, m.user_id, message_embeddings_put.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
-           m.importance, m.created_at, u.embedding, l.lexemes, l.tokens
-      FROM ROWS FROM (pg_catalog.unnest(message_embeddings_put.thread_ids), pg_catalog.unnest(message_embeddings_put.seqs),
-                      pg_catalog.unnest(message_embeddings_put.embeddings)) AS u(thread_id, seq, embedding)
-     CROSS JOIN LATERAL (  -- each message by primary key
-           SELECT m.* FROM pymem.messages AS m
-            WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
-              AND m.thread_id = u.thread_id AND m.seq = u.seq
-           OFFSET 0) AS m
-      LEFT JOIN LATERAL (  -- its lexemes, kept beside the vector for recall (0017)
-           SELECT l.lexemes, l.tokens FROM pymem.message_lexemes AS l
-            WHERE l.project_id = m.project_id AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq
-           OFFSET 0) AS l ON true
-    ON CONFLICT (project_id, user_id, embedder, thread_id, seq) DO NOTHING;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
-        PERFORM pymem._embedding_register(message_embeddings_put.project_id, message_embeddings_put.embedder,
-                                       message_embeddings_put.embeddings[1]);
-    END IF;
-    -- one update per message, by primary key: joined to the arrays (or with `= ANY` conditions,
-    -- on PostgreSQL 15), generic plans read all of the user's messages and matched them as a
-    -- filter (7,310 rows for a 2-message put)
+    -- One message at a time, each statement by primary key: as one statement joining the arrays
+    -- (or with `= ANY` conditions, which PostgreSQL 15 leaves as filters), generic plans read all
+    -- of the user's messages to find a few (7,310 rows for a 2-message put). One key per statement
+    -- is also what a Citus worker can run.
+    v_count := 0;
     FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(message_embeddings_put.seqs), 0) LOOP
+        INSERT INTO pymem.message_embeddings
+            (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
+        SELECT m.project_id, m.user_id, message_embeddings_put.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
+               m.importance, m.created_at, message_embeddings_put.embeddings[v_i], l.lexemes, l.tokens
+          FROM pymem.messages AS m
+          LEFT JOIN pymem.message_lexemes AS l  -- its lexemes, kept beside the vector for recall (0017)
+            ON l.project_id = m.project_id AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq
+         WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
+           AND m.thread_id = message_embeddings_put.thread_ids[v_i] AND m.seq = message_embeddings_put.seqs[v_i]
+        ON CONFLICT (project_id, user_id, embedder, thread_id, seq) DO NOTHING;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_count := v_count + v_n;
         UPDATE pymem.messages AS m SET embedded_by = message_embeddings_put.embedder
          WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
            AND m.thread_id = message_embeddings_put.thread_ids[v_i] AND m.seq = message_embeddings_put.seqs[v_i]
            AND m.embedded_by IS DISTINCT FROM message_embeddings_put.embedder;
     END LOOP;
+    IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
+        PERFORM pymem._embedding_register(message_embeddings_put.project_id, message_embeddings_put.embedder,
+                                       message_embeddings_put.embeddings[1]);
+    END IF;
     RETURN v_count;
 END;
 $$;
@@ -1187,6 +1185,12 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_threads text[];
+    v_seqs bigint[];
+    v_similarities double precision[];
+    v_scores double precision[];
+    v_i integer;
 BEGIN
     PERFORM pymem._tenant_enter(messages_recall.project_id);
     PERFORM pymem._recall_check(messages_recall.k, messages_recall.min_content_chars, messages_recall.recency_weight,
@@ -1208,22 +1212,26 @@ BEGIN
     IF messages_recall.query IS NOT NULL THEN
         PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
     END IF;
-    RETURN QUERY
-    SELECT r.thread_id, r.seq, m.role, m.content, m.created_at, m.importance, r.similarity, r.score, m.metadata
+    -- two statements: the ranking alone, then each winner by primary key (a Citus worker cannot
+    -- run a query on a shard that also calls _recall_ranked, which reads other tables)
+    SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+           pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+      INTO v_threads, v_seqs, v_similarities, v_scores
       FROM pymem._recall_ranked(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
                                 messages_recall.query, messages_recall.embedder, messages_recall.query_text,
                                 messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
                                 messages_recall.recency_weight, messages_recall.importance_weight,
                                 messages_recall.lexical_weight, messages_recall.half_life_seconds,
                                 messages_recall.min_score, messages_recall.as_of, messages_recall.since,
-                                messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r
-      -- each winner by primary key (OFFSET 0: never a hash join over all the user's messages)
-     CROSS JOIN LATERAL (
-           SELECT m.role, m.content, m.created_at, m.importance, m.metadata FROM pymem.messages AS m
-            WHERE m.project_id = messages_recall.project_id AND m.user_id = messages_recall.user_id
-              AND m.thread_id = r.thread_id AND m.seq = r.seq
-           OFFSET 0) AS m
-     ORDER BY r.ordinality;
+                                messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r;
+    FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP
+        RETURN QUERY
+        SELECT m.thread_id, m.seq, m.role, m.content, m.created_at, m.importance, v_similarities[v_i], v_scores[v_i],
+               m.metadata
+          FROM pymem.messages AS m
+         WHERE m.project_id = messages_recall.project_id AND m.user_id = messages_recall.user_id
+           AND m.thread_id = v_threads[v_i] AND m.seq = v_seqs[v_i];
+    END LOOP;
 END;
 $$;
 

@@ -378,6 +378,10 @@ BEGIN
          ORDER BY u.id, u.i
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     END IF;
+    IF facts_add_many.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(facts_add_many.project_id, facts_add_many.scope, s.id)
+           FROM (SELECT DISTINCT u.id FROM pg_catalog.unnest(facts_add_many.scope_ids) AS u(id)) AS s;
+    END IF;
     RETURN QUERY SELECT u.i::integer, u.id, u.c FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_created)) WITH ORDINALITY AS u(id, c, i);
 END;
 $$;
@@ -475,6 +479,9 @@ BEGIN
                AND f.superseded_by IS NULL AND f.source = 'learned'
                AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
         END IF;
+    END IF;
+    IF fact_add.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_add.project_id, fact_add.scope, fact_add.scope_id);
     END IF;
     id := v_id;
     created := v_created;
@@ -677,6 +684,7 @@ DECLARE
     v_new bigint;
     v_created boolean;
     v_other bigint;
+    v_at timestamptz;
 BEGIN
     PERFORM pymem._tenant_enter(fact_supersede.project_id);
     PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
@@ -758,14 +766,19 @@ BEGIN
         EXIT WHEN FOUND;
         -- it was forgotten in between: try the insert again
     END LOOP;
+    -- a value, not clock_timestamp() in the SET: Citus refuses volatile functions in an UPDATE
+    v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
     UPDATE pymem.facts AS f
-       SET superseded_by = v_new, superseded_at = coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp())
+       SET superseded_by = v_new, superseded_at = v_at
      WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
        AND f.id = v_old.id;
     IF fact_supersede.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
+    END IF;
+    IF fact_supersede.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     END IF;
     RETURN ROW(v_new, v_created)::pymem.fact_successor;
 END;
@@ -831,6 +844,9 @@ BEGIN
     DELETE FROM pymem.facts AS f
      WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
        AND f.scope_id = fact_forget.scope_id AND f.id = v_target;
+    IF fact_forget.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_forget.project_id, fact_forget.scope, fact_forget.scope_id);
+    END IF;
     RETURN v_count;
 END;
 $$;
@@ -866,6 +882,9 @@ BEGIN
         DELETE FROM pymem.subject_locks AS s
          WHERE s.project_id = facts_forget.project_id AND s.scope = facts_forget.scope
            AND s.scope_id = facts_forget.scope_id;
+    END IF;
+    IF facts_forget.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(facts_forget.project_id, facts_forget.scope, facts_forget.scope_id);
     END IF;
     RETURN v_count;
 END;
@@ -939,6 +958,10 @@ BEGIN
         PERFORM pymem._embedding_register(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
                                        fact_embeddings_put.embeddings[1]);
     END IF;
+    IF v_count > 0 AND fact_embeddings_put.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_embeddings_put.project_id, fact_embeddings_put.scope,
+                                         fact_embeddings_put.scope_id);
+    END IF;
     RETURN v_count;
 END;
 $$;
@@ -948,7 +971,8 @@ $$;
 -- cosine distance to `query` (NULL: no query vector, or no vector from `embedder` yet), and its
 -- lexemes and length (computed here for a fact stored before 0016_fact_lexical by a role that
 -- row-level security binds, which has no row in fact_lexemes). Two branches, so that each keeps
--- its plan on its own index.
+-- its plan on its own index. coalesce(p_embedder, ''): no embedder (a query without a vector)
+-- joins no vector; Citus cannot plan the join once a NULL folds the condition to false.
 CREATE OR REPLACE FUNCTION pymem._fact_candidates(
     p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_metadata jsonb)
 RETURNS TABLE (id bigint, scope_id text, content text, confidence double precision, source text, metadata jsonb,
@@ -972,7 +996,7 @@ BEGIN
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-           AND e.fact_id = f.id AND e.embedder = p_embedder
+           AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
           LEFT JOIN pymem.fact_lexemes AS l
             ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
          WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_by IS NULL;
@@ -986,7 +1010,7 @@ BEGIN
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-           AND e.fact_id = f.id AND e.embedder = p_embedder
+           AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
           LEFT JOIN pymem.fact_lexemes AS l
             ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
          WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
@@ -1073,14 +1097,14 @@ LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
-    -- the count only with a query: a read without one never needs it (and on a Citus worker its
-    -- sub-select with parameters cannot be planned)
+    -- more than p_max facts? (asked only with a query: a read without one never needs it). One
+    -- query on one table, which a Citus worker plans with parameters too (not a sub-select).
     IF p_query IS NOT NULL OR p_text IS NOT NULL THEN
-        IF (SELECT pg_catalog.count(*) FROM (
-                SELECT 1 FROM pymem.facts AS f
-                 WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-                   AND f.superseded_by IS NULL
-                 LIMIT p_max + 1) AS x) > p_max THEN
+        PERFORM FROM pymem.facts AS f
+          WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+            AND f.superseded_by IS NULL
+         OFFSET p_max LIMIT 1;
+        IF FOUND THEN
             -- the ranked rows carry what a context shows: no second read of the facts
             RETURN QUERY
             SELECT r.id, r.content, r.confidence, r.created_at
