@@ -492,7 +492,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2dcf42a4b284d77aaeb1fb05ac3565fd0c275b4d8a1ece4fbd2c657e8b6eefe9')
+SELECT pymem.migration_api_applied('d8f611569e4a5076d2104df6920e0c500d75e5d159a40cf7f1e95beda5d12413')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -428,3 +428,34 @@ def test_a_shard_move_keeps_a_users_calls_on_the_users_new_worker(pymem_cluster)
         assert [m["content"] for m in ctx["window"]] == ["hello"]
         c.execute("SELECT pymem.fact_add('user', 'mover', 'moved shards', 'p1')")
         assert len(c.execute("SELECT * FROM pymem.facts_newest('user', 'mover', 'p1', 10)").fetchall()) == 2
+
+
+def test_overwrites_batches_summaries_and_configuration_on_the_cluster(pymem_cluster):
+    """Writes that update a row on a worker: Citus refuses a volatile function (clock_timestamp())
+    in an UPDATE or ON CONFLICT DO UPDATE on its tables, so these take the time as a value."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        c.execute("SELECT pymem.text_search_configure('simple', 'p1')")  # ON CONFLICT DO UPDATE of a reference table
+        c.execute("SELECT pymem.text_search_configure('english', 'p1')")
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            store = f"s-{u}"
+            c.execute("SELECT pymem.store_open(%s, 'p1', true, true)", (store,))
+            c.execute("SELECT pymem.store_write(%s, 'a.md', 'one', project_id => 'p1')", (store,))
+            c.execute("SELECT pymem.store_write(%s, 'a.md', 'two', project_id => 'p1')", (store,))  # an overwrite
+            assert c.execute("SELECT pymem.store_messages_append(%s, '[{\"role\": \"user\", \"content\": \"hi\"}]', 'p1')",
+                             (store,)).fetchone()[0] == 1
+            assert sorted(r[0] for r in c.execute("SELECT version FROM pymem.store_versions(%s, 'a.md', 'p1')", (store,))) == [1, 2]
+            c.execute("SELECT * FROM pymem.store_protect(%s, read_only_prefixes => ARRAY['locked/'], project_id => 'p1')",
+                      (store,))
+            for batch in (["hello", "hi"], ["hello again", "hi again"]):  # the second updates the thread row
+                c.execute("SELECT count(*) FROM pymem.messages_add_many(%s, 'default', ARRAY['user', 'assistant'], %s, 'p1')",
+                          (u, batch))
+            token, through = c.execute("SELECT claim_token, through_seq FROM pymem.summary_claim(%s, project_id => 'p1', "
+                                       "keep_last => 0, summarize_every => 1)", (u,)).fetchone()
+            assert through == 4
+            assert c.execute("SELECT pymem.summary_commit(%s, %s, 'They said hello twice.', project_id => 'p1')",
+                             (u, token)).fetchone()[0] is True
+            assert c.execute("SELECT summary FROM pymem.summary_read(%s, project_id => 'p1')",
+                             (u,)).fetchone()[0] == "They said hello twice."

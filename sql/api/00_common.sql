@@ -288,6 +288,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_config regconfig;
     v_old regconfig;
     v_messages bigint;
@@ -311,7 +312,7 @@ BEGIN
     SELECT coalesce(pymem._text_search_config(text_search_configure.project_id), 'pg_catalog.english'::regconfig)
       INTO v_old;
     INSERT INTO pymem.text_search AS t (project_id, config) VALUES (text_search_configure.project_id, v_config::text)
-    ON CONFLICT (project_id) DO UPDATE SET config = excluded.config, updated_at = pg_catalog.clock_timestamp();
+    ON CONFLICT (project_id) DO UPDATE SET config = excluded.config, updated_at = v_now;
     IF v_old = v_config THEN
         RETURN 0;
     END IF;

@@ -249,7 +249,7 @@ BEGIN
     INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)
     VALUES (messages_add_many.project_id, messages_add_many.user_id, messages_add_many.thread_id, v_n)
     ON CONFLICT (project_id, user_id, thread_id)
-    DO UPDATE SET last_seq = t.last_seq + v_n, updated_at = pg_catalog.clock_timestamp()
+    DO UPDATE SET last_seq = t.last_seq + v_n, updated_at = v_now
     RETURNING t.last_seq INTO v_last;
     IF v_last > v_n THEN
         SELECT m.created_at INTO v_previous FROM pymem.messages AS m
@@ -305,6 +305,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_token uuid := pg_catalog.gen_random_uuid();
     v_from bigint;
     v_through bigint;
@@ -323,12 +324,12 @@ BEGIN
     END IF;
     UPDATE pymem.threads AS t
        SET claim_token = v_token,
-           claim_until = pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => summary_claim.lease_seconds),
+           claim_until = v_now + pg_catalog.make_interval(secs => summary_claim.lease_seconds),
            claim_through = t.last_seq - summary_claim.keep_last
      WHERE t.project_id = summary_claim.project_id AND t.user_id = summary_claim.user_id
        AND t.thread_id = summary_claim.thread_id
        AND t.last_seq - summary_claim.keep_last - t.summary_through >= summary_claim.summarize_every
-       AND (t.claim_until IS NULL OR t.claim_until < pg_catalog.clock_timestamp())
+       AND (t.claim_until IS NULL OR t.claim_until < v_now)
     RETURNING t.summary_through, t.claim_through, t.summary INTO v_from, v_through, v_prev;
     IF NOT FOUND THEN
         RETURN;
@@ -361,6 +362,8 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
 BEGIN
     PERFORM pymem._tenant_enter(summary_commit.project_id);
     PERFORM pymem._conv_check(summary_commit.project_id, summary_commit.user_id, summary_commit.thread_id, 'exact');
@@ -373,7 +376,7 @@ BEGIN
     UPDATE pymem.threads AS t
        SET summary = pg_catalog.left(pymem._fact_trim(summary_commit.summary), summary_commit.max_chars),
            summary_through = t.claim_through,
-           summary_at = pg_catalog.clock_timestamp(),
+           summary_at = v_now,
            claim_token = NULL, claim_until = NULL, claim_through = NULL
      WHERE t.project_id = summary_commit.project_id AND t.user_id = summary_commit.user_id
        AND t.thread_id = summary_commit.thread_id AND t.claim_token = summary_commit.claim_token;

@@ -270,6 +270,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_store pymem.stores;
     v_prefixes text[];
     v_changes text[];
@@ -305,7 +306,7 @@ BEGIN
            SET audit = coalesce(p_audit, s.audit),
                keep_versions = coalesce(p_keep_versions, s.keep_versions),
                read_only_prefixes = coalesce(v_prefixes, s.read_only_prefixes),
-               updated_at = pg_catalog.clock_timestamp()
+               updated_at = v_now
          WHERE s.project_id = v_store.project_id AND s.store_key = v_store.store_key;
     END IF;
     RETURN QUERY
@@ -392,6 +393,7 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_sha text;
     v_old text;
     v_version integer;
@@ -433,7 +435,7 @@ BEGIN
             v_version := v_version + 1;
             UPDATE pymem.store_entries AS e
                SET kind = p_kind, content = p_content, sha = v_sha, size = pg_catalog.octet_length(p_content),
-                   version = v_version, actor = p_actor, reason = p_reason, updated_at = pg_catalog.clock_timestamp()
+                   version = v_version, actor = p_actor, reason = p_reason, updated_at = v_now
              WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path;
             EXIT;
         END IF;
@@ -714,6 +716,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_len bigint;
     v_n integer;
 BEGIN
@@ -730,7 +733,7 @@ BEGIN
     END IF;
     v_n := pg_catalog.jsonb_array_length(messages);
     UPDATE pymem.stores AS s
-       SET transcript_len = s.transcript_len + v_n, updated_at = pg_catalog.clock_timestamp()
+       SET transcript_len = s.transcript_len + v_n, updated_at = v_now
      WHERE s.project_id = store_messages_append.project_id AND s.store_key = store_messages_append.store_key
     RETURNING s.transcript_len INTO v_len;
     IF NOT FOUND THEN
