@@ -469,7 +469,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('0755c37fe02db05cdc4dbe03130f324329c15491c369ebb84802b5bec89da847')
+SELECT pymem.migration_api_applied('8a698aac025bee6d0030462a11941c115b65d58edca4c1ed78cc9c502be81c18')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

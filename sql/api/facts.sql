@@ -654,9 +654,12 @@ DECLARE
     v_new bigint;
     v_created boolean;
     v_other bigint;
+    v_at timestamptz;
 BEGIN
     PERFORM pymem._tenant_enter(fact_supersede.project_id);
-    PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
+    -- the checks are assignments, which PL/pgSQL evaluates as simple expressions (a PERFORM runs
+    -- a query); the subject check returns true or raises
+    v_created := pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
     v_content := pymem._fact_check_values(fact_supersede.new_content, fact_supersede.confidence, fact_supersede.source,
                                           fact_supersede.trace_id, fact_supersede.metadata);
     IF fact_supersede.created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
@@ -668,36 +671,59 @@ BEGIN
     IF fact_supersede.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
         PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
     END IF;
-    -- one supersede of this subject at a time (see above)
-    PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
+    -- one supersede of this subject at a time (see above): the subject's lock row, then the old
+    -- row, in one statement (FOR UPDATE OF s, f locks them in that order) when the lock row is
+    -- there; when it is not (the subject's first locked write, or a facts_forget of the subject
+    -- committed), or the fact is not, _subject_lock and then the row on their own, as below
+    -- (scope compared in "C", as facts_subject_content_key holds it: only that index serves the
+    -- key lookups, see 0026_fact_key_lookup)
     IF fact_supersede.id IS NOT NULL THEN
-        SELECT f.* INTO v_old FROM pymem.facts AS f
-         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+        SELECT f.* INTO v_old FROM pymem.subject_locks AS s, pymem.facts AS f
+         WHERE s.project_id = fact_supersede.project_id AND s.scope = fact_supersede.scope
+           AND s.scope_id = fact_supersede.scope_id
+           AND f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
            AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
-           FOR UPDATE;
-        IF NOT FOUND THEN
-            RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
-                    pg_catalog.quote_literal(fact_supersede.scope_id)
-                USING ERRCODE = 'P0002';
-        END IF;
+           FOR UPDATE OF s, f;
     ELSE
-        SELECT f.* INTO v_old FROM pymem.facts AS f
-         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
+        SELECT f.* INTO v_old FROM pymem.subject_locks AS s, pymem.facts AS f
+         WHERE s.project_id = fact_supersede.project_id AND s.scope = fact_supersede.scope
+           AND s.scope_id = fact_supersede.scope_id
+           AND f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
            AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
            AND f.content_key = pymem.fact_key(fact_supersede.old_content)
-           FOR UPDATE;
-        IF NOT FOUND THEN
-            SELECT f.id INTO v_other FROM pymem.facts AS f
+           FOR UPDATE OF s, f;
+    END IF;
+    IF NOT FOUND THEN
+        PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
+        IF fact_supersede.id IS NOT NULL THEN
+            SELECT f.* INTO v_old FROM pymem.facts AS f
              WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
-               AND f.scope_id = fact_supersede.scope_id AND f.content_key = pymem.fact_key(fact_supersede.old_content)
-             ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
-            IF FOUND THEN
-                RAISE EXCEPTION 'pymem: fact % with that content was already superseded', v_other
-                    USING ERRCODE = 'PM201';
+               AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
+               FOR UPDATE;
+            IF NOT FOUND THEN
+                RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
+                        pg_catalog.quote_literal(fact_supersede.scope_id)
+                    USING ERRCODE = 'P0002';
             END IF;
-            RAISE EXCEPTION 'pymem: no active % fact for % with that content', fact_supersede.scope,
-                    pg_catalog.quote_literal(fact_supersede.scope_id)
-                USING ERRCODE = 'P0002';
+        ELSE
+            SELECT f.* INTO v_old FROM pymem.facts AS f
+             WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
+               AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
+               AND f.content_key = pymem.fact_key(fact_supersede.old_content)
+               FOR UPDATE;
+            IF NOT FOUND THEN
+                SELECT f.id INTO v_other FROM pymem.facts AS f
+                 WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+                   AND f.scope_id = fact_supersede.scope_id AND f.content_key = pymem.fact_key(fact_supersede.old_content)
+                 ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
+                IF FOUND THEN
+                    RAISE EXCEPTION 'pymem: fact % with that content was already superseded', v_other
+                        USING ERRCODE = 'PM201';
+                END IF;
+                RAISE EXCEPTION 'pymem: no active % fact for % with that content', fact_supersede.scope,
+                        pg_catalog.quote_literal(fact_supersede.scope_id)
+                    USING ERRCODE = 'P0002';
+            END IF;
         END IF;
     END IF;
     IF v_old.superseded_by IS NOT NULL THEN
@@ -716,29 +742,50 @@ BEGIN
         RAISE EXCEPTION 'pymem: the new content equals fact %''s content; a fact cannot supersede itself', v_old.id
             USING ERRCODE = '22023';
     END IF;
-    LOOP
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
-                                      created_at)
+    -- one time for the successor's created_at and the old row's superseded_at (a value, not
+    -- clock_timestamp() in the statements: Citus refuses volatile functions in an UPDATE)
+    v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
+    -- the successor and the old row's link in one statement (the link's foreign key is checked
+    -- at its end, when the successor is there); no row when the new content is an active fact
+    WITH ins AS (
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id,
+                                      metadata, created_at)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
-                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata,
-                coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp()))
+                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at)
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
-        RETURNING f.id INTO v_new;
-        v_created := FOUND;
-        EXIT WHEN v_created;
-        -- the new content is already an active fact (or a concurrent fact_add just committed
-        -- it): merge into it; the key-share lock keeps it from being deleted until we commit
-        SELECT f.id INTO v_new FROM pymem.facts AS f
-         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
-           AND f.content_key = v_key AND f.superseded_by IS NULL
-           FOR KEY SHARE;
-        EXIT WHEN FOUND;
-        -- it was forgotten in between: try the insert again
-    END LOOP;
-    UPDATE pymem.facts AS f
-       SET superseded_by = v_new, superseded_at = coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp())
-     WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
-       AND f.id = v_old.id;
+        RETURNING f.id
+    ), link AS (
+        UPDATE pymem.facts AS f SET superseded_by = i.id, superseded_at = v_at
+          FROM ins AS i
+         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
+           AND f.id = v_old.id
+    )
+    SELECT i.id INTO v_new FROM ins AS i;
+    v_created := FOUND;
+    IF NOT v_created THEN
+        LOOP
+            -- the new content is already an active fact (or a concurrent fact_add just committed
+            -- it): merge into it; the key-share lock keeps it from being deleted until we commit
+            SELECT f.id INTO v_new FROM pymem.facts AS f
+             WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
+               AND f.content_key = v_key AND f.superseded_by IS NULL
+               FOR KEY SHARE;
+            EXIT WHEN FOUND;
+            -- it was forgotten in between: try the insert again
+            INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source,
+                                          trace_id, metadata, created_at)
+            VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
+                    fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at)
+            ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+            RETURNING f.id INTO v_new;
+            v_created := FOUND;
+            EXIT WHEN v_created;
+        END LOOP;
+        UPDATE pymem.facts AS f
+           SET superseded_by = v_new, superseded_at = v_at
+         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
+           AND f.id = v_old.id;
+    END IF;
     IF fact_supersede.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)
