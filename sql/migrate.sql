@@ -469,7 +469,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8a698aac025bee6d0030462a11941c115b65d58edca4c1ed78cc9c502be81c18')
+SELECT pymem.migration_api_applied('5b38621a8d7be09b7d5107e395997d706ef7478690a05e56b968c55bf0298d05')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

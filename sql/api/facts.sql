@@ -745,47 +745,30 @@ BEGIN
     -- one time for the successor's created_at and the old row's superseded_at (a value, not
     -- clock_timestamp() in the statements: Citus refuses volatile functions in an UPDATE)
     v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
-    -- the successor and the old row's link in one statement (the link's foreign key is checked
-    -- at its end, when the successor is there); no row when the new content is an active fact
-    WITH ins AS (
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id,
-                                      metadata, created_at)
+    LOOP
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
+                                      created_at)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
                 fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at)
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
-        RETURNING f.id
-    ), link AS (
-        UPDATE pymem.facts AS f SET superseded_by = i.id, superseded_at = v_at
-          FROM ins AS i
-         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
-           AND f.id = v_old.id
-    )
-    SELECT i.id INTO v_new FROM ins AS i;
-    v_created := FOUND;
-    IF NOT v_created THEN
-        LOOP
-            -- the new content is already an active fact (or a concurrent fact_add just committed
-            -- it): merge into it; the key-share lock keeps it from being deleted until we commit
-            SELECT f.id INTO v_new FROM pymem.facts AS f
-             WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
-               AND f.content_key = v_key AND f.superseded_by IS NULL
-               FOR KEY SHARE;
-            EXIT WHEN FOUND;
-            -- it was forgotten in between: try the insert again
-            INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source,
-                                          trace_id, metadata, created_at)
-            VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
-                    fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at)
-            ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
-            RETURNING f.id INTO v_new;
-            v_created := FOUND;
-            EXIT WHEN v_created;
-        END LOOP;
-        UPDATE pymem.facts AS f
-           SET superseded_by = v_new, superseded_at = v_at
-         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
-           AND f.id = v_old.id;
-    END IF;
+        RETURNING f.id INTO v_new;
+        v_created := FOUND;
+        EXIT WHEN v_created;
+        -- the new content is already an active fact (or a concurrent fact_add just committed
+        -- it): merge into it; the key-share lock keeps it from being deleted until we commit
+        SELECT f.id INTO v_new FROM pymem.facts AS f
+         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
+           AND f.content_key = v_key AND f.superseded_by IS NULL
+           FOR KEY SHARE;
+        EXIT WHEN FOUND;
+        -- it was forgotten in between: try the insert again
+    END LOOP;
+    -- (the successor and this UPDATE as one statement, a WITH of the two, cost more: its join's
+    -- start-up)
+    UPDATE pymem.facts AS f
+       SET superseded_by = v_new, superseded_at = v_at
+     WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
+       AND f.id = v_old.id;
     IF fact_supersede.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)
