@@ -469,7 +469,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('5b38621a8d7be09b7d5107e395997d706ef7478690a05e56b968c55bf0298d05')
+SELECT pymem.migration_api_applied('1e3892e02b2d827976eb5ca5deb0246d832338083250322877b46c8874331228')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

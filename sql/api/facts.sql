@@ -648,7 +648,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_old record;
+    v_old record;  -- the old row's key, content key, created_at and successor (not its content)
     v_content text;
     v_key bytea;
     v_new bigint;
@@ -678,14 +678,16 @@ BEGIN
     -- (scope compared in "C", as facts_subject_content_key holds it: only that index serves the
     -- key lookups, see 0026_fact_key_lookup)
     IF fact_supersede.id IS NOT NULL THEN
-        SELECT f.* INTO v_old FROM pymem.subject_locks AS s, pymem.facts AS f
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+          INTO v_old FROM pymem.subject_locks AS s, pymem.facts AS f
          WHERE s.project_id = fact_supersede.project_id AND s.scope = fact_supersede.scope
            AND s.scope_id = fact_supersede.scope_id
            AND f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
            AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
            FOR UPDATE OF s, f;
     ELSE
-        SELECT f.* INTO v_old FROM pymem.subject_locks AS s, pymem.facts AS f
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+          INTO v_old FROM pymem.subject_locks AS s, pymem.facts AS f
          WHERE s.project_id = fact_supersede.project_id AND s.scope = fact_supersede.scope
            AND s.scope_id = fact_supersede.scope_id
            AND f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
@@ -696,7 +698,8 @@ BEGIN
     IF NOT FOUND THEN
         PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
         IF fact_supersede.id IS NOT NULL THEN
-            SELECT f.* INTO v_old FROM pymem.facts AS f
+            SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+              INTO v_old FROM pymem.facts AS f
              WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
                AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
                FOR UPDATE;
@@ -706,7 +709,8 @@ BEGIN
                     USING ERRCODE = 'P0002';
             END IF;
         ELSE
-            SELECT f.* INTO v_old FROM pymem.facts AS f
+            SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+              INTO v_old FROM pymem.facts AS f
              WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
                AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
                AND f.content_key = pymem.fact_key(fact_supersede.old_content)
