@@ -469,7 +469,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('1e3892e02b2d827976eb5ca5deb0246d832338083250322877b46c8874331228')
+SELECT pymem.migration_api_applied('7a425274c645cdc19207fb0809385a584e8fb707996ce403c04467516058401a')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -316,10 +316,9 @@ def test_a_forget_waits_for_a_merge_into_its_fact(dsn, lock_wait):
 
 @pytest.mark.parametrize("lock_row", [True, False], ids=["lock-row-there", "first-locked-write"])
 def test_a_supersede_waiting_for_its_old_row_holds_the_subject_lock(dsn, lock_wait, lock_row):
-    """The subject lock comes first, then the old row, whether both are taken in one statement
-    (the subject's lock row is there) or the lock row is created first: while a supersede waits
-    for the old row (here held by B), it already holds the subject's lock, which is what keeps
-    opposite merges from deadlocking."""
+    """The subject lock comes first, then the old row, whether the subject's lock row is there
+    or created by this call: while a supersede waits for the old row (here held by B), it
+    already holds the subject's lock, which is what keeps opposite merges from deadlocking."""
     with psycopg.connect(dsn, autocommit=True) as c:
         x, y = add(c, "x"), add(c, "y")
         if lock_row:

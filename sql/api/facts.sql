@@ -671,63 +671,39 @@ BEGIN
     IF fact_supersede.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
         PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
     END IF;
-    -- one supersede of this subject at a time (see above): the subject's lock row, then the old
-    -- row, in one statement (FOR UPDATE OF s, f locks them in that order) when the lock row is
-    -- there; when it is not (the subject's first locked write, or a facts_forget of the subject
-    -- committed), or the fact is not, _subject_lock and then the row on their own, as below
-    -- (scope compared in "C", as facts_subject_content_key holds it: only that index serves the
-    -- key lookups, see 0026_fact_key_lookup)
+    -- one supersede of this subject at a time (see above). (The lock row and the old row in one
+    -- statement, FOR UPDATE OF s, f, saved 2% of the call's server CPU, within the noise: not kept)
+    PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     IF fact_supersede.id IS NOT NULL THEN
         SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
-          INTO v_old FROM pymem.subject_locks AS s, pymem.facts AS f
-         WHERE s.project_id = fact_supersede.project_id AND s.scope = fact_supersede.scope
-           AND s.scope_id = fact_supersede.scope_id
-           AND f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+          INTO v_old FROM pymem.facts AS f
+         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
            AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
-           FOR UPDATE OF s, f;
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
+                    pg_catalog.quote_literal(fact_supersede.scope_id)
+                USING ERRCODE = 'P0002';
+        END IF;
     ELSE
         SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
-          INTO v_old FROM pymem.subject_locks AS s, pymem.facts AS f
-         WHERE s.project_id = fact_supersede.project_id AND s.scope = fact_supersede.scope
-           AND s.scope_id = fact_supersede.scope_id
-           AND f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
+          INTO v_old FROM pymem.facts AS f
+         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
            AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
            AND f.content_key = pymem.fact_key(fact_supersede.old_content)
-           FOR UPDATE OF s, f;
-    END IF;
-    IF NOT FOUND THEN
-        PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
-        IF fact_supersede.id IS NOT NULL THEN
-            SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
-              INTO v_old FROM pymem.facts AS f
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            SELECT f.id INTO v_other FROM pymem.facts AS f
              WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
-               AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
-               FOR UPDATE;
-            IF NOT FOUND THEN
-                RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
-                        pg_catalog.quote_literal(fact_supersede.scope_id)
-                    USING ERRCODE = 'P0002';
+               AND f.scope_id = fact_supersede.scope_id AND f.content_key = pymem.fact_key(fact_supersede.old_content)
+             ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'pymem: fact % with that content was already superseded', v_other
+                    USING ERRCODE = 'PM201';
             END IF;
-        ELSE
-            SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
-              INTO v_old FROM pymem.facts AS f
-             WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
-               AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
-               AND f.content_key = pymem.fact_key(fact_supersede.old_content)
-               FOR UPDATE;
-            IF NOT FOUND THEN
-                SELECT f.id INTO v_other FROM pymem.facts AS f
-                 WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
-                   AND f.scope_id = fact_supersede.scope_id AND f.content_key = pymem.fact_key(fact_supersede.old_content)
-                 ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
-                IF FOUND THEN
-                    RAISE EXCEPTION 'pymem: fact % with that content was already superseded', v_other
-                        USING ERRCODE = 'PM201';
-                END IF;
-                RAISE EXCEPTION 'pymem: no active % fact for % with that content', fact_supersede.scope,
-                        pg_catalog.quote_literal(fact_supersede.scope_id)
-                    USING ERRCODE = 'P0002';
-            END IF;
+            RAISE EXCEPTION 'pymem: no active % fact for % with that content', fact_supersede.scope,
+                    pg_catalog.quote_literal(fact_supersede.scope_id)
+                USING ERRCODE = 'P0002';
         END IF;
     END IF;
     IF v_old.superseded_by IS NOT NULL THEN
