@@ -11,8 +11,11 @@ users, the probe user (200 active facts) among them; 384-d random vectors for th
    prepared: ``facts_newest`` (50 rows) against the same index scan as plain SQL, ``fact_add`` of a
    new fact with its vector against a plain ``INSERT ... ON CONFLICT`` of the same row and its
    vector (one statement into pymem.facts and pymem.fact_embeddings; the superuser bypasses
-   row-level security, the table's lexeme trigger fires for both), and an idempotent re-add
-   against a plain read of the row by key. Medians over ``--rounds`` rounds of ``--calls`` calls.
+   row-level security, the table's lexeme trigger fires for both), an idempotent re-add
+   against a plain read of the row by key, and ``fact_supersede`` of the newest version of a
+   chain (issue 15, target 3) against its floor, the same two writes as one plain statement (the
+   successor's INSERT and the old row's UPDATE), and against a durable one-row INSERT into a
+   two-column table. Each call commits. Medians over ``--rounds`` rounds of ``--calls`` calls.
 2. Wall time p50 from Python, one connection (a ``Database`` pool of one, the default settings:
    statement timeout sent with each statement, no server-side prepare unless
    ``PYMEM_PREPARE_THRESHOLD`` says so): ``Memory.retrieve(limit=50)`` against the floor (a prepared
@@ -75,6 +78,17 @@ READD_FN = ("SELECT a.id, a.created FROM pymem.fact_add(scope => 'user', scope_i
 READD_PLAIN = ("SELECT f.id FROM pymem.facts AS f WHERE f.project_id = %(p)s AND f.scope = 'user' AND f.scope_id = %(s)s "
                "AND f.content_key = pymem.fact_key(%(c)s) AND f.superseded_by IS NULL")
 SINGLE_ADD = "SELECT id FROM pymem.fact_add('user', %s, %s, project_id => %s)"
+SUPERSEDE_FN = ("SELECT s.id FROM pymem.fact_supersede(scope => 'user', scope_id => %(s)s, new_content => %(c)s, "
+                "id => %(i)s::bigint, project_id => %(p)s) AS s")
+# the writes of a supersede and nothing else: the successor, and the old row pointing at it
+SUPERSEDE_PLAIN = """WITH n AS (
+    INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at)
+    VALUES (%(p)s, 'user', %(s)s, %(c)s, pymem.fact_key(%(c)s), 1.0, 'manual', '{}', pg_catalog.clock_timestamp())
+    RETURNING f.id, f.created_at)
+UPDATE pymem.facts AS f SET superseded_by = n.id, superseded_at = n.created_at FROM n
+ WHERE f.project_id = %(p)s AND f.scope = 'user' AND f.scope_id = %(s)s AND f.id = %(i)s::bigint
+RETURNING n.id"""
+DURABLE = "INSERT INTO bench_wrappers.durable (v) VALUES (%s)"
 
 
 def setup(conn: psycopg.Connection, facts: int) -> None:
@@ -149,6 +163,18 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
                                "v": vecs[i % len(vecs)], "e": EMBEDDER}, prepare=True).fetchall()
         return call
 
+    heads = {}
+    for kind in ("fn", "plain"):
+        heads[kind] = conn.execute("SELECT id FROM pymem.fact_add('user', %s, %s, project_id => %s)",
+                                   (f"w-sup-{kind}", f"{token} {kind} version 0", PROJECT)).fetchone()[0]
+
+    def supersede(kind: str, sql: str):
+        def call() -> None:
+            counter[kind] += 1
+            heads[kind] = conn.execute(sql, {"s": f"w-sup-{kind}", "c": f"{token} {kind} version {counter[kind]}",
+                                             "i": heads[kind], "p": PROJECT}, prepare=True).fetchone()[0]
+        return call
+
     probe = {"s": PROBE, "p": PROJECT, "scope": "user", "n": 50}
     readd = {"s": "w-readd", "c": same, "p": PROJECT}
     cases = {
@@ -159,6 +185,9 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
         "plain INSERT ON CONFLICT + vector": add("plain", ADD_PLAIN),
         "fact_add, re-add (idempotent)": lambda: conn.execute(READD_FN, readd, prepare=True).fetchall(),
         "plain SELECT by key": lambda: conn.execute(READD_PLAIN, readd, prepare=True).fetchall(),
+        "fact_supersede (by id)": supersede("fn", SUPERSEDE_FN),
+        "plain INSERT + UPDATE (its writes)": supersede("plain", SUPERSEDE_PLAIN),
+        "durable one-row INSERT": lambda: conn.execute(DURABLE, ("x",), prepare=True),
     }
     assert len(conn.execute(NEWEST_FN, probe).fetchall()) == 50
     versions = versions or [("current", None)]
@@ -271,7 +300,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     srv = by_version["new" if versions else "current"]
     py = python_wall(conninfo, conn, args.rounds, args.calls, token)
     conn.execute("SELECT pymem.facts_forget('user', s, project_id => %s) FROM unnest(%s::text[]) AS s",
-                 (PROJECT, ["w-fn", "w-plain", "w-readd", "w-supersede"] + [f"w-single-{i}" for i in range(50)]))
+                 (PROJECT, ["w-fn", "w-plain", "w-readd", "w-supersede", "w-sup-fn", "w-sup-plain"] + [f"w-single-{i}" for i in range(50)]))
     conn.close()
 
     for version, srv_v in by_version.items():
@@ -282,6 +311,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         print(f"  facts_newest / plain scan:   {ratio('facts_newest, 50 rows', 'plain SQL, same scan'):.2f}x  (goal <= 1.5x)")
         print(f"  fact_add / plain INSERT:     {ratio('fact_add + vector', 'plain INSERT ON CONFLICT + vector'):.2f}x  (goal <= 1.5x)")
         print(f"  re-add / plain SELECT:       {ratio('fact_add, re-add (idempotent)', 'plain SELECT by key'):.2f}x")
+        print(f"  supersede / its writes:      {ratio('fact_supersede (by id)', 'plain INSERT + UPDATE (its writes)'):.2f}x")
+        print(f"  supersede / durable INSERT:  {ratio('fact_supersede (by id)', 'durable one-row INSERT'):.2f}x  "
+              f"(its writes: {ratio('plain INSERT + UPDATE (its writes)', 'durable one-row INSERT'):.2f}x)")
     if versions:
         print("\nnew / old API, server CPU per call (medians; the plain SQL rows show the noise)")
         for k in srv:

@@ -492,7 +492,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('d8f611569e4a5076d2104df6920e0c500d75e5d159a40cf7f1e95beda5d12413')
+SELECT pymem.migration_api_applied('1e8f62db2cf1f1c7fdbb337b67e056c617c9dd0481e188ede033fac82cbd51de')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -314,6 +314,50 @@ def test_a_forget_waits_for_a_merge_into_its_fact(dsn, lock_wait):
     assert rows(dsn) == [(keep, "keep", None)]
 
 
+@pytest.mark.parametrize("lock_row", [True, False], ids=["lock-row-there", "first-locked-write"])
+def test_a_supersede_waiting_for_its_old_row_holds_the_subject_lock(dsn, lock_wait, lock_row):
+    """The subject lock comes first, then the old row, whether the subject's lock row is there
+    or created by this call: while a supersede waits for the old row (here held by B), it
+    already holds the subject's lock, which is what keeps opposite merges from deadlocking."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        x, y = add(c, "x"), add(c, "y")
+        if lock_row:
+            c.execute(SUPERSEDE, ("y2", y))  # a locked write: the subject's lock row is there from now on
+        else:
+            c.execute("DELETE FROM pymem.subject_locks")
+    b = psycopg.connect(dsn)
+    b.execute("SELECT 1 FROM pymem.facts WHERE id = %s FOR UPDATE", (x,))
+    out: dict = {}
+    t = _in_thread(dsn, SUPERSEDE, ("x2", x), out)
+    lock_wait(dsn, blocked_by=b.info.backend_pid)
+    with psycopg.connect(dsn, autocommit=True) as c:  # the lock row, committed or just inserted, is taken
+        c.execute("SET lock_timeout = '200ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            c.execute("INSERT INTO pymem.subject_locks (project_id, scope, scope_id) VALUES ('', 'user', 'alice') "
+                      "ON CONFLICT ON CONSTRAINT subject_locks_pkey DO UPDATE SET scope_id = excluded.scope_id")
+    b.rollback()
+    t.join(30)
+    b.close()
+    new, created = out["row"]
+    assert created is True
+    assert rows(dsn, "SELECT id, content, superseded_by FROM pymem.facts WHERE id IN (%s, %s) ORDER BY id", (x, new)) == [
+        (x, "x", new), (new, "x2", None)]
+
+
+def test_a_successor_is_created_at_the_instant_its_predecessor_is_superseded(dsn):
+    """The successor's created_at is the old fact's superseded_at: one instant, not two reads
+    of the clock (given or not)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        x = add(c, "x")
+        new = c.execute(SUPERSEDE, ("x2", x)).fetchone()[0]
+        newer = c.execute("SELECT id FROM pymem.fact_supersede('user', 'alice', 'x3', id => %s, "
+                          "created_at => now() + interval '1 minute')", (new,)).fetchone()[0]
+        got = c.execute("SELECT o.superseded_at = n.created_at FROM pymem.facts AS o JOIN pymem.facts AS n "
+                        "ON n.id = o.superseded_by WHERE o.id IN (%s, %s) ORDER BY o.id", (x, new)).fetchall()
+    assert got == [(True,), (True,)]
+    assert newer
+
+
 def test_many_concurrent_supersedes_onto_one_content(dsn):
     """Sixteen sessions each retire their own fact into the same new content at once: one
     creates it, fifteen merge into it; one active fact, sixteen predecessors."""

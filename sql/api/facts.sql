@@ -678,7 +678,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_old record;
+    v_old record;  -- the old row's key, content key, created_at and successor (not its content)
     v_content text;
     v_key bytea;
     v_new bigint;
@@ -687,7 +687,9 @@ DECLARE
     v_at timestamptz;
 BEGIN
     PERFORM pymem._tenant_enter(fact_supersede.project_id);
-    PERFORM pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
+    -- the checks are assignments, which PL/pgSQL evaluates as simple expressions (a PERFORM runs
+    -- a query); the subject check returns true or raises
+    v_created := pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
     v_content := pymem._fact_check_values(fact_supersede.new_content, fact_supersede.confidence, fact_supersede.source,
                                           fact_supersede.trace_id, fact_supersede.metadata);
     IF fact_supersede.created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
@@ -699,10 +701,12 @@ BEGIN
     IF fact_supersede.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
         PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
     END IF;
-    -- one supersede of this subject at a time (see above)
+    -- one supersede of this subject at a time (see above). (The lock row and the old row in one
+    -- statement, FOR UPDATE OF s, f, saved 2% of the call's server CPU, within the noise: not kept)
     PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     IF fact_supersede.id IS NOT NULL THEN
-        SELECT f.* INTO v_old FROM pymem.facts AS f
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+          INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
            AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
            FOR UPDATE;
@@ -712,7 +716,8 @@ BEGIN
                 USING ERRCODE = 'P0002';
         END IF;
     ELSE
-        SELECT f.* INTO v_old FROM pymem.facts AS f
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+          INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
            AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
            AND f.content_key = pymem.fact_key(fact_supersede.old_content)
@@ -747,12 +752,14 @@ BEGIN
         RAISE EXCEPTION 'pymem: the new content equals fact %''s content; a fact cannot supersede itself', v_old.id
             USING ERRCODE = '22023';
     END IF;
+    -- one time for the successor's created_at and the old row's superseded_at (a value, not
+    -- clock_timestamp() in the statements: Citus refuses volatile functions in an UPDATE)
+    v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
     LOOP
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
                                       created_at)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
-                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata,
-                coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp()))
+                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at)
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
         RETURNING f.id INTO v_new;
         v_created := FOUND;
@@ -766,8 +773,8 @@ BEGIN
         EXIT WHEN FOUND;
         -- it was forgotten in between: try the insert again
     END LOOP;
-    -- a value, not clock_timestamp() in the SET: Citus refuses volatile functions in an UPDATE
-    v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
+    -- (the successor and this UPDATE as one statement, a WITH of the two, cost more: its join's
+    -- start-up; v_at is a value, not clock_timestamp() in the SET, which Citus refuses)
     UPDATE pymem.facts AS f
        SET superseded_by = v_new, superseded_at = v_at
      WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
