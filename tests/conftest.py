@@ -27,6 +27,7 @@ Fixtures:
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import shutil
 import socket
@@ -252,6 +253,31 @@ def catalog_snapshot(dsn: str) -> dict[str, list[tuple]]:
 @pytest.fixture
 def catalog():
     return catalog_snapshot
+
+
+class PlanLog:
+    """auto_explain on one connection: the plan of every statement it runs from now on, nested
+    statements inside functions (and foreign-key checks) included, as PostgreSQL really ran them;
+    sent to the client as notices and collected here. ``plans`` parses them (EXPLAIN JSON)."""
+
+    def __init__(self, conn: psycopg.Connection, analyze: bool = True):
+        self._notes: list[str] = []
+        conn.execute("LOAD 'auto_explain'")
+        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_format = json",
+                        f"log_analyze = {'on' if analyze else 'off'}", "log_level = notice"):
+            conn.execute(f"SET auto_explain.{setting}")
+        conn.add_notice_handler(lambda d: self._notes.append(d.message_primary or ""))
+
+    @property
+    def plans(self) -> list[dict]:
+        return [json.loads(n.split("plan:", 1)[1]) for n in self._notes if "plan:" in n]
+
+
+def plan_nodes(plan: dict):
+    """A plan's node (EXPLAIN JSON's "Plan") and every node below it."""
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
 
 
 def wait_for_lock(dsn: str, *, blocked_by: int, timeout: float = 20.0) -> int:

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import pymem
 from pymem import HashEmbedder, Memory
+from conftest import PlanLog, plan_nodes
 from pymem.context import AGENT_HEADING, RECALL_HEADING, SUMMARY_HEADING, USER_HEADING
 
 
@@ -372,16 +373,11 @@ def test_context_read_runs_generic_plans_from_its_first_call(db, dsn):
     for i in range(4):
         mem.record(f"message number {i} about the garden", f"answer {i}", user="alice")
     vec = HashEmbedder().embed(["garden"])[0]
-    notes: list[str] = []
     with pymem.connect(dsn) as c:
-        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
-        c.execute("LOAD 'auto_explain'")
-        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_format = json",
-                        "log_level = notice"):
-            c.execute(f"SET auto_explain.{setting}")
+        log = PlanLog(c, analyze=False)
         c.execute("SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot', query => %s, "
                   "embedder => %s)", (Vector(vec), HashEmbedder().name)).fetchall()
-    plans = [json.loads(n.split("plan:", 1)[1]) for n in notes if "plan:" in n]
+    plans = log.plans
     conds = [json.dumps(p["Plan"]) for p in plans if '"Relation Name": "messages"' in json.dumps(p["Plan"])]
     assert conds, "no statement read pymem.messages"
     # a generic plan keeps the PL/pgSQL variables as parameters; a custom one has the values
@@ -391,10 +387,7 @@ def test_context_read_runs_generic_plans_from_its_first_call(db, dsn):
 
 def _scans(plan: dict, relations: set[str]) -> list[dict]:
     """The nodes of an EXPLAIN (FORMAT JSON) plan that scan one of ``relations``."""
-    found = [plan] if plan.get("Relation Name") in relations else []
-    for child in plan.get("Plans", []):
-        found += _scans(child, relations)
-    return found
+    return [n for n in plan_nodes(plan) if n.get("Relation Name") in relations]
 
 
 def test_a_turn_reads_its_two_messages_by_key_not_the_thread(dsn):
@@ -404,18 +397,13 @@ def test_a_turn_reads_its_two_messages_by_key_not_the_thread(dsn):
     vec = Vector(HashEmbedder().embed(["a garden"])[0])
     turn = ("SELECT user_seq FROM pymem.turn_record(user_id => 'alice', user_content => %s, "
             "assistant_content => 'noted', embedder => %s, user_embedding => %s, assistant_embedding => %s)")
-    notes: list[str] = []
     with pymem.connect(dsn) as c:
         for i in range(40):
             c.execute(turn, (f"message {i} about the garden", HashEmbedder().name, vec, vec))
         c.execute("SET plan_cache_mode = force_generic_plan")  # as the function's cached plan runs after 5 calls
-        c.execute("LOAD 'auto_explain'")
-        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_format = json",
-                        "log_analyze = on", "log_level = notice"):
-            c.execute(f"SET auto_explain.{setting}")
-        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+        log = PlanLog(c)
         c.execute(turn, ("one more about the garden", HashEmbedder().name, vec, vec)).fetchall()
-    plans = [json.loads(n.split("plan:", 1)[1]) for n in notes if "plan:" in n]
+    plans = log.plans
     scans = [s for p in plans for s in _scans(p["Plan"], {"messages", "message_lexemes"})]
     assert any(s["Relation Name"] == "message_lexemes" for s in scans), "no statement read pymem.message_lexemes"
     for s in scans:
@@ -430,20 +418,15 @@ def test_storing_vectors_later_reads_those_messages_by_key(dsn):
     vec = Vector(HashEmbedder().embed(["a garden"])[0])
     put = ("SELECT pymem.message_embeddings_put('alice', %s, ARRAY['default', 'default'], %s::bigint[], "
            "ARRAY[%s, %s]::vector[])")
-    notes: list[str] = []
     with pymem.connect(dsn) as c:
         c.execute("SELECT pymem.messages_add_many('alice', 'default', %s, %s)",
                   (["user"] * 80, [f"message {i} about the garden" for i in range(80)]))
         for i in range(6):  # past PL/pgSQL's five custom plans
             c.execute(put, (name, [2 * i + 1, 2 * i + 2], vec, vec))
         c.execute("SET plan_cache_mode = force_generic_plan")
-        c.execute("LOAD 'auto_explain'")
-        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_format = json",
-                        "log_analyze = on", "log_level = notice"):
-            c.execute(f"SET auto_explain.{setting}")
-        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+        log = PlanLog(c)
         assert c.execute(put, (name, [41, 42], vec, vec)).fetchone()[0] == 2
-    plans = [json.loads(n.split("plan:", 1)[1]) for n in notes if "plan:" in n]
+    plans = log.plans
     scans = [s for p in plans for s in _scans(p["Plan"], {"messages", "message_lexemes"})]
     assert any(s["Relation Name"] == "messages" for s in scans), "no statement read pymem.messages"
     for s in scans:

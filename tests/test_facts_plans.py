@@ -5,10 +5,10 @@ statements, sent to this session as notices), custom and generic plans alike."""
 
 from __future__ import annotations
 
-import json
 
 import psycopg
 import pytest
+from conftest import PlanLog, plan_nodes
 
 
 @pytest.fixture(scope="module")
@@ -49,39 +49,19 @@ def big(pg_server, template_db):
 
 def plans_of(dsn: str, calls: list[str], repeat: int = 8) -> list[dict]:
     """Every statement plan auto_explain reports while running `calls` `repeat` times."""
-    notes: list[str] = []
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
-        c.execute("LOAD 'auto_explain'")
-        for setting in (
-            "auto_explain.log_min_duration = 0",
-            "auto_explain.log_nested_statements = on",
-            "auto_explain.log_format = json",
-            "auto_explain.log_analyze = on",
-            "auto_explain.log_level = notice",
-        ):
-            c.execute(f"SET {setting}")
+        log = PlanLog(c)
         for _ in range(repeat):  # plpgsql switches to a generic plan after five runs
             for call in calls:
                 c.execute(call).fetchall()
-    plans = []
-    for note in notes:
-        if "plan:" in note:
-            plans.append(json.loads(note.split("plan:", 1)[1]))
-    return plans
-
-
-def nodes(plan: dict):
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
+    return log.plans
 
 
 def facts_scans(plans: list[dict]) -> list[list[dict]]:
     """Node lists of the plans that read pymem.facts."""
     out = []
     for p in plans:
-        ns = list(nodes(p["Plan"]))
+        ns = list(plan_nodes(p["Plan"]))
         if any(n.get("Relation Name") == "facts" for n in ns):
             out.append(ns)
     return out

@@ -13,10 +13,10 @@ call's own rows."""
 
 from __future__ import annotations
 
-import json
 
 import psycopg
 import pytest
+from conftest import PlanLog, plan_nodes
 from pgvector import Vector
 
 from pymem import HashEmbedder
@@ -71,31 +71,19 @@ def heavy(pg_server, template_db):
     janitor.drop()
 
 
-def _scans(plan: dict) -> list[dict]:
-    found = [plan] if "Relation Name" in plan else []
-    for child in plan.get("Plans", []):
-        found += _scans(child)
-    return found
-
-
 def plans_of(dsn: str, call: str, params: tuple = (), repeat: int = 7) -> list[dict]:
     """Every plan auto_explain reports while running `call` (its {i} numbered) `repeat` times,
     with generic plans only."""
-    notes: list[str] = []
     with psycopg.connect(dsn) as c:
         from pgvector.psycopg import register_vector
 
         register_vector(c)
         c.execute("SET plan_cache_mode = force_generic_plan")
-        c.execute("LOAD 'auto_explain'")
-        for setting in ("log_min_duration = 0", "log_nested_statements = on", "log_format = json",
-                        "log_analyze = on", "log_level = notice"):
-            c.execute(f"SET auto_explain.{setting}")
-        c.add_notice_handler(lambda d: notes.append(d.message_primary or ""))
+        log = PlanLog(c)
         for i in range(repeat):
             c.execute(call.replace("{i}", str(i)), params).fetchall()
         c.rollback()  # the fixture stays as it is for the next call
-    return [json.loads(n.split("plan:", 1)[1]) for n in notes if "plan:" in n]
+    return log.plans
 
 
 VEC = Vector(HashEmbedder().embed(["a garden in the city"])[0])
@@ -148,7 +136,7 @@ def test_a_small_call_reads_few_rows_in_generic_plans(heavy, call, params):
     plans = plans_of(dsn, call, params)
     assert plans, "auto_explain reported nothing"
     for plan in plans:
-        for scan in _scans(plan["Plan"]):
+        for scan in (n for n in plan_nodes(plan["Plan"]) if "Relation Name" in n):
             if scan["Node Type"] == "Seq Scan" and scan["Relation Name"] in small:
                 continue
             read = scan.get("Actual Rows", 0) * scan.get("Actual Loops", 1)
