@@ -352,7 +352,8 @@ def big(pg_server, template_db):
 
 
 def test_a_users_lexical_matches_are_read_through_an_index(big):
-    from test_facts_plans import nodes, plans_of
+    from conftest import plan_nodes as nodes
+    from test_facts_plans import plans_of
 
     calls = ["SELECT * FROM pymem.facts_search('user', 'u7', project_id => 'p1', query_text => 'topic7 about', k => 5)"]
     plans = plans_of(big, calls)
