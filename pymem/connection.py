@@ -66,15 +66,19 @@ def errors() -> Iterator[None]:
         raise translate(exc) from exc
 
 
-def execute(conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings) -> list[dict[str, Any]]:
+def execute(
+    conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings, *, session_timeout: bool = False
+) -> list[dict[str, Any]]:
     """Send the named query ``name`` on an autocommit connection; its rows as dicts.
 
     With a statement timeout, the query goes in one pipeline behind a transaction-local
     ``set_config('statement_timeout', ...)``: one round trip, one implicit transaction (no Sync
     between them), so the timeout applies to this statement only and nothing stays on the
-    server connection for whoever uses it next (a transaction pooler hands it on)."""
+    server connection for whoever uses it next (a transaction pooler hands it on).
+    ``session_timeout``: the connection has the timeout for its whole session already
+    (:func:`set_session_timeout`, on a Citus coordinator), so the query goes alone."""
     cur = conn.cursor(row_factory=dict_row)
-    if not settings.statement_timeout_ms:
+    if session_timeout or not settings.statement_timeout_ms:
         return cur.execute(Q[name], params).fetchall()
     with conn.pipeline():
         conn.execute(Q["statement_timeout"], {"ms": str(settings.statement_timeout_ms)})
@@ -83,17 +87,41 @@ def execute(conn: psycopg.Connection, name: str, params: Mapping[str, Any], sett
 
 
 async def aexecute(
-    conn: psycopg.AsyncConnection, name: str, params: Mapping[str, Any], settings: Settings
+    conn: psycopg.AsyncConnection, name: str, params: Mapping[str, Any], settings: Settings, *,
+    session_timeout: bool = False
 ) -> list[dict[str, Any]]:
     """The asyncio twin of :func:`execute`."""
     cur = conn.cursor(row_factory=dict_row)
-    if not settings.statement_timeout_ms:
+    if session_timeout or not settings.statement_timeout_ms:
         await cur.execute(Q[name], params)
         return await cur.fetchall()
     async with conn.pipeline():
         await conn.execute(Q["statement_timeout"], {"ms": str(settings.statement_timeout_ms)})
         await cur.execute(Q[name], params)
     return await cur.fetchall()
+
+
+def is_citus(conn: psycopg.Connection) -> bool:
+    """Whether ``conn`` reaches a database with the citus extension (a Citus coordinator)."""
+    return bool(conn.execute(Q["citus"], prepare=False).fetchone()[0])
+
+
+async def ais_citus(conn: psycopg.AsyncConnection) -> bool:
+    """The asyncio twin of :func:`is_citus`."""
+    return bool((await (await conn.execute(Q["citus"], prepare=False)).fetchone())[0])
+
+
+def set_session_timeout(conn: psycopg.Connection, settings: Settings) -> None:
+    """PYMEM_STATEMENT_TIMEOUT_MS for the whole session of ``conn``. Used on a Citus coordinator
+    instead of the per-statement pipeline of :func:`execute`: Citus runs a pipeline as a
+    transaction and delegates no function call inside one, so every call would run on the
+    coordinator with a round trip per inner statement (README "Scaling out")."""
+    conn.execute(Q["session_timeout"], {"ms": str(settings.statement_timeout_ms)}, prepare=False)
+
+
+async def aset_session_timeout(conn: psycopg.AsyncConnection, settings: Settings) -> None:
+    """The asyncio twin of :func:`set_session_timeout`."""
+    await conn.execute(Q["session_timeout"], {"ms": str(settings.statement_timeout_ms)}, prepare=False)
 
 
 def type_infos(conn: psycopg.Connection) -> list[TypeInfo]:

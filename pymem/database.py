@@ -38,8 +38,12 @@ from .connection import (
     atype_infos,
     connect_kwargs,
     errors,
+    ais_citus,
+    aset_session_timeout,
     execute,
+    is_citus,
     register_types,
+    set_session_timeout,
     resolve_conninfo,
     type_infos,
 )
@@ -66,18 +70,20 @@ def _pool_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
     }
 
 
-def _probe(settings: Settings, conninfo: str) -> list[TypeInfo]:
+def _probe(settings: Settings, conninfo: str) -> tuple[list[TypeInfo], bool]:
     """One direct connection (not pooled): it fails with the server's own reason (wrong host,
-    password, database) within the connect timeout. Returns pgvector's types."""
+    password, database) within the connect timeout. Returns pgvector's types and whether the
+    database is a Citus coordinator (then each pooled connection gets the statement timeout
+    for its session, and calls go without the per-statement pipeline: :func:`execute`)."""
     with errors(), psycopg.connect(conninfo, autocommit=True, **connect_kwargs(settings, conninfo)) as conn:
-        return type_infos(conn)
+        return type_infos(conn), is_citus(conn)
 
 
-async def _aprobe(settings: Settings, conninfo: str) -> list[TypeInfo]:
+async def _aprobe(settings: Settings, conninfo: str) -> tuple[list[TypeInfo], bool]:
     with errors():
         conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **connect_kwargs(settings, conninfo))
         async with conn:
-            return await atype_infos(conn)
+            return await atype_infos(conn), await ais_citus(conn)
 
 
 def _no_connection(exc: Error) -> bool:
@@ -110,8 +116,10 @@ class Database:
     def __init__(self, settings: Settings | None = None, *, migrate: bool | None = None) -> None:
         self.settings = settings or Settings()
         self.conninfo = _open_conninfo(self.settings, migrate)
-        self._infos = _probe(self.settings, self.conninfo)
+        self._infos, citus = _probe(self.settings, self.conninfo)
+        self._session_timeout = citus and self.settings.statement_timeout_ms > 0
         self._typed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
+        self._timed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
         self._recovering = threading.Lock()
         self.pool = self._new_pool()
 
@@ -124,7 +132,10 @@ class Database:
 
     def _register(self, conn: psycopg.Connection) -> None:
         """pgvector's types on ``conn``; looked up again while pgvector is missing (a database
-        migrated after this pool opened)."""
+        migrated after this pool opened). On Citus, the session's statement timeout."""
+        if self._session_timeout and conn not in self._timed:
+            set_session_timeout(conn, self.settings)
+            self._timed.add(conn)
         if not self._infos:
             self._infos = type_infos(conn)
         if self._infos:
@@ -168,7 +179,7 @@ class Database:
     def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Send the named query ``name`` of sql/queries.sql; its rows as dicts."""
         with self.connection() as conn:
-            return execute(conn, name, params, self.settings)
+            return execute(conn, name, params, self.settings, session_timeout=self._session_timeout)
 
     def about(self) -> dict[str, Any]:
         return self.query("about", {})[0]["about"]
@@ -186,11 +197,13 @@ class Database:
 class AsyncDatabase:
     """The asyncio twin of :class:`Database`; create it with ``await AsyncDatabase.open()``."""
 
-    def __init__(self, settings: Settings, conninfo: str, infos: list[TypeInfo]) -> None:
+    def __init__(self, settings: Settings, conninfo: str, infos: list[TypeInfo], citus: bool = False) -> None:
         self.settings = settings
         self.conninfo = conninfo
         self._infos = infos
+        self._session_timeout = citus and settings.statement_timeout_ms > 0
         self._typed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
+        self._timed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
         self._recovering = asyncio.Lock()
         self.pool: AsyncConnectionPool
 
@@ -199,7 +212,7 @@ class AsyncDatabase:
         """See :class:`Database`: the same settings and the same policies."""
         settings = settings or Settings()
         conninfo = _open_conninfo(settings, migrate)
-        db = cls(settings, conninfo, await _aprobe(settings, conninfo))
+        db = cls(settings, conninfo, *await _aprobe(settings, conninfo))
         db.pool = await db._new_pool()
         return db
 
@@ -211,6 +224,9 @@ class AsyncDatabase:
         return pool
 
     async def _register(self, conn: psycopg.AsyncConnection) -> None:
+        if self._session_timeout and conn not in self._timed:
+            await aset_session_timeout(conn, self.settings)
+            self._timed.add(conn)
         if not self._infos:
             self._infos = await atype_infos(conn)
         if self._infos:
@@ -248,7 +264,7 @@ class AsyncDatabase:
     async def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """See :meth:`Database.query`."""
         async with self.connection() as conn:
-            return await aexecute(conn, name, params, self.settings)
+            return await aexecute(conn, name, params, self.settings, session_timeout=self._session_timeout)
 
     async def about(self) -> dict[str, Any]:
         return (await self.query("about", {}))[0]["about"]

@@ -43,7 +43,8 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(
         default=30_000,
         ge=0,
-        description="Server-side timeout of each pymem statement, set with it transaction-locally (0 = none).",
+        description="Server-side timeout of each pymem statement, set with it transaction-locally "
+        "(on a Citus coordinator: for each pooled connection's session; 0 = none).",
     )
     prepare_threshold: int | None = Field(
         default=None,

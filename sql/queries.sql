@@ -102,6 +102,14 @@ WHERE e.extname = 'vector';
 -- PYMEM_STATEMENT_TIMEOUT_MS for the next statement only: sent in one pipeline with it, before one Sync (transaction-local, so nothing stays on a pooled server connection).
 SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true);
 
+-- name: session_timeout
+-- PYMEM_STATEMENT_TIMEOUT_MS for a pooled connection's whole session: on a Citus coordinator only, where a pipeline would stop Citus from delegating the call (README "Scaling out").
+SELECT pg_catalog.set_config('statement_timeout', %(ms)s, false);
+
+-- name: citus
+-- Whether the database has the citus extension (a Citus coordinator).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus;
+
 -- name: about
 -- Schema version, pgvector location and server version as one jsonb object.
 SELECT pymem.about() AS about;

@@ -12,6 +12,7 @@ pass, so CI runs them.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 
 import psycopg
@@ -384,27 +385,63 @@ def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_clust
 @pytest.mark.parametrize("statement_timeout_ms", [0, 30_000])
 def test_memory_on_the_cluster_for_users_on_both_workers(pymem_cluster, statement_timeout_ms):
     """Python's Memory against the coordinator: turns with vectors (message_embeddings_put), recall
-    and context with the agent's fact, for a user on each worker. Without a statement timeout each
-    call is delegated; with one (the default) it goes in a pipeline behind set_config, which Citus
-    runs on the coordinator: slower, and still right."""
+    and context with the agent's fact, for a user on each worker. Every call is delegated to one
+    worker (Citus says "pushing down the function call" at DEBUG1), with or without a statement
+    timeout: on Citus the timeout is the pooled connection's session setting, not a pipeline in
+    front of each call (a pipeline is a transaction, in which Citus delegates nothing)."""
     admin, app, _ = pymem_cluster
     with psycopg.connect(admin, autocommit=True) as c:
         agent, near, far = _agent_and_users(c)
-    settings = pymem.Settings(dsn=app, statement_timeout_ms=statement_timeout_ms)
+    debug = make_conninfo(app, options="-c client_min_messages=debug1")
+    settings = pymem.Settings(dsn=debug, statement_timeout_ms=statement_timeout_ms, pool_min_size=1, pool_max_size=1)
+    notices: list[str] = []
     with pymem.Database(settings) as db:
+        with db.connection() as conn:  # the pool's only connection
+            conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+            assert conn.execute("SHOW statement_timeout").fetchone()[0] == ("30s" if statement_timeout_ms else "0")
+
+        def delegated(call):
+            notices.clear()
+            result = call()
+            assert any(n == "pushing down the function call" for n in notices), notices
+            return result
+
         for u in (near, far):
             mem = pymem.Memory(db=db, agent_id=agent, user_id=u, embedder=pymem.HashEmbedder(64), project_id="p1",
                                window=2)
-            mem.persist("Support hours are 9 to 5 CET", tier="agent", id=agent)
-            mem.persist("Lives in Bergen")
-            mem.add_message("I like hiking in the mountains")  # no vector: recall embeds it
-            mem.record("I moved to Bergen last year", "Noted.")
-            mem.record("What is the weather?", "Sunny.")
-            assert [m.content for m in mem.recall("hiking mountains")][0] == "I like hiking in the mountains"
-            text = "\n".join(m["content"] for m in mem.context("hiking in the mountains"))
+            delegated(lambda: mem.persist("Support hours are 9 to 5 CET", tier="agent", id=agent))
+            delegated(lambda: mem.persist("Lives in Bergen"))
+            delegated(lambda: mem.add_message("I like hiking in the mountains"))  # no vector: recall embeds it
+            delegated(lambda: mem.record("I moved to Bergen last year", "Noted."))
+            delegated(lambda: mem.record("What is the weather?", "Sunny."))
+            assert [m.content for m in delegated(lambda: mem.recall("hiking mountains"))][0] \
+                == "I like hiking in the mountains"
+            text = "\n".join(m["content"] for m in delegated(lambda: mem.context("hiking in the mountains")))
             assert "Support hours are 9 to 5 CET" in text and "Lives in Bergen" in text
             assert "I like hiking in the mountains" in text
-            assert [f.content for f in mem.retrieve("support hours", tier="agent", id=agent)] == ["Support hours are 9 to 5 CET"]
+            assert [f.content for f in delegated(lambda: mem.retrieve("support hours", tier="agent", id=agent))] \
+                == ["Support hours are 9 to 5 CET"]
+
+
+def test_async_memory_on_the_cluster_gets_the_session_timeout(pymem_cluster):
+    """AsyncDatabase on a Citus coordinator: the statement timeout is the session's, a call is
+    delegated (the asyncio twin of the test above)."""
+    _, app, _ = pymem_cluster
+    debug = make_conninfo(app, options="-c client_min_messages=debug1")
+
+    async def run() -> None:
+        notices: list[str] = []
+        settings = pymem.Settings(dsn=debug, statement_timeout_ms=15_000, pool_min_size=1, pool_max_size=1)
+        async with await pymem.AsyncDatabase.open(settings) as db:
+            async with db.connection() as conn:
+                conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+                assert (await (await conn.execute("SHOW statement_timeout")).fetchone())[0] == "15s"
+            mem = pymem.AsyncMemory(db=db, user_id="async-user", project_id="p1")
+            await mem.add_message("hello from asyncio")
+            assert "pushing down the function call" in notices
+            assert "hello from asyncio" in "\n".join(m["content"] for m in await mem.context("hello"))
+
+    asyncio.run(run())
 
 
 def test_a_shard_move_keeps_a_users_calls_on_the_users_new_worker(pymem_cluster):
