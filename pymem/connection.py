@@ -67,7 +67,7 @@ def errors() -> Iterator[None]:
 
 
 def execute(
-    conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings, *, session_timeout: bool = False
+    conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings, *, citus: bool = False
 ) -> list[dict[str, Any]]:
     """Send the named query ``name`` on an autocommit connection; its rows as dicts.
 
@@ -75,10 +75,22 @@ def execute(
     ``set_config('statement_timeout', ...)``: one round trip, one implicit transaction (no Sync
     between them), so the timeout applies to this statement only and nothing stays on the
     server connection for whoever uses it next (a transaction pooler hands it on).
-    ``session_timeout``: the connection has the timeout for its whole session already
-    (:func:`set_session_timeout`, on a Citus coordinator), so the query goes alone."""
+    ``citus``: a Citus coordinator, whose connections have the timeout for their whole
+    session already (:func:`set_session_timeout`): the query goes alone, so that Citus delegates
+    it to the worker of its user. A call that names no single user (``browse_*``, ``'*'``, a
+    fact by id) runs on the coordinator, whose reads of the workers carry the tenant only inside
+    a transaction: refused outside one (0A000, "without its tenant", nothing done), it is sent
+    again in a transaction (README "Scaling out")."""
     cur = conn.cursor(row_factory=dict_row)
-    if session_timeout or not settings.statement_timeout_ms:
+    if citus:
+        try:
+            return cur.execute(Q[name], params).fetchall()
+        except psycopg.errors.FeatureNotSupported as exc:
+            if "without its tenant" not in str(exc):
+                raise
+        with conn.transaction():
+            return cur.execute(Q[name], params).fetchall()
+    if not settings.statement_timeout_ms:
         return cur.execute(Q[name], params).fetchall()
     with conn.pipeline():
         conn.execute(Q["statement_timeout"], {"ms": str(settings.statement_timeout_ms)})
@@ -88,11 +100,21 @@ def execute(
 
 async def aexecute(
     conn: psycopg.AsyncConnection, name: str, params: Mapping[str, Any], settings: Settings, *,
-    session_timeout: bool = False
+    citus: bool = False
 ) -> list[dict[str, Any]]:
     """The asyncio twin of :func:`execute`."""
     cur = conn.cursor(row_factory=dict_row)
-    if session_timeout or not settings.statement_timeout_ms:
+    if citus:
+        try:
+            await cur.execute(Q[name], params)
+            return await cur.fetchall()
+        except psycopg.errors.FeatureNotSupported as exc:
+            if "without its tenant" not in str(exc):
+                raise
+        async with conn.transaction():
+            await cur.execute(Q[name], params)
+            return await cur.fetchall()
+    if not settings.statement_timeout_ms:
         await cur.execute(Q[name], params)
         return await cur.fetchall()
     async with conn.pipeline():

@@ -117,7 +117,7 @@ class Database:
         self.settings = settings or Settings()
         self.conninfo = _open_conninfo(self.settings, migrate)
         self._infos, citus = _probe(self.settings, self.conninfo)
-        self._session_timeout = citus and self.settings.statement_timeout_ms > 0
+        self._citus = citus
         self._typed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
         self._timed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
         self._recovering = threading.Lock()
@@ -133,7 +133,7 @@ class Database:
     def _register(self, conn: psycopg.Connection) -> None:
         """pgvector's types on ``conn``; looked up again while pgvector is missing (a database
         migrated after this pool opened). On Citus, the session's statement timeout."""
-        if self._session_timeout and conn not in self._timed:
+        if self._citus and self.settings.statement_timeout_ms and conn not in self._timed:
             set_session_timeout(conn, self.settings)
             self._timed.add(conn)
         if not self._infos:
@@ -179,7 +179,7 @@ class Database:
     def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Send the named query ``name`` of sql/queries.sql; its rows as dicts."""
         with self.connection() as conn:
-            return execute(conn, name, params, self.settings, session_timeout=self._session_timeout)
+            return execute(conn, name, params, self.settings, citus=self._citus)
 
     def about(self) -> dict[str, Any]:
         return self.query("about", {})[0]["about"]
@@ -201,7 +201,7 @@ class AsyncDatabase:
         self.settings = settings
         self.conninfo = conninfo
         self._infos = infos
-        self._session_timeout = citus and settings.statement_timeout_ms > 0
+        self._citus = citus
         self._typed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
         self._timed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
         self._recovering = asyncio.Lock()
@@ -224,7 +224,7 @@ class AsyncDatabase:
         return pool
 
     async def _register(self, conn: psycopg.AsyncConnection) -> None:
-        if self._session_timeout and conn not in self._timed:
+        if self._citus and self.settings.statement_timeout_ms and conn not in self._timed:
             await aset_session_timeout(conn, self.settings)
             self._timed.add(conn)
         if not self._infos:
@@ -264,7 +264,7 @@ class AsyncDatabase:
     async def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """See :meth:`Database.query`."""
         async with self.connection() as conn:
-            return await aexecute(conn, name, params, self.settings, session_timeout=self._session_timeout)
+            return await aexecute(conn, name, params, self.settings, citus=self._citus)
 
     async def about(self) -> dict[str, Any]:
         return (await self.query("about", {}))[0]["about"]

@@ -84,7 +84,8 @@ BEGIN
        AND pg_catalog.current_query() !~* '^\s*SELECT\s+(pg_catalog\.)?(worker_|citus_)' THEN
         RAISE EXCEPTION 'pymem: a query reached a Citus worker without its tenant: this call was not delegated to the worker of its user'
             USING ERRCODE = '0A000',
-                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...) (README "Scaling out").';
+                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...); '
+                         'call project-wide ones (browse_*, ''*'' ids, fact_get) inside BEGIN ... COMMIT (README "Scaling out").';
     END IF;
     RETURN NULL;
 END;

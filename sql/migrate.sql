@@ -492,7 +492,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('1e8f62db2cf1f1c7fdbb337b67e056c617c9dd0481e188ede033fac82cbd51de')
+SELECT pymem.migration_api_applied('e2940b83b7c69d0ec0ee6999acca2aca7a0b1284b750f774bc5b615784a1e4f0')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -21,6 +21,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import pymem
+import pymem.browse
 
 pytestmark = pytest.mark.citus
 _counter = itertools.count()
@@ -442,6 +443,37 @@ def test_async_memory_on_the_cluster_gets_the_session_timeout(pymem_cluster):
             assert "hello from asyncio" in "\n".join(m["content"] for m in await mem.context("hello"))
 
     asyncio.run(run())
+
+
+def test_project_wide_calls_on_the_cluster(pymem_cluster):
+    """Calls that name no single user (browse_*, '*' reads, a fact by id) run on the coordinator
+    and read every worker. Those reads carry the tenant only inside a transaction: in SQL they
+    are refused in autocommit (0A000, never a silent empty answer) and answer inside BEGIN ...
+    COMMIT; from Python (which sends calls alone on Citus, for delegation) they are sent again in
+    a transaction and answer with the rows of both workers."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        agent, near, far = _agent_and_users(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Support hours are 9 to 5 CET', 'p1')", (agent,))
+        for u in (near, far):
+            c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f"{u} likes tea"))
+            c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => 'hello', project_id => 'p1')", (u,))
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
+            c.execute("SELECT * FROM pymem.browse_users('p1')")
+        with c.transaction():
+            assert sorted(r[0] for r in c.execute("SELECT user_id FROM pymem.browse_users('p1')")) == sorted([near, far])
+    settings = pymem.Settings(dsn=app)
+    with pymem.Database(settings) as db:
+        assert sorted(r["user_id"] for r in pymem.browse.users(db, "p1")) == sorted([near, far])
+        assert {(r["scope"], r["scope_id"]) for r in pymem.browse.subjects(db, "p1")} \
+            == {("agent", agent), ("user", near), ("user", far)}
+        assert [r["thread_id"] for r in pymem.browse.threads(db, far, "p1")] == ["default"]
+        everyone = pymem.Memory(db=db, project_id="p1")
+        assert sorted(f.content for f in everyone.retrieve(tier="user", id="*")) \
+            == sorted([f"{near} likes tea", f"{far} likes tea"])
+        # per-user calls on the same Database are still delegated alone
+        assert [f.content for f in pymem.Memory(db=db, project_id="p1", user_id=far).retrieve()] == [f"{far} likes tea"]
 
 
 def test_a_shard_move_keeps_a_users_calls_on_the_users_new_worker(pymem_cluster):
