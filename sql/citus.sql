@@ -205,8 +205,9 @@ $$;
 -- in reference tables (shared_facts, shared_fact_embeddings, shared_fact_lexemes: a copy on every
 -- node, the same row-level security), refreshed by _shared_facts_sync, which the functions that
 -- write an agent's or a project's facts call at their end (a rare write: two-phase commit to
--- every node). facts stays the table the facts API reads and writes; only context_read reads the
--- copies. Not triggers on the shards: a write to a reference table from a shard, inside a
+-- every node; with the ids of the facts a write changed, only those are copied again, so the
+-- cost does not grow with the agent's facts). facts stays the table the facts API reads and
+-- writes; only context_read reads the copies. Not triggers on the shards: a write to a reference table from a shard, inside a
 -- transaction the coordinator commits in two phases, crashed the worker (Citus 14.0.1).
 DO $$
 DECLARE
@@ -230,7 +231,8 @@ BEGIN
 END;
 $$;
 
-CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text)
+CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text,
+                                                    p_ids bigint[] DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -240,22 +242,44 @@ DECLARE
     v_where text := pg_catalog.format('t.project_id = %L AND t.scope <> %L', p_project_id, 'user')
         || CASE WHEN p_scope <> '*' THEN pg_catalog.format(' AND t.scope = %L', p_scope) ELSE '' END
         || CASE WHEN p_scope_id <> '*' THEN pg_catalog.format(' AND t.scope_id = %L', p_scope_id) ELSE '' END;
+    v_ids text := CASE WHEN p_ids IS NOT NULL THEN pg_catalog.format(' = ANY (%L::bigint[])', p_ids) END;
     v_rows text;
 BEGIN
+    IF p_ids IS NOT NULL AND pg_catalog.cardinality(p_ids) = 0 THEN
+        RETURN;
+    END IF;
+    -- with p_ids, only those facts' rows (and their vectors and lexemes) are copied again
     FOREACH v_table IN ARRAY ARRAY['fact_embeddings', 'fact_lexemes', 'facts'] LOOP
-        EXECUTE pg_catalog.format('DELETE FROM pymem.%I AS t WHERE %s', 'shared_' || v_table, v_where);
+        EXECUTE pg_catalog.format('DELETE FROM pymem.%I AS t WHERE %s', 'shared_' || v_table,
+                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''));
     END LOOP;
     FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
         -- one INSERT ... VALUES of row literals: an INSERT ... SELECT from a distributed table
         -- into a reference table goes through COPY, which row-level security refuses
         EXECUTE pg_catalog.format('SELECT pg_catalog.string_agg(pg_catalog.format(%L, t::text), %L) FROM pymem.%I AS t WHERE %s',
-                                  '((%L::pymem.shared_' || v_table || ').*)', ',', v_table, v_where)
+                                  '((%L::pymem.shared_' || v_table || ').*)', ',', v_table,
+                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''))
            INTO v_rows;
         IF v_rows IS NOT NULL THEN
             EXECUTE pg_catalog.format('INSERT INTO pymem.%I VALUES %s ON CONFLICT DO NOTHING', 'shared_' || v_table, v_rows);
         END IF;
     END LOOP;
 END;
+$$;
+
+-- _facts_insert_many: facts_add_many's set-based statement joins its elements to the facts of
+-- many subjects (a lateral outer join Citus cannot plan: "cannot perform a lateral outer join
+-- when a distributed subquery references complex subqueries, CTEs or local tables"). Here it
+-- finds nothing, and facts_add_many adds every element with fact_add, one routed call each, in
+-- the same transaction: the same checks, results and all-or-nothing, at a single add's speed.
+CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
+    p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
+    p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], OUT ids bigint[], OUT created boolean[])
+LANGUAGE sql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT pg_catalog.array_fill(NULL::bigint, ARRAY[pg_catalog.cardinality(p_contents)]),
+           pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(p_contents)]);
 $$;
 
 -- The reads of context_read over the copies: _shared_facts_for_context and the functions it

@@ -350,6 +350,55 @@ def test_agent_and_project_facts_reach_users_on_every_worker(pymem_cluster):
             == [("project", "p1", "Acme sells anvils")]
 
 
+def test_agent_fact_writes_copy_only_the_facts_they_change(pymem_cluster):
+    """Each write of an agent's facts refreshes only the copies of the facts it changed (the old
+    sync re-made every copy of the agent's facts: a write cost grew with the agent), a re-add
+    touches none; after each step the copies equal the originals, vectors and lexemes included."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as a, psycopg.connect(app, autocommit=True) as c:
+        def copies() -> dict[int, str]:  # fact id -> the transaction that wrote its copy
+            return dict(a.execute("SELECT id, xmin::text FROM pymem.shared_facts WHERE scope_id = 'faq-bot'").fetchall())
+
+        def same_as_originals() -> None:
+            for table, key in (("facts", "id"), ("fact_embeddings", "fact_id"), ("fact_lexemes", "fact_id")):
+                original = a.execute(f"SELECT t::text FROM pymem.{table} AS t WHERE scope_id = 'faq-bot' ORDER BY {key}").fetchall()
+                copy = a.execute(f"SELECT t::text FROM pymem.shared_{table} AS t WHERE scope_id = 'faq-bot' ORDER BY {key}").fetchall()
+                assert copy == original, table
+
+        c.execute("""SELECT pymem.facts_add_many('agent', array_fill('faq-bot'::text, ARRAY[30]),
+                                                 ARRAY(SELECT 'Answer ' || i FROM generate_series(1, 30) AS i), 'p1')""")
+        same_as_originals()
+        before = copies()
+        assert len(before) == 30
+        new = c.execute("SELECT id FROM pymem.fact_add('agent', 'faq-bot', 'Answer 31', 'p1')").fetchone()[0]
+        after = copies()
+        assert {k: v for k, v in after.items() if k != new} == before and new in after
+        c.execute("SELECT pymem.fact_add('agent', 'faq-bot', 'Answer 31', 'p1')")  # a re-add: no copy written
+        assert copies() == after
+        old = next(r[0] for r in c.execute("SELECT id, content FROM pymem.facts_newest('agent', 'faq-bot', 'p1')")
+                   if r[1] == "Answer 5")
+        succ = c.execute("SELECT id FROM pymem.fact_supersede('agent', 'faq-bot', 'Answer 5, revised', id => %s, "
+                         "project_id => 'p1')", (old,)).fetchone()[0]
+        changed = copies()
+        assert {k for k in changed if changed[k] != after.get(k)} == {old, succ}
+        same_as_originals()
+        c.execute("SELECT pymem.fact_embeddings_put('agent', 'faq-bot', 'e', ARRAY[%s, %s]::bigint[], "
+                  "ARRAY['[1,0,0]', '[0,1,0]']::vector[], 'p1')", (succ, new))
+        embedded = copies()
+        assert {k for k in embedded if embedded[k] != changed[k]} == {succ, new}
+        same_as_originals()
+        c.execute("SELECT pymem.fact_forget('agent', 'faq-bot', id => %s, project_id => 'p1')", (succ,))
+        same_as_originals()
+        assert old not in copies() and succ not in copies()
+        # a batch for users on both workers (each element one routed fact_add on Citus)
+        near, far = _users_on_both_workers(a)
+        rows = c.execute("SELECT * FROM pymem.facts_add_many('user', ARRAY[%s, %s, %s], "
+                         "ARRAY['likes tea', 'likes tea', 'likes tea'], 'p1')", (near, far, near)).fetchall()
+        assert [r[2] for r in rows] == [True, True, False] and rows[0][1] == rows[2][1]
+        for u in (near, far):
+            assert [r[0] for r in c.execute("SELECT content FROM pymem.facts_newest('user', %s, 'p1')", (u,))] == ["likes tea"]
+
+
 def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_cluster):
     """context_read with a query (facts ranked, messages recalled, agent facts) as one task on the
     user's worker. Every statement in it reads that worker's shards or its copies of reference

@@ -258,12 +258,14 @@ AS $$
     SELECT t.config::pg_catalog.regconfig FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id;
 $$;
 
--- _shared_facts_sync(project_id, scope, scope_id): on a Citus cluster, refreshes the copies of a
--- subject's agent or project facts that every worker reads for context_read (citus.sql replaces
--- this body; scope_id '*': every subject of the scope, scope '*': every agent and project fact of
--- the project). The functions that write facts call it after changing a subject whose scope is
--- not 'user'. On one server there are no copies: it does nothing.
-CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text)
+-- _shared_facts_sync(project_id, scope, scope_id, ids): on a Citus cluster, refreshes the copies
+-- of a subject's agent or project facts that every worker reads for context_read (citus.sql
+-- replaces this body; scope_id '*': every subject of the scope, scope '*': every agent and project
+-- fact of the project; ids: only those facts, NULL: all of them). The functions that write facts
+-- call it after changing a subject whose scope is not 'user', with the ids they changed when they
+-- know them. On one server there are no copies: it does nothing.
+CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text,
+                                                    p_ids bigint[] DEFAULT NULL)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp

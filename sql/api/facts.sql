@@ -214,6 +214,58 @@ BEGIN
 END;
 $$;
 
+-- _facts_insert_many: facts_add_many's one statement, after its checks and locks: each element's
+-- fact where it is active already (one index read), the others inserted (the first occurrence of
+-- each subject and content in the batch); ids[i] and created[i] for element i, ids[i] NULL where
+-- a concurrent writer got in between (facts_add_many adds those one at a time). On Citus,
+-- citus.sql replaces it with one that leaves every element to that loop (its planner refuses this
+-- statement's lateral outer join over distributed tables).
+CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
+    p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
+    p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], OUT ids bigint[], OUT created boolean[])
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    -- one statement: each element's fact where it is there already (one index read), the others
+    -- inserted (the first occurrence of each subject and content in the batch)
+    WITH input AS MATERIALIZED (
+        SELECT t.i, t.scope_id, t.content, t.key, t.confidence, t.source, t.metadata, t.created_at, f.id AS known
+          FROM (SELECT u.i::integer AS i, u.s AS scope_id, u.content, pymem.fact_key(u.content) AS key,
+                       coalesce(u.conf, 1.0) AS confidence, coalesce(u.src, 'manual') AS source,
+                       coalesce(u.meta, '{}'::jsonb) AS metadata, u.at AS created_at
+                  FROM (SELECT r.*, pymem._fact_trim(r.c) AS content
+                          FROM ROWS FROM (pg_catalog.unnest(p_scope_ids), pg_catalog.unnest(p_contents),
+                                          pg_catalog.unnest(p_confidences), pg_catalog.unnest(p_sources),
+                                          pg_catalog.unnest(p_metadata), pg_catalog.unnest(p_created_ats))
+                               WITH ORDINALITY AS r(s, c, conf, src, meta, at, i)
+                        OFFSET 0) AS u  -- OFFSET 0: one trim and one key per element
+                OFFSET 0) AS t
+          -- each element's fact by key (facts_subject_content_key, 0026); a plain join could be
+          -- planned as a scan of its subjects' facts
+          LEFT JOIN LATERAL (SELECT f.id FROM pymem.facts AS f
+                              WHERE f.project_id = p_project_id AND f.scope = p_scope COLLATE "C"
+                                AND f.scope_id = t.scope_id AND f.content_key = t.key AND f.superseded_by IS NULL
+                              LIMIT 1) AS f ON true),
+    firsts AS MATERIALIZED (
+        SELECT DISTINCT ON (x.scope_id, x.key) x.* FROM input AS x WHERE x.known IS NULL ORDER BY x.scope_id, x.key, x.i),
+    ins AS (
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at)
+        SELECT p_project_id, p_scope, x.scope_id, x.content, x.key, x.confidence, x.source,
+               x.metadata, coalesce(x.created_at, pg_catalog.clock_timestamp())
+          FROM firsts AS x
+         ORDER BY x.i
+        ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+        RETURNING f.id, f.scope_id, f.content_key)
+    SELECT pg_catalog.array_agg(coalesce(x.known, n.id) ORDER BY x.i),
+           pg_catalog.array_agg(n.id IS NOT NULL AND x.i = fx.i ORDER BY x.i)
+      INTO ids, created
+      FROM input AS x
+      LEFT JOIN firsts AS fx ON fx.scope_id = x.scope_id AND fx.key = x.key
+      LEFT JOIN ins AS n ON n.scope_id = x.scope_id AND n.content_key = x.key;
+END;
+$$;
+
 -- facts_add_many: bulk ingest: many facts of one scope in one call, element i of each array
 -- being one fact_add (scope_ids[i], contents[i], and, when given, confidences[i], sources[i],
 -- metadata[i], created_ats[i], embeddings[i]; a NULL array means fact_add's default for every
@@ -324,42 +376,11 @@ BEGIN
     SELECT DISTINCT facts_add_many.project_id, facts_add_many.scope, u.s FROM pg_catalog.unnest(facts_add_many.scope_ids) AS u(s)
      ORDER BY 3
     ON CONFLICT ON CONSTRAINT subject_locks_pkey DO UPDATE SET scope = excluded.scope WHERE false;
-    -- one statement: each element's fact where it is there already (one index read), the others
-    -- inserted (the first occurrence of each subject and content in the batch)
-    WITH input AS MATERIALIZED (
-        SELECT t.i, t.scope_id, t.content, t.key, t.confidence, t.source, t.metadata, t.created_at, f.id AS known
-          FROM (SELECT u.i::integer AS i, u.s AS scope_id, u.content, pymem.fact_key(u.content) AS key,
-                       coalesce(u.conf, 1.0) AS confidence, coalesce(u.src, 'manual') AS source,
-                       coalesce(u.meta, '{}'::jsonb) AS metadata, u.at AS created_at
-                  FROM (SELECT r.*, pymem._fact_trim(r.c) AS content
-                          FROM ROWS FROM (pg_catalog.unnest(facts_add_many.scope_ids), pg_catalog.unnest(facts_add_many.contents),
-                                          pg_catalog.unnest(facts_add_many.confidences), pg_catalog.unnest(facts_add_many.sources),
-                                          pg_catalog.unnest(facts_add_many.metadata), pg_catalog.unnest(facts_add_many.created_ats))
-                               WITH ORDINALITY AS r(s, c, conf, src, meta, at, i)
-                        OFFSET 0) AS u  -- OFFSET 0: one trim and one key per element
-                OFFSET 0) AS t
-          -- each element's fact by key (facts_subject_content_key, 0026); a plain join could be
-          -- planned as a scan of its subjects' facts
-          LEFT JOIN LATERAL (SELECT f.id FROM pymem.facts AS f
-                              WHERE f.project_id = facts_add_many.project_id AND f.scope = facts_add_many.scope COLLATE "C"
-                                AND f.scope_id = t.scope_id AND f.content_key = t.key AND f.superseded_by IS NULL
-                              LIMIT 1) AS f ON true),
-    firsts AS MATERIALIZED (
-        SELECT DISTINCT ON (x.scope_id, x.key) x.* FROM input AS x WHERE x.known IS NULL ORDER BY x.scope_id, x.key, x.i),
-    ins AS (
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at)
-        SELECT facts_add_many.project_id, facts_add_many.scope, x.scope_id, x.content, x.key, x.confidence, x.source,
-               x.metadata, coalesce(x.created_at, pg_catalog.clock_timestamp())
-          FROM firsts AS x
-         ORDER BY x.i
-        ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
-        RETURNING f.id, f.scope_id, f.content_key)
-    SELECT pg_catalog.array_agg(coalesce(x.known, n.id) ORDER BY x.i),
-           pg_catalog.array_agg(n.id IS NOT NULL AND x.i = fx.i ORDER BY x.i)
-      INTO v_ids, v_created
-      FROM input AS x
-      LEFT JOIN firsts AS fx ON fx.scope_id = x.scope_id AND fx.key = x.key
-      LEFT JOIN ins AS n ON n.scope_id = x.scope_id AND n.content_key = x.key;
+    -- each element's fact, found or inserted (NULL: left to the loop below)
+    SELECT m.ids, m.created INTO v_ids, v_created
+      FROM pymem._facts_insert_many(facts_add_many.project_id, facts_add_many.scope, facts_add_many.scope_ids,
+                                    facts_add_many.contents, facts_add_many.confidences, facts_add_many.sources,
+                                    facts_add_many.metadata, facts_add_many.created_ats) AS m;
     -- a fact another transaction committed (or superseded) while this one ran: one at a time
     FOR v_i IN SELECT u.i FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, i) WHERE u.id IS NULL LOOP
         SELECT a.id, a.created INTO v_one, v_one_created
@@ -379,8 +400,10 @@ BEGIN
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     END IF;
     IF facts_add_many.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
-        PERFORM pymem._shared_facts_sync(facts_add_many.project_id, facts_add_many.scope, s.id)
-           FROM (SELECT DISTINCT u.id FROM pg_catalog.unnest(facts_add_many.scope_ids) AS u(id)) AS s;
+        PERFORM pymem._shared_facts_sync(facts_add_many.project_id, facts_add_many.scope, s.id, s.ids)
+           FROM (SELECT u.s AS id, pg_catalog.array_agg(DISTINCT u.id) AS ids
+                   FROM ROWS FROM (pg_catalog.unnest(facts_add_many.scope_ids), pg_catalog.unnest(v_ids)) AS u(s, id)
+                  GROUP BY u.s) AS s;
     END IF;
     RETURN QUERY SELECT u.i::integer, u.id, u.c FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_created)) WITH ORDINALITY AS u(id, c, i);
 END;
@@ -415,6 +438,8 @@ DECLARE
     v_key bytea;
     v_id bigint;
     v_created boolean;
+    v_stored boolean := false;  -- a vector stored for an existing fact
+    v_trimmed boolean := false;  -- older learned facts deleted by the cap
     v_cut_at timestamptz;
     v_cut_id bigint;
 BEGIN
@@ -464,6 +489,7 @@ BEGIN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id, fact_add.embedder, fact_add.embedding)
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
+        v_stored := FOUND;
     END IF;
     IF v_created AND fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
         -- the newest learned fact beyond the cap, if any (reads at most max_learned + 1 entries
@@ -478,10 +504,14 @@ BEGIN
              WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
                AND f.superseded_by IS NULL AND f.source = 'learned'
                AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
+            v_trimmed := FOUND;
         END IF;
     END IF;
-    IF fact_add.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
-        PERFORM pymem._shared_facts_sync(fact_add.project_id, fact_add.scope, fact_add.scope_id);
+    -- the copies a Citus cluster keeps (_shared_facts_sync): the new fact, or the one that got a
+    -- vector, or all of the subject's after a trim; nothing for a plain re-add
+    IF fact_add.scope <> 'user' AND (v_created OR v_stored) THEN
+        PERFORM pymem._shared_facts_sync(fact_add.project_id, fact_add.scope, fact_add.scope_id,
+                                         CASE WHEN NOT v_trimmed THEN ARRAY[v_id] END);
     END IF;
     id := v_id;
     created := v_created;
@@ -784,8 +814,9 @@ BEGIN
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     END IF;
-    IF fact_supersede.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
-        PERFORM pymem._shared_facts_sync(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
+    IF fact_supersede.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync): both rows
+        PERFORM pymem._shared_facts_sync(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id,
+                                         ARRAY[v_old.id, v_new]);
     END IF;
     RETURN ROW(v_new, v_created)::pymem.fact_successor;
 END;
@@ -967,7 +998,7 @@ BEGIN
     END IF;
     IF v_count > 0 AND fact_embeddings_put.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
         PERFORM pymem._shared_facts_sync(fact_embeddings_put.project_id, fact_embeddings_put.scope,
-                                         fact_embeddings_put.scope_id);
+                                         fact_embeddings_put.scope_id, fact_embeddings_put.ids);
     END IF;
     RETURN v_count;
 END;
