@@ -186,7 +186,9 @@ def _flags(explain: Any) -> dict[str, Any]:
     if not isinstance(explain, dict):
         return out
     for name, plan in explain.items():
-        if isinstance(plan, dict):
+        if isinstance(plan, dict) and "error" in plan and "plan" not in plan:
+            out[name] = [plan["error"]]
+        elif isinstance(plan, dict):
             flagged = plan.get("flagged") or plan.get("seq_scans") or []
             out[name] = [f.get("Node Type", f) if isinstance(f, dict) else f for f in flagged]
     return out
