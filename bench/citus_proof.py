@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--dsn", required=True, help="the Citus coordinator")
     p.add_argument("--report", required=True, help="the folder of the cluster's bench/run.py report")
     p.add_argument("--baseline", help="the folder of a single server's report to compare with")
+    p.add_argument("--rounds", type=int, default=10, help="alternating rounds of the hop measurement (0: skip)")
+    p.add_argument("--per-round", type=int, default=100, help="calls per round (default 100)")
     return p.parse_args(argv)
 
 
@@ -89,10 +92,63 @@ def routed_calls(conn: psycopg.Connection) -> dict[str, Any]:
         doc = doc[0] if isinstance(doc, list) else json.loads(doc)[0]
         lines = [r[0] for r in cur.execute("EXPLAIN " + text).fetchall()]
         tasks = _tasks(doc["Plan"])
-        out[name] = {"tasks": [{**t, "workers": [next((label for key, label in workers.items()
+        out[name] = {"query": text, "tasks": [{**t, "workers": [next((label for key, label in workers.items()
                                                         if (n or "").startswith(key + " ")), n) for n in t["nodes"]]}
                                for t in tasks],
                      "plan_text": [common.shorten(line) for line in lines]}
+    return out
+
+
+def _node_pids(conns: dict[str, psycopg.Connection]) -> dict[str, list[int]]:
+    """The client backends of each node (our own connections, and the coordinator's to the workers)."""
+    return {name: [r[0] for r in c.execute("SELECT pid FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                                           "AND pid <> pg_backend_pid()").fetchall()] + [c.info.backend_pid]
+            for name, c in conns.items()}
+
+
+def _cpu_ns(pids: list[int]) -> dict[int, int]:
+    out = {}
+    for pid in pids:
+        try:
+            out[pid] = int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return out
+
+
+def hop_cost(dsn: str, calls: dict[str, Any], rounds: int, per_round: int) -> dict[str, Any]:
+    """Each call sent to the coordinator (delegated to the user's worker) and, alternating round by
+    round, straight to that worker: wall time per call (p50 over the rounds' calls) and server CPU
+    per call by node, from /proc/<pid>/schedstat of every client backend (the servers must run on
+    this machine, as the test cluster does). The difference is what the coordinator's hop costs."""
+    out: dict[str, Any] = {}
+    for name, c in calls.items():
+        node = (c["tasks"][0]["nodes"] or [None])[0] if c["tasks"] else None
+        if name == "turn_record" or not node:
+            continue  # a write: it would grow the probe's thread
+        kv = dict(part.split("=", 1) for part in node.split())
+        worker = psycopg.conninfo.make_conninfo(dsn, host=kv["host"], port=kv["port"])
+        with psycopg.connect(dsn, autocommit=True) as co, psycopg.connect(worker, autocommit=True) as wk, \
+                psycopg.connect(dsn, autocommit=True) as watch_co, psycopg.connect(worker, autocommit=True) as watch_wk:
+            samples: dict[str, list[float]] = {"via coordinator": [], "on the worker": []}
+            cpu: dict[str, dict[str, int]] = {k: {"coordinator": 0, "worker": 0} for k in samples}
+            for r in range(rounds):
+                for label, conn in (("via coordinator", co), ("on the worker", wk))[:: 1 if r % 2 == 0 else -1]:
+                    pids = _node_pids({"coordinator": watch_co, "worker": watch_wk})
+                    before = {n: _cpu_ns(p) for n, p in pids.items()}
+                    for _ in range(per_round):
+                        t0 = time.perf_counter_ns()
+                        conn.execute(c["query"], prepare=True).fetchall()
+                        samples[label].append((time.perf_counter_ns() - t0) / 1e6)
+                    for n, p in pids.items():
+                        after = _cpu_ns(p)
+                        cpu[label][n] += sum(after[x] - before[n][x] for x in after if x in before[n])
+                    # the watchers' own statements are counted too: two cheap reads per round
+            n_calls = rounds * per_round
+            out[name] = {label: {"p50_ms": round(sorted(v)[len(v) // 2], 3),
+                                 "cpu_ms_per_call": {k: round(ns / n_calls / 1e6, 3) for k, ns in cpu[label].items()}}
+                         for label, v in samples.items()}
+            out[name]["worker"] = f"{kv['host']}:{kv['port']}"
     return out
 
 
@@ -128,7 +184,8 @@ def compare(report: Path, baseline: Path) -> list[dict[str, Any]]:
 
 
 def markdown(calls: dict[str, Any], split: list[dict[str, Any]], rows: list[dict[str, Any]],
-             floors: dict[str, Any], baseline: str | None, report: Path) -> str:
+             floors: dict[str, Any], baseline: str | None, report: Path, hops: dict[str, Any] | None = None,
+             hop_args: str = "") -> str:
     lines = ["# The 1m preset on a Citus cluster: routing, data split, and a single server beside it", "",
              "## One routed hop per call", "",
              "`EXPLAIN` on the coordinator of the statements pymem's Python API sends (sql/queries.sql), for the "
@@ -140,6 +197,19 @@ def markdown(calls: dict[str, Any], split: list[dict[str, Any]], rows: list[dict
             lines.append(f"| {name} | {len(c['tasks'])} | {t['task_count']} | {', '.join(t['workers'])} |")
     for name, c in calls.items():
         lines += ["", f"`{name}`:", "", "```", *c["plan_text"], "```"]
+    if hops:
+        lines += ["", "## What the hop costs", "",
+                  f"The same read sent to the coordinator (delegated) and straight to the worker that holds the user, "
+                  f"in alternating rounds ({hop_args}); wall time per call, and server CPU per call by node from "
+                  "/proc/<pid>/schedstat of every client backend of the node (run it on a quiet cluster: every "
+                  "backend counts; two catalog reads per round are included).",
+                  "", "| call | sent to | p50 ms | coordinator CPU ms/call | worker CPU ms/call |",
+                  "|---|---|--:|--:|--:|"]
+        for name, h in hops.items():
+            for label in ("via coordinator", "on the worker"):
+                x = h[label]
+                lines.append(f"| {name} | {label} | {x['p50_ms']:.3f} | {x['cpu_ms_per_call']['coordinator']:.3f} | "
+                             f"{x['cpu_ms_per_call']['worker']:.3f} |")
     lines += ["", "## How the data split over the workers", "",
               "Every distributed table, per worker (rows counted per shard with `run_command_on_shards`, bytes "
               "from `citus_shards`). The reference tables (small, a copy on every node) are not listed.", "",
@@ -209,11 +279,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         register_vector(conn)
         calls = routed_calls(conn)
         split = data_split(conn)
+    hops = hop_cost(args.dsn, calls, args.rounds, args.per_round) if args.rounds > 0 else {}
     rows = compare(report, baseline) if baseline and (report / "report.json").exists() else []
     floors = _floors(report, baseline) if (report / "report.json").exists() else {}
-    result = {"routed_calls": calls, "data_split": split, "growth": rows, "floors": floors}
+    result = {"routed_calls": calls, "hop_cost": hops, "data_split": split, "growth": rows, "floors": floors}
     (report / "citus.json").write_text(json.dumps(result, indent=2, default=str) + "\n")
-    (report / "citus.md").write_text(markdown(calls, split, rows, floors, args.baseline, report))
+    (report / "citus.md").write_text(markdown(calls, split, rows, floors, args.baseline, report, hops,
+                                                  f"--rounds {args.rounds} --per-round {args.per_round}"))
     common.progress(f"wrote {report / 'citus.md'}")
     return result
 
