@@ -226,6 +226,12 @@ def _nodes(plan: dict[str, Any]) -> Iterable[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", ()):
         yield from _nodes(child)
+    # on a Citus coordinator: the plans the workers ran (EXPLAIN shows them under each task)
+    for task in (plan.get("Distributed Query") or {}).get("Job", {}).get("Tasks", ()):
+        for remote in task.get("Remote Plan") or ():
+            for doc in remote if isinstance(remote, list) else [remote]:
+                if isinstance(doc, dict) and "Plan" in doc:
+                    yield from _nodes(doc["Plan"])
 
 
 _LONG_ARRAY = re.compile(r"\[[^\[\]]{80,}\]")
