@@ -57,3 +57,14 @@ def test_compare_puts_both_reports_side_by_side(tmp_path):
     assert "- conversations / context_sql_generic: not collected on Citus: why" in md
     assert "- conversations / plan context_read_nested_probe: not collected on Citus: because" in md
     assert "recall_ranked_probe" not in md
+
+
+def test_plan_flags_see_the_workers_plans():
+    from bench import common
+
+    remote = {"Node Type": "Limit", "Plans": [{"Node Type": "Seq Scan", "Relation Name": "facts_102008"}]}
+    plan = {**DELEGATED, "Distributed Query": {"Job": {"Task Count": 1, "Tasks": [
+        {"Node": "host=127.0.0.1 port=5433 dbname=postgres", "Remote Plan": [[{"Plan": remote}]]}]}}}
+    flags = common.plan_flags(plan)
+    assert flags["node_types"] == ["Custom Scan", "Limit", "Seq Scan"]
+    assert flags["seq_scan"] and flags["flagged"] == [{"Node Type": "Seq Scan", "Relation Name": "facts_102008"}]
