@@ -98,6 +98,33 @@ def environment(conn: psycopg.Connection) -> dict[str, Any]:
     }
 
 
+def is_citus(conn: psycopg.Connection) -> bool:
+    """Whether the database is a Citus coordinator (the citus extension is installed): the
+    benchmarks then load with statements Citus can distribute and skip the plans it cannot give."""
+    return conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus')").fetchone()[0]
+
+
+# On a Citus coordinator the per-user API calls are delegated to the worker holding the user:
+# auto_explain on the coordinator's session makes that call fail ("failure on connection marked
+# as essential"), and the statements it would show run on the worker anyway.
+NESTED_NOT_ON_CITUS = ("not collected on Citus: the call is delegated to the worker that holds the key, where "
+                       "its statements run; auto_explain in the coordinator's session breaks the delegated call")
+
+
+def explain_or_reason(conn: psycopg.Connection, citus: bool, query: str, params: Any = None, **kw: Any) -> dict[str, Any]:
+    """:func:`explain`; on Citus a statement it cannot plan gives ``{"error": "not collected on
+    Citus: ..."}`` instead of failing the run (on plain PostgreSQL errors still propagate)."""
+    if not citus:
+        return explain(conn, query, params, **kw)
+    try:
+        return explain(conn, query, params, **kw)
+    except psycopg.Error as exc:
+        if not conn.autocommit:
+            conn.rollback()
+        return {"query": shorten(" ".join(query.split()))[:300],
+                "error": f"not collected on Citus: {str(exc).strip().splitlines()[0]}"}
+
+
 # --- timing ----------------------------------------------------------------------------------
 
 
@@ -199,6 +226,12 @@ def _nodes(plan: dict[str, Any]) -> Iterable[dict[str, Any]]:
     yield plan
     for child in plan.get("Plans", ()):
         yield from _nodes(child)
+    # on a Citus coordinator: the plans the workers ran (EXPLAIN shows them under each task)
+    for task in (plan.get("Distributed Query") or {}).get("Job", {}).get("Tasks", ()):
+        for remote in task.get("Remote Plan") or ():
+            for doc in remote if isinstance(remote, list) else [remote]:
+                if isinstance(doc, dict) and "Plan" in doc:
+                    yield from _nodes(doc["Plan"])
 
 
 _LONG_ARRAY = re.compile(r"\[[^\[\]]{80,}\]")

@@ -165,6 +165,19 @@ SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content)
   FROM pymem.messages AS m CROSS JOIN LATERAL (SELECT pymem._lexemes(pymem._text_search_config(m.project_id), m.content) AS lexemes OFFSET 0) AS v
 ON CONFLICT DO NOTHING;
 
+-- name: lexemes_citus
+-- The same on a Citus coordinator, one project at a time with its text search configuration given
+-- (read once on the coordinator): Citus cannot push the lateral subquery above down to the shards.
+-- Colocated tables (both by user_id), so each worker fills its own shards.
+INSERT INTO pymem.message_lexemes AS l
+    (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
+SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content), m.importance, m.created_at,
+       pymem._lexeme_tokens(pymem._lexemes(%(config)s::regconfig, m.content)),
+       pymem._lexemes(%(config)s::regconfig, m.content)
+  FROM pymem.messages AS m
+ WHERE m.project_id = %(project_id)s
+ON CONFLICT DO NOTHING;
+
 -- name: probe_summary
 UPDATE pymem.threads AS t
    SET summary = %(summary)s, summary_through = greatest(t.last_seq - 10, 0), summary_at = t.updated_at

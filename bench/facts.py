@@ -424,16 +424,25 @@ def plans(conn: psycopg.Connection, dsn: str, probe: Subject, heavy: Subject | N
     """EXPLAIN of the SELECTs inside the SQL functions, with the probe's values as literals
     (ANALYZE, BUFFERS), and the generic plan the function's cached statement may switch to."""
     out: dict[str, Any] = {}
+    citus = common.is_citus(conn)
+
+    def explain(query: str, **kw: Any) -> dict[str, Any]:
+        return common.explain_or_reason(conn, citus, query, **kw)
+
     subj = {"project_id": probe.project_id, "scope": probe.scope, "scope_id": probe.scope_id}
-    out["newest50"] = common.explain(conn, _literal(conn, NEWEST_SQL, **subj, limit=50))
+    out["newest50"] = explain(_literal(conn, NEWEST_SQL, **subj, limit=50))
     if heavy is not None:
-        out["newest50_heavy_user"] = common.explain(
-            conn, _literal(conn, NEWEST_SQL, project_id=heavy.project_id, scope=heavy.scope,
-                           scope_id=heavy.scope_id, limit=50))
+        out["newest50_heavy_user"] = explain(
+            _literal(conn, NEWEST_SQL, project_id=heavy.project_id, scope=heavy.scope,
+                     scope_id=heavy.scope_id, limit=50))
     # the same query with bitmap scans off: the plain index scan the planner turned down, if it did
-    with conn.transaction():
-        conn.execute("SET LOCAL enable_bitmapscan = off")
-        out["newest50_bitmapscan_off"] = common.explain(conn, _literal(conn, NEWEST_SQL, **subj, limit=50))
+    if citus:  # the setting would stay on the coordinator, not reach the worker that plans the scan
+        out["newest50_bitmapscan_off"] = {"error": "not collected on Citus: enable_bitmapscan set on the "
+                                                   "coordinator does not reach the worker's plan"}
+    else:
+        with conn.transaction():
+            conn.execute("SET LOCAL enable_bitmapscan = off")
+            out["newest50_bitmapscan_off"] = common.explain(conn, _literal(conn, NEWEST_SQL, **subj, limit=50))
     generic = {"newest50_generic": NEWEST_SQL.format(project_id="$1::text", scope="$2::text",
                                                       scope_id="$3::text", limit="$4::integer")}
     if embedder is not None:
@@ -444,40 +453,44 @@ def plans(conn: psycopg.Connection, dsn: str, probe: Subject, heavy: Subject | N
             limit="$6::integer")
     for name, query in generic.items():
         try:
-            out[name] = common.explain(conn, query, analyze=False)
+            out[name] = explain(query, analyze=False)
         except psycopg.Error as exc:  # GENERIC_PLAN needs PostgreSQL 16
             out[name] = {"error": str(exc).strip()}
     # what the functions really run (PL/pgSQL caches its statements' plans, possibly generic)
-    with pymem.connect(dsn) as side:
-        cur = side.cursor()
-        newest = probe.params() | {"max_facts": 50}
-        out["newest50_in_function"] = common.function_plans(
-            side, lambda: cur.execute(Q["facts_newest"], newest).fetchall(), match="ORDER BY f.created_at DESC"
-        ) or {"error": "auto_explain is not available to this role"}
-        if embedder is not None:
-            from pgvector import Vector
+    if citus:
+        for name in ("newest50_in_function", *(("search_in_function", "unembedded_in_function")
+                                               if embedder is not None else ())):
+            out[name] = {"error": common.NESTED_NOT_ON_CITUS}
+    else:
+        with pymem.connect(dsn) as side:
+            cur = side.cursor()
+            newest = probe.params() | {"max_facts": 50}
+            out["newest50_in_function"] = common.function_plans(
+                side, lambda: cur.execute(Q["facts_newest"], newest).fetchall(), match="ORDER BY f.created_at DESC"
+            ) or {"error": "auto_explain is not available to this role"}
+            if embedder is not None:
+                from pgvector import Vector
 
-            search = probe.params() | {"embedder": embedder.name, "k": 5, **SEARCH_VECTOR_ONLY,
-                                       "query": Vector(embedder.embed([SEARCH_QUERIES[1]])[0])}
-            out["search_in_function"] = common.function_plans(
-                side, lambda: cur.execute(Q["facts_search"], search).fetchall(), match="<=>"
-            ) or {"error": "auto_explain is not available to this role"}
-            unembedded = probe.params() | {"embedder": embedder.name, "max_facts": 10000}
-            out["unembedded_in_function"] = common.function_plans(
-                side, lambda: cur.execute(Q["facts_unembedded"], unembedded).fetchall(), match="NOT EXISTS"
-            ) or {"error": "auto_explain is not available to this role"}
+                search = probe.params() | {"embedder": embedder.name, "k": 5, **SEARCH_VECTOR_ONLY,
+                                           "query": Vector(embedder.embed([SEARCH_QUERIES[1]])[0])}
+                out["search_in_function"] = common.function_plans(
+                    side, lambda: cur.execute(Q["facts_search"], search).fetchall(), match="<=>"
+                ) or {"error": "auto_explain is not available to this role"}
+                unembedded = probe.params() | {"embedder": embedder.name, "max_facts": 10000}
+                out["unembedded_in_function"] = common.function_plans(
+                    side, lambda: cur.execute(Q["facts_unembedded"], unembedded).fetchall(), match="NOT EXISTS"
+                ) or {"error": "auto_explain is not available to this role"}
     if embedder is not None:
         from pgvector import Vector
 
         qvec = Vector(embedder.embed([SEARCH_QUERIES[0]])[0])
-        out["unembedded"] = common.explain(
-            conn, _literal(conn, UNEMBEDDED_SQL, **subj, embedder=embedder.name, limit=10000))
+        out["unembedded"] = explain(_literal(conn, UNEMBEDDED_SQL, **subj, embedder=embedder.name, limit=10000))
         search = sql.SQL(SEARCH_SQL).format(
             project_id=sql.Literal(probe.project_id), scope=sql.Literal(probe.scope),
             scope_id=sql.Literal(probe.scope_id), embedder=sql.Literal(embedder.name), limit=sql.Literal(5),
             query=sql.SQL("{}::vector").format(sql.Literal(qvec.to_text())),
         )
-        out["search"] = common.explain(conn, search.as_string(conn))
+        out["search"] = explain(search.as_string(conn))
     return out
 
 

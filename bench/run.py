@@ -137,6 +137,8 @@ def summarize(runs: dict[str, Any]) -> dict[str, Any]:
         },
         "ingest": {n: _ingest(runs["facts"][n], runs["conversations"][n]) for n in runs["sizes"]},
         "stores_ingest": runs["stores"].get("generation"),
+        # measurements a Citus cluster cannot give, with the reason (empty on plain PostgreSQL)
+        "not_collected": {k: v for r in [conv, runs["stores"]] for k, v in (r.get("not_collected") or {}).items()},
     }
 
 
@@ -186,7 +188,9 @@ def _flags(explain: Any) -> dict[str, Any]:
     if not isinstance(explain, dict):
         return out
     for name, plan in explain.items():
-        if isinstance(plan, dict):
+        if isinstance(plan, dict) and "error" in plan and "plan" not in plan:
+            out[name] = [plan["error"]]
+        elif isinstance(plan, dict):
             flagged = plan.get("flagged") or plan.get("seq_scans") or []
             out[name] = [f.get("Node Type", f) if isinstance(f, dict) else f for f in flagged]
     return out
@@ -299,6 +303,8 @@ def markdown(report: dict[str, Any], plots: list[Path], command: str) -> str:
         for w in sorted(conc, key=int):
             c = conc[w]
             lines.append(f"| {w} | {c['throughput_per_s']:.0f} | {c['p50_ms']:.3f} | {c['p99_ms']:.3f} |")
+    if report.get("not_collected"):
+        lines += ["", "## Not collected", ""] + [f"- {k}: {v}" for k, v in report["not_collected"].items()]
     lines += ["", "## Plans at the largest size (Seq Scan / Sort flags)", ""]
     for bench, plans in report["plans"].items():
         for name, flags in plans.items():

@@ -164,7 +164,12 @@ def _after_load(conn: psycopg.Connection, q: dict[str, str], params: dict[str, A
     """Summaries (the probe's two threads get real ones), VACUUM ANALYZE and a CHECKPOINT.
     Returns the seconds of each."""
     t0 = time.perf_counter_ns()
-    conn.execute(q["lexemes"])
+    if common.is_citus(conn):
+        for project in sorted(set(params["projects"]) | {params["probe_project"]}):
+            config = conn.execute("SELECT pymem._text_search_config(%s)::text", (project,)).fetchone()[0]
+            conn.execute(q["lexemes_citus"], {"project_id": project, "config": config})
+    else:
+        conn.execute(q["lexemes"])
     common.progress(f"lexical index of the loaded messages in {(time.perf_counter_ns() - t0) / 1e9:.1f}s")
     t0 = time.perf_counter_ns()
     conn.execute(q["summaries"], params)

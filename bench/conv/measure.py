@@ -45,6 +45,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: User, ligh
     _recall(r, probe, heavy)
     turn_writes(r, probe, heavy, args, token)
     r.out["_cheap_embedder_misses"] = {"misses": r.cheap.misses}
+    r.out["_not_collected"] = r.skipped
     return r.out
 
 
@@ -76,6 +77,12 @@ def _context_probe(r: Runner, probe: User) -> None:
     r.run("context_memory", lambda i: r.mem_cheap.context(r.query(i), user=probe.user_id))
     r.run("context_memory_hash", lambda i: r.mem_hash.context(r.query(i), user=probe.user_id))
     for mode in ("force_generic_plan", "force_custom_plan"):
+        if r.citus:  # Citus delegates a call it can plan for one key; a generic plan of it is not delegated
+            r.skipped[f"context_sql_{mode.removeprefix('force_').removesuffix('_plan')}"] = (
+                f"not collected on Citus: under plan_cache_mode = {mode} the coordinator does not delegate the "
+                "call to the user's worker, and pymem refuses it (a query reached a Citus worker without "
+                "its tenant)")
+            continue
         r.conn.execute(f"SET plan_cache_mode = {mode}")
         try:
             r.run(f"context_sql_{mode.removeprefix('force_').removesuffix('_plan')}", r.ctx_sql(probe))

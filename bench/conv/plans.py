@@ -135,11 +135,15 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
         q=sql.Literal(qvec.to_text()), e=sql.Literal(embedder.name), mf=sql.Literal(MAX_FACTS),
         w=sql.Literal(WINDOW), k=sql.Literal(RECALL_K), mc=sql.Literal(MIN_CHARS),
         t=sql.Literal(PROBE_QUERIES[0])).as_string(conn)
-    out["context_read_call"] = common.explain(conn, call)
+    citus = common.is_citus(conn)
+    out["context_read_call"] = common.explain_or_reason(conn, citus, call)
     with pymem.connect(dsn) as side:
         cur = side.cursor()
         for name, user in (("probe", probe), ("heavy_user", heavy)):
             if user is None:
+                continue
+            if citus:
+                out[f"context_read_nested_{name}"] = {"error": common.NESTED_NOT_ON_CITUS}
                 continue
             p = context_params(user, qvec, embedder.name, PROBE_QUERIES[0])
             nested = common.nested_plans(side, lambda p=p: cur.execute(Q["context_read"], p).fetchall())
@@ -158,10 +162,12 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
                   "p_window": WINDOW, "p_rw": 0.0, "p_iw": 0.0, "p_half_life": 3600.0,
                   "p_min_score": None, "p_text": PROBE_QUERIES[0], "p_lw": DEFAULTS.recall.lexical_weight,
                   "p_as_of": None, "p_since": None, "p_until": None, "p_filter": None}
-        e = common.explain(conn, _with_literals(conn, recall_body, values))
-        e["sorts"] = _sort_inputs(e["plan"]["Plan"])
+        e = common.explain_or_reason(conn, citus, _with_literals(conn, recall_body, values))
+        if "plan" in e:
+            e["sorts"] = _sort_inputs(e["plan"]["Plan"])
         out[f"recall_ranked_{name}"] = e
         values = {"p_project_id": user.project_id, "p_user_id": user.user_id, "p_embedder": embedder.name,
                   "p_min_chars": MIN_CHARS, "p_limit": 1000}
-        out[f"messages_unembedded_{name}"] = common.explain(conn, _with_literals(conn, unembedded_body, values))
+        out[f"messages_unembedded_{name}"] = common.explain_or_reason(
+            conn, citus, _with_literals(conn, unembedded_body, values))
     return out

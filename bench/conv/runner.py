@@ -49,6 +49,8 @@ class Runner:
 
     def __init__(self, conn: psycopg.Connection, db: pymem.Database, probe: User, args: argparse.Namespace) -> None:
         self.conn, self.db = conn, db
+        self.citus = common.is_citus(conn)
+        self.skipped: dict[str, str] = {}  # measurements not taken on Citus, with the reason
         self.n, self.w = args.iterations, args.warmup
         self.hw = min(self.w, HEAVY_WARMUP)  # the heaviest user's measurements
         self.heavy_n = min(self.n, args.heavy_iterations)
