@@ -471,6 +471,9 @@ def test_memory_on_the_cluster_for_users_on_both_workers(pymem_cluster, statemen
             assert "I like hiking in the mountains" in text
             assert [f.content for f in delegated(lambda: mem.retrieve("support hours", tier="agent", id=agent))] \
                 == ["Support hours are 9 to 5 CET"]
+            store = pymem.MemoryStore.get_or_create(f"transcript-{u}", project_id="p1", db=db)
+            assert delegated(lambda: store.append_run([{"role": "user", "content": "hi"},
+                                                       {"role": "assistant", "content": "hello"}])) == 2
 
 
 def test_async_memory_on_the_cluster_gets_the_session_timeout(pymem_cluster):
