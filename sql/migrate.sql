@@ -515,7 +515,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('dd6c5d7c47bfab743b8aadee151f599987bc0782844faf1ef7362b03d6ad5df6')
+SELECT pymem.migration_api_applied('4ed267fdfeaf71913da84c2ab7218d3c189985b2c49e406af6c027c5e16593d4')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

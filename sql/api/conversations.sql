@@ -1232,7 +1232,13 @@ BEGIN
     EXECUTE pg_catalog.format($q$
         SELECT pg_catalog.array_agg(c.thread_id), pg_catalog.array_agg(c.seq), pg_catalog.array_agg(c.created_at),
                pg_catalog.array_agg(c.importance), pg_catalog.array_agg(c.similarity),
-               pg_catalog.array_agg(coalesce(c.tokens, l.tokens)), pg_catalog.array_agg(coalesce(c.lexemes, l.lexemes))
+               -- vectors stored before 0017: their message's lexemes (with terms only)
+               pg_catalog.array_agg(coalesce(c.tokens, CASE WHEN c.lexemes IS NULL AND $10 THEN (
+                   SELECT l.tokens FROM pymem.message_lexemes AS l
+                    WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END)),
+               pg_catalog.array_agg(coalesce(c.lexemes, CASE WHEN c.lexemes IS NULL AND $10 THEN (
+                   SELECT l.lexemes FROM pymem.message_lexemes AS l
+                    WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END))
           FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance, e.tokens, e.lexemes,
                        1 - pymem._cosine_distance(e.embedding::%1$s, $1::%1$s) AS similarity
                   FROM pymem.message_embeddings AS e
@@ -1245,10 +1251,7 @@ BEGIN
                             WHERE m.project_id = %2$L AND m.user_id = %3$L
                               AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> $8))
                  ORDER BY pymem._cosine_distance(e.embedding::%1$s, $1::%1$s)
-                 LIMIT $9) AS c
-          LEFT JOIN pymem.message_lexemes AS l  -- vectors stored before 0017: their message's lexemes
-            ON c.lexemes IS NULL AND $10 AND l.project_id = %2$L AND l.user_id = %3$L
-           AND l.thread_id = c.thread_id AND l.seq = c.seq$q$,
+                 LIMIT $9) AS c$q$,
         v_type, p_project_id, p_user_id, p_embedder)
       INTO v_threads, v_seqs, v_created, v_importance, v_similarities, v_tokens, v_lexemes
       USING p_query, p_as_of, p_min_chars, p_since, p_until, p_thread_id, v_window_after, p_filter,
