@@ -515,7 +515,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('4ed267fdfeaf71913da84c2ab7218d3c189985b2c49e406af6c027c5e16593d4')
+SELECT pymem.migration_api_applied('c9f3e95dc3c70cd69ed9c54ac448588207b27ebc2c0f693ac1408e9cf048975f')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -1161,8 +1161,10 @@ $$;
 -- no row when the user has none (or p_query is NULL, or of other dimensions than the index). The
 -- candidates are the user's eligible rows nearest the query vector by the index (IVFFlat,
 -- ivfflat.probes = max(min(lists, 10), lists / 40) for this statement, iterative scan on so that
--- the eligibility filters still leave enough): p_limit of them for a vector alone with no recency
--- or importance weight, else max(p_limit, 200). Every eligibility condition of _recall_ranked
+-- the eligibility filters still leave enough): 2 * p_limit of them for a vector alone with no
+-- recency or importance weight (the index orders by its own float4 arithmetic, on normalized
+-- vectors: rows within ~1e-7 of the k-th distance, common among repeated texts, come out in
+-- either order; the exact distance picks among twice as many), else max(p_limit, 200). Every eligibility condition of _recall_ranked
 -- applies to them exactly; they are then scored as _recall_ranked scores, except that BM25's
 -- statistics (document count, average length, each term's document frequency) are the
 -- candidates' and not all of the user's rows'. Approximate: a row the index does not reach, or
@@ -1255,7 +1257,7 @@ BEGIN
         v_type, p_project_id, p_user_id, p_embedder)
       INTO v_threads, v_seqs, v_created, v_importance, v_similarities, v_tokens, v_lexemes
       USING p_query, p_as_of, p_min_chars, p_since, p_until, p_thread_id, v_window_after, p_filter,
-            CASE WHEN v_any IS NULL AND p_rw = 0 AND p_iw = 0 THEN p_limit ELSE GREATEST(p_limit, 200) END,
+            CASE WHEN v_any IS NULL AND p_rw = 0 AND p_iw = 0 THEN 2 * p_limit ELSE GREATEST(p_limit, 200) END,
             v_any IS NOT NULL;
     PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
