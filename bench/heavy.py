@@ -15,9 +15,7 @@ It measures, for that user:
    deletes the user's row of pymem.recall_indexes, rolled back) and the index. Each call's wall
    time and the server's CPU time (/proc/<backend pid>/schedstat); p50 of each;
 2. recall@k (k = 5, 10, 25) of ``messages_recall`` through the index against the exact ranking
-   (the same call with the registry row deleted), vector, hybrid, and hybrid with a recency weight
-   (0.2, half-life 30 days: the candidates are the 200 nearest by vector, so a recent message
-   farther away is missed); a returned row scoring at
+   (the same call with the registry row deleted), vector and hybrid; a returned row scoring at
    least the exact k-th score counts (many messages share a text, so ties are common), and every
    call must return k rows. The index is dropped at the end unless --keep-index;
 3. with --hnsw: a partial HNSW index over the user's vectors (built, measured, dropped): build time,
@@ -62,7 +60,6 @@ CONTEXT = ("SELECT pymem.context_read(user_id => %(u)s, agent_id => %(a)s, proje
 RECALL = ("SELECT r.thread_id, r.seq, r.score FROM pymem.messages_recall(user_id => %(u)s, project_id => %(p)s, "
           "query => %(v)s, embedder => %(e)s, k => %(k)s{x}) AS r")
 HYBRID = ", query_text => %(t)s"
-RECENCY = ", recency_weight => 0.2, half_life_seconds => 2592000"  # 30 days, over a year of messages
 UNREGISTER = "DELETE FROM pymem.recall_indexes WHERE project_id = %(p)s AND user_id = %(u)s AND embedder = %(e)s"
 
 
@@ -186,7 +183,7 @@ def shipped_recall(conn: psycopg.Connection, args: argparse.Namespace, emb: Hash
     """recall@k of messages_recall through the index against the exact scan (k = 5, 10, 25)."""
     cpu = _Cpu(conn)
     out: dict[str, Any] = {}
-    for mode, x in (("vector", ""), ("hybrid", HYBRID), ("hybrid+recency", HYBRID + RECENCY)):
+    for mode, x in (("vector", ""), ("hybrid", HYBRID)):
         for k in (5, 10, 25):
             rec = []
             for text in _queries(args.queries):

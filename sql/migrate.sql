@@ -515,7 +515,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c9f3e95dc3c70cd69ed9c54ac448588207b27ebc2c0f693ac1408e9cf048975f')
+SELECT pymem.migration_api_applied('7f3e1a3884b574fbb7aa4d461455a4bdce24693a3870cc85d710ee22ab69f761')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -34,7 +34,7 @@ def test_heavy_user_benchmark_on_a_small_user(dsn):
                                  "messages_recall hybrid"}
     for figures in out["costs"].values():
         assert set(figures) == {"exact", "index"} and all(f["p50_ms"] > 0 for f in figures.values())
-    assert set(out["recall"]) == {f"{m} k={k}" for m in ("vector", "hybrid", "hybrid+recency") for k in (5, 10, 25)}
+    assert set(out["recall"]) == {f"{m} k={k}" for m in ("vector", "hybrid") for k in (5, 10, 25)}
     for figures in out["recall"].values():
         assert 0.0 <= figures["min_recall"] <= figures["recall"] <= 1.0
     h = out["hnsw_per_user"]

@@ -156,6 +156,18 @@ def test_context_read_uses_the_index(db, dsn):
         assert len(ctx["recalled"]) == 5
 
 
+def test_recency_or_importance_weights_take_the_exact_scan(db, dsn):
+    _build(db)
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        for weights in ("recency_weight => 0.2", "importance_weight => 0.1"):
+            log = PlanLog(c, analyze=False)
+            got = c.execute(RECALL.replace("k => %(k)s", f"k => %(k)s, {weights}"), _params("coffee in paris")).fetchall()
+            assert len(got) == 5
+            assert _index_scans(log) == []
+            assert any("_recall_ranked" in x.get("Query Text", "") for x in log.plans)
+
+
 def test_light_users_and_other_projects_keep_the_exact_scan(db, dsn):
     _build(db)
     with pymem.connect(dsn) as c:

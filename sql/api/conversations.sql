@@ -1157,20 +1157,22 @@ AS $$
 $$;
 
 -- _recall_indexed: _recall_ranked's ranking for a user with a valid per-user recall index
--- (pymem.recall_indexes, recall_index_plan), from candidates instead of all of the user's rows;
--- no row when the user has none (or p_query is NULL, or of other dimensions than the index). The
--- candidates are the user's eligible rows nearest the query vector by the index (IVFFlat,
--- ivfflat.probes = max(min(lists, 10), lists / 40) for this statement, iterative scan on so that
--- the eligibility filters still leave enough): 2 * p_limit of them for a vector alone with no
--- recency or importance weight (the index orders by its own float4 arithmetic, on normalized
--- vectors: rows within ~1e-7 of the k-th distance, common among repeated texts, come out in
--- either order; the exact distance picks among twice as many), else max(p_limit, 200). Every eligibility condition of _recall_ranked
--- applies to them exactly; they are then scored as _recall_ranked scores, except that BM25's
--- statistics (document count, average length, each term's document frequency) are the
--- candidates' and not all of the user's rows'. Approximate: a row the index does not reach, or
--- for hybrid ranking a lexical match outside the candidates, is missed (bench/README.md, "Heavy
--- users", has its recall against the exact ranking). The callers (messages_recall, context_read)
--- take the exact scan whenever fewer than the rows they need come back.
+-- (pymem.recall_indexes, recall_index_plan), from candidates instead of all of the user's rows.
+-- No row when the user has none, when p_query is NULL or of other dimensions than the index, and
+-- with a recency or importance weight (such a ranking reaches rows far from the query vector,
+-- which the candidates miss: bench/README.md, "Heavy users"). The candidates are the user's
+-- eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
+-- max(min(lists, 10), lists / 40) for this statement, iterative scan on so that the eligibility
+-- filters still leave enough): 2 * p_limit of them for a vector alone (the index orders by its
+-- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
+-- among repeated texts, come out in either order; the exact distance picks among twice as many),
+-- max(p_limit, 200) with query terms. Every eligibility condition of _recall_ranked applies to
+-- them exactly; they are scored as _recall_ranked scores, except that BM25's statistics (document
+-- count, average length, each term's document frequency) are the candidates' and not all of the
+-- user's rows'. Approximate: a row the index does not reach, or for hybrid ranking a lexical
+-- match outside the candidates, is missed (bench/README.md, "Heavy users", has its recall against
+-- the exact ranking). The callers (messages_recall, context_read) take the exact scan whenever
+-- fewer rows than they need come back.
 -- Dynamic SQL: the partial index's predicate matches only literal values of the user, and
 -- ivfflat's ORDER BY needs the vector with its dimensions (the type of the column, with typmod).
 CREATE OR REPLACE FUNCTION pymem._recall_indexed(
@@ -1196,12 +1198,13 @@ DECLARE
     v_threads text[];
     v_seqs bigint[];
     v_created timestamptz[];
-    v_importance double precision[];
     v_similarities double precision[];
     v_tokens integer[];
     v_lexemes tsvector[];
 BEGIN
-    IF p_query IS NULL OR p_limit < 1 THEN
+    -- recency and importance weights: the exact scan (a recent or important message far from
+    -- the query vector is not among the candidates: recall@5 0.56 for a recency weight of 0.2)
+    IF p_query IS NULL OR p_limit < 1 OR p_rw <> 0 OR p_iw <> 0 THEN
         RETURN;
     END IF;
     SELECT r.index_name, r.dims, r.lists INTO v_index, v_dims, v_lists
@@ -1233,7 +1236,7 @@ BEGIN
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', 'relaxed_order', true);
     EXECUTE pg_catalog.format($q$
         SELECT pg_catalog.array_agg(c.thread_id), pg_catalog.array_agg(c.seq), pg_catalog.array_agg(c.created_at),
-               pg_catalog.array_agg(c.importance), pg_catalog.array_agg(c.similarity),
+               pg_catalog.array_agg(c.similarity),
                -- vectors stored before 0017: their message's lexemes (with terms only)
                pg_catalog.array_agg(coalesce(c.tokens, CASE WHEN c.lexemes IS NULL AND $10 THEN (
                    SELECT l.tokens FROM pymem.message_lexemes AS l
@@ -1241,7 +1244,7 @@ BEGIN
                pg_catalog.array_agg(coalesce(c.lexemes, CASE WHEN c.lexemes IS NULL AND $10 THEN (
                    SELECT l.lexemes FROM pymem.message_lexemes AS l
                     WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END))
-          FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance, e.tokens, e.lexemes,
+          FROM (SELECT e.thread_id, e.seq, e.created_at, e.tokens, e.lexemes,
                        1 - pymem._cosine_distance(e.embedding::%1$s, $1::%1$s) AS similarity
                   FROM pymem.message_embeddings AS e
                  WHERE e.project_id = %2$L AND e.user_id = %3$L AND e.embedder = %4$L
@@ -1255,20 +1258,19 @@ BEGIN
                  ORDER BY pymem._cosine_distance(e.embedding::%1$s, $1::%1$s)
                  LIMIT $9) AS c$q$,
         v_type, p_project_id, p_user_id, p_embedder)
-      INTO v_threads, v_seqs, v_created, v_importance, v_similarities, v_tokens, v_lexemes
+      INTO v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes
       USING p_query, p_as_of, p_min_chars, p_since, p_until, p_thread_id, v_window_after, p_filter,
-            CASE WHEN v_any IS NULL AND p_rw = 0 AND p_iw = 0 THEN 2 * p_limit ELSE GREATEST(p_limit, 200) END,
+            CASE WHEN v_any IS NULL THEN 2 * p_limit ELSE GREATEST(p_limit, 200) END,
             v_any IS NOT NULL;
     PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
     RETURN QUERY
     WITH c AS MATERIALIZED (
-        SELECT c.thread_id, c.seq, c.created_at, c.importance, c.similarity, c.tokens,
+        SELECT c.thread_id, c.seq, c.created_at, c.similarity, c.tokens,
                CASE WHEN c.lexemes @@ v_any THEN c.lexemes END AS lexemes
           FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs), pg_catalog.unnest(v_created),
-                          pg_catalog.unnest(v_importance), pg_catalog.unnest(v_similarities),
-                          pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
-               AS c(thread_id, seq, created_at, importance, similarity, tokens, lexemes)),
+                          pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
+               AS c(thread_id, seq, created_at, similarity, tokens, lexemes)),
     st AS (  -- BM25's statistics over the candidates
         SELECT GREATEST(coalesce(pg_catalog.avg(c.tokens), 1), 1)::float8 AS avgdl,
                ARRAY(SELECT pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
@@ -1287,12 +1289,8 @@ BEGIN
          WHERE c.lexemes IS NOT NULL),
     scored AS (
         SELECT c.thread_id, c.seq, c.created_at, c.similarity,
-               (1 - p_rw - p_iw) * CASE WHEN v_any IS NULL THEN 1 ELSE 1 - p_lw END * c.similarity
-               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
-                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - c.created_at), 0)
-                     / p_half_life, 1000)) END
-               + p_iw * c.importance
-               + (1 - p_rw - p_iw) * CASE WHEN v_any IS NULL THEN 0 ELSE p_lw END
+               CASE WHEN v_any IS NULL THEN 1 ELSE 1 - p_lw END * c.similarity
+               + CASE WHEN v_any IS NULL THEN 0 ELSE p_lw END
                  * coalesce(x.bm25 / NULLIF((SELECT pg_catalog.max(l.bm25) FROM lex AS l), 0), 0) AS score
           FROM c LEFT JOIN lex AS x ON x.thread_id = c.thread_id AND x.seq = c.seq)
     SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
