@@ -25,6 +25,8 @@ from .settings import Settings
 CLI_HINTS: dict[str, str] = {
     "Import under another user_id, or pass replace => true.": "Import under another user (--user ID), or pass --replace.",
     "Each project is separate: check user_id and project_id.": "Each project is separate: check --user and --project.",
+    "Pass min_messages => 50000 (the default) or another positive count.":
+        "Pass --min-messages 50000 (the default) or another positive count.",
 }
 
 

@@ -183,13 +183,15 @@ def test_light_users_and_other_projects_keep_the_exact_scan(db, dsn):
 
 def test_bad_min_messages_is_refused(db, dsn):
     for bad in (0, -5, None):
-        with pytest.raises(pymem.ValidationError, match="min_messages"):
+        with pytest.raises(pymem.ValidationError, match="min_messages") as err:
             recall_indexes(db, "", bad)
+        assert err.value.hint == "Pass min_messages=50000 (the default) or another positive count."
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
     out = subprocess.run([sys.executable, "-m", "pymem.cli", "recall-indexes", "--min-messages", "0"],
                          env={**os.environ, "PYMEM_DSN": dsn}, capture_output=True, text=True)
     assert out.returncode == 1 and "min_messages must be a positive number" in out.stderr and "22023" in out.stderr
+    assert "--min-messages 50000" in out.stderr
 
 
 def test_cli_dry_run_records_nothing_and_the_run_builds(db, dsn):
