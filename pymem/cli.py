@@ -1,4 +1,4 @@
-"""The ``pymem`` command: migrate, server status/stop, version, export/import, demo, serve.
+"""The ``pymem`` command: migrate, server status/stop, version, export/import, recall-indexes, demo, serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 
 from . import __version__, demo, migrations, server, web
 from .connection import resolve_conninfo
+from .conversations import recall_indexes
 from .database import Database
 from .errors import Error, ValidationError
 from .portability import export_user, import_user
@@ -24,6 +25,8 @@ from .settings import Settings
 CLI_HINTS: dict[str, str] = {
     "Import under another user_id, or pass replace => true.": "Import under another user (--user ID), or pass --replace.",
     "Each project is separate: check user_id and project_id.": "Each project is separate: check --user and --project.",
+    "Pass min_messages => 50000 (the default) or another positive count.":
+        "Pass --min-messages 50000 (the default) or another positive count.",
 }
 
 
@@ -103,6 +106,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_recall_indexes(args: argparse.Namespace) -> int:
+    settings = _settings()
+    project = settings.project_id if args.project is None else args.project
+    with Database(settings) as db:
+        plan = recall_indexes(db, project, args.min_messages, dry_run=args.dry_run,
+                              report=lambda s: print(f"{s['statement']};", flush=True))
+    done = "planned (dry run, nothing recorded)" if args.dry_run else "done"
+    print(f"pymem: {len(plan)} statement(s) {done} for project {project!r}", file=sys.stderr)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     return demo.run(_settings())
 
@@ -152,6 +166,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--project", action="append", default=[], metavar="NAME",
                    help="a project to list on the first page (repeatable; default PYMEM_PROJECT_ID or '')")
     w.set_defaults(func=cmd_serve)
+    r = sub.add_parser("recall-indexes", help="build or drop the per-user recall indexes of heavy users")
+    r.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    r.add_argument("--min-messages", type=int, default=50000, metavar="N",
+                   help="index the users with at least N vectors from one embedder (default 50000)")
+    r.add_argument("--dry-run", action="store_true", help="print the statements; record and build nothing")
+    r.set_defaults(func=cmd_recall_indexes)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
     d.set_defaults(func=cmd_demo)
     return p

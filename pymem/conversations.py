@@ -24,15 +24,19 @@ import logging
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
+from .connection import execute
 from .errors import ValidationError
 from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
 from .values import number, text
+
+if TYPE_CHECKING:
+    from .database import Database
 
 log = logging.getLogger("pymem")
 
@@ -379,3 +383,25 @@ class _Conversations:
              "project_id": self.options.project_id},
         )
         return int(rows[0]["deleted"])
+
+
+def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000, *, dry_run: bool = False,
+                   report: Callable[[Mapping[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+    """Bring a project's per-user recall indexes up to date (README "Heavy users"): the steps of
+    ``pymem.recall_index_plan`` (one row per CREATE or DROP INDEX CONCURRENTLY), each reported to
+    ``report`` and then run, one at a time, outside any transaction. ``dry_run`` plans and reports
+    in a transaction that is rolled back: nothing is recorded or built. Needs the owner of pymem's
+    tables (the role ``pymem migrate`` runs as)."""
+    params = {"project_id": text(project_id, "project id"), "min_messages": min_messages}
+    with db.connection() as conn:
+        if dry_run:
+            with conn.transaction(force_rollback=True):
+                plan = execute(conn, "recall_index_plan", params, db.settings)
+        else:
+            plan = execute(conn, "recall_index_plan", params, db.settings)
+        for step in plan:
+            if report is not None:
+                report(step)
+            if not dry_run:
+                conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
+    return plan

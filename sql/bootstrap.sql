@@ -384,7 +384,8 @@ AS $$
                      'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read',
                      'browse_subjects', 'browse_users', 'browse_threads', 'browse_stores', 'browse_embedders',
                      'fact_get', 'store_item_get', 'store_items_search', 'store_namespaces']::name[] AS read,
-               ARRAY['tenant_bind', 'tenant_unbind', 'store_configure', 'text_search_configure']::name[] AS admin,
+               ARRAY['tenant_bind', 'tenant_unbind', 'store_configure', 'text_search_configure',
+                     'recall_index_plan']::name[] AS admin,
                ARRAY['current_tenant', 'tenant_allowed']::name[] AS public
     ),
     grantees AS (
@@ -500,6 +501,7 @@ AS $$
         ('pymem.messages', 'hash', 'user_id'),
         ('pymem.message_embeddings', 'hash', 'user_id'),
         ('pymem.message_lexemes', 'hash', 'user_id'),
+        ('pymem.recall_indexes', 'hash', 'user_id'),
         ('pymem.facts', 'hash', 'scope_id'),
         ('pymem.fact_embeddings', 'hash', 'scope_id'),
         ('pymem.fact_lexemes', 'hash', 'scope_id'),

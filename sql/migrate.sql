@@ -451,6 +451,29 @@ COMMIT;
 \echo pymem: applied 0028_embedded_by_partial
 \endif
 
+-- 0029_recall_indexes
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0029_recall_indexes', '418666d8458a66caa362beafe6f84c1071e70f0d7b2427aa1fe1ff2b5af11f5b') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0029_recall_indexes.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0029_recall_indexes', '418666d8458a66caa362beafe6f84c1071e70f0d7b2427aa1fe1ff2b5af11f5b', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0029_recall_indexes
+\endif
+
 -- 0031_shared_facts_by_id
 -- True when the named migration still has to run; raises PM002 if its file changed.
 SELECT pymem.migration_pending('0031_shared_facts_by_id', '949c2ceebc1f0f4cd5dcd9b806542ead3c76a9469cb7c6768aea1b37bb6fe700') AS pending
@@ -515,7 +538,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ac95db86e0fd8fc0ba8c8eb012e67b3b9865753bfc230b2c524e4cdfa22d2959')
+SELECT pymem.migration_api_applied('8014f5d0731dc689a66ad66eb7680734879161d1f52b619c3ebc55381b7afc50')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -279,6 +279,11 @@ FROM pymem.messages_recall(
     as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
     metadata => %(metadata)s::jsonb) AS r;
 
+-- name: recall_index_plan
+-- The CREATE/DROP INDEX CONCURRENTLY statements that bring a project's per-user recall indexes up to date.
+SELECT p.user_id, p.embedder, p.vectors, p.action, p.statement
+FROM pymem.recall_index_plan(project_id => %(project_id)s, min_messages => %(min_messages)s::integer) AS p;
+
 -- name: conversation_forget
 -- Delete a user's thread (or every thread with '*'); returns the number of messages deleted.
 SELECT pymem.conversation_forget(user_id => %(user_id)s, thread_id => %(thread_id)s,

@@ -1156,6 +1156,243 @@ AS $$
      LIMIT p_limit;
 $$;
 
+-- _recall_indexed: _recall_ranked's ranking for a user with a valid per-user recall index
+-- (pymem.recall_indexes, recall_index_plan), from candidates instead of all of the user's rows.
+-- No row when the user has none, when p_query is NULL or of other dimensions than the index, and
+-- with a recency or importance weight (such a ranking reaches rows far from the query vector,
+-- which the candidates miss: bench/README.md, "Heavy users"). The candidates are the user's
+-- eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
+-- max(min(lists, 10), lists / 40) for this statement, iterative scan on so that the eligibility
+-- filters still leave enough): 2 * p_limit of them for a vector alone (the index orders by its
+-- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
+-- among repeated texts, come out in either order; the exact distance picks among twice as many),
+-- max(p_limit, 200) with query terms. Every eligibility condition of _recall_ranked applies to
+-- them exactly; they are scored as _recall_ranked scores, except that BM25's statistics (document
+-- count, average length, each term's document frequency) are the candidates' and not all of the
+-- user's rows'. Approximate: a row the index does not reach, or for hybrid ranking a lexical
+-- match outside the candidates, is missed (bench/README.md, "Heavy users", has its recall against
+-- the exact ranking). The callers (messages_recall, context_read) take the exact scan whenever
+-- fewer rows than they need come back.
+-- Dynamic SQL: the partial index's predicate matches only literal values of the user, and
+-- ivfflat's ORDER BY needs the vector with its dimensions (the type of the column, with typmod).
+CREATE OR REPLACE FUNCTION pymem._recall_indexed(
+    p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
+    p_limit integer, p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
+    p_lw double precision, p_half_life double precision, p_min_score double precision,
+    p_as_of timestamptz, p_since timestamptz, p_until timestamptz, p_filter jsonb)
+RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_index text;
+    v_dims integer;
+    v_lists integer;
+    v_type text;
+    v_window_after bigint;
+    v_terms tsquery[];
+    v_any tsquery;
+    v_probes text;
+    v_iterative text;
+    v_threads text[];
+    v_seqs bigint[];
+    v_created timestamptz[];
+    v_similarities double precision[];
+    v_tokens integer[];
+    v_lexemes tsvector[];
+BEGIN
+    -- recency and importance weights: the exact scan (a recent or important message far from
+    -- the query vector is not among the candidates: recall@5 0.56 for a recency weight of 0.2)
+    IF p_query IS NULL OR p_limit < 1 OR p_rw <> 0 OR p_iw <> 0 THEN
+        RETURN;
+    END IF;
+    SELECT r.index_name, r.dims, r.lists INTO v_index, v_dims, v_lists
+      FROM pymem.recall_indexes AS r
+     WHERE r.project_id = p_project_id AND r.user_id = p_user_id AND r.embedder = p_embedder;
+    IF v_index IS NULL OR pymem._vector_dims(p_query) <> v_dims OR NOT EXISTS (
+           SELECT 1 FROM pg_catalog.pg_index AS i
+            WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(v_index))
+              AND i.indisvalid AND i.indisready) THEN
+        RETURN;
+    END IF;
+    SELECT pg_catalog.format_type(a.atttypid, v_dims) INTO v_type
+      FROM pg_catalog.pg_attribute AS a
+     WHERE a.attrelid = 'pymem.message_embeddings'::pg_catalog.regclass AND a.attname = 'embedding';
+    v_window_after := coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
+                                 WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
+                                   AND ts.thread_id = p_thread_id), 0) - p_window;
+    IF p_text IS NOT NULL THEN  -- the query's terms, as _recall_ranked computes them
+        v_terms := ARRAY(SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
+                           FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
+                                    pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x));
+        IF pg_catalog.cardinality(v_terms) > 0 THEN
+            v_any := pg_catalog.array_to_string(v_terms, ' | ')::tsquery;
+        END IF;
+    END IF;
+    v_probes := pg_catalog.current_setting('ivfflat.probes', true);
+    v_iterative := pg_catalog.current_setting('ivfflat.iterative_scan', true);
+    PERFORM pg_catalog.set_config('ivfflat.probes', GREATEST(LEAST(v_lists, 10), v_lists / 40)::text, true);
+    PERFORM pg_catalog.set_config('ivfflat.iterative_scan', 'relaxed_order', true);
+    EXECUTE pg_catalog.format($q$
+        SELECT pg_catalog.array_agg(c.thread_id), pg_catalog.array_agg(c.seq), pg_catalog.array_agg(c.created_at),
+               pg_catalog.array_agg(c.similarity),
+               -- vectors stored before 0017: their message's lexemes (with terms only)
+               pg_catalog.array_agg(coalesce(c.tokens, CASE WHEN c.lexemes IS NULL AND $10 THEN (
+                   SELECT l.tokens FROM pymem.message_lexemes AS l
+                    WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END)),
+               pg_catalog.array_agg(coalesce(c.lexemes, CASE WHEN c.lexemes IS NULL AND $10 THEN (
+                   SELECT l.lexemes FROM pymem.message_lexemes AS l
+                    WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END))
+          FROM (SELECT e.thread_id, e.seq, e.created_at, e.tokens, e.lexemes,
+                       1 - pymem._cosine_distance(e.embedding::%1$s, $1::%1$s) AS similarity
+                  FROM pymem.message_embeddings AS e
+                 WHERE e.project_id = %2$L AND e.user_id = %3$L AND e.embedder = %4$L
+                   AND ($2::timestamptz IS NULL OR e.created_at <= $2) AND e.chars >= $3
+                   AND ($4::timestamptz IS NULL OR e.created_at >= $4) AND ($5::timestamptz IS NULL OR e.created_at < $5)
+                   AND NOT (e.thread_id = $6 AND e.seq > $7)
+                   AND ($8::jsonb IS NULL OR EXISTS (
+                           SELECT 1 FROM pymem.messages AS m
+                            WHERE m.project_id = %2$L AND m.user_id = %3$L
+                              AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> $8))
+                 ORDER BY pymem._cosine_distance(e.embedding::%1$s, $1::%1$s)
+                 LIMIT $9) AS c$q$,
+        v_type, p_project_id, p_user_id, p_embedder)
+      INTO v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes
+      USING p_query, p_as_of, p_min_chars, p_since, p_until, p_thread_id, v_window_after, p_filter,
+            CASE WHEN v_any IS NULL THEN 2 * p_limit ELSE GREATEST(p_limit, 200) END,
+            v_any IS NOT NULL;
+    PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
+    PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
+    RETURN QUERY
+    WITH c AS MATERIALIZED (
+        SELECT c.thread_id, c.seq, c.created_at, c.similarity, c.tokens,
+               CASE WHEN c.lexemes @@ v_any THEN c.lexemes END AS lexemes
+          FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs), pg_catalog.unnest(v_created),
+                          pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
+               AS c(thread_id, seq, created_at, similarity, tokens, lexemes)),
+    st AS (  -- BM25's statistics over the candidates
+        SELECT GREATEST(coalesce(pg_catalog.avg(c.tokens), 1), 1)::float8 AS avgdl,
+               ARRAY(SELECT pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
+                       FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+                      CROSS JOIN LATERAL (SELECT pg_catalog.count(*)::float8 AS df FROM c AS h
+                                           WHERE h.lexemes @@ v_terms[t.i]) AS d
+                      ORDER BY t.i) AS idf
+          FROM c CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS docs FROM c) AS n
+         GROUP BY n.docs),
+    lex AS (
+        SELECT c.thread_id, c.seq,
+               (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+                 WHERE c.lexemes @@ v_terms[t.i])
+               * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / s.avgdl)) AS bm25
+          FROM c CROSS JOIN st AS s
+         WHERE c.lexemes IS NOT NULL),
+    scored AS (
+        SELECT c.thread_id, c.seq, c.created_at, c.similarity,
+               CASE WHEN v_any IS NULL THEN 1 ELSE 1 - p_lw END * c.similarity
+               + CASE WHEN v_any IS NULL THEN 0 ELSE p_lw END
+                 * coalesce(x.bm25 / NULLIF((SELECT pg_catalog.max(l.bm25) FROM lex AS l), 0), 0) AS score
+          FROM c LEFT JOIN lex AS x ON x.thread_id = c.thread_id AND x.seq = c.seq)
+    SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
+     WHERE p_min_score IS NULL OR r.score >= p_min_score
+     ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC
+     LIMIT p_limit;
+END;
+$$;
+
+-- recall_index_plan: the statements that bring a project's per-user recall indexes up to date
+-- (heavy users; README "Heavy users"), in the order to run them, after recording the plan in
+-- pymem.recall_indexes. A user with at least min_messages vectors from one embedder (of at most
+-- 2,000 dimensions, IVFFlat's limit) gets a partial IVFFlat index over them, with lists =
+-- round(sqrt(vectors)) (at most what this session's maintenance_work_mem lets the build sample); it is rebuilt (DROP, then CREATE) once the user has twice the vectors it
+-- was planned for, or when a build left it invalid or missing; a recorded user below min_messages
+-- loses it. Each statement is CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
+-- function and no transaction block can run and which only the owner of pymem's tables may run:
+-- `pymem recall-indexes` runs them, or psql:
+--   SELECT statement FROM pymem.recall_index_plan(project_id => 'acme') \gexec
+-- Until an index is built and valid, its user's recall takes the exact scan. Counting reads every
+-- vector of the project (the primary key). For administrators (not granted to the app role).
+CREATE OR REPLACE FUNCTION pymem.recall_index_plan(project_id text DEFAULT '', min_messages integer DEFAULT 50000)
+RETURNS TABLE (user_id text, embedder text, vectors bigint, action text, statement text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ext text;
+    v_type oid;
+    r record;
+BEGIN
+    PERFORM pymem._tenant_enter(recall_index_plan.project_id);
+    IF recall_index_plan.min_messages IS NULL OR recall_index_plan.min_messages < 1 THEN
+        RAISE EXCEPTION 'pymem: min_messages must be a positive number of vectors (got %)',
+                        coalesce(recall_index_plan.min_messages::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'Pass min_messages => 50000 (the default) or another positive count.';
+    END IF;
+    SELECT pg_catalog.quote_ident(n.nspname::text) INTO v_ext
+      FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
+     WHERE e.extname = 'vector';
+    SELECT a.atttypid INTO v_type FROM pg_catalog.pg_attribute AS a
+     WHERE a.attrelid = 'pymem.message_embeddings'::pg_catalog.regclass AND a.attname = 'embedding';
+    -- one plan at a time per project (two would record and build the same index twice)
+    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pymem.recall_index_plan'),
+                                             pg_catalog.hashtext(recall_index_plan.project_id));
+    FOR r IN
+        WITH heavy AS (
+            SELECT e.user_id, e.embedder, pg_catalog.count(*) AS vectors
+              FROM pymem.message_embeddings AS e
+             WHERE e.project_id = recall_index_plan.project_id
+             GROUP BY e.user_id, e.embedder
+            HAVING pg_catalog.count(*) >= recall_index_plan.min_messages),
+        wanted AS (
+            SELECT h.user_id, h.embedder, h.vectors, d.dimension AS dims,
+                   -- IVFFlat's k-means samples 50 vectors per list and must fit maintenance_work_mem
+                   LEAST(GREATEST(pg_catalog.round(pg_catalog.sqrt(h.vectors)), 1), 32768,
+                         GREATEST(pg_catalog.pg_size_bytes(pg_catalog.current_setting('maintenance_work_mem')) * 0.8
+                                  / (50 * (8 + 4 * d.dimension)), 1))::integer AS lists,
+                   'message_embeddings_recall_' || pg_catalog.left(pg_catalog.md5(pg_catalog.format('%L %L %L',
+                       recall_index_plan.project_id, h.user_id, h.embedder)), 20) AS index_name
+              FROM heavy AS h
+              JOIN pymem.embedders AS d ON d.project_id = recall_index_plan.project_id AND d.name = h.embedder
+             WHERE d.dimension <= 2000)
+        SELECT coalesce(w.user_id, x.user_id) AS user_id, coalesce(w.embedder, x.embedder) AS embedder,
+               coalesce(w.vectors, 0) AS vectors, w.dims, w.lists, w.index_name, x.index_name AS old_name,
+               CASE WHEN w.user_id IS NULL THEN 'drop'
+                    WHEN x.user_id IS NULL THEN 'create'
+                    WHEN NOT coalesce((SELECT i.indisvalid FROM pg_catalog.pg_index AS i
+                                        WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(x.index_name))),
+                                      false)
+                         OR w.vectors >= 2 * x.vectors OR w.dims <> x.dims THEN 'rebuild'
+               END AS action
+          FROM wanted AS w
+          FULL JOIN (SELECT * FROM pymem.recall_indexes AS ri WHERE ri.project_id = recall_index_plan.project_id) AS x
+            ON x.user_id = w.user_id AND x.embedder = w.embedder
+         ORDER BY 1, 2
+    LOOP
+        CONTINUE WHEN r.action IS NULL;
+        IF r.action IN ('drop', 'rebuild') THEN
+            DELETE FROM pymem.recall_indexes AS ri
+             WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.embedder = r.embedder;
+            user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'drop';
+            statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.old_name);
+            RETURN NEXT;
+        END IF;
+        IF r.action IN ('create', 'rebuild') THEN
+            INSERT INTO pymem.recall_indexes (project_id, user_id, embedder, index_name, dims, lists, vectors)
+            VALUES (recall_index_plan.project_id, r.user_id, r.embedder, r.index_name, r.dims, r.lists, r.vectors);
+            user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'create';
+            statement := pg_catalog.format(
+                'CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON pymem.message_embeddings USING ivfflat '
+                '((embedding::%s) %s.vector_cosine_ops) WITH (lists = %s) '
+                'WHERE project_id = %L AND user_id = %L AND embedder = %L',
+                r.index_name, pg_catalog.format_type(v_type, r.dims), v_ext, r.lists,
+                recall_index_plan.project_id, r.user_id, r.embedder);
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END;
+$$;
+
 -- messages_recall: a user's past messages most relevant to a query: its vector (`query`, from
 -- `embedder`), its text (`query_text`), or both (the default of Memory.recall: hybrid ranking);
 -- scored by relevance, recency and importance (see _recall_ranked); the top k of those scoring at
@@ -1216,17 +1453,32 @@ BEGIN
         PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
     END IF;
     -- two statements: the ranking alone, then each winner by primary key (a Citus worker cannot
-    -- run a query on a shard that also calls _recall_ranked, which reads other tables)
-    SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
-           pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
-      INTO v_threads, v_seqs, v_similarities, v_scores
-      FROM pymem._recall_ranked(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
-                                messages_recall.query, messages_recall.embedder, messages_recall.query_text,
-                                messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
-                                messages_recall.recency_weight, messages_recall.importance_weight,
-                                messages_recall.lexical_weight, messages_recall.half_life_seconds,
-                                messages_recall.min_score, messages_recall.as_of, messages_recall.since,
-                                messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r;
+    -- run a query on a shard that also calls _recall_ranked, which reads other tables). A user with
+    -- a recall index: its candidates (_recall_indexed), and the exact scan when fewer than k come back.
+    IF messages_recall.query IS NOT NULL THEN
+        SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+               pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+          INTO v_threads, v_seqs, v_similarities, v_scores
+          FROM pymem._recall_indexed(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
+                                     messages_recall.query, messages_recall.embedder, messages_recall.query_text,
+                                     messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
+                                     messages_recall.recency_weight, messages_recall.importance_weight,
+                                     messages_recall.lexical_weight, messages_recall.half_life_seconds,
+                                     messages_recall.min_score, messages_recall.as_of, messages_recall.since,
+                                     messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r;
+    END IF;
+    IF coalesce(pg_catalog.cardinality(v_threads), 0) < messages_recall.k THEN
+        SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+               pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+          INTO v_threads, v_seqs, v_similarities, v_scores
+          FROM pymem._recall_ranked(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
+                                    messages_recall.query, messages_recall.embedder, messages_recall.query_text,
+                                    messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
+                                    messages_recall.recency_weight, messages_recall.importance_weight,
+                                    messages_recall.lexical_weight, messages_recall.half_life_seconds,
+                                    messages_recall.min_score, messages_recall.as_of, messages_recall.since,
+                                    messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r;
+    END IF;
     FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP
         RETURN QUERY
         SELECT m.thread_id, m.seq, m.role, m.content, m.created_at, m.importance, v_similarities[v_i], v_scores[v_i],

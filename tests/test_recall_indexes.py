@@ -1,0 +1,229 @@
+"""Heavy users (issue 15, target 4): per-user recall indexes. recall_index_plan records a heavy
+user and returns the CREATE INDEX CONCURRENTLY statement; recall (messages_recall, context_read)
+then takes that user's candidates from the IVFFlat index and falls back to the exact scan when
+fewer than it needs come back. The users here are small enough (<= 100 vectors: lists <= 10, so
+probes = lists) that the index path must return exactly what the exact scan returns."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+
+import psycopg
+import pytest
+from pgvector import Vector
+from pgvector.psycopg import register_vector
+
+import pymem
+from conftest import PlanLog, plan_nodes
+from pymem import HashEmbedder
+from pymem.conversations import recall_indexes
+
+EMB = HashEmbedder()
+WORDS = ("garden tomato berlin paris coffee bicycle piano invoice holiday dentist meeting recipe "
+         "football weather train sister birthday laptop python mortgage").split()
+QUERIES = ("where is my garden", "coffee in paris", "dentist meeting", "birthday of my sister", "the laptop invoice")
+RECALL = ("SELECT r.thread_id, r.seq, r.score FROM pymem.messages_recall(user_id => %(u)s, project_id => %(p)s, "
+          "query => %(v)s, embedder => %(e)s, query_text => %(t)s, k => %(k)s, window_size => %(w)s, "
+          "min_content_chars => 0, metadata => %(m)s) AS r")
+EXACT = ("SELECT r.thread_id, r.seq, r.score FROM pymem._recall_ranked(%(p)s, %(u)s, 'default', %(v)s, %(e)s, %(t)s, "
+         "%(k)s, 0, %(w)s, 0, 0, 0.4, 3600, NULL, NULL, NULL, NULL, %(m)s) AS r")
+
+
+def _add(c: psycopg.Connection, user: str, n: int, project: str = "", seed: int = 1) -> None:
+    """n messages with distinct texts (so distinct vectors) in three threads, every other one with
+    metadata {"tag": "x"}, and their vectors."""
+    rng = random.Random(seed)
+    for t in range(3):
+        idx = list(range(t, n, 3))
+        texts = [f"note {i}: {' '.join(rng.sample(WORDS, 3))}" for i in idx]
+        c.execute("SELECT count(*) FROM pymem.messages_add_many(user_id => %s, thread_id => %s, roles => %s, "
+                  "contents => %s, project_id => %s, metadata => %s::jsonb[], embeddings => %s, embedder => %s)",
+                  (user, "default" if t == 0 else f"t{t}", ["user"] * len(idx), texts, project,
+                   [json.dumps({"tag": "x"} if i % 2 == 0 else {}) for i in idx],
+                   [Vector(v) for v in EMB.embed(texts)], EMB.name))
+
+
+@pytest.fixture
+def db(dsn):
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        _add(c, "heavy", 90)
+        _add(c, "light", 30, seed=2)
+        _add(c, "heavy", 90, project="other", seed=3)  # the same user id in another project
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=2)) as d:
+        yield d
+
+
+def _build(db, project: str = "", min_messages: int = 60) -> list[dict]:
+    return recall_indexes(db, project, min_messages)
+
+
+def _params(q: str, *, user: str = "heavy", project: str = "", k: int = 5, hybrid: bool = False,
+            window: int = 20, metadata: str | None = None) -> dict:
+    return {"u": user, "p": project, "v": Vector(EMB.embed([q])[0]), "e": EMB.name, "t": q if hybrid else None,
+            "k": k, "w": window, "m": metadata}
+
+
+def _index_scans(log: PlanLog) -> list[str]:
+    return [n["Index Name"] for p in log.plans for n in plan_nodes(p["Plan"])
+            if n.get("Index Name", "").startswith("message_embeddings_recall_")]
+
+
+def test_plan_records_and_builds_the_heavy_users_index_only(db, dsn):
+    plan = _build(db)
+    assert [(s["user_id"], s["action"]) for s in plan] == [("heavy", "create")]
+    assert plan[0]["vectors"] == 90
+    assert "CREATE INDEX CONCURRENTLY" in plan[0]["statement"] and "lists = 9" in plan[0]["statement"]
+    with psycopg.connect(dsn) as c:
+        rows = c.execute("SELECT r.project_id, r.user_id, r.lists, r.vectors, i.indisvalid FROM pymem.recall_indexes AS r "
+                         "JOIN pg_index AS i ON i.indexrelid = ('pymem.' || r.index_name)::regclass").fetchall()
+    assert rows == [("", "heavy", 9, 90, True)]  # superuser: RLS does not hide the other projects
+    assert _build(db) == []  # up to date: nothing to run
+    drop = _build(db, min_messages=91)  # below the threshold now: dropped and forgotten
+    assert [(s["user_id"], s["action"]) for s in drop] == [("heavy", "drop")]
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'message_embeddings_recall_%'").fetchone()[0] == 0
+
+
+def test_an_invalid_or_missing_index_is_rebuilt_and_not_used_meanwhile(db, dsn):
+    _build(db)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        name = c.execute("SELECT index_name FROM pymem.recall_indexes").fetchone()[0]
+        c.execute(f"DROP INDEX pymem.{name}")
+        register_vector(c)
+        log = PlanLog(c, analyze=False)
+        c.execute(RECALL, _params("coffee in paris")).fetchall()
+        assert _index_scans(log) == []  # recorded, but no valid index: the exact scan
+    assert [s["action"] for s in _build(db)] == ["drop", "create"]
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_recall_through_the_index_returns_the_exact_ranking(db, dsn, hybrid):
+    _build(db)
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        for q in QUERIES:
+            # window 0: every row eligible, so the hybrid's candidates (up to 200) are all of the
+            # user's rows and BM25's statistics are the exact ones
+            p = _params(q, hybrid=hybrid, window=0)
+            log = PlanLog(c)
+            got = c.execute(RECALL, p).fetchall()
+            assert _index_scans(log), "the recall did not read the user's index"
+            assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+            exact = c.execute(EXACT, p).fetchall()
+            assert [(t, s) for t, s, _ in got] == [(t, s) for t, s, _ in exact]
+            assert [round(x, 9) for _, _, x in got] == [round(x, 9) for _, _, x in exact]
+
+
+def test_filters_still_apply_and_k_rows_come_back(db, dsn):
+    _build(db)
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        for q in QUERIES:
+            # the window excludes the newest 20 of thread 'default'; the metadata filter half
+            p = _params(q, k=10, metadata=json.dumps({"tag": "x"}))
+            log = PlanLog(c)
+            got = c.execute(RECALL, p).fetchall()
+            assert _index_scans(log)
+            assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+            assert len(got) == 10
+            assert got == c.execute(EXACT, p).fetchall()
+        # fewer eligible rows than k: the index leaves too few, the exact scan runs and returns them all
+        p = _params("coffee in paris", k=40, window=30, metadata=json.dumps({"tag": "x"}))
+        log = PlanLog(c, analyze=False)
+        got = c.execute(RECALL, p).fetchall()
+        assert _index_scans(log)
+        assert any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "no exact fallback"
+        exact = c.execute(EXACT, p).fetchall()
+        assert len(got) == len(exact) == 30  # 45 'x' rows, 15 of them in thread 'default', all in the window
+        assert got == exact
+
+
+def test_context_read_uses_the_index(db, dsn):
+    _build(db)
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        log = PlanLog(c, analyze=False)
+        ctx = c.execute("SELECT pymem.context_read(user_id => 'heavy', query => %s, embedder => %s, "
+                        "query_text => 'coffee in paris', k => 5, min_content_chars => 0)",
+                        (Vector(EMB.embed(["coffee in paris"])[0]), EMB.name)).fetchone()[0]
+        assert _index_scans(log)
+        assert len(ctx["recalled"]) == 5
+
+
+def test_recency_or_importance_weights_take_the_exact_scan(db, dsn):
+    _build(db)
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        for weights in ("recency_weight => 0.2", "importance_weight => 0.1"):
+            log = PlanLog(c, analyze=False)
+            got = c.execute(RECALL.replace("k => %(k)s", f"k => %(k)s, {weights}"), _params("coffee in paris")).fetchall()
+            assert len(got) == 5
+            assert _index_scans(log) == []
+            assert any("_recall_ranked" in x.get("Query Text", "") for x in log.plans)
+
+
+def test_light_users_and_other_projects_keep_the_exact_scan(db, dsn):
+    _build(db)
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        for user, project in (("light", ""), ("heavy", "other")):
+            log = PlanLog(c, analyze=False)
+            got = c.execute(RECALL, _params("coffee in paris", user=user, project=project)).fetchall()
+            assert len(got) == 5
+            assert _index_scans(log) == []
+            assert not [p for p in log.plans if "message_embeddings AS e" in p.get("Query Text", "")
+                        and "LIMIT $9" in p.get("Query Text", "")], "the candidate statement ran"
+
+
+def test_bad_min_messages_is_refused(db, dsn):
+    for bad in (0, -5, None):
+        with pytest.raises(pymem.ValidationError, match="min_messages") as err:
+            recall_indexes(db, "", bad)
+        assert err.value.hint == "Pass min_messages=50000 (the default) or another positive count."
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
+    out = subprocess.run([sys.executable, "-m", "pymem.cli", "recall-indexes", "--min-messages", "0"],
+                         env={**os.environ, "PYMEM_DSN": dsn}, capture_output=True, text=True)
+    assert out.returncode == 1 and "min_messages must be a positive number" in out.stderr and "22023" in out.stderr
+    assert "--min-messages 50000" in out.stderr
+
+
+def test_cli_dry_run_records_nothing_and_the_run_builds(db, dsn):
+    env = {**os.environ, "PYMEM_DSN": dsn}
+    cmd = [sys.executable, "-m", "pymem.cli", "recall-indexes", "--min-messages", "60"]
+    out = subprocess.run([*cmd, "--dry-run"], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("CREATE INDEX CONCURRENTLY") and "dry run" in out.stderr
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 1
+
+
+def test_tenants_cannot_read_or_plan_indexes(db, dsn, as_role, admin):
+    _build(db)
+    app = as_role("recall_app")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO recall_app")
+        c.execute("SELECT pymem.tenant_bind('recall_app', 'other')")
+    with psycopg.connect(app, autocommit=True) as c:
+        for stmt in ("SELECT * FROM pymem.recall_indexes",
+                     "SELECT * FROM pymem.recall_index_plan(project_id => 'other', min_messages => 1)",
+                     "SELECT * FROM pymem.recall_index_plan(project_id => '', min_messages => 1)",
+                     "INSERT INTO pymem.recall_indexes VALUES ('other', 'heavy', 'e', 'x', 3, 1, 1)"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(stmt)
+    with psycopg.connect(dsn, autocommit=True) as c:  # forced RLS: the owner sees the tenant's rows only
+        c.execute("SET ROLE pymem_owner")
+        for project, rows in (("other", 0), ("", 1)):
+            with c.transaction():
+                c.execute("SELECT pymem.set_tenant(%s)", (project,))
+                assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == rows
