@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 
 import psycopg
 import pytest
@@ -526,6 +527,50 @@ def test_project_wide_calls_on_the_cluster(pymem_cluster):
             == sorted([f"{near} likes tea", f"{far} likes tea"])
         # per-user calls on the same Database are still delegated alone
         assert [f.content for f in pymem.Memory(db=db, project_id="p1", user_id=far).retrieve()] == [f"{far} likes tea"]
+
+
+def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
+    """Recall indexes (README "Heavy users") on Citus: recall_index_plan runs on the coordinator,
+    its CREATE INDEX CONCURRENTLY puts the partial index on every shard, and the user's delegated
+    recall reads it on the user's worker, with the ranking the exact scan gives."""
+    from pgvector import Vector
+    from pgvector.psycopg import register_vector
+
+    from pymem.conversations import recall_indexes
+
+    admin, app, _ = pymem_cluster
+    emb = pymem.HashEmbedder()
+    words = "garden tomato berlin paris coffee bicycle piano invoice holiday dentist meeting recipe".split()
+    texts = [f"note {i}: {words[i % 12]} {words[(i * 5) % 12]} {words[(i * 7 + 3) % 12]}" for i in range(90)]
+    with psycopg.connect(app, autocommit=True) as c:
+        register_vector(c)
+        c.execute("SELECT count(*) FROM pymem.messages_add_many(user_id => 'heavy', thread_id => 'default', "
+                  "roles => %s, contents => %s, project_id => 'p1', embeddings => %s, embedder => %s)",
+                  (["user"] * 90, texts, [Vector(v) for v in emb.embed(texts)], emb.name))
+    with pymem.Database(pymem.Settings(dsn=admin)) as db:
+        assert [s["action"] for s in recall_indexes(db, "p1", 60)] == ["create"]
+
+    def scans(c: psycopg.Connection) -> int:
+        return sum(int(r[0] or 0) for r in c.execute(
+            "SELECT result FROM run_command_on_workers($$SELECT sum(idx_scan) FROM pg_stat_user_indexes "
+            "WHERE indexrelname LIKE 'message_embeddings_recall_%'$$)"))
+
+    recall = ("SELECT thread_id, seq, score FROM pymem.messages_recall(user_id => 'heavy', project_id => 'p1', "
+              "query => %s, embedder => %s, k => 5, window_size => 0, min_content_chars => 0)")
+    query = Vector(emb.embed(["coffee in paris"])[0])
+    with psycopg.connect(admin, autocommit=True) as a, psycopg.connect(app, autocommit=True) as c:
+        register_vector(c)
+        before = scans(a)
+        indexed = c.execute(recall, (query, emb.name)).fetchall()
+        for _ in range(10):  # a backend flushes its index statistics at a transaction end >= 1 s after the last flush
+            time.sleep(1.1)
+            assert c.execute(recall, (query, emb.name)).fetchall() == indexed
+            if scans(a) > before:
+                break
+        assert scans(a) > before, "the recall did not read the user's index"
+        a.execute("DELETE FROM pymem.recall_indexes")  # unregistered: the exact scan
+        exact = c.execute(recall, (query, emb.name)).fetchall()
+        assert [(t, s) for t, s, _ in indexed] == [(t, s) for t, s, _ in exact] and len(exact) == 5
 
 
 def test_a_shard_move_keeps_a_users_calls_on_the_users_new_worker(pymem_cluster):
