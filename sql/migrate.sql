@@ -538,7 +538,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8014f5d0731dc689a66ad66eb7680734879161d1f52b619c3ebc55381b7afc50')
+SELECT pymem.migration_api_applied('88be589d5e2d813fca457b7a3915b21384f83e591c00e2a3d533fee737e50693')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -134,36 +134,20 @@ BEGIN
                 (SELECT pg_catalog.string_agg(a.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
                 (SELECT pg_catalog.string_agg(u.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_user) AS u),
                 v_summary)) END;
-            -- candidates best first (the ranking alone: a Citus worker cannot run a query on a shard
-            -- that also calls _recall_ranked), then each one's message by primary key until k are kept.
-            -- A user with a recall index: its candidates (_recall_indexed), and the exact scan when
-            -- fewer than k + 20 come back.
-            IF context_read.query IS NOT NULL THEN
-                SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
-                       pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
-                  INTO v_threads, v_seqs, v_similarities, v_scores
-                  FROM pymem._recall_indexed(context_read.project_id, context_read.user_id, context_read.thread_id,
-                                             context_read.query, context_read.embedder, context_read.query_text,
-                                             context_read.k + 20, context_read.min_content_chars,
-                                             context_read.window_size, context_read.recency_weight,
-                                             context_read.importance_weight, context_read.lexical_weight,
-                                             context_read.half_life_seconds, context_read.min_score,
-                                             context_read.as_of, context_read.since, context_read.until,
-                                             context_read.metadata) WITH ORDINALITY AS r;
-            END IF;
-            IF coalesce(pg_catalog.cardinality(v_threads), 0) < context_read.k + 20 THEN
-                SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
-                       pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
-                  INTO v_threads, v_seqs, v_similarities, v_scores
-                  FROM pymem._recall_ranked(context_read.project_id, context_read.user_id, context_read.thread_id,
-                                            context_read.query, context_read.embedder, context_read.query_text,
-                                            context_read.k + 20, context_read.min_content_chars,
-                                            context_read.window_size, context_read.recency_weight,
-                                            context_read.importance_weight, context_read.lexical_weight,
-                                            context_read.half_life_seconds, context_read.min_score,
-                                            context_read.as_of, context_read.since, context_read.until,
-                                            context_read.metadata) WITH ORDINALITY AS r;
-            END IF;
+            -- candidates best first (the ranking alone, _recall: a recall index's candidates or the
+            -- exact scan; a Citus worker cannot run a query on a shard that also calls
+            -- _recall_ranked), then each one's message by primary key until k are kept
+            SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+                   pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+              INTO v_threads, v_seqs, v_similarities, v_scores
+              FROM pymem._recall(context_read.project_id, context_read.user_id, context_read.thread_id,
+                                 context_read.query, context_read.embedder, context_read.query_text,
+                                 context_read.k + 20, context_read.min_content_chars,
+                                 context_read.window_size, context_read.recency_weight,
+                                 context_read.importance_weight, context_read.lexical_weight,
+                                 context_read.half_life_seconds, context_read.min_score,
+                                 context_read.as_of, context_read.since, context_read.until,
+                                 context_read.metadata) WITH ORDINALITY AS r;
             FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP
                 SELECT m.role, m.content, m.metadata, m.created_at INTO v_cand FROM pymem.messages AS m
                  WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id

@@ -1156,11 +1156,14 @@ AS $$
      LIMIT p_limit;
 $$;
 
--- _recall_indexed: _recall_ranked's ranking for a user with a valid per-user recall index
--- (pymem.recall_indexes, recall_index_plan), from candidates instead of all of the user's rows.
--- No row when the user has none, when p_query is NULL or of other dimensions than the index, and
--- with a recency or importance weight (such a ranking reaches rows far from the query vector,
--- which the candidates miss: bench/README.md, "Heavy users"). The candidates are the user's
+-- _recall: the ranking messages_recall and context_read use: _recall_ranked's (the exact scan),
+-- or, for a user with a valid per-user recall index (pymem.recall_indexes, recall_index_plan), the
+-- same ranking from candidates instead of all of the user's rows. The exact scan when the user has
+-- no index, when p_query is NULL or of other dimensions than the index, with a recency or
+-- importance weight (such a ranking reaches rows far from the query vector, which the candidates
+-- miss: bench/README.md, "Heavy users"), and whenever the candidates leave fewer than p_limit
+-- rows (filters, min_score), so that p_limit rows come back whenever p_limit are eligible. The
+-- candidates are the user's
 -- eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
 -- max(min(lists, 10), lists / 40) for this statement, iterative scan on so that the eligibility
 -- filters still leave enough): 2 * p_limit of them for a vector alone (the index orders by its
@@ -1171,11 +1174,10 @@ $$;
 -- count, average length, each term's document frequency) are the candidates' and not all of the
 -- user's rows'. Approximate: a row the index does not reach, or for hybrid ranking a lexical
 -- match outside the candidates, is missed (bench/README.md, "Heavy users", has its recall against
--- the exact ranking). The callers (messages_recall, context_read) take the exact scan whenever
--- fewer rows than they need come back.
+-- the exact ranking).
 -- Dynamic SQL: the partial index's predicate matches only literal values of the user, and
 -- ivfflat's ORDER BY needs the vector with its dimensions (the type of the column, with typmod).
-CREATE OR REPLACE FUNCTION pymem._recall_indexed(
+CREATE OR REPLACE FUNCTION pymem._recall(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_limit integer, p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
     p_lw double precision, p_half_life double precision, p_min_score double precision,
@@ -1201,11 +1203,14 @@ DECLARE
     v_similarities double precision[];
     v_tokens integer[];
     v_lexemes tsvector[];
+    v_scores double precision[];
 BEGIN
+  <<candidates>>
+  BEGIN
     -- recency and importance weights: the exact scan (a recent or important message far from
     -- the query vector is not among the candidates: recall@5 0.56 for a recency weight of 0.2)
     IF p_query IS NULL OR p_limit < 1 OR p_rw <> 0 OR p_iw <> 0 THEN
-        RETURN;
+        EXIT candidates;
     END IF;
     SELECT r.index_name, r.dims, r.lists INTO v_index, v_dims, v_lists
       FROM pymem.recall_indexes AS r
@@ -1214,7 +1219,7 @@ BEGIN
            SELECT 1 FROM pg_catalog.pg_index AS i
             WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(v_index))
               AND i.indisvalid AND i.indisready) THEN
-        RETURN;
+        EXIT candidates;
     END IF;
     SELECT pg_catalog.format_type(a.atttypid, v_dims) INTO v_type
       FROM pg_catalog.pg_attribute AS a
@@ -1264,7 +1269,6 @@ BEGIN
             v_any IS NOT NULL;
     PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
-    RETURN QUERY
     WITH c AS MATERIALIZED (
         SELECT c.thread_id, c.seq, c.created_at, c.similarity, c.tokens,
                CASE WHEN c.lexemes @@ v_any THEN c.lexemes END AS lexemes
@@ -1293,10 +1297,28 @@ BEGIN
                + CASE WHEN v_any IS NULL THEN 0 ELSE p_lw END
                  * coalesce(x.bm25 / NULLIF((SELECT pg_catalog.max(l.bm25) FROM lex AS l), 0), 0) AS score
           FROM c LEFT JOIN lex AS x ON x.thread_id = c.thread_id AND x.seq = c.seq)
-    SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
-     WHERE p_min_score IS NULL OR r.score >= p_min_score
-     ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC
-     LIMIT p_limit;
+    SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.o), pg_catalog.array_agg(r.seq ORDER BY r.o),
+           pg_catalog.array_agg(r.similarity ORDER BY r.o), pg_catalog.array_agg(r.score ORDER BY r.o)
+      INTO v_threads, v_seqs, v_similarities, v_scores
+      FROM (SELECT r.thread_id, r.seq, r.similarity, r.score,
+                   pg_catalog.row_number() OVER (ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC) AS o
+              FROM scored AS r
+             WHERE p_min_score IS NULL OR r.score >= p_min_score) AS r
+     WHERE r.o <= p_limit;
+    IF coalesce(pg_catalog.cardinality(v_threads), 0) >= p_limit THEN
+        RETURN QUERY SELECT u.t, u.s, u.sim, u.sc
+                       FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
+                                       pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores)) AS u(t, s, sim, sc);
+        RETURN;
+    END IF;
+  END candidates;
+    -- the exact scan (a statement of its own: a Citus worker cannot run a query on a shard that
+    -- also calls _recall_ranked, which reads other tables)
+    RETURN QUERY
+    SELECT r.thread_id, r.seq, r.similarity, r.score
+      FROM pymem._recall_ranked(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_limit, p_min_chars,
+                                p_window, p_rw, p_iw, p_lw, p_half_life, p_min_score, p_as_of, p_since, p_until,
+                                p_filter) AS r;
 END;
 $$;
 
@@ -1452,33 +1474,19 @@ BEGIN
     IF messages_recall.query IS NOT NULL THEN
         PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
     END IF;
-    -- two statements: the ranking alone, then each winner by primary key (a Citus worker cannot
-    -- run a query on a shard that also calls _recall_ranked, which reads other tables). A user with
-    -- a recall index: its candidates (_recall_indexed), and the exact scan when fewer than k come back.
-    IF messages_recall.query IS NOT NULL THEN
-        SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
-               pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
-          INTO v_threads, v_seqs, v_similarities, v_scores
-          FROM pymem._recall_indexed(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
-                                     messages_recall.query, messages_recall.embedder, messages_recall.query_text,
-                                     messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
-                                     messages_recall.recency_weight, messages_recall.importance_weight,
-                                     messages_recall.lexical_weight, messages_recall.half_life_seconds,
-                                     messages_recall.min_score, messages_recall.as_of, messages_recall.since,
-                                     messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r;
-    END IF;
-    IF coalesce(pg_catalog.cardinality(v_threads), 0) < messages_recall.k THEN
-        SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
-               pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
-          INTO v_threads, v_seqs, v_similarities, v_scores
-          FROM pymem._recall_ranked(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
-                                    messages_recall.query, messages_recall.embedder, messages_recall.query_text,
-                                    messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
-                                    messages_recall.recency_weight, messages_recall.importance_weight,
-                                    messages_recall.lexical_weight, messages_recall.half_life_seconds,
-                                    messages_recall.min_score, messages_recall.as_of, messages_recall.since,
-                                    messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r;
-    END IF;
+    -- two statements: the ranking alone (_recall: a recall index's candidates or the exact scan),
+    -- then each winner by primary key (a Citus worker cannot run a query on a shard that also
+    -- calls _recall_ranked, which reads other tables)
+    SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+           pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+      INTO v_threads, v_seqs, v_similarities, v_scores
+      FROM pymem._recall(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
+                         messages_recall.query, messages_recall.embedder, messages_recall.query_text,
+                         messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
+                         messages_recall.recency_weight, messages_recall.importance_weight,
+                         messages_recall.lexical_weight, messages_recall.half_life_seconds,
+                         messages_recall.min_score, messages_recall.as_of, messages_recall.since,
+                         messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r;
     FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP
         RETURN QUERY
         SELECT m.thread_id, m.seq, m.role, m.content, m.created_at, m.importance, v_similarities[v_i], v_scores[v_i],
