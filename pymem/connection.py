@@ -46,7 +46,7 @@ def resolve_conninfo(settings: Settings) -> str:
 def connect_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
     """Connection parameters from settings, merged over what the DSN itself says. Nothing here
     is a startup option a transaction pooler could refuse (PgBouncer accepts application_name);
-    the statement timeout travels with each statement instead (:func:`execute`)."""
+    a pool adds the statement timeout (:func:`timeout_kwargs`)."""
     params = conninfo_to_dict(conninfo)
     kwargs: dict[str, Any] = {"prepare_threshold": settings.prepare_threshold}
     if "application_name" not in params:
@@ -55,6 +55,26 @@ def connect_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
         # a server that does not answer fails as fast as a busy pool would (libpq's minimum is 2 s)
         kwargs["connect_timeout"] = max(2, math.ceil(settings.pool_timeout))
     return kwargs
+
+
+def timeout_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
+    """PYMEM_STATEMENT_TIMEOUT_MS as a startup option of each pooled connection
+    (``options=-c statement_timeout=N``): the server applies it to every statement of the session,
+    so a call costs no statement for it. Before the DSN's own ``options``, so that a
+    ``statement_timeout`` there wins. Empty when the timeout is 0. A pooler that cannot carry it
+    to the server refuses the option when the connection opens (:func:`refused_option`)."""
+    if not settings.statement_timeout_ms:
+        return {}
+    own = f"-c statement_timeout={settings.statement_timeout_ms}"
+    given = conninfo_to_dict(conninfo).get("options") or os.environ.get("PGOPTIONS")
+    return {"options": f"{own} {given}" if given else own}
+
+
+def refused_option(exc: BaseException) -> bool:
+    """Whether opening a connection failed because a pooler refused its startup option (PgBouncer:
+    "unsupported startup parameter in options: statement_timeout", unless ``track_extra_parameters``
+    names it). The server itself accepts any ``-c`` option."""
+    return isinstance(exc, psycopg.OperationalError) and "unsupported startup parameter" in str(exc)
 
 
 @contextlib.contextmanager
@@ -67,20 +87,22 @@ def errors() -> Iterator[None]:
 
 
 def execute(
-    conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings, *, citus: bool = False
+    conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings, *,
+    citus: bool = False, timeout_per_call: bool = False
 ) -> list[dict[str, Any]]:
     """Send the named query ``name`` on an autocommit connection; its rows as dicts.
 
-    With a statement timeout, the query goes in one pipeline behind a transaction-local
-    ``set_config('statement_timeout', ...)``: one round trip, one implicit transaction (no Sync
-    between them), so the timeout applies to this statement only and nothing stays on the
-    server connection for whoever uses it next (a transaction pooler hands it on).
-    ``citus``: a Citus coordinator, whose connections have the timeout for their whole
-    session already (:func:`set_session_timeout`): the query goes alone, so that Citus delegates
-    it to the worker of its user. A call that names no single user (``browse_*``, ``'*'``, a
-    fact by id) runs on the coordinator, whose reads of the workers carry the tenant only inside
-    a transaction: refused outside one (0A000, "without its tenant", nothing done), it is sent
-    again in a transaction (README "Scaling out")."""
+    One statement, one round trip: the connection carries the statement timeout for its session
+    (:func:`timeout_kwargs`). ``timeout_per_call``: it does not (a transaction pooler refused the
+    startup option), so the query goes in one pipeline behind a transaction-local
+    ``set_config('statement_timeout', ...)``: still one round trip, one implicit transaction (no
+    Sync between them), the timeout for this statement only and nothing left on the server
+    connection for whoever uses it next.
+    ``citus``: a Citus coordinator, which delegates a call sent alone to the worker of its user
+    (never in a pipeline: Citus runs one as a transaction and delegates nothing inside it). A call
+    that names no single user (``browse_*``, ``'*'``, a fact by id) runs on the coordinator, whose
+    reads of the workers carry the tenant only inside a transaction: refused outside one (0A000,
+    "without its tenant", nothing done), it is sent again in a transaction (README "Scaling out")."""
     cur = conn.cursor(row_factory=dict_row)
     if citus:
         try:
@@ -90,7 +112,7 @@ def execute(
                 raise
         with conn.transaction():
             return cur.execute(Q[name], params).fetchall()
-    if not settings.statement_timeout_ms:
+    if not timeout_per_call:
         return cur.execute(Q[name], params).fetchall()
     with conn.pipeline():
         conn.execute(Q["statement_timeout"], {"ms": str(settings.statement_timeout_ms)})
@@ -100,7 +122,7 @@ def execute(
 
 async def aexecute(
     conn: psycopg.AsyncConnection, name: str, params: Mapping[str, Any], settings: Settings, *,
-    citus: bool = False
+    citus: bool = False, timeout_per_call: bool = False
 ) -> list[dict[str, Any]]:
     """The asyncio twin of :func:`execute`."""
     cur = conn.cursor(row_factory=dict_row)
@@ -114,7 +136,7 @@ async def aexecute(
         async with conn.transaction():
             await cur.execute(Q[name], params)
             return await cur.fetchall()
-    if not settings.statement_timeout_ms:
+    if not timeout_per_call:
         await cur.execute(Q[name], params)
         return await cur.fetchall()
     async with conn.pipeline():
@@ -131,19 +153,6 @@ def is_citus(conn: psycopg.Connection) -> bool:
 async def ais_citus(conn: psycopg.AsyncConnection) -> bool:
     """The asyncio twin of :func:`is_citus`."""
     return bool((await (await conn.execute(Q["citus"], prepare=False)).fetchone())[0])
-
-
-def set_session_timeout(conn: psycopg.Connection, settings: Settings) -> None:
-    """PYMEM_STATEMENT_TIMEOUT_MS for the whole session of ``conn``. Used on a Citus coordinator
-    instead of the per-statement pipeline of :func:`execute`: Citus runs a pipeline as a
-    transaction and delegates no function call inside one, so every call would run on the
-    coordinator with a round trip per inner statement (README "Scaling out")."""
-    conn.execute(Q["session_timeout"], {"ms": str(settings.statement_timeout_ms)}, prepare=False)
-
-
-async def aset_session_timeout(conn: psycopg.AsyncConnection, settings: Settings) -> None:
-    """The asyncio twin of :func:`set_session_timeout`."""
-    await conn.execute(Q["session_timeout"], {"ms": str(settings.statement_timeout_ms)}, prepare=False)
 
 
 def type_infos(conn: psycopg.Connection) -> list[TypeInfo]:

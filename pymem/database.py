@@ -1,9 +1,9 @@
 """Connection pools: :class:`Database` (one psycopg_pool pool) and its asyncio twin
 :class:`AsyncDatabase`, over the same settings and the same named queries
 (:data:`pymem.queries.Q`). pgvector types are registered on every connection, the prepare
-threshold comes from :class:`Settings`, the statement timeout travels with each query
-(:func:`pymem.connection.execute`), and database errors come out as :mod:`pymem.errors`
-exceptions.
+threshold comes from :class:`Settings`, the statement timeout is a startup option of every
+connection (:func:`pymem.connection.timeout_kwargs`), so a call is one statement, and database
+errors come out as :mod:`pymem.errors` exceptions.
 
 The policies here:
 
@@ -15,6 +15,11 @@ The policies here:
   started again when it stopped, and a pool timeout is checked with one direct connection;
 * pgvector's types are looked up again while they are missing, so a pool opened before
   ``pymem migrate`` sends vectors after it.
+* a pooler that refuses the timeout's startup option (PgBouncer unless ``track_extra_parameters``
+  names ``statement_timeout``) is found by that first connection: the timeout then goes with
+  each call (:func:`pymem.connection.execute`) and, unless ``prepare_threshold`` was set,
+  nothing is prepared (a pooler older than PgBouncer 1.21 would hand one client's prepared
+  statement to another).
 
 Imports run one way: connection <- migrations <- database.
 """
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -35,21 +41,22 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 from . import migrations, server
 from .connection import (
     aexecute,
+    ais_citus,
     atype_infos,
     connect_kwargs,
     errors,
-    ais_citus,
-    aset_session_timeout,
     execute,
     is_citus,
+    refused_option,
     register_types,
-    set_session_timeout,
     resolve_conninfo,
+    timeout_kwargs,
     type_infos,
 )
 from .errors import MIGRATE_HINT, ConnectionError, Error
 from .settings import Settings
 
+log = logging.getLogger("pymem")
 
 def _open_conninfo(settings: Settings, migrate: bool | None) -> str:
     """The conninfo a pool opens on, migrated first when ``migrate`` says so; by default
@@ -60,30 +67,74 @@ def _open_conninfo(settings: Settings, migrate: bool | None) -> str:
     return conninfo
 
 
-def _pool_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
+class _Probe:
+    """What the first, direct connection found: pgvector's types, whether the database is a Citus
+    coordinator, and whether the connections may carry the statement timeout as a startup option
+    (a transaction pooler may refuse it: then the timeout goes with each call, and prepared
+    statements are off unless PYMEM_PREPARE_THRESHOLD says otherwise)."""
+
+    __slots__ = ("infos", "citus", "pooler_refused")
+
+    def __init__(self, infos: list[TypeInfo], citus: bool, pooler_refused: bool) -> None:
+        self.infos, self.citus, self.pooler_refused = infos, citus, pooler_refused
+
+
+def _refused(settings: Settings, exc: psycopg.Error) -> None:
+    log.info("pymem: the server refused the startup option statement_timeout (%s): a transaction pooler. "
+             "The statement timeout now goes with each call%s (README \"Behind PgBouncer\")", exc,
+             "" if "prepare_threshold" in settings.model_fields_set
+             else ", and no statement is prepared on the server (PYMEM_PREPARE_THRESHOLD=5 where the pooler keeps them)")
+
+
+def _kwargs(settings: Settings, conninfo: str, probe: _Probe | None) -> dict[str, Any]:
+    """What every connection of a pool opens with: the settings, and the statement timeout as a
+    startup option unless the pooler refused it (``probe``; None: try it)."""
+    kwargs = {"autocommit": True, **connect_kwargs(settings, conninfo)}
+    if probe is None or not probe.pooler_refused:
+        return kwargs | timeout_kwargs(settings, conninfo)
+    if "prepare_threshold" not in settings.model_fields_set:
+        kwargs["prepare_threshold"] = None  # an older pooler would hand one client's statement to another
+    return kwargs
+
+
+def _pool_kwargs(settings: Settings, conninfo: str, probe: _Probe) -> dict[str, Any]:
     return {
         "min_size": settings.pool_min_size,
         "max_size": settings.pool_max_size,
         "timeout": settings.pool_timeout,
-        "kwargs": {"autocommit": True, **connect_kwargs(settings, conninfo)},
+        "kwargs": _kwargs(settings, conninfo, probe),
         "open": False,
     }
 
 
-def _probe(settings: Settings, conninfo: str) -> tuple[list[TypeInfo], bool]:
-    """One direct connection (not pooled): it fails with the server's own reason (wrong host,
-    password, database) within the connect timeout. Returns pgvector's types and whether the
-    database is a Citus coordinator (then each pooled connection gets the statement timeout
-    for its session, and calls go without the per-statement pipeline: :func:`execute`)."""
-    with errors(), psycopg.connect(conninfo, autocommit=True, **connect_kwargs(settings, conninfo)) as conn:
-        return type_infos(conn), is_citus(conn)
-
-
-async def _aprobe(settings: Settings, conninfo: str) -> tuple[list[TypeInfo], bool]:
+def _probe(settings: Settings, conninfo: str) -> _Probe:
+    """One direct connection (not pooled), opened as the pool's will be: it fails with the
+    server's own reason (wrong host, password, database) within the connect timeout."""
+    refused = False
     with errors():
-        conn = await psycopg.AsyncConnection.connect(conninfo, autocommit=True, **connect_kwargs(settings, conninfo))
+        try:
+            conn = psycopg.connect(conninfo, **_kwargs(settings, conninfo, None))
+        except psycopg.OperationalError as exc:
+            if not (refused := refused_option(exc) and bool(timeout_kwargs(settings, conninfo))):
+                raise
+            _refused(settings, exc)
+            conn = psycopg.connect(conninfo, **_kwargs(settings, conninfo, _Probe([], False, True)))
+        with conn:
+            return _Probe(type_infos(conn), is_citus(conn), refused)
+
+
+async def _aprobe(settings: Settings, conninfo: str) -> _Probe:
+    refused = False
+    with errors():
+        try:
+            conn = await psycopg.AsyncConnection.connect(conninfo, **_kwargs(settings, conninfo, None))
+        except psycopg.OperationalError as exc:
+            if not (refused := refused_option(exc) and bool(timeout_kwargs(settings, conninfo))):
+                raise
+            _refused(settings, exc)
+            conn = await psycopg.AsyncConnection.connect(conninfo, **_kwargs(settings, conninfo, _Probe([], False, True)))
         async with conn:
-            return await atype_infos(conn), await ais_citus(conn)
+            return _Probe(await atype_infos(conn), await ais_citus(conn), refused)
 
 
 def _no_connection(exc: Error) -> bool:
@@ -116,26 +167,23 @@ class Database:
     def __init__(self, settings: Settings | None = None, *, migrate: bool | None = None) -> None:
         self.settings = settings or Settings()
         self.conninfo = _open_conninfo(self.settings, migrate)
-        self._infos, citus = _probe(self.settings, self.conninfo)
-        self._citus = citus
+        self._probe = _probe(self.settings, self.conninfo)
+        self._infos, self._citus = self._probe.infos, self._probe.citus
+        self._per_call = self._probe.pooler_refused and not self._citus
         self._typed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
-        self._timed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
         self._recovering = threading.Lock()
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ConnectionPool:
         pool = ConnectionPool(self.conninfo, configure=self._register, name="pymem",
-                              **_pool_kwargs(self.settings, self.conninfo))
+                              **_pool_kwargs(self.settings, self.conninfo, self._probe))
         with errors():
             pool.open(wait=self.settings.pool_min_size > 0, timeout=self.settings.pool_timeout)
         return pool
 
     def _register(self, conn: psycopg.Connection) -> None:
         """pgvector's types on ``conn``; looked up again while pgvector is missing (a database
-        migrated after this pool opened). On Citus, the session's statement timeout."""
-        if self._citus and self.settings.statement_timeout_ms and conn not in self._timed:
-            set_session_timeout(conn, self.settings)
-            self._timed.add(conn)
+        migrated after this pool opened)."""
         if not self._infos:
             self._infos = type_infos(conn)
         if self._infos:
@@ -179,7 +227,7 @@ class Database:
     def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Send the named query ``name`` of sql/queries.sql; its rows as dicts."""
         with self.connection() as conn:
-            return execute(conn, name, params, self.settings, citus=self._citus)
+            return execute(conn, name, params, self.settings, citus=self._citus, timeout_per_call=self._per_call)
 
     def about(self) -> dict[str, Any]:
         return self.query("about", {})[0]["about"]
@@ -197,13 +245,13 @@ class Database:
 class AsyncDatabase:
     """The asyncio twin of :class:`Database`; create it with ``await AsyncDatabase.open()``."""
 
-    def __init__(self, settings: Settings, conninfo: str, infos: list[TypeInfo], citus: bool = False) -> None:
+    def __init__(self, settings: Settings, conninfo: str, probe: _Probe) -> None:
         self.settings = settings
         self.conninfo = conninfo
-        self._infos = infos
-        self._citus = citus
+        self._probe = probe
+        self._infos, self._citus = probe.infos, probe.citus
+        self._per_call = probe.pooler_refused and not self._citus
         self._typed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
-        self._timed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
         self._recovering = asyncio.Lock()
         self.pool: AsyncConnectionPool
 
@@ -212,21 +260,18 @@ class AsyncDatabase:
         """See :class:`Database`: the same settings and the same policies."""
         settings = settings or Settings()
         conninfo = _open_conninfo(settings, migrate)
-        db = cls(settings, conninfo, *await _aprobe(settings, conninfo))
+        db = cls(settings, conninfo, await _aprobe(settings, conninfo))
         db.pool = await db._new_pool()
         return db
 
     async def _new_pool(self) -> AsyncConnectionPool:
         pool = AsyncConnectionPool(self.conninfo, configure=self._register, name="pymem-async",
-                                   **_pool_kwargs(self.settings, self.conninfo))
+                                   **_pool_kwargs(self.settings, self.conninfo, self._probe))
         with errors():
             await pool.open(wait=self.settings.pool_min_size > 0, timeout=self.settings.pool_timeout)
         return pool
 
     async def _register(self, conn: psycopg.AsyncConnection) -> None:
-        if self._citus and self.settings.statement_timeout_ms and conn not in self._timed:
-            await aset_session_timeout(conn, self.settings)
-            self._timed.add(conn)
         if not self._infos:
             self._infos = await atype_infos(conn)
         if self._infos:
@@ -264,7 +309,8 @@ class AsyncDatabase:
     async def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
         """See :meth:`Database.query`."""
         async with self.connection() as conn:
-            return await aexecute(conn, name, params, self.settings, citus=self._citus)
+            return await aexecute(conn, name, params, self.settings, citus=self._citus,
+                                  timeout_per_call=self._per_call)
 
     async def about(self) -> dict[str, Any]:
         return (await self.query("about", {}))[0]["about"]

@@ -1,10 +1,11 @@
 """Configuration: :class:`Settings`, read from ``PYMEM_*`` environment variables.
 
 With no DSN, pymem starts (or reuses) the embedded PostgreSQL server whose data lives in
-``data_dir``. The defaults work behind a transaction pooler (PgBouncer in transaction mode):
-no startup options, the statement timeout is set transaction-locally with each statement, and
-no server-side prepared statements (``prepare_threshold=None``; a direct connection may set
-``PYMEM_PREPARE_THRESHOLD=5``, README "Behind PgBouncer").
+``data_dir``. Each pooled connection carries the statement timeout as a startup option, and statements are
+prepared on the server from their fifth execution on (psycopg's default). Behind a transaction
+pooler that refuses the startup option (PgBouncer unless ``track_extra_parameters`` names
+``statement_timeout``), the timeout goes with each call and, unless ``prepare_threshold`` is set,
+nothing is prepared (README "Behind PgBouncer").
 """
 
 from __future__ import annotations
@@ -43,14 +44,14 @@ class Settings(BaseSettings):
     statement_timeout_ms: int = Field(
         default=30_000,
         ge=0,
-        description="Server-side timeout of each pymem statement, set with it transaction-locally "
-        "(on a Citus coordinator: for each pooled connection's session; 0 = none).",
+        description="Server-side timeout of each pymem statement: a startup option of each pooled "
+        "connection (behind a pooler that refuses it: set with each call, transaction-locally); 0 = none.",
     )
     prepare_threshold: int | None = Field(
-        default=None,
+        default=5,
         ge=0,
-        description="Executions before psycopg prepares a statement server-side; none (the default) "
-        "works behind transaction poolers.",
+        description="Executions before psycopg prepares a statement server-side (5, psycopg's default); "
+        "none: never, for a transaction pooler older than PgBouncer 1.21 (README \"Behind PgBouncer\").",
     )
     application_name: str = Field(default="pymem", description="Shown in pg_stat_activity.")
     agent_id: str | None = Field(

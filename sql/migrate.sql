@@ -497,6 +497,29 @@ COMMIT;
 \echo pymem: applied 0031_shared_facts_by_id
 \endif
 
+-- 0032_scope_index_apart
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0032_scope_index_apart', '1949964e75c97b061605f2dc1613034b310a455eb047b0bfdaddcd5ec15a71f0') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0032_scope_index_apart.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0032_scope_index_apart', '1949964e75c97b061605f2dc1613034b310a455eb047b0bfdaddcd5ec15a71f0', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0032_scope_index_apart
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -538,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('88be589d5e2d813fca457b7a3915b21384f83e591c00e2a3d533fee737e50693')
+SELECT pymem.migration_api_applied('d10e0ce6b474212feb10ae8df227dac8602b78e620a30d217a75bc42095f1c52')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

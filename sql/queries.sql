@@ -99,12 +99,8 @@ JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
 WHERE e.extname = 'vector';
 
 -- name: statement_timeout
--- PYMEM_STATEMENT_TIMEOUT_MS for the next statement only: sent in one pipeline with it, before one Sync (transaction-local, so nothing stays on a pooled server connection).
+-- PYMEM_STATEMENT_TIMEOUT_MS for the next statement only, where a transaction pooler refused it as a startup option: sent in one pipeline with the statement, before one Sync (transaction-local, so nothing stays on a pooled server connection).
 SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true);
-
--- name: session_timeout
--- PYMEM_STATEMENT_TIMEOUT_MS for a pooled connection's whole session: on a Citus coordinator only, where a pipeline would stop Citus from delegating the call (README "Scaling out").
-SELECT pg_catalog.set_config('statement_timeout', %(ms)s, false);
 
 -- name: citus
 -- Whether the database has the citus extension (a Citus coordinator).

@@ -157,10 +157,26 @@ def test_unmigrated_database_async(empty_dsn):
     assert found == [fact]
 
 
-# --- the statement timeout: with each call, for that call only ------------------------------
+# --- the statement timeout: a startup option of each pooled connection -----------------------
 
 
-def test_statement_timeout_cancels_a_blocked_call_and_leaves_nothing_on_the_connection(dsn, admin):
+def traced_messages(conn: psycopg.Connection, call) -> list[str]:
+    """The protocol messages the client sent while ``call()`` ran on ``conn`` (libpq's trace)."""
+    import tempfile
+
+    with tempfile.TemporaryFile("w+") as f:
+        conn.pgconn.trace(f.fileno())
+        try:
+            call()
+        finally:
+            conn.pgconn.untrace()
+        f.seek(0)
+        # each line: [timestamp] F|B length message ...
+        fields = [line.rstrip("\n").split("\t") for line in f]
+        return [fs[fs.index("F") + 2].split(" ")[0] for fs in fields if "F" in fs[:2]]
+
+
+def test_statement_timeout_cancels_a_blocked_call_and_costs_no_statement(dsn, admin):
     settings = pymem.Settings(dsn=dsn, statement_timeout_ms=300, pool_min_size=1, pool_max_size=1)
     default = admin.execute("SHOW statement_timeout").fetchone()[0]
     with pymem.Database(settings) as db:
@@ -168,7 +184,15 @@ def test_statement_timeout_cancels_a_blocked_call_and_leaves_nothing_on_the_conn
         mem.persist("Lives in Oslo", id="alice")
         with db.connection() as c:
             pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
-            assert c.execute("SHOW statement_timeout").fetchone()[0] == default  # no startup option
+            assert c.execute("SHOW statement_timeout").fetchone()[0] == "300ms"  # the startup option
+            assert c.prepare_threshold == 5  # the default: prepared from the fifth execution on
+            # one call is one statement: no set_config, no pipeline around it
+            for _ in range(7):  # prepared on the sixth
+                sent = traced_messages(c, lambda: pymem.connection.execute(
+                    c, "facts_newest", {"scope": "user", "scope_id": "alice", "project_id": "", "max_facts": 50},
+                    settings))
+            assert sent == ["Bind", "Describe", "Execute", "Sync"], sent  # prepared: no Parse any more
+        assert admin.execute("SHOW statement_timeout").fetchone()[0] == default  # the server's own is untouched
 
         holder = psycopg.connect(dsn)  # holds a lock every facts call needs
         holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
@@ -184,7 +208,18 @@ def test_statement_timeout_cancels_a_blocked_call_and_leaves_nothing_on_the_conn
         assert err.value.sqlstate == "57014" and "statement timeout" in str(err.value)
 
         assert [f.content for f in mem.retrieve(id="alice")] == ["Lives in Oslo"]
-        with db.connection() as c:  # the same server connection, back to the server's default
+        with db.connection() as c:  # the same server connection
             assert c.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
-            assert c.execute("SHOW statement_timeout").fetchone()[0] == default
-            assert c.prepare_threshold is None  # the default: no server-side prepared statements
+
+
+def test_the_dsn_options_come_after_the_timeout_and_win(dsn):
+    from psycopg.conninfo import make_conninfo
+
+    with_options = make_conninfo(dsn, options="-c statement_timeout=1234 -c work_mem=8MB")
+    with pymem.Database(pymem.Settings(dsn=with_options, statement_timeout_ms=300, pool_min_size=1)) as db:
+        with db.connection() as c:
+            assert c.execute("SHOW statement_timeout").fetchone()[0] == "1234ms"
+            assert c.execute("SHOW work_mem").fetchone()[0] == "8MB"
+    with pymem.Database(pymem.Settings(dsn=dsn, statement_timeout_ms=0, pool_min_size=1)) as db:
+        with db.connection() as c:  # no timeout: no option at all
+            assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"

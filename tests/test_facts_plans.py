@@ -141,3 +141,50 @@ def test_lookups_by_content_key_read_one_entry(big):
     for n in lookups:
         assert n.get("Index Name") == "facts_subject_content_key", (n["Node Type"], n.get("Index Name"), n.get("Filter"))
         assert n["Actual Rows"] * n["Actual Loops"] <= 1, (n.get("Index Name"), n["Actual Rows"])
+
+
+@pytest.fixture(scope="module")
+def unanalyzed(pg_server, template_db):
+    """20,000 facts of 2,000 users in a database whose facts were never analyzed (autovacuum off
+    for them): the planner has no statistics, as right after a first load."""
+    from conftest import _janitor, dsn_for
+
+    janitor = _janitor(pg_server, "pymem_unanalyzed_facts", template_dbname=template_db)
+    janitor.drop()
+    janitor.init()
+    dsn = dsn_for(pg_server, "pymem_unanalyzed_facts")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for table in ("facts", "fact_embeddings", "fact_lexemes"):
+            c.execute(f"ALTER TABLE pymem.{table} SET (autovacuum_enabled = false)")
+        c.execute(
+            """INSERT INTO pymem.facts (project_id, scope, scope_id, content, content_key, created_at)
+               SELECT '', 'user', 'u' || (g % 2000), 'fact ' || g || ' about tea', pymem.fact_key('fact ' || g || ' about tea'),
+                      now() - g * interval '1 second'
+               FROM generate_series(1, 20000) AS g"""
+        )
+        never = c.execute("SELECT reltuples < 0 OR relpages = 0 FROM pg_class WHERE oid = 'pymem.facts'::regclass").fetchone()[0]
+        assert never, "pymem.facts has statistics already: the test needs a table never analyzed"
+    yield dsn
+    janitor.drop()
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        "SELECT * FROM pymem.facts_newest('user', 'u7', max_facts => 50)",
+        "SELECT * FROM pymem.fact_history('user', 'u7', max_facts => 50)",
+        "SELECT * FROM pymem.facts_search('user', 'u7', k => 5, query_text => 'tea')",
+        "SELECT * FROM pymem.context_read('u7', 'bot', query_text => 'tea')",
+    ],
+)
+def test_one_subject_reads_take_its_index_before_the_first_analyze(unanalyzed, call):
+    """Issue 28: with no statistics, a read of one subject must not walk the scope-wide index
+    (facts_scope_active_newest, every subject's active facts) or the whole table."""
+    scans = facts_scans(plans_of(unanalyzed, [call]))
+    assert scans
+    for ns in scans:
+        on_facts = [n for n in ns if n.get("Relation Name") == "facts"]
+        assert on_facts
+        for n in on_facts:
+            assert n["Node Type"] != "Seq Scan", [m["Node Type"] for m in ns]
+            assert n.get("Index Name") != "facts_scope_active_newest", [m.get("Index Name") for m in ns]

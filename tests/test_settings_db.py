@@ -30,8 +30,8 @@ def test_settings_read_pymem_environment(monkeypatch, tmp_path):
 
 def test_settings_defaults_and_validation(monkeypatch):
     s = pymem.Settings()
-    # prepare_threshold None: the defaults work behind PgBouncer in transaction mode (README)
-    assert s.dsn is None and s.prepare_threshold is None and s.pool_min_size <= s.pool_max_size
+    # prepared from the fifth execution on (psycopg's default); PgBouncer 1.21+ keeps them (README)
+    assert s.dsn is None and s.prepare_threshold == 5 and s.pool_min_size <= s.pool_max_size
     assert pymem.Settings(dsn="   ").dsn is None  # blank means "embedded"
     with pytest.raises(ValueError, match="pool_min_size"):
         pymem.Settings(pool_min_size=5, pool_max_size=2)
@@ -55,8 +55,9 @@ def test_pool_registers_vector_and_applies_settings(dsn):
             assert app == "pymem"
             assert c.prepare_threshold == 3
         assert db.about()["last_migration"] == migrations.load_sql_files().migrations[-1].name
-    # the statement timeout is no startup option (tests/test_connection.py: it goes with each call)
+    # the statement timeout is a startup option of the pool's connections only (tests/test_connection.py)
     assert "options" not in pymem.connection.connect_kwargs(settings, dsn)
+    assert pymem.connection.timeout_kwargs(settings, dsn) == {"options": "-c statement_timeout=30000"}
     # a connection attempt gives up after the pool timeout, unless the DSN says otherwise
     assert pymem.connection.connect_kwargs(settings, dsn)["connect_timeout"] == 30
     assert "connect_timeout" not in pymem.connection.connect_kwargs(settings, f"{dsn} connect_timeout=5")

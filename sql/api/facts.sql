@@ -13,6 +13,10 @@
 -- branch keeps its own plan on its own index (one subject, or the whole scope); a single
 -- statement with (scope_id = $1 OR $1 = '*') would get one generic plan that serves neither.
 -- tests/test_facts.py checks that each '*' branch returns the per-subject branch's rows merged.
+-- The scope-wide reads of active facts say "superseded_at IS NULL", the subject's reads
+-- "superseded_by IS NULL" (the same rows: CHECK facts_superseded_pair). The scope-wide index
+-- facts_scope_active_newest is partial on the first, so a read of one subject can never take it,
+-- whatever the statistics say (migrations/0032_scope_index_apart.sql).
 --
 -- Equality (idempotent add): two contents are the same fact when they are equal after
 -- removing leading and trailing whitespace, folding every run of whitespace (ASCII and
@@ -530,7 +534,7 @@ BEGIN
     IF p_scope_id = '*' THEN
         RETURN QUERY
         SELECT f.* FROM pymem.facts AS f
-         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_by IS NULL
+         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_at IS NULL
          ORDER BY f.created_at DESC, f.id DESC
          LIMIT p_max;
     ELSE
@@ -567,7 +571,7 @@ BEGIN
     IF facts_newest.scope_id = '*' THEN
         RETURN QUERY
         SELECT f.* FROM pymem.facts AS f
-         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_by IS NULL
+         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_at IS NULL
          ORDER BY f.created_at DESC, f.id DESC
          LIMIT v_max;
     ELSE

@@ -1,0 +1,349 @@
+"""pymem beside the seed SDK's own PostgreSQL fact store, in one run (issue 28).
+
+    PYMEM_DATA_DIR=/tmp/bench-seed python bench/seed_store.py [--users 5000] [--facts 10] [--calls 1000]
+
+fastaiagent's ``PostgresFactStore`` is installed for the benchmark only (``pip install
+fastaiagent``; the test extra has it), never a runtime dependency of pymem.
+
+The harness (the one of ``../shared/measurements/2026-12-01-per-call-cost.md``): a scratch
+database on one server, ``--users`` users x ``--facts`` facts in each store, one connection per
+store (a pool of one), ``--calls`` timed calls per operation after ``--warmup`` untimed ones, two
+runs in alternating order (pymem first, then the other store first), the better p50 of the two
+runs for each side. pymem goes through ``Memory`` with the default :class:`pymem.Settings` and a
+384-d HashEmbedder: it stores and checks a vector with every fact, which the other store does not.
+
+The operations:
+
+- **newest 50**: ``Memory.retrieve(user=u)`` / ``store.list_active("user", u, limit=50)``;
+- **re-add**: ``Memory.persist(existing, user=u)`` / ``store.add(existing)``: the fact is there;
+- **supersede**: ``Memory.update(new, fact_id=old, user=u)`` / ``store.add(new)`` and
+  ``store.supersede(old, new)``: both keep the old version as history;
+- **single-fact load**: ``Memory.persist(new, user=u)`` with its vector / ``store.add(new)``, facts
+  per second over the timed loop.
+
+Beside each, **plain SQL** returning the same rows or doing the same writes, prepared, on a
+direct autocommit connection (the least the operation costs from Python: one statement, no
+checks, no tenant, no vector for the re-add and the read).
+
+**Stale statistics** first: both stores' tables are created with autovacuum off and loaded, and
+newest-50 is measured before the first ``ANALYZE`` and after it (``pymem before / after``: the
+one-user read must not depend on fresh statistics).
+
+**pymem's own Python** (``--overhead``, on by default): ``Memory.retrieve`` with the database call
+stubbed (psycopg's cursor answers the rows it answered for real, no I/O), so what is left is
+pymem's call path (options, the operation runner, the pool checkout, rows to :class:`pymem.Fact`)
+against the same call for real; and, for scale, the other store's path stubbed the same way.
+
+Prints ratios pymem / other store (below 1: pymem is cheaper); nothing here asserts a duration.
+Absolute times on a shared 2-core machine move between runs: compare ratios within one report.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from pgvector.psycopg import register_vector
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import pymem  # noqa: E402
+from bench import common  # noqa: E402
+
+DB = "pymem_seed_bench"
+TABLES = ("pymem.facts", "pymem.fact_embeddings", "pymem.fact_lexemes", "public.learned_memory")
+
+NEWEST_PLAIN = ("SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, "
+                "f.metadata, f.created_at, f.superseded_by, f.superseded_at FROM pymem.facts AS f "
+                "WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = %s AND f.superseded_by IS NULL "
+                "ORDER BY f.created_at DESC, f.id DESC LIMIT 50")
+READD_PLAIN = ("SELECT f.id FROM pymem.facts AS f WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = %s "
+               "AND f.content_key = pymem.fact_key(%s) AND f.superseded_by IS NULL")
+ADD_PLAIN = """WITH f AS (
+    INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at)
+    VALUES ('', 'user', %(s)s, %(c)s, pymem.fact_key(%(c)s), 1.0, 'manual', '{}', pg_catalog.clock_timestamp())
+    ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+    RETURNING f.id)
+INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
+SELECT '', 'user', %(s)s, f.id, %(e)s, %(v)s FROM f
+RETURNING e.fact_id"""
+SUPERSEDE_PLAIN = """WITH n AS (
+    INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at)
+    VALUES ('', 'user', %(s)s, %(c)s, pymem.fact_key(%(c)s), 1.0, 'manual', '{}', pg_catalog.clock_timestamp())
+    RETURNING f.id, f.created_at),
+e AS (INSERT INTO pymem.fact_embeddings (project_id, scope, scope_id, fact_id, embedder, embedding)
+      SELECT '', 'user', %(s)s, n.id, %(e)s, %(v)s FROM n)
+UPDATE pymem.facts AS f SET superseded_by = n.id, superseded_at = n.created_at FROM n
+ WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = %(s)s AND f.id = %(i)s::bigint
+RETURNING n.id"""
+
+
+def user(i: int) -> str:
+    return f"user-{i:05d}"
+
+
+def content(u: int, j: int) -> str:
+    return f"fact {j} about {user(u)}: prefers item {(u * 31 + j) % 997} in colour {j % 7}"
+
+
+def fresh_database(conninfo: str) -> str:
+    """A new empty database beside the one ``conninfo`` names (dropped first if there), migrated,
+    with autovacuum off on the facts tables and the other store's: its DSN."""
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {DB}")
+    dsn = make_conninfo(conninfo, dbname=DB)
+    pymem.migrate(dsn)
+    return dsn
+
+
+def load(dsn: str, users: int, facts: int, embedder: pymem.HashEmbedder) -> None:
+    from fastaiagent.learn.faststore import PostgresFactStore
+
+    PostgresFactStore(dsn).close()  # creates its table
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in TABLES:
+            conn.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = false)")
+        conn.execute("SET synchronous_commit = off")
+        t0 = time.perf_counter()
+        with pymem.Database(pymem.Settings(dsn=dsn, pool_min_size=1, pool_max_size=1)) as db:
+            mem = pymem.Memory(agent_id="bench", db=db, embedder=embedder)
+            for u in range(users):
+                mem.persist_many([content(u, j) for j in range(facts)], user=user(u))
+        common.progress(f"pymem: {users * facts:,} facts with vectors in {time.perf_counter() - t0:.1f}s")
+        conn.execute(
+            "INSERT INTO public.learned_memory (scope, scope_id, fact, confidence, created_at, project_id, source) "
+            "SELECT 'user', u, f, 1.0, extract(epoch FROM clock_timestamp()) + ord * 1e-6, '', '' "
+            "FROM unnest(%s::text[], %s::text[]) WITH ORDINALITY AS t(u, f, ord)",
+            ([user(u) for u in range(users) for _ in range(facts)],
+             [content(u, j) for u in range(users) for j in range(facts)]))
+
+
+def analyze(dsn: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for table in TABLES:
+            conn.execute(f"ANALYZE {table}")
+
+
+class Sides:
+    """Both stores and a direct connection for plain SQL, each on one connection."""
+
+    def __init__(self, dsn: str, embedder: pymem.HashEmbedder) -> None:
+        from fastaiagent.learn.faststore import PostgresFactStore
+
+        self.db = pymem.Database(pymem.Settings(dsn=dsn, pool_min_size=1, pool_max_size=1))
+        self.mem = pymem.Memory(agent_id="bench", db=self.db, embedder=embedder)
+        self.fa = PostgresFactStore(dsn, min_pool_size=1, max_pool_size=1)
+        self.plain = psycopg.connect(dsn, autocommit=True)
+        register_vector(self.plain)
+        self.embedder = embedder
+
+    def close(self) -> None:
+        self.db.close()
+        self.fa.close()
+        self.plain.close()
+
+
+def p50_us(fn: Any, calls: int, warmup: int) -> dict[str, float]:
+    r = common.measure(fn, calls, warmup)
+    return {"p50_us": r["p50_ms"] * 1000, "p99_us": r["p99_ms"] * 1000, "per_s": r["throughput_per_s"]}
+
+
+def newest(s: Sides, users: int, calls: int, warmup: int) -> dict[str, dict[str, float]]:
+    n = min(users, 2000)
+    out = {
+        "pymem": lambda i: s.mem.retrieve(user=user(i % n)),
+        "fastaiagent": lambda i: s.fa.list_active("user", user(i % n), limit=50),
+        "plain SQL": lambda i: s.plain.execute(NEWEST_PLAIN, (user(i % n),), prepare=True).fetchall(),
+    }
+    return {k: p50_us(f, calls, warmup) for k, f in out.items()}
+
+
+def operations(s: Sides, users: int, facts: int, calls: int, warmup: int, order: list[str], run: int
+               ) -> dict[str, dict[str, dict[str, float]]]:
+    """Every operation, each side in ``order``; new facts are named by ``run`` so runs never meet."""
+    from fastaiagent.learn.store import Fact as FaFact
+
+    n = min(users, 2000)
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    # re-add: a fact each store has
+    readd = {
+        "pymem": lambda i: s.mem.persist(content(i % n, i % facts), user=user(i % n)),
+        "fastaiagent": lambda i: s.fa.add(FaFact(scope="user", scope_id=user(i % n), fact=content(i % n, i % facts))),
+        "plain SQL": lambda i: s.plain.execute(READD_PLAIN, (user(i % n), content(i % n, i % facts)),
+                                               prepare=True).fetchall(),
+    }
+    results["re-add"] = {k: p50_us(readd[k], calls, warmup) for k in order}
+    # single-fact load: new facts, one per call, for users round robin
+    vec = lambda text: s.embedder.embed([text])[0]  # noqa: E731
+    load = {
+        "pymem": lambda i: s.mem.persist(f"r{run} load {i} pymem", user=user(i % n)),
+        "fastaiagent": lambda i: s.fa.add(FaFact(scope="user", scope_id=user(i % n), fact=f"r{run} load {i} fa")),
+        "plain SQL": lambda i: s.plain.execute(
+            ADD_PLAIN, {"s": user(i % n), "c": f"r{run} load {i} plain", "e": s.embedder.name,
+                        "v": pymem.runner.Vector(vec(f"r{run} load {i} plain"))}, prepare=True).fetchall(),
+    }
+    results["single-fact load"] = {k: p50_us(load[k], calls, warmup) for k in order}
+    # supersede: a chain per user, each call retires the newest version (both sides keep history)
+    heads: dict[str, dict[int, int]] = {"pymem": {}, "fastaiagent": {}, "plain SQL": {}}
+    chain_users = range(n, min(users, n + 500)) if users > n else range(n)
+
+    def first(side: str, u: int) -> int:
+        text = f"r{run} chain {side} {u} v0"
+        if side == "pymem":
+            return int(s.mem.persist(text, user=user(u)))
+        if side == "fastaiagent":
+            return s.fa.add(FaFact(scope="user", scope_id=user(u), fact=text))
+        return s.plain.execute(ADD_PLAIN, {"s": user(u), "c": text, "e": s.embedder.name,
+                                           "v": pymem.runner.Vector(vec(text))}).fetchone()[0]
+
+    for side in heads:
+        for u in chain_users:
+            heads[side][u] = first(side, u)
+    cu = list(chain_users)
+
+    def sup_pymem(i: int) -> None:
+        u = cu[i % len(cu)]
+        heads["pymem"][u] = int(s.mem.update(f"r{run} chain pymem {u} v{i + warmup + 1}", fact_id=heads["pymem"][u],
+                                             user=user(u)))
+
+    def sup_fa(i: int) -> None:
+        u = cu[i % len(cu)]
+        new = s.fa.add(FaFact(scope="user", scope_id=user(u), fact=f"r{run} chain fa {u} v{i + warmup + 1}"))
+        s.fa.supersede(heads["fastaiagent"][u], new)
+        heads["fastaiagent"][u] = new
+
+    def sup_plain(i: int) -> None:
+        u = cu[i % len(cu)]
+        text = f"r{run} chain plain {u} v{i + warmup + 1}"
+        heads["plain SQL"][u] = s.plain.execute(
+            SUPERSEDE_PLAIN, {"s": user(u), "c": text, "i": heads["plain SQL"][u], "e": s.embedder.name,
+                              "v": pymem.runner.Vector(vec(text))}, prepare=True).fetchone()[0]
+
+    sup = {"pymem": sup_pymem, "fastaiagent": sup_fa, "plain SQL": sup_plain}
+    results["supersede"] = {k: p50_us(sup[k], calls, warmup) for k in order}
+    results["newest 50"] = {k: v for k, v in newest(s, users, calls, warmup).items()}
+    return results
+
+
+@contextlib.contextmanager
+def stubbed_cursor(rows: list[Any]):
+    """psycopg's cursors answer ``rows`` at once, sending nothing: what is left of a call is the
+    Python around the database call."""
+    real_execute, real_fetchall = psycopg.Cursor.execute, psycopg.Cursor.fetchall
+
+    def execute(self, query, params=None, **kw):  # noqa: ANN001
+        return self
+
+    def fetchall(self):  # noqa: ANN001
+        return list(rows)
+
+    psycopg.Cursor.execute, psycopg.Cursor.fetchall = execute, fetchall
+    try:
+        yield
+    finally:
+        psycopg.Cursor.execute, psycopg.Cursor.fetchall = real_execute, real_fetchall
+
+
+def overhead(s: Sides, calls: int, warmup: int) -> dict[str, dict[str, float]]:
+    """``Memory.retrieve`` of 50 and of 1 fact, real and with the cursor stubbed; the other
+    store's ``list_active`` the same way."""
+    from psycopg.rows import dict_row
+
+    out: dict[str, dict[str, float]] = {}
+    u50, u1 = user(0), "one-fact-user"
+    s.mem.persist("the only fact", user=u1)
+    for label, u, limit in (("50 rows", u50, 50), ("1 row", u1, 50)):
+        with s.plain.cursor(row_factory=dict_row) as cur:
+            rows = cur.execute(pymem.queries.Q["facts_newest"],
+                               {"scope": "user", "scope_id": u, "project_id": "", "max_facts": limit}).fetchall()
+        fa_rows = s.plain.execute(
+            "SELECT id, scope, scope_id, fact, source_trace_id, confidence, created_at, superseded_by, project_id, "
+            "source FROM learned_memory WHERE scope = 'user' AND scope_id = %s LIMIT %s",
+            (u, len(rows))).fetchall()
+        out[f"pymem retrieve, {label}, real"] = p50_us(lambda i: s.mem.retrieve(user=u), calls, warmup)
+        with stubbed_cursor(rows):
+            out[f"pymem retrieve, {label}, stubbed"] = p50_us(lambda i: s.mem.retrieve(user=u), calls, warmup)
+        with stubbed_cursor(fa_rows):
+            out[f"fastaiagent list_active, {label}, stubbed"] = p50_us(
+                lambda i: s.fa.list_active("user", u, limit=50), calls, warmup)
+    with stubbed_cursor([{"id": 1, "created": False}]):
+        out["pymem persist (re-add), stubbed"] = p50_us(
+            lambda i: s.mem.persist(content(0, 0), user=user(0)), calls, warmup)
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--dsn", help="a server to create the scratch database on (default: PYMEM_DSN, else the "
+                                  "embedded server of PYMEM_DATA_DIR)")
+    ap.add_argument("--users", type=int, default=5000)
+    ap.add_argument("--facts", type=int, default=10, help="facts per user (default 10)")
+    ap.add_argument("--calls", type=int, default=1000, help="timed calls per operation (default 1000)")
+    ap.add_argument("--warmup", type=int, default=50)
+    ap.add_argument("--no-overhead", action="store_true", help="skip the stubbed-cursor measurement")
+    args = ap.parse_args(argv)
+    conninfo, where = common.connection_info(args.dsn)
+    common.progress(f"server: {where}; scratch database {DB}")
+    dsn = fresh_database(conninfo)
+    embedder = pymem.HashEmbedder()
+    common.progress(f"loading {args.users:,} users x {args.facts} facts into both stores (autovacuum off)")
+    load(dsn, args.users, args.facts, embedder)
+
+    sides = Sides(dsn, embedder)
+    stale_calls = max(100, args.calls // 4)
+    common.progress("newest 50 before the first ANALYZE")
+    before = newest(sides, args.users, stale_calls, 20)
+    analyze(dsn)
+    after = newest(sides, args.users, stale_calls, 20)
+
+    runs = []
+    for run, order in enumerate((["pymem", "fastaiagent", "plain SQL"], ["fastaiagent", "pymem", "plain SQL"])):
+        common.progress(f"run {run + 1}: {' then '.join(order)}")
+        runs.append(operations(sides, args.users, args.facts, args.calls, args.warmup, order, run))
+    over = None if args.no_overhead else overhead(sides, args.calls, args.warmup)
+    env = common.environment(sides.plain)
+    sides.close()
+
+    def best(op: str, side: str) -> dict[str, float]:
+        if op == "single-fact load":
+            return max((r[op][side] for r in runs), key=lambda v: v["per_s"])
+        return min((r[op][side] for r in runs), key=lambda v: v["p50_us"])
+
+    ops = ("newest 50", "re-add", "supersede", "single-fact load")
+    table = {op: {side: best(op, side) for side in ("pymem", "fastaiagent", "plain SQL")} for op in ops}
+    print(f"\n{args.users:,} users x {args.facts} facts, {args.calls} calls per operation, better of 2 runs "
+          f"(alternating order); p50 us (load: facts/s)")
+    print(f"{'operation':<18} {'pymem':>9} {'fastaiagent':>12} {'plain SQL':>10} {'pymem/fa':>9} {'pymem/plain':>12}"
+          f"  {'run 1 / run 2 pymem/fa':>22}")
+    for op in ops:
+        row = table[op]
+        key = "per_s" if op == "single-fact load" else "p50_us"
+        ratio = lambda r: r[op]["pymem"][key] / r[op]["fastaiagent"][key]  # noqa: E731
+        print(f"{op:<18} {row['pymem'][key]:9.0f} {row['fastaiagent'][key]:12.0f} {row['plain SQL'][key]:10.0f} "
+              f"{row['pymem'][key] / row['fastaiagent'][key]:8.2f}x {row['pymem'][key] / row['plain SQL'][key]:11.2f}x"
+              f"  {ratio(runs[0]):10.2f}x / {ratio(runs[1]):.2f}x")
+    print("(load is a rate: above 1 pymem loads faster; the others are times: below 1 pymem is cheaper)")
+    print(f"\nnewest 50 before / after the first ANALYZE ({stale_calls} calls each), p50 us")
+    for side in ("pymem", "fastaiagent", "plain SQL"):
+        b, a = before[side]["p50_us"], after[side]["p50_us"]
+        print(f"  {side:<12} {b:9.0f} / {a:9.0f}  = {b / a:.2f}x")
+    if over:
+        print(f"\npymem's own Python ({args.calls} calls, p50 us; stubbed: the cursor answers without I/O)")
+        for k, v in over.items():
+            print(f"  {k:<42} {v['p50_us']:8.1f}")
+    print(f"\ncommand: {common.command_line('bench/seed_store.py', argv)}")
+    result = {"args": vars(args), "environment": env, "table": table, "runs": runs,
+              "stale": {"before": before, "after": after}, "overhead": over, "git": common.git_revision()}
+    return common.finish("seed_store", result, write=True, results_dir=None, where=where)
+
+
+if __name__ == "__main__":
+    main()
