@@ -29,10 +29,11 @@ checks, no tenant, no vector for the re-add and the read).
 newest-50 is measured before the first ``ANALYZE`` and after it (``pymem before / after``: the
 one-user read must not depend on fresh statistics).
 
-**pymem's own Python** (``--overhead``, on by default): ``Memory.retrieve`` with the database call
-stubbed (psycopg's cursor answers the rows it answered for real, no I/O), so what is left is
-pymem's call path (options, the operation runner, the pool checkout, rows to :class:`pymem.Fact`)
-against the same call for real; and, for scale, the other store's path stubbed the same way.
+**pymem's own Python** (on by default; ``--no-overhead`` skips it): ``Memory.retrieve`` with the
+database call stubbed (psycopg's cursor answers the rows it answered for real, no I/O), so what is
+left is pymem's call path (options, the operation runner, the pool checkout, rows to
+:class:`pymem.Fact`) against the same call for real, and without the tracing wrapper (what tracing
+costs while no OpenTelemetry SDK is set); for scale, the other store's path stubbed the same way.
 
 Prints ratios pymem / other store (below 1: pymem is cheaper); nothing here asserts a duration.
 Absolute times on a shared 2-core machine move between runs: compare ratios within one report.
@@ -149,6 +150,20 @@ class Sides:
         self.db.close()
         self.fa.close()
         self.plain.close()
+
+
+def same_rows(s: Sides, users: int) -> dict[str, bool]:
+    """Whether the three sides of newest-50 answer the same facts, newest first, for a few users
+    (pymem and plain SQL the same ids; the other store the same contents): the ratios compare
+    equal work."""
+    ok = {"plain SQL": True, "fastaiagent": True}
+    for u in (0, users // 2, users - 1):
+        mine = s.mem.retrieve(user=user(u))
+        plain = s.plain.execute(NEWEST_PLAIN, (user(u),)).fetchall()
+        theirs = s.fa.list_active("user", user(u), limit=50)
+        ok["plain SQL"] &= [f.id for f in mine] == [r[0] for r in plain]
+        ok["fastaiagent"] &= [f.content for f in mine] == [f.fact for f in theirs]
+    return ok
 
 
 def p50_us(fn: Any, calls: int, warmup: int) -> dict[str, float]:
@@ -271,6 +286,10 @@ def overhead(s: Sides, calls: int, warmup: int) -> dict[str, dict[str, float]]:
         out[f"pymem retrieve, {label}, real"] = p50_us(lambda i: s.mem.retrieve(user=u), calls, warmup)
         with stubbed_cursor(rows):
             out[f"pymem retrieve, {label}, stubbed"] = p50_us(lambda i: s.mem.retrieve(user=u), calls, warmup)
+            bare = getattr(pymem.Memory.retrieve, "__wrapped__", None)  # without the tracing wrapper
+            if bare is not None:
+                out[f"pymem retrieve, {label}, stubbed, no tracing wrapper"] = p50_us(
+                    lambda i: bare(s.mem, user=u), calls, warmup)
         with stubbed_cursor(fa_rows):
             out[f"fastaiagent list_active, {label}, stubbed"] = p50_us(
                 lambda i: s.fa.list_active("user", u, limit=50), calls, warmup)
@@ -281,6 +300,8 @@ def overhead(s: Sides, calls: int, warmup: int) -> dict[str, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
+    """Run the benchmark; returns what it wrote (``table``: per operation and side, ``p50_us``,
+    ``p99_us``, ``per_s``; ``stale``; ``overhead``; ``same_rows``)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", help="a server to create the scratch database on (default: PYMEM_DSN, else the "
                                   "embedded server of PYMEM_DATA_DIR)")
@@ -289,7 +310,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--calls", type=int, default=1000, help="timed calls per operation (default 1000)")
     ap.add_argument("--warmup", type=int, default=50)
     ap.add_argument("--no-overhead", action="store_true", help="skip the stubbed-cursor measurement")
+    ap.add_argument("--results-dir", help="where the JSON result goes (default bench/results)")
     args = ap.parse_args(argv)
+    for name, low in (("users", 3), ("facts", 1), ("calls", 1), ("warmup", 0)):
+        if getattr(args, name) < low:
+            ap.error(f"--{name} must be at least {low}")
     conninfo, where = common.connection_info(args.dsn)
     common.progress(f"server: {where}; scratch database {DB}")
     dsn = fresh_database(conninfo)
@@ -298,6 +323,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     load(dsn, args.users, args.facts, embedder)
 
     sides = Sides(dsn, embedder)
+    same = same_rows(sides, args.users)
+    if not all(same.values()):
+        raise SystemExit(f"newest 50 differs between the sides: {same}")
     stale_calls = max(100, args.calls // 4)
     common.progress("newest 50 before the first ANALYZE")
     before = newest(sides, args.users, stale_calls, 20)
@@ -340,9 +368,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         for k, v in over.items():
             print(f"  {k:<42} {v['p50_us']:8.1f}")
     print(f"\ncommand: {common.command_line('bench/seed_store.py', argv)}")
-    result = {"args": vars(args), "environment": env, "table": table, "runs": runs,
+    result = {"args": vars(args), "environment": env, "same_rows": same, "table": table, "runs": runs,
               "stale": {"before": before, "after": after}, "overhead": over, "git": common.git_revision()}
-    return common.finish("seed_store", result, write=True, results_dir=None, where=where)
+    return common.finish("seed_store", result, write=True, results_dir=args.results_dir, where=where)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg.types.json import Jsonb
 
 from .connection import execute
+from .queries import Q
 from .errors import ValidationError
 from .llm import FactChange
 from .options import MemoryOptions
@@ -399,9 +400,15 @@ def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000
                 plan = execute(conn, "recall_index_plan", params, db.settings)
         else:
             plan = execute(conn, "recall_index_plan", params, db.settings)
-        for step in plan:
-            if report is not None:
-                report(step)
-            if not dry_run:
-                conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
+        if plan and not dry_run:  # a build takes as long as it takes: not the pool's statement timeout
+            conn.execute(Q["statement_timeout_off"])
+        try:
+            for step in plan:
+                if report is not None:
+                    report(step)
+                if not dry_run:
+                    conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
+        finally:
+            if plan and not dry_run:
+                conn.execute(Q["statement_timeout_reset"])
     return plan

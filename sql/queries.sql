@@ -102,6 +102,14 @@ WHERE e.extname = 'vector';
 -- PYMEM_STATEMENT_TIMEOUT_MS for the next statement only, where a transaction pooler refused it as a startup option: sent in one pipeline with the statement, before one Sync (transaction-local, so nothing stays on a pooled server connection).
 SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true);
 
+-- name: statement_timeout_off
+-- No statement timeout for the rest of this session: before CREATE INDEX CONCURRENTLY on a pooled connection (pymem.conversations.recall_indexes), which statement_timeout_reset ends.
+SELECT pg_catalog.set_config('statement_timeout', '0', false);
+
+-- name: statement_timeout_reset
+-- The session's statement timeout back to what the connection opened with (its startup option).
+RESET statement_timeout;
+
 -- name: citus
 -- Whether the database has the citus extension (a Citus coordinator).
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus;
@@ -112,7 +120,7 @@ SELECT pymem.about() AS about;
 
 -- name: fact_add
 -- Add a fact (idempotent); returns its id and whether it was created. Vectors go in binary (the
--- b placeholders here and in facts_add_many and messages_add_many): a 384-d vector costs the server
+-- b placeholders here and in every query that sends one): a 384-d vector costs the server
 -- ~7 us to read instead of ~31 as text, and the client no float formatting (15 ms instead of 160 per 1,000).
 SELECT a.id, a.created FROM pymem.fact_add(
     scope => %(scope)s, scope_id => %(scope_id)s, content => %(content)s, project_id => %(project_id)s,
@@ -162,7 +170,7 @@ SELECT s.id, s.created FROM pymem.fact_supersede(
     scope => %(scope)s, scope_id => %(scope_id)s, new_content => %(new_content)s, id => %(id)s::bigint,
     old_content => %(old_content)s, project_id => %(project_id)s, confidence => %(confidence)s::float8,
     source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
-    embedding => %(embedding)s, embedder => %(embedder)s, created_at => %(created_at)s::timestamptz) AS s;
+    embedding => %(embedding)b, embedder => %(embedder)s, created_at => %(created_at)s::timestamptz) AS s;
 
 -- name: fact_forget
 -- Delete one fact (by id or content) and the versions it superseded; returns the count.
@@ -183,12 +191,12 @@ SELECT u.id, u.content FROM pymem.facts_unembedded(
 -- Store a batch of vectors for a subject's facts.
 SELECT pymem.fact_embeddings_put(
     scope => %(scope)s, scope_id => %(scope_id)s, embedder => %(embedder)s, ids => %(ids)s::bigint[],
-    embeddings => %(embeddings)s, project_id => %(project_id)s) AS stored;
+    embeddings => %(embeddings)b, project_id => %(project_id)s) AS stored;
 
 -- name: facts_search
 -- A subject's active facts ranked for a query (its vector, its text, or both), top k.
 SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity, s.score
-FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query => %(query)s,
+FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query => %(query)b,
                         embedder => %(embedder)s, project_id => %(project_id)s, k => %(k)s::integer,
                         query_text => %(query_text)s, metadata => %(metadata)s::jsonb,
                         lexical_weight => %(lexical_weight)s::float8) AS s;
@@ -201,7 +209,7 @@ FROM pymem.turn_record(
     user_id => %(user_id)s, user_content => %(user_content)s, assistant_content => %(assistant_content)s,
     thread_id => %(thread_id)s, project_id => %(project_id)s,
     user_importance => %(user_importance)s::float8, assistant_importance => %(assistant_importance)s::float8,
-    embedder => %(embedder)s, user_embedding => %(user_embedding)s, assistant_embedding => %(assistant_embedding)s,
+    embedder => %(embedder)s, user_embedding => %(user_embedding)b, assistant_embedding => %(assistant_embedding)b,
     learned => %(learned)s::text[], max_learned => %(max_learned)s::integer, keep_last => %(keep_last)s::integer,
     summarize_every => %(summarize_every)s::integer, lease_seconds => %(lease_seconds)s::float8,
     user_metadata => %(user_metadata)s, assistant_metadata => %(assistant_metadata)s,
@@ -261,13 +269,13 @@ SELECT a.ord, a.seq FROM pymem.messages_add_many(
 -- Store a batch of message vectors.
 SELECT pymem.message_embeddings_put(user_id => %(user_id)s, embedder => %(embedder)s,
                                     thread_ids => %(thread_ids)s::text[], seqs => %(seqs)s::bigint[],
-                                    embeddings => %(embeddings)s, project_id => %(project_id)s) AS stored;
+                                    embeddings => %(embeddings)b, project_id => %(project_id)s) AS stored;
 
 -- name: messages_recall
 -- A user's past messages ranked for a query (vector, text or both; those scoring at least min_score).
 SELECT r.thread_id, r.seq, r.role, r.content, r.metadata, r.created_at, r.importance, r.similarity, r.score
 FROM pymem.messages_recall(
-    user_id => %(user_id)s, query => %(query)s, embedder => %(embedder)s, project_id => %(project_id)s,
+    user_id => %(user_id)s, query => %(query)b, embedder => %(embedder)s, project_id => %(project_id)s,
     thread_id => %(thread_id)s, k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,
     window_size => %(window_size)s::integer, recency_weight => %(recency_weight)s::float8,
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
@@ -289,7 +297,7 @@ SELECT pymem.conversation_forget(user_id => %(user_id)s, thread_id => %(thread_i
 -- Everything one turn reads (facts, summary, recall, window) in one call.
 SELECT pymem.context_read(
     user_id => %(user_id)s, agent_id => %(agent_id)s, project_id => %(project_id)s, thread_id => %(thread_id)s,
-    query => %(query)s, embedder => %(embedder)s, max_facts => %(max_facts)s::integer,
+    query => %(query)b, embedder => %(embedder)s, max_facts => %(max_facts)s::integer,
     window_size => %(window_size)s::integer, k => %(k)s::integer,
     min_content_chars => %(min_content_chars)s::integer, recency_weight => %(recency_weight)s::float8,
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
@@ -310,7 +318,7 @@ SELECT pymem.user_import(document => %(document)s, project_id => %(project_id)s,
 -- Write an item (a JSON object under a namespace and a key) and replace its vectors; returns its sha.
 SELECT pymem.store_item_put(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
                             value => %(value)s::jsonb, embedder => %(embedder)s, fields => %(fields)s::text[],
-                            embeddings => %(embeddings)s, actor => %(actor)s, project_id => %(project_id)s) AS sha;
+                            embeddings => %(embeddings)b, actor => %(actor)s, project_id => %(project_id)s) AS sha;
 
 -- name: store_item_get
 -- An item's value and times (no row when it does not exist).
@@ -327,7 +335,7 @@ SELECT pymem.store_item_delete(store_key => %(store_key)s, namespace => %(namesp
 -- Items under a namespace prefix matching a filter: newest first, or by similarity to a query vector.
 SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.score
 FROM pymem.store_items_search(store_key => %(store_key)s, namespace_prefix => %(namespace_prefix)s::text[],
-                              filter => %(filter)s::jsonb, query => %(query)s, embedder => %(embedder)s,
+                              filter => %(filter)s::jsonb, query => %(query)b, embedder => %(embedder)s,
                               max_items => %(max_items)s::integer, skip => %(skip)s::integer,
                               project_id => %(project_id)s) AS i;
 

@@ -672,15 +672,16 @@ def test_context_is_one_round_trip_and_a_turn_write_is_one_call(dsn):
         mem.persist("Return policy is 30 days", tier="global")
         mem.record("warm up the statement cache", "ok", user="alice")
         mem.context("warm up", user="alice")
-        # one round trip: the call, behind its transaction-local statement timeout (one pipeline)
-        assert round_trips(db, lambda: mem.context("where do I live?", user="alice")) == (1, 2)
-        assert round_trips(db, lambda: mem.record("I live in Oslo now", "Noted.", user="alice")) == (1, 2)
+        # one round trip, one statement: the connection carries the statement timeout (a startup
+        # option), so nothing is sent before the call
+        assert round_trips(db, lambda: mem.context("where do I live?", user="alice")) == (1, 1)
+        assert round_trips(db, lambda: mem.record("I live in Oslo now", "Noted.", user="alice")) == (1, 1)
 
         def a_turn():
             with mem.turn("and my plan?", user="alice") as t:
                 t.answer = "Pro plan."
 
-        assert round_trips(db, a_turn) == (2, 4)  # one read, one write
+        assert round_trips(db, a_turn) == (2, 2)  # one read, one write
 
 
 # --- 9. users, threads and asyncio; 10. restarts ----------------------------------------

@@ -1,0 +1,36 @@
+"""bench/seed_store.py (pymem beside fastaiagent's PostgresFactStore) runs end to end at a tiny
+size: behaviour only, never timings."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import seed_store  # noqa: E402
+
+
+def test_seed_store_bench_small(dsn, tmp_path):
+    result = seed_store.main(["--dsn", dsn, "--users", "30", "--facts", "3", "--calls", "20", "--warmup", "2",
+                              "--results-dir", str(tmp_path)])
+    # the three sides of newest-50 answered the same facts in the same order
+    assert result["same_rows"] == {"plain SQL": True, "fastaiagent": True}
+    ops = {"newest 50", "re-add", "supersede", "single-fact load"}
+    assert set(result["table"]) == ops
+    for op, sides in result["table"].items():
+        assert set(sides) == {"pymem", "fastaiagent", "plain SQL"}, op
+        for side, m in sides.items():
+            assert 0 < m["p50_us"] <= m["p99_us"] and m["per_s"] > 0, (op, side)
+    assert set(result["stale"]["before"]) == {"pymem", "fastaiagent", "plain SQL"}
+    assert any("stubbed" in k for k in result["overhead"])
+    assert Path(result["result_file"]).exists()
+
+
+@pytest.mark.parametrize("bad", [["--users", "2"], ["--calls", "0"], ["--facts", "0"], ["--warmup", "-1"]])
+def test_seed_store_bench_refuses_bad_sizes(bad):
+    with pytest.raises(SystemExit) as e:
+        seed_store.main(bad)
+    assert e.value.code == 2
