@@ -62,7 +62,8 @@ def timeout_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
     (``options=-c statement_timeout=N``): the server applies it to every statement of the session,
     so a call costs no statement for it. Before the DSN's own ``options``, so that a
     ``statement_timeout`` there wins. Empty when the timeout is 0. A pooler that cannot carry it
-    to the server refuses the option when the connection opens (:func:`refused_option`)."""
+    to the server refuses the option when the connection opens (:func:`refused_option`), or
+    takes it and sets nothing (:func:`timeout_arrived`)."""
     if not settings.statement_timeout_ms:
         return {}
     own = f"-c statement_timeout={settings.statement_timeout_ms}"
@@ -71,10 +72,23 @@ def timeout_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
 
 
 def refused_option(exc: BaseException) -> bool:
-    """Whether opening a connection failed because a pooler refused its startup option (PgBouncer:
-    "unsupported startup parameter in options: statement_timeout", unless ``track_extra_parameters``
-    names it). The server itself accepts any ``-c`` option."""
+    """Whether opening a connection failed because a pooler refused its startup option (PgBouncer
+    1.20+: "unsupported startup parameter in options: statement_timeout"; before: "unsupported
+    startup parameter: options"). The server itself accepts any ``-c`` option."""
     return isinstance(exc, psycopg.OperationalError) and "unsupported startup parameter" in str(exc)
+
+
+def timeout_arrived(conn: psycopg.Connection) -> bool:
+    """Whether the session's statement timeout came from the connection's startup option. A
+    pooler may take the option and not pass it on: PgBouncer with ``track_extra_parameters``
+    naming ``statement_timeout`` keeps it for the client but sets only the parameters the server
+    reports, which this one is not."""
+    return bool(conn.execute(Q["statement_timeout_source"], prepare=False).fetchone()[0])
+
+
+async def atimeout_arrived(conn: psycopg.AsyncConnection) -> bool:
+    """The asyncio twin of :func:`timeout_arrived`."""
+    return bool((await (await conn.execute(Q["statement_timeout_source"], prepare=False)).fetchone())[0])
 
 
 @contextlib.contextmanager
@@ -93,8 +107,8 @@ def execute(
     """Send the named query ``name`` on an autocommit connection; its rows as dicts.
 
     One statement, one round trip: the connection carries the statement timeout for its session
-    (:func:`timeout_kwargs`). ``timeout_per_call``: it does not (a transaction pooler refused the
-    startup option), so the query goes in one pipeline behind a transaction-local
+    (:func:`timeout_kwargs`). ``timeout_per_call``: it does not (a pooler refused the startup
+    option, or did not pass it on), so the query goes in one pipeline behind a transaction-local
     ``set_config('statement_timeout', ...)``: still one round trip, one implicit transaction (no
     Sync between them), the timeout for this statement only and nothing left on the server
     connection for whoever uses it next.

@@ -15,11 +15,11 @@ The policies here:
   started again when it stopped, and a pool timeout is checked with one direct connection;
 * pgvector's types are looked up again while they are missing, so a pool opened before
   ``pymem migrate`` sends vectors after it.
-* a pooler that refuses the timeout's startup option (PgBouncer unless ``track_extra_parameters``
-  names ``statement_timeout``) is found by that first connection: the timeout then goes with
-  each call (:func:`pymem.connection.execute`) and, unless ``prepare_threshold`` was set,
-  nothing is prepared (a pooler older than PgBouncer 1.21 would hand one client's prepared
-  statement to another).
+* a pooler that refuses the timeout's startup option, or takes it without setting it on the
+  server (PgBouncer does one or the other), is found by that first connection: the timeout then
+  goes with each call (:func:`pymem.connection.execute`). One that refuses the ``options``
+  parameter itself (PgBouncer before 1.20) cannot keep prepared statements either: unless
+  ``prepare_threshold`` was set, nothing is prepared behind it.
 
 Imports run one way: connection <- migrations <- database.
 """
@@ -42,6 +42,7 @@ from . import migrations, server
 from .connection import (
     aexecute,
     ais_citus,
+    atimeout_arrived,
     atype_infos,
     connect_kwargs,
     errors,
@@ -50,6 +51,7 @@ from .connection import (
     refused_option,
     register_types,
     resolve_conninfo,
+    timeout_arrived,
     timeout_kwargs,
     type_infos,
 )
@@ -69,31 +71,36 @@ def _open_conninfo(settings: Settings, migrate: bool | None) -> str:
 
 class _Probe:
     """What the first, direct connection found: pgvector's types, whether the database is a Citus
-    coordinator, and whether the connections may carry the statement timeout as a startup option
-    (a transaction pooler may refuse it: then the timeout goes with each call, and prepared
-    statements are off unless PYMEM_PREPARE_THRESHOLD says otherwise)."""
+    coordinator, whether the statement timeout reached the server as a startup option (else it
+    goes with each call: ``per_call``), and whether a pooler in between is one that cannot keep
+    prepared statements (``no_prepare``: it refused the ``options`` parameter itself, as
+    PgBouncer before 1.20 does)."""
 
-    __slots__ = ("infos", "citus", "pooler_refused")
+    __slots__ = ("infos", "citus", "per_call", "no_prepare")
 
-    def __init__(self, infos: list[TypeInfo], citus: bool, pooler_refused: bool) -> None:
-        self.infos, self.citus, self.pooler_refused = infos, citus, pooler_refused
+    def __init__(self, infos: list[TypeInfo], citus: bool, per_call: bool = False, no_prepare: bool = False) -> None:
+        self.infos, self.citus, self.per_call, self.no_prepare = infos, citus, per_call, no_prepare
 
 
-def _refused(settings: Settings, exc: psycopg.Error) -> None:
-    log.info("pymem: the server refused the startup option statement_timeout (%s): a transaction pooler. "
-             "The statement timeout now goes with each call%s (README \"Behind PgBouncer\")", exc,
-             "" if "prepare_threshold" in settings.model_fields_set
-             else ", and no statement is prepared on the server (PYMEM_PREPARE_THRESHOLD=5 where the pooler keeps them)")
+def _pooler(settings: Settings, why: str, *, refused: bool) -> _Probe:
+    """A pooler between pymem and the server: it refused the timeout's startup option (``why``
+    its message) or took it without passing it on (PgBouncer with ``track_extra_parameters``
+    naming ``statement_timeout``, a parameter the server does not report)."""
+    no_prepare = refused and "in options" not in why and "prepare_threshold" not in settings.model_fields_set
+    log.info("pymem: the statement timeout did not reach the server as a startup option (%s): a connection pooler. "
+             "It now goes with each call%s (README \"Behind PgBouncer\")", why,
+             ", and nothing is prepared on the server (set PYMEM_PREPARE_THRESHOLD to override)" if no_prepare else "")
+    return _Probe([], False, per_call=True, no_prepare=no_prepare)
 
 
 def _kwargs(settings: Settings, conninfo: str, probe: _Probe | None) -> dict[str, Any]:
     """What every connection of a pool opens with: the settings, and the statement timeout as a
-    startup option unless the pooler refused it (``probe``; None: try it)."""
+    startup option unless it does not reach the server (``probe``; None: try it)."""
     kwargs = {"autocommit": True, **connect_kwargs(settings, conninfo)}
-    if probe is None or not probe.pooler_refused:
+    if probe is None or not probe.per_call:
         return kwargs | timeout_kwargs(settings, conninfo)
-    if "prepare_threshold" not in settings.model_fields_set:
-        kwargs["prepare_threshold"] = None  # an older pooler would hand one client's statement to another
+    if probe.no_prepare:
+        kwargs["prepare_threshold"] = None  # the pooler would hand one client's statement to another
     return kwargs
 
 
@@ -110,31 +117,39 @@ def _pool_kwargs(settings: Settings, conninfo: str, probe: _Probe) -> dict[str, 
 def _probe(settings: Settings, conninfo: str) -> _Probe:
     """One direct connection (not pooled), opened as the pool's will be: it fails with the
     server's own reason (wrong host, password, database) within the connect timeout."""
-    refused = False
+    option = bool(timeout_kwargs(settings, conninfo))
+    found = _Probe([], False)
     with errors():
         try:
             conn = psycopg.connect(conninfo, **_kwargs(settings, conninfo, None))
         except psycopg.OperationalError as exc:
-            if not (refused := refused_option(exc) and bool(timeout_kwargs(settings, conninfo))):
+            if not (option and refused_option(exc)):
                 raise
-            _refused(settings, exc)
-            conn = psycopg.connect(conninfo, **_kwargs(settings, conninfo, _Probe([], False, True)))
+            found = _pooler(settings, str(exc).strip(), refused=True)
+            conn = psycopg.connect(conninfo, **_kwargs(settings, conninfo, found))
         with conn:
-            return _Probe(type_infos(conn), is_citus(conn), refused)
+            if option and not found.per_call and not timeout_arrived(conn):
+                found = _pooler(settings, "accepted but not set on the server", refused=False)
+            found.infos, found.citus = type_infos(conn), is_citus(conn)
+    return found
 
 
 async def _aprobe(settings: Settings, conninfo: str) -> _Probe:
-    refused = False
+    option = bool(timeout_kwargs(settings, conninfo))
+    found = _Probe([], False)
     with errors():
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, **_kwargs(settings, conninfo, None))
         except psycopg.OperationalError as exc:
-            if not (refused := refused_option(exc) and bool(timeout_kwargs(settings, conninfo))):
+            if not (option and refused_option(exc)):
                 raise
-            _refused(settings, exc)
-            conn = await psycopg.AsyncConnection.connect(conninfo, **_kwargs(settings, conninfo, _Probe([], False, True)))
+            found = _pooler(settings, str(exc).strip(), refused=True)
+            conn = await psycopg.AsyncConnection.connect(conninfo, **_kwargs(settings, conninfo, found))
         async with conn:
-            return _Probe(await atype_infos(conn), await ais_citus(conn), refused)
+            if option and not found.per_call and not await atimeout_arrived(conn):
+                found = _pooler(settings, "accepted but not set on the server", refused=False)
+            found.infos, found.citus = await atype_infos(conn), await ais_citus(conn)
+    return found
 
 
 def _no_connection(exc: Error) -> bool:
@@ -169,7 +184,7 @@ class Database:
         self.conninfo = _open_conninfo(self.settings, migrate)
         self._probe = _probe(self.settings, self.conninfo)
         self._infos, self._citus = self._probe.infos, self._probe.citus
-        self._per_call = self._probe.pooler_refused and not self._citus
+        self._per_call = self._probe.per_call and not self._citus
         self._typed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
         self._recovering = threading.Lock()
         self.pool = self._new_pool()
@@ -250,7 +265,7 @@ class AsyncDatabase:
         self.conninfo = conninfo
         self._probe = probe
         self._infos, self._citus = probe.infos, probe.citus
-        self._per_call = probe.pooler_refused and not self._citus
+        self._per_call = probe.per_call and not self._citus
         self._typed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
         self._recovering = asyncio.Lock()
         self.pool: AsyncConnectionPool

@@ -1,11 +1,10 @@
 """Configuration: :class:`Settings`, read from ``PYMEM_*`` environment variables.
 
 With no DSN, pymem starts (or reuses) the embedded PostgreSQL server whose data lives in
-``data_dir``. Each pooled connection carries the statement timeout as a startup option, and statements are
-prepared on the server from their fifth execution on (psycopg's default). Behind a transaction
-pooler that refuses the startup option (PgBouncer unless ``track_extra_parameters`` names
-``statement_timeout``), the timeout goes with each call and, unless ``prepare_threshold`` is set,
-nothing is prepared (README "Behind PgBouncer").
+``data_dir``. Each pooled connection carries the statement timeout as a startup option, and
+statements are prepared on the server from their fifth execution on (psycopg's default). Behind
+a pooler that does not pass the option on, the timeout goes with each call; behind one that
+cannot keep prepared statements set ``prepare_threshold`` to None (README "Behind PgBouncer").
 """
 
 from __future__ import annotations

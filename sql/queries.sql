@@ -102,6 +102,10 @@ WHERE e.extname = 'vector';
 -- PYMEM_STATEMENT_TIMEOUT_MS for the next statement only, where a transaction pooler refused it as a startup option: sent in one pipeline with the statement, before one Sync (transaction-local, so nothing stays on a pooled server connection).
 SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true);
 
+-- name: statement_timeout_source
+-- Whether this session's statement timeout came from the connection's startup option (a pooler may take the option and not pass it on).
+SELECT s.source = 'client' AS arrived FROM pg_catalog.pg_settings AS s WHERE s.name = 'statement_timeout';
+
 -- name: statement_timeout_off
 -- No statement timeout for the rest of this session: before CREATE INDEX CONCURRENTLY on a pooled connection (pymem.conversations.recall_indexes), which statement_timeout_reset ends.
 SELECT pg_catalog.set_config('statement_timeout', '0', false);

@@ -1,18 +1,22 @@
-"""pymem behind PgBouncer in transaction mode (issue 13, point 6), with the default Settings:
-only the DSN changes. The tests start PgBouncer themselves on a loopback port, in front of the
-test server, with one server connection per database (``default_pool_size = 1``), so every
-client connection shares it: a server-side prepared statement meets another client's, and any
-session state left on it reaches the next client. Two PgBouncers:
+"""pymem behind PgBouncer in transaction mode (issue 13, point 6; issue 28), with the default
+Settings: only the DSN changes. The tests start PgBouncer themselves on a loopback port, in
+front of the test server, with one server connection per database (``default_pool_size = 1``),
+so every client connection shares it: a server-side prepared statement meets another client's,
+and any session state left on it reaches the next client. Two PgBouncers:
 
-* Debian 12's package ``pgbouncer`` (1.18): it refuses pymem's startup option
-  (``options=-c statement_timeout=N``: "unsupported startup parameter") and cannot keep prepared
-  statements in transaction mode. pymem's first connection notices the refusal: the timeout then
-  goes with each call and, the prepare threshold left at its default, nothing is prepared.
+* Debian 12's package ``pgbouncer`` (1.18): it refuses the ``options`` startup parameter itself
+  ("unsupported startup parameter: options") and cannot keep prepared statements in transaction
+  mode. pymem's first connection notices: the timeout goes with each call and, the prepare
+  threshold left at its default, nothing is prepared.
 * PgBouncer 1.25.2, built from the team's vendored source by ``.ci/pgbouncer build`` (cached
   outside the repository): it keeps prepared statements in transaction mode
-  (``max_prepared_statements = 200`` by default). With its defaults it refuses the option as
-  1.18 does; with ``track_extra_parameters = IntervalStyle, statement_timeout`` it accepts it
-  and tracks it per client.
+  (``max_prepared_statements = 200`` by default), so pymem prepares behind it. With its
+  defaults it refuses pymem's option ("unsupported startup parameter in options:
+  statement_timeout"); with ``track_extra_parameters = IntervalStyle, statement_timeout`` it
+  accepts the option but never sets it on the server connection (PgBouncer restores only
+  parameters whose server-side value PostgreSQL reports, and statement_timeout is not one).
+  pymem notices either way (its first connection asks where the session's timeout came from)
+  and sends the timeout with each call.
 
 Skipped when pgbouncer is not installed, or when 1.25.2 cannot be built here (no vendored
 archive, no build tools: the skip reason names what is missing), except under CI (environment
@@ -225,18 +229,25 @@ def server_prepared(other: psycopg.Connection) -> list[str]:
 
 def assert_blocked_call_times_out(mem: Memory, dsn: str, tmp_path) -> None:
     """A call that waits on a lock another session holds (directly on the server) is cancelled by
-    pymem's statement timeout: pymem.TimeoutError, SQLSTATE 57014."""
+    pymem's statement timeout (a few hundred ms in these tests): pymem.TimeoutError, SQLSTATE
+    57014. Without a timeout the call waits until the lock goes (5 s), then succeeds: an
+    AssertionError here."""
     holder = psycopg.connect(dsn)  # directly on the server: holds a lock facts calls need
     holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
-    release = threading.Timer(10, holder.rollback)  # without the timeout the call waits this long, then succeeds
+    release = threading.Timer(5, holder.rollback)  # without the timeout the call waits this long, then succeeds
     release.start()
+    err: pymem.TimeoutError | None = None
+    started = time.monotonic()
     try:
-        with pytest.raises(pymem.TimeoutError) as err:
-            mem.retrieve(id="alice")
+        mem.retrieve(id="alice")
+    except pymem.TimeoutError as exc:
+        err = exc
     finally:
         release.cancel()
         holder.close()
-    assert err.value.sqlstate == "57014", _bouncer_log(tmp_path)
+    assert err is not None, (f"the call waited {time.monotonic() - started:.1f} s for the lock and succeeded: "
+                             f"no statement timeout reached the server\n{_bouncer_log(tmp_path)}")
+    assert err.sqlstate == "57014", _bouncer_log(tmp_path)
 
 
 # PgBouncer 1.18 (Debian): refuses the startup option, keeps no prepared statements.
@@ -256,11 +267,10 @@ def test_default_settings_work_behind_pgbouncer_in_transaction_mode(bouncer, tmp
             assert prepare_thresholds(db) == {None}
             assert other.execute("SHOW statement_timeout").fetchone()[0] == default
             assert server_prepared(other) == []
-    assert "unsupported startup parameter in options: statement_timeout" in _bouncer_log(tmp_path) or \
-        "unsupported startup parameter: options" in _bouncer_log(tmp_path), _bouncer_log(tmp_path)
+    assert "unsupported startup parameter: options" in _bouncer_log(tmp_path)  # 1.18 refuses `options` itself
 
 
-def test_no_session_state_reaches_the_next_client_and_the_timeout_still_applies(bouncer, dsn):
+def test_no_session_state_reaches_the_next_client_and_the_timeout_still_applies(bouncer, dsn, tmp_path):
     with psycopg.connect(bouncer, autocommit=True) as other:  # another client of PgBouncer
         default = other.execute("SHOW statement_timeout").fetchone()[0]
         server_pid = other.execute("SELECT pg_backend_pid()").fetchone()[0]
@@ -273,25 +283,15 @@ def test_no_session_state_reaches_the_next_client_and_the_timeout_still_applies(
             assert other.execute("SHOW statement_timeout").fetchone()[0] == default
             assert other.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0] == 0
 
-            holder = psycopg.connect(dsn)  # directly on the server: holds a lock facts calls need
-            holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
-            release = threading.Timer(30, holder.rollback)  # without the timeout the call waits this long, then succeeds
-            release.start()
-            try:
-                with pytest.raises(pymem.TimeoutError) as err:
-                    mem.retrieve(id="alice")
-            finally:
-                release.cancel()
-                holder.close()
-            assert err.value.sqlstate == "57014"
+            assert_blocked_call_times_out(mem, dsn, tmp_path)
             assert other.execute("SHOW statement_timeout").fetchone()[0] == default
 
 
 # PgBouncer 1.25.2 (vendored source): keeps prepared statements in transaction mode.
 
 
-def test_pgbouncer_125_tracking_statement_timeout_carries_it_per_client_with_prepared_statements(
-        bouncer_125_tracking, dsn, tmp_path):
+def test_pgbouncer_125_tracking_statement_timeout_accepts_the_option_and_keeps_prepared_statements(
+        bouncer_125_tracking, tmp_path):
     bouncer = bouncer_125_tracking
     with psycopg.connect(bouncer, autocommit=True) as other:  # another client of PgBouncer
         default = other.execute("SHOW statement_timeout").fetchone()[0]
@@ -299,36 +299,49 @@ def test_pgbouncer_125_tracking_statement_timeout_carries_it_per_client_with_pre
         with pymem.Database(pymem.Settings(dsn=bouncer)) as db:
             contract(db, "alice")
             contract_from_threads(db, tmp_path)
-            # the startup option was accepted: prepared statements stay on ...
+            # the startup option was accepted (and not passed on): prepared statements stay on ...
             assert prepare_thresholds(db) == {5}
+            assert db._per_call  # ... and the timeout goes with each call
+            assert "unsupported startup parameter" not in _bouncer_log(tmp_path)
             # ... and really are prepared on the one server connection, under PgBouncer's names
             assert other.execute("SELECT pg_backend_pid()").fetchone()[0] == server_pid
             names = server_prepared(other)
             assert names and all(n.startswith("PGBOUNCER_") for n in names), names
-            with db.connection() as c:
-                assert c.execute("SHOW statement_timeout").fetchone()[0] == "30s", _bouncer_log(tmp_path)
             assert other.execute("SHOW statement_timeout").fetchone()[0] == default
         with pymem.Database(pymem.Settings(dsn=bouncer, statement_timeout_ms=300)) as db:
-            with db.connection() as c:  # PgBouncer sets each client's value on the server connection ...
-                assert c.execute("SHOW statement_timeout").fetchone()[0] == "300ms", _bouncer_log(tmp_path)
-            # ... and the server's own for a client that gave none
+            with db.connection() as c:
+                shown = c.execute("SHOW statement_timeout").fetchone()[0]
+            # PgBouncer keeps the client's statement_timeout=300 in its cache but never sets it on
+            # the server connection: it restores a tracked parameter only when it knows the server
+            # connection's value, which it learns from ParameterStatus messages, and PostgreSQL
+            # reports no statement_timeout (not GUC_REPORT). So pymem's pooled connection runs
+            # under the server's default, and pymem sends the timeout with each call (next test).
+            assert shown == default, "PgBouncer now sets the tracked statement_timeout on the server connection"
+            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+
+
+def test_pgbouncer_125_tracking_statement_timeout_times_out_a_blocked_call(bouncer_125_tracking, dsn, tmp_path):
+    with pymem.Database(pymem.Settings(dsn=bouncer_125_tracking, statement_timeout_ms=300)) as db:
+        mem = Memory(agent_id="bot", db=db)
+        mem.persist("Lives in Oslo", id="alice")
+        assert_blocked_call_times_out(mem, dsn, tmp_path)
+
+
+def test_pgbouncer_125_defaults_refuse_the_option_and_pymem_falls_back(bouncer_125, dsn, tmp_path):
+    with psycopg.connect(bouncer_125, autocommit=True) as other:  # another client of PgBouncer
+        default = other.execute("SHOW statement_timeout").fetchone()[0]
+        with pymem.Database(pymem.Settings(dsn=bouncer_125, statement_timeout_ms=300)) as db:
+            contract(db, "alice")
+            contract_from_threads(db, tmp_path)
+            # refused with "in options" (a PgBouncer that knows the parameter, 1.20+): prepared
+            # statements stay on, under PgBouncer's names, and the timeout goes with each call
+            assert prepare_thresholds(db) == {5}
+            names = server_prepared(other)
+            assert names and all(n.startswith("PGBOUNCER_") for n in names), names
             assert other.execute("SHOW statement_timeout").fetchone()[0] == default
             mem = Memory(agent_id="bot", db=db)
             mem.persist("Lives in Oslo", id="alice")
             assert_blocked_call_times_out(mem, dsn, tmp_path)
-            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
-
-
-def test_pgbouncer_125_defaults_refuse_the_option_and_pymem_falls_back(bouncer_125, tmp_path):
-    with psycopg.connect(bouncer_125, autocommit=True) as other:  # another client of PgBouncer
-        default = other.execute("SHOW statement_timeout").fetchone()[0]
-        with pymem.Database(pymem.Settings(dsn=bouncer_125)) as db:
-            contract_from_threads(db, tmp_path)
-            # refused (PgBouncer tracks no statement_timeout by default): pymem prepares nothing,
-            # as behind 1.18, since prepare_threshold was not set explicitly
-            assert prepare_thresholds(db) == {None}
-            assert server_prepared(other) == []
-            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
     assert "unsupported startup parameter in options: statement_timeout" in _bouncer_log(tmp_path)
 
 
