@@ -145,6 +145,12 @@ class _Facts:
         params |= self._values(confidence, source, trace_id, metadata)
         params["created_at"] = timestamp(created_at)
         params["max_learned"] = self.options.max_learned_facts
+        embedder = self.options.embedder
+        if embedding is None and embedder is not None:
+            # a fact that is there with its vector already is one read, and no call of the embedder
+            rows = yield Query("fact_lookup", {**params, "embedder": embedder.name})
+            if rows and rows[0]["embedded"]:
+                return FactId(rows[0]["id"], False)
         params |= yield from self._vector(content, embedding)
         rows = yield Query("fact_add", params)
         return FactId(rows[0]["id"], rows[0]["created"])

@@ -561,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('d10e0ce6b474212feb10ae8df227dac8602b78e620a30d217a75bc42095f1c52')
+SELECT pymem.migration_api_applied('05ebfe71f6a3d3e7968ee977388ba139f3a70425933a7e15674ce14c7ea3086a')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -132,6 +132,13 @@ SELECT a.id, a.created FROM pymem.fact_add(
     max_learned => %(max_learned)s::integer, embedding => %(embedding)b, embedder => %(embedder)s,
     created_at => %(created_at)s::timestamptz) AS a;
 
+-- name: fact_lookup
+-- The active fact with this content, if any, and whether it has a vector from the embedder (fact_add's checks, no write).
+SELECT l.id, l.embedded FROM pymem.fact_lookup(
+    scope => %(scope)s, scope_id => %(scope_id)s, content => %(content)s, project_id => %(project_id)s,
+    confidence => %(confidence)s::float8, source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
+    max_learned => %(max_learned)s::integer, embedder => %(embedder)s, created_at => %(created_at)s::timestamptz) AS l;
+
 -- name: facts_add_many
 -- Add many facts of one scope in one call (bulk, all or nothing); one row per element, in order.
 SELECT a.ord, a.id, a.created FROM pymem.facts_add_many(

@@ -251,7 +251,10 @@ def test_serve_command_defaults():
 def browser(tmp_path):
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     driver_path = shutil.which("chromedriver")
-    assert chromium and driver_path, "headless Chromium needs the Debian packages chromium and chromium-driver"
+    if not (chromium and driver_path):
+        if os.environ.get("CI"):  # CI installs them (.ci/run): never a silent skip there
+            pytest.fail("headless Chromium needs the Debian packages chromium and chromium-driver")
+        pytest.skip("headless Chromium needs the Debian packages chromium and chromium-driver")
     options = webdriver.ChromeOptions()
     options.binary_location = chromium
     for flag in ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

@@ -523,6 +523,63 @@ BEGIN
 END;
 $$;
 
+-- fact_lookup: what fact_add would return for a fact that is there already, without writing:
+-- the active fact of the subject with this content (fact_add's equality) and whether it has a
+-- vector from embedder; no row when there is none. The same arguments and checks as fact_add
+-- (22023 for what fact_add refuses), so a caller that computes vectors (pymem.Memory.persist)
+-- asks first and calls its embedder, and fact_add, only for a new fact or one without a vector:
+-- an idempotent re-add costs one read and no model call.
+--   SELECT * FROM pymem.fact_lookup(scope => 'user', scope_id => 'alice', content => 'Prefers email', embedder => 'hash-384-v1');
+CREATE OR REPLACE FUNCTION pymem.fact_lookup(
+    scope text,
+    scope_id text,
+    content text,
+    project_id text DEFAULT '',
+    confidence double precision DEFAULT 1.0,
+    source text DEFAULT 'manual',
+    trace_id text DEFAULT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb,
+    max_learned integer DEFAULT 200,
+    embedder text DEFAULT NULL,
+    created_at timestamptz DEFAULT NULL)
+RETURNS TABLE (id bigint, embedded boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_content text;
+    v_id bigint;
+BEGIN
+    PERFORM pymem._tenant_enter(fact_lookup.project_id);
+    PERFORM pymem._fact_check_subject(fact_lookup.scope, fact_lookup.scope_id, fact_lookup.project_id, 'exact');
+    v_content := pymem._fact_check_values(fact_lookup.content, fact_lookup.confidence, fact_lookup.source,
+                                          fact_lookup.trace_id, fact_lookup.metadata);
+    IF fact_lookup.created_at IS NOT NULL THEN
+        PERFORM pymem._fact_check_time(fact_lookup.created_at);
+    END IF;
+    IF fact_lookup.max_learned < 1 THEN
+        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
+    END IF;
+    IF fact_lookup.embedder = '' OR pg_catalog.length(fact_lookup.embedder) > 200 THEN
+        RAISE EXCEPTION 'pymem: an embedder is named by 1..200 characters' USING ERRCODE = '22023';
+    END IF;
+    -- fact_add's lookup (scope in "C": only facts_subject_content_key serves it)
+    SELECT f.id INTO v_id FROM pymem.facts AS f
+     WHERE f.project_id = fact_lookup.project_id AND f.scope = fact_lookup.scope COLLATE "C"
+       AND f.scope_id = fact_lookup.scope_id AND f.content_key = pymem.fact_key(v_content)
+       AND f.superseded_by IS NULL;
+    IF FOUND THEN
+        id := v_id;
+        embedded := EXISTS (SELECT 1 FROM pymem.fact_embeddings AS e
+                             WHERE e.project_id = fact_lookup.project_id AND e.scope = fact_lookup.scope
+                               AND e.scope_id = fact_lookup.scope_id AND e.fact_id = v_id
+                               AND e.embedder = fact_lookup.embedder);
+        RETURN NEXT;
+    END IF;
+END;
+$$;
+
 -- _facts_newest: the query behind facts_newest, without its checks; context_read calls it too
 -- (a nested API call would enter the tenant and check its arguments a second time).
 CREATE OR REPLACE FUNCTION pymem._facts_newest(p_project_id text, p_scope text, p_scope_id text, p_max integer)
