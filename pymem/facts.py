@@ -146,8 +146,9 @@ class _Facts:
         params["created_at"] = timestamp(created_at)
         params["max_learned"] = self.options.max_learned_facts
         embedder = self.options.embedder
-        if embedding is None and embedder is not None:
+        if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
             # a fact that is there with its vector already is one read, and no call of the embedder
+            # (a model's call costs more than the read; a cheap embedder's does not)
             rows = yield Query("fact_lookup", {**params, "embedder": embedder.name})
             if rows and rows[0]["embedded"]:
                 return FactId(rows[0]["id"], False)

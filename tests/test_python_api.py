@@ -222,6 +222,52 @@ def test_persist_reports_whether_it_created_the_fact(db):
     assert mem.history(user="alice", fact_id=again)[0].id == first  # usable as an id
 
 
+class Model(Counting):
+    """A counting embedder that does not say it is cheap: a model, as far as persist knows."""
+
+    cheap = False
+
+
+def test_a_re_add_calls_no_model_and_a_new_fact_gets_its_vector(db, dsn):
+    model = Model()
+    mem = make(db, embedder=model)
+    first = mem.persist("Prefers email", user="alice")
+    assert first.created and model.texts == ["Prefers email"]
+    again = mem.persist("  Prefers   email ", user="alice", confidence=0.5)
+    assert (again, again.created) == (first, False) and model.texts == ["Prefers email"]  # no model call
+    # the re-add is checked as fact_add checks it, though it writes nothing
+    with pytest.raises(pymem.ValidationError, match="confidence"):
+        mem.persist("Prefers email", user="alice", confidence=1.5)
+    with pytest.raises(pymem.ValidationError, match="source"):
+        mem.persist("Prefers email", user="alice", source="rumour")
+    # a fact there without a vector from this embedder (written by SQL) gets one
+    with psycopg.connect(dsn, autocommit=True) as c:
+        bare = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Lives in Oslo')").fetchone()[0]
+    found = mem.persist("Lives in Oslo", user="alice")
+    assert (found, found.created) == (bare, False) and model.texts[-1] == "Lives in Oslo"
+    assert rows(dsn, "SELECT count(*) FROM pymem.fact_embeddings WHERE fact_id = %s AND embedder = %s",
+                bare, model.name) == [(1,)]
+    # a cheap embedder (HashEmbedder) embeds and adds in one call, re-add or not
+    cheap = Counting()
+    mem2 = make(db, embedder=cheap)
+    assert mem2.persist("Prefers email", user="alice") == first and cheap.texts == ["Prefers email"]
+
+
+def test_a_re_add_is_one_lookup_through_the_async_twin(dsn):
+    model = Model()
+
+    async def main():
+        db = await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn, pool_min_size=1))
+        async with db:
+            mem = AsyncMemory(agent_id="bot", db=db, embedder=model)
+            a = await mem.persist("Prefers tea", user="bob")
+            b = await mem.persist("Prefers tea", user="bob")
+            return a, b
+
+    a, b = asyncio.run(main())
+    assert (a, b.created) == (b, False) and model.texts == ["Prefers tea"]
+
+
 # --- 4. metadata and real times of messages ---------------------------------------------------
 
 

@@ -29,6 +29,10 @@ class Embedder(Protocol):
 
     name: str
     dimension: int
+    #: Optional (default False): embedding a text costs less than a round trip to the database
+    #: (HashEmbedder: ~15 us). ``Memory.persist`` then embeds and adds in one call; otherwise it
+    #: asks the database first (``pymem.fact_lookup``) and embeds only a fact that is not there.
+    cheap: bool
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector of ``dimension`` floats per text, in order."""

@@ -38,6 +38,9 @@ class HashEmbedder:
     (``-v2``): stored vectors are only comparable with vectors made the same way.
     """
 
+    #: embedding costs less than a round trip (see :class:`pymem.embedders.base.Embedder`)
+    cheap = True
+
     def __init__(self, dimension: int = 384) -> None:
         self.dimension: int = _check_dimension(dimension)
         self.name: str = f"hash-{self.dimension}-v1"
