@@ -27,12 +27,13 @@ MAX_NAME_LENGTH = 200
 class Embedder(Protocol):
     """What pymem needs from an embedding model (see the docstring of :mod:`pymem.embedders`)."""
 
+    # Optional, not part of the protocol (isinstance does not ask for it): ``cheap = True`` says
+    # that embedding a text costs less than a round trip to the database (HashEmbedder: ~15 us).
+    # ``Memory.persist`` then embeds and adds in one call; otherwise it asks the database first
+    # (``pymem.fact_lookup``) and embeds only a fact that is not there yet.
+
     name: str
     dimension: int
-    #: Optional (default False): embedding a text costs less than a round trip to the database
-    #: (HashEmbedder: ~15 us). ``Memory.persist`` then embeds and adds in one call; otherwise it
-    #: asks the database first (``pymem.fact_lookup``) and embeds only a fact that is not there.
-    cheap: bool
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One vector of ``dimension`` floats per text, in order."""
