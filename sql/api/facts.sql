@@ -413,6 +413,32 @@ BEGIN
 END;
 $$;
 
+-- _fact_add_checks: what fact_add checks before anything else (fact_lookup too, so that a
+-- re-add it answers is refused exactly where fact_add would refuse it): the tenant entered, the
+-- subject, the values, the time, the cap. Returns the content as stored (trimmed).
+CREATE OR REPLACE FUNCTION pymem._fact_add_checks(
+    p_scope text, p_scope_id text, p_content text, p_project_id text, p_confidence double precision,
+    p_source text, p_trace_id text, p_metadata jsonb, p_max_learned integer, p_created_at timestamptz)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_content text;
+BEGIN
+    PERFORM pymem._tenant_enter(p_project_id);
+    PERFORM pymem._fact_check_subject(p_scope, p_scope_id, p_project_id, 'exact');
+    v_content := pymem._fact_check_values(p_content, p_confidence, p_source, p_trace_id, p_metadata);
+    IF p_created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
+        PERFORM pymem._fact_check_time(p_created_at);
+    END IF;
+    IF p_max_learned < 1 THEN
+        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
+    END IF;
+    RETURN v_content;
+END;
+$$;
+
 -- fact_add: adds a fact, or returns the active fact of the subject with the same content.
 --   SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Prefers email');
 -- created is false when the fact already existed. A learned fact (source 'learned') trims the
@@ -447,16 +473,9 @@ DECLARE
     v_cut_at timestamptz;
     v_cut_id bigint;
 BEGIN
-    PERFORM pymem._tenant_enter(fact_add.project_id);
-    PERFORM pymem._fact_check_subject(fact_add.scope, fact_add.scope_id, fact_add.project_id, 'exact');
-    v_content := pymem._fact_check_values(fact_add.content, fact_add.confidence, fact_add.source,
-                                          fact_add.trace_id, fact_add.metadata);
-    IF fact_add.created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
-        PERFORM pymem._fact_check_time(fact_add.created_at);
-    END IF;
-    IF fact_add.max_learned < 1 THEN
-        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
-    END IF;
+    v_content := pymem._fact_add_checks(fact_add.scope, fact_add.scope_id, fact_add.content, fact_add.project_id,
+                                        fact_add.confidence, fact_add.source, fact_add.trace_id, fact_add.metadata,
+                                        fact_add.max_learned, fact_add.created_at);
     IF fact_add.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
         PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
     END IF;
@@ -551,16 +570,10 @@ DECLARE
     v_content text;
     v_id bigint;
 BEGIN
-    PERFORM pymem._tenant_enter(fact_lookup.project_id);
-    PERFORM pymem._fact_check_subject(fact_lookup.scope, fact_lookup.scope_id, fact_lookup.project_id, 'exact');
-    v_content := pymem._fact_check_values(fact_lookup.content, fact_lookup.confidence, fact_lookup.source,
-                                          fact_lookup.trace_id, fact_lookup.metadata);
-    IF fact_lookup.created_at IS NOT NULL THEN
-        PERFORM pymem._fact_check_time(fact_lookup.created_at);
-    END IF;
-    IF fact_lookup.max_learned < 1 THEN
-        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
-    END IF;
+    v_content := pymem._fact_add_checks(fact_lookup.scope, fact_lookup.scope_id, fact_lookup.content,
+                                        fact_lookup.project_id, fact_lookup.confidence, fact_lookup.source,
+                                        fact_lookup.trace_id, fact_lookup.metadata, fact_lookup.max_learned,
+                                        fact_lookup.created_at);
     IF fact_lookup.embedder = '' OR pg_catalog.length(fact_lookup.embedder) > 200 THEN
         RAISE EXCEPTION 'pymem: an embedder is named by 1..200 characters' USING ERRCODE = '22023';
     END IF;
