@@ -827,8 +827,8 @@ def test_forget_conversation(db, dsn):
     assert mem.forget_conversation(user="alice") == 0
     assert n_messages(dsn) == 2
     assert rows(dsn, "SELECT count(*) FROM pymem.message_embeddings WHERE user_id = 'alice'")[0][0] == 0
-    with psycopg.connect(dsn) as c:
-        assert c.execute("SELECT pymem.conversation_forget('')").fetchone()[0] == 0
+    with psycopg.connect(dsn) as c, pytest.raises(psycopg.errors.InvalidParameterValue, match="needs a user id"):
+        c.execute("SELECT pymem.conversation_forget('')")  # an unset user id is refused, not "0 deleted"
 
 
 def test_message_timestamps_are_recent(db):

@@ -166,13 +166,23 @@ def test_ties_on_created_at_break_by_id_descending(mem, dsn):
 # --- 3. safe scoping --------------------------------------------------------------------
 
 
-def test_empty_user_id_reads_and_deletes_nothing_and_cannot_write(mem, dsn):
+def test_empty_user_id_reads_nothing_and_cannot_delete_or_write(mem, dsn):
     mem.persist("a", id="alice")
     assert mem.retrieve(id="") == []
     with pytest.raises(pymem.ValidationError, match="needs a user"):  # no user at all: not a silent []
         mem.retrieve(tier="user")
-    assert mem.forget(id="") == 0
-    assert mem.forget(tier="project", id="") == 0
+    # a delete given an unset id says so (issue 29): it does not report that it deleted nothing
+    with pytest.raises(pymem.ValidationError, match="empty id names no one"):
+        mem.forget(id="")
+    with pytest.raises(pymem.ValidationError, match="empty id names no one"):
+        mem.forget(tier="project", id="")
+    with pytest.raises(pymem.ValidationError, match="empty id names no one"):
+        mem.forget(id="", content="a")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for sql in ("SELECT pymem.facts_forget('user', '')", "SELECT pymem.fact_forget('user', '', content => 'a')",
+                    "SELECT pymem.facts_forget('project', '')"):
+            with pytest.raises(psycopg.errors.InvalidParameterValue):
+                c.execute(sql)
     assert count(dsn) == 1
     with pytest.raises(pymem.ValidationError):
         mem.persist("b", id="")

@@ -110,6 +110,11 @@ SQL_CASES = [
     # a bigint where an integer is expected matches no function (PostgreSQL's 42883)
     ("SELECT * FROM pymem.facts_newest('user', 'alice', max_facts => 2147483648)", "42883"),
     ("SELECT pymem.facts_forget('agent', '')", "22023"),
+    # deletes given an unset id refuse it (issue 29), as writes do
+    ("SELECT pymem.facts_forget('user', '')", "22023"),
+    ("SELECT pymem.fact_forget('project', '', content => 'x')", "22023"),
+    ("SELECT pymem.conversation_forget('')", "22023"),
+    ("SELECT pymem.store_drop('')", "22023"),
     ("SELECT pymem.fact_forget('user', '*', id => 1)", "22023"),
     ("SELECT pymem.fact_supersede('user', 'alice', 'new', id => 987654321)", "P0002"),
     ("SELECT pymem.fact_supersede('user', 'alice', 'new', old_content => 'Prefers email')", "PM201"),

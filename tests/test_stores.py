@@ -300,7 +300,8 @@ def test_drop_is_guarded_like_forget(db, dsn):
         s.write_text("x.txt", key)
         s.append_run([{"role": "user", "content": key}])
     MemoryStore.get_or_create("c", db=db, project_id="acme").write_text("x.txt", "c")
-    assert MemoryStore.drop("", db=db) == 0
+    with pytest.raises(pymem.ValidationError, match="store key"):  # an unset key is refused, not "0 dropped"
+        MemoryStore.drop("", db=db)
     assert MemoryStore.drop("a", db=db) == 1
     assert count(dsn, "store_entries") == 2 and count(dsn, "store_versions") == 1
     assert MemoryStore.drop("*", db=db) == 1  # every store of the default project, not acme's

@@ -18,7 +18,8 @@
 
 -- _conv_check: validates (project_id, user_id, thread_id). purpose 'exact': the call names one real
 -- user (writes, and reads that need one); an empty user id is refused. purpose 'match': the call
--- selects what matches (reads, deletes); an empty user id matches nothing (returns false).
+-- selects what matches (reads); an empty user id matches nothing (returns false). purpose
+-- 'delete' (conversation_forget): an empty user id is refused, as for a write.
 CREATE OR REPLACE FUNCTION pymem._conv_check(project_id text, user_id text, thread_id text, purpose text)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
@@ -37,6 +38,10 @@ BEGIN
     IF user_id = '' THEN
         IF purpose = 'exact' THEN
             RAISE EXCEPTION 'pymem: a message needs a user id; the empty id names no one'
+                USING ERRCODE = '22023';
+        END IF;
+        IF purpose = 'delete' THEN
+            RAISE EXCEPTION 'pymem: deleting a conversation needs a user id; the empty id names no one'
                 USING ERRCODE = '22023';
         END IF;
         RETURN false;
@@ -1512,7 +1517,7 @@ DECLARE
 BEGIN
     PERFORM pymem._tenant_enter(conversation_forget.project_id);
     IF NOT pymem._conv_check(conversation_forget.project_id, conversation_forget.user_id,
-                             NULLIF(conversation_forget.thread_id, '*'), 'match') THEN
+                             NULLIF(conversation_forget.thread_id, '*'), 'delete') THEN
         RETURN 0;
     END IF;
     IF conversation_forget.thread_id = '*' THEN

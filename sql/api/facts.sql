@@ -73,10 +73,12 @@ BEGIN
 END;
 $$;
 
--- _fact_check_subject: validates a subject; returns false when a read/delete must match
--- nothing (empty user or project id). purpose 'exact': the call names one real subject (writes,
--- fact_chain, user_export): '*' and an empty user/project id are refused. purpose 'match': the call
--- selects what matches (reads, deletes): '' matches nothing, '*' every subject of the scope.
+-- _fact_check_subject: validates a subject; returns false when a read must match nothing (empty
+-- user or project id). purpose 'exact': the call names one real subject (writes, fact_chain,
+-- user_export): '*' and an empty user/project id are refused. purpose 'match': the call selects
+-- what matches (reads): '' matches nothing, '*' every subject of the scope. purpose 'delete'
+-- (fact_forget, facts_forget): as 'match', but an empty id is refused: a delete given an unset
+-- user id must say so, not report that it deleted nothing.
 CREATE OR REPLACE FUNCTION pymem._fact_check_subject(scope text, scope_id text, project_id text, purpose text)
 RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
@@ -107,6 +109,10 @@ BEGIN
                 USING ERRCODE = '22023', HINT = 'Pass the project''s id as scope_id.';
         END IF;
         RETURN true;
+    END IF;
+    IF scope_id = '' AND purpose = 'delete' AND scope <> 'agent' THEN
+        RAISE EXCEPTION 'pymem: deleting % facts needs a % id; the empty id names no one', scope, scope
+            USING ERRCODE = '22023', HINT = 'Pass the id, or ''*'' to mean every subject of the scope on purpose.';
     END IF;
     IF scope_id = '' THEN
         IF scope = 'agent' THEN
@@ -912,7 +918,7 @@ DECLARE
     v_count integer;
 BEGIN
     PERFORM pymem._tenant_enter(fact_forget.project_id);
-    IF NOT pymem._fact_check_subject(fact_forget.scope, fact_forget.scope_id, fact_forget.project_id, 'match') THEN
+    IF NOT pymem._fact_check_subject(fact_forget.scope, fact_forget.scope_id, fact_forget.project_id, 'delete') THEN
         RETURN 0;
     END IF;
     IF fact_forget.scope_id = '*' THEN
@@ -977,7 +983,7 @@ DECLARE
     v_count integer;
 BEGIN
     PERFORM pymem._tenant_enter(facts_forget.project_id);
-    IF NOT pymem._fact_check_subject(facts_forget.scope, facts_forget.scope_id, facts_forget.project_id, 'match') THEN
+    IF NOT pymem._fact_check_subject(facts_forget.scope, facts_forget.scope_id, facts_forget.project_id, 'delete') THEN
         RETURN 0;
     END IF;
     IF facts_forget.scope_id = '*' THEN

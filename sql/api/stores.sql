@@ -778,10 +778,7 @@ DECLARE
     v_count integer;
 BEGIN
     PERFORM pymem._tenant_enter(store_drop.project_id);
-    IF store_drop.store_key = '' THEN
-        RETURN 0;
-    END IF;
-    IF store_drop.store_key <> '*' THEN
+    IF store_drop.store_key <> '*' THEN  -- an empty key is refused there (22023), not "0 dropped"
         PERFORM pymem._store_key_check(store_drop.store_key, store_drop.project_id);
     ELSIF store_drop.project_id IS NULL OR store_drop.project_id = '*' THEN
         RAISE EXCEPTION 'pymem: project_id must name one project' USING ERRCODE = '22023';
