@@ -31,10 +31,14 @@ UserSpec = str | Callable[[Any], "str | None"] | None
 
 
 def _ints(owner: object, names: tuple[str, ...], keyword: dict[str, str] | None = None) -> None:
+    """Each option an int between 0 and 10000, the range the SQL's row limits take
+    (``pymem._check_limit``): refused when the Memory is built, not at its first call."""
     for name in names:
         value = getattr(owner, name)
         if isinstance(value, bool) or not isinstance(value, int):
             raise ValidationError(f"{(keyword or {}).get(name, name)} must be an int, not {value!r}")
+        if not 0 <= value <= 10000:
+            raise ValidationError(f"{(keyword or {}).get(name, name)} must be between 0 and 10000, not {value}")
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,10 @@ class MemoryOptions:
         text(self.thread, "thread")
         if self.user_id is not None and not isinstance(self.user_id, str) and not callable(self.user_id):
             raise ValidationError("user_id must be a string, a callable(ctx) -> str, or None")
+        if self.embedder is not None and not isinstance(self.embedder, Embedder):
+            raise ValidationError(
+                f"embedder must be an embedder (a name, a dimension and embed(texts)), e.g. pymem.HashEmbedder(), "
+                f"not {self.embedder!r}")
         if not isinstance(self.recall, RecallOptions):
             raise ValidationError(f"recall must be a RecallOptions, not {type(self.recall).__name__}")
         _ints(self, ("window", "max_facts", "summarize_every", "keep_last", "max_summary_chars"))

@@ -281,6 +281,13 @@ def test_options_are_frozen_and_shared():
         ({"summarizer": "not callable"}, "summarizer"),
         ({"extractor": 3}, "extractor"),
         ({"min_score": "0.5"}, "min_score"),
+        # the ranges the SQL checks on every call, refused when the Memory is built (issue 29)
+        ({"window": -1}, "window must be between 0 and 10000"),
+        ({"max_facts": 10001}, "max_facts must be between 0 and 10000"),
+        ({"recall_k": -5}, "recall_k must be between 0 and 10000"),
+        ({"keep_last": 20000}, "keep_last"),
+        ({"embedder": "hash"}, "embedder must be an embedder"),
+        ({"embedder": object()}, "embedder must be an embedder"),
     ],
 )
 def test_options_are_checked_when_built(keywords, match):
