@@ -160,7 +160,8 @@ def translate(exc: psycopg.Error) -> Error:
         if isinstance(exc, psycopg.OperationalError):
             return ConnectionError(message)
         if isinstance(exc, psycopg.ProgrammingError) and message.startswith(_UNSENDABLE_VECTOR):
-            err = MigrationError(f"cannot send a vector: pgvector is not installed in this database ({message})")
+            err = MigrationError("schema pymem is not installed in this database (nor pgvector, which it needs): "
+                                 f"run `pymem migrate` ({message})")
             err.hint = MIGRATE_HINT
             return err
         return QueryError(message)

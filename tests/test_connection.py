@@ -129,8 +129,9 @@ def test_unmigrated_database_says_run_pymem_migrate_and_works_once_migrated(empt
     with pymem.Database(pymem.Settings(dsn=empty_dsn, **QUICK), migrate=False) as db:
         with_vectors = Memory(agent_id="bot", db=db, embedder=HashEmbedder())
         without = Memory(agent_id="bot", db=db)
-        with pytest.raises(pymem.MigrationError, match="pymem migrate"):
-            with_vectors.persist("Lives in Oslo", id="alice")  # pgvector is not even installed
+        # pgvector is not even installed: the error names the schema, not the vector (issue 29)
+        with pytest.raises(pymem.MigrationError, match="schema pymem is not installed.*pymem migrate"):
+            with_vectors.persist("Lives in Oslo", id="alice")
         with pytest.raises(pymem.MigrationError, match="pymem migrate"):
             without.persist("Lives in Oslo", id="alice")  # schema pymem does not exist
         with pytest.raises(pymem.MigrationError, match="pymem migrate"):
