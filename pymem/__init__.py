@@ -10,11 +10,11 @@ user callbacks), ``options`` (MemoryOptions), the capabilities ``facts``, ``conv
 ``context``, ``stores`` and ``portability``, and ``memory`` (the Memory classes) on top.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib import metadata as _metadata
 
 try:
-    __version__ = version("pymem-pg")
-except PackageNotFoundError:  # running from a source tree that was never installed
+    __version__ = _metadata.version("pymem-pg")
+except _metadata.PackageNotFoundError:  # running from a source tree that was never installed
     __version__ = "0.0.0+source"
 
 from .connection import connect  # noqa: E402

@@ -89,8 +89,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         with open(args.output, "w", encoding="utf-8") as f:
             f.write(data + "\n")
-        print(f"wrote {len(document['facts'])} facts and {len(document['threads'])} threads to {args.output}",
-              file=sys.stderr)
+        facts, threads = len(document["facts"]), len(document["threads"])
+        print(f"wrote {facts} fact{'' if facts == 1 else 's'} and {threads} thread{'' if threads == 1 else 's'} "
+              f"to {args.output}", file=sys.stderr)
     return 0
 
 

@@ -45,7 +45,17 @@ T = TypeVar("T")
 #: numpy array or a ``pgvector.Vector``, made by the Memory's embedder (checked like its output).
 VectorLike: TypeAlias = "Sequence[float] | Any"
 
-_UNSET: Any = object()
+class _Unset:
+    """The default of ``user=``: the Memory's own ``user_id`` (a sentinel, since None is a value
+    a caller may pass); shown as such by help()."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<the Memory's user_id>"
+
+
+_UNSET: Any = _Unset()
 
 
 class MemoryBase(_Facts, _Conversations, _Context):

@@ -98,6 +98,8 @@ def test_cli_export_and_import(db, dsn, tmp_path):
                          text=True, timeout=60)
     assert exp.returncode == 0, exp.stderr
     assert json.loads(out.read_text())["user_id"] == "alice"
+    threads = len(json.loads(out.read_text())["threads"])
+    assert f"and {threads} thread{'' if threads == 1 else 's'} to" in exp.stderr  # "1 thread", not "1 threads"
     imp = subprocess.run([str(PYMEM), "import", str(out), "--user", "alice-copy"], env=env, capture_output=True,
                          text=True, timeout=60)
     assert imp.returncode == 0, imp.stderr

@@ -411,3 +411,12 @@ def test_min_score_out_of_range_is_refused(db, value):
 def test_min_score_must_be_a_number():
     with pytest.raises(pymem.ValidationError, match="min_score"):
         pymem.MemoryOptions.from_keywords(min_score="0.5")
+
+
+def test_help_shows_no_sentinel_address_and_the_namespace_is_pymems_own():
+    """Issue 29, item 16: help(Memory.context) says what user= defaults to, and importlib's
+    exception is not part of pymem's public names."""
+    for method in (Memory.context, Memory.persist, AsyncMemory.recall):
+        shown = str(inspect.signature(method))
+        assert "object at 0x" not in shown and "user: 'str | None' = <the Memory's user_id>" in shown
+    assert not hasattr(pymem, "PackageNotFoundError")
