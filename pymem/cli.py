@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 
 from . import __version__, demo, migrations, server, web
-from .connection import resolve_conninfo
+from .connection import describe_target, resolve_conninfo
 from .conversations import recall_indexes
 from .database import Database
 from .errors import Error, ValidationError
@@ -30,15 +30,25 @@ CLI_HINTS: dict[str, str] = {
 }
 
 
-def _settings() -> Settings:
+def _settings(acting: str | None = None) -> Settings:
+    """The settings from the environment; with ``acting`` (what the command does), one line on
+    stderr saying which database it does it on (a mistyped PYMEM_DSN would otherwise act on the
+    embedded server without a word)."""
     try:
-        return Settings()
+        settings = Settings()
     except ValueError as exc:  # pydantic's ValidationError is a ValueError
         raise SystemExit(f"pymem: invalid PYMEM_* setting: {exc}") from None
+    if acting is not None:
+        try:
+            target = describe_target(settings)
+        except Exception:  # a DSN libpq cannot parse: the command itself says why
+            target = "the database of PYMEM_DSN"
+        print(f"pymem: {acting} {target}", file=sys.stderr, flush=True)
+    return settings
 
 
 def cmd_migrate(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = _settings("checking" if args.check else "migrating")
     conninfo = resolve_conninfo(settings)
     if args.check:
         problems = migrations.check(conninfo)
@@ -81,7 +91,7 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    with Database(_settings()) as db:
+    with Database(_settings("exporting from")) as db:
         document = export_user(db, args.user, args.project)
     data = json.dumps(document, ensure_ascii=False, indent=1)
     if args.output in (None, "-"):
@@ -101,14 +111,14 @@ def cmd_import(args: argparse.Namespace) -> int:
             document = json.load(f)
     except (OSError, json.JSONDecodeError) as exc:
         raise ValidationError(f"cannot read {args.file}: {exc}") from exc
-    with Database(_settings()) as db:
+    with Database(_settings("importing into")) as db:
         done = import_user(db, document, project_id=args.project, user_id=args.user, replace=args.replace)
     print(json.dumps(done))
     return 0
 
 
 def cmd_recall_indexes(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = _settings("recall indexes of")
     project = settings.project_id if args.project is None else args.project
     with Database(settings) as db:
         plan = recall_indexes(db, project, args.min_messages, dry_run=args.dry_run,
@@ -123,7 +133,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    return web.main(_settings(), args.host, args.port, args.allow_edit, args.project)
+    return web.main(_settings("serving"), args.host, args.port, args.allow_edit, args.project)
 
 
 def _seconds(text: str) -> float:

@@ -43,6 +43,19 @@ def resolve_conninfo(settings: Settings) -> str:
     return server.start(settings.data_dir).uri
 
 
+def describe_target(settings: Settings) -> str:
+    """Which database ``settings`` reach, in words, never with a password: ``database "app" on
+    db.example.com:5432 as "svc"``, or ``the embedded server in <data dir>`` (no DSN)."""
+    if not settings.dsn:
+        return f"the embedded server in {server.pgdata_of(settings.data_dir)}"
+    params = conninfo_to_dict(settings.dsn)
+    host = params.get("host") or os.environ.get("PGHOST") or "localhost"
+    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+    user = params.get("user") or os.environ.get("PGUSER")
+    dbname = params.get("dbname") or os.environ.get("PGDATABASE") or user or "(default)"
+    return f'database "{dbname}" on {host}:{port}' + (f' as "{user}"' if user else "")
+
+
 def connect_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
     """Connection parameters from settings, merged over what the DSN itself says. Nothing here
     is a startup option a transaction pooler could refuse (PgBouncer accepts application_name);

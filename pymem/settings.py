@@ -9,11 +9,33 @@ cannot keep prepared statements set ``prepare_threshold`` to None (README "Behin
 
 from __future__ import annotations
 
+import difflib
+import os
+import warnings
 from pathlib import Path
 
 import platformdirs
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+#: PYMEM_* variables that are not settings: the test suite's and the CI scripts' own
+_NOT_SETTINGS = ("PYMEM_TEST_", "PYMEM_VENDOR_DIR", "PYMEM_CITUS_", "PYMEM_PGBOUNCER_CACHE")
+_warned: set[str] = set()
+
+
+def _warn_unknown(cls: type[BaseSettings]) -> None:
+    """One warning per process for each PYMEM_* variable that names no setting (a typo such as
+    PYMEM_DNS would otherwise leave PYMEM_DSN unset, and the embedded server in use), with the
+    closest setting's name."""
+    known = {f"PYMEM_{name.upper()}" for name in cls.model_fields}
+    for var in os.environ:
+        if not var.startswith("PYMEM_") or var in known or var in _warned or var.startswith(_NOT_SETTINGS):
+            continue
+        _warned.add(var)
+        close = difflib.get_close_matches(var, sorted(known), n=1, cutoff=0.6)
+        warnings.warn(f"{var} is not a pymem setting and is ignored" + (f" (did you mean {close[0]}?)" if close else
+                      " (README \"Configuration\" lists them)"), UserWarning, stacklevel=2)
 
 
 def default_data_dir() -> Path:
@@ -74,6 +96,7 @@ class Settings(BaseSettings):
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        _warn_unknown(type(self))
         if self.dsn is not None and not self.dsn.strip():
             self.dsn = None
         if self.pool_min_size > self.pool_max_size:

@@ -137,7 +137,9 @@ def test_exporting_a_user_with_no_memory_is_not_found(db, dsn, tmp_path):
         c.execute("SELECT pymem.user_export(user_id => 'nobody', project_id => 'acme')")
     cli = run("export", "--user", "carol", env={"PYMEM_DSN": dsn}, cwd=tmp_path)
     assert cli.returncode == 1 and cli.stdout == ""
-    assert cli.stderr.count("\n") == 1 and "no user 'carol' in project ''" in cli.stderr
+    # one line saying where (issue 29: which database a command acts on), one line for the error
+    where, error = cli.stderr.splitlines()
+    assert where.startswith("pymem: exporting from database ") and "no user 'carol' in project ''" in error
     assert "--project" in cli.stderr and "P0002" in cli.stderr
     ok = run("export", "--user", "carol", "--project", "acme", env={"PYMEM_DSN": dsn}, cwd=tmp_path)
     assert ok.returncode == 0 and json.loads(ok.stdout)["user_id"] == "carol"
@@ -167,7 +169,8 @@ def interrupt_while_blocked(args: list[str], env: dict, lock_dsn: str, cwd: Path
 def test_ctrl_c_in_a_command_exits_130_with_one_line(empty_dsn, tmp_path, lock_wait):
     done = interrupt_while_blocked(["migrate"], {"PYMEM_DSN": empty_dsn}, empty_dsn, tmp_path, lock_wait)
     assert done.returncode == 130
-    assert done.stderr == "pymem: interrupted\n"
+    where, stopped = done.stderr.splitlines()  # where it migrates (issue 29), then one line
+    assert where.startswith("pymem: migrating database ") and stopped == "pymem: interrupted"
     with psycopg.connect(empty_dsn) as c:  # the interrupted migrate left nothing behind
         assert c.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'pymem'").fetchone()[0] == 0
 

@@ -133,3 +133,30 @@ def test_non_superuser_role_can_use_the_schema(dsn, as_role):
             False,
         )
         assert db.about()["migrations"] == len(migrations.load_sql_files().migrations)
+
+
+def test_a_mistyped_variable_is_named_with_the_setting_it_resembles(monkeypatch):
+    """Issue 29, item 5: PYMEM_DNS (for PYMEM_DSN) is not ignored in silence."""
+    import pymem.settings as settings_module
+
+    monkeypatch.setattr(settings_module, "_warned", set())
+    monkeypatch.setenv("PYMEM_DNS", "postgresql://app@db/prod")
+    monkeypatch.setenv("PYMEM_TEST_SOMETHING", "1")  # the test suite's own variables are no settings
+    with pytest.warns(UserWarning, match=r"PYMEM_DNS is not a pymem setting and is ignored \(did you mean PYMEM_DSN\?\)"):
+        s = pymem.Settings()
+    assert s.dsn is None
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        pymem.Settings()  # once per process, not on every Settings()
+
+
+def test_the_commands_say_which_database_they_act_on(monkeypatch):
+    from pymem.connection import describe_target
+
+    s = pymem.Settings(dsn="host=db.example.com port=6432 dbname=app user=svc password=hunter2")
+    assert describe_target(s) == 'database "app" on db.example.com:6432 as "svc"'
+    assert "hunter2" not in describe_target(s)
+    assert describe_target(pymem.Settings(dsn="postgresql://svc:hunter2@db/prod")) == 'database "prod" on db:5432 as "svc"'
+    assert describe_target(pymem.Settings(data_dir="/tmp/x")).startswith("the embedded server in /tmp/x")
