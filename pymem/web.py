@@ -25,6 +25,7 @@ Host is a loopback name (no DNS rebinding).
 
 from __future__ import annotations
 
+import errno
 import html
 import json
 import secrets
@@ -40,7 +41,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from . import browse
 from .database import Database
 from .embedders import Embedder, HashEmbedder, OnnxMiniLMEmbedder
-from .errors import ConfigError, Error, NotFoundError
+from .errors import ConfigError, ConnectionError, Error, MigrationError, NotFoundError, ValidationError
 from .memory import Memory
 from .settings import Settings
 
@@ -130,7 +131,7 @@ class MemoryPage:
             status, body = page.status, page.body
             headers = [("Location", page.location)] if page.location else []
         except (Error, ValueError) as exc:  # pymem's errors and bad input: shown, never a traceback
-            status, body = "400 Bad Request", f'<p class="warn">{esc(type(exc).__name__)}: {esc(exc)}</p>'
+            status, body, headers = _error_status(exc), _error_body(exc), []
         data = self._layout(body).encode("utf-8")
         start_response(status, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(data))),
                                 ("X-Frame-Options", "DENY"), ("Referrer-Policy", "same-origin"),
@@ -451,13 +452,40 @@ def warning_for(host: str) -> str | None:
             "put an authenticating proxy in front.")
 
 
+def _error_status(exc: Exception) -> str:
+    """The HTTP status of a pymem error (or bad input) a page met: the caller's mistake is a 4xx,
+    a database that cannot serve the page (not migrated, unreachable) a 503."""
+    if isinstance(exc, NotFoundError):
+        return "404 Not Found"
+    if isinstance(exc, (MigrationError, ConnectionError)):
+        return "503 Service Unavailable"
+    if isinstance(exc, (ValidationError, ValueError)):
+        return "400 Bad Request"
+    return "500 Internal Server Error"
+
+
+def _error_body(exc: Exception) -> str:
+    hint = getattr(exc, "hint", None)
+    return (f'<p class="warn">{esc(type(exc).__name__)}: {esc(exc)}</p>'
+            + (f'<p class="muted">{esc(hint)}</p>' if hint else ""))
+
+
 def main(settings: Settings, host: str, port: int, allow_edit: bool, projects: Sequence[str]) -> int:
     read_db, write_db, note = open_databases(settings, allow_edit)
     app = MemoryPage(read_db, write_db, projects or [settings.project_id], note)
     warning = warning_for(host)
     if warning:
         print(warning, file=sys.stderr)
-    server = serve(app, host, port)
+    try:
+        server = serve(app, host, port)
+    except OSError as exc:
+        read_db.close()
+        if write_db is not None and write_db is not read_db:
+            write_db.close()
+        if exc.errno == errno.EADDRINUSE:
+            print(f"pymem: port {port} is in use (try --port)", file=sys.stderr)
+            return 1
+        raise ConfigError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
     print(f"pymem serve: {app.origin}/ ({note}; {'editing allowed' if allow_edit else 'read-only'}; "
           f"database: {'PYMEM_DSN' if settings.dsn else 'the embedded server'})", flush=True)
     try:

@@ -336,3 +336,46 @@ def test_in_a_real_browser(served, browser):
     assert "allergies" in browser.find_element(By.TAG_NAME, "h1").text
     assert sorted(p.name for p in ARTIFACTS.glob("*.png")) == [
         "1-project.png", "2-facts-superseded.png", "3-after-supersede.png", "4-user.png", "5-store-entry.png"]
+
+
+def fetch(app, route: str, /, **params) -> tuple[int, str]:
+    """(status, body) of a GET, whatever the status."""
+    try:
+        with urllib.request.urlopen(app.origin + web.link(route, **params), timeout=30) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_a_page_that_meets_an_error_shows_it_with_its_status(served, empty_dsn):
+    """Issue 29, item 3: no bare 500 (the error branch had no headers); the pymem error, its
+    hint and a status that says whose problem it is."""
+    app, _ = served
+    status, body = fetch(app, "/user", p="acme", u="")  # an empty user id: the caller's mistake
+    assert status == 400 and "ValidationError" in body and "Traceback" not in body
+    status, body = fetch(app, "/facts", p="acme", scope="user", id="al\x00ice")  # a NUL in a parameter
+    assert 400 <= status < 500 and "Error" in body and "Traceback" not in body
+    # a database that was never migrated: 503 with the hint to migrate
+    bare = web.MemoryPage(pymem.Database(pymem.Settings(dsn=empty_dsn, pool_min_size=1), migrate=False), None,
+                          [""], "test")
+    server = web.serve(bare, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        status, body = fetch(bare, "/project", p="")
+        assert status == 503 and "pymem migrate" in body and "Traceback" not in body
+    finally:
+        server.shutdown()
+        server.server_close()
+        bare.read_db.close()
+
+
+def test_a_busy_port_is_one_line(dsn, capsys):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        assert web.main(pymem.Settings(dsn=dsn, pool_min_size=1), "127.0.0.1", port, False, []) == 1
+    assert capsys.readouterr().err.strip().splitlines()[-1] == f"pymem: port {port} is in use (try --port)"
