@@ -62,10 +62,15 @@ log = logging.getLogger("pymem")
 
 def _open_conninfo(settings: Settings, migrate: bool | None) -> str:
     """The conninfo a pool opens on, migrated first when ``migrate`` says so; by default
-    only the embedded server (no DSN) is."""
+    only the embedded server (no DSN) is, and only when ``pymem migrate --check`` would find
+    something to do: a current schema is not refreshed (and its migration lock not waited for)
+    every time a process opens it."""
     conninfo = resolve_conninfo(settings)
-    if migrate if migrate is not None else not settings.dsn:
+    if migrate:
         migrations.migrate(conninfo, roles=settings.roles())
+    elif migrate is None and not settings.dsn:
+        if any(settings.roles().values()) or migrations.check(conninfo):
+            migrations.migrate(conninfo, roles=settings.roles())
     return conninfo
 
 

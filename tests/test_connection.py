@@ -224,3 +224,20 @@ def test_the_dsn_options_come_after_the_timeout_and_win(dsn):
     with pymem.Database(pymem.Settings(dsn=dsn, statement_timeout_ms=0, pool_min_size=1)) as db:
         with db.connection() as c:  # no timeout: no option at all
             assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"
+
+
+def test_the_embedded_default_migrates_only_what_is_not_current(dsn, empty_dsn, monkeypatch):
+    """Issue 29, item 13: opening the embedded server (no DSN) checks first, and migrates (under
+    the migration lock, refreshing every API file) only when something is not current."""
+    from pymem import database, migrations
+
+    calls: list[str] = []
+    real = migrations.migrate
+    monkeypatch.setattr(migrations, "migrate", lambda conninfo, **kw: calls.append(conninfo) or real(conninfo, **kw))
+    for target in (dsn, empty_dsn, empty_dsn):  # current; empty (migrated now); current since
+        monkeypatch.setattr(database, "resolve_conninfo", lambda settings, t=target: t)
+        database._open_conninfo(pymem.Settings(), None)
+    assert calls == [empty_dsn]
+    assert migrations.check(empty_dsn) == []
+    database._open_conninfo(pymem.Settings(), True)  # asked for: always
+    assert calls == [empty_dsn, empty_dsn]
