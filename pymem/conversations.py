@@ -347,8 +347,11 @@ class _Conversations:
              "seqs": [m["seq"] for m in missing], "embeddings": vectors},
         )
 
-    def _recall(self, user_id, thread, query, k, filters=None) -> Operation[list[Message]]:
+    def _recall(self, user_id, thread, query, k, filters=None, skip_window=False) -> Operation[list[Message]]:
         o = self.options
+        if not isinstance(skip_window, bool):
+            raise ValidationError("skip_window must be True or False")
+        window = o.window if skip_window else 0  # a direct recall searches every message
         where = self._where(user_id, thread)
         # a query is its text (ranked by its words and, with an embedder, its vector), or its vector
         # (computed by the caller with the Memory's embedder)
@@ -360,7 +363,7 @@ class _Conversations:
             if given is not None:
                 raise ValidationError("recall by a vector needs Memory(embedder=...)")
             rows = yield Query("messages_recall", {**where, "query": None, "embedder": None, "query_text": query,
-                                                   **recall, "window_size": o.window})
+                                                   **recall, "window_size": window})
             return [_message(r) for r in rows]
         missing = yield Query(
             "messages_unembedded",
@@ -373,7 +376,7 @@ class _Conversations:
         rows = yield Query(
             "messages_recall",
             {**where, "query": qvec, "embedder": o.embedder.name, "query_text": query if given is None else None,
-             **recall, "window_size": o.window},
+             **recall, "window_size": window},
         )
         return [_message(r) for r in rows]
 

@@ -271,15 +271,17 @@ class Memory(MemoryBase):
     def recall(self, query: str | VectorLike, *, user: str | None = _UNSET, ctx: Any = None,
                thread: str | None = None, k: int | None = None, as_of: datetime | None = None,
                since: datetime | None = None, until: datetime | None = None,
-               metadata: Mapping[str, Any] | None = None) -> list[Message]:
+               metadata: Mapping[str, Any] | None = None, skip_window: bool = False) -> list[Message]:
         """The user's past messages most relevant to ``query`` (a text, ranked by its words and
         meaning; or its vector from the Memory's embedder), best first: at most ``k`` (default
         ``recall_k``), none scoring below ``min_score``. ``as_of``: recall as of that time (nothing
         newer; recency measured from it); ``since`` / ``until``: only messages created in
         [since, until); ``metadata``: only messages whose metadata contains this mapping. Times
-        are timezone-aware datetimes."""
+        are timezone-aware datetimes. Every message of the user is searched; ``skip_window``
+        leaves out the thread's newest ``window`` messages, as the context's recall block does
+        (they are in its window)."""
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
-        return self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters))
+        return self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window))
 
     def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
         """Delete a user's thread (default: every thread); returns the number of messages deleted."""
@@ -437,9 +439,9 @@ class AsyncMemory(MemoryBase):
     async def recall(self, query: str | VectorLike, *, user: str | None = _UNSET, ctx: Any = None,
                      thread: str | None = None, k: int | None = None, as_of: datetime | None = None,
                      since: datetime | None = None, until: datetime | None = None,
-                     metadata: Mapping[str, Any] | None = None) -> list[Message]:
+                     metadata: Mapping[str, Any] | None = None, skip_window: bool = False) -> list[Message]:
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
-        return await self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters))
+        return await self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window))
 
     async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
         return await self._run(self._forget_conversation(self._need_user(user, ctx), thread))

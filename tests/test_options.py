@@ -198,7 +198,10 @@ PER_CALL = {"user_id", "scope", "scope_id", "content", "new_content", "old_conte
             "user_content", "assistant_content", "user_embedding", "assistant_embedding", "id", "learned",
             "claim_token", "summary", "summarize_every", "trace_id", "metadata", "user_metadata", "assistant_metadata",
             "created_at", "query_text"}
-DELIBERATE = {("messages_unembedded", "max_messages"): RECALL_CATCH_UP}
+DELIBERATE = {("messages_unembedded", "max_messages"): RECALL_CATCH_UP,
+              # a direct Memory.recall searches every message (issue 29); SQL's messages_recall keeps
+              # its documented default of leaving the window out, as the context does
+              ("messages_recall", "window_size"): 0}
 
 
 def test_a_default_memory_sends_the_sql_defaults(dsn):
@@ -225,9 +228,10 @@ def test_recall_and_the_context_read_send_the_same_recall_options():
                importance_weight=0.5, half_life_seconds=60.0, window=7, min_score=0.3)
     assert mem.options.recall == RecallOptions(3, 4, 0.25, 0.5, 60.0, 0.3)
     context, recall = mem.read("q", user="alice")["context_read"], mem.recall("q", user="alice")["messages_recall"]
-    for params in (context, recall):
+    skipping = mem.recall("q", user="alice", skip_window=True)["messages_recall"]
+    for params in (context, recall, skipping):
         assert {k: params[k] for k in mem.options.recall.params()} == dataclasses.asdict(mem.options.recall)
-        assert params["window_size"] == 7
+    assert (context["window_size"], skipping["window_size"], recall["window_size"]) == (7, 7, 0)
     assert mem.recall("q", user="alice", k=1)["messages_recall"]["k"] == 1
 
 

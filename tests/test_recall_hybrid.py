@@ -146,7 +146,8 @@ def test_filters_time_range_metadata_and_the_window(db, dsn):
     vec = emb.embed([query])[0]
     since, until = T0 + timedelta(hours=30), T0 + timedelta(hours=70)
     for k in (3, 20):
-        got = mem.recall(query, user="alice", thread="main", k=k, since=since, until=until, metadata={"speaker": "Bo"})
+        got = mem.recall(query, user="alice", thread="main", k=k, since=since, until=until, metadata={"speaker": "Bo"},
+                         skip_window=True)
         expected = brute(dsn, emb.name, text=query, vector=vec, k=k, lw=0.4, since=since, until=until,
                          metadata={"speaker": "Bo"}, thread="main", window=5)
         check(got, expected)
@@ -154,11 +155,17 @@ def test_filters_time_range_metadata_and_the_window(db, dsn):
     # every eligible one, and no more
     eligible = brute(dsn, emb.name, text=query, vector=vec, k=1000, lw=0.4, since=since, until=until,
                      metadata={"speaker": "Bo"}, thread="main", window=5)
-    got = mem.recall(query, user="alice", thread="main", k=1000, since=since, until=until, metadata={"speaker": "Bo"})
+    got = mem.recall(query, user="alice", thread="main", k=1000, since=since, until=until, metadata={"speaker": "Bo"},
+                     skip_window=True)
     assert len(got) == len(eligible) == 14 + 2  # hours 30..69 said by Bo, and the copies of 30 and 60
-    # the window of the current thread is never recalled
-    newest = mem.recall(query, user="alice", thread="main", k=1000)
+    # with skip_window (as the context's recall block), the window of the current thread is not recalled ...
+    newest = mem.recall(query, user="alice", thread="main", k=1000, skip_window=True)
     assert max(m.seq for m in newest if m.thread == "main") == 120 - 5
+    # ... and a direct recall searches every message (issue 29, item 6)
+    everything = mem.recall(query, user="alice", thread="main", k=1000)
+    assert max(m.seq for m in everything if m.thread == "main") == 120
+    with pytest.raises(pymem.ValidationError, match="skip_window"):
+        mem.recall(query, user="alice", skip_window="yes")
     # as_of: nothing newer comes back, even when it is the best match
     as_of = T0 + timedelta(hours=10)
     got = mem.recall(query, user="alice", thread="other", k=50, as_of=as_of)
