@@ -172,7 +172,7 @@ class _Context:
                 rendered = yield Callback(entry.render, (query, upstream))
                 parts.append(_custom(entry, name, _not_awaited(rendered, f"block {name!r}")))
             except Exception as exc:
-                log.warning("pymem: context block %r failed and is left out: %s: %s", name, type(exc).__name__, exc)
+                log.warning("context block %r failed and is left out: %s: %s", name, type(exc).__name__, exc)
                 parts.append(Part(name, "custom", [], _system, error=f"{type(exc).__name__}: {exc}"))
         limits = []
         if o.max_context_chars is not None:
@@ -202,6 +202,6 @@ class _Context:
                         _not_awaited((yield Callback(block.on_message, (message, user_id))),
                                      f"on_message of block {block_name(block)!r}")
                     except Exception as exc:
-                        log.warning("pymem: on_message of context block %r failed: %s: %s", block_name(block),
+                        log.warning("on_message of context block %r failed: %s: %s", block_name(block),
                                     type(exc).__name__, exc)
         return result

@@ -21,6 +21,7 @@ never the turn.
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -40,6 +41,15 @@ if TYPE_CHECKING:
     from .database import Database
 
 log = logging.getLogger("pymem")
+
+
+def _warn_failed(what: str) -> None:
+    """One warning line for user code (an extractor, a learner, a summarizer) or a step that
+    failed while a turn goes on: what failed and the error's type and message; the traceback at
+    DEBUG (a failing model would otherwise print dozens of lines per turn)."""
+    exc = sys.exc_info()[1]
+    log.warning("%s (%s: %s)", what, type(exc).__name__, exc)
+    log.debug("%s: the traceback", what, exc_info=True)
 
 #: summarizer(previous_summary, messages, max_chars) -> new summary. ``messages`` are dicts
 #: with seq, role, content, created_at, oldest first: the span to fold into the summary.
@@ -174,12 +184,11 @@ class _Conversations:
                 found = yield Callback(o.extractor, (query,))
                 learned = [f for f in (found or []) if _storable(f)]
                 if len(learned) > MAX_LEARNED_PER_TURN:
-                    log.warning("pymem: the fact extractor returned %d facts; a turn keeps the first %d",
+                    log.warning("the fact extractor returned %d facts; a turn keeps the first %d",
                                 len(learned), MAX_LEARNED_PER_TURN)
                     learned = learned[:MAX_LEARNED_PER_TURN]
             except Exception:  # the turn happened; a broken extractor must not lose it
-                log.warning("pymem: the fact extractor failed; the turn is recorded without learned facts",
-                            exc_info=True)
+                _warn_failed("the fact extractor failed; the turn is recorded without learned facts")
         vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
         if o.embedder is not None or embeddings is not None:
             u, a = yield Embed([query, answer], None if embeddings is None else list(embeddings))
@@ -241,7 +250,7 @@ class _Conversations:
                     raise ValidationError(f"the learner's {c.op} names fact {c.fact_id}, which it was not shown")
             return decided[:MAX_LEARNED_PER_TURN]
         except Exception:  # the turn happened; a failing or malformed learner must not lose it
-            log.warning("pymem: the learner failed; the turn is recorded without learning", exc_info=True)
+            _warn_failed("the learner failed; the turn is recorded without learning")
             return None
 
     def _fold(self, where: dict[str, Any], claim: Mapping[str, Any]) -> Operation[bool]:
@@ -254,22 +263,22 @@ class _Conversations:
             if not summary.strip():
                 raise ValidationError("the summarizer returned an empty summary")
         except Exception:
-            log.warning("pymem: the summarizer failed; the previous summary stays", exc_info=True)
+            _warn_failed("the summarizer failed; the previous summary stays")
             try:
                 yield Query("summary_release", {**where, "claim_token": token})
             except Exception:
-                log.warning("pymem: releasing the summary claim failed; its lease will expire", exc_info=True)
+                _warn_failed("releasing the summary claim failed; its lease will expire")
             return False
         try:
             rows = yield Query(
                 "summary_commit", {**where, "claim_token": token, "summary": summary, "max_chars": max_chars}
             )
         except Exception:  # the turn is stored: report, give the span back, never raise
-            log.warning("pymem: storing the new summary failed; the previous summary stays", exc_info=True)
+            _warn_failed("storing the new summary failed; the previous summary stays")
             try:
                 yield Query("summary_release", {**where, "claim_token": token})
             except Exception:
-                log.warning("pymem: releasing the summary claim failed; its lease will expire", exc_info=True)
+                _warn_failed("releasing the summary claim failed; its lease will expire")
             return False
         return bool(rows[0]["committed"])
 

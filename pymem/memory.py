@@ -90,12 +90,12 @@ class MemoryBase(_Facts, _Conversations, _Context):
                 try:
                     user = spec(ctx)
                 except Exception as exc:
-                    log.warning("pymem: the user_id resolver raised %s; this call gets no user memory", type(exc).__name__)
+                    log.warning("the user_id resolver raised %s; this call gets no user memory", type(exc).__name__)
                     return None
             else:
                 user = spec
         if user is None or (isinstance(user, str) and not user.strip()):
-            log.warning("pymem: no user for this call; it gets global facts only and nothing is stored")
+            log.warning("no user for this call; it gets global facts only and nothing is stored")
             return None
         if user == "*":  # the SQL wildcard ("every user"): never a caller's identity
             raise ValidationError("'*' is not a user id (it would name every user)")

@@ -473,6 +473,15 @@ def test_a_failing_extractor_never_breaks_the_turn(db, dsn, caplog):
         res = mem.record("I moved to Berlin", "Noted.", user="alice")
     assert res.learned_fact_ids == [] and n_messages(dsn) == 2
     assert "extractor failed" in caplog.text
+    # one line that says what failed and why, no traceback at WARNING (issue 29, item 10); nor a
+    # doubled "pymem: pymem:" under a format that shows the logger's name (item 16)
+    (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert warning.exc_info is None and warning.getMessage() == (
+        "the fact extractor failed; the turn is recorded without learned facts (ValueError: LLM returned garbage)")
+    with caplog.at_level(logging.DEBUG, logger="pymem"):
+        caplog.clear()
+        mem.record("I moved to Bonn", "Noted.", user="alice")
+    assert any(r.levelno == logging.DEBUG and r.exc_info for r in caplog.records)  # the traceback, at DEBUG
 
 
 def test_invalid_learned_facts_from_sql_are_skipped(dsn):
