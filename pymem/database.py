@@ -60,6 +60,7 @@ from .settings import Settings
 
 log = logging.getLogger("pymem")
 
+
 def _open_conninfo(settings: Settings, migrate: bool | None) -> str:
     """The conninfo a pool opens on, migrated first when ``migrate`` says so; by default
     only the embedded server (no DSN) is, and only when ``pymem migrate --check`` would find
