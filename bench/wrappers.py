@@ -17,8 +17,9 @@ users, the probe user (200 active facts) among them; 384-d random vectors for th
    successor's INSERT and the old row's UPDATE), and against a durable one-row INSERT into a
    two-column table. Each call commits. Medians over ``--rounds`` rounds of ``--calls`` calls.
 2. Wall time p50 from Python, one connection (a ``Database`` pool of one, the default settings:
-   statement timeout sent with each statement, no server-side prepare unless
-   ``PYMEM_PREPARE_THRESHOLD`` says so): ``Memory.retrieve(limit=50)`` against the floor (a prepared
+   since issue 28 the statement timeout is the connection's startup option and statements are
+   prepared from their fifth execution on; before, the timeout went with each statement and
+   nothing was prepared): ``Memory.retrieve(limit=50)`` against the floor (a prepared
    ``SELECT 1`` on a direct connection), ``Memory.update`` (a versioned supersede) against a
    durable one-row INSERT (its own transaction, commit flushed as the server says).
 3. Single adds per second on one connection: ``fact_add`` per call (SQL, prepared, no vector, as
