@@ -43,13 +43,17 @@ if TYPE_CHECKING:
 log = logging.getLogger("pymem")
 
 
-def _warn_failed(what: str) -> None:
+def _warn_failed(what: str, failures: list[str] | None = None) -> None:
     """One warning line for user code (an extractor, a learner, a summarizer) or a step that
     failed while a turn goes on: what failed and the error's type and message; the traceback at
-    DEBUG (a failing model would otherwise print dozens of lines per turn)."""
+    DEBUG (a failing model would otherwise print dozens of lines per turn). The same line goes
+    to ``failures`` (a turn's :attr:`TurnResult.failures`) when given."""
     exc = sys.exc_info()[1]
-    log.warning("%s (%s: %s)", what, type(exc).__name__, exc)
+    line = f"{what} ({type(exc).__name__}: {exc})"
+    log.warning("%s", line)
     log.debug("%s: the traceback", what, exc_info=True)
+    if failures is not None:
+        failures.append(line)
 
 #: summarizer(previous_summary, messages, max_chars) -> new summary. ``messages`` are dicts
 #: with seq, role, content, created_at, oldest first: the span to fold into the summary.
@@ -95,6 +99,10 @@ class TurnResult:
     #: what each change of a learner did, in order (pymem.turn_record's ``changes``): dicts with
     #: op, fact_id (updates, deletes), id (the fact now active), applied, reason (when skipped)
     fact_changes: list[dict[str, Any]] = field(default_factory=list)
+    #: what failed while the turn was recorded anyway, one line each (the extractor or learner, the
+    #: summarizer, storing the summary): empty when learning and summarizing worked, or had
+    #: nothing to do. ``learned_fact_ids == []`` with no failure means there was nothing to learn.
+    failures: list[str] = field(default_factory=list)
 
 
 #: The most messages one recall embeds before it ranks (the SQL limits' maximum): recall is exact.
@@ -177,8 +185,9 @@ class _Conversations:
             raise ValidationError("embeddings must be a pair: the vectors of the user's message and of the answer")
         learned: list[str] | None = None
         changes: list[FactChange] | None = None
+        failures: list[str] = []
         if o.learner is not None:
-            changes = yield from self._learn(where["user_id"], query)
+            changes = yield from self._learn(where["user_id"], query, failures)
         elif o.extractor is not None:
             try:
                 found = yield Callback(o.extractor, (query,))
@@ -188,7 +197,7 @@ class _Conversations:
                                 len(learned), MAX_LEARNED_PER_TURN)
                     learned = learned[:MAX_LEARNED_PER_TURN]
             except Exception:  # the turn happened; a broken extractor must not lose it
-                _warn_failed("the fact extractor failed; the turn is recorded without learned facts")
+                _warn_failed("the fact extractor failed; the turn is recorded without learned facts", failures)
         vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
         if o.embedder is not None or embeddings is not None:
             u, a = yield Embed([query, answer], None if embeddings is None else list(embeddings))
@@ -214,11 +223,11 @@ class _Conversations:
         row = rows[0]
         summarized = False
         if row["claim_token"] is not None:
-            summarized = yield from self._fold(where, row)
+            summarized = yield from self._fold(where, row, failures)
         return TurnResult(row["user_seq"], row["assistant_seq"], list(row["learned_ids"] or []), summarized,
-                          list(row["changes"] or []))
+                          list(row["changes"] or []), failures)
 
-    def _learn(self, user_id: str, query: str) -> Operation[list[FactChange] | None]:
+    def _learn(self, user_id: str, query: str, failures: list[str] | None = None) -> Operation[list[FactChange] | None]:
         """The reconciling learner's changes for this turn: candidates extracted from the user's
         message, each reconciled against the user's SIMILAR_FACTS most similar active facts
         (ranked as ``retrieve(candidate)`` ranks). No fact is written here: the changes go with
@@ -250,10 +259,11 @@ class _Conversations:
                     raise ValidationError(f"the learner's {c.op} names fact {c.fact_id}, which it was not shown")
             return decided[:MAX_LEARNED_PER_TURN]
         except Exception:  # the turn happened; a failing or malformed learner must not lose it
-            _warn_failed("the learner failed; the turn is recorded without learning")
+            _warn_failed("the learner failed; the turn is recorded without learning", failures)
             return None
 
-    def _fold(self, where: dict[str, Any], claim: Mapping[str, Any]) -> Operation[bool]:
+    def _fold(self, where: dict[str, Any], claim: Mapping[str, Any],
+              failures: list[str] | None = None) -> Operation[bool]:
         """Run the summarizer on a claimed span and commit (or release) the claim."""
         token = claim["claim_token"]
         max_chars = self.options.max_summary_chars
@@ -263,7 +273,7 @@ class _Conversations:
             if not summary.strip():
                 raise ValidationError("the summarizer returned an empty summary")
         except Exception:
-            _warn_failed("the summarizer failed; the previous summary stays")
+            _warn_failed("the summarizer failed; the previous summary stays", failures)
             try:
                 yield Query("summary_release", {**where, "claim_token": token})
             except Exception:
@@ -274,7 +284,7 @@ class _Conversations:
                 "summary_commit", {**where, "claim_token": token, "summary": summary, "max_chars": max_chars}
             )
         except Exception:  # the turn is stored: report, give the span back, never raise
-            _warn_failed("storing the new summary failed; the previous summary stays")
+            _warn_failed("storing the new summary failed; the previous summary stays", failures)
             try:
                 yield Query("summary_release", {**where, "claim_token": token})
             except Exception:

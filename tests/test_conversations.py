@@ -187,6 +187,7 @@ def test_a_failing_summarizer_keeps_the_old_summary_and_never_breaks_the_turn(db
     assert res.summarized is False and res.assistant_seq == 4
     assert mem.summary(user="alice") == "q0 / a0"
     assert "summarizer failed" in caplog.text
+    assert len(res.failures) == 1 and res.failures[0].startswith("the summarizer failed; the previous summary stays (")
     assert rows(dsn, "SELECT claim_token FROM pymem.threads")[0][0] is None  # released
     state["fail"] = False
     assert mem.summarize(user="alice") is True  # the span is still due, and now folds
@@ -473,6 +474,10 @@ def test_a_failing_extractor_never_breaks_the_turn(db, dsn, caplog):
         res = mem.record("I moved to Berlin", "Noted.", user="alice")
     assert res.learned_fact_ids == [] and n_messages(dsn) == 2
     assert "extractor failed" in caplog.text
+    # the result tells "learning failed" from "nothing to learn" (issue 29, item 10)
+    assert res.failures == ["the fact extractor failed; the turn is recorded without learned facts "
+                            "(ValueError: LLM returned garbage)"]
+    assert make(db, extractor=lambda m: []).record("hello there", "hi", user="alice").failures == []
     # one line that says what failed and why, no traceback at WARNING (issue 29, item 10); nor a
     # doubled "pymem: pymem:" under a format that shows the logger's name (item 16)
     (warning,) = [r for r in caplog.records if r.levelno == logging.WARNING]

@@ -220,6 +220,8 @@ def test_a_failing_or_malformed_model_never_breaks_the_turn_and_writes_nothing_o
     assert r.user_seq == 1 and r.fact_changes == [] and n_messages(dsn) == 2
     assert facts(dsn) == ["Lives in Oslo"]
     assert "the learner failed; the turn is recorded without learning" in caplog.text
+    (failure,) = r.failures  # the result says learning failed, and why, in one line
+    assert failure.startswith("the learner failed; the turn is recorded without learning (")
 
 
 def test_a_change_the_database_refuses_is_skipped_and_reported(db, dsn, chat):
