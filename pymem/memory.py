@@ -501,16 +501,24 @@ _default_lock = threading.Lock()
 def default_memory() -> Memory:
     """The Memory behind :func:`context` and :func:`record`, built once from
     :class:`pymem.Settings` (``PYMEM_AGENT_ID``, ``PYMEM_PROJECT_ID``; the built-in
-    HashEmbedder for recall)."""
+    HashEmbedder for recall). With a chat model configured (``PYMEM_LLM_MODEL``), it learns and
+    summarizes through it, as ``pymem demo`` does (:class:`pymem.llm.ChatLearner`)."""
     global _default
     with _default_lock:
         if _default is None:
             settings = Settings()
+            learning: dict[str, Any] = {}
+            if settings.llm_model:
+                from .llm import ChatClient, ChatLearner
+
+                learner = ChatLearner(ChatClient(settings=settings))
+                learning = {"learner": learner, "summarizer": learner.summarize}
             _default = Memory(
                 db=Database(settings),
                 agent_id=settings.agent_id,
                 project_id=settings.project_id,
                 embedder=HashEmbedder(),
+                **learning,
             )
         return _default
 

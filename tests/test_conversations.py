@@ -783,6 +783,27 @@ def test_module_level_context_and_record_use_the_default_memory(dsn, monkeypatch
         monkeypatch.setattr(pymem.memory, "_default", None)
 
 
+def test_the_default_memory_learns_and_summarizes_with_a_configured_model(dsn, monkeypatch):
+    """Issue 29, item 9: PYMEM_LLM_MODEL set, the one-liners learn and summarize as the demo does
+    (nothing is sent to the model here: the Memory is only built)."""
+    import pymem.memory
+    from pymem.llm import ChatLearner
+
+    monkeypatch.setenv("PYMEM_DSN", dsn)
+    for var, learns in (("", False), ("some-model", True)):
+        monkeypatch.setenv("PYMEM_LLM_MODEL", var) if var else monkeypatch.delenv("PYMEM_LLM_MODEL", raising=False)
+        monkeypatch.setattr(pymem.memory, "_default", None)
+        mem = pymem.default_memory()
+        try:
+            assert isinstance(mem.options.learner, ChatLearner) is learns
+            assert (mem.options.summarizer is not None) is learns
+            if learns:
+                assert mem.options.learner.client.model == "some-model"
+        finally:
+            mem.close()
+            monkeypatch.setattr(pymem.memory, "_default", None)
+
+
 # --- bad input --------------------------------------------------------------------------
 
 
