@@ -34,6 +34,7 @@ from .database import AsyncDatabase, Database
 from .embedders import HashEmbedder
 from .errors import ValidationError
 from .facts import Fact, FactId, _Facts
+from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
 from .runner import Operation, arun, run
 from .settings import Settings
@@ -56,6 +57,18 @@ class _Unset:
 
 
 _UNSET: Any = _Unset()
+
+
+class _Required:
+    """The default of the one-liners' arguments: none, they must be given by name."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+_REQUIRED: Any = _Required()
 
 
 class MemoryBase(_Facts, _Conversations, _Context):
@@ -492,7 +505,7 @@ tracing.instrument_memory(Memory, Turn)
 tracing.instrument_memory(AsyncMemory, AsyncTurn)
 
 
-# -- module-level shortcuts: pymem.context(user, query) and pymem.record(...) ---------------
+# -- module-level shortcuts: pymem.context(user=, query=) and pymem.record(...) -------------
 
 _default: Memory | None = None
 _default_lock = threading.Lock()
@@ -509,8 +522,6 @@ def default_memory() -> Memory:
             settings = Settings()
             learning: dict[str, Any] = {}
             if settings.llm_model:
-                from .llm import ChatClient, ChatLearner
-
                 learner = ChatLearner(ChatClient(settings=settings))
                 learning = {"learner": learner, "summarizer": learner.summarize}
             _default = Memory(
@@ -523,11 +534,27 @@ def default_memory() -> Memory:
         return _default
 
 
-def context(user: str | None, query: str, **options: Any) -> list[dict[str, str]]:
-    """The messages to send to a chat model for ``user``'s ``query`` (default Memory)."""
+def _by_name(name: str, args: tuple[Any, ...], usage: str, **given: Any) -> None:
+    """The one-liners take their arguments by name: ``Memory.context`` takes the query first and
+    the user by name, so a positional ``pymem.context("hi", "alice")`` would read user "hi" in
+    silence."""
+    missing = [k for k, v in given.items() if v is _REQUIRED]
+    if args or missing:
+        raise ValidationError(f"pymem.{name} takes its arguments by name: pymem.{usage} "
+                              f"(Memory.{name} takes the query first, the user as user=)")
+
+
+def context(*args: Any, user: str | None = _REQUIRED, query: str = _REQUIRED, **options: Any) -> list[dict[str, str]]:
+    """The messages to send to a chat model for ``user``'s ``query`` (default Memory):
+    ``pymem.context(user="alice", query="Where do I live?")``."""
+    _by_name("context", args, 'context(user="alice", query="Where do I live?")', user=user, query=query)
     return default_memory().context(query, user=user, **options)
 
 
-def record(user: str | None, query: str, answer: str, **options: Any) -> TurnResult | None:
-    """Store one successful turn of ``user`` (default Memory); None when ``user`` is empty."""
+def record(*args: Any, user: str | None = _REQUIRED, query: str = _REQUIRED, answer: str = _REQUIRED,
+           **options: Any) -> TurnResult | None:
+    """Store one successful turn of ``user`` (default Memory); None when ``user`` is empty:
+    ``pymem.record(user="alice", query="I moved to Oslo", answer="Noted.")``."""
+    _by_name("record", args, 'record(user="alice", query="I moved to Oslo", answer="Noted.")', user=user,
+             query=query, answer=answer)
     return default_memory().record(query, answer, user=user, **options)

@@ -772,11 +772,16 @@ def test_module_level_context_and_record_use_the_default_memory(dsn, monkeypatch
     monkeypatch.setattr(pymem.memory, "_default", None)
     try:
         pymem.default_memory().persist("Office hours are 9 to 5", tier="global")
-        assert pymem.record("alice", "I work nights", "Noted.").assistant_seq == 2
-        messages = pymem.context("alice", "when can I call?")
+        assert pymem.record(user="alice", query="I work nights", answer="Noted.").assistant_seq == 2
+        messages = pymem.context(user="alice", query="when can I call?")
         assert messages[0]["content"].endswith("- Office hours are 9 to 5")
         assert {"role": "user", "content": "I work nights"} in messages
-        assert pymem.record("", "anonymous words", "ok") is None
+        assert pymem.record(user="", query="anonymous words", answer="ok") is None
+        # by name only: the swap pymem.context("when can I call?", "alice") cannot happen in silence
+        with pytest.raises(pymem.ValidationError, match=r"by name: pymem\.context\(user="):
+            pymem.context("alice", "when can I call?")
+        with pytest.raises(pymem.ValidationError, match=r"by name: pymem\.record\(user="):
+            pymem.record("alice", "I work nights", "Noted.")
     finally:
         if pymem.memory._default is not None:
             pymem.memory._default.close()

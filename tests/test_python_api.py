@@ -122,8 +122,9 @@ def test_every_method_about_a_user_takes_user_and_ctx(cls):
     for name in public:
         params = inspect.signature(getattr(cls, name)).parameters
         assert "user_id" not in params, f"{name}: the call-level name is user="
-    for helper in (pymem.context, pymem.record):  # the module-level shortcuts: user first
-        assert list(inspect.signature(helper).parameters)[0] == "user"
+    for helper in (pymem.context, pymem.record):  # the module-level shortcuts: user and query by name (issue 29)
+        params = inspect.signature(helper).parameters
+        assert params["user"].kind is params["query"].kind is inspect.Parameter.KEYWORD_ONLY
 
 
 # --- 2. precomputed vectors -----------------------------------------------------------------
