@@ -144,10 +144,17 @@ class ChatClient:
     ``settings`` (default :class:`pymem.Settings`, i.e. the ``PYMEM_LLM_*`` variables): ``model``
     (required: ConfigError without one), ``base_url``, the key (read from the environment
     variable ``PYMEM_LLM_API_KEY_ENV`` names, default ``OPENAI_API_KEY``; no key, no
-    ``Authorization`` header: a local server) and ``timeout`` (seconds for the whole request)."""
+    ``Authorization`` header: a local server), ``timeout`` (seconds for the whole request) and
+    ``json_mode`` (``PYMEM_LLM_JSON_MODE``, default on: ask for a JSON object with
+    ``response_format``; off for a server that refuses that field).
+
+    What it sends: ``POST <base_url>/chat/completions`` with ``{"model", "messages",
+    "temperature", "response_format": {"type": "json_object"}}`` (the last only in JSON mode);
+    what it reads: ``choices[0].message.content``."""
 
     def __init__(self, model: str | None = None, *, base_url: str | None = None, api_key: str | None = None,
-                 timeout: float | None = None, settings: Settings | None = None, temperature: float = 0.0) -> None:
+                 timeout: float | None = None, settings: Settings | None = None, temperature: float = 0.0,
+                 json_mode: bool | None = None) -> None:
         s = settings if settings is not None else Settings()
         self.model = model if model is not None else s.llm_model
         if not isinstance(self.model, str) or not self.model.strip():
@@ -160,6 +167,7 @@ class ChatClient:
         if not self.timeout > 0:
             raise ConfigError("the chat timeout must be a positive number of seconds")
         self.temperature = temperature
+        self.json_mode = bool(s.llm_json_mode if json_mode is None else json_mode)
 
     def __repr__(self) -> str:
         return f"ChatClient(model={self.model!r}, base_url={self.base_url!r}, timeout={self.timeout})"
@@ -170,7 +178,7 @@ class ChatClient:
         (unreachable, HTTP 429 or 5xx), ConfigError (other 4xx: key, URL, model) or
         ValidationError (a reply that is not a chat completion)."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
-        if json_reply:
+        if json_reply and self.json_mode:
             payload["response_format"] = {"type": "json_object"}
         url = f"{self.base_url}/chat/completions"
         headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "pymem"}

@@ -89,6 +89,8 @@ class Settings(BaseSettings):
     llm_api_key_env: str = Field(default="OPENAI_API_KEY",
                                  description="The environment variable holding the API key (unset or empty: no key sent).")
     llm_timeout: float = Field(default=20.0, gt=0, description="Seconds a chat request may take in all.")
+    llm_json_mode: bool = Field(default=True, description="Ask the chat model for a JSON object "
+                                "(response_format); off for a server that refuses the field (the reply is still parsed as JSON).")
 
     def roles(self) -> dict[str, str | None]:
         """The role names to give pymem migrate (None: keep the recorded ones)."""

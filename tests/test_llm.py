@@ -66,6 +66,12 @@ def test_the_client_posts_a_chat_completion_and_returns_the_text(chat):
     assert req["path"] == "/v1/chat/completions" and req["model"] == "m1" and req["auth"] == "Bearer k-123"
     assert req["messages"] == [{"role": "user", "content": "hi"}]
     assert req["response_format"] == {"type": "json_object"} and req["temperature"] == 0.0
+    # a server that refuses response_format: JSON mode off (issue 29, item 16), by argument or setting
+    chat.script = ['{"facts": []}', '{"facts": []}']
+    ChatClient("m1", base_url=chat.url, json_mode=False).complete([{"role": "user", "content": "hi"}])
+    ChatClient(settings=pymem.Settings(llm_model="m1", llm_base_url=chat.url, llm_json_mode=False)).complete(
+        [{"role": "user", "content": "hi"}])
+    assert all("response_format" not in r for r in chat.requests[1:])
 
 
 def test_the_client_reads_its_settings_and_the_key_from_the_named_variable(chat, monkeypatch):
