@@ -345,19 +345,18 @@ def test_pgbouncer_125_defaults_refuse_the_option_and_pymem_falls_back(bouncer_1
     assert "unsupported startup parameter in options: statement_timeout" in _bouncer_log(tmp_path)
 
 
-def test_pgbouncer_125_defaults_with_an_explicit_prepare_threshold_prepare_and_time_out_per_call(
-        bouncer_125, dsn, tmp_path):
+def test_pgbouncer_125_with_the_documented_setting_for_poolers_that_keep_no_statements(bouncer_125, dsn, tmp_path):
+    """PYMEM_PREPARE_THRESHOLD=none, README's one setting for a pooler that cannot keep prepared
+    statements: set explicitly, it wins over what pymem would choose (here: prepare), and the
+    timeout still goes with each call."""
     with psycopg.connect(bouncer_125, autocommit=True) as other:  # another client of PgBouncer
         default = other.execute("SHOW statement_timeout").fetchone()[0]
-        settings = pymem.Settings(dsn=bouncer_125, prepare_threshold=5, statement_timeout_ms=300)
+        settings = pymem.Settings(dsn=bouncer_125, prepare_threshold=None, statement_timeout_ms=300)
         with pymem.Database(settings) as db:
             contract(db, "alice")
             contract_from_threads(db, tmp_path)
-            assert prepare_thresholds(db) == {5}  # set explicitly: kept although the option was refused
-            names = server_prepared(other)
-            assert names and all(n.startswith("PGBOUNCER_") for n in names), names
-            # the timeout goes with each call (transaction-locally): the next client sees none of it
-            assert other.execute("SHOW statement_timeout").fetchone()[0] == default
+            assert prepare_thresholds(db) == {None}  # set explicitly: kept
+            assert server_prepared(other) == []
             mem = Memory(agent_id="bot", db=db)
             mem.persist("Lives in Oslo", id="alice")
             assert_blocked_call_times_out(mem, dsn, tmp_path)
