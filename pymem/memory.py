@@ -287,7 +287,8 @@ class Memory(MemoryBase):
                metadata: Mapping[str, Any] | None = None, skip_window: bool = False) -> list[Message]:
         """The user's past messages most relevant to ``query`` (a text, ranked by its words and
         meaning; or its vector from the Memory's embedder), best first: at most ``k`` (default
-        ``recall_k``), none scoring below ``min_score``. ``as_of``: recall as of that time (nothing
+        ``recall_k``), none scoring below ``min_score`` and none that matches the query neither
+        way (no word in common, no positive cosine: fewer than ``k`` then). ``as_of``: recall as of that time (nothing
         newer; recency measured from it); ``since`` / ``until``: only messages created in
         [since, until); ``metadata``: only messages whose metadata contains this mapping. Times
         are timezone-aware datetimes. Every message of the user is searched; ``skip_window``

@@ -304,12 +304,45 @@ def test_recall_is_exactly_the_brute_force_top_k(db, dsn):
         assert m.score == pytest.approx(score, abs=1e-4)  # ages are read a few ms apart
 
 
+def test_recall_leaves_out_what_matches_the_query_neither_way(db, dsn):
+    """Issue 29: recall returned k rows whatever they were, padding with messages of score 0 that
+    then filled the context's recall block. The floor: a word in common or a cosine above 1e-5."""
+    mem = make(db, window=2, recency_weight=0.5, importance_weight=0.2)  # recency alone cannot lift a row
+    question = "what is the cat allergic to?"
+    mem.add_message("My cat Tom is allergic to fish", user="alice")
+    # texts sharing no word with the question; HashEmbedder's buckets collide, so some still
+    # have a positive cosine with it (a vector match, recalled) and some none (left out)
+    q = mem.embedder.embed([question])[0]
+    cosine = {t: sum(a * b for a, b in zip(mem.embedder.embed([t])[0], q))
+              for t in (f"zzyx qqvv {i}{i}{i}" for i in range(400))}
+    unrelated = [t for t, c in cosine.items() if c <= 1e-5][:5]
+    colliding = [t for t, c in cosine.items() if c > 0.01][:1]
+    assert len(unrelated) == 5 and colliding
+    for text in unrelated:
+        mem.add_message(text, user="alice")
+    got = mem.recall(question, user="alice", k=5)
+    assert [m.content for m in got] == ["My cat Tom is allergic to fish"]
+    # the context's recall block (window 2) has that message and no padding
+    ctx = mem.read("what is the cat allergic to?", user="alice")
+    assert [m.content for m in ctx.recalled] == ["My cat Tom is allergic to fish"]
+    # SQL alone: the same floor, by vector alone, by words alone and both
+    qv = str(mem.embedder.embed([question])[0])
+    for query, text in ((qv, None), (None, "cat allergic"), (qv, "cat allergic")):
+        got_sql = rows(dsn, "SELECT content FROM pymem.messages_recall('alice', %s::vector, %s, k => 5, window_size => 0, "
+                            "query_text => %s, recency_weight => 0.5)", query, mem.embedder.name, text)
+        assert [r[0] for r in got_sql] == ["My cat Tom is allergic to fish"], (query is None, text)
+    # a positive cosine is a match, however small (a model-specific threshold is min_score's job)
+    mem.add_message(colliding[0], user="alice")
+    assert [m.content for m in mem.recall(question, user="alice", k=5)] == ["My cat Tom is allergic to fish",
+                                                                            colliding[0]]
+
+
 def test_exactly_k_when_k_are_eligible_even_under_a_selective_filter(db):
     mem = make(db, window=0)
     for u in range(30):  # many other users
         mem.record(f"other user {u} talks about gardening", "sure", user=f"user{u}")
     for i in range(3):
-        mem.record(f"alice says thing number {i}", "noted down", user="alice")
+        mem.record(f"alice says thing number {i} on gardening", "noted down: gardening", user="alice")
     assert len(mem.recall("gardening", user="alice", k=5)) == 5  # 3 questions + 2 answers
     assert len(mem.recall("gardening", user="alice", k=6)) == 6
     assert len(mem.recall("gardening", user="alice", k=7)) == 6  # only 6 eligible

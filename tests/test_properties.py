@@ -29,7 +29,8 @@ def test_random_interleavings_across_the_api_match_the_model(dsn, as_role):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("GRANT pymem_app TO pymem_prop_app")
     db = pymem.Database(pymem.Settings(dsn=app, pool_max_size=2))
-    mems = {p: Memory(db=db, agent_id="bot", project_id=p, embedder=HashEmbedder(64), window=WINDOW,
+    embedder = HashEmbedder(64)  # unit vectors: a dot product is their cosine
+    mems = {p: Memory(db=db, agent_id="bot", project_id=p, embedder=embedder, window=WINDOW,
                       recall_k=K, min_content_chars=MIN_CHARS, dedupe=False) for p in PROJECTS}
 
     class Everything(RuleBasedStateMachine):
@@ -75,7 +76,11 @@ def test_random_interleavings_across_the_api_match_the_model(dsn, as_role):
             history = self.messages.get((p, u), [])
             # a direct recall searches every message, the window's too (issue 29); the context's
             # recall block leaves the window out (it sends window_size: tests/test_options.py)
-            eligible = [m for m in history if len(m) >= MIN_CHARS]
+            # and past recall's floor: a word in common (every long question has "question"; the
+            # short ones and the answers share none) or a cosine above 1e-5 (pymem._vector_match)
+            query = embedder.embed([f"question about topic {n}"])[0]
+            eligible = [m for m in history if len(m) >= MIN_CHARS
+                        and ("question" in m or sum(a * b for a, b in zip(embedder.embed([m])[0], query)) > 1e-5)]
             assert len(got) == min(K, len(eligible))
             assert all(m.content.startswith(tag(p, u)) and m.content in eligible for m in got)
 

@@ -382,13 +382,16 @@ def test_memory_and_async_memory_leave_a_given_db_open(db, dsn, monkeypatch):
 
 
 def test_min_score_leaves_slots_empty_instead_of_filling_them(db, dsn):
-    messages = ["I am allergic to peanuts", "Peanuts make me ill, really", "The train to Bergen was late again"]
+    messages = ["I am allergic to peanuts", "Peanuts make me ill, really", "Peanut butter on toast, every day",
+                "The train to Bergen was late again"]
     query = "peanut allergy"
     base = make(db, window=0)
     for text in messages:
         base.add_message(text, user="alice")
-    everything = base.recall(query, user="alice", k=3)
-    assert len(everything) == 3  # today's behaviour by default: k slots filled
+    everything = base.recall(query, user="alice", k=4)
+    # by default every message that matches at all: the three about peanuts; the train shares no
+    # word and (HashEmbedder: no n-gram) no direction with the query, so the floor keeps it out
+    assert sorted(m.content for m in everything) == sorted(messages[:3])
     cut = (everything[1].score + everything[2].score) / 2
     strict = make(db, window=0, min_score=cut)
     assert [m.seq for m in strict.recall(query, user="alice", k=3)] == [m.seq for m in everything[:2]]

@@ -47,7 +47,9 @@ def load(mem):
 
 
 def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.0, as_of=None, since=None,
-          until=None, metadata=None, thread="other", window=0, min_chars=10):
+          until=None, metadata=None, thread="other", window=0, min_chars=10, floor=True):
+    """The ranking recomputed in Python. ``floor``: a message with no term in common and no
+    positive cosine is not eligible (issue 29); False counts them, to show the floor cut some."""
     with psycopg.connect(dsn, autocommit=True) as c:
         terms = c.execute("SELECT coalesce(tsvector_to_array(to_tsvector('english', %s)), '{}')", (text,)).fetchone()[0] \
             if text is not None else []
@@ -91,6 +93,8 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
                 or (until is not None and d[4] >= until):
             continue
         if metadata is not None and any(d[8].get(key) != value for key, value in metadata.items()):
+            continue
+        if floor and vector is not None and lex == 0 and cos(d[7]) <= 1e-5:  # pymem._vector_match
             continue
         eligible.append((d, lex, None if vector is None else cos(d[7])))
     best = max((lex for _, lex, _ in eligible), default=0)
@@ -353,4 +357,7 @@ def test_rare_terms_hybrid_is_the_brute_force_top_k(db, dsn, options, stale):
     for k in (1, 3, 7, 20, 60):
         got = mem.recall(query, user="alice", thread="other", k=k, as_of=as_of)
         check(got, brute(dsn, emb.name, text=query, vector=vec, k=k, as_of=as_of, **kw))
-        assert len(got) == k
+        assert len(got) == min(k, len(brute(dsn, emb.name, text=query, vector=vec, k=1000, as_of=as_of, **kw)))
+    # the floor cut rows here: without it the ranking would have had more to give
+    everything = brute(dsn, emb.name, text=query, vector=vec, k=1000, as_of=as_of, floor=False, **kw)
+    assert len(mem.recall(query, user="alice", thread="other", k=1000, as_of=as_of)) < len(everything)

@@ -133,15 +133,23 @@ def test_filters_still_apply_and_k_rows_come_back(db, dsn):
             assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
             assert len(got) == 10
             assert got == c.execute(EXACT, p).fetchall()
-        # fewer eligible rows than k: the index leaves too few, the exact scan runs and returns them all
+        # fewer eligible rows than k (45 'x' rows, 15 of them in thread 'default', all in the
+        # window: 30), and the floor (no word, no positive cosine) leaves some of those out too:
+        # the candidates reached rows without a positive cosine, so no row farther from the query
+        # has one and the exact scan is not needed; the result is the exact scan's
         p = _params("coffee in paris", k=40, window=30, metadata=json.dumps({"tag": "x"}))
         log = PlanLog(c, analyze=False)
         got = c.execute(RECALL, p).fetchall()
         assert _index_scans(log)
-        assert any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "no exact fallback"
+        assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
         exact = c.execute(EXACT, p).fetchall()
-        assert len(got) == len(exact) == 30  # 45 'x' rows, 15 of them in thread 'default', all in the window
+        assert 0 < len(got) == len(exact) < 30
         assert got == exact
+        # with a min_score the candidates cannot tell: fewer than k, the exact scan runs
+        log = PlanLog(c, analyze=False)
+        scored = c.execute(RECALL.replace("metadata =>", "min_score => -1, metadata =>"), p).fetchall()
+        assert any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "no exact fallback"
+        assert scored == exact
 
 
 def test_context_read_uses_the_index(db, dsn):

@@ -78,10 +78,11 @@ def test_every_sql_file_puts_its_objects_in_schema_pymem():
 
 
 # Functions that may not pin search_path: the migration_*_path functions set it for their caller
-# (a SET clause would undo that); current_tenant and the pgvector wrappers must inline (into RLS
-# policies, into recall's ORDER BY) and a SET clause stops that.
+# (a SET clause would undo that); current_tenant, the pgvector wrappers and recall's floor must
+# inline (into RLS policies, into recall's ORDER BY and filters) and a SET clause stops that.
 UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "pymem.current_tenant()",
-            "pymem._cosine_distance(vector,vector)", "pymem._vector_dims(vector)", "pymem._vector_norm(vector)"}
+            "pymem._cosine_distance(vector,vector)", "pymem._vector_dims(vector)", "pymem._vector_norm(vector)",
+            "pymem._vector_match(double precision)"}
 SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in",
              "operator", "all", "array"}
 # The only schemas a pinned pymem function may resolve names in: none of them can be written by

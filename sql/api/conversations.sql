@@ -982,6 +982,15 @@ BEGIN
 END;
 $$;
 
+-- _vector_match: recall's floor for a cosine: a message matches the query vector when its cosine
+-- is above 1e-5, not merely above 0 (a pair with nothing in common, e.g. HashEmbedder's vectors of
+-- texts sharing no n-gram, comes out of float4 arithmetic a few 1e-7 either side of 0). No SET
+-- clause, so that it inlines into recall's queries: the operator is named with its schema.
+CREATE OR REPLACE FUNCTION pymem._vector_match(similarity double precision)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
+
 -- _recall_ranked: a user's recall candidates ranked by
 --   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
 -- (age measured from p_as_of, default now; ties: newer first, then thread and seq), where
@@ -993,8 +1002,11 @@ $$;
 -- BM25's statistics (document count, average length in tokens, each term's document frequency)
 -- are those of the rows ranked: with a vector, the user's messages with a vector of p_embedder as of
 -- p_as_of; without, the user's messages as of p_as_of.
--- Eligible: with a vector, every message with a vector of p_embedder; without one, every message
--- sharing a term with the text; in both cases of at least p_min_chars characters, outside the
+-- Eligible: with a vector, every message with a vector of p_embedder that matches the query at
+-- all (a cosine above 1e-5, _vector_match, or a term in common with the text); without one, every message sharing
+-- a term with the text (the floor: a message that matches neither way is never recalled, however
+-- recent or important, so a short or unrelated history gives fewer than k rows, not padding); in
+-- both cases of at least p_min_chars characters, outside the
 -- newest `window` messages of the current thread, created at or before p_as_of, at or after
 -- p_since and before p_until, whose metadata contains p_filter, and, when p_min_score is not NULL,
 -- scoring at least that. An exact scan of the user's rows: exactly `limit_rows` rows come back
@@ -1009,7 +1021,8 @@ $$;
 --   base  = (1 - rw - iw) * (1 - lw') * cosine + rw * recency + iw * importance
 --   bonus = (1 - rw - iw) * lw' * lexical        (lw' = lw with a vector and terms, 0 with a vector
 --                                                 and no terms, 1 without a vector)
--- so the top k are among the k best rows by base and the rows sharing a term: a row with no term
+-- so the top k are among the k best rows by base with a positive cosine and the rows sharing a
+-- term (the floor keeps the rest out): a row with no term
 -- that belongs in the top k has at most k - 1 rows above it by base (a row above it by base
 -- scores at least as much). Only those few rows are scored in full; the rest are read once and
 -- sorted once. Without a term (vector recall alone) the rows are not kept: the best are picked while
@@ -1102,6 +1115,7 @@ AS $$
                             WHERE m.project_id = p_project_id AND m.user_id = p_user_id
                               AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> p_filter))
                 OFFSET 0) AS s
+         WHERE pymem._vector_match(s.similarity)  -- the floor: no term to share, so a vector match or nothing
          ORDER BY base DESC, s.created_at DESC, s.thread_id, s.seq DESC
          LIMIT p_limit),
     stale AS MATERIALIZED (  -- vectors stored before 0017: their messages' lexemes by primary key (with terms only)
@@ -1142,7 +1156,7 @@ AS $$
     cand AS (  -- the k best eligible rows by base, and the eligible rows sharing a term
         (SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base, NULL::float8 AS bm25
            FROM base AS b
-          WHERE b.ok AND p_query IS NOT NULL
+          WHERE b.ok AND p_query IS NOT NULL AND pymem._vector_match(b.similarity)  -- the floor (rows sharing a term follow)
           ORDER BY b.base DESC, b.created_at DESC, b.thread_id, b.seq DESC
           LIMIT p_limit)
         UNION ALL
@@ -1209,6 +1223,7 @@ DECLARE
     v_tokens integer[];
     v_lexemes tsvector[];
     v_scores double precision[];
+    v_floor_reached boolean;   -- a candidate has no positive cosine (so none farther has)
 BEGIN
   <<candidates>>
   BEGIN
@@ -1272,6 +1287,7 @@ BEGIN
       USING p_query, p_as_of, p_min_chars, p_since, p_until, p_thread_id, v_window_after, p_filter,
             CASE WHEN v_any IS NULL THEN 2 * p_limit ELSE GREATEST(p_limit, 200) END,
             v_any IS NOT NULL;
+    v_floor_reached := EXISTS (SELECT 1 FROM pg_catalog.unnest(v_similarities) AS s(s) WHERE NOT pymem._vector_match(s.s));
     PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
     WITH c AS MATERIALIZED (
@@ -1301,7 +1317,8 @@ BEGIN
                CASE WHEN v_any IS NULL THEN 1 ELSE 1 - p_lw END * c.similarity
                + CASE WHEN v_any IS NULL THEN 0 ELSE p_lw END
                  * coalesce(x.bm25 / NULLIF((SELECT pg_catalog.max(l.bm25) FROM lex AS l), 0), 0) AS score
-          FROM c LEFT JOIN lex AS x ON x.thread_id = c.thread_id AND x.seq = c.seq)
+          FROM c LEFT JOIN lex AS x ON x.thread_id = c.thread_id AND x.seq = c.seq
+         WHERE pymem._vector_match(c.similarity) OR x.bm25 IS NOT NULL)  -- the floor: a vector match or a term in common
     SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.o), pg_catalog.array_agg(r.seq ORDER BY r.o),
            pg_catalog.array_agg(r.similarity ORDER BY r.o), pg_catalog.array_agg(r.score ORDER BY r.o)
       INTO v_threads, v_seqs, v_similarities, v_scores
@@ -1310,7 +1327,11 @@ BEGIN
               FROM scored AS r
              WHERE p_min_score IS NULL OR r.score >= p_min_score) AS r
      WHERE r.o <= p_limit;
-    IF coalesce(pg_catalog.cardinality(v_threads), 0) >= p_limit THEN
+    -- enough rows; or fewer because the floor left candidates out, and the nearest of those
+    -- missing had no positive cosine: no row farther from the query has one either (the exact
+    -- scan would find only lexical matches outside the candidates, which are approximate here)
+    IF coalesce(pg_catalog.cardinality(v_threads), 0) >= p_limit
+       OR (p_min_score IS NULL AND v_floor_reached) THEN
         RETURN QUERY SELECT u.t, u.s, u.sim, u.sc
                        FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
                                        pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores)) AS u(t, s, sim, sc);
