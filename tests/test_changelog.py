@@ -96,7 +96,7 @@ def names(text: str, name: str) -> bool:
     return re.search(rf"`(pymem\.)?{re.escape(name)}[`(]", text) is not None
 
 
-def difference(name: str, was: list[Signature], now: list[Signature], version: str) -> str:
+def difference(was: list[Signature], now: list[Signature], version: str) -> str:
     return ("".join(f"      {version}: {s}\n" for s in was if s not in now)
             + "".join(f"      now: {s}\n" for s in now if s not in was))
 
@@ -111,7 +111,7 @@ def test_every_public_sql_function_changed_since_a_release_is_in_the_changelog(v
     - changed: under "### Changed" or "### Removed" (a caller must act: a result type or column,
       an argument's name, type or default, a parameter that is gone or became required);
     - extended (only new parameters after the old ones, each with a DEFAULT, same result: old
-      calls still run): in any subsection, "### Added" or "### Changed";
+      calls still run): in any subsection ("### Added" or "### Changed");
     - removed: under "### Removed", saying what to call instead;
     - added: under "### Added". A new function is caller-visible too: a caller reads "Added" to
       learn what it can now call, Keep a Changelog lists additions, and it costs one line; were
@@ -137,17 +137,35 @@ def test_every_public_sql_function_changed_since_a_release_is_in_the_changelog(v
         if not was:
             if not names(kinds.get("Added", ""), name):
                 missing.append(f"- `{name}` is new: list it under '### Added', as `{name}`\n"
-                               + difference(name, was, isnow, version))
+                               + difference(was, isnow, version))
         elif not isnow:
             if not names(kinds.get("Removed", ""), name):
                 missing.append(f"- `{name}` is gone: say under '### Removed', naming `{name}`, what to call instead\n"
-                               + difference(name, was, isnow, version))
+                               + difference(was, isnow, version))
         elif len(was) == len(isnow) and all(n.extends(w) for w, n in zip(was, isnow)):
             if not names(anywhere, name):
                 missing.append(f"- `{name}` takes new parameters: name `{name}` and them under '### Added' or "
-                               "'### Changed'\n" + difference(name, was, isnow, version))
+                               "'### Changed'\n" + difference(was, isnow, version))
         elif not names(must_act, name):
             missing.append(f"- `{name}` changed: say under '### Changed' (or '### Removed', for what is gone), "
-                           f"naming `{name}`, what a caller must do\n" + difference(name, was, isnow, version))
+                           f"naming `{name}`, what a caller must do\n" + difference(was, isnow, version))
     assert not missing, (f"public SQL functions that differ from {version} and that CHANGELOG.md does not name "
                          f"above '## [{version.removeprefix('v')}]':\n" + "\n".join(missing))
+
+
+def test_the_check_tells_an_extension_from_a_change_and_reads_the_sections():
+    """The rules above on small cases, without a database."""
+    old = Signature("f", "FUNCTION", "a text, b integer DEFAULT 1", 1, "bigint")
+    added = "a text, b integer DEFAULT 1, c jsonb DEFAULT NULL::jsonb"
+    assert Signature("f", "FUNCTION", added, 1, "bigint").extends(old)
+    assert not Signature("f", "FUNCTION", "a text, b integer DEFAULT 1, c jsonb", 2, "bigint").extends(old)  # required
+    assert not Signature("f", "FUNCTION", "a text, b integer DEFAULT 2", 1, "bigint").extends(old)  # a default
+    assert not Signature("f", "FUNCTION", added, 1, "pymem.row [columns: id bigint]").extends(old)  # the result
+    none = Signature("g", "FUNCTION", "", 0, "void")
+    assert Signature("g", "FUNCTION", "x text DEFAULT ''::text", 0, "void").extends(none)
+    text = ("# Changelog\n\n## [Unreleased]\n\n### Added\n\n- `pymem.new_one(...)`\n\n### Changed\n\n- `old_one` "
+            "returns a row\n\n## [0.1.0] - 2026-11-30\n\n### Changed\n\n- `older_one`\n")
+    kinds = subsections(sections_since(text, "v0.1.0"))
+    assert names(kinds["Added"], "new_one") and names(kinds["Changed"], "old_one")
+    assert not names("".join(kinds.values()), "older_one")  # the release's own section is not counted
+    assert not names(kinds["Added"], "new")  # a prefix of a name is not the name
