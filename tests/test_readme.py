@@ -8,6 +8,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from pymem import server
@@ -45,8 +46,15 @@ def test_sql_api_examples_run_in_psql(dsn):
     assert "Prefers Slack" in out.stdout  # the supersede, history and chain reads
 
 
+# what an example may leave behind: nothing (issue 29: a user's first agent found the README's
+# facts about "alice" in its context, since the examples wrote to project '' and kept them)
+LEFT_BEHIND = """SELECT 'facts', count(*) FROM pymem.facts UNION ALL SELECT 'threads', count(*) FROM pymem.threads
+                 UNION ALL SELECT 'messages', count(*) FROM pymem.messages
+                 UNION ALL SELECT 'stores', count(*) FROM pymem.stores"""
+
+
 @pytest.mark.parametrize("title", ["SQL API", "Python API"])
-def test_python_examples_run(dsn, monkeypatch, title):
+def test_python_examples_run_in_their_own_project_and_clean_up(dsn, monkeypatch, title):
     monkeypatch.setenv("PYMEM_DSN", dsn)
     code = blocks("python", title)
     assert code
@@ -56,3 +64,7 @@ def test_python_examples_run(dsn, monkeypatch, title):
         mem = namespace.get("mem")
         if mem is not None:
             mem.close()
+        assert 'project_id="readme"' in block, f"an example that does not use project 'readme':\n{block}"
+        with psycopg.connect(dsn) as c:
+            left = [(what, n) for what, n in c.execute(LEFT_BEHIND).fetchall() if n]
+        assert not left, f"this example leaves {left} behind:\n{block}"
