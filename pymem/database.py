@@ -60,6 +60,40 @@ from .settings import Settings
 
 log = logging.getLogger("pymem")
 
+#: the connections of pymem's pools (added by each pool's configure callback)
+_pooled: weakref.WeakSet[Any] = weakref.WeakSet()
+_POOL_NAMES = ("pymem", "pymem-async")
+#: psycopg_pool's warnings about a server gone away (another warning, e.g. a connection returned
+#: inside a transaction, stays a warning)
+_SERVER_GONE = ("discarding closed connection", "discarding broken connection", "error connecting in",
+                "reconnection attempt in pool")
+
+
+class _PoolNoise(logging.Filter):
+    """psycopg_pool's warnings about pymem's own pools (a connection that died with its server,
+    a reconnect that failed while the server was down) go to pymem's log at DEBUG: the call
+    that met the problem raises a :class:`pymem.ConnectionError` that says what happened and
+    what pymem did about it (issue 29: after ``pymem server stop`` the pool printed two
+    warnings beside that error). Other pools' warnings pass untouched."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args if isinstance(record.args, tuple) else ()
+        ours = record.levelno == logging.WARNING and str(record.msg).startswith(_SERVER_GONE) and any(
+            a in _POOL_NAMES if isinstance(a, str) else _is_pooled(a) for a in args)
+        if ours:
+            log.debug("connection pool: %s", record.getMessage())
+        return not ours
+
+
+def _is_pooled(obj: Any) -> bool:
+    try:
+        return obj in _pooled
+    except TypeError:  # not hashable, so not a connection
+        return False
+
+
+logging.getLogger("psycopg.pool").addFilter(_PoolNoise())
+
 
 def _open_conninfo(settings: Settings, migrate: bool | None) -> str:
     """The conninfo a pool opens on, migrated first when ``migrate`` says so; by default
@@ -205,6 +239,7 @@ class Database:
     def _register(self, conn: psycopg.Connection) -> None:
         """pgvector's types on ``conn``; looked up again while pgvector is missing (a database
         migrated after this pool opened)."""
+        _pooled.add(conn)
         if not self._infos:
             self._infos = type_infos(conn)
         if self._infos:
@@ -293,6 +328,7 @@ class AsyncDatabase:
         return pool
 
     async def _register(self, conn: psycopg.AsyncConnection) -> None:
+        _pooled.add(conn)
         if not self._infos:
             self._infos = await atype_infos(conn)
         if self._infos:

@@ -4,6 +4,7 @@ timeout that travels with each call (no startup option, nothing left on the conn
 from __future__ import annotations
 
 import asyncio
+import logging
 import shutil
 import socket
 import tempfile
@@ -91,9 +92,10 @@ def test_a_pool_timeout_names_why_no_new_connection_can_be_made(dsn, admin):
 # --- the embedded server stopped under a running process ----------------------------------
 
 
-def test_a_process_restarts_its_embedded_server_after_pymem_server_stop():
+def test_a_process_restarts_its_embedded_server_after_pymem_server_stop(caplog):
     # Not under pytest's tmp_path: another pytest run makes /tmp/pytest-of-<user> private again,
     # and the server's own OS user (as root) must reach its data directory.
+    caplog.set_level(logging.DEBUG)
     data_dir = Path(tempfile.mkdtemp(prefix="pymem-restart-"))
     settings = pymem.Settings(data_dir=data_dir, **QUICK)  # no DSN: this process's embedded server
     try:
@@ -117,6 +119,12 @@ def test_a_process_restarts_its_embedded_server_after_pymem_server_stop():
                 return [f.content for f in await amem.retrieve(id="alice")]
 
         assert asyncio.run(twin()) == ["Lives in Oslo"]
+        # the pool's own warnings about the dead connections stay out of the way (issue 29): the
+        # call's ConnectionError said it all; they are in pymem's log at DEBUG
+        assert [r.getMessage() for r in caplog.records
+                if r.name.startswith("psycopg.pool") and r.levelno >= logging.WARNING] == []
+        assert any(r.name == "pymem" and r.levelno == logging.DEBUG and "connection pool:" in r.getMessage()
+                   for r in caplog.records)
     finally:
         server.stop(data_dir)
         shutil.rmtree(data_dir, ignore_errors=True)
