@@ -50,6 +50,13 @@ from .memory import Memory
 from .settings import Settings
 
 WINDOW = 20  # messages shown per thread
+#: What a page edit writes into the corrected fact's metadata, so the page can say so.
+PAGE_EDIT = {"edited_on": "memory page"}
+#: The marker of a superseded row, by :func:`change_kind`.
+CHANGE_LABEL = {"update": "updated →", "delete": "retired →", "merged": "merged into", "edited": "edited on the page →",
+                "superseded": "superseded →"}
+#: What a fact's turn did, by the op in its ``metadata["turn"]`` (none: learned or added).
+TURN_CHANGE = {None: "learned", "update": "updated a fact", "delete": "retired a fact"}
 SCOPE_TIER = {"agent": "agent", "user": "user", "project": "project"}
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:78em}
@@ -427,17 +434,9 @@ def change_kind(fact: Any, successor: Any) -> str:
     return op if op in ("update", "delete") else "superseded"
 
 
-#: What a page edit writes into the corrected fact's metadata, so the page can say so.
-PAGE_EDIT = {"edited_on": "memory page"}
-#: What a fact's turn did, by the op in its ``metadata["turn"]`` (none: learned or added).
-TURN_CHANGE = {None: "learned", "update": "updated a fact", "delete": "retired a fact"}
-
-
 def edited_on_page(fact: Any) -> bool:
+    """Whether ``fact`` is a correction made on this page (its metadata is :data:`PAGE_EDIT`'s)."""
     return isinstance(fact.metadata, dict) and fact.metadata.get("edited_on") == PAGE_EDIT["edited_on"]
-
-CHANGE_LABEL = {"update": "updated →", "delete": "retired →", "merged": "merged into", "edited": "edited on the page →",
-                "superseded": "superseded →"}
 
 
 def provenance(fact: Any, p: str, scope: str, sid: str) -> str:

@@ -317,6 +317,7 @@ def test_in_a_real_browser(served, browser):
     assert "Lives in Stavanger" in browser.page_source
     bergen = browser.find_element(By.ID, f"fact-{ids['bergen']}")
     assert "superseded" in bergen.get_attribute("class")
+    assert bergen.find_element(By.CLASS_NAME, "marker").text.startswith("edited on the page → #")  # said so
     shot("3-after-supersede")
 
     go(browser, browser.find_element(By.LINK_TEXT, "← project"))
