@@ -1,6 +1,6 @@
 """Listing what one project holds, over ``sql/api/browse.sql`` (and the stores' read functions):
 what the memory page of ``pymem serve`` (:mod:`pymem.web`) shows besides the Memory API's own
-reads. Each listing is one named query; rows come back as dicts. There is no listing of
+reads (and a thread's messages from a seq on: the turn that taught a learned fact). Each listing is one named query; rows come back as dicts. There is no listing of
 projects: row-level security confines every call to the project it names (README, Security).
 
 :func:`search_facts` and :func:`recall_messages` rank as ``Memory.retrieve`` and ``Memory.recall``
@@ -39,6 +39,15 @@ def threads(db: Database, user_id: str, project_id: str = "") -> Rows:
     """A user's threads with their message counts, most recently active first."""
     return db.query("browse_threads", {"user_id": text(user_id, "user id"),
                                        "project_id": text(project_id, "project_id")})
+
+
+def messages(db: Database, user_id: str, thread_id: str, from_seq: int, project_id: str = "",
+             max_rows: int = 20) -> Rows:
+    """A thread's messages (seq, role, content, created_at, metadata) from ``from_seq`` on, oldest
+    first: ``max_rows=2`` from a learned fact's turn (``metadata["turn"]``) is that turn."""
+    return db.query("browse_messages", {"user_id": text(user_id, "user id"), "thread_id": text(thread_id, "thread"),
+                                        "from_seq": from_seq, "project_id": text(project_id, "project_id"),
+                                        "max_rows": max_rows})
 
 
 def stores(db: Database, project_id: str = "", max_rows: int = 1000) -> Rows:

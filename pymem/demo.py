@@ -5,7 +5,8 @@ summary forming, a long-ago message recalled, and the two users never mixing. Th
 the configured chat model (``PYMEM_LLM_MODEL``: :class:`pymem.llm.ChatLearner`) or, without one,
 :class:`RuleLearner`, a few fixed rules standing in for it, and the demo says which. Runs on the embedded server unless PYMEM_DSN is set; safe to repeat (it
 uses project "pymem-demo" and clears it first). It says so, and ends with the commands that show
-what it stored (``pymem export --project pymem-demo --user ...``, psql)."""
+what it stored (``pymem export --project pymem-demo --user ...``, psql, and last the memory page:
+``pymem serve --project pymem-demo``)."""
 
 from __future__ import annotations
 
@@ -107,6 +108,8 @@ def run(settings: Settings) -> int:
     print(f"  pymem export --project {PROJECT} --user {user}")
     query = f"SELECT pymem.user_export(user_id => '{user}', project_id => '{PROJECT}')"
     print(f'  {psql} -c "{query}"')
+    print("or on the memory page (each learned fact linked to its turn, updated and retired facts told apart):")
+    print(f"  pymem serve --project {PROJECT}")
     return 0
 
 

@@ -3,10 +3,13 @@
 Standard library only (``wsgiref`` and ``html.escape``): no template engine, no JavaScript, no
 build step. Pages: the projects given on the command line (and a form to open any other: row-level
 security allows no listing across projects); a project's fact subjects, users and keyed stores
-with counts; a subject's facts newest first (source, confidence, time, provenance; "Show
-superseded" adds the replaced versions, muted, each with a "superseded → #id" link to the row
-that replaced it) and a search box; a user's threads with window and summary and a recall
-search; a store's entries, audit tail and an entry's versions.
+with counts; a subject's facts newest first (source, confidence, time, provenance: a learned
+fact links to the turn that taught it, a fact corrected here says "edited on the page"; "Show
+superseded" adds the replaced versions, muted, with when each was superseded and a link to the
+row that replaced it, saying how: "updated →", "retired →" (a learner's delete), "edited on the
+page →", "merged into", or plain "superseded →" (:func:`change_kind`)) and a search box; a
+turn's two messages and the facts it taught; a user's threads with window and summary and a
+recall search; a store's entries, audit tail and an entry's versions.
 
 Searches rank as Memory.retrieve and Memory.recall do, by the query's vector and its words, with
 the project's own embedder: the newest registered one (``browse_embedders``) that pymem ships and
@@ -17,7 +20,8 @@ as "not yet embedded" (:func:`pymem.browse.search_facts`, :func:`pymem.browse.re
 Reads go through the Memory API and the read-only SQL functions, on connections that run as the
 reader role (``-c role=...`` at connection start; README "Memory page"), so the page cannot
 write even by mistake. With ``allow_edit``, forgetting a fact and superseding it with corrected
-text go through :class:`pymem.Memory` (``forget`` / ``update``) on the login role's own
+text go through :class:`pymem.Memory` (``forget`` / ``update``, the correction's metadata
+:data:`PAGE_EDIT`) on the login role's own
 connections, as POST forms carrying a per-process token (and, when the browser sends one, an
 Origin that must be this server). Bound to a loopback address, it answers only requests whose
 Host is a loopback name (no DNS rebinding).
@@ -46,6 +50,13 @@ from .memory import Memory
 from .settings import Settings
 
 WINDOW = 20  # messages shown per thread
+#: What a page edit writes into the corrected fact's metadata, so the page can say so.
+PAGE_EDIT = {"edited_on": "memory page"}
+#: The marker of a superseded row, by :func:`change_kind`.
+CHANGE_LABEL = {"update": "updated →", "delete": "retired →", "merged": "merged into", "edited": "edited on the page →",
+                "superseded": "superseded →"}
+#: What a fact's turn did, by the op in its ``metadata["turn"]`` (none: learned or added).
+TURN_CHANGE = {None: "learned", "update": "updated a fact", "delete": "retired a fact"}
 SCOPE_TIER = {"agent": "agent", "user": "user", "project": "project"}
 STYLE = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:78em}
@@ -223,16 +234,18 @@ class MemoryPage:
             raise Page("400 Bad Request", f"<p>Unknown scope {esc(scope)}.</p>")
         mem = self._memory(self.read_db, p)
         facts = mem.history(tier=tier, id=sid) if show else mem.retrieve(tier=tier, id=sid, limit=1000)
+        by_id = {f.id: f for f in facts}
         editing = self.write_db is not None
 
         def cells(f: Any) -> list[str]:
             fact = esc(f.content)
             if f.superseded_by is not None:
-                fact += (f' <span class="marker">superseded → <a class="superseded-link" '
-                         f'href="#fact-{f.superseded_by}">#{f.superseded_by}</a></span>')
-            provenance = " ".join(x for x in (f"trace {esc(f.trace_id)}" if f.trace_id else "",
-                                              esc(json.dumps(f.metadata, ensure_ascii=False)) if f.metadata else "") if x)
-            row = [f"#{f.id}", fact, esc(f.source), f"{f.confidence:g}", esc(when(f.created_at)), provenance]
+                fact += (f' <span class="marker">{esc(CHANGE_LABEL[change_kind(f, by_id.get(f.superseded_by))])} '
+                         f'<a class="superseded-link" href="#fact-{f.superseded_by}">#{f.superseded_by}</a></span>')
+            row = [f"#{f.id}", fact, esc(f.source), f"{f.confidence:g}", esc(when(f.created_at))]
+            if show:
+                row.append(f'<span class="superseded-at">{esc(when(f.superseded_at))}</span>')
+            row.append(provenance(f, p, scope, sid))
             if editing:
                 fields = {"p": p, "scope": scope, "id": sid, "fact_id": f.id}
                 row.append("" if f.superseded_by is not None else
@@ -245,7 +258,8 @@ class MemoryPage:
                   if show else
                   f'<a id="toggle-superseded" href="{url("/facts", p=p, scope=scope, id=sid, superseded="1")}">'
                   f"Show superseded</a>")
-        headers = ["id", "fact", "source", "confidence", "created", "provenance"] + (["edit"] if editing else [])
+        headers = (["id", "fact", "source", "confidence", "created"] + (["superseded"] if show else [])
+                   + ["provenance"] + (["edit"] if editing else []))
         rows = [cells(f) for f in facts]
         body = table(headers, rows, lambda i: (f' id="fact-{facts[i].id}"'
                                                + (' class="superseded"' if facts[i].superseded_by is not None else "")),
@@ -315,6 +329,24 @@ class MemoryPage:
                   f"</label> <button>Recall</button></form>{found}")
         return "".join(parts)
 
+    def turn(self, q: dict[str, str]) -> str:
+        """The turn a learned fact names (``metadata["turn"]``): the user's message and the answer,
+        and the facts of the user that name this turn."""
+        p, u, t, seq = q.get("p", ""), q.get("u", ""), q.get("t", "default"), int(q.get("seq", ""))
+        messages = browse.messages(self.read_db, u, t, seq, p, max_rows=2)
+        taught = [f for f in self._memory(self.read_db, p).history(tier="user", id=u) if taught_by(f) == (t, seq)]
+        facts = table(["id", "fact", "change", "now"],
+                      ([f'<a href="{url("/facts", p=p, scope="user", id=u, superseded="1")}#fact-{f.id}">#{f.id}</a>',
+                        esc(f.content), esc(TURN_CHANGE.get(f.metadata["turn"].get("op"), "learned")),
+                        "active" if f.superseded_by is None else f"superseded by #{f.superseded_by}"] for f in taught),
+                      empty="no fact of this user names this turn now")
+        said = table(["#", "role", "message", "at"],
+                     ([esc(m["seq"]), esc(m["role"]), esc(m["content"]), esc(when(m["created_at"]))] for m in messages),
+                     empty=f"no message #{seq} in thread {t} (forgotten?)")
+        return (f'<p><a href="{url("/user", p=p, u=u)}#thread-{esc(t)}">← conversations of {esc(u)}</a> · '
+                f'<a href="{url("/facts", p=p, scope="user", id=u, superseded="1")}">facts of this user</a></p>'
+                f"<h1>Turn {esc(t)} #{seq} of {esc(u)}</h1>{said}<h2>Facts this turn taught</h2>{facts}")
+
     def store(self, q: dict[str, str]) -> str:
         p, key = q.get("p", ""), q.get("key", "")
         entries = table(["path", "kind", "size", "version", "actor", "updated", "sha"],
@@ -344,7 +376,7 @@ class MemoryPage:
 
     ROUTES: dict[str, Callable[[MemoryPage, dict[str, str]], str]] = {
         "/": home, "/project": project, "/facts": facts, "/search": search, "/user": user, "/store": store,
-        "/entry": entry,
+        "/entry": entry, "/turn": turn,
     }
 
     # -- editing --------------------------------------------------------------------------
@@ -371,10 +403,59 @@ class MemoryPage:
         if path == "/forget":
             mem.forget(tier=tier, id=sid, fact_id=fact_id)
         elif path == "/supersede":
-            mem.update(form.get("new", ""), fact_id=fact_id, tier=tier, id=sid, source="manual")
+            mem.update(form.get("new", ""), fact_id=fact_id, tier=tier, id=sid, source="manual", metadata=PAGE_EDIT)
         else:
             raise Page("404 Not Found", "<p>No such form.</p>")
         raise Page("303 See Other", location=link("/facts", p=p, scope=scope, id=sid, superseded="1"))
+
+
+def taught_by(fact: Any) -> tuple[str, int] | None:
+    """(thread, seq) of the turn that taught ``fact`` (its ``metadata["turn"]``, written by
+    ``pymem.turn_record``), or None."""
+    turn = fact.metadata.get("turn") if isinstance(fact.metadata, dict) else None
+    if isinstance(turn, dict) and isinstance(turn.get("thread_id"), str) and isinstance(turn.get("seq"), int):
+        return turn["thread_id"], turn["seq"]
+    return None
+
+
+def change_kind(fact: Any, successor: Any) -> str:
+    """How superseded ``fact`` left the active facts, read from its ``successor`` (None: not
+    listed): "merged" when the successor existed before (its created_at is not the
+    superseded_at that fact_supersede gives both rows when it creates the successor), else the
+    op of the turn that wrote it ("update", "delete": retired), "edited" by this page, or
+    "superseded" (any other supersede: Memory.update, fact_supersede)."""
+    if successor is None:
+        return "superseded"
+    if successor.created_at != fact.superseded_at:
+        return "merged"
+    if edited_on_page(successor):
+        return "edited"
+    op = successor.metadata["turn"].get("op") if taught_by(successor) else None
+    return op if op in ("update", "delete") else "superseded"
+
+
+def edited_on_page(fact: Any) -> bool:
+    """Whether ``fact`` is a correction made on this page (its metadata is :data:`PAGE_EDIT`'s)."""
+    return isinstance(fact.metadata, dict) and fact.metadata.get("edited_on") == PAGE_EDIT["edited_on"]
+
+
+def provenance(fact: Any, p: str, scope: str, sid: str) -> str:
+    """A fact's trace, the turn that taught it (a link to /turn), a page edit, and the rest of
+    its metadata."""
+    parts, rest = [], dict(fact.metadata or {})
+    if fact.trace_id:
+        parts.append(f"trace {esc(fact.trace_id)}")
+    taught = taught_by(fact)
+    if taught and scope == "user":
+        rest.pop("turn")
+        parts.append(f'<a class="turn-link" href="{url("/turn", p=p, u=sid, t=taught[0], seq=taught[1])}">'
+                     f"taught by turn {esc(taught[0])} #{taught[1]}</a>")
+    if edited_on_page(fact):
+        rest.pop("edited_on")
+        parts.append('<span class="page-edit">edited on the page</span>')
+    if rest:
+        parts.append(esc(json.dumps(rest, ensure_ascii=False)))
+    return " ".join(parts)
 
 
 def not_yet_embedded(embedder: Embedder | None, what: str, rows_table: str) -> str:

@@ -455,6 +455,12 @@ FROM pymem.browse_users(project_id => %(project_id)s, max_rows => %(max_rows)s::
 SELECT b.thread_id, b.messages, b.summarized_through, b.created_at, b.updated_at
 FROM pymem.browse_threads(user_id => %(user_id)s, project_id => %(project_id)s) AS b;
 
+-- name: browse_messages
+-- A thread's messages from a seq on, oldest first (the turn that taught a learned fact).
+SELECT b.seq, b.role, b.content, b.created_at, b.metadata
+FROM pymem.browse_messages(user_id => %(user_id)s, thread_id => %(thread_id)s, from_seq => %(from_seq)s::bigint,
+                           project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS b;
+
 -- name: browse_stores
 -- A project's keyed stores with entry counts and protections, by key.
 SELECT b.store_key, b.entries, b.transcript_len, b.audit, b.keep_versions, b.updated_at

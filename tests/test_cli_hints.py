@@ -184,6 +184,7 @@ def test_demo_names_its_project_and_ctrl_c_in_it_exits_130(tmp_path, pg_server, 
         demo = run("demo", env=env, cwd=tmp_path)
         assert demo.returncode == 0, demo.stderr
         assert "project 'pymem-demo'" in demo.stdout
+        assert demo.stdout.splitlines()[-1] == "  pymem serve --project pymem-demo"  # the last line: the page
         # the command the demo prints finds what it stored
         (export_line,) = [line.strip() for line in demo.stdout.splitlines() if line.strip().startswith("pymem export")]
         assert export_line == "pymem export --project pymem-demo --user alice@example.com"

@@ -6,17 +6,24 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.parse
 
 from chat_server import ChatServer
 
 import pymem
-from pymem import demo
+from pymem import demo, web
 from pymem.llm import load_prompt
 
 
 def test_the_demo_updates_a_fact_from_what_the_user_says_and_the_stale_one_leaves_the_context(dsn, capsys):
     with pymem.Database(pymem.Settings(dsn=dsn)) as db:
         demo.conversation(db, pymem.Settings(dsn=dsn, llm_model=None))
+        # the memory page the demo points to (`pymem serve --project pymem-demo`) tells the two apart
+        page = web_get(web.MemoryPage(db, None, [demo.PROJECT]), "/facts", p=demo.PROJECT, scope="user",
+                       id="alice@example.com", superseded="1")
+    assert re.search(r"I live in Oslo <span class=\"marker\">updated → ", page)
+    assert re.search(r"I work night shifts <span class=\"marker\">retired → ", page)
+    assert re.search(r"I no longer work night shifts.*?taught by turn default #\d+</a>", page)
     out = capsys.readouterr().out
     assert "learner: RuleLearner, fixed rules standing in for a chat model" in out
     assert "updated: 'I live in Oslo' -> 'I live in Bergen now'" in out
@@ -33,6 +40,12 @@ def test_the_demo_updates_a_fact_from_what_the_user_says_and_the_stale_one_leave
     assert ("alice's facts now: ['I no longer work night shifts', 'I live in Bergen now', 'I am allergic to peanuts',"
             " 'My name is Alice']") in out
     assert "bob's context mentions Alice or Bergen: False" in out
+
+
+def web_get(app, route: str, /, **params) -> str:
+    environ = {"REQUEST_METHOD": "GET", "PATH_INFO": route, "QUERY_STRING": urllib.parse.urlencode(params),
+               "HTTP_HOST": "127.0.0.1"}
+    return b"".join(app(environ, lambda status, headers: None)).decode()
 
 
 def test_the_rule_learner_is_a_learner():

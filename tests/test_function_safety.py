@@ -247,6 +247,7 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT * FROM pymem.browse_subjects()")
     c.execute("SELECT * FROM pymem.browse_users()")
     c.execute("SELECT * FROM pymem.browse_threads('ann')")
+    c.execute("SELECT * FROM pymem.browse_messages('ann', from_seq => 1, max_rows => 2)")
     c.execute("SELECT * FROM pymem.browse_stores()")
     c.execute("SELECT * FROM pymem.browse_embedders()")
     c.execute("SELECT pymem.store_item_put('notes', '{users,ann}', 'prefs', '{\"theme\": \"dark\", \"n\": 1}', "

@@ -105,6 +105,12 @@ SQL_CASES = [
     ("SELECT * FROM pymem.browse_threads('*')", "22023"),
     ("SELECT * FROM pymem.browse_threads(NULL)", "22023"),
     ("SELECT * FROM pymem.browse_embedders('*')", "22023"),
+    ("SELECT * FROM pymem.browse_messages('')", "22023"),
+    ("SELECT * FROM pymem.browse_messages('alice', '*')", "22023"),
+    ("SELECT * FROM pymem.browse_messages('alice', NULL)", "22023"),
+    ("SELECT * FROM pymem.browse_messages('alice', from_seq => NULL)", "22023"),
+    ("SELECT * FROM pymem.browse_messages('alice', max_rows => -1)", "22023"),
+    ("SELECT * FROM pymem.browse_messages('alice', project_id => '*')", "22023"),
     ("SELECT * FROM pymem.facts_newest('user', 'alice', max_facts => -1)", "22023"),
     ("SELECT * FROM pymem.facts_newest('user', 'alice', max_facts => 10001)", "22023"),
     # a bigint where an integer is expected matches no function (PostgreSQL's 42883)

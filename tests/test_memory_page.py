@@ -6,6 +6,7 @@ printed)."""
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -106,6 +107,8 @@ def test_browse_functions_as_the_reader_role(dsn, db, as_role):
         assert [(s["store_key"], s["entries"], s["keep_versions"]) for s in browse.stores(reader, "acme")] == [
             ("research-notes", 1, True)]
         assert [(e["name"], e["dimension"]) for e in browse.embedders(reader, "acme")] == [("hash-384-v1", 384)]
+        assert [(m["seq"], m["role"]) for m in browse.messages(reader, "alice", "trips", 1, "acme")] == [
+            (1, "user"), (2, "assistant")]
         assert browse.subjects(reader, "") == [] and browse.users(reader, "other") == []  # one project each
         assert browse.embedders(reader, "") == []
         with pytest.raises(pymem.ValidationError):
@@ -314,6 +317,7 @@ def test_in_a_real_browser(served, browser):
     assert "Lives in Stavanger" in browser.page_source
     bergen = browser.find_element(By.ID, f"fact-{ids['bergen']}")
     assert "superseded" in bergen.get_attribute("class")
+    assert bergen.find_element(By.CLASS_NAME, "marker").text.startswith("edited on the page → #")  # said so
     shot("3-after-supersede")
 
     go(browser, browser.find_element(By.LINK_TEXT, "← project"))
@@ -379,3 +383,108 @@ def test_a_busy_port_is_one_line(dsn, capsys):
         port = s.getsockname()[1]
         assert web.main(pymem.Settings(dsn=dsn, pool_min_size=1), "127.0.0.1", port, False, []) == 1
     assert capsys.readouterr().err.strip().splitlines()[-1] == f"pymem: port {port} is in use (try --port)"
+
+
+# -- what changed a fact, and when (issue 29, item 15) -------------------------------------------
+
+def call(app, method: str, route: str, /, body: dict | None = None, **params) -> tuple[str, str]:
+    """(status, HTML) of one request to the WSGI app itself, no server."""
+    data = urllib.parse.urlencode(body or {}).encode()
+    environ = {"REQUEST_METHOD": method, "PATH_INFO": route, "QUERY_STRING": urllib.parse.urlencode(params),
+               "HTTP_HOST": "127.0.0.1", "wsgi.url_scheme": "http", "wsgi.input": io.BytesIO(data),
+               "CONTENT_LENGTH": str(len(data))}
+    status = []
+    html = b"".join(app(environ, lambda s, headers: status.append(s))).decode()
+    return status[0], html
+
+
+def turn(c, content: str, learned=None, changes=None) -> int:
+    """One turn of alice in project acme through pymem.turn_record; its user message's seq."""
+    return c.execute("SELECT user_seq FROM pymem.turn_record(user_id => 'alice', user_content => %s,"
+                     " assistant_content => 'Noted.', project_id => 'acme', learned => %s, fact_changes => %s)",
+                     (content, learned, psycopg.types.json.Jsonb(changes) if changes else None)).fetchone()[0]
+
+
+def test_a_turn_names_itself_in_its_facts_and_the_page_tells_updated_from_retired(dsn, db):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        first = turn(c, "I live in Oslo and I work night shifts", ["Lives in Oslo", "Works night shifts"])
+        ids = dict(c.execute("SELECT content, id FROM pymem.facts WHERE scope_id = 'alice'").fetchall())
+        second = turn(c, "I moved to Bergen and stopped the night shifts", changes=[
+            {"op": "update", "fact_id": ids["Lives in Oslo"], "content": "Lives in Bergen"},
+            {"op": "delete", "fact_id": ids["Works night shifts"], "content": "No longer works night shifts"},
+            {"op": "add", "content": "Has a beagle"}])
+        third = turn(c, "Bergen, I said", changes=[  # onto an active fact: a merge, which keeps its metadata
+            {"op": "add", "content": "Lives in Bergen city"}])
+        turn(c, "Bergen city is right", changes=[
+            {"op": "update", "fact_id": c.execute("SELECT id FROM pymem.facts WHERE content = 'Lives in Bergen'")
+             .fetchone()[0], "content": "Lives in Bergen city"}])
+        metadata = dict(c.execute("SELECT content, metadata FROM pymem.facts WHERE scope_id = 'alice'").fetchall())
+    assert (first, second, third) == (1, 3, 5)
+    assert metadata == {  # the SQL result: every fact a turn wrote names that turn (the thread, the user's seq)
+        "Lives in Oslo": {"turn": {"thread_id": "default", "seq": 1}},
+        "Works night shifts": {"turn": {"thread_id": "default", "seq": 1}},
+        "Lives in Bergen": {"turn": {"thread_id": "default", "seq": 3, "op": "update"}},
+        "No longer works night shifts": {"turn": {"thread_id": "default", "seq": 3, "op": "delete"}},
+        "Has a beagle": {"turn": {"thread_id": "default", "seq": 3}},
+        "Lives in Bergen city": {"turn": {"thread_id": "default", "seq": 5}}}
+
+    app = web.MemoryPage(db, db, ["acme"], "test")
+    status, page = call(app, "GET", "/facts", p="acme", scope="user", id="alice", superseded="1")
+    assert status == "200 OK"
+    facts = {f.content: f for f in pymem.Memory(db=db, project_id="acme").history(id="alice")}
+
+    def row(content: str) -> str:
+        return re.search(rf'<tr id="fact-{facts[content].id}".*?</tr>', page).group(0)
+
+    def marker(content: str) -> str:
+        return re.search(r'<span class="marker">(.*?) <a class="superseded-link" href="#fact-(\d+)">', row(content)).groups()
+
+    assert marker("Lives in Oslo") == ("updated →", str(facts["Lives in Bergen"].id))
+    assert marker("Works night shifts") == ("retired →", str(facts["No longer works night shifts"].id))
+    assert marker("Lives in Bergen") == ("merged into", str(facts["Lives in Bergen city"].id))
+    for content in ("Lives in Oslo", "Works night shifts", "Lives in Bergen"):  # when, next to the created time
+        superseded_at = facts[content].superseded_at
+        assert f'<span class="superseded-at">{web.when(superseded_at)}</span>' in row(content)
+    assert '<span class="superseded-at"></span>' in row("Has a beagle")  # active: not superseded
+    assert "<th>created</th><th>superseded</th>" in page
+    link = web.url("/turn", p="acme", u="alice", t="default", seq=3)
+    assert f'<a class="turn-link" href="{link}">taught by turn default #3</a>' in row("Has a beagle")
+    assert '"turn"' not in page  # shown as the link, not as raw metadata
+
+    status, taught = call(app, "GET", "/turn", p="acme", u="alice", t="default", seq="3")
+    assert status == "200 OK" and "Turn default #3 of alice" in taught
+    said = re.findall(r"<td>(user|assistant)</td><td>(.*?)</td>", taught)
+    assert said == [("user", "I moved to Bergen and stopped the night shifts"), ("assistant", "Noted.")]
+    changes = re.findall(r"#\d+</a></td><td>(.*?)</td><td>(.*?)</td><td>(.*?)</td>", taught)
+    assert sorted(changes) == [
+        ("Has a beagle", "learned", "active"),
+        ("Lives in Bergen", "updated a fact", f"superseded by #{facts['Lives in Bergen city'].id}"),
+        ("No longer works night shifts", "retired a fact", "active")]
+    assert call(app, "GET", "/turn", p="acme", u="alice", t="default", seq="x")[0] == "400 Bad Request"
+    assert "no message #99" in call(app, "GET", "/turn", p="acme", u="alice", t="default", seq="99")[1]
+
+    # a correction made on the page says so, on the new fact and on the one it replaced
+    beagle = facts["Has a beagle"].id
+    status, _ = call(app, "POST", "/supersede", body={"p": "acme", "scope": "user", "id": "alice", "fact_id": beagle,
+                                                      "new": "Has a beagle named Biscuit", "token": app.token})
+    assert status == "303 See Other"
+    page = call(app, "GET", "/facts", p="acme", scope="user", id="alice", superseded="1")[1]
+    (edited,) = [f for f in pymem.Memory(db=db, project_id="acme").history(id="alice")
+                 if f.content == "Has a beagle named Biscuit"]
+    assert edited.metadata == {"edited_on": "memory page"} and edited.source == "manual"
+    assert re.search(rf'<tr id="fact-{beagle}" class="superseded">.*?edited on the page → '
+                     rf'<a class="superseded-link" href="#fact-{edited.id}">', page)
+    assert re.search(rf'<tr id="fact-{edited.id}">.*?<span class="page-edit">edited on the page</span>', page)
+
+
+def test_browse_messages_reads_a_thread_from_a_seq_on(dsn, db):
+    mem = pymem.Memory(db=db, project_id="acme")
+    for i in range(3):
+        mem.record(f"question {i}", f"answer {i}", user="alice")
+    assert [(m["seq"], m["role"], m["content"]) for m in browse.messages(db, "alice", "default", 3, "acme", 2)] == [
+        (3, "user", "question 1"), (4, "assistant", "answer 1")]
+    assert [m["seq"] for m in browse.messages(db, "alice", "default", 5, "acme")] == [5, 6]
+    assert browse.messages(db, "alice", "default", 1, "other") == []  # one project each
+    for user, thread in (("", "default"), ("*", "default"), ("alice", "*"), ("alice", "")):  # ids, as browse_threads
+        with pytest.raises(pymem.ValidationError):
+            browse.messages(db, user, thread, 1, "acme")

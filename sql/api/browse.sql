@@ -1,6 +1,7 @@
 -- browse.sql: what one project holds, listed for people looking at it (the memory page of
 -- `pymem serve`, pymem/browse.py, or any SQL client): its fact subjects, its users with their
--- threads, its keyed stores, each with counts, and the embedders its vectors come from. Re-applied on every migrate. Read-only
+-- threads and a thread's messages from a given seq on (the turn a learned fact names), its
+-- keyed stores, each with counts, and the embedders its vectors come from. Re-applied on every migrate. Read-only
 -- (STABLE): no locks beyond a plain SELECT's; the reader role may execute them (bootstrap.sql's
 -- _grants_diff). Like every API function each enters the project's tenant first, so RLS shows
 -- it that project's rows only: there is no function listing the projects themselves (a
@@ -77,6 +78,44 @@ BEGIN
       FROM pymem.threads AS t
      WHERE t.project_id = browse_threads.project_id AND t.user_id = browse_threads.user_id
      ORDER BY t.updated_at DESC, t.thread_id;
+END;
+$$;
+
+-- browse_messages: a thread's messages from seq from_seq on, oldest first, at most max_rows: the
+-- memory page reads the turn a learned fact names in its metadata ({"turn": {"thread_id",
+-- "seq"}}: turn_record) as from_seq => seq, max_rows => 2 (the user's message and the answer).
+-- The user and thread must be ids (not '', '*' or NULL: 22023, as in browse_threads).
+--   SELECT seq, role, content FROM pymem.browse_messages('alice', 'default', from_seq => 5, max_rows => 2);
+CREATE OR REPLACE FUNCTION pymem.browse_messages(user_id text, thread_id text DEFAULT 'default',
+                                                 from_seq bigint DEFAULT 1, project_id text DEFAULT '',
+                                                 max_rows integer DEFAULT 20)
+RETURNS TABLE (seq bigint, role text, content text, created_at timestamptz, metadata jsonb)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(browse_messages.project_id);
+    PERFORM pymem._project_check(browse_messages.project_id);
+    PERFORM pymem._check_limit('max_rows', browse_messages.max_rows);
+    IF browse_messages.user_id IS NULL OR browse_messages.user_id IN ('', '*') THEN
+        RAISE EXCEPTION 'pymem: user_id must be a user id, not %', pg_catalog.quote_nullable(browse_messages.user_id)
+            USING ERRCODE = '22023';
+    END IF;
+    IF browse_messages.thread_id IS NULL OR browse_messages.thread_id IN ('', '*') THEN
+        RAISE EXCEPTION 'pymem: thread_id must be a thread id, not %', pg_catalog.quote_nullable(browse_messages.thread_id)
+            USING ERRCODE = '22023';
+    END IF;
+    IF browse_messages.from_seq IS NULL THEN
+        RAISE EXCEPTION 'pymem: from_seq must be a message number, not NULL' USING ERRCODE = '22023';
+    END IF;
+    RETURN QUERY
+    SELECT m.seq, m.role, m.content, m.created_at, m.metadata
+      FROM pymem.messages AS m
+     WHERE m.project_id = browse_messages.project_id AND m.user_id = browse_messages.user_id
+       AND m.thread_id = browse_messages.thread_id AND m.seq >= browse_messages.from_seq
+     ORDER BY m.seq
+     LIMIT browse_messages.max_rows;
 END;
 $$;
 

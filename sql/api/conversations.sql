@@ -481,6 +481,12 @@ $$;
 --                                            (fact_chain), so a model's mistake can be undone
 --                                            and the user can see why; hard deletion stays an
 --                                            explicit fact_forget.
+-- Each fact the turn writes names it in its metadata: {"turn": {"thread_id", "seq"}}, the
+-- thread and the user message's seq (a learned fact, an add, and the successor an update or
+-- delete creates, which also carries the change's "op": {"turn": {..., "op": "delete"}}), so
+-- a reader (the memory page) can link a fact to the turn that taught it and tell an updated
+-- fact from a retired one. A fact already active keeps the metadata it had (a merge, or a
+-- fact learned again): the turn that first taught it.
 -- The document's shape is checked before anything is written (not an array, more than 100,
 -- an element that is not an object, an unknown op or key, a missing or non-integer fact_id,
 -- content not a string: 22023, nothing of the turn is written). A well-formed change that
@@ -535,6 +541,7 @@ DECLARE
     v_reason text[] := '{}';     -- per change: why it was skipped (NULL: it was not)
     v_succ pymem.fact_successor;
     v_i integer;
+    v_turn jsonb;                -- {"thread_id", "seq"}: the turn, named in its facts' metadata
 BEGIN
     PERFORM pymem._tenant_enter(turn_record.project_id);
     PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'exact');
@@ -561,6 +568,7 @@ BEGIN
                                            turn_record.assistant_importance, turn_record.assistant_metadata,
                                            CASE WHEN turn_record.assistant_embedding IS NOT NULL THEN turn_record.embedder END,
                                            turn_record.created_at);
+    v_turn := pg_catalog.jsonb_build_object('thread_id', turn_record.thread_id, 'seq', user_seq);
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
     -- each new message and its lexemes (which the messages' trigger just stored; 0017: kept
@@ -623,8 +631,10 @@ BEGIN
                  WHERE u.k <> ALL (v_got_keys)
                  ORDER BY u.k, u.n
             ), ins AS (
-                INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source)
-                SELECT turn_record.project_id, 'user', turn_record.user_id, t.c, t.k, 0.6, 'learned'
+                INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source,
+                                              metadata)
+                SELECT turn_record.project_id, 'user', turn_record.user_id, t.c, t.k, 0.6, 'learned',
+                       pg_catalog.jsonb_build_object('turn', v_turn)
                   FROM todo AS t ORDER BY t.n
                 ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
                 RETURNING f.content_key, f.id
@@ -685,7 +695,9 @@ BEGIN
                                            new_content => v_change ->> 'content',
                                            id => (v_change ->> 'fact_id')::bigint,
                                            project_id => turn_record.project_id, confidence => 0.6,
-                                           source => 'learned', created_at => turn_record.created_at);
+                                           source => 'learned', created_at => turn_record.created_at,
+                                           metadata => pg_catalog.jsonb_build_object('turn', v_turn
+                                               || pg_catalog.jsonb_build_object('op', v_change ->> 'op')));
             changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
                 'op', v_change ->> 'op', 'fact_id', (v_change ->> 'fact_id')::bigint, 'id', v_succ.id,
                 'applied', true));
