@@ -40,26 +40,43 @@ SCRIPT = [  # (user, what the user says, the scripted answer)
 class RuleLearner:
     """The demo's stand-in for a chat model: fixed rules, not a language model. ``extract``: the
     clauses of the user's message about the speaker ("I ...", "My ...", split at sentence ends
-    and at " and I "), questions left out. ``reconcile``: a clause that starts with the same three
-    words as a stored fact ("I live in ...") UPDATEs it; "I no longer X" or "I do not X anymore"
-    against a stored "I X" DELETEs (retires) it; a clause already stored is NONE; anything else is
-    ADDed."""
+    and at " and I "), questions left out, told about the user in the third person as a chat
+    model's extraction does ("I live in Oslo" -> "Lives in Oslo", "My name is Alice" -> "Name is
+    Alice"), so that the facts block never reads as if the assistant said them. ``reconcile``: a
+    fact that starts with the same two words as a stored one ("Lives in ...") UPDATEs it; "No
+    longer X" against a stored "X" DELETEs (retires) it; a fact already stored is NONE; anything
+    else is ADDed."""
 
     def extract(self, message: str) -> list[str]:
-        clauses = re.split(r"(?<=[.!?])\s+|,? and (?=I\b)", message)
-        return [c.strip().rstrip(".!") for c in clauses
-                if re.match(r"^(I|My)\b", c.strip()) and not c.strip().endswith("?")]
+        clauses = [c.strip().rstrip(".!") for c in re.split(r"(?<=[.!?])\s+|,? and (?=I\b)", message)]
+        return [self._about_the_user(c) for c in clauses if re.match(r"^(I|My)\b", c) and not c.endswith("?")]
+
+    @staticmethod
+    def _about_the_user(clause: str) -> str:
+        """A first-person clause in the third person, as a fact about the user."""
+        if clause.startswith("My "):
+            rest = clause[3:]
+            return rest[:1].upper() + rest[1:]
+        words = clause.split()[1:]  # after "I"
+        if words[:1] == ["am"] and len(words) == 2 and words[1][:1].isupper():
+            return f"Name is {words[1]}"  # "I am Bob"
+        negated = words[:2] in (["no", "longer"], ["do", "not"], ["don't"]) or words[:1] == ["don't"]
+        if negated:
+            words = [w for w in words[(1 if words[0] == "don't" else 2):] if w != "anymore"]
+        if words:
+            words[0] = _third_person(words[0])
+        text = " ".join((["no", "longer"] if negated else []) + words)
+        return text[:1].upper() + text[1:]
 
     @staticmethod
     def _key(text: str) -> str:
-        return " ".join(text.lower().split()[:3])
+        return " ".join(text.lower().split()[:2])
 
     def reconcile(self, candidates: list[str], stored: list[dict]) -> list[FactChange]:
         changes = []
         for c in candidates:
-            negated = re.fullmatch(r"I (?:no longer|do not|don't) (.+?)(?: anymore)?", c)
-            if negated:
-                said = f"I {negated.group(1)}".lower()
+            if c.lower().startswith("no longer "):
+                said = c[len("no longer "):].lower()
                 old = next((f for f in stored if f["content"].lower().rstrip(".") == said), None)
                 changes.append(FactChange("delete", c, old["id"]) if old else FactChange("add", c))
                 continue
@@ -68,6 +85,20 @@ class RuleLearner:
             old = next((f for f in stored if self._key(f["content"]) == self._key(c)), None)
             changes.append(FactChange("update", c, old["id"]) if old else FactChange("add", c))
         return changes
+
+
+def _third_person(verb: str) -> str:
+    """``verb`` after "he" or "she": live -> lives, am -> is, have -> has, moved -> moved."""
+    irregular = {"am": "is", "'m": "is", "have": "has", "do": "does", "go": "goes", "was": "was"}
+    if verb in irregular:
+        return irregular[verb]
+    if verb.endswith("ed") or verb in ("can", "will", "could", "would", "should", "must", "had", "did"):
+        return verb
+    if verb.endswith(("s", "sh", "ch", "x", "z", "o")):
+        return verb + "es"
+    if verb.endswith("y") and verb[-2:-1] not in "aeiou":
+        return verb[:-1] + "ies"
+    return verb + "s"
 
 
 def summarizer(previous: str | None, messages: list[dict], max_chars: int) -> str:
@@ -158,8 +189,8 @@ def conversation(db: Database, settings: Settings | None = None) -> None:
         print(f"  - {m.content!r} (score {m.score:.2f})")
     alice = mem.read("where do I live?", user="alice@example.com")
     print(f"\nalice's facts now: {alice.user_facts}")
-    moves = [repr(f.content) for f in reversed(mem.history(id="alice@example.com")) if "live in" in f.content]
-    print(f"the stale 'I live in Oslo' is in no context's facts, only in their history ({' -> '.join(moves)}); "
+    moves = [repr(f.content) for f in reversed(mem.history(id="alice@example.com")) if f.content.startswith("Lives in")]
+    print(f"the stale 'Lives in Oslo' is in no context's facts, only in their history ({' -> '.join(moves)}); "
           "the summary and recalled messages are the conversation as it was said, dated")
     bob = mem.read("where do I live?", user="bob@example.com")
     leaked = [m for m in bob.messages if "Alice" in m["content"] or "Bergen" in m["content"]]

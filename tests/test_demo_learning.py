@@ -21,24 +21,26 @@ def test_the_demo_updates_a_fact_from_what_the_user_says_and_the_stale_one_leave
         # the memory page the demo points to (`pymem serve --project pymem-demo`) tells the two apart
         page = web_get(web.MemoryPage(db, None, [demo.PROJECT]), "/facts", p=demo.PROJECT, scope="user",
                        id="alice@example.com", superseded="1")
-    assert re.search(r"I live in Oslo <span class=\"marker\">updated → ", page)
-    assert re.search(r"I work night shifts <span class=\"marker\">retired → ", page)
-    assert re.search(r"I no longer work night shifts.*?taught by turn default #\d+</a>", page)
+    assert re.search(r"Lives in Oslo <span class=\"marker\">updated → ", page)
+    assert re.search(r"Works night shifts <span class=\"marker\">retired → ", page)
+    assert re.search(r"No longer works night shifts.*?taught by turn default #\d+</a>", page)
     out = capsys.readouterr().out
     assert "learner: RuleLearner, fixed rules standing in for a chat model" in out
-    assert "updated: 'I live in Oslo' -> 'I live in Bergen now'" in out
-    assert "retired (no longer true; kept in history): 'I work night shifts' -> 'I no longer work night shifts'" in out
+    assert "updated: 'Lives in Oslo' -> 'Lives in Bergen now'" in out
+    assert "retired (no longer true; kept in history): 'Works night shifts' -> 'No longer works night shifts'" in out
     turns = re.split(r"\n=== turn (\d+): context for (\w+)", out)[1:]
     facts_block = {}
     for number, who, body in zip(turns[::3], turns[1::3], turns[2::3]):
         (line,) = [ln for ln in body.splitlines() if "Facts about the user" in ln] or [""]
         facts_block[int(number), who] = line
-    assert "I live in Oslo" in facts_block[6, "alice"]  # before the move
+    assert "Lives in Oslo" in facts_block[6, "alice"]  # before the move
     for n in (7, 8, 9, 10):
-        assert "I live in Bergen now" in facts_block[n, "alice"] and "I live in Oslo" not in facts_block[n, "alice"]
-    assert "- I work night shifts" not in facts_block[9, "alice"]
-    assert ("alice's facts now: ['I no longer work night shifts', 'I live in Bergen now', 'I am allergic to peanuts',"
-            " 'My name is Alice']") in out
+        assert "Lives in Bergen now" in facts_block[n, "alice"] and "Lives in Oslo" not in facts_block[n, "alice"]
+    assert "- Works night shifts" not in facts_block[9, "alice"]
+    assert ("alice's facts now: ['No longer works night shifts', 'Lives in Bergen now', 'Is allergic to peanuts',"
+            " 'Name is Alice']") in out
+    # facts about the user, in the third person: none reads as if the assistant said it (issue 29)
+    assert not re.search(r"Facts about the user[^\n]*- (I|My) ", out)
     assert "bob's context mentions Alice or Bergen: False" in out
 
 
@@ -52,13 +54,15 @@ def test_the_rule_learner_is_a_learner():
     rules = demo.RuleLearner()
     assert isinstance(rules, pymem.llm.Learner)
     assert rules.extract("Hi! My name is Alice and I am allergic to peanuts. Where is Bergen?") == [
-        "My name is Alice", "I am allergic to peanuts"]
-    stored = [{"id": 1, "content": "I live in Oslo"}, {"id": 2, "content": "I work night shifts"}]
-    assert rules.reconcile(["I live in Bergen now", "I no longer work night shifts", "I live in Oslo", "I have a cat"],
+        "Name is Alice", "Is allergic to peanuts"]
+    assert rules.extract("I do not work night shifts anymore. I watch movies and I go hiking.") == [
+        "No longer works night shifts", "Watches movies", "Goes hiking"]
+    stored = [{"id": 1, "content": "Lives in Oslo"}, {"id": 2, "content": "Works night shifts"}]
+    assert rules.reconcile(["Lives in Bergen now", "No longer works night shifts", "Lives in Oslo", "Has a cat"],
                            stored) == [
-        pymem.llm.FactChange("update", "I live in Bergen now", 1),
-        pymem.llm.FactChange("delete", "I no longer work night shifts", 2),
-        pymem.llm.FactChange("add", "I have a cat")]
+        pymem.llm.FactChange("update", "Lives in Bergen now", 1),
+        pymem.llm.FactChange("delete", "No longer works night shifts", 2),
+        pymem.llm.FactChange("add", "Has a cat")]
 
 
 def _rules_as_a_model(request):
@@ -93,8 +97,8 @@ def test_the_demo_with_a_configured_chat_model_learns_through_it(dsn, capsys):
         server.httpd.server_close()
     out = capsys.readouterr().out
     assert f"learner: chat model 'scripted' at {server.url}" in out
-    assert "updated: 'I live in Oslo' -> 'I live in Bergen now'" in out
-    assert "retired (no longer true; kept in history): 'I work night shifts' -> 'I no longer work night shifts'" in out
+    assert "updated: 'Lives in Oslo' -> 'Lives in Bergen now'" in out
+    assert "retired (no longer true; kept in history): 'Works night shifts' -> 'No longer works night shifts'" in out
     tasks = [r["messages"][0]["content"] for r in server.requests]
     assert tasks.count(load_prompt("summarize")) >= 1 and tasks.count(load_prompt("reconcile")) >= 2
     # the model never saw an answer of the assistant when extracting
