@@ -162,7 +162,7 @@ def conversation(db: Database, settings: Settings | None = None) -> None:
         summarizer=summarize, summarize_every=4, keep_last=4, learner=chosen, max_learned_facts=20,
     )
     for who in ("alice@example.com", "bob@example.com"):
-        mem.forget(id=who)
+        mem.forget(user=who)
         mem.forget_conversation(user=who)
     mem.forget(tier="global")
     mem.persist("Breakfast is served from 7 to 10.", tier="global")
@@ -178,9 +178,9 @@ def conversation(db: Database, settings: Settings | None = None) -> None:
             if not change["applied"]:
                 print(f"     learner {change['op']} skipped: {change.get('reason')}")
             elif change["op"] == "add":
-                print(f"     learned: {mem.history(id=user, fact_id=change['id'])[-1].content!r}")
+                print(f"     learned: {mem.history(user=user, fact_id=change['id'])[-1].content!r}")
             else:
-                chain = " -> ".join(repr(f.content) for f in mem.history(id=user, fact_id=change["id"]))
+                chain = " -> ".join(repr(f.content) for f in mem.history(user=user, fact_id=change["id"]))
                 verb = "updated" if change["op"] == "update" else "retired (no longer true; kept in history)"
                 print(f"     {verb}: {chain}")
     ctx = mem.read("Remind me: what am I allergic to?", user="alice@example.com")
@@ -189,7 +189,7 @@ def conversation(db: Database, settings: Settings | None = None) -> None:
         print(f"  - {m.content!r} (score {m.score:.2f})")
     alice = mem.read("where do I live?", user="alice@example.com")
     print(f"\nalice's facts now: {alice.user_facts}")
-    moves = [repr(f.content) for f in reversed(mem.history(id="alice@example.com")) if f.content.startswith("Lives in")]
+    moves = [repr(f.content) for f in reversed(mem.history(user="alice@example.com")) if f.content.startswith("Lives in")]
     print(f"the stale 'Lives in Oslo' is in no context's facts, only in their history ({' -> '.join(moves)}); "
           "the summary and recalled messages are the conversation as it was said, dated")
     bob = mem.read("where do I live?", user="bob@example.com")
