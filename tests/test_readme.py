@@ -44,6 +44,9 @@ def test_sql_api_examples_run_in_psql(dsn):
     first = lines.index("1|t")
     assert lines[first + 1] == "1|f"  # "same id, created = false"
     assert "Prefers Slack" in out.stdout  # the supersede, history and chain reads
+    # they wrote to project 'readme' only, and the section's last block removed it all (issue 29)
+    with psycopg.connect(dsn) as c:
+        assert [(w, n) for w, n in c.execute(LEFT_BEHIND).fetchall() if n] == []
 
 
 # what an example may leave behind: nothing (issue 29: a user's first agent found the README's
