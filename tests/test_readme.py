@@ -68,6 +68,8 @@ def test_python_examples_run_in_their_own_project_and_clean_up(dsn, monkeypatch,
         if mem is not None:
             mem.close()
         assert 'project_id="readme"' in block, f"an example that does not use project 'readme':\n{block}"
+        # a user is user= in every example; id= names a subject of any tier ('*': all of them)
+        assert not re.search(r'tier="user", id=|\bid="(?!\*)', block), f"a user named with id=:\n{block}"
         with psycopg.connect(dsn) as c:
             left = [(what, n) for what, n in c.execute(LEFT_BEHIND).fetchall() if n]
         assert not left, f"this example leaves {left} behind:\n{block}"
