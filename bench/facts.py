@@ -385,9 +385,11 @@ NEWEST_SQL = """SELECT f.* FROM pymem.facts AS f
  ORDER BY f.created_at DESC, f.id DESC
  LIMIT {limit}"""
 
-# Copies of the subject branch of the statements inside sql/api/facts.sql (facts_unembedded,
-# facts_search), for EXPLAIN with literals; the "*_in_function" plans are the live ones. Keep
-# these in step with the functions.
+# For EXPLAIN with literals; the "*_in_function" plans are the live ones. UNEMBEDDED_SQL is the
+# subject branch of facts_unembedded (sql/api/facts.sql; keep it in step). SEARCH_SQL is not a
+# copy of anything pymem runs now: it is the plain-SQL baseline of vector search (the subject's
+# active facts by cosine distance, unembedded ones first), what facts_search by vector alone
+# (SEARCH_VECTOR_ONLY) must match; facts_search itself ranks words and vectors together.
 UNEMBEDDED_SQL = """SELECT f.id, f.content FROM pymem.facts AS f
  WHERE f.project_id = {project_id} AND f.scope = {scope}
    AND f.scope_id = {scope_id}

@@ -20,7 +20,7 @@ $$;
 --    "summary": text or null, "summary_through": n,
 --    "recalled": [{thread_id, seq, role, content, metadata, created_at, similarity, score}],
 --    "deduped": n, "window": [{seq, role, content, metadata, created_at}],
---    "unembedded": [{thread, seq, content}]}
+--    "unembedded": [{thread_id, seq, content}]}
 -- user_id NULL (an unresolved caller) reads agent facts only. agent_id NULL reads no agent
 -- facts ('' is refused: it would mean every agent). Each block of facts is the subject's newest
 -- max_facts; a subject with more, when the turn has a query, gets the max_facts that rank best for
