@@ -34,10 +34,7 @@ def _settings(acting: str | None = None) -> Settings:
     """The settings from the environment; with ``acting`` (what the command does), one line on
     stderr saying which database it does it on (a mistyped PYMEM_DSN would otherwise act on the
     embedded server without a word)."""
-    try:
-        settings = Settings()
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise SystemExit(f"pymem: invalid PYMEM_* setting: {exc}") from None
+    settings = Settings()  # pymem.ConfigError naming a setting it refuses, never its value
     if acting is not None:
         try:
             target = describe_target(settings)
