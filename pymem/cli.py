@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from . import __version__, demo, migrations, server, web
 from .connection import describe_target, resolve_conninfo
@@ -94,12 +96,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         print(data)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
+        with _private(args.output) as f:
             f.write(data + "\n")
         facts, threads = len(document["facts"]), len(document["threads"])
         print(f"wrote {facts} fact{'' if facts == 1 else 's'} and {threads} thread{'' if threads == 1 else 's'} "
               f"to {args.output}", file=sys.stderr)
     return 0
+
+
+def _private(path: str) -> TextIO:
+    """``path`` opened for writing, readable by its owner only (mode 0600, whatever the umask): an
+    export is a user's whole memory. A file that exists is truncated and made 0600 too, before
+    anything is written to it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        raise ValidationError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode through os.open
+        return os.fdopen(fd, "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -159,7 +177,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="print a user's whole memory as JSON")
     e.add_argument("--user", required=True, help="the user id")
     e.add_argument("--project", default="", help="the project (tenant); default ''")
-    e.add_argument("-o", "--output", help="write to this file instead of stdout")
+    e.add_argument("-o", "--output", help="write to this file instead of stdout (created or overwritten with mode "
+                   "0600: readable by you only)")
     e.set_defaults(func=cmd_export)
     i = sub.add_parser("import", help="load a user's memory exported by `pymem export`")
     i.add_argument("file", help="the JSON file ('-' for stdin)")
