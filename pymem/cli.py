@@ -56,6 +56,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if problems:
             return 3
         print("pymem: schema is current")
+        _warn(conninfo)
         return 0
     result = migrations.migrate(conninfo, roles=settings.roles(), lock_timeout=args.lock_timeout)
     for name in result.applied:
@@ -63,7 +64,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if not result.applied:
         print("no pending migrations")
     print(f"API functions refreshed from {len(result.api_files)} file(s)")
+    _warn(conninfo)
     return 0
+
+
+def _warn(conninfo: str) -> None:
+    """What is current but unsafe (an owner role that logs in without a password), on stderr."""
+    for line in migrations.hazards(conninfo):
+        print(f"pymem: warning: {line}", file=sys.stderr)
 
 
 def cmd_server(args: argparse.Namespace) -> int:

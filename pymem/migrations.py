@@ -226,6 +226,15 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
     return problems
 
 
+def hazards(conninfo: str) -> list[str]:
+    """What is current but unsafe, one line each: today, an owner role that can log in without a
+    password (``pymem.migration_owner_login()``; what the connected role cannot see is said, not
+    guessed). Call it on a current schema (``check`` found nothing): ``pymem migrate --check`` and
+    ``pymem migrate`` print these on stderr, and they change no exit code."""
+    with connect(conninfo) as conn, errors(conninfo):
+        return [row[0] for row in conn.execute(Q["migration_owner_login"])]
+
+
 def render_psql(root: Traversable | None = None) -> str:
     """The text of sql/migrate.sql for these files (psql glue around the same files and queries)."""
     files = load_sql_files(root)

@@ -61,6 +61,10 @@ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS
 -- On a Citus database: what differs from pymem's distribution (citus.sql), one line each.
 SELECT problem FROM pymem.migration_citus_problems() AS problem;
 
+-- name: migration_owner_login
+-- Warnings about the owner role logging in without a password (LOGIN, no password, pg_hba.conf trust lines), one line each.
+SELECT warning FROM pymem.migration_owner_login() AS warning;
+
 -- name: migration_validate_functions
 -- Checks every pymem SQL and PL/pgSQL function body under the pinned path.
 SELECT pymem.migration_validate_functions() AS validated;
