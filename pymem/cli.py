@@ -29,6 +29,9 @@ CLI_HINTS: dict[str, str] = {
     "Each project is separate: check user_id and project_id.": "Each project is separate: check --user and --project.",
     "Pass min_messages => 50000 (the default) or another positive count.":
         "Pass --min-messages 50000 (the default) or another positive count.",
+    "Wait for that plan to finish, or end the session holding the lock (pg_terminate_backend).":
+        "Wait for that plan to finish (or pass a longer --lock-timeout), or end the session holding the lock "
+        "(pg_terminate_backend).",
 }
 
 
@@ -144,7 +147,7 @@ def cmd_recall_indexes(args: argparse.Namespace) -> int:
     settings = _settings("recall indexes of")
     project = settings.project_id if args.project is None else args.project
     with Database(settings) as db:
-        plan = recall_indexes(db, project, args.min_messages, dry_run=args.dry_run,
+        plan = recall_indexes(db, project, args.min_messages, dry_run=args.dry_run, lock_timeout=args.lock_timeout,
                               report=lambda s: print(f"{s['statement']};", flush=True))
     done = "planned (dry run, nothing recorded)" if args.dry_run else "done"
     print(f"pymem: {len(plan)} statement(s) {done} for project {project!r}", file=sys.stderr)
@@ -206,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--min-messages", type=int, default=50000, metavar="N",
                    help="index the users with at least N vectors from one embedder (default 50000)")
     r.add_argument("--dry-run", action="store_true", help="print the statements; record and build nothing")
+    r.add_argument("--lock-timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                   help="wait at most this long for the project's plan lock, then name who holds it (default 10)")
     r.set_defaults(func=cmd_recall_indexes)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
     d.set_defaults(func=cmd_demo)

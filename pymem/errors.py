@@ -79,7 +79,8 @@ class PermissionError(Error):  # noqa: A001
 
 
 class TimeoutError(Error):  # noqa: A001
-    """The statement ran past the configured statement timeout (SQLSTATE 57014)."""
+    """The statement ran past the configured statement timeout (SQLSTATE 57014), or waited past
+    the lock timeout for a lock another session holds (55P03)."""
 
 
 class QueryError(Error):
@@ -119,6 +120,7 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM011": MigrationError,  # something stored in schema pymem would call a planted look-alike
     "PM012": MigrationError,  # an old function signature that something depends on would stay beside the new one
     "57014": TimeoutError,
+    "55P03": TimeoutError,  # lock_not_available: a lock wait ran past lock_timeout (recall_index_plan names the holder)
     "PM201": ConflictError,  # fact already superseded
     "PM401": ConcurrencyError,  # store entry changed since it was read
     "PM402": PermissionError,  # store path under a read-only prefix

@@ -561,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('877cd0a0aa6ba609fe3c1348dc350a1afb2e87acd28f34c6b08b55a617c5899b')
+SELECT pymem.migration_api_applied('b974544a105661582b9274a6b8f49d8fab5458dab73179a1cd7f402bedd6ce56')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
