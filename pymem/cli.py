@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from . import __version__, demo, migrations, server, web
 from .connection import describe_target, resolve_conninfo
@@ -27,6 +29,9 @@ CLI_HINTS: dict[str, str] = {
     "Each project is separate: check user_id and project_id.": "Each project is separate: check --user and --project.",
     "Pass min_messages => 50000 (the default) or another positive count.":
         "Pass --min-messages 50000 (the default) or another positive count.",
+    "Wait for that plan to finish, or end the session holding the lock (pg_terminate_backend).":
+        "Wait for that plan to finish (or pass a longer --lock-timeout), or end the session holding the lock "
+        "(pg_terminate_backend).",
 }
 
 
@@ -34,10 +39,7 @@ def _settings(acting: str | None = None) -> Settings:
     """The settings from the environment; with ``acting`` (what the command does), one line on
     stderr saying which database it does it on (a mistyped PYMEM_DSN would otherwise act on the
     embedded server without a word)."""
-    try:
-        settings = Settings()
-    except ValueError as exc:  # pydantic's ValidationError is a ValueError
-        raise SystemExit(f"pymem: invalid PYMEM_* setting: {exc}") from None
+    settings = Settings()  # pymem.ConfigError naming a setting it refuses, never its value
     if acting is not None:
         try:
             target = describe_target(settings)
@@ -57,6 +59,7 @@ def cmd_migrate(args: argparse.Namespace) -> int:
         if problems:
             return 3
         print("pymem: schema is current")
+        _warn(conninfo)
         return 0
     result = migrations.migrate(conninfo, roles=settings.roles(), lock_timeout=args.lock_timeout)
     for name in result.applied:
@@ -64,7 +67,14 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     if not result.applied:
         print("no pending migrations")
     print(f"API functions refreshed from {len(result.api_files)} file(s)")
+    _warn(conninfo)
     return 0
+
+
+def _warn(conninfo: str) -> None:
+    """What is current but unsafe (an owner role that logs in without a password), on stderr."""
+    for line in migrations.hazards(conninfo):
+        print(f"pymem: warning: {line}", file=sys.stderr)
 
 
 def cmd_server(args: argparse.Namespace) -> int:
@@ -97,12 +107,28 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output in (None, "-"):
         print(data)
     else:
-        with open(args.output, "w", encoding="utf-8") as f:
+        with _private(args.output) as f:
             f.write(data + "\n")
         facts, threads = len(document["facts"]), len(document["threads"])
         print(f"wrote {facts} fact{'' if facts == 1 else 's'} and {threads} thread{'' if threads == 1 else 's'} "
               f"to {args.output}", file=sys.stderr)
     return 0
+
+
+def _private(path: str) -> TextIO:
+    """``path`` opened for writing, readable by its owner only (mode 0600, whatever the umask): an
+    export is a user's whole memory. A file that exists is truncated and made 0600 too, before
+    anything is written to it."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    except OSError as exc:
+        raise ValidationError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    try:
+        os.fchmod(fd, 0o600)  # an existing file keeps its mode through os.open
+        return os.fdopen(fd, "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -121,7 +147,7 @@ def cmd_recall_indexes(args: argparse.Namespace) -> int:
     settings = _settings("recall indexes of")
     project = settings.project_id if args.project is None else args.project
     with Database(settings) as db:
-        plan = recall_indexes(db, project, args.min_messages, dry_run=args.dry_run,
+        plan = recall_indexes(db, project, args.min_messages, dry_run=args.dry_run, lock_timeout=args.lock_timeout,
                               report=lambda s: print(f"{s['statement']};", flush=True))
     done = "planned (dry run, nothing recorded)" if args.dry_run else "done"
     print(f"pymem: {len(plan)} statement(s) {done} for project {project!r}", file=sys.stderr)
@@ -162,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     e = sub.add_parser("export", help="print a user's whole memory as JSON")
     e.add_argument("--user", required=True, help="the user id")
     e.add_argument("--project", default="", help="the project (tenant); default ''")
-    e.add_argument("-o", "--output", help="write to this file instead of stdout")
+    e.add_argument("-o", "--output", help="write to this file instead of stdout (created or overwritten with mode "
+                   "0600: readable by you only)")
     e.set_defaults(func=cmd_export)
     i = sub.add_parser("import", help="load a user's memory exported by `pymem export`")
     i.add_argument("file", help="the JSON file ('-' for stdin)")
@@ -182,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--min-messages", type=int, default=50000, metavar="N",
                    help="index the users with at least N vectors from one embedder (default 50000)")
     r.add_argument("--dry-run", action="store_true", help="print the statements; record and build nothing")
+    r.add_argument("--lock-timeout", type=_seconds, default=10.0, metavar="SECONDS",
+                   help="wait at most this long for the project's plan lock, then name who holds it (default 10)")
     r.set_defaults(func=cmd_recall_indexes)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
     d.set_defaults(func=cmd_demo)

@@ -24,7 +24,7 @@ from psycopg.types import TypeInfo
 from psycopg.types.json import set_json_loads
 
 from . import server
-from .errors import ConfigError, translate
+from .errors import ConfigError, redact, redacted, translate
 from .queries import Q
 from .settings import Settings
 
@@ -35,12 +35,20 @@ VECTOR_TYPES = ("vector", "halfvec")
 def resolve_conninfo(settings: Settings) -> str:
     """The DSN to use: the configured one, or the embedded server's (started if needed)."""
     if settings.dsn:
-        try:
-            conninfo_to_dict(settings.dsn)
-        except psycopg.ProgrammingError as exc:
-            raise ConfigError(f"PYMEM_DSN is not a valid connection string: {exc}") from exc
-        return settings.dsn
+        return parsed(settings.dsn, "PYMEM_DSN")
     return server.start(settings.data_dir).uri
+
+
+def parsed(conninfo: str, what: str = "the connection string") -> str:
+    """``conninfo`` when libpq can parse it, else :class:`pymem.ConfigError` saying why, without
+    the password (libpq's message quotes what it refused, often the password itself)."""
+    try:
+        conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as exc:
+        why = redact(str(exc).strip(), conninfo)
+        hint = "in a URI, write a % in the password as %25 (and @ as %40, / as %2F)" if "://" in conninfo else None
+        raise ConfigError(f"{what} is not a valid connection string: {why}", hint=hint) from None
+    return conninfo
 
 
 def describe_target(settings: Settings) -> str:
@@ -49,11 +57,15 @@ def describe_target(settings: Settings) -> str:
     if not settings.dsn:
         return f"the embedded server in {server.pgdata_of(settings.data_dir)}"
     params = conninfo_to_dict(settings.dsn)
-    host = params.get("host") or os.environ.get("PGHOST") or "localhost"
-    port = params.get("port") or os.environ.get("PGPORT") or "5432"
+
+    def word(value: str) -> str:  # a password with an unencoded @ or / leaves a piece in host or port
+        return redact(f'"{value}"', settings.dsn)[1:-1]
+
+    host = word(params.get("host") or os.environ.get("PGHOST") or "localhost")
+    port = word(params.get("port") or os.environ.get("PGPORT") or "5432")
     user = params.get("user") or os.environ.get("PGUSER")
-    dbname = params.get("dbname") or os.environ.get("PGDATABASE") or user or "(default)"
-    return f'database "{dbname}" on {host}:{port}' + (f' as "{user}"' if user else "")
+    dbname = word(params.get("dbname") or os.environ.get("PGDATABASE") or user or "(default)")
+    return f'database "{dbname}" on {host}:{port}' + (f' as "{word(user)}"' if user else "")
 
 
 def connect_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
@@ -105,12 +117,22 @@ async def atimeout_arrived(conn: psycopg.AsyncConnection) -> bool:
 
 
 @contextlib.contextmanager
-def errors() -> Iterator[None]:
-    """Re-raise psycopg errors as pymem errors (the original stays as ``__cause__``)."""
+def errors(conninfo: str | None = None) -> Iterator[None]:
+    """Re-raise psycopg errors as pymem errors (the original stays as ``__cause__``). With
+    ``conninfo``, the connection string the error may have come from, an error about connecting
+    (no SQLSTATE: libpq's own, or class 08 or 28) loses its password (:func:`pymem.errors.redact`),
+    and when it was there the original is dropped. An error the server raised about SQL quotes
+    no connection string, and a word of it that looks like a piece of the password stays."""
     try:
         yield
     except psycopg.Error as exc:
-        raise translate(exc) from exc
+        err = translate(exc)
+        if conninfo is None or (err.sqlstate or "08")[:2] not in ("08", "28"):
+            raise err from exc
+        said = str(err)
+        if str(redacted(err, conninfo)) == said and redact(str(exc), conninfo) == str(exc):
+            raise err from exc
+        raise err from None
 
 
 def execute(
@@ -221,7 +243,8 @@ def register_types(conn: psycopg.Connection | psycopg.AsyncConnection, infos: li
 def connect(conninfo: str, settings: Settings | None = None, **extra: Any) -> psycopg.Connection:
     """One autocommit connection with pymem's settings and pgvector types (not pooled)."""
     settings = settings or Settings()
-    with errors():
+    parsed(conninfo)
+    with errors(conninfo):
         conn = psycopg.connect(conninfo, autocommit=True, **(connect_kwargs(settings, conninfo) | extra))
         register_types(conn, type_infos(conn))
     return conn

@@ -409,28 +409,39 @@ class _Conversations:
 
 
 def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000, *, dry_run: bool = False,
-                   report: Callable[[Mapping[str, Any]], None] | None = None) -> list[dict[str, Any]]:
+                   report: Callable[[Mapping[str, Any]], None] | None = None,
+                   lock_timeout: float = 10.0) -> list[dict[str, Any]]:
     """Bring a project's per-user recall indexes up to date (README "Heavy users"): the steps of
     ``pymem.recall_index_plan`` (one row per CREATE or DROP INDEX CONCURRENTLY), each reported to
-    ``report`` and then run, one at a time, outside any transaction. ``dry_run`` plans and reports
-    in a transaction that is rolled back: nothing is recorded or built. Needs the owner of pymem's
-    tables (the role ``pymem migrate`` runs as)."""
+    ``report`` and then run, one at a time, outside any transaction, under the search path
+    ``migrate`` pins (``pg_catalog, pymem, pg_temp``; the connection's own is put back after).
+    ``dry_run`` plans and reports in a transaction that is rolled back: nothing is recorded or
+    built. The plan waits at most ``lock_timeout`` seconds for the project's plan lock (an
+    advisory lock any role could hold), then raises :class:`pymem.TimeoutError` (55P03) naming
+    who holds it. Needs the owner of pymem's tables (the role ``pymem migrate`` runs as)."""
+    if not lock_timeout > 0:
+        raise ValidationError(f"lock_timeout must be a positive number of seconds, not {lock_timeout!r}")
     params = {"project_id": text(project_id, "project id"), "min_messages": min_messages}
     with db.connection() as conn:
-        if dry_run:
-            with conn.transaction(force_rollback=True):
-                plan = execute(conn, "recall_index_plan", params, db.settings)
-        else:
+        with conn.transaction(force_rollback=dry_run):
+            conn.execute(Q["lock_timeout_local"], {"timeout": f"{max(1, round(lock_timeout * 1000))}ms"})
             plan = execute(conn, "recall_index_plan", params, db.settings)
-        if plan and not dry_run:  # a build takes as long as it takes: not the pool's statement timeout
-            conn.execute(Q["statement_timeout_off"])
+        if not plan or dry_run:
+            for step in plan:
+                if report is not None:
+                    report(step)
+            return plan
+        # a build takes as long as it takes: not the pool's statement timeout; and its names are
+        # resolved as a migrate resolves them, never through the caller's search path
+        conn.execute(Q["statement_timeout_off"])
+        previous = conn.execute(Q["search_path_pin"]).fetchone()[0]
         try:
             for step in plan:
                 if report is not None:
                     report(step)
-                if not dry_run:
-                    conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
+                conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
         finally:
-            if plan and not dry_run:
+            if not conn.closed:
+                conn.execute(Q["search_path_restore"], {"path": previous})
                 conn.execute(Q["statement_timeout_reset"])
     return plan

@@ -55,7 +55,7 @@ from .connection import (
     timeout_kwargs,
     type_infos,
 )
-from .errors import MIGRATE_HINT, ConnectionError, Error
+from .errors import MIGRATE_HINT, ConnectionError, Error, redact
 from .settings import Settings
 
 log = logging.getLogger("pymem")
@@ -63,6 +63,8 @@ log = logging.getLogger("pymem")
 #: the connections of pymem's pools (added by each pool's configure callback)
 _pooled: weakref.WeakSet[Any] = weakref.WeakSet()
 _POOL_NAMES = ("pymem", "pymem-async")
+#: the connection strings of pymem's pools, whose passwords the pool's log lines must not carry
+_conninfos: set[str] = set()
 #: psycopg_pool's warnings about a server gone away (another warning, e.g. a connection returned
 #: inside a transaction, stays a warning)
 _SERVER_GONE = ("discarding closed connection", "discarding broken connection", "error connecting in",
@@ -81,7 +83,10 @@ class _PoolNoise(logging.Filter):
         ours = record.levelno == logging.WARNING and str(record.msg).startswith(_SERVER_GONE) and any(
             a in _POOL_NAMES if isinstance(a, str) else _is_pooled(a) for a in args)
         if ours:
-            log.debug("connection pool: %s", record.getMessage())
+            said = record.getMessage()
+            for conninfo in set(_conninfos):  # libpq's reason for a failed connect, without a password
+                said = redact(said, conninfo)
+            log.debug("connection pool: %s", said)
         return not ours
 
 
@@ -159,13 +164,13 @@ def _probe(settings: Settings, conninfo: str) -> _Probe:
     server's own reason (wrong host, password, database) within the connect timeout."""
     option = bool(timeout_kwargs(settings, conninfo))
     found = _Probe([], False)
-    with errors():
+    with errors(conninfo):
         try:
             conn = psycopg.connect(conninfo, **_kwargs(settings, conninfo, None))
         except psycopg.OperationalError as exc:
             if not (option and refused_option(exc)):
                 raise
-            found = _pooler(settings, str(exc).strip(), refused=True)
+            found = _pooler(settings, redact(str(exc).strip(), conninfo), refused=True)
             conn = psycopg.connect(conninfo, **_kwargs(settings, conninfo, found))
         with conn:
             if option and not found.per_call and not timeout_arrived(conn):
@@ -177,13 +182,13 @@ def _probe(settings: Settings, conninfo: str) -> _Probe:
 async def _aprobe(settings: Settings, conninfo: str) -> _Probe:
     option = bool(timeout_kwargs(settings, conninfo))
     found = _Probe([], False)
-    with errors():
+    with errors(conninfo):
         try:
             conn = await psycopg.AsyncConnection.connect(conninfo, **_kwargs(settings, conninfo, None))
         except psycopg.OperationalError as exc:
             if not (option and refused_option(exc)):
                 raise
-            found = _pooler(settings, str(exc).strip(), refused=True)
+            found = _pooler(settings, redact(str(exc).strip(), conninfo), refused=True)
             conn = await psycopg.AsyncConnection.connect(conninfo, **_kwargs(settings, conninfo, found))
         async with conn:
             if option and not found.per_call and not await atimeout_arrived(conn):
@@ -230,9 +235,10 @@ class Database:
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ConnectionPool:
+        _conninfos.add(self.conninfo)
         pool = ConnectionPool(self.conninfo, configure=self._register, name="pymem",
                               **_pool_kwargs(self.settings, self.conninfo, self._probe))
-        with errors():
+        with errors(self.conninfo):
             pool.open(wait=self.settings.pool_min_size > 0, timeout=self.settings.pool_timeout)
         return pool
 
@@ -257,7 +263,7 @@ class Database:
         this process uses (no DSN) has stopped, it is started again. A call that waited the
         pool timeout for a connection gets the reason a new connection fails, if one does."""
         try:
-            with errors(), self.pool.connection() as conn:
+            with errors(self.conninfo), self.pool.connection() as conn:
                 if conn not in self._typed:
                     self._register(conn)
                 yield conn
@@ -321,9 +327,10 @@ class AsyncDatabase:
         return db
 
     async def _new_pool(self) -> AsyncConnectionPool:
+        _conninfos.add(self.conninfo)
         pool = AsyncConnectionPool(self.conninfo, configure=self._register, name="pymem-async",
                                    **_pool_kwargs(self.settings, self.conninfo, self._probe))
-        with errors():
+        with errors(self.conninfo):
             await pool.open(wait=self.settings.pool_min_size > 0, timeout=self.settings.pool_timeout)
         return pool
 
@@ -339,7 +346,7 @@ class AsyncDatabase:
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
         """See :meth:`Database.connection`."""
         try:
-            with errors():
+            with errors(self.conninfo):
                 async with self.pool.connection() as conn:
                     if conn not in self._typed:
                         await self._register(conn)

@@ -3,10 +3,14 @@
 Every exception is a :class:`pymem.Error` and carries ``sqlstate`` (the SQLSTATE the
 server raised, or ``None`` for errors found before a query was sent). SQL functions in
 schema ``pymem`` raise documented SQLSTATEs (README, "Errors"); :func:`translate` maps
-them, and PostgreSQL's own classes, to the hierarchy below.
+them, and PostgreSQL's own classes, to the hierarchy below. :func:`redact` is the one place
+a connection string's password is taken out of a message (README "Security").
 """
 
 from __future__ import annotations
+
+import re
+import urllib.parse
 
 import psycopg
 
@@ -34,8 +38,9 @@ class Error(Exception):
         return f"{message} (hint: {self.hint})" if self.hint else message
 
 
-class ConfigError(Error):
-    """Settings that cannot work (bad DSN, pool sizes, ...)."""
+class ConfigError(Error, ValueError):
+    """Settings that cannot work (bad DSN, pool sizes, ...). A ValueError too, as pydantic's
+    errors about a setting were before :class:`pymem.Settings` raised this instead."""
 
 
 class ServerError(Error):
@@ -75,7 +80,8 @@ class PermissionError(Error):  # noqa: A001
 
 
 class TimeoutError(Error):  # noqa: A001
-    """The statement ran past the configured statement timeout (SQLSTATE 57014)."""
+    """The statement ran past the configured statement timeout (SQLSTATE 57014), or waited past
+    the lock timeout for a lock another session holds (55P03)."""
 
 
 class QueryError(Error):
@@ -115,6 +121,7 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM011": MigrationError,  # something stored in schema pymem would call a planted look-alike
     "PM012": MigrationError,  # an old function signature that something depends on would stay beside the new one
     "57014": TimeoutError,
+    "55P03": TimeoutError,  # lock_not_available: a lock wait ran past lock_timeout (recall_index_plan names the holder)
     "PM201": ConflictError,  # fact already superseded
     "PM401": ConcurrencyError,  # store entry changed since it was read
     "PM402": PermissionError,  # store path under a read-only prefix
@@ -169,4 +176,83 @@ def translate(exc: psycopg.Error) -> Error:
     err = cls(message, sqlstate=sqlstate, hint=hint)
     err.server_hint = server_hint
     err.constraint = diag.constraint_name if diag is not None else None
+    return err
+
+
+#: what stands where a password was
+REDACTED = "***"
+_URI = re.compile(r"^\s*postgres(?:ql)?://", re.I)
+_KEY_VALUE_PASSWORD = re.compile(r"(?:^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'?|\S*)((?:\s+(?![A-Za-z_]+\s*=)\S+)*)")
+_QUOTED = re.compile(r"\"([^\"]*)\"|'([^']*)'")
+
+
+def _passwords(conninfo: str) -> set[str]:
+    """Every string that may be the password of ``conninfo``, read without libpq (which refuses
+    the very strings whose errors must not show it): a URI's userinfo up to the first ``@`` (libpq's
+    reading) and up to the last one before the path (the writer's, when a ``@`` was not encoded),
+    a ``password`` query parameter, a ``password=`` key/value, quoted or not (and what follows an
+    unquoted one up to the next ``key=``, which the writer may have meant as part of it)."""
+    found: set[str] = set()
+    if _URI.match(conninfo):
+        rest = conninfo.split("://", 1)[1]
+        head, _, query = rest.partition("?")
+        authority = head.split("/", 1)[0]
+        for userinfo in (authority.partition("@")[0] if "@" in authority else "",
+                         head.rpartition("@")[0]):
+            if ":" in userinfo:
+                found.add(userinfo.split(":", 1)[1])
+        for pair in query.split("&"):
+            key, _, value = pair.partition("=")
+            if urllib.parse.unquote(key).strip() == "password":
+                found.add(pair.split("=", 1)[1] if "=" in pair else "")
+    else:
+        for match in _KEY_VALUE_PASSWORD.finditer(conninfo):
+            value, more = match.group(1), match.group(2)
+            if value.startswith("'"):
+                inner = value[1:-1] if len(value) > 1 and value.endswith("'") else value[1:]
+                found |= {inner, re.sub(r"\\(.)", r"\1", inner)}
+            else:
+                found |= {value, value + more, re.sub(r"\\(.)", r"\1", value)}
+    spelled: set[str] = set()
+    for secret in found:
+        decoded = urllib.parse.unquote(secret)
+        spelled |= {secret, decoded, urllib.parse.quote(decoded, safe=""), repr(decoded)[1:-1],
+                    decoded.replace("\\", "\\\\").replace("'", "\\'")}
+    return {s for s in spelled if s}
+
+
+def redact(text: str, conninfo: str | None) -> str:
+    """``text`` without the password of ``conninfo`` (a libpq URI or key/value string, parsed
+    or not) in any spelling: as written, percent-decoded, percent-encoded, escaped. A quoted word
+    of ``text`` (libpq and psycopg quote what they refuse) that is part of a password, or holds a
+    piece of one (a password with an unencoded ``@`` or ``/`` that libpq read as a host or port),
+    becomes ``***`` whole. The one place pymem removes passwords: every message built from a
+    connection string or from libpq's errors about one goes through it."""
+    if not conninfo or not text:
+        return text
+    secrets = _passwords(conninfo)
+    if not secrets:
+        return text
+    pieces = {p for s in secrets for p in re.split(r"[@:/\s]+", s) if len(p) >= 2}
+
+    def quoted(match: re.Match[str]) -> str:
+        word = match.group(1) if match.group(1) is not None else match.group(2)
+        if word and (any(word in s for s in secrets) or any(p in word for p in pieces)):
+            q = match.group(0)[0]
+            return f"{q}{REDACTED}{q}"
+        return match.group(0)
+
+    text = _QUOTED.sub(quoted, text)
+    for secret in sorted(secrets, key=len, reverse=True):  # a short one only as a word of its own
+        text = text.replace(secret, REDACTED) if len(secret) >= 4 else re.sub(
+            rf"(?<!\S){re.escape(secret)}(?!\S)", REDACTED, text)
+    return text
+
+
+def redacted(err: Error, conninfo: str | None) -> Error:
+    """``err`` with :func:`redact` applied to its message and hints (in place; returned)."""
+    if conninfo and err.args and isinstance(err.args[0], str):
+        err.args = (redact(err.args[0], conninfo), *err.args[1:])
+        err.hint = redact(err.hint, conninfo) if err.hint else err.hint
+        err.server_hint = redact(err.server_hint, conninfo) if err.server_hint else err.server_hint
     return err

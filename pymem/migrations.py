@@ -142,7 +142,7 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
         raise MigrationError(f"lock_timeout must be a positive number of seconds, not {lock_timeout!r}")
     files = load_sql_files(root)
     result = Result()
-    with connect(conninfo) as conn, errors():
+    with connect(conninfo) as conn, errors(conninfo):
         conn.execute(Q["migration_session_path"], prepare=False)
         for key, name in (roles or {}).items():
             if name:
@@ -194,7 +194,7 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
     the roles, ownership and privileges must be what grants.sql keeps (a migrate whose grants
     step failed, or a grant revoked or an owner changed by hand, is not current)."""
     files = load_sql_files(root)
-    with connect(conninfo) as conn, errors():
+    with connect(conninfo) as conn, errors(conninfo):
         if not conn.execute(Q["schema_exists"]).fetchone()[0]:
             return ["schema pymem is not installed: every migration is pending (run: pymem migrate)"]
         applied = {row[0]: row[1] for row in conn.execute(Q["applied_migrations"])}
@@ -224,6 +224,15 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
             problems += [row[0] for row in conn.execute(Q["migration_check_grants"])]
             problems += [row[0] for row in conn.execute(Q["migration_check_citus"])]
     return problems
+
+
+def hazards(conninfo: str) -> list[str]:
+    """What is current but unsafe, one line each: today, an owner role that can log in without a
+    password (``pymem.migration_owner_login()``; what the connected role cannot see is said, not
+    guessed). Call it on a current schema (``check`` found nothing): ``pymem migrate --check`` and
+    ``pymem migrate`` print these on stderr, and they change no exit code."""
+    with connect(conninfo) as conn, errors(conninfo):
+        return [row[0] for row in conn.execute(Q["migration_owner_login"])]
 
 
 def render_psql(root: Traversable | None = None) -> str:

@@ -13,10 +13,14 @@ import difflib
 import os
 import warnings
 from pathlib import Path
+from typing import Any
 
 import platformdirs
+import pydantic
 from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import ConfigError, redact
 
 
 #: PYMEM_* variables that are not settings: the test suite's and the CI scripts' own
@@ -49,7 +53,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="PYMEM_", env_parse_none_str="none", extra="forbid")
 
     dsn: str | None = Field(
-        default=None,
+        default=None, repr=False,  # it may hold the password
         description="libpq connection string or URI; empty means the embedded server.",
     )
     data_dir: Path = Field(
@@ -91,6 +95,19 @@ class Settings(BaseSettings):
     llm_timeout: float = Field(default=20.0, gt=0, description="Seconds a chat request may take in all.")
     llm_json_mode: bool = Field(default=True, description="Ask the chat model for a JSON object "
                                 "(response_format); off for a server that refuses the field (the reply is still parsed as JSON).")
+
+    def __init__(self, **values: Any) -> None:
+        """As pydantic-settings reads them; a setting it refuses raises :class:`pymem.ConfigError`
+        naming the setting and why, never the values (pydantic's own message quotes the first
+        characters of every input, PYMEM_DSN's password among them)."""
+        try:
+            super().__init__(**values)
+        except pydantic.ValidationError as exc:
+            dsn = values.get("dsn") if isinstance(values.get("dsn"), str) else os.environ.get("PYMEM_DSN")
+            why = "; ".join(("PYMEM_" + "_".join(map(str, e["loc"])).upper() + ": " if e["loc"] else "")
+                            + e["msg"].removeprefix("Value error, ")
+                            for e in exc.errors(include_url=False, include_input=False, include_context=False))
+            raise ConfigError(redact(f"invalid PYMEM_* setting: {why}", dsn)) from None
 
     def roles(self) -> dict[str, str | None]:
         """The role names to give pymem migrate (None: keep the recorded ones)."""

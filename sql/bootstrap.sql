@@ -567,3 +567,66 @@ BEGIN
 END;
 $$;
 
+
+-- migration_owner_login(): what `pymem migrate --check` (and `pymem migrate`) warn about the role
+-- that owns schema pymem, one line each; none when it cannot log in (NOLOGIN, how grants.sql
+-- creates it). The owner owns every table and may turn their row-level security off, so a login
+-- without a password makes anyone who can connect the owner of every tenant's data. On Citus it
+-- must log in (citus.sql: the cluster's connections to the workers run as it). What the caller
+-- may see decides what is checked: whether it has a password is in pg_authid, and which
+-- pg_hba.conf lines trust it in pg_hba_file_rules, both readable by superusers only (and by the
+-- roles they were granted to); otherwise the line says what could not be seen. Warnings, not
+-- problems: the schema is current either way. SECURITY INVOKER on purpose (it reads as the caller).
+CREATE OR REPLACE FUNCTION pymem.migration_owner_login()
+RETURNS SETOF text
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_owner name;
+    v_login boolean;
+    v_password boolean;  -- NULL: pg_authid is not readable
+    v_trust text;
+    v_harden constant text := 'give it a password (ALTER ROLE %I PASSWORD ...) and let pg_hba.conf trust no '
+        'address for it, or make it NOLOGIN where it need not log in (README "Security")';
+BEGIN
+    SELECT r.rolname, r.rolcanlogin INTO v_owner, v_login
+      FROM pg_catalog.pg_namespace AS n JOIN pg_catalog.pg_roles AS r ON r.oid = n.nspowner
+     WHERE n.nspname = 'pymem';
+    IF NOT coalesce(v_login, false) THEN
+        RETURN;
+    END IF;
+    IF pg_catalog.has_table_privilege('pg_catalog.pg_authid', 'SELECT') THEN
+        EXECUTE 'SELECT a.rolpassword IS NOT NULL FROM pg_catalog.pg_authid AS a WHERE a.rolname = $1'
+           INTO v_password USING v_owner;
+    END IF;
+    IF v_password IS NULL THEN
+        RETURN NEXT pg_catalog.format('security: the owner role %I can log in (LOGIN); whether it has a password '
+            'only a superuser can see (pg_authid): without one, anyone who can connect as it owns every pymem '
+            'table; ' || v_harden, v_owner, v_owner);
+    ELSIF NOT v_password THEN
+        RETURN NEXT pg_catalog.format('security: the owner role %I can log in (LOGIN) without a password: '
+            'wherever pg_hba.conf trusts a connection, anyone who can connect becomes the owner of every pymem '
+            'table and can turn row-level security off; ' || v_harden, v_owner, v_owner);
+    END IF;
+    IF pg_catalog.has_table_privilege('pg_catalog.pg_hba_file_rules', 'SELECT') THEN
+        EXECUTE $q$
+            SELECT pg_catalog.string_agg(pg_catalog.format('%s (%s %s)', h.line_number, h.type,
+                                         pg_catalog.array_to_string(h.database, ',')), ', ' ORDER BY h.line_number)
+              FROM pg_catalog.pg_hba_file_rules AS h
+             WHERE h.error IS NULL AND h.auth_method = 'trust'
+               AND EXISTS (SELECT 1 FROM pg_catalog.unnest(h.user_name) AS u
+                            WHERE u IN ('all', $1)
+                               OR (u LIKE '+%' AND EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS g
+                                                            WHERE g.rolname = pg_catalog.substr(u, 2)
+                                                              AND pg_catalog.pg_has_role($1, g.oid, 'MEMBER')))
+                               OR (u LIKE '/%' AND $1 ~ pg_catalog.substr(u, 2)))
+        $q$ INTO v_trust USING v_owner;
+        IF v_trust IS NOT NULL THEN
+            RETURN NEXT pg_catalog.format('security: pg_hba.conf trusts the owner role %I (no password asked) '
+                'on line %s: anyone who can connect that way becomes the owner of every pymem table; '
+                'use scram-sha-256 or cert there, or lines that exclude it', v_owner, v_trust);
+        END IF;
+    END IF;
+END;
+$$;

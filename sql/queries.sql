@@ -61,6 +61,10 @@ SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS
 -- On a Citus database: what differs from pymem's distribution (citus.sql), one line each.
 SELECT problem FROM pymem.migration_citus_problems() AS problem;
 
+-- name: migration_owner_login
+-- Warnings about the owner role logging in without a password (LOGIN, no password, pg_hba.conf trust lines), one line each.
+SELECT warning FROM pymem.migration_owner_login() AS warning;
+
 -- name: migration_validate_functions
 -- Checks every pymem SQL and PL/pgSQL function body under the pinned path.
 SELECT pymem.migration_validate_functions() AS validated;
@@ -113,6 +117,19 @@ SELECT pg_catalog.set_config('statement_timeout', '0', false);
 -- name: statement_timeout_reset
 -- The session's statement timeout back to what the connection opened with (its startup option).
 RESET statement_timeout;
+
+-- name: lock_timeout_local
+-- How long this transaction's lock waits may take (lock_timeout, e.g. '10000ms'): pymem.conversations.recall_indexes, before recall_index_plan's advisory lock.
+SELECT pg_catalog.set_config('lock_timeout', %(timeout)s, true);
+
+-- name: search_path_pin
+-- Pins this session's search_path as migrate does (nothing a non-owner may write is on it) before recall_indexes runs its DDL; returns the path it replaced, which search_path_restore puts back.
+SELECT s.previous, pg_catalog.set_config('search_path', 'pg_catalog, pymem, pg_temp', false) AS pinned
+FROM (SELECT pg_catalog.current_setting('search_path') AS previous OFFSET 0) AS s;
+
+-- name: search_path_restore
+-- The session's search_path back to what search_path_pin replaced.
+SELECT pg_catalog.set_config('search_path', %(path)s, false);
 
 -- name: citus
 -- Whether the database has the citus extension (a Citus coordinator).

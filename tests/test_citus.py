@@ -189,6 +189,10 @@ def test_migrate_distributes_pymem_idempotently_and_check_knows(fresh_db):
         # policies without the sub-select Citus refuses
         assert c.execute("SELECT count(*) FROM pg_policies WHERE schemaname = 'pymem' AND qual LIKE '%SELECT%'").fetchone()[0] == 0
     assert pymem.migrations.check(fresh_db) == []
+    # current, but the owner role logs in without a password (citus.sql), and the cluster trusts it
+    hazards = pymem.migrations.hazards(fresh_db)
+    assert any("can log in (LOGIN) without a password" in h for h in hazards), hazards
+    assert any("pg_hba.conf trusts the owner role" in h for h in hazards), hazards
     again = pymem.migrate(fresh_db)  # idempotent: nothing to apply, placement unchanged
     assert again.applied == [] and pymem.migrations.check(fresh_db) == []
     # a function whose delegation was lost is a problem --check names

@@ -3,9 +3,11 @@ version, concurrent migrations, --check, pgvector discovery."""
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -360,3 +362,38 @@ def test_an_old_signature_something_depends_on_stops_the_migrate(dsn, tmp_path):
     with psycopg.connect(dsn) as c:  # rolled back whole: the old function is still the only one
         assert two_versions(dsn) == []
         assert c.execute("SELECT a FROM pymem.about_view").fetchone()[0]
+
+
+def test_check_warns_when_the_owner_role_can_log_in_without_a_password(empty_dsn, as_role, tmp_path):
+    """Issue 36, item 7: on Citus the owner role is LOGIN (citus.sql) and has no password; where
+    pg_hba.conf trusts a connection, anyone who can connect becomes the owner of every table. Any
+    server: `pymem migrate --check` (and `pymem migrate`) warn, exit code unchanged. The test
+    server trusts its socket, so the pg_hba.conf warning shows too."""
+    owner = "pymem_owner_login_t"
+    pymem.migrate(empty_dsn, roles={"owner_role": owner})
+    assert migrations.hazards(empty_dsn) == []  # NOLOGIN, as grants.sql creates it
+    env = {**os.environ, "PYMEM_DSN": empty_dsn, "PYTHONPATH": str(Path(pymem.__file__).parent.parent)}
+    cli = Path(sys.executable).parent / "pymem"
+    with psycopg.connect(empty_dsn, autocommit=True) as c:
+        try:
+            c.execute(f"ALTER ROLE {owner} LOGIN")
+            said = migrations.hazards(empty_dsn)
+            assert any(f"owner role {owner} can log in (LOGIN) without a password" in s for s in said), said
+            assert any(f"pg_hba.conf trusts the owner role {owner}" in s for s in said), said
+            out = subprocess.run([str(cli), "migrate", "--check"], env=env, capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0 and "schema is current" in out.stdout, out.stderr
+            assert f"pymem: warning: security: the owner role {owner} can log in (LOGIN) without a password" in out.stderr
+            out = subprocess.run([str(cli), "migrate"], env=env, capture_output=True, text=True, timeout=120)
+            assert out.returncode == 0 and "without a password" in out.stderr, out.stderr
+            # a role that is not a superuser cannot read pg_authid: it is told what it cannot see
+            deployer = as_role("pymem_owner_login_deployer", on=empty_dsn)
+            c.execute(f"GRANT {owner} TO pymem_owner_login_deployer")
+            said = migrations.hazards(deployer)
+            assert said == [s for s in said if "whether it has a password only a superuser can see" in s] and said
+            # a password: only the trust lines are left to warn about
+            c.execute(f"ALTER ROLE {owner} PASSWORD 'long-and-random'")
+            said = migrations.hazards(empty_dsn)
+            assert len(said) == 1 and "pg_hba.conf trusts" in said[0] and "without a password" not in said[0], said
+        finally:
+            c.execute(f"ALTER ROLE {owner} NOLOGIN PASSWORD NULL")
+    assert migrations.hazards(empty_dsn) == []

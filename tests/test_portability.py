@@ -242,3 +242,26 @@ def test_malformed_threads_are_refused_with_22023_and_write_nothing(dsn, change,
         assert err.value.sqlstate == "22023"
         assert c.execute("SELECT (SELECT count(*) FROM pymem.facts), (SELECT count(*) FROM pymem.threads)").fetchone() \
             == (0, 0)
+
+
+def test_cli_export_writes_a_file_only_its_owner_can_read(db, dsn, tmp_path):
+    """Issue 36, item 6: an export is a user's whole memory; under the usual umask (022) the file
+    was 0644. It is 0600, new or overwritten (an existing 0644 file is made 0600)."""
+    seed(db)
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYTHONPATH": str(Path(pymem.__file__).parent.parent)}
+    new, old = tmp_path / "new.json", tmp_path / "old.json"
+    old.write_text("stale")
+    old.chmod(0o644)
+    before = os.umask(0o022)
+    try:
+        for out in (new, old):
+            exp = subprocess.run([str(PYMEM), "export", "--user", "alice", "-o", str(out)], env=env,
+                                 capture_output=True, text=True, timeout=60)
+            assert exp.returncode == 0, exp.stderr
+            assert oct(out.stat().st_mode & 0o777) == oct(0o600), out
+            assert json.loads(out.read_text())["user_id"] == "alice"
+    finally:
+        os.umask(before)
+    nowhere = subprocess.run([str(PYMEM), "export", "--user", "alice", "-o", str(tmp_path / "no" / "such.json")],
+                             env=env, capture_output=True, text=True, timeout=60)
+    assert nowhere.returncode == 1 and "cannot write" in nowhere.stderr and "Traceback" not in nowhere.stderr

@@ -11,6 +11,7 @@ import os
 import random
 import subprocess
 import sys
+import time
 
 import psycopg
 import pytest
@@ -235,3 +236,62 @@ def test_tenants_cannot_read_or_plan_indexes(db, dsn, as_role, admin):
             with c.transaction():
                 c.execute("SELECT pymem.set_tenant(%s)", (project,))
                 assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == rows
+
+
+def test_a_held_plan_lock_times_out_naming_its_holder(db, dsn, as_role):
+    """Issue 36, item 8: the plan's advisory lock key is computable by any role, which could hold
+    it and stall `pymem recall-indexes` (until the statement timeout, with a message saying only
+    that). The wait is bounded (lock_timeout; the SQL's own 60 s when the caller set none) and
+    fails with 55P03 naming who holds the key."""
+    anyone = as_role("recall_lock_holder")  # no pymem role at all
+    with psycopg.connect(anyone, autocommit=True) as holder:
+        holder.execute("SET application_name = 'lock-squatter'")
+        pid = holder.execute("SELECT pg_backend_pid()").fetchone()[0]
+        holder.execute("SELECT pg_advisory_lock(hashtext('pymem.recall_index_plan'), hashtext(''))")
+        started = time.monotonic()
+        with pytest.raises(pymem.TimeoutError, match="recall-index lock of project ''") as err:
+            recall_indexes(db, "", 60, lock_timeout=1)
+        assert time.monotonic() - started < 8
+        assert err.value.sqlstate == "55P03" and f"pid {pid} (role recall_lock_holder" in str(err.value)
+        assert "lock-squatter" in str(err.value)
+        out = subprocess.run([sys.executable, "-m", "pymem.cli", "recall-indexes", "--min-messages", "60",
+                              "--lock-timeout", "1"], env={**os.environ, "PYMEM_DSN": dsn}, capture_output=True,
+                             text=True, timeout=60)
+        assert out.returncode == 1 and "TimeoutError" in out.stderr and f"pid {pid}" in out.stderr, out.stderr
+        assert "--lock-timeout" in out.stderr and "[SQLSTATE 55P03]" in out.stderr
+        with psycopg.connect(dsn, autocommit=True) as c:  # psql: the caller's lock_timeout bounds it too
+            c.execute("SET lock_timeout = '500ms'")
+            with pytest.raises(psycopg.errors.LockNotAvailable, match="recall-index lock"):
+                c.execute("SELECT * FROM pymem.recall_index_plan(min_messages => 60)")
+    with psycopg.connect(dsn) as c:  # nothing was recorded; and once the lock is free, the plan runs
+        assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
+        c.execute("SET lock_timeout = 0")
+        assert len(c.execute("SELECT * FROM pymem.recall_index_plan(min_messages => 60)").fetchall()) == 1
+        assert c.execute("SHOW lock_timeout").fetchone()[0] == "0"  # the SQL's 60 s was for the lock only
+        c.rollback()
+    assert [s["action"] for s in recall_indexes(db, "", 60)] == ["create"]
+
+
+def test_the_index_ddl_runs_under_the_pinned_search_path(db, dsn, admin):
+    """Issue 36, item 8: `pymem recall-indexes` ran its CREATE INDEX under the caller's search
+    path, so an operator planted in a schema listed before pg_catalog became part of the owner's
+    index (and ran as the owner on every insert). It runs under migrate's pinned path, and the
+    connection's own path is back afterwards."""
+    dbname = psycopg.conninfo.conninfo_to_dict(dsn)["dbname"]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("CREATE SCHEMA plant")
+        c.execute("CREATE FUNCTION plant.text_eq(a text, b text) RETURNS boolean IMMUTABLE LANGUAGE sql "
+                  "AS 'SELECT a OPERATOR(pg_catalog.=) b'")
+        c.execute("CREATE OPERATOR plant.= (LEFTARG = text, RIGHTARG = text, FUNCTION = plant.text_eq)")
+    caller = psycopg.conninfo.make_conninfo(dsn, options="-c search_path=plant,pg_catalog,public")
+    with pymem.Database(pymem.Settings(dsn=caller, pool_min_size=1, pool_max_size=1)) as planted:
+        assert [s["action"] for s in recall_indexes(planted, "", 60)] == ["create"]
+        with planted.connection() as conn:
+            assert conn.execute("SHOW search_path").fetchone()[0] == "plant,pg_catalog,public"
+    with psycopg.connect(dsn) as c:
+        uses = c.execute("SELECT count(*) FROM pg_depend AS d JOIN pg_class AS i ON i.oid = d.objid "
+                         "WHERE d.refclassid = 'pg_operator'::regclass "
+                         "AND d.refobjid = 'plant.=(text,text)'::regoperator").fetchone()[0]
+        assert uses == 0, f"an index of {dbname} uses the planted operator"
+        assert c.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'message_embeddings_recall_%'"
+                         ).fetchone()[0] == 1

@@ -1372,6 +1372,10 @@ $$;
 --   SELECT statement FROM pymem.recall_index_plan(project_id => 'acme') \gexec
 -- Until an index is built and valid, its user's recall takes the exact scan. Counting reads every
 -- vector of the project (the primary key). For administrators (not granted to the app role).
+-- Locking: one plan at a time per project, under a transaction-level advisory lock whose key any
+-- role could compute and hold; the wait for it is bounded by the caller's lock_timeout, or 60 s
+-- when that is 0 (none; the caller's setting is put back once the lock is held), and a plan that
+-- waited it out fails with 55P03 naming the sessions that hold the key.
 CREATE OR REPLACE FUNCTION pymem.recall_index_plan(project_id text DEFAULT '', min_messages integer DEFAULT 50000)
 RETURNS TABLE (user_id text, embedder text, vectors bigint, action text, statement text)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -1381,6 +1385,8 @@ AS $$
 DECLARE
     v_ext text;
     v_type oid;
+    v_wait text := pg_catalog.current_setting('lock_timeout');
+    v_holders text;
     r record;
 BEGIN
     PERFORM pymem._tenant_enter(recall_index_plan.project_id);
@@ -1395,8 +1401,27 @@ BEGIN
     SELECT a.atttypid INTO v_type FROM pg_catalog.pg_attribute AS a
      WHERE a.attrelid = 'pymem.message_embeddings'::pg_catalog.regclass AND a.attname = 'embedding';
     -- one plan at a time per project (two would record and build the same index twice)
-    PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pymem.recall_index_plan'),
-                                             pg_catalog.hashtext(recall_index_plan.project_id));
+    IF v_wait = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '60s', true);
+    END IF;
+    BEGIN
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pymem.recall_index_plan'),
+                                                 pg_catalog.hashtext(recall_index_plan.project_id));
+    EXCEPTION WHEN lock_not_available THEN
+        SELECT pg_catalog.string_agg(pg_catalog.format('pid %s (role %s, application %L, %s)', a.pid,
+                   coalesce(a.usename::text, '?'), a.application_name, coalesce(a.state, '?')), ', ' ORDER BY a.pid)
+          INTO v_holders
+          FROM pg_catalog.pg_locks AS l JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid = pg_catalog.hashtext('pymem.recall_index_plan')::oid
+           AND l.objid = pg_catalog.hashtext(recall_index_plan.project_id)::oid;
+        RAISE EXCEPTION 'pymem: waited % for the recall-index lock of project %, which another session holds',
+                        pg_catalog.current_setting('lock_timeout'), pg_catalog.quote_literal(recall_index_plan.project_id)
+            USING ERRCODE = '55P03',
+                  DETAIL = 'Held by ' || coalesce(v_holders, 'a session that has since let it go') || '.',
+                  HINT = 'Wait for that plan to finish, or end the session holding the lock (pg_terminate_backend).';
+    END;
+    PERFORM pg_catalog.set_config('lock_timeout', v_wait, true);
     FOR r IN
         WITH heavy AS (
             SELECT e.user_id, e.embedder, pg_catalog.count(*) AS vectors
