@@ -57,6 +57,8 @@ from .settings import Settings
 WINDOW = 20  # messages shown per thread
 #: The longest POST body the page reads (its forms are a few hundred bytes).
 MAX_FORM = 64 * 1024
+#: The embedded server's reader login for the page (sql/api/browse.sql, _page_reader_login).
+PAGE_READER = "pymem_page"
 #: Seconds a client may leave a request half-sent before the server drops it.
 REQUEST_TIMEOUT = 30.0
 #: On every response: pages show personal data and the edit token, so no cache keeps them
@@ -554,16 +556,25 @@ def reader_conninfo(conninfo: str, role: str) -> str:
 def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Database | None, str]:
     """(reader database, login database or None, a note on the role reads run as).
 
-    With ``settings.reader_dsn`` (``PYMEM_READER_DSN``) reads connect as that login role, which
-    must not be able to write: neither it nor any role it is a member of may be a superuser,
-    bypass row-level security or execute a pymem function the reader role may not (named query
-    ``reader_login``; ConfigError otherwise, naming the role). That is the boundary: a session cannot gain what its login role lacks. Without
-    it, reads SET ROLE to the reader role at connection start, which keeps the page's own code
-    from writing by mistake but can be undone by the session (a warning says so)."""
+    With ``settings.reader_dsn`` (``PYMEM_READER_DSN``) reads connect as that login role; on the
+    embedded server without it, as :data:`PAGE_READER`, which ``pymem._page_reader_login``
+    creates. That role must not be able to write: neither it nor any role it is a member of may
+    be a superuser, bypass row-level security or execute a pymem function the reader role may
+    not (named query ``reader_login``; ConfigError otherwise, naming the role). That is the
+    boundary: a session cannot gain what its login role lacks. Otherwise reads SET ROLE to the
+    reader role at connection start, which keeps the page's own code from writing by mistake
+    but can be undone by the session (a warning says so)."""
     login = Database(settings)  # the embedded server starts (and migrates) here when there is no DSN
     role = settings.reader_role or "pymem_reader"
-    if settings.reader_dsn:
-        reader = Database(settings.model_copy(update={"dsn": settings.reader_dsn}), migrate=False)
+    reader_dsn = settings.reader_dsn
+    if not reader_dsn and settings.dsn is None:  # the embedded server, pymem's own: its reader login
+        try:
+            (made,) = login.query("page_reader_login", {"login": PAGE_READER})
+            reader_dsn = make_conninfo(login.conninfo, user=made["login"])
+        except Error as exc:
+            print(f"pymem serve: cannot create the reader login {PAGE_READER} ({exc}).", file=sys.stderr)
+    if reader_dsn:
+        reader = Database(settings.model_copy(update={"dsn": reader_dsn}), migrate=False)
         try:
             (who,) = reader.query("reader_login", {"reader_role": role})
         except Error:
@@ -574,7 +585,8 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
             reader.close()
             login.close()
             through = ", ".join(who["may_write"][:3]) + (", ..." if len(who["may_write"]) > 3 else "")
-            raise ConfigError(f"PYMEM_READER_DSN logs in as {who['login']}, which can write through {through}: "
+            source = "PYMEM_READER_DSN" if settings.reader_dsn else "the embedded server's page login"
+            raise ConfigError(f"{source} logs in as {who['login']}, which can write through {through}: "
                               f"the page's reads need a login role that is only a member of {role} "
                               f"(CREATE ROLE pymem_page LOGIN PASSWORD '...'; GRANT {role} TO pymem_page;)")
         note = f"reads as {who['login']}, a login role that is only a reader"

@@ -561,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('db0fef2cb6b5f0dc77f8438163f7b8afe537c66ec3a7a1416ff5921913edb8b0')
+SELECT pymem.migration_api_applied('f07886ee477070afb07f79a3703ca2774acf6beabfcdb7996e34cb6e47ebe115')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

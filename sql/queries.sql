@@ -130,6 +130,10 @@ WHERE pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER')
           AND pg_catalog.has_function_privilege(r.oid, p.oid, 'EXECUTE')
           AND NOT pg_catalog.has_function_privilege(%(reader_role)s, p.oid, 'EXECUTE')));
 
+-- name: page_reader_login
+-- pymem serve on the embedded server: the login role its reads connect as, created when missing and made a member of the reader role (pymem._page_reader_login; run by the server's superuser).
+SELECT pymem._page_reader_login(login => %(login)s) AS login;
+
 -- name: about
 -- Schema version, pgvector location and server version as one jsonb object.
 SELECT pymem.about() AS about;

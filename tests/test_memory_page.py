@@ -677,3 +677,32 @@ def test_every_response_says_no_store_and_editing_elsewhere_warns_of_deletes(ser
     warning = web.warning_for("0.0.0.0", allow_edit=True)
     assert "anyone who can reach this address can read every memory" in warning and "forget and rewrite" in warning
     assert "forget" not in web.warning_for("192.0.2.7")
+
+
+def test_on_the_embedded_server_reads_log_in_as_a_reader_of_their_own(tmp_path, capsys):
+    """Issue 36, item 4, by default: with no PYMEM_DSN the login role is the embedded server's
+    superuser, and the page creates its own reader login (pymem._page_reader_login) rather than
+    SET ROLE, so `pymem serve` out of the box has the boundary too."""
+    from pymem import server
+
+    data_dir = tmp_path / "data"
+    try:
+        settings = pymem.Settings(dsn=None, data_dir=data_dir, pool_max_size=1)
+        for _ in range(2):  # the second start finds the role there
+            read_db, write_db, note = web.open_databases(settings, True)
+            try:
+                assert note == f"reads as {web.PAGE_READER}, a login role that is only a reader"
+                assert "SET ROLE" not in capsys.readouterr().err
+                with read_db.connection() as c, c.transaction():
+                    c.execute("SELECT set_config('role', session_user, true)")
+                    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                        c.execute("SELECT pymem.fact_add('user', 'mallory', 'planted')")
+                    raise psycopg.Rollback()
+                pymem.Memory(db=write_db, project_id="p").persist("Lives in Oslo", user="alice")
+                assert [f.content for f in pymem.Memory(db=read_db, project_id="p").retrieve(user="alice")] == [
+                    "Lives in Oslo"]
+            finally:
+                read_db.close()
+                write_db.close()
+    finally:
+        server.stop(data_dir)
