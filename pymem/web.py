@@ -574,7 +574,11 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
         except Error as exc:
             print(f"pymem serve: cannot create the reader login {PAGE_READER} ({exc}).", file=sys.stderr)
     if reader_dsn:
-        reader = Database(settings.model_copy(update={"dsn": reader_dsn}), migrate=False)
+        try:
+            reader = Database(settings.model_copy(update={"dsn": reader_dsn}), migrate=False)
+        except Error:
+            login.close()
+            raise
         try:
             (who,) = reader.query("reader_login", {"reader_role": role})
         except Error:
