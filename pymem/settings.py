@@ -86,6 +86,11 @@ class Settings(BaseSettings):
     owner_role: str | None = Field(default=None, description="Owner role name for migrate (README, Security).")
     app_role: str | None = Field(default=None, description="Application role name for migrate.")
     reader_role: str | None = Field(default=None, description="Read-only role name for migrate.")
+    reader_dsn: str | None = Field(
+        default=None,
+        description="The memory page's read connections (pymem serve): a login role that is only a member of "
+        "the reader role; unset: the login role's connections SET ROLE to it, which a session can undo.",
+    )
     # the chat model of pymem.llm.ChatClient (learning and summaries; README "Learning with a chat model")
     llm_base_url: str = Field(default="https://api.openai.com/v1",
                               description="Base URL of an OpenAI-compatible API (POST <url>/chat/completions).")

@@ -17,20 +17,25 @@ can run here (:func:`builtin_embedder`); with none, by words alone, and the page
 never write: rows with no vector from that embedder are matched by their words and listed apart
 as "not yet embedded" (:func:`pymem.browse.search_facts`, :func:`pymem.browse.recall_messages`).
 
-Reads go through the Memory API and the read-only SQL functions, on connections that run as the
-reader role (``-c role=...`` at connection start; README "Memory page"), so the page cannot
-write even by mistake. With ``allow_edit``, forgetting a fact and superseding it with corrected
-text go through :class:`pymem.Memory` (``forget`` / ``update``, the correction's metadata
-:data:`PAGE_EDIT`) on the login role's own
-connections, as POST forms carrying a per-process token (and, when the browser sends one, an
-Origin that must be this server). Bound to a loopback address, it answers only requests whose
-Host is a loopback name (no DNS rebinding).
+Reads go through the Memory API and the read-only SQL functions, on connections of
+``PYMEM_READER_DSN``, a login role that is only a reader (checked at start: no session of it can
+become a writer), or without it on the login role's connections that SET ROLE to the reader role
+at start (``-c role=...``: the page's code cannot write by mistake, but a session could switch
+back; a warning says so; README "Memory page"). With ``allow_edit``, forgetting a fact and
+superseding it with corrected text go through :class:`pymem.Memory` (``forget`` / ``update``,
+the correction's metadata :data:`PAGE_EDIT`) on the login role's own connections, as POST forms
+carrying a per-process token (and, when the browser sends one, an Origin that must be this
+server), of a declared length of at most :data:`MAX_FORM` bytes (:func:`read_form`). Bound to a
+loopback address, it answers only requests whose Host is a loopback name (:func:`is_loopback`;
+no DNS rebinding). Every response carries :data:`HEADERS` (``Cache-Control: no-store``, ...); a
+client that stalls mid-request for :data:`REQUEST_TIMEOUT` seconds is dropped.
 """
 
 from __future__ import annotations
 
 import errno
 import html
+import ipaddress
 import json
 import secrets
 import socketserver
@@ -50,6 +55,20 @@ from .memory import Memory
 from .settings import Settings
 
 WINDOW = 20  # messages shown per thread
+#: The longest POST body the page reads (its forms are a few hundred bytes).
+MAX_FORM = 64 * 1024
+#: The embedded server's reader login for the page (sql/api/browse.sql, _page_reader_login).
+PAGE_READER = "pymem_page"
+#: Seconds a client may leave a request half-sent before the server drops it.
+REQUEST_TIMEOUT = 30.0
+#: On every response: pages show personal data and the edit token, so no cache keeps them
+#: (no-store); no framing, no type sniffing, no referrer to other sites (same-origin, not
+#: no-referrer: under no-referrer a browser sends "Origin: null" with the edit forms, which
+#: the origin check then refuses); nothing loads but this page's own styles and images.
+HEADERS = (("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"), ("X-Frame-Options", "DENY"),
+           ("Referrer-Policy", "same-origin"),
+           ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; "
+            "form-action 'self'"))
 #: What a page edit writes into the corrected fact's metadata, so the page can say so.
 PAGE_EDIT = {"edited_on": "memory page"}
 #: The marker of a superseded row, by :func:`change_kind`.
@@ -145,17 +164,16 @@ class MemoryPage:
             status, body, headers = _error_status(exc), _error_body(exc), []
         data = self._layout(body).encode("utf-8")
         start_response(status, [("Content-Type", "text/html; charset=utf-8"), ("Content-Length", str(len(data))),
-                                ("X-Frame-Options", "DENY"), ("Referrer-Policy", "same-origin"),
-                                ("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; "
-                                 "img-src 'self'; form-action 'self'"), *headers])
+                                *HEADERS, *headers])
         return [] if method == "HEAD" else [data]
 
     def _check_host(self, environ: dict[str, Any]) -> None:
-        """On a loopback address, only a loopback Host header: a web page whose name an attacker
-        points at 127.0.0.1 (DNS rebinding) must not read this one as its own."""
+        """On a loopback address, only a loopback Host header (:func:`is_loopback`: localhost, any
+        127.0.0.0/8 literal, [::1], with or without a port): a web page whose name an attacker
+        points at a loopback address (DNS rebinding) must not read this one as its own."""
         if self.loopback:
             name = urllib.parse.urlsplit("//" + environ.get("HTTP_HOST", "")).hostname or ""
-            if name not in ("127.0.0.1", "localhost", "::1"):
+            if not is_loopback(name):
                 raise Page("421 Misdirected Request", "<p>Open this page as 127.0.0.1 or localhost.</p>")
 
     def _layout(self, body: str) -> str:
@@ -386,12 +404,8 @@ class MemoryPage:
         origin = environ.get("HTTP_ORIGIN")
         if origin is not None and origin != f"{environ.get('wsgi.url_scheme', 'http')}://{environ.get('HTTP_HOST', '')}":
             raise Page("403 Forbidden", "<p>A form from another site.</p>")
-        try:
-            size = int(environ.get("CONTENT_LENGTH") or 0)
-        except ValueError:
-            size = 0
-        form = {k: v[-1] for k, v in urllib.parse.parse_qs(environ["wsgi.input"].read(min(size, 1 << 20)).decode(
-            "utf-8", "replace"), keep_blank_values=True).items()}
+        form = {k: v[-1] for k, v in urllib.parse.parse_qs(read_form(environ).decode("utf-8", "replace"),
+                                                            keep_blank_values=True).items()}
         if not secrets.compare_digest(form.get("token", ""), self.token):
             raise Page("403 Forbidden", "<p>This form is stale (the server restarted): reload the page.</p>")
         p, scope, sid = form.get("p", ""), form.get("scope", ""), form.get("id", "")
@@ -407,6 +421,39 @@ class MemoryPage:
         else:
             raise Page("404 Not Found", "<p>No such form.</p>")
         raise Page("303 See Other", location=link("/facts", p=p, scope=scope, id=sid, superseded="1"))
+
+
+def read_form(environ: dict[str, Any]) -> bytes:
+    """A POST's body, exactly ``Content-Length`` bytes of at most :data:`MAX_FORM`: a missing
+    length is refused with 411 (so is a chunked body, which wsgiref does not decode), one that
+    is not a plain decimal (``-1``, ``1e3``, ``+5``) with 400, a longer one with 413, before
+    anything is read; a body that ends early or stalls past the handler's timeout with 400/408."""
+    length = environ.get("CONTENT_LENGTH") or ""
+    if not length:
+        raise Page("411 Length Required", "<p>A form needs a Content-Length.</p>")
+    if not (length.isascii() and length.isdigit()):
+        raise Page("400 Bad Request", f"<p>Content-Length {esc(length[:40])} is not a length.</p>")
+    size = int(length)
+    if size > MAX_FORM:
+        raise Page("413 Content Too Large", f"<p>A form of at most {MAX_FORM} bytes.</p>")
+    try:
+        body = environ["wsgi.input"].read(size)
+    except TimeoutError:
+        raise Page("408 Request Timeout", "<p>The form did not arrive in time.</p>") from None
+    if len(body) != size:
+        raise Page("400 Bad Request", "<p>The form ended before its Content-Length.</p>")
+    return body
+
+
+def is_loopback(name: str) -> bool:
+    """Whether ``name`` (a host name or an address literal, without brackets or port) names this
+    machine's loopback interface: ``localhost``, any address of 127.0.0.0/8, or ::1."""
+    if name.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
 
 
 def taught_by(fact: Any) -> tuple[str, int] | None:
@@ -485,27 +532,80 @@ class _Server(socketserver.ThreadingMixIn, WSGIServer):
 
 
 class _Quiet(WSGIRequestHandler):
+    timeout = REQUEST_TIMEOUT  # StreamRequestHandler: a socket timeout on every read and write
+
+    def handle(self) -> None:
+        try:
+            super().handle()
+        except TimeoutError:  # a client too slow to send its request line or headers: dropped
+            self.close_connection = True
+
     def log_message(self, format: str, *args: Any) -> None:  # one line per request on stderr, no user data
         sys.stderr.write(f"pymem serve: {self.command} {self.path.split('?')[0]} {args[1] if len(args) > 1 else ''}\n")
 
 
 def reader_conninfo(conninfo: str, role: str) -> str:
-    """``conninfo`` whose sessions start as ``role`` (SET ROLE at connection start)."""
+    """``conninfo`` whose sessions start as ``role`` (SET ROLE at connection start). Not a
+    boundary: the session may switch back to its login role (``SET ROLE NONE``,
+    ``set_config('role', session_user, ...)``); :func:`open_databases` uses it only without
+    ``PYMEM_READER_DSN``."""
     options = conninfo_to_dict(conninfo).get("options") or ""
     return make_conninfo(conninfo, options=f"{options} -c role={role}".strip())
 
 
 def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Database | None, str]:
-    """(reader database, login database or None, a note on the role reads run as)."""
+    """(reader database, login database or None, a note on the role reads run as).
+
+    With ``settings.reader_dsn`` (``PYMEM_READER_DSN``) reads connect as that login role; on the
+    embedded server without it, as :data:`PAGE_READER`, which ``pymem._page_reader_login``
+    creates. That role must not be able to write: neither it nor any role it is a member of may
+    be a superuser, bypass row-level security or execute a pymem function the reader role may
+    not (named query ``reader_login``; ConfigError otherwise, naming the role). That is the
+    boundary: a session cannot gain what its login role lacks. Otherwise reads SET ROLE to the
+    reader role at connection start, which keeps the page's own code from writing by mistake
+    but can be undone by the session (a warning says so)."""
     login = Database(settings)  # the embedded server starts (and migrates) here when there is no DSN
     role = settings.reader_role or "pymem_reader"
-    try:
-        reader = Database(settings.model_copy(update={"dsn": reader_conninfo(login.conninfo, role)}), migrate=False)
-        note = f"reads as {role}"
-    except Error as exc:
-        print(f"pymem serve: cannot read as the reader role {role} ({exc}); reading as the login role instead. "
-              f"GRANT {role} TO your login role to make the page unable to write.", file=sys.stderr)
-        reader, note = login, "reads as the login role"
+    reader_dsn = settings.reader_dsn
+    if not reader_dsn and settings.dsn is None:  # the embedded server, pymem's own: its reader login
+        try:
+            (made,) = login.query("page_reader_login", {"login": PAGE_READER})
+            reader_dsn = make_conninfo(login.conninfo, user=made["login"])
+        except Error as exc:
+            print(f"pymem serve: cannot create the reader login {PAGE_READER} ({exc}).", file=sys.stderr)
+    if reader_dsn:
+        try:
+            reader = Database(settings.model_copy(update={"dsn": reader_dsn}), migrate=False)
+        except Error:
+            login.close()
+            raise
+        try:
+            (who,) = reader.query("reader_login", {"reader_role": role})
+        except Error:
+            reader.close()
+            login.close()
+            raise
+        if who["may_write"]:
+            reader.close()
+            login.close()
+            through = ", ".join(who["may_write"][:3]) + (", ..." if len(who["may_write"]) > 3 else "")
+            source = "PYMEM_READER_DSN" if settings.reader_dsn else "the embedded server's page login"
+            raise ConfigError(f"{source} logs in as {who['login']}, which can write through {through}: "
+                              f"the page's reads need a login role that is only a member of {role} "
+                              f"(CREATE ROLE pymem_page LOGIN PASSWORD '...'; GRANT {role} TO pymem_page;)")
+        note = f"reads as {who['login']}, a login role that is only a reader"
+    else:
+        try:
+            reader = Database(settings.model_copy(update={"dsn": reader_conninfo(login.conninfo, role)}), migrate=False)
+            note = f"reads as {role} (SET ROLE)"
+            print(f"pymem serve: reads SET ROLE {role}, which keeps the page from writing by mistake but which a "
+                  f"session can undo; for a real boundary set PYMEM_READER_DSN to a login role that is only a "
+                  f"member of {role} (README \"Memory page\").", file=sys.stderr)
+        except Error as exc:
+            print(f"pymem serve: cannot read as the reader role {role} ({exc}); reading as the login role instead. "
+                  f"GRANT {role} TO your login role, or set PYMEM_READER_DSN, to make the page unable to write.",
+                  file=sys.stderr)
+            reader, note = login, "reads as the login role"
     if not allow_edit:
         if reader is not login:
             login.close()
@@ -513,24 +613,25 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
     return reader, login, note
 
 
-def serve(app: MemoryPage, host: str, port: int) -> Any:
-    """Build the HTTP server for ``app`` (serve_forever() runs it)."""
-    server = make_server(host, port, app, server_class=_Server, handler_class=_Quiet)
+def serve(app: MemoryPage, host: str, port: int, timeout: float = REQUEST_TIMEOUT) -> Any:
+    """Build the HTTP server for ``app`` (serve_forever() runs it); a client that sends nothing
+    for ``timeout`` seconds in the middle of a request is dropped."""
+    handler = type("_Handler", (_Quiet,), {"timeout": timeout})
+    server = make_server(host, port, app, server_class=_Server, handler_class=handler)
     app.origin = f"http://{host if ':' not in host else f'[{host}]'}:{server.server_port}"
-    app.loopback = host in LOOPBACK
+    app.loopback = is_loopback(host)
     return server
 
 
-LOOPBACK = {"127.0.0.1", "localhost", "::1"}
-
-
-def warning_for(host: str) -> str | None:
-    """The warning printed when the page is reachable from other machines."""
-    if host in LOOPBACK:
+def warning_for(host: str, allow_edit: bool = False) -> str | None:
+    """The warning printed when the page is reachable from other machines (None on a loopback
+    address)."""
+    if is_loopback(host.strip("[]")):
         return None
+    edit = (" and, with --allow-edit, forget and rewrite any of them" if allow_edit else "")
     return (f"pymem serve: WARNING: listening on {host}: anyone who can reach this address can read every "
-            "memory of the projects it names (there is no authentication). Bind to 127.0.0.1 unless you "
-            "put an authenticating proxy in front.")
+            f"memory of the projects it names{edit} (there is no authentication, and the edit token is in "
+            "every page it serves). Bind to 127.0.0.1 unless you put an authenticating proxy in front.")
 
 
 def _error_status(exc: Exception) -> str:
@@ -554,7 +655,7 @@ def _error_body(exc: Exception) -> str:
 def main(settings: Settings, host: str, port: int, allow_edit: bool, projects: Sequence[str]) -> int:
     read_db, write_db, note = open_databases(settings, allow_edit)
     app = MemoryPage(read_db, write_db, projects or [settings.project_id], note)
-    warning = warning_for(host)
+    warning = warning_for(host, allow_edit)
     if warning:
         print(warning, file=sys.stderr)
     try:

@@ -561,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('80347246f0c1945e81049cbd7044e46a3c673fd401cbc00e77ec955a858c67a6')
+SELECT pymem.migration_api_applied('b4be846da7f04f75de43a4fed588b64ecbb9970c44275eb1e54dc0e3b9a9b854')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

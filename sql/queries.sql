@@ -135,6 +135,22 @@ SELECT pg_catalog.set_config('search_path', %(path)s, false);
 -- Whether the database has the citus extension (a Citus coordinator).
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus;
 
+-- name: reader_login
+-- pymem serve's PYMEM_READER_DSN check: the session's login role, and every role among it and the roles it is a member of that could write (a superuser, BYPASSRLS, or EXECUTE on a pymem function the reader role may not execute), its own name first; none for a login that is only a reader.
+SELECT session_user AS login,
+       coalesce(pg_catalog.array_agg(r.rolname::text ORDER BY r.rolname <> session_user, r.rolname), '{}') AS may_write
+FROM pg_catalog.pg_roles AS r
+WHERE pg_catalog.pg_has_role(session_user, r.oid, 'MEMBER')
+  AND (r.rolsuper OR r.rolbypassrls OR EXISTS (
+        SELECT 1 FROM pg_catalog.pg_proc AS p
+        WHERE p.pronamespace = 'pymem'::regnamespace
+          AND pg_catalog.has_function_privilege(r.oid, p.oid, 'EXECUTE')
+          AND NOT pg_catalog.has_function_privilege(%(reader_role)s, p.oid, 'EXECUTE')));
+
+-- name: page_reader_login
+-- pymem serve on the embedded server: the login role its reads connect as, created when missing and made a member of the reader role (pymem._page_reader_login; run by the server's superuser).
+SELECT pymem._page_reader_login(login => %(login)s) AS login;
+
 -- name: about
 -- Schema version, pgvector location and server version as one jsonb object.
 SELECT pymem.about() AS about;

@@ -54,19 +54,37 @@ def db(dsn):
         yield d
 
 
-def start(dsn: str, allow_edit: bool):
-    read_db, write_db, note = web.open_databases(pymem.Settings(dsn=dsn, pool_max_size=2), allow_edit)
+def start(dsn: str, allow_edit: bool, reader_dsn: str | None = None, host: str = "127.0.0.1", **serve):
+    read_db, write_db, note = web.open_databases(pymem.Settings(dsn=dsn, reader_dsn=reader_dsn, pool_max_size=2),
+                                                 allow_edit)
     app = web.MemoryPage(read_db, write_db, ["acme", ""], note)
-    server = web.serve(app, "127.0.0.1", 0)
+    server = web.serve(app, host, 0, **serve)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     return app, server, [read_db, write_db]
 
 
+def stop(server, dbs) -> None:
+    server.shutdown()
+    server.server_close()
+    for d in dbs:
+        if d is not None:
+            d.close()
+
+
 @pytest.fixture
-def served(dsn, db):
+def page_reader(dsn, as_role) -> str:
+    """A login role that is only a member of pymem_reader (README "Memory page"): PYMEM_READER_DSN."""
+    login = as_role("pymem_page_login")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_reader TO pymem_page_login")
+    return login
+
+
+@pytest.fixture
+def served(dsn, db, page_reader):
     ids = seed(db)
-    app, server, dbs = start(dsn, allow_edit=True)
+    app, server, dbs = start(dsn, allow_edit=True, reader_dsn=page_reader)
     try:
         yield app, ids
     finally:
@@ -122,7 +140,7 @@ def test_browse_functions_as_the_reader_role(dsn, db, as_role):
 
 def test_pages_read_as_the_reader_and_edits_need_the_token(served, dsn):
     app, ids = served
-    assert app.note == "reads as pymem_reader"
+    assert app.note == "reads as pymem_page_login, a login role that is only a reader"
     with pytest.raises(pymem.Error):  # the page's reads run as the reader role: it cannot write
         app.read_db.query("fact_forget", {"scope": "user", "scope_id": "alice", "id": ids["beagle"], "content": None,
                                           "project_id": "acme"})
@@ -488,3 +506,203 @@ def test_browse_messages_reads_a_thread_from_a_seq_on(dsn, db):
     for user, thread in (("", "default"), ("*", "default"), ("alice", "*"), ("alice", "")):  # ids, as browse_threads
         with pytest.raises(pymem.ValidationError):
             browse.messages(db, user, thread, 1, "acme")
+
+
+# -- security round 3 (issue 36) -----------------------------------------------------------------
+
+def raw(origin: str, request: bytes, timeout: float = 20, end: bool = False) -> bytes:
+    """What the server answers to ``request`` sent as is on one socket, until it closes it
+    (``end``: and then no more to send, as a client that closes its side)."""
+    import socket
+
+    host, port = urllib.parse.urlsplit(origin).hostname, urllib.parse.urlsplit(origin).port
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.sendall(request)
+        if end:
+            s.shutdown(socket.SHUT_WR)
+        chunks = []
+        while chunk := s.recv(65536):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def form_post(app, length: str | None, body: bytes) -> bytes:
+    header = b"" if length is None else f"Content-Length: {length}\r\n".encode()
+    return raw(app.origin, b"POST /forget HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+               b"Content-Type: application/x-www-form-urlencoded\r\n" + header + b"Connection: close\r\n\r\n" + body, end=True)
+
+
+def test_a_post_needs_a_sane_content_length(served):
+    """Issue 36, item 3: the page read ``min(size, 1 << 20)`` bytes, all of them for
+    Content-Length -1 (a 2 MiB body with the token past the first MiB was applied). Now a form
+    without a length, with one that is not a plain number, or a longer one than a form needs is
+    refused before its body is read; and one shorter than it says."""
+    app, ids = served
+    fields = urllib.parse.urlencode({"p": "acme", "scope": "user", "id": "alice", "fact_id": ids["beagle"],
+                                     "token": app.token}).encode()
+    for length, body, status in ((None, fields, "411"), ("-1", fields, "400"), ("abc", fields, "400"),
+                                 ("+5", fields, "400"), ("1e3", fields, "400"), (str(2 << 20), b"", "413"),
+                                 (str(len(fields) + 10), fields, "400")):
+        head, _, page = form_post(app, length, body).decode().partition("\r\n\r\n")
+        assert head.split(" ")[1] == status, (length, head)
+        assert "Content-Length" in page or "form" in page  # a body that says why
+    assert "Has a beagle" in get(app, "/facts", p="acme", scope="user", id="alice")  # nothing was applied
+    assert form_post(app, str(len(fields)), fields).startswith(b"HTTP/1.0 303")  # a plain form still works
+    assert "Has a beagle" not in get(app, "/facts", p="acme", scope="user", id="alice")
+
+
+def test_a_slow_client_is_dropped(dsn, db, page_reader):
+    """Issue 36, item 3: a client that stops in the middle of its headers, or of a form's body,
+    no longer holds a server thread forever."""
+    import time
+
+    ids = seed(db)
+    app, server, dbs = start(dsn, allow_edit=True, reader_dsn=page_reader, timeout=1.0)
+    try:
+        began = time.monotonic()
+        assert raw(app.origin, b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n", timeout=15) == b""  # closed, no answer
+        body = urllib.parse.urlencode({"fact_id": ids["beagle"], "token": app.token}).encode()
+        answer = raw(app.origin, b"POST /forget HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     + f"Content-Length: {len(body) + 100}\r\n\r\n".encode() + body, timeout=15)
+        assert answer.startswith(b"HTTP/1.0 408"), answer[:200]
+        assert time.monotonic() - began < 10
+    finally:
+        stop(server, dbs)
+
+
+def test_reads_connect_as_a_login_role_that_cannot_become_a_writer(dsn, db, page_reader, app_dsn_page):
+    """Issue 36, item 4: with ``-c role=pymem_reader`` the session could switch back to its login
+    role (``set_config('role', session_user, true)``) and write. PYMEM_READER_DSN's login role is
+    only a reader: there is nothing to switch back to."""
+    seed(db)
+    app, server, dbs = start(dsn, allow_edit=True, reader_dsn=page_reader)
+    try:
+        with app.read_db.connection() as c:  # the page's own read connection
+            assert c.execute("SELECT session_user").fetchone()[0] == "pymem_page_login"
+            for escape in ("SELECT set_config('role', session_user, true)", "SET ROLE NONE", "RESET ROLE"):
+                with c.transaction():
+                    c.execute(escape)
+                    with pytest.raises(psycopg.errors.InsufficientPrivilege) as refused:
+                        c.execute("SELECT pymem.fact_add('user', 'mallory', 'planted', project_id => 'acme')")
+                    assert refused.value.sqlstate == "42501"
+                    raise psycopg.Rollback()
+        assert "Has a beagle" in get(app, "/facts", p="acme", scope="user", id="alice")  # the page still works
+        assert post(app, "/supersede", {"p": "acme", "scope": "user", "id": "alice",
+                                        "fact_id": seed_ids(dsn)["Has a beagle named Biscuit"],
+                                        "new": "Has a beagle named Rusk", "token": app.token}) == 200
+        assert "Has a beagle named Rusk" in get(app, "/facts", p="acme", scope="user", id="alice")
+    finally:
+        stop(server, dbs)
+    with psycopg.connect(dsn) as c:
+        assert c.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'mallory'").fetchone()[0] == 0
+    # a reader DSN that can write is refused, naming the role through which it could
+    for writer, through in ((dsn, None), (app_dsn_page, "pymem_app")):
+        with pytest.raises(pymem.ConfigError, match="can write through") as refused:
+            web.open_databases(pymem.Settings(dsn=dsn, reader_dsn=writer, pool_max_size=1), False)
+        assert through is None or through in str(refused.value)
+
+
+def test_without_a_reader_dsn_reads_set_role_and_say_it_is_not_a_boundary(dsn, db, capsys):
+    read_db, write_db, note = web.open_databases(pymem.Settings(dsn=dsn, pool_max_size=1), False)
+    try:
+        assert write_db is None and note == "reads as pymem_reader (SET ROLE)"
+        assert "PYMEM_READER_DSN" in capsys.readouterr().err
+        with read_db.connection() as c:
+            assert c.execute("SELECT current_user").fetchone()[0] == "pymem_reader"
+    finally:
+        read_db.close()
+
+
+def seed_ids(dsn: str) -> dict[str, int]:
+    with psycopg.connect(dsn) as c:
+        return dict(c.execute("SELECT content, id FROM pymem.facts WHERE superseded_by IS NULL").fetchall())
+
+
+@pytest.fixture
+def app_dsn_page(dsn, as_role) -> str:
+    login = as_role("pymem_app_page_login")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO pymem_app_page_login")
+    return login
+
+
+def status_of(origin: str, host: str, route: str = "/project?p=acme") -> int:
+    req = urllib.request.Request(origin + route, headers={"Host": host})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def test_bound_to_any_loopback_address_only_loopback_names_are_answered(dsn, db, page_reader):
+    """Issue 36, item 5: bound to 127.0.0.2 the page answered ``Host: evil.example`` (the check
+    compared three names). Linux routes all of 127.0.0.0/8 to lo."""
+    seed(db)
+    app, server, dbs = start(dsn, allow_edit=False, reader_dsn=page_reader, host="127.0.0.2")
+    try:
+        assert app.origin.startswith("http://127.0.0.2:") and app.loopback
+        port = app.origin.rsplit(":", 1)[1]
+        for host in ("evil.example", f"evil.example:{port}", "127.0.0.2.evil.example", "localhost.evil.example",
+                     "2130706434", "0.0.0.0", "10.0.0.1", ""):
+            assert status_of(app.origin, host) == 421, host
+        for host in (f"127.0.0.2:{port}", "127.0.0.2", "127.9.8.7", f"localhost:{port}", "LOCALHOST", "[::1]",
+                     f"[::1]:{port}", "127.0.0.1"):
+            assert status_of(app.origin, host) == 200, host
+    finally:
+        stop(server, dbs)
+    assert web.is_loopback("127.255.255.254") and web.is_loopback("::1") and not web.is_loopback("128.0.0.1")
+    assert web.warning_for("127.0.0.2") is None and web.warning_for("[::1]") is None
+    assert web.warning_for("localhost") is None and web.warning_for("0.0.0.0") is not None
+
+
+def test_every_response_says_no_store_and_editing_elsewhere_warns_of_deletes(served):
+    """Issue 36, item 8: pages show personal data and the edit token: no cache may keep them."""
+    app, ids = served
+    responses = []
+    for req in (urllib.request.Request(app.origin + "/facts?p=acme&scope=user&id=alice"),
+                urllib.request.Request(app.origin + "/nowhere"),
+                urllib.request.Request(app.origin + "/", headers={"Host": "evil.example"}),
+                urllib.request.Request(app.origin + "/forget", data=b"token=wrong", method="POST"),
+                urllib.request.Request(app.origin + "/user?p=acme&u=", method="GET")):
+        try:
+            with urllib.request.urlopen(req, timeout=30) as r:
+                responses.append((r.status, r.headers))
+        except urllib.error.HTTPError as exc:
+            responses.append((exc.code, exc.headers))
+    assert [s for s, _ in responses] == [200, 404, 421, 403, 400]
+    for _, headers in responses:
+        assert headers["Cache-Control"] == "no-store" and headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["Referrer-Policy"] == "same-origin" and headers["X-Frame-Options"] == "DENY"
+    warning = web.warning_for("0.0.0.0", allow_edit=True)
+    assert "anyone who can reach this address can read every memory" in warning and "forget and rewrite" in warning
+    assert "forget" not in web.warning_for("192.0.2.7")
+
+
+def test_on_the_embedded_server_reads_log_in_as_a_reader_of_their_own(tmp_path, capsys):
+    """Issue 36, item 4, by default: with no PYMEM_DSN the login role is the embedded server's
+    superuser, and the page creates its own reader login (pymem._page_reader_login) rather than
+    SET ROLE, so `pymem serve` out of the box has the boundary too."""
+    from pymem import server
+
+    data_dir = tmp_path / "data"
+    try:
+        settings = pymem.Settings(dsn=None, data_dir=data_dir, pool_max_size=1)
+        for _ in range(2):  # the second start finds the role there
+            read_db, write_db, note = web.open_databases(settings, True)
+            try:
+                assert note == f"reads as {web.PAGE_READER}, a login role that is only a reader"
+                assert "SET ROLE" not in capsys.readouterr().err
+                with read_db.connection() as c, c.transaction():
+                    c.execute("SELECT set_config('role', session_user, true)")
+                    with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                        c.execute("SELECT pymem.fact_add('user', 'mallory', 'planted')")
+                    raise psycopg.Rollback()
+                pymem.Memory(db=write_db, project_id="p").persist("Lives in Oslo", user="alice")
+                assert [f.content for f in pymem.Memory(db=read_db, project_id="p").retrieve(user="alice")] == [
+                    "Lives in Oslo"]
+            finally:
+                read_db.close()
+                write_db.close()
+    finally:
+        server.stop(data_dir)

@@ -205,6 +205,32 @@ def test_a_role_bound_to_a_project_serves_only_that_project(dsn, as_role):
             c.execute("REVOKE ALL ON FUNCTION pymem.set_tenant FROM pymem_acme_analyst")
 
 
+def test_user_import_checks_the_tenant_before_the_document(dsn, as_role):
+    """Issue 36, item 8: a role bound to acme importing into globex got 22023 for a bad document
+    (or an existing user) before the tenant check: 42501 comes first, whatever the document."""
+    seed(dsn)
+    bound = as_role("pymem_acme_importer")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO pymem_acme_importer")
+        c.execute("SELECT pymem.tenant_bind('pymem_acme_importer', 'acme')")
+        document = c.execute("SELECT pymem.user_export('alice', 'acme')").fetchone()[0]
+    try:
+        with psycopg.connect(bound, autocommit=True) as c:
+            for doc, project in (('{"format": "not pymem"}', "globex"), ("[1, 2]", "globex"), ("null", "globex"),
+                                 (psycopg.types.json.Jsonb(document), "globex"),  # alice has memory there: 22023 before
+                                 (psycopg.types.json.Jsonb({**document, "project_id": "globex"}), None)):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege, match="may not serve"):
+                    c.execute("SELECT pymem.user_import(%s::jsonb, project_id => %s)", (doc, project))
+            with pytest.raises(psycopg.errors.InvalidParameterValue):  # its own project: the document's checks
+                c.execute("SELECT pymem.user_import('{\"format\": \"not pymem\"}', project_id => 'acme')")
+            counts = c.execute("SELECT pymem.user_import(%s, project_id => 'acme', user_id => 'alice2')",
+                               (psycopg.types.json.Jsonb(document),)).fetchone()[0]
+            assert counts["facts"] == 1
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            c.execute("SELECT pymem.tenant_unbind('pymem_acme_importer')")
+
+
 def test_dropping_a_bound_role_never_breaks_other_roles(dsn, app_dsn, as_role):
     """A binding whose role is gone is ignored: DROP ROLE is no outage for anyone else."""
     seed(dsn)

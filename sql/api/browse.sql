@@ -5,7 +5,8 @@
 -- (STABLE): no locks beyond a plain SELECT's; the reader role may execute them (bootstrap.sql's
 -- _grants_diff). Like every API function each enters the project's tenant first, so RLS shows
 -- it that project's rows only: there is no function listing the projects themselves (a
--- listing across tenants is what the row-level security forbids).
+-- listing across tenants is what the row-level security forbids). At the end, the one function
+-- here that writes: _page_reader_login, the memory page's reader login on the embedded server.
 
 -- browse_subjects: every (scope, scope_id) of the project that has facts, with its active and
 -- superseded counts and the time of its newest fact; newest subjects first.
@@ -163,5 +164,40 @@ BEGIN
       FROM pymem.embedders AS e
      WHERE e.project_id = browse_embedders.project_id
      ORDER BY e.created_at DESC, e.name COLLATE "C";
+END;
+$$;
+
+-- _page_reader_login(login): for `pymem serve` on the embedded server (pymem/web.py
+-- open_databases, whose login role there is the server's superuser): the login role the page's
+-- reads connect as, created when missing (LOGIN without a password: the embedded server listens
+-- on a Unix socket only and trusts it, as it trusts its superuser) and made a member of the
+-- reader role recorded in pymem.config. Grants nothing else and revokes nothing: the page then
+-- refuses a login that could write (named query reader_login). Granted to no one (a leading
+-- _): it takes CREATEROLE (to create the role) and ADMIN on the reader role. A catalog write,
+-- no table lock; two pages starting at once both succeed (duplicate_object is ignored).
+--   SELECT pymem._page_reader_login('pymem_page');
+CREATE OR REPLACE FUNCTION pymem._page_reader_login(login text)
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_reader text := (SELECT c.value FROM pymem.config AS c WHERE c.key = 'reader_role');
+BEGIN
+    IF v_reader IS NULL OR login IS NULL OR login = '' THEN
+        RAISE EXCEPTION 'pymem: no reader role is recorded (run pymem migrate), or no login name'
+            USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = login) THEN
+        BEGIN
+            EXECUTE pg_catalog.format('CREATE ROLE %I LOGIN', login);
+        EXCEPTION WHEN duplicate_object OR unique_violation THEN
+            NULL;  -- created at the same moment by another page
+        END;
+    END IF;
+    IF NOT pg_catalog.pg_has_role(login, v_reader, 'USAGE') THEN
+        EXECUTE pg_catalog.format('GRANT %I TO %I', v_reader, login);
+    END IF;
+    RETURN login;
 END;
 $$;

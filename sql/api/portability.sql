@@ -54,7 +54,8 @@ $$;
 
 -- user_import: loads a user_export document, under the document's project and user unless
 -- project_id / user_id say otherwise. Refuses (22023) when that user already has facts or
--- threads there, unless replace => true (which first forgets them). Returns counts.
+-- threads there, unless replace => true (which first forgets them). Returns counts. A project
+-- the caller may not serve is refused (42501) before the document is looked at.
 --   SELECT pymem.user_import(document => pg_read_file(...)::jsonb, user_id => 'alice2');
 -- Set-based, so its time is linear in the document's size: every check is one statement over
 -- the whole document, the facts are inserted in one statement with ids drawn from the facts'
@@ -90,12 +91,14 @@ DECLARE
     v_messages bigint;
     v_seq regclass := pg_catalog.pg_get_serial_sequence('pymem.facts', 'id')::regclass;
 BEGIN
+    -- the tenant first, as in every API function: a role bound to another project is refused
+    -- (42501) whatever the document holds, before any check could tell it something about it
+    PERFORM pymem._tenant_enter(v_project);
     IF document IS NULL OR pg_catalog.jsonb_typeof(document) <> 'object' OR document ->> 'format' IS DISTINCT FROM 'pymem.user/1' THEN
         RAISE EXCEPTION 'pymem: not a pymem user document (expected "format": "pymem.user/1")' USING ERRCODE = '22023';
     END IF;
     PERFORM pymem._fact_check_subject('user', v_user, v_project, 'exact');
     PERFORM pymem._conv_check(v_project, v_user, NULL, 'exact');
-    PERFORM pymem._tenant_enter(v_project);
     IF pg_catalog.jsonb_typeof(v_facts) <> 'array' OR pg_catalog.jsonb_typeof(v_threads) <> 'array' THEN
         RAISE EXCEPTION 'pymem: "facts" and "threads" of the document must be arrays' USING ERRCODE = '22023';
     END IF;
