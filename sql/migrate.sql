@@ -561,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('0dab6039fb6950169b5a03709b8ec843e5052957356981b8540e7d2cbe9baec4')
+SELECT pymem.migration_api_applied('da2e35b51daae26cff3097e78ac79b7f346a072292c048e7d1bd941f3713a173')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
