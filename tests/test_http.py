@@ -13,6 +13,7 @@ from chat_server import ChatServer
 
 import pymem
 from pymem.embedders import HashEmbedder, OpenAIEmbedder
+from pymem.http import origin
 from pymem.llm import MAX_REPLY_BYTES, ChatClient
 
 KEY = "sk-secret-key-1234"
@@ -61,6 +62,12 @@ def test_a_relative_redirect_names_the_endpoints_own_origin(servers):
     with pytest.raises(pymem.ConfigError, match="a redirect to nowhere"):
         client.complete(ASK)
     assert len(endpoint.requests) == 2  # no GET followed either
+
+
+def test_a_redirects_origin_keeps_nothing_but_scheme_host_and_port():
+    assert origin("https://user:password@models.example:8443/v1/x?token=t#f") == "https://models.example:8443"
+    assert origin("http://[::1]/v1") == "http://[::1]"
+    assert origin("http://host:notaport/") == "an unparsable URL"
 
 
 def test_the_embedders_key_never_follows_a_redirect(servers):
