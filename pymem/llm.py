@@ -5,7 +5,8 @@ Ollama) through the standard library, no dependency.
 * :class:`ChatClient`: one request, one reply; configured by :class:`pymem.Settings`
   (``PYMEM_LLM_BASE_URL``, ``PYMEM_LLM_MODEL``, ``PYMEM_LLM_API_KEY_ENV``, ``PYMEM_LLM_TIMEOUT``)
   or its arguments. ``timeout`` bounds the whole request (connect, wait, and the reply's
-  reading, checked between reads).
+  reading, checked between reads); a reply may have at most :data:`MAX_REPLY_BYTES`; no redirect
+  is followed (:mod:`pymem.http`, the HTTP helper it shares with the embedders).
 * :class:`ChatLearner`: a :class:`Learner` for ``Memory(learner=...)``: ``extract`` (facts about
   the user, from the user's message only), ``reconcile`` (ADD / UPDATE / DELETE / NONE for each
   of them against the user's most similar stored facts) and ``summarize`` (a ``summarizer=``).
@@ -20,13 +21,9 @@ without learning: nothing of a malformed reply is ever written.
 
 from __future__ import annotations
 
-import builtins
 import json
 import os
 import re
-import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
@@ -34,7 +31,8 @@ from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, field_validator
 from pydantic import ValidationError as SchemaError
 
-from .errors import ConfigError, ConnectionError, TimeoutError, ValidationError
+from .errors import ConfigError, ValidationError
+from .http import post_json
 from .settings import Settings
 
 #: The prompts' version a :class:`ChatLearner` uses unless told otherwise.
@@ -43,6 +41,9 @@ PROMPT_VERSION = "v1"
 MAX_FACTS = 20
 #: The longest fact a model may propose, in characters.
 MAX_FACT_CHARS = 1000
+#: The largest reply a :class:`ChatClient` reads, in bytes (4 MiB: a chat completion of the
+#: learner's JSON is a few KiB); a larger one is a ValidationError, read no further.
+MAX_REPLY_BYTES = 4 << 20
 
 _Fact = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=MAX_FACT_CHARS)]
 
@@ -130,15 +131,6 @@ def parse_reply(text: str, schema: type[BaseModel]) -> Any:
 
 
 # -- the client --------------------------------------------------------------------------------
-def _detail(body: bytes) -> str:
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        error = json.loads(text)["error"]
-        return str(error["message"] if isinstance(error, dict) else error)[:300]
-    except (ValueError, KeyError, TypeError):
-        return text[:300]
-
-
 class ChatClient:
     """An OpenAI-compatible chat-completions endpoint. Arguments left None come from
     ``settings`` (default :class:`pymem.Settings`, i.e. the ``PYMEM_LLM_*`` variables): ``model``
@@ -175,52 +167,23 @@ class ChatClient:
     def complete(self, messages: list[dict[str, str]], *, json_reply: bool = True) -> str:
         """The text of the first choice's message. ``json_reply`` asks for a JSON object
         (``response_format``). Raises pymem.TimeoutError (past ``timeout``), ConnectionError
-        (unreachable, HTTP 429 or 5xx), ConfigError (other 4xx: key, URL, model) or
-        ValidationError (a reply that is not a chat completion)."""
+        (unreachable, HTTP 408, 429 or 5xx), ConfigError (other 4xx: key, URL, model; or a redirect,
+        which is never followed) or ValidationError (a reply that is not a chat completion, or
+        larger than :data:`MAX_REPLY_BYTES`)."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if json_reply and self.json_mode:
             payload["response_format"] = {"type": "json_object"}
         url = f"{self.base_url}/chat/completions"
-        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "pymem"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        request = urllib.request.Request(url, data=json.dumps(payload).encode("utf-8"), headers=headers,
-                                         method="POST")
-        deadline = time.monotonic() + self.timeout
+        what = f"chat endpoint {url}"
+        reply = post_json(url, payload, what=what, timeout=self.timeout, max_bytes=MAX_REPLY_BYTES,
+                          api_key=self._api_key, expecting="a chat completion")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = self._read(response, deadline)
-        except urllib.error.HTTPError as exc:
-            message = f"chat endpoint {url} answered HTTP {exc.code}: {_detail(exc.read())}"
-            if 400 <= exc.code < 500 and exc.code not in (408, 429):
-                raise ConfigError(message) from exc
-            raise ConnectionError(message) from exc
-        except builtins.TimeoutError as exc:  # socket.timeout is an alias of it
-            raise TimeoutError(f"chat endpoint {url} took longer than {self.timeout} s") from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, builtins.TimeoutError):
-                raise TimeoutError(f"chat endpoint {url} took longer than {self.timeout} s") from exc
-            raise ConnectionError(f"chat endpoint {url} is unreachable: {exc.reason}") from exc
-        except OSError as exc:
-            raise ConnectionError(f"chat endpoint {url} failed: {exc}") from exc
-        try:
-            content = json.loads(raw)["choices"][0]["message"]["content"]
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
-            raise ValidationError(f"chat endpoint {url} answered without a chat completion: {raw[:200]!r}") from exc
+            content = reply["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise ValidationError(f"{what} answered without a chat completion: {str(reply)[:200]!r}") from exc
         if not isinstance(content, str):
-            raise ValidationError(f"chat endpoint {url} answered a message without text content")
+            raise ValidationError(f"{what} answered a message without text content")
         return content
-
-    def _read(self, response: Any, deadline: float) -> bytes:
-        """The body, read in pieces; past the deadline between two pieces: timeout."""
-        chunks = []
-        while True:
-            if time.monotonic() > deadline:
-                raise builtins.TimeoutError("the reply took too long")
-            chunk = response.read1(65536) if hasattr(response, "read1") else response.read(65536)
-            if not chunk:
-                return b"".join(chunks)
-            chunks.append(chunk)
 
 
 # -- the learner -------------------------------------------------------------------------------

@@ -21,9 +21,12 @@ class ChatServer:
     """POST /v1/chat/completions answers the next scripted reply: a str (the assistant
     message's content), a callable(request body) returning a reply, or a dict with ``status``
     (an HTTP error), ``sleep`` (seconds before answering), ``drip`` (seconds between each of 10
-    body pieces), ``raw`` (bytes sent as the body). With the script empty, ``responder`` (a
-    callable like the script's) answers, else HTTP 500. Every request body is kept in
-    ``requests``."""
+    body pieces), ``raw`` (bytes sent as the body), ``headers`` (more response headers, e.g. a
+    redirect's ``Location``), ``length`` (the Content-Length to declare instead of the body's),
+    ``stream`` (bytes sent again and again, with no Content-Length, until the client leaves or 60
+    s pass). With the script empty, ``responder`` (a callable like the script's) answers, else
+    HTTP 500. Every request body is kept in ``requests``; a GET (what a followed redirect sends)
+    is kept there too, as ``{"method": "GET", "path", "auth"}``, and answered like a POST."""
 
     def __init__(self, responder: Callable[[dict[str, Any]], Any] | None = None) -> None:
         self.script: list[Reply] = []
@@ -35,9 +38,16 @@ class ChatServer:
             def log_message(self, *args: Any) -> None:
                 pass
 
+            def do_GET(self) -> None:  # noqa: N802
+                server.requests.append({"method": "GET", "path": self.path, "auth": self.headers.get("Authorization")})
+                self._answer({"model": "none"})
+
             def do_POST(self) -> None:  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 server.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), **body})
+                self._answer(body)
+
+            def _answer(self, body: dict[str, Any]) -> None:
                 reply = server.script.pop(0) if server.script else server.responder or {"status": 500}
                 if callable(reply):
                     reply = reply(body)
@@ -45,10 +55,10 @@ class ChatServer:
                     reply = {"content": reply}
                 time.sleep(reply.get("sleep", 0))
                 status = reply.get("status", 200)
-                if status != 200:
-                    data = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
-                elif "raw" in reply:
+                if "raw" in reply:
                     data = reply["raw"]
+                elif status != 200:
+                    data = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
                 else:
                     data = json.dumps({"id": "x", "object": "chat.completion", "model": body["model"], "choices": [
                         {"index": 0, "message": {"role": "assistant", "content": reply.get("content", "{}")},
@@ -56,9 +66,16 @@ class ChatServer:
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(data)))
+                    for name, value in reply.get("headers", {}).items():
+                        self.send_header(name, value)
+                    if "stream" not in reply:
+                        self.send_header("Content-Length", str(reply.get("length", len(data))))
                     self.end_headers()
-                    if "drip" in reply:
+                    if "stream" in reply:
+                        until = time.monotonic() + 60
+                        while time.monotonic() < until:
+                            self.wfile.write(reply["stream"])
+                    elif "drip" in reply:
                         for i in range(10):
                             self.wfile.write(data[i * len(data) // 10:(i + 1) * len(data) // 10])
                             self.wfile.flush()

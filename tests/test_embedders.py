@@ -400,7 +400,7 @@ def test_openai_adapter_reads_the_environment(endpoint: _Server, monkeypatch: py
     [
         ("missing-model", pymem.ConfigError, r"HTTP 404: The model `missing-model` does not exist"),
         ("crash", pymem.ConnectionError, r"HTTP 500: upstream exploded"),
-        ("garbage", pymem.ConnectionError, r"without a data list"),
+        ("garbage", pymem.ValidationError, r"without a data list"),
         ("short", pymem.ValidationError, r"dimension 3 for text 0; expected 4"),
     ],
 )

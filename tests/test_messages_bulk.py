@@ -97,3 +97,31 @@ def test_async_add_messages(dsn):
             assert await mem.add_messages(["one", {"role": "assistant", "content": "two"}], user="dan") == [1, 2]
             assert [m.content for m in await mem.window(user="dan")] == ["one", "two"]
     asyncio.run(go())
+
+
+def test_vector_puts_take_at_most_10000_per_call(dsn):
+    """Issue 36, item 3: message_embeddings_put and fact_embeddings_put refuse more than 10,000
+    vectors in one call (22023, before any work: what a client can make the server hold and do),
+    as many as messages_unembedded and facts_unembedded list at most; 10,000 are stored, each
+    message marked (pymem.Memory's catch-up never sends more)."""
+    n = 10000
+    vectors = "ARRAY(SELECT '[1,2,3]'::vector FROM pg_catalog.generate_series(1, %s))"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT count(*) FROM pymem.messages_add_many('ann', 't', pg_catalog.array_fill('user'::text, ARRAY[%s]),"
+                  " ARRAY(SELECT 'message ' || g FROM pg_catalog.generate_series(1, %s) AS g))", (n, n))
+        ids = [r[0] for r in c.execute("SELECT id FROM pymem.facts_add_many('user', pg_catalog.array_fill('ann'::text, ARRAY[%s]),"
+                                       " ARRAY(SELECT 'fact ' || g FROM pg_catalog.generate_series(1, %s) AS g))", (n, n))]
+        seqs = list(range(1, n + 1))
+        with pytest.raises(psycopg.errors.InvalidParameterValue,
+                           match="message_embeddings_put takes at most 10000 vectors per call, not 10001"):
+            c.execute(f"SELECT pymem.message_embeddings_put('ann', 'e', pg_catalog.array_fill('t'::text, ARRAY[%s]), %s, {vectors})",
+                      (n + 1, [*seqs, 1], n + 1))
+        with pytest.raises(psycopg.errors.InvalidParameterValue,
+                           match="fact_embeddings_put takes at most 10000 vectors per call, not 10001"):
+            c.execute(f"SELECT pymem.fact_embeddings_put('user', 'ann', 'e', %s, {vectors})", ([*ids, ids[0]], n + 1))
+        assert rows(dsn, "SELECT count(*) FROM pymem.message_embeddings") == [(0,)]
+        assert c.execute(f"SELECT pymem.message_embeddings_put('ann', 'e', pg_catalog.array_fill('t'::text, ARRAY[%s]), %s, {vectors})",
+                         (n, seqs, n)).fetchone() == (n,)
+        assert c.execute(f"SELECT pymem.fact_embeddings_put('user', 'ann', 'e', %s, {vectors})", (ids, n)).fetchone() == (n,)
+    assert rows(dsn, "SELECT count(*), count(*) FILTER (WHERE embedded_by = 'e') FROM pymem.messages") == [(n, n)]
+    assert rows(dsn, "SELECT count(*) FROM pymem.fact_embeddings") == [(n,)]

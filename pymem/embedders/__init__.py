@@ -27,10 +27,12 @@ checks every vector passes before pymem sends it anywhere: once per batch, in
 what their model gave).
 
 Errors (all :class:`pymem.Error`): a bad vector, dimension or name is a
-:class:`~pymem.errors.ValidationError`; a missing optional package, a model file whose
-checksum differs, or an endpoint refusing the key, URL or model is a
-:class:`~pymem.errors.ConfigError`; an endpoint that cannot be reached, times out, fails
-(HTTP 5xx, 429) or answers nonsense is a :class:`~pymem.errors.ConnectionError`.
+:class:`~pymem.errors.ValidationError`, and so is an endpoint's answer that is not what was
+asked for (not JSON, no data list, too large) or that refuses the input (HTTP 400, 413, 422); a
+missing optional package, a model file whose checksum differs, an endpoint refusing the key, URL
+or model, or answering with a redirect (never followed) is a :class:`~pymem.errors.ConfigError`;
+an endpoint that cannot be reached or fails (HTTP 5xx, 408, 429) is a
+:class:`~pymem.errors.ConnectionError`, one past its timeout a :class:`~pymem.errors.TimeoutError`.
 No SQL here: storing the vectors is the database layer's job.
 
 Modules: ``base`` (the protocol, :func:`aembed`, :func:`validate_vectors` and the checks the

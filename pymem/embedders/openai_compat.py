@@ -1,16 +1,14 @@
 """OpenAIEmbedder: any OpenAI-compatible ``/embeddings`` endpoint, through the ``openai``
 package when it is installed (imported when an embedder is created, never at import time) or
-a plain urllib POST."""
+pymem's own JSON POST (:mod:`pymem.http`: no redirect followed, the reply's size bounded)."""
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from typing import Any
 
 from ..errors import ConfigError, ConnectionError, ValidationError
+from ..http import post_json, status_error
 from .base import _check_dimension, _check_name, _positive_int
 
 #: Native dimensions of OpenAI's own embedding models (any other model needs ``dimension=``).
@@ -21,33 +19,27 @@ OPENAI_DIMENSIONS = {
 }
 
 
+#: Statuses that refuse the input (too long, too many): ValidationError, not ConfigError.
+_INVALID_INPUT = (400, 413, 422)
+#: The reply's size limit: this many bytes per number asked for (``len(batch) * dimension``; a
+#: float in pretty-printed JSON takes ~30), plus :data:`REPLY_BYTES_BASE`.
+REPLY_BYTES_PER_NUMBER = 64
+REPLY_BYTES_BASE = 1 << 20
+
+
 def _http_error(name: str, status: int, detail: str) -> Exception:
-    message = f"embedding endpoint of {name!r} answered HTTP {status}" + (f": {detail}" if detail else "")
-    if status in (400, 413, 422):
-        return ValidationError(message)
-    if 400 <= status < 500 and status != 429:
-        return ConfigError(message)  # 401, 403, 404: key, URL or model
-    return ConnectionError(message)  # 429, 5xx
-
-
-def _error_detail(body: bytes) -> str:
-    """The message of an error body (OpenAI's ``{"error": {"message": ...}}``), or its start."""
-    text = body.decode("utf-8", "replace").strip()
-    try:
-        data = json.loads(text)
-        message = data["error"]["message"] if isinstance(data["error"], dict) else data["error"]
-        return str(message)[:500]
-    except (ValueError, KeyError, TypeError):
-        return text[:500]
+    return status_error(f"embedding endpoint of {name!r}", status, detail, _INVALID_INPUT)
 
 
 class OpenAIEmbedder:
     """Any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint as an :class:`Embedder`.
 
     Uses ``client`` (an ``openai.OpenAI``) when given, else the ``openai`` package when it is
-    importable and there is a key (``use_openai=False`` never, ``True`` always), else a plain
-    ``urllib`` POST of ``{"model", "input"}`` with ``Authorization: Bearer <api_key>`` (no
-    header without a key).
+    importable and there is a key (``use_openai=False`` never, ``True`` always), else pymem's own
+    POST of ``{"model", "input"}`` (:func:`pymem.http.post_json`) with ``Authorization: Bearer
+    <api_key>`` (no header without a key): no redirect followed (a 3xx is a ConfigError), at
+    most ``timeout`` seconds, and a reply of at most 1 MiB + 64 bytes per number asked for
+    (``len(batch) * dimension``), else a ValidationError.
     ``base_url`` and ``api_key`` default to ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY``, then to
     OpenAI's URL. ``dimension`` defaults to the native size of OpenAI's own models;
     ``request_dimensions=True`` also sends ``"dimensions"`` (shortened text-embedding-3
@@ -88,7 +80,7 @@ class OpenAIEmbedder:
         self.batch_size = _positive_int(batch_size, "batch_size")
         self.timeout = timeout
         self._client = client
-        # Without a key (a local endpoint) urllib sends no header; the openai client refuses
+        # Without a key (a local endpoint) pymem's POST sends no header; the openai client refuses
         # to start without one, so it is only used then when asked for.
         if client is None and (use_openai or (use_openai is None and self._api_key)):
             try:
@@ -114,7 +106,7 @@ class OpenAIEmbedder:
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):
             batch = texts[start : start + self.batch_size]
-            items = self._via_client(batch) if self._client is not None else self._via_urllib(batch)
+            items = self._via_client(batch) if self._client is not None else self._via_http(batch)
             vectors.extend(self._ordered(items, len(batch)))
         return vectors
 
@@ -134,30 +126,16 @@ class OpenAIEmbedder:
             raise ConnectionError(f"embedding endpoint of {self.name!r} failed: {exc}") from exc
         return [(getattr(item, "index", None), getattr(item, "embedding", None)) for item in response.data]
 
-    def _via_urllib(self, batch: list[str]) -> list[tuple[Any, Any]]:
+    def _via_http(self, batch: list[str]) -> list[tuple[Any, Any]]:
         url = f"{self.base_url}/embeddings"
-        headers = {"Content-Type": "application/json", "Accept": "application/json", "User-Agent": "pymem"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        body = json.dumps(self._payload(batch)).encode("utf-8")
-        request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+        what = f"embedding endpoint {url} of {self.name!r}"
+        reply = post_json(url, self._payload(batch), what=what, timeout=self.timeout, api_key=self._api_key,
+                          max_bytes=REPLY_BYTES_BASE + len(batch) * self.dimension * REPLY_BYTES_PER_NUMBER,
+                          invalid=_INVALID_INPUT, expecting="a data list")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as exc:
-            raise _http_error(self.name, exc.code, _error_detail(exc.read())) from exc
-        except (urllib.error.URLError, OSError) as exc:
-            reason = getattr(exc, "reason", exc)
-            raise ConnectionError(
-                f"embedding endpoint {url} of {self.name!r} is unreachable: {reason}"
-            ) from exc
-        try:
-            data = json.loads(raw)["data"]
-            return [(item.get("index"), item.get("embedding")) for item in data]
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ConnectionError(
-                f"embedding endpoint {url} of {self.name!r} answered without a data list: {raw[:200]!r}"
-            ) from exc
+            return [(item.get("index"), item.get("embedding")) for item in reply["data"]]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValidationError(f"{what} answered without a data list: {str(reply)[:200]!r}") from exc
 
     def _ordered(self, items: list[tuple[Any, Any]], count: int) -> list[Any]:
         """The embeddings sorted by ``index``, which must be exactly 0..count-1."""

@@ -1042,7 +1042,8 @@ END;
 $$;
 
 -- fact_embeddings_put: stores vectors from `embedder` for facts of one subject (ids and
--- embeddings are parallel arrays). Facts that no longer exist are skipped; an existing vector
+-- embeddings are parallel arrays, at most 10000 per call: what facts_unembedded lists at most;
+-- more is 22023). Facts that no longer exist are skipped; an existing vector
 -- of the same embedder is kept. Returns how many vectors were stored. The embedder's dimension
 -- is registered for the project only when at least one vector is stored.
 CREATE OR REPLACE FUNCTION pymem.fact_embeddings_put(
@@ -1060,6 +1061,11 @@ BEGIN
                                       fact_embeddings_put.project_id, 'exact');
     IF pg_catalog.cardinality(ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: ids and embeddings must have the same length' USING ERRCODE = '22023';
+    END IF;
+    IF pg_catalog.cardinality(fact_embeddings_put.embeddings) > 10000 THEN  -- as message_embeddings_put
+        RAISE EXCEPTION 'pymem: fact_embeddings_put takes at most 10000 vectors per call, not %',
+                pg_catalog.cardinality(fact_embeddings_put.embeddings)
+            USING ERRCODE = '22023', HINT = 'Send them in batches of at most 10000 (as facts_unembedded lists them).';
     END IF;
     PERFORM pymem._embeddings_validate(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
                                        fact_embeddings_put.embeddings);
