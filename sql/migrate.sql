@@ -561,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2d4425cea052c81209b19c1d0d6b60e9bb18d01dd515423319c8877133020c2b')
+SELECT pymem.migration_api_applied('939b8c9d89e760b33bf8c6a1109753fac2a04b4567702e6aac7f77ae7d70957a')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
