@@ -561,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('939b8c9d89e760b33bf8c6a1109753fac2a04b4567702e6aac7f77ae7d70957a')
+SELECT pymem.migration_api_applied('9d23cf13042c3f726a1dee8b91dbbb66691964f7158fea18096f89550ffb15fa')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

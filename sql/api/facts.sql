@@ -426,8 +426,9 @@ $$;
 -- Valid arguments (every call but a refused one) are one expression, the conjunction of what the
 -- checks accept; any other (a NULL in it included) goes through the checks one by one, which
 -- raise the precise error in their order. PL/pgSQL re-initialises every expression of a function
--- in each new transaction, and a nested call with a SET clause pushes a GUC level: the two
--- nested checkers and their ~25 expressions cost ~30 us of a ~200 us call.
+-- in each new transaction, and a nested call with a SET clause pushes a GUC level: the two nested
+-- checkers and their ~25 expressions cost ~10-13 us of server CPU of a ~100 us re-add
+-- (bench/wrappers.py --old-api).
 CREATE OR REPLACE FUNCTION pymem._fact_add_checks(
     p_scope text, p_scope_id text, p_content text, p_project_id text, p_confidence double precision,
     p_source text, p_trace_id text, p_metadata jsonb, p_max_learned integer, p_created_at timestamptz)
@@ -450,7 +451,7 @@ BEGIN
     END IF;
     PERFORM pymem._fact_check_subject(p_scope, p_scope_id, p_project_id, 'exact');
     v_content := pymem._fact_check_values(p_content, p_confidence, p_source, p_trace_id, p_metadata);
-    IF p_created_at IS NOT NULL THEN
+    IF p_created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
         PERFORM pymem._fact_check_time(p_created_at);
     END IF;
     IF p_max_learned < 1 THEN
@@ -507,8 +508,8 @@ BEGIN
             PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
         END IF;
         -- the fact and the dimension of its vector from embedder, in one read: a re-add of a fact
-        -- that has its vector (the idempotent call) then writes nothing (no registry read, no insert
-        -- attempt: no transaction id, no WAL flush at commit). Every stored vector was checked
+        -- that has its vector (the idempotent call) then ends here, without the registry read and
+        -- the insert attempt of the vector (~25% of its server CPU). Every stored vector was checked
         -- against the registry, whose rows are never changed or deleted: its dimension is the
         -- registered one. (scope compared in "C", as facts_subject_content_key holds it: only that
         -- index serves the lookup, see 0026_fact_key_lookup)
