@@ -11,11 +11,13 @@ users, the probe user (200 active facts) among them; 384-d random vectors for th
    prepared: ``facts_newest`` (50 rows) against the same index scan as plain SQL, ``fact_add`` of a
    new fact with its vector against a plain ``INSERT ... ON CONFLICT`` of the same row and its
    vector (one statement into pymem.facts and pymem.fact_embeddings; the superuser bypasses
-   row-level security, the table's lexeme trigger fires for both), an idempotent re-add
+   row-level security, the table's lexeme trigger fires for both), an idempotent re-add (without
+   a vector, and with the vector the fact has, as Memory.persist sends it with a cheap embedder)
    against a plain read of the row by key, and ``fact_supersede`` of the newest version of a
    chain (issue 15, target 3) against its floor, the same two writes as one plain statement (the
    successor's INSERT and the old row's UPDATE), and against a durable one-row INSERT into a
-   two-column table. Each call commits. Medians over ``--rounds`` rounds of ``--calls`` calls.
+   two-column table. Each call commits. Medians over ``--rounds`` rounds of ``--calls`` calls, and
+   the WAL bytes per call (the insert position around each round's calls).
 2. Wall time p50 from Python, one connection (a ``Database`` pool of one, the default settings:
    since issue 28 the statement timeout is the connection's startup option and statements are
    prepared from their fifth execution on; before, the timeout went with each statement and
@@ -76,6 +78,9 @@ ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING
 RETURNING e.fact_id"""
 READD_FN = ("SELECT a.id, a.created FROM pymem.fact_add(scope => 'user', scope_id => %(s)s, content => %(c)s, "
             "project_id => %(p)s) AS a")
+# the re-add Memory.persist sends with a cheap embedder: the fact is there with its vector
+READD_VEC_FN = ("SELECT a.id, a.created FROM pymem.fact_add(scope => 'user', scope_id => %(s)s, content => %(c)s, "
+                "project_id => %(p)s, embedding => %(v)s, embedder => %(e)s) AS a")
 READD_PLAIN = ("SELECT f.id FROM pymem.facts AS f WHERE f.project_id = %(p)s AND f.scope = 'user' AND f.scope_id = %(s)s "
                "AND f.content_key = pymem.fact_key(%(c)s) AND f.superseded_by IS NULL")
 SINGLE_ADD = "SELECT id FROM pymem.fact_add('user', %s, %s, project_id => %s)"
@@ -155,6 +160,7 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
     counter = {"fn": 0, "plain": 0}
     same = f"{token} the same fact every time"
     conn.execute(READD_FN, {"s": "w-readd", "c": same, "p": PROJECT}, prepare=True).fetchall()
+    conn.execute(READD_VEC_FN, {"s": "w-readd", "c": same, "p": PROJECT, "v": vecs[0], "e": EMBEDDER}).fetchall()
 
     def add(kind: str, sql: str):
         def call() -> None:
@@ -178,6 +184,7 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
 
     probe = {"s": PROBE, "p": PROJECT, "scope": "user", "n": 50}
     readd = {"s": "w-readd", "c": same, "p": PROJECT}
+    readd_vec = {**readd, "v": vecs[0], "e": EMBEDDER}
     cases = {
         "floor (SELECT 1)": lambda: conn.execute("SELECT 1", prepare=True).fetchall(),
         "facts_newest, 50 rows": lambda: conn.execute(NEWEST_FN, probe, prepare=True).fetchall(),
@@ -185,6 +192,7 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
         "fact_add + vector": add("fn", ADD_FN),
         "plain INSERT ON CONFLICT + vector": add("plain", ADD_PLAIN),
         "fact_add, re-add (idempotent)": lambda: conn.execute(READD_FN, readd, prepare=True).fetchall(),
+        "fact_add, re-add with its vector": lambda: conn.execute(READD_VEC_FN, readd_vec, prepare=True).fetchall(),
         "plain SELECT by key": lambda: conn.execute(READD_PLAIN, readd, prepare=True).fetchall(),
         "fact_supersede (by id)": supersede("fn", SUPERSEDE_FN),
         "plain INSERT + UPDATE (its writes)": supersede("plain", SUPERSEDE_PLAIN),
@@ -194,6 +202,8 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
     versions = versions or [("current", None)]
     cpu = {v: {k: [] for k in cases} for v, _ in versions}
     wall = {v: {k: [] for k in cases} for v, _ in versions}
+    wal = {v: {k: [] for k in cases} for v, _ in versions}
+    lsn = "SELECT pg_current_wal_insert_lsn()::text"
     for r in range(rounds + 1):
         for version, apply in versions:
             if apply is not None:
@@ -201,15 +211,21 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
             for name, fn in cases.items():
                 for _ in range(3 if apply is not None else 0):  # the new definitions' plans
                     fn()
+                w0 = conn.execute(lsn).fetchone()[0]
                 c0, t0 = int(stat.read_text().split()[0]), time.perf_counter_ns()
                 for _ in range(calls):
                     fn()
+                c1, t1 = int(stat.read_text().split()[0]), time.perf_counter_ns()
                 if r:  # the first round warms up
-                    cpu[version][name].append((int(stat.read_text().split()[0]) - c0) / calls / 1e3)
-                    wall[version][name].append((time.perf_counter_ns() - t0) / calls / 1e3)
+                    cpu[version][name].append((c1 - c0) / calls / 1e3)
+                    wall[version][name].append((t1 - t0) / calls / 1e3)
+                    # WAL bytes per call (any other writer's, e.g. a checkpoint, lands here too)
+                    wal[version][name].append(int(conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), "
+                                                               "%s::pg_lsn)", (w0,)).fetchone()[0]) / calls)
         common.progress(f"server CPU round {r}/{rounds}")
     return {v: {k: {"cpu_us": statistics.median(cpu[v][k]), "cpu_min_us": min(cpu[v][k]),
-                    "wall_us": statistics.median(wall[v][k])} for k in cases} for v, _ in versions}
+                    "wall_us": statistics.median(wall[v][k]), "wal_bytes": statistics.median(wal[v][k])}
+                for k in cases} for v, _ in versions}
 
 
 def python_wall(conninfo: str, conn: psycopg.Connection, rounds: int, calls: int, token: str) -> dict[str, dict[str, float]]:
@@ -307,11 +323,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     for version, srv_v in by_version.items():
         print(f"\nserver CPU per call, us, {version} API (median of {args.rounds} rounds x {args.calls} calls; wall beside it)")
         for k, v in srv_v.items():
-            print(f"  {k:40s} {v['cpu_us']:8.1f}  (min {v['cpu_min_us']:7.1f})  wall {v['wall_us']:8.1f}")
+            print(f"  {k:40s} {v['cpu_us']:8.1f}  (min {v['cpu_min_us']:7.1f})  wall {v['wall_us']:8.1f}"
+                  f"  WAL {v['wal_bytes']:6.0f} B")
         ratio = lambda a, b: srv_v[a]["cpu_us"] / srv_v[b]["cpu_us"]  # noqa: E731
         print(f"  facts_newest / plain scan:   {ratio('facts_newest, 50 rows', 'plain SQL, same scan'):.2f}x  (goal <= 1.5x)")
         print(f"  fact_add / plain INSERT:     {ratio('fact_add + vector', 'plain INSERT ON CONFLICT + vector'):.2f}x  (goal <= 1.5x)")
-        print(f"  re-add / plain SELECT:       {ratio('fact_add, re-add (idempotent)', 'plain SELECT by key'):.2f}x")
+        print(f"  re-add / plain SELECT:       {ratio('fact_add, re-add (idempotent)', 'plain SELECT by key'):.2f}x"
+              f"  (with its vector: {ratio('fact_add, re-add with its vector', 'plain SELECT by key'):.2f}x)")
         print(f"  supersede / its writes:      {ratio('fact_supersede (by id)', 'plain INSERT + UPDATE (its writes)'):.2f}x")
         print(f"  supersede / durable INSERT:  {ratio('fact_supersede (by id)', 'durable one-row INSERT'):.2f}x  "
               f"(its writes: {ratio('plain INSERT + UPDATE (its writes)', 'durable one-row INSERT'):.2f}x)")

@@ -72,6 +72,25 @@ def test_an_idempotent_re_add_writes_nothing(dsn):
             assert c.execute("SELECT pg_current_xact_id_if_assigned()").fetchone()[0] is not None
 
 
+def test_a_re_add_that_writes_nothing_still_checks_its_vector(dsn):
+    """The re-add of a fact that has its vector reads no registry and attempts no insert, yet
+    refuses what a first add refuses (22023, nothing written): a vector of another dimension than
+    the embedder's, a zero vector, no embedder name; another embedder's vector is stored beside."""
+    add = "SELECT id, created FROM pymem.fact_add('user', 'alice', 'Prefers email', embedding => %s, embedder => %s)"
+    with pymem.connect(dsn) as c:
+        first, created = c.execute(add, (Vector([0.5] * 8), "e8")).fetchone()
+        assert created is True
+        for vec, embedder in ((Vector([0.5] * 9), "e8"), (Vector([0.0] * 8), "e8"), (Vector([0.5] * 8), ""),
+                              (Vector([0.5] * 8), None)):
+            with pytest.raises(psycopg.errors.InvalidParameterValue):
+                c.execute(add, (vec, embedder))
+        assert c.execute(add, (Vector([0.5] * 8), "e8")).fetchone() == (first, False)
+        assert c.execute(add, (Vector([0.5] * 4), "e4")).fetchone() == (first, False)
+        rows = c.execute("SELECT embedder, vector_dims(embedding) FROM pymem.fact_embeddings ORDER BY 1").fetchall()
+        assert rows == [("e4", 4), ("e8", 8)]
+        assert c.execute("SELECT name, dimension FROM pymem.embedders ORDER BY 1").fetchall() == [("e4", 4), ("e8", 8)]
+
+
 def test_unicode_normalisation_forms_are_one_fact(mem):
     composed, decomposed = "Lives in Z\u00fcrich", "Lives in Zu\u0308rich"
     assert mem.persist(composed, id="u") == mem.persist(decomposed, id="u")

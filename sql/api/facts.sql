@@ -420,8 +420,15 @@ END;
 $$;
 
 -- _fact_add_checks: what fact_add checks before anything else (fact_lookup too, so that a
--- re-add it answers is refused exactly where fact_add would refuse it): the tenant entered, the
--- subject, the values, the time, the cap. Returns the content as stored (trimmed).
+-- re-add it answers is refused exactly where fact_add would refuse it; fact_supersede for the new
+-- version, with no cap): the tenant entered, the subject, the values, the time, the cap. Returns
+-- the content as stored (trimmed).
+-- Valid arguments (every call but a refused one) are one expression, the conjunction of what the
+-- checks accept; any other (a NULL in it included) goes through the checks one by one, which
+-- raise the precise error in their order. PL/pgSQL re-initialises every expression of a function
+-- in each new transaction, and a nested call with a SET clause pushes a GUC level: the two nested
+-- checkers and their ~25 expressions cost ~10-13 us of server CPU of a ~100 us re-add
+-- (bench/wrappers.py --old-api).
 CREATE OR REPLACE FUNCTION pymem._fact_add_checks(
     p_scope text, p_scope_id text, p_content text, p_project_id text, p_confidence double precision,
     p_source text, p_trace_id text, p_metadata jsonb, p_max_learned integer, p_created_at timestamptz)
@@ -430,9 +437,18 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
-    v_content text;
+    v_content text := pymem._fact_trim(p_content);
 BEGIN
     PERFORM pymem._tenant_enter(p_project_id);
+    IF coalesce(p_scope IN ('agent', 'user', 'project') AND p_project_id <> '*' AND pg_catalog.length(p_project_id) <= 256
+                AND p_scope_id <> '*' AND pg_catalog.length(p_scope_id) <= 256 AND (p_scope_id <> '' OR p_scope = 'agent')
+                AND v_content <> '' AND pg_catalog.length(v_content) <= 65536
+                AND p_confidence >= 0 AND p_confidence <= 1 AND p_source IN ('manual', 'learned', 'trace')
+                AND (p_trace_id IS NULL OR pg_catalog.length(p_trace_id) <= 256)
+                AND pg_catalog.jsonb_typeof(p_metadata) = 'object'
+                AND p_created_at IS NULL AND (p_max_learned IS NULL OR p_max_learned >= 1), false) THEN
+        RETURN v_content;
+    END IF;
     PERFORM pymem._fact_check_subject(p_scope, p_scope_id, p_project_id, 'exact');
     v_content := pymem._fact_check_values(p_content, p_confidence, p_source, p_trace_id, p_metadata);
     IF p_created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
@@ -478,25 +494,56 @@ DECLARE
     v_trimmed boolean := false;  -- older learned facts deleted by the cap
     v_cut_at timestamptz;
     v_cut_id bigint;
+    v_have integer;  -- the dimension of the fact's vector from embedder, if it has one
 BEGIN
     v_content := pymem._fact_add_checks(fact_add.scope, fact_add.scope_id, fact_add.content, fact_add.project_id,
                                         fact_add.confidence, fact_add.source, fact_add.trace_id, fact_add.metadata,
                                         fact_add.max_learned, fact_add.created_at);
-    IF fact_add.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
-        PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
-    END IF;
     v_key := pymem.fact_key(v_content);
-    IF fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
-        -- one learned writer per subject at a time, so the cap holds under concurrency
-        PERFORM pymem._subject_lock(fact_add.project_id, fact_add.scope, fact_add.scope_id);
+    IF fact_add.embedding IS NOT NULL AND NOT (fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL) THEN
+        -- the checks of _embedding_register that need no read, as one expression (it raises
+        -- the precise error)
+        IF NOT coalesce(fact_add.embedder <> '' AND pg_catalog.length(fact_add.embedder) <= 200
+                        AND pymem._vector_norm(fact_add.embedding) <> 0, false) THEN
+            PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
+        END IF;
+        -- the fact and the dimension of its vector from embedder, in one read: a re-add of a fact
+        -- that has its vector (the idempotent call) then ends here, without the registry read and
+        -- the insert attempt of the vector (~25% of its server CPU). Every stored vector was checked
+        -- against the registry, whose rows are never changed or deleted: its dimension is the
+        -- registered one. (scope compared in "C", as facts_subject_content_key holds it: only that
+        -- index serves the lookup, see 0026_fact_key_lookup)
+        SELECT f.id, pymem._vector_dims(e.embedding) INTO v_id, v_have
+          FROM pymem.facts AS f
+          LEFT JOIN pymem.fact_embeddings AS e
+            ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id AND e.fact_id = f.id
+           AND e.embedder = fact_add.embedder
+         WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C"
+           AND f.scope_id = fact_add.scope_id AND f.content_key = v_key AND f.superseded_by IS NULL;
+        IF v_have = pymem._vector_dims(fact_add.embedding) THEN
+            id := v_id;
+            created := false;
+            RETURN NEXT;
+            RETURN;
+        END IF;
+        -- a new fact, or one without this vector: the registry read (the first use registers the
+        -- embedder; another dimension is refused, 22023)
+        PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
+    ELSE
+        IF fact_add.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
+            PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
+        END IF;
+        IF fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
+            -- one learned writer per subject at a time, so the cap holds under concurrency
+            -- (registered first, as always: a first registration waits for nobody's subject lock)
+            PERFORM pymem._subject_lock(fact_add.project_id, fact_add.scope, fact_add.scope_id);
+        END IF;
+        -- an idempotent re-add (the fact is there) is one index read: no insert attempt, so no
+        -- statement trigger either
+        SELECT f.id INTO v_id FROM pymem.facts AS f
+         WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
+           AND f.content_key = v_key AND f.superseded_by IS NULL;
     END IF;
-    -- an idempotent re-add (the fact is there) is one index read: no insert attempt, so no
-    -- statement trigger either
-    -- (scope compared in "C", as facts_subject_content_key holds it: only that index serves the
-    -- lookup, see 0026_fact_key_lookup)
-    SELECT f.id INTO v_id FROM pymem.facts AS f
-     WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
-       AND f.content_key = v_key AND f.superseded_by IS NULL;
     v_created := false;
     WHILE v_id IS NULL LOOP
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
@@ -796,15 +843,10 @@ DECLARE
     v_other bigint;
     v_at timestamptz;
 BEGIN
-    PERFORM pymem._tenant_enter(fact_supersede.project_id);
-    -- the checks are assignments, which PL/pgSQL evaluates as simple expressions (a PERFORM runs
-    -- a query); the subject check returns true or raises
-    v_created := pymem._fact_check_subject(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.project_id, 'exact');
-    v_content := pymem._fact_check_values(fact_supersede.new_content, fact_supersede.confidence, fact_supersede.source,
-                                          fact_supersede.trace_id, fact_supersede.metadata);
-    IF fact_supersede.created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
-        PERFORM pymem._fact_check_time(fact_supersede.created_at);
-    END IF;
+    -- fact_add's checks of the tenant, the subject, the new version's values and its time (no cap)
+    v_content := pymem._fact_add_checks(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.new_content,
+                                        fact_supersede.project_id, fact_supersede.confidence, fact_supersede.source,
+                                        fact_supersede.trace_id, fact_supersede.metadata, NULL, fact_supersede.created_at);
     IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
