@@ -561,7 +561,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a9c6536f548dfb5eca1c5929b3696366ed71d24757f6a5fc75fd92815823aa19')
+SELECT pymem.migration_api_applied('b3a8728c4078468f4ac0bd8d0749b7041cdf004380f70c61095d05e0d0b7baba')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

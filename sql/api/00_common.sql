@@ -109,6 +109,21 @@ BEGIN
 END;
 $$;
 
+-- _check_batch: what one batch call takes at most (caller, what its elements are, how many it
+-- was given, its limit): the bound on what one call makes the server hold and do. 22023 past it.
+CREATE OR REPLACE FUNCTION pymem._check_batch(caller text, elements text, n integer, max_n integer)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF n > max_n THEN
+        RAISE EXCEPTION 'pymem: % takes at most % % per call, not %', caller, max_n, elements, n
+            USING ERRCODE = '22023', HINT = pg_catalog.format('Send them in batches of at most %s.', max_n);
+    END IF;
+END;
+$$;
+
 -- _check_limit: a row limit between 0 and 10000.
 CREATE OR REPLACE FUNCTION pymem._check_limit(name text, value integer)
 RETURNS integer

@@ -208,9 +208,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: messages_add_many needs roles and contents, and every array it is given, of one length'
             USING ERRCODE = '22023';
     END IF;
-    IF v_n > 100000 THEN
-        RAISE EXCEPTION 'pymem: messages_add_many takes at most 100000 messages per call, not %', v_n USING ERRCODE = '22023';
-    END IF;
+    PERFORM pymem._check_batch('messages_add_many', 'messages', v_n, 100000);
     IF v_n = 0 THEN
         RETURN;
     END IF;
@@ -854,11 +852,8 @@ BEGIN
         RAISE EXCEPTION 'pymem: thread_ids, seqs and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
     -- the cap bounds what one call makes the server hold and do (10000 vectors: ~0.6 s on a small VM)
-    IF pg_catalog.cardinality(message_embeddings_put.embeddings) > 10000 THEN
-        RAISE EXCEPTION 'pymem: message_embeddings_put takes at most 10000 vectors per call, not %',
-                pg_catalog.cardinality(message_embeddings_put.embeddings)
-            USING ERRCODE = '22023', HINT = 'Send them in batches of at most 10000 (as messages_unembedded lists them).';
-    END IF;
+    PERFORM pymem._check_batch('message_embeddings_put', 'vectors',
+                               pg_catalog.cardinality(message_embeddings_put.embeddings), 10000);
     PERFORM pymem._embeddings_validate(message_embeddings_put.project_id, message_embeddings_put.embedder,
                                        message_embeddings_put.embeddings);
     -- Each message found by its primary key, whatever the plan: the lateral subquery (OFFSET 0

@@ -326,9 +326,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: facts_add_many needs scope_ids and contents, and every array it is given, of one length'
             USING ERRCODE = '22023';
     END IF;
-    IF v_n > 100000 THEN
-        RAISE EXCEPTION 'pymem: facts_add_many takes at most 100000 facts per call, not %', v_n USING ERRCODE = '22023';
-    END IF;
+    PERFORM pymem._check_batch('facts_add_many', 'facts', v_n, 100000);
     IF v_n = 0 THEN
         RETURN;
     END IF;
@@ -1104,11 +1102,8 @@ BEGIN
     IF pg_catalog.cardinality(ids) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: ids and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    IF pg_catalog.cardinality(fact_embeddings_put.embeddings) > 10000 THEN  -- as message_embeddings_put
-        RAISE EXCEPTION 'pymem: fact_embeddings_put takes at most 10000 vectors per call, not %',
-                pg_catalog.cardinality(fact_embeddings_put.embeddings)
-            USING ERRCODE = '22023', HINT = 'Send them in batches of at most 10000 (as facts_unembedded lists them).';
-    END IF;
+    -- as many as facts_unembedded lists in one call
+    PERFORM pymem._check_batch('fact_embeddings_put', 'vectors', pg_catalog.cardinality(fact_embeddings_put.embeddings), 10000);
     PERFORM pymem._embeddings_validate(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
                                        fact_embeddings_put.embeddings);
     INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
