@@ -12,6 +12,7 @@ import contextlib
 import json
 import math
 import os
+import re
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -135,6 +136,21 @@ def errors(conninfo: str | None = None) -> Iterator[None]:
         raise err from None
 
 
+def per_call_query(name: str, settings: Settings) -> str:
+    """The named query ``name`` behind a transaction-local ``set_config('statement_timeout', ...)``,
+    as one string of two statements for the simple query protocol (:func:`execute`), its
+    parameters bound by the client (``%(x)b`` becomes ``%(x)s``: that protocol has no binary)."""
+    key = (name, settings.statement_timeout_ms)
+    if (found := _per_call.get(key)) is None:
+        timeout = Q["statement_timeout"].replace("%(ms)s", f"'{int(settings.statement_timeout_ms)}'")
+        found = _per_call[key] = timeout + "\n" + _BINARY.sub(r"%(\1)s", Q[name])
+    return found
+
+
+_per_call: dict[tuple[str, int], str] = {}
+_BINARY = re.compile(r"%\((\w+)\)b")
+
+
 def execute(
     conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings, *,
     citus: bool = False, timeout_per_call: bool = False
@@ -143,15 +159,24 @@ def execute(
 
     One statement, one round trip: the connection carries the statement timeout for its session
     (:func:`timeout_kwargs`). ``timeout_per_call``: it does not (a pooler refused the startup
-    option, or did not pass it on), so the query goes in one pipeline behind a transaction-local
-    ``set_config('statement_timeout', ...)``: still one round trip, one implicit transaction (no
-    Sync between them), the timeout for this statement only and nothing left on the server
-    connection for whoever uses it next.
+    option, or did not pass it on), so the query goes behind a transaction-local
+    ``set_config('statement_timeout', ...)`` in one simple-protocol message
+    (:func:`per_call_query`, parameters bound by the client): still one round trip, one implicit
+    transaction, the timeout for this statement only and nothing left on the server connection
+    for whoever uses it next. Not a pipeline: psycopg ends one with a Sync and, when the results
+    are not back yet, a Flush, and a Flush that reaches PgBouncer (1.25) after the Sync's
+    ReadyForQuery ties its server connection to this idle client, so every other client waits
+    (``query_wait_timeout``).
     ``citus``: a Citus coordinator, which delegates a call sent alone to the worker of its user
-    (never in a pipeline: Citus runs one as a transaction and delegates nothing inside it). A call
+    (never behind another statement: Citus delegates no function call inside a transaction). A call
     that names no single user (``browse_*``, ``'*'``, a fact by id) runs on the coordinator, whose
     reads of the workers carry the tenant only inside a transaction: refused outside one (0A000,
     "without its tenant", nothing done), it is sent again in a transaction (README "Scaling out")."""
+    if timeout_per_call and not citus:
+        cur = psycopg.ClientCursor(conn, row_factory=dict_row)
+        cur.execute(per_call_query(name, settings), params)
+        cur.nextset()
+        return cur.fetchall()
     cur = conn.cursor(row_factory=dict_row)
     if citus:
         try:
@@ -161,12 +186,7 @@ def execute(
                 raise
         with conn.transaction():
             return cur.execute(Q[name], params).fetchall()
-    if not timeout_per_call:
-        return cur.execute(Q[name], params).fetchall()
-    with conn.pipeline():
-        conn.execute(Q["statement_timeout"], {"ms": str(settings.statement_timeout_ms)})
-        cur.execute(Q[name], params)
-    return cur.fetchall()
+    return cur.execute(Q[name], params).fetchall()
 
 
 async def aexecute(
@@ -174,6 +194,11 @@ async def aexecute(
     citus: bool = False, timeout_per_call: bool = False
 ) -> list[dict[str, Any]]:
     """The asyncio twin of :func:`execute`."""
+    if timeout_per_call and not citus:
+        acur = psycopg.AsyncClientCursor(conn, row_factory=dict_row)
+        await acur.execute(per_call_query(name, settings), params)
+        acur.nextset()
+        return await acur.fetchall()
     cur = conn.cursor(row_factory=dict_row)
     if citus:
         try:
@@ -185,12 +210,7 @@ async def aexecute(
         async with conn.transaction():
             await cur.execute(Q[name], params)
             return await cur.fetchall()
-    if not timeout_per_call:
-        await cur.execute(Q[name], params)
-        return await cur.fetchall()
-    async with conn.pipeline():
-        await conn.execute(Q["statement_timeout"], {"ms": str(settings.statement_timeout_ms)})
-        await cur.execute(Q[name], params)
+    await cur.execute(Q[name], params)
     return await cur.fetchall()
 
 

@@ -103,7 +103,7 @@ JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
 WHERE e.extname = 'vector';
 
 -- name: statement_timeout
--- PYMEM_STATEMENT_TIMEOUT_MS for the next statement only, where a transaction pooler refused it as a startup option: sent in one pipeline with the statement, before one Sync (transaction-local, so nothing stays on a pooled server connection).
+-- PYMEM_STATEMENT_TIMEOUT_MS for the next statement only, where a transaction pooler refused it as a startup option: sent before the statement in one simple-protocol message, one implicit transaction (transaction-local, so nothing stays on a pooled server connection; pymem.connection.per_call_query).
 SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true);
 
 -- name: statement_timeout_source

@@ -442,8 +442,8 @@ def test_memory_on_the_cluster_for_users_on_both_workers(pymem_cluster, statemen
     """Python's Memory against the coordinator: turns with vectors (message_embeddings_put), recall
     and context with the agent's fact, for a user on each worker. Every call is delegated to one
     worker (Citus says "pushing down the function call" at DEBUG1), with or without a statement
-    timeout: on Citus the timeout is the pooled connection's session setting, not a pipeline in
-    front of each call (a pipeline is a transaction, in which Citus delegates nothing)."""
+    timeout: on Citus the timeout is the pooled connection's session setting, not a set_config in
+    front of each call (the two would be a transaction, in which Citus delegates nothing)."""
     admin, app, _ = pymem_cluster
     with psycopg.connect(admin, autocommit=True) as c:
         agent, near, far = _agent_and_users(c)

@@ -17,7 +17,7 @@ from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
 import pymem
-from pymem import HashEmbedder, Memory, server
+from pymem import AsyncMemory, HashEmbedder, Memory, server
 
 # A pool timeout short enough that the old behaviour (wait for the pool, then "no free
 # connection") fails these tests quickly instead of passing them slowly.
@@ -219,6 +219,54 @@ def test_statement_timeout_cancels_a_blocked_call_and_costs_no_statement(dsn, ad
         assert [f.content for f in mem.retrieve(id="alice")] == ["Lives in Oslo"]
         with db.connection() as c:  # the same server connection
             assert c.execute("SELECT pg_backend_pid()").fetchone()[0] == pid
+
+
+def test_the_timeout_per_call_is_one_simple_query_with_no_flush_and_ends_with_the_call(dsn):
+    """Where a pooler refused the startup option, each call carries its timeout: one Query message
+    (set_config and the call, one implicit transaction), never a pipeline, whose Flush after the
+    Sync left PgBouncer 1.25's one server connection tied to an idle client under load."""
+    no_session = make_conninfo(dsn, options="-c statement_timeout=0")  # the DSN's wins: no session timeout
+    with pymem.Database(pymem.Settings(dsn=no_session, statement_timeout_ms=300, pool_max_size=1)) as db:
+        db._per_call = True  # as when a pooler refused the startup option
+        mem = Memory(agent_id="bot", db=db, embedder=pymem.HashEmbedder())
+        fact = mem.persist("Lives in Oslo", id="alice")
+        assert mem.persist("Lives in Oslo", id="alice") == fact  # its vector went as a literal
+        newest = {"scope": "user", "scope_id": "alice", "project_id": "", "max_facts": 50}
+        with db.connection() as c:
+            for _ in range(7):  # past psycopg's prepare threshold: still one message, nothing prepared
+                sent = traced_messages(c, lambda: pymem.connection.execute(
+                    c, "facts_newest", newest, db.settings, timeout_per_call=True))
+            assert sent == ["Query"], sent
+            assert c.execute("SELECT count(*) FROM pg_prepared_statements").fetchone()[0] == 0
+            assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"  # ended with the call
+        assert [f.content for f in mem.retrieve(id="alice")] == ["Lives in Oslo"]
+
+        holder = psycopg.connect(dsn)  # holds a lock every facts call needs
+        holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
+        release = threading.Timer(30, holder.rollback)  # without the timeout: waits, then succeeds
+        release.start()
+        try:
+            with pytest.raises(pymem.TimeoutError) as err:
+                mem.retrieve(id="alice")
+        finally:
+            release.cancel()
+            holder.close()
+        assert err.value.sqlstate == "57014" and "statement timeout" in str(err.value)
+        with db.connection() as c:
+            assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"
+
+    async def asynchronously():  # the asyncio twin sends the same one message
+        adb = await pymem.AsyncDatabase.open(pymem.Settings(dsn=no_session, statement_timeout_ms=300))
+        adb._per_call = True
+        async with AsyncMemory(agent_id="bot", db=adb, embedder=pymem.HashEmbedder()) as amem:
+            again = await amem.persist("Lives in Oslo", id="alice")
+            contents = [f.content for f in await amem.retrieve(id="alice")]
+            async with adb.connection() as c:
+                shown = (await (await c.execute("SHOW statement_timeout")).fetchone())[0]
+        await adb.close()
+        return again, contents, shown
+
+    assert asyncio.run(asynchronously()) == (fact, ["Lives in Oslo"], "0")
 
 
 def test_the_dsn_options_come_after_the_timeout_and_win(dsn):

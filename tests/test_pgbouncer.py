@@ -10,13 +10,15 @@ and any session state left on it reaches the next client. Two PgBouncers:
   threshold left at its default, nothing is prepared.
 * PgBouncer 1.25.2, built from the team's vendored source by ``.ci/pgbouncer build`` (cached
   outside the repository): it keeps prepared statements in transaction mode
-  (``max_prepared_statements = 200`` by default), so pymem prepares behind it. With its
+  (``max_prepared_statements = 200`` by default), so pymem prepares behind it when it sends no
+  timeout with each call (the timeout set on the server instead). With its
   defaults it refuses pymem's option ("unsupported startup parameter in options:
   statement_timeout"); with ``track_extra_parameters = IntervalStyle, statement_timeout`` it
   accepts the option but never sets it on the server connection (PgBouncer restores only
   parameters whose server-side value PostgreSQL reports, and statement_timeout is not one).
   pymem notices either way (its first connection asks where the session's timeout came from)
-  and sends the timeout with each call.
+  and sends the timeout with each call, in one simple-protocol message (never a pipeline: see
+  pymem.connection.execute).
 
 Skipped when pgbouncer is not installed, or when 1.25.2 cannot be built here (no vendored
 archive, no build tools: the skip reason names what is missing), except under CI (environment
@@ -290,7 +292,7 @@ def test_no_session_state_reaches_the_next_client_and_the_timeout_still_applies(
 # PgBouncer 1.25.2 (vendored source): keeps prepared statements in transaction mode.
 
 
-def test_pgbouncer_125_tracking_statement_timeout_accepts_the_option_and_keeps_prepared_statements(
+def test_pgbouncer_125_tracking_statement_timeout_accepts_the_option_and_pymem_sends_it_with_each_call(
         bouncer_125_tracking, tmp_path):
     bouncer = bouncer_125_tracking
     with psycopg.connect(bouncer, autocommit=True) as other:  # another client of PgBouncer
@@ -299,14 +301,12 @@ def test_pgbouncer_125_tracking_statement_timeout_accepts_the_option_and_keeps_p
         with pymem.Database(pymem.Settings(dsn=bouncer)) as db:
             contract(db, "alice")
             contract_from_threads(db, tmp_path)
-            # the startup option was accepted (and not passed on): prepared statements stay on ...
-            assert prepare_thresholds(db) == {5}
-            assert db._per_call  # ... and the timeout goes with each call
+            # the startup option was accepted (and not passed on): the timeout goes with each
+            # call, in one simple-protocol message, so nothing is prepared on the server connection
+            assert db._per_call
             assert "unsupported startup parameter" not in _bouncer_log(tmp_path)
-            # ... and really are prepared on the one server connection, under PgBouncer's names
             assert other.execute("SELECT pg_backend_pid()").fetchone()[0] == server_pid
-            names = server_prepared(other)
-            assert names and all(n.startswith("PGBOUNCER_") for n in names), names
+            assert server_prepared(other) == []
             assert other.execute("SHOW statement_timeout").fetchone()[0] == default
         with pymem.Database(pymem.Settings(dsn=bouncer, statement_timeout_ms=300)) as db:
             with db.connection() as c:
@@ -333,16 +333,39 @@ def test_pgbouncer_125_defaults_refuse_the_option_and_pymem_falls_back(bouncer_1
         with pymem.Database(pymem.Settings(dsn=bouncer_125, statement_timeout_ms=300)) as db:
             contract(db, "alice")
             contract_from_threads(db, tmp_path)
-            # refused with "in options" (a PgBouncer that knows the parameter, 1.20+): prepared
-            # statements stay on, under PgBouncer's names, and the timeout goes with each call
-            assert prepare_thresholds(db) == {5}
-            names = server_prepared(other)
-            assert names and all(n.startswith("PGBOUNCER_") for n in names), names
+            # refused with "in options" (a PgBouncer that knows the parameter, 1.20+): the
+            # timeout goes with each call, one simple-protocol message, nothing prepared
+            assert db._per_call
+            assert server_prepared(other) == []
             assert other.execute("SHOW statement_timeout").fetchone()[0] == default
             mem = Memory(agent_id="bot", db=db)
             mem.persist("Lives in Oslo", id="alice")
             assert_blocked_call_times_out(mem, dsn, tmp_path)
     assert "unsupported startup parameter in options: statement_timeout" in _bouncer_log(tmp_path)
+
+
+def test_pgbouncer_125_with_the_timeout_on_the_server_keeps_prepared_statements(bouncer_125, dsn, admin, tmp_path):
+    """README "Behind PgBouncer", the fast way: the timeout set on the server (here on the
+    database; on the application role in production) and PYMEM_STATEMENT_TIMEOUT_MS=0, so pymem
+    sends it with no call: each call is one extended-protocol statement, prepared from its fifth
+    execution on, under PgBouncer's names, and a blocked call still times out."""
+    dbname = conninfo_to_dict(dsn)["dbname"]
+    admin.execute(f'ALTER DATABASE "{dbname}" SET statement_timeout = 300')  # new server connections take it
+    # PgBouncer's server connection opened before the setting: ended, so that the next one takes it
+    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                  (dbname,))
+    with psycopg.connect(bouncer_125, autocommit=True) as other:  # another client of PgBouncer
+        assert other.execute("SHOW statement_timeout").fetchone()[0] == "300ms"
+        with pymem.Database(pymem.Settings(dsn=bouncer_125, statement_timeout_ms=0)) as db:
+            contract(db, "alice")
+            contract_from_threads(db, tmp_path)
+            assert not db._per_call and prepare_thresholds(db) == {5}
+            names = server_prepared(other)
+            assert names and all(n.startswith("PGBOUNCER_") for n in names), names
+            mem = Memory(agent_id="bot", db=db)
+            mem.persist("Lives in Oslo", id="alice")
+            assert_blocked_call_times_out(mem, dsn, tmp_path)
+    assert "unsupported startup parameter" not in _bouncer_log(tmp_path)  # no option sent at all
 
 
 def test_pgbouncer_125_with_the_documented_setting_for_poolers_that_keep_no_statements(bouncer_125, dsn, tmp_path):
