@@ -386,7 +386,7 @@ NEWEST_SQL = """SELECT f.* FROM pymem.facts AS f
  LIMIT {limit}"""
 
 # For EXPLAIN with literals; the "*_in_function" plans are the live ones. UNEMBEDDED_SQL is the
-# subject branch of facts_unembedded (sql/api/facts.sql; keep it in step). SEARCH_SQL is not a
+# subject branch of facts_unembedded (sql/api/facts_bulk.sql; keep it in step). SEARCH_SQL is not a
 # copy of anything pymem runs now: it is the plain-SQL baseline of vector search (the subject's
 # active facts by cosine distance, unembedded ones first), what facts_search by vector alone
 # (SEARCH_VECTOR_ONLY) must match; facts_search itself ranks words and vectors together.

@@ -1,4 +1,4 @@
-"""Conversation memory over ``sql/api/conversations.sql``: the operations behind
+"""Conversation memory over ``sql/api/conversations*.sql``: the operations behind
 ``Memory.record``, ``turn``, ``window``, ``summary``, ``recall`` and ``forget_conversation``
 (see :mod:`pymem.memory`).
 

@@ -1,4 +1,4 @@
-"""Durable facts over ``sql/api/facts.sql``: the operations behind ``Memory.persist``,
+"""Durable facts over ``sql/api/facts*.sql``: the operations behind ``Memory.persist``,
 ``retrieve``, ``update``, ``forget`` and ``history`` (see :mod:`pymem.memory`).
 
 Tiers map to the SQL scopes: ``global`` -> scope ``agent`` under the Memory's ``agent_id``;

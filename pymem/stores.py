@@ -1,4 +1,4 @@
-"""Keyed memory stores over ``sql/api/stores.sql``: ``pymem.MemoryStore`` (sync) and
+"""Keyed memory stores over ``sql/api/stores*.sql``: ``pymem.MemoryStore`` (sync) and
 ``pymem.AsyncMemoryStore``.
 
 A store is a transcript (chat messages, append-only) plus path-addressed text/JSON entries

@@ -283,7 +283,7 @@ AS $$
 $$;
 
 -- The reads of context_read over the copies: _shared_facts_for_context and the functions it
--- calls are the plain ones (api/facts.sql, just re-created by this migrate) with the tables
+-- calls are the plain ones (api/facts_search.sql and api/facts.sql, just re-created by this migrate) with the tables
 -- and calls renamed, so they never drift from them; _facts_for_context sends 'user' facts to
 -- the plain body (kept as _user_facts_for_context) and the others to the copies.
 SELECT pymem.migration_types_path();  -- the functions below name pgvector's type

@@ -536,10 +536,19 @@ SELECT pymem.migration_types_path()
 \ir api/browse.sql
 \ir api/context.sql
 \ir api/conversations.sql
+\ir api/conversations_embeddings.sql
+\ir api/conversations_recall.sql
+\ir api/conversations_summaries.sql
+\ir api/conversations_turns.sql
 \ir api/facts.sql
+\ir api/facts_bulk.sql
+\ir api/facts_search.sql
+\ir api/facts_versions.sql
 \ir api/meta.sql
 \ir api/portability.sql
 \ir api/stores.sql
+\ir api/stores_history.sql
+\ir api/stores_items.sql
 \ir api/tenant.sql
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
@@ -561,7 +570,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('b3a8728c4078468f4ac0bd8d0749b7041cdf004380f70c61095d05e0d0b7baba')
+SELECT pymem.migration_api_applied('66ba63cc1a2bdfcd50a405aa124c35f0ab3dd4e2e0027586f6456a1af489bb69')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -1,6 +1,6 @@
 """Supersede onto content that is already an active fact (issue 13, point 1): the old fact is
 retired into that fact, and history becomes a tree merging into its newest version
-(sql/api/facts.sql fact_supersede / fact_chain, pymem Memory.update / history). On a real
+(sql/api/facts_versions.sql fact_supersede / fact_chain, pymem Memory.update / history). On a real
 server; interleavings are proven by lock waits (pg_blocking_pids), never by sleeps."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Fact search (sql/api/facts.sql facts_search, Memory.retrieve): the fused lexical + vector ranking
+"""Fact search (sql/api/facts_search.sql facts_search, Memory.retrieve): the fused lexical + vector ranking
 checked against a brute-force ranking computed here (ties and filters included), the lexical
 index kept by the facts_lexemes trigger, lexical-only and vector-only searches, the metadata
 filter, created_at on fact writes, and the plans of a user's lexical search on a big table."""

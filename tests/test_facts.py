@@ -1,4 +1,4 @@
-"""Conformance suite for durable facts (sql/api/facts.sql, pymem/facts.py), on a real server."""
+"""Conformance suite for durable facts (sql/api/facts*.sql, pymem/facts.py), on a real server."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Keyed memory stores (sql/api/stores.sql, pymem/stores.py) against the real server."""
+"""Keyed memory stores (sql/api/stores*.sql, pymem/stores.py) against the real server."""
 
 from __future__ import annotations
 

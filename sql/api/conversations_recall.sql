@@ -1,0 +1,611 @@
+-- conversations_recall.sql: semantic, lexical and hybrid recall of a user's past messages
+-- (messages_recall, and _recall / _recall_ranked behind it, which context_read calls too),
+-- ranked by relevance, recency and importance, and the plan of per-user recall indexes for
+-- heavy users (recall_index_plan). Part of conversation memory (conversations.sql).
+-- Re-applied on every migrate; called by pymem/conversations.py and by any SQL client.
+--
+-- Errors: 22023 invalid argument; 55P03 (recall_index_plan) when its lock is held too long.
+
+-- _recall_check: validates recall parameters. min_score NULL: no threshold; else in -1..1, the
+-- range of a score. lexical_weight in 0..1. as_of, since and until: finite when given.
+CREATE OR REPLACE FUNCTION pymem._recall_check(
+    k integer, min_content_chars integer, recency_weight double precision,
+    importance_weight double precision, half_life_seconds double precision, min_score double precision,
+    lexical_weight double precision, as_of timestamptz, since timestamptz, until timestamptz)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    PERFORM pymem._check_limit('k', k);
+    PERFORM pymem._check_limit('min_content_chars', min_content_chars);
+    IF recency_weight IS NULL OR importance_weight IS NULL
+       OR NOT (recency_weight >= 0 AND recency_weight <= 1) OR NOT (importance_weight >= 0 AND importance_weight <= 1)
+       OR recency_weight + importance_weight > 1 THEN
+        RAISE EXCEPTION 'pymem: recency_weight and importance_weight must each be in 0..1 and sum to at most 1 (got % and %)',
+                recency_weight, importance_weight
+            USING ERRCODE = '22023';
+    END IF;
+    IF half_life_seconds IS NULL OR NOT (half_life_seconds > 0 AND half_life_seconds < 'Infinity'::float8) THEN
+        RAISE EXCEPTION 'pymem: half_life_seconds must be a positive number' USING ERRCODE = '22023';
+    END IF;
+    IF min_score IS NOT NULL AND NOT (min_score >= -1 AND min_score <= 1) THEN
+        RAISE EXCEPTION 'pymem: min_score must be between -1 and 1, or NULL for no threshold (got %)', min_score
+            USING ERRCODE = '22023';
+    END IF;
+    IF lexical_weight IS NULL OR NOT (lexical_weight >= 0 AND lexical_weight <= 1) THEN
+        RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1 (got %)', lexical_weight USING ERRCODE = '22023';
+    END IF;
+    IF NOT pg_catalog.isfinite(coalesce(as_of, '2000-01-01')) OR NOT pg_catalog.isfinite(coalesce(since, '2000-01-01'))
+       OR NOT pg_catalog.isfinite(coalesce(until, '2000-01-01')) THEN
+        RAISE EXCEPTION 'pymem: as_of, since and until must be finite times (or NULL)' USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- _vector_match: recall's floor for a cosine: a message matches the query vector when its cosine
+-- is above 1e-5, not merely above 0 (a pair with nothing in common, e.g. HashEmbedder's vectors of
+-- texts sharing no n-gram, comes out of float4 arithmetic a few 1e-7 either side of 0). No SET
+-- clause, so that it inlines into recall's queries: the operator is named with its schema.
+CREATE OR REPLACE FUNCTION pymem._vector_match(similarity double precision)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
+
+-- _recall_ranked: a user's recall candidates ranked by
+--   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
+-- (age measured from p_as_of, default now; ties: newer first, then thread and seq), where
+--   relevance = (1 - lw) * cosine + lw * lexical   with a query vector and query terms,
+--             = cosine                             with a vector and no terms (no text, or only stop words),
+--             = lexical                            with terms and no vector;
+--   lexical   = BM25 (k1 1.2, b 0.75) of the query text's lexemes in each message, divided by the
+--               best eligible message's (the best lexical match has 1, a message sharing no term 0).
+-- BM25's statistics (document count, average length in tokens, each term's document frequency)
+-- are those of the rows ranked: with a vector, the user's messages with a vector of p_embedder as of
+-- p_as_of; without, the user's messages as of p_as_of.
+-- Eligible: with a vector, every message with a vector of p_embedder that matches the query at
+-- all (a cosine above 1e-5, _vector_match, or a term in common with the text); without one, every message sharing
+-- a term with the text (the floor: a message that matches neither way is never recalled, however
+-- recent or important, so a short or unrelated history gives fewer than k rows, not padding); in
+-- both cases of at least p_min_chars characters, outside the
+-- newest `window` messages of the current thread, created at or before p_as_of, at or after
+-- p_since and before p_until, whose metadata contains p_filter, and, when p_min_score is not NULL,
+-- scoring at least that. An exact scan of the user's rows: exactly `limit_rows` rows come back
+-- whenever that many are eligible.
+--
+-- How: one read of the user's rows (with a vector, each vector row carries its message's lexemes
+-- and length, 0017_lexemes_beside_vectors; a vector stored before that has NULL there and its
+-- message's lexemes are read by primary key; without a vector, the user's rows of message_lexemes),
+-- kept in memory with each row's similarity, length and eligibility, and the lexemes of the rows
+-- sharing a term only. The score splits into a part every row has and a lexical bonus (>= 0) that
+-- only the rows sharing a term have:
+--   base  = (1 - rw - iw) * (1 - lw') * cosine + rw * recency + iw * importance
+--   bonus = (1 - rw - iw) * lw' * lexical        (lw' = lw with a vector and terms, 0 with a vector
+--                                                 and no terms, 1 without a vector)
+-- so the top k are among the k best rows by base with a positive cosine and the rows sharing a
+-- term (the floor keeps the rest out): a row with no term
+-- that belongs in the top k has at most k - 1 rows above it by base (a row above it by base
+-- scores at least as much). Only those few rows are scored in full; the rest are read once and
+-- sorted once. Without a term (vector recall alone) the rows are not kept: the best are picked while
+-- they are read (the CTE top). No join of the user's rows with each other: planned
+-- generically (statistics saying "a row or two"), such a join ran as a nested loop, 17 ms for
+-- 1,000 messages. The document count and total length kept per user on write would spare keeping
+-- the rows (the k best by base in one streamed pass, the rows sharing a term in a second), but
+-- that second read costs nearly as much: measured and not adopted (bench/README.md, "Heavy users").
+CREATE OR REPLACE FUNCTION pymem._recall_ranked(
+    p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
+    p_limit integer, p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
+    p_lw double precision, p_half_life double precision, p_min_score double precision,
+    p_as_of timestamptz, p_since timestamptz, p_until timestamptz, p_filter jsonb)
+RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+-- No SET enable_nestloop = off here: before PostgreSQL 18 a disabled join method still costs
+-- 1e10 where the planner has no alternative, which swamped every other estimate of this query
+-- (1.7 s instead of 9 ms per call on PostgreSQL 15 for a 500-message user).
+AS $$
+    WITH q AS MATERIALIZED (  -- the query's terms, one tsquery per term, one matching any of them,
+                              -- the weights of the cosine and of the lexical score
+        SELECT t.each_term, t.any_term,
+               (1 - p_rw - p_iw) * CASE WHEN p_query IS NULL THEN 0 WHEN t.any_term IS NULL THEN 1 ELSE 1 - p_lw END AS wv,
+               (1 - p_rw - p_iw) * CASE WHEN p_query IS NULL THEN 1 WHEN t.any_term IS NULL THEN 0 ELSE p_lw END AS wl,
+               coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
+                          WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
+                            AND ts.thread_id = p_thread_id), 0) - p_window AS window_after
+          FROM (SELECT u.each_term,
+                       CASE WHEN pg_catalog.cardinality(u.each_term) > 0
+                            THEN pg_catalog.array_to_string(u.each_term, ' | ')::tsquery END AS any_term
+                  FROM (SELECT CASE WHEN p_text IS NOT NULL THEN ARRAY(
+                               SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
+                                 FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
+                               END AS each_term
+                        OFFSET 0) AS u) AS t),  -- OFFSET 0: the terms computed once, not once per use
+    base AS MATERIALIZED (  -- the user's rows as of p_as_of, read once
+        SELECT r.thread_id, r.seq, r.created_at, r.similarity, r.tokens, r.lexemes, r.stale,
+               -- eligible (as of p_as_of is the read's condition)
+               r.chars >= p_min_chars
+               AND (p_since IS NULL OR r.created_at >= p_since)
+               AND (p_until IS NULL OR r.created_at < p_until)
+               AND NOT (r.thread_id = p_thread_id AND r.seq > (SELECT q.window_after FROM q))
+               AND (p_filter IS NULL OR EXISTS (
+                       SELECT 1 FROM pymem.messages AS m
+                        WHERE m.project_id = p_project_id AND m.user_id = p_user_id
+                          AND m.thread_id = r.thread_id AND m.seq = r.seq AND m.metadata @> p_filter)) AS ok,
+               (SELECT q.wv FROM q) * coalesce(r.similarity, 0)
+               -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
+               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
+                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - r.created_at), 0)
+                     / p_half_life, 1000)) END
+               + p_iw * r.importance AS base
+          FROM (-- with a vector: every vector of the user's from p_embedder
+                SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
+                       1 - pymem._cosine_distance(e.embedding, p_query) AS similarity, e.tokens,
+                       CASE WHEN e.lexemes @@ (SELECT q.any_term FROM q) THEN e.lexemes END AS lexemes,
+                       e.lexemes IS NULL AS stale
+                  FROM pymem.message_embeddings AS e
+                 WHERE p_query IS NOT NULL AND (SELECT q.any_term FROM q) IS NOT NULL
+                   AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+                   AND (p_as_of IS NULL OR e.created_at <= p_as_of)
+                UNION ALL
+                -- without: every message of the user's (none when the text has no term)
+                SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, NULL::float8, l.tokens,
+                       CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END, false
+                  FROM pymem.message_lexemes AS l
+                 WHERE p_query IS NULL AND (SELECT q.any_term FROM q) IS NOT NULL
+                   AND l.project_id = p_project_id AND l.user_id = p_user_id
+                   AND (p_as_of IS NULL OR l.created_at <= p_as_of)) AS r),
+    top AS (  -- with a vector and no term: the p_limit best eligible rows, read and sorted in one pass,
+              -- with no row kept in memory but the best (1.4 ms instead of 2.6 for 1,000 messages)
+        SELECT s.thread_id, s.seq, s.created_at, s.similarity,
+               (SELECT q.wv FROM q) * s.similarity
+               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
+                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - s.created_at), 0)
+                     / p_half_life, 1000)) END
+               + p_iw * s.importance AS base
+          FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
+                  FROM pymem.message_embeddings AS e
+                 WHERE p_query IS NOT NULL AND (SELECT q.any_term FROM q) IS NULL
+                   AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+                   AND (p_as_of IS NULL OR e.created_at <= p_as_of)
+                   AND e.chars >= p_min_chars
+                   AND (p_since IS NULL OR e.created_at >= p_since)
+                   AND (p_until IS NULL OR e.created_at < p_until)
+                   AND NOT (e.thread_id = p_thread_id AND e.seq > (SELECT q.window_after FROM q))
+                   AND (p_filter IS NULL OR EXISTS (
+                           SELECT 1 FROM pymem.messages AS m
+                            WHERE m.project_id = p_project_id AND m.user_id = p_user_id
+                              AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> p_filter))
+                OFFSET 0) AS s
+         WHERE pymem._vector_match(s.similarity)  -- the floor: no term to share, so a vector match or nothing
+         ORDER BY base DESC, s.created_at DESC, s.thread_id, s.seq DESC
+         LIMIT p_limit),
+    stale AS MATERIALIZED (  -- vectors stored before 0017: their messages' lexemes by primary key (with terms only)
+        SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, l.tokens,
+               CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END AS lexemes
+          FROM base AS b
+          JOIN pymem.message_lexemes AS l
+            ON l.project_id = p_project_id AND l.user_id = p_user_id AND l.thread_id = b.thread_id AND l.seq = b.seq
+         WHERE b.stale AND (SELECT q.any_term FROM q) IS NOT NULL),
+    hits AS MATERIALIZED (  -- the rows sharing a term with the text
+        SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, b.tokens, b.lexemes
+          FROM base AS b WHERE b.lexemes IS NOT NULL
+        UNION ALL
+        SELECT s.thread_id, s.seq, s.created_at, s.similarity, s.ok, s.base, s.tokens, s.lexemes
+          FROM stale AS s WHERE s.lexemes IS NOT NULL),
+    qs AS MATERIALIZED (  -- BM25's statistics over the rows read: average length, each term's idf (with terms only)
+        SELECT q.each_term, GREATEST(coalesce((n.tokens + o.tokens) / NULLIF(n.known + o.known, 0), 1), 1) AS avgdl,
+               ARRAY(SELECT pg_catalog.ln(1 + (n.docs - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
+                       FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
+                       LEFT JOIN (SELECT t2.i, pg_catalog.count(*)::float8 AS df
+                                    FROM hits AS h CROSS JOIN pg_catalog.generate_subscripts(q.each_term, 1) AS t2(i)
+                                   WHERE h.lexemes @@ q.each_term[t2.i]
+                                   GROUP BY t2.i) AS d ON d.i = t.i
+                      ORDER BY t.i) AS idf
+          FROM q
+         CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS docs, coalesce(pg_catalog.sum(b.tokens), 0)::float8 AS tokens,
+                            pg_catalog.count(b.tokens)::float8 AS known FROM base AS b) AS n
+         CROSS JOIN (SELECT coalesce(pg_catalog.sum(s.tokens), 0)::float8 AS tokens, pg_catalog.count(s.tokens)::float8 AS known
+                       FROM stale AS s) AS o
+         WHERE q.any_term IS NOT NULL),
+    lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.75, a term counted once per message)
+        SELECT h.thread_id, h.seq, h.created_at, h.similarity, h.base,
+               (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
+                 WHERE h.lexemes @@ s.each_term[t.i])
+               * 2.2 / (1 + 1.2 * (0.25 + 0.75 * h.tokens / s.avgdl)) AS bm25
+          FROM hits AS h CROSS JOIN qs AS s
+         WHERE h.ok),
+    cand AS (  -- the k best eligible rows by base, and the eligible rows sharing a term
+        (SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base, NULL::float8 AS bm25
+           FROM base AS b
+          WHERE b.ok AND p_query IS NOT NULL AND pymem._vector_match(b.similarity)  -- the floor (rows sharing a term follow)
+          ORDER BY b.base DESC, b.created_at DESC, b.thread_id, b.seq DESC
+          LIMIT p_limit)
+        UNION ALL
+        SELECT l.thread_id, l.seq, l.created_at, l.similarity, l.base, l.bm25 FROM lex AS l
+        UNION ALL
+        SELECT t.thread_id, t.seq, t.created_at, t.similarity, t.base, NULL FROM top AS t),
+    scored AS (  -- a row in both sets once, with its bonus
+        SELECT c.thread_id, c.seq, pg_catalog.max(c.created_at) AS created_at, pg_catalog.max(c.similarity) AS similarity,
+               pg_catalog.max(c.base) + (SELECT q.wl FROM q)
+                   * coalesce(pg_catalog.max(c.bm25) / NULLIF((SELECT pg_catalog.max(l.bm25) FROM lex AS l), 0), 0) AS score
+          FROM cand AS c
+         GROUP BY c.thread_id, c.seq)
+    SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
+     WHERE p_min_score IS NULL OR r.score >= p_min_score
+     ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC
+     LIMIT p_limit;
+$$;
+
+-- _recall: the ranking messages_recall and context_read use: _recall_ranked's (the exact scan),
+-- or, for a user with a valid per-user recall index (pymem.recall_indexes, recall_index_plan), the
+-- same ranking from candidates instead of all of the user's rows. The exact scan when the user has
+-- no index, when p_query is NULL or of other dimensions than the index, with a recency or
+-- importance weight (such a ranking reaches rows far from the query vector, which the candidates
+-- miss: bench/README.md, "Heavy users"), and whenever the candidates leave fewer than p_limit
+-- rows (filters, min_score), so that p_limit rows come back whenever p_limit are eligible. The
+-- candidates are the user's
+-- eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
+-- max(min(lists, 10), lists / 40) for this statement, iterative scan on so that the eligibility
+-- filters still leave enough): 2 * p_limit of them for a vector alone (the index orders by its
+-- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
+-- among repeated texts, come out in either order; the exact distance picks among twice as many),
+-- max(p_limit, 200) with query terms. Every eligibility condition of _recall_ranked applies to
+-- them exactly; they are scored as _recall_ranked scores, except that BM25's statistics (document
+-- count, average length, each term's document frequency) are the candidates' and not all of the
+-- user's rows'. Approximate: a row the index does not reach, or for hybrid ranking a lexical
+-- match outside the candidates, is missed (bench/README.md, "Heavy users", has its recall against
+-- the exact ranking).
+-- Dynamic SQL: the partial index's predicate matches only literal values of the user, and
+-- ivfflat's ORDER BY needs the vector with its dimensions (the type of the column, with typmod).
+CREATE OR REPLACE FUNCTION pymem._recall(
+    p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
+    p_limit integer, p_min_chars integer, p_window integer, p_rw double precision, p_iw double precision,
+    p_lw double precision, p_half_life double precision, p_min_score double precision,
+    p_as_of timestamptz, p_since timestamptz, p_until timestamptz, p_filter jsonb)
+RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_index text;
+    v_dims integer;
+    v_lists integer;
+    v_type text;
+    v_window_after bigint;
+    v_terms tsquery[];
+    v_any tsquery;
+    v_probes text;
+    v_iterative text;
+    v_threads text[];
+    v_seqs bigint[];
+    v_created timestamptz[];
+    v_similarities double precision[];
+    v_tokens integer[];
+    v_lexemes tsvector[];
+    v_scores double precision[];
+    v_floor_reached boolean;   -- a candidate has no positive cosine (so none farther has)
+BEGIN
+  <<candidates>>
+  BEGIN
+    -- recency and importance weights: the exact scan (a recent or important message far from
+    -- the query vector is not among the candidates: recall@5 0.56 for a recency weight of 0.2)
+    IF p_query IS NULL OR p_limit < 1 OR p_rw <> 0 OR p_iw <> 0 THEN
+        EXIT candidates;
+    END IF;
+    SELECT r.index_name, r.dims, r.lists INTO v_index, v_dims, v_lists
+      FROM pymem.recall_indexes AS r
+     WHERE r.project_id = p_project_id AND r.user_id = p_user_id AND r.embedder = p_embedder;
+    IF v_index IS NULL OR pymem._vector_dims(p_query) <> v_dims OR NOT EXISTS (
+           SELECT 1 FROM pg_catalog.pg_index AS i
+            WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(v_index))
+              AND i.indisvalid AND i.indisready) THEN
+        EXIT candidates;
+    END IF;
+    SELECT pg_catalog.format_type(a.atttypid, v_dims) INTO v_type
+      FROM pg_catalog.pg_attribute AS a
+     WHERE a.attrelid = 'pymem.message_embeddings'::pg_catalog.regclass AND a.attname = 'embedding';
+    v_window_after := coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
+                                 WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
+                                   AND ts.thread_id = p_thread_id), 0) - p_window;
+    IF p_text IS NOT NULL THEN  -- the query's terms, as _recall_ranked computes them
+        v_terms := ARRAY(SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
+                           FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
+                                    pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x));
+        IF pg_catalog.cardinality(v_terms) > 0 THEN
+            v_any := pg_catalog.array_to_string(v_terms, ' | ')::tsquery;
+        END IF;
+    END IF;
+    v_probes := pg_catalog.current_setting('ivfflat.probes', true);
+    v_iterative := pg_catalog.current_setting('ivfflat.iterative_scan', true);
+    PERFORM pg_catalog.set_config('ivfflat.probes', GREATEST(LEAST(v_lists, 10), v_lists / 40)::text, true);
+    PERFORM pg_catalog.set_config('ivfflat.iterative_scan', 'relaxed_order', true);
+    EXECUTE pg_catalog.format($q$
+        SELECT pg_catalog.array_agg(c.thread_id), pg_catalog.array_agg(c.seq), pg_catalog.array_agg(c.created_at),
+               pg_catalog.array_agg(c.similarity),
+               -- vectors stored before 0017: their message's lexemes (with terms only)
+               pg_catalog.array_agg(coalesce(c.tokens, CASE WHEN c.lexemes IS NULL AND $10 THEN (
+                   SELECT l.tokens FROM pymem.message_lexemes AS l
+                    WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END)),
+               pg_catalog.array_agg(coalesce(c.lexemes, CASE WHEN c.lexemes IS NULL AND $10 THEN (
+                   SELECT l.lexemes FROM pymem.message_lexemes AS l
+                    WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END))
+          FROM (SELECT e.thread_id, e.seq, e.created_at, e.tokens, e.lexemes,
+                       1 - pymem._cosine_distance(e.embedding::%1$s, $1::%1$s) AS similarity
+                  FROM pymem.message_embeddings AS e
+                 WHERE e.project_id = %2$L AND e.user_id = %3$L AND e.embedder = %4$L
+                   AND ($2::timestamptz IS NULL OR e.created_at <= $2) AND e.chars >= $3
+                   AND ($4::timestamptz IS NULL OR e.created_at >= $4) AND ($5::timestamptz IS NULL OR e.created_at < $5)
+                   AND NOT (e.thread_id = $6 AND e.seq > $7)
+                   AND ($8::jsonb IS NULL OR EXISTS (
+                           SELECT 1 FROM pymem.messages AS m
+                            WHERE m.project_id = %2$L AND m.user_id = %3$L
+                              AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> $8))
+                 ORDER BY pymem._cosine_distance(e.embedding::%1$s, $1::%1$s)
+                 LIMIT $9) AS c$q$,
+        v_type, p_project_id, p_user_id, p_embedder)
+      INTO v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes
+      USING p_query, p_as_of, p_min_chars, p_since, p_until, p_thread_id, v_window_after, p_filter,
+            CASE WHEN v_any IS NULL THEN 2 * p_limit ELSE GREATEST(p_limit, 200) END,
+            v_any IS NOT NULL;
+    v_floor_reached := EXISTS (SELECT 1 FROM pg_catalog.unnest(v_similarities) AS s(s) WHERE NOT pymem._vector_match(s.s));
+    PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
+    PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
+    WITH c AS MATERIALIZED (
+        SELECT c.thread_id, c.seq, c.created_at, c.similarity, c.tokens,
+               CASE WHEN c.lexemes @@ v_any THEN c.lexemes END AS lexemes
+          FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs), pg_catalog.unnest(v_created),
+                          pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
+               AS c(thread_id, seq, created_at, similarity, tokens, lexemes)),
+    st AS (  -- BM25's statistics over the candidates
+        SELECT GREATEST(coalesce(pg_catalog.avg(c.tokens), 1), 1)::float8 AS avgdl,
+               ARRAY(SELECT pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
+                       FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+                      CROSS JOIN LATERAL (SELECT pg_catalog.count(*)::float8 AS df FROM c AS h
+                                           WHERE h.lexemes @@ v_terms[t.i]) AS d
+                      ORDER BY t.i) AS idf
+          FROM c CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS docs FROM c) AS n
+         GROUP BY n.docs),
+    lex AS (
+        SELECT c.thread_id, c.seq,
+               (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+                 WHERE c.lexemes @@ v_terms[t.i])
+               * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / s.avgdl)) AS bm25
+          FROM c CROSS JOIN st AS s
+         WHERE c.lexemes IS NOT NULL),
+    scored AS (
+        SELECT c.thread_id, c.seq, c.created_at, c.similarity,
+               CASE WHEN v_any IS NULL THEN 1 ELSE 1 - p_lw END * c.similarity
+               + CASE WHEN v_any IS NULL THEN 0 ELSE p_lw END
+                 * coalesce(x.bm25 / NULLIF((SELECT pg_catalog.max(l.bm25) FROM lex AS l), 0), 0) AS score
+          FROM c LEFT JOIN lex AS x ON x.thread_id = c.thread_id AND x.seq = c.seq
+         WHERE pymem._vector_match(c.similarity) OR x.bm25 IS NOT NULL)  -- the floor: a vector match or a term in common
+    SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.o), pg_catalog.array_agg(r.seq ORDER BY r.o),
+           pg_catalog.array_agg(r.similarity ORDER BY r.o), pg_catalog.array_agg(r.score ORDER BY r.o)
+      INTO v_threads, v_seqs, v_similarities, v_scores
+      FROM (SELECT r.thread_id, r.seq, r.similarity, r.score,
+                   pg_catalog.row_number() OVER (ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC) AS o
+              FROM scored AS r
+             WHERE p_min_score IS NULL OR r.score >= p_min_score) AS r
+     WHERE r.o <= p_limit;
+    -- enough rows; or fewer because the floor left candidates out, and the nearest of those
+    -- missing had no positive cosine: no row farther from the query has one either (the exact
+    -- scan would find only lexical matches outside the candidates, which are approximate here)
+    IF coalesce(pg_catalog.cardinality(v_threads), 0) >= p_limit
+       OR (p_min_score IS NULL AND v_floor_reached) THEN
+        RETURN QUERY SELECT u.t, u.s, u.sim, u.sc
+                       FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
+                                       pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores)) AS u(t, s, sim, sc);
+        RETURN;
+    END IF;
+  END candidates;
+    -- the exact scan (a statement of its own: a Citus worker cannot run a query on a shard that
+    -- also calls _recall_ranked, which reads other tables)
+    RETURN QUERY
+    SELECT r.thread_id, r.seq, r.similarity, r.score
+      FROM pymem._recall_ranked(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_limit, p_min_chars,
+                                p_window, p_rw, p_iw, p_lw, p_half_life, p_min_score, p_as_of, p_since, p_until,
+                                p_filter) AS r;
+END;
+$$;
+
+-- recall_index_plan: the statements that bring a project's per-user recall indexes up to date
+-- (heavy users; README "Heavy users"), in the order to run them, after recording the plan in
+-- pymem.recall_indexes. A user with at least min_messages vectors from one embedder (of at most
+-- 2,000 dimensions, IVFFlat's limit) gets a partial IVFFlat index over them, with lists =
+-- round(sqrt(vectors)) (at most what this session's maintenance_work_mem lets the build sample); it is rebuilt (DROP, then CREATE) once the user has twice the vectors it
+-- was planned for, or when a build left it invalid or missing; a recorded user below min_messages
+-- loses it. Each statement is CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
+-- function and no transaction block can run and which only the owner of pymem's tables may run:
+-- `pymem recall-indexes` runs them, or psql:
+--   SELECT statement FROM pymem.recall_index_plan(project_id => 'acme') \gexec
+-- Until an index is built and valid, its user's recall takes the exact scan. Counting reads every
+-- vector of the project (the primary key). For administrators (not granted to the app role).
+-- Locking: one plan at a time per project, under a transaction-level advisory lock whose key any
+-- role could compute and hold; the wait for it is bounded by the caller's lock_timeout, or 60 s
+-- when that is 0 (none; the caller's setting is put back once the lock is held), and a plan that
+-- waited it out fails with 55P03 naming the sessions that hold the key.
+CREATE OR REPLACE FUNCTION pymem.recall_index_plan(project_id text DEFAULT '', min_messages integer DEFAULT 50000)
+RETURNS TABLE (user_id text, embedder text, vectors bigint, action text, statement text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ext text;
+    v_type oid;
+    v_wait text := pg_catalog.current_setting('lock_timeout');
+    v_holders text;
+    r record;
+BEGIN
+    PERFORM pymem._tenant_enter(recall_index_plan.project_id);
+    IF recall_index_plan.min_messages IS NULL OR recall_index_plan.min_messages < 1 THEN
+        RAISE EXCEPTION 'pymem: min_messages must be a positive number of vectors (got %)',
+                        coalesce(recall_index_plan.min_messages::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'Pass min_messages => 50000 (the default) or another positive count.';
+    END IF;
+    SELECT pg_catalog.quote_ident(n.nspname::text) INTO v_ext
+      FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
+     WHERE e.extname = 'vector';
+    SELECT a.atttypid INTO v_type FROM pg_catalog.pg_attribute AS a
+     WHERE a.attrelid = 'pymem.message_embeddings'::pg_catalog.regclass AND a.attname = 'embedding';
+    -- one plan at a time per project (two would record and build the same index twice)
+    IF v_wait = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '60s', true);
+    END IF;
+    BEGIN
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pymem.recall_index_plan'),
+                                                 pg_catalog.hashtext(recall_index_plan.project_id));
+    EXCEPTION WHEN lock_not_available THEN
+        SELECT pg_catalog.string_agg(pg_catalog.format('pid %s (role %s, application %L, %s)', a.pid,
+                   coalesce(a.usename::text, '?'), a.application_name, coalesce(a.state, '?')), ', ' ORDER BY a.pid)
+          INTO v_holders
+          FROM pg_catalog.pg_locks AS l JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid = pg_catalog.hashtext('pymem.recall_index_plan')::oid
+           AND l.objid = pg_catalog.hashtext(recall_index_plan.project_id)::oid;
+        RAISE EXCEPTION 'pymem: waited % for the recall-index lock of project %, which another session holds',
+                        pg_catalog.current_setting('lock_timeout'), pg_catalog.quote_literal(recall_index_plan.project_id)
+            USING ERRCODE = '55P03',
+                  DETAIL = 'Held by ' || coalesce(v_holders, 'a session that has since let it go') || '.',
+                  HINT = 'Wait for that plan to finish, or end the session holding the lock (pg_terminate_backend).';
+    END;
+    PERFORM pg_catalog.set_config('lock_timeout', v_wait, true);
+    FOR r IN
+        WITH heavy AS (
+            SELECT e.user_id, e.embedder, pg_catalog.count(*) AS vectors
+              FROM pymem.message_embeddings AS e
+             WHERE e.project_id = recall_index_plan.project_id
+             GROUP BY e.user_id, e.embedder
+            HAVING pg_catalog.count(*) >= recall_index_plan.min_messages),
+        wanted AS (
+            SELECT h.user_id, h.embedder, h.vectors, d.dimension AS dims,
+                   -- IVFFlat's k-means samples 50 vectors per list and must fit maintenance_work_mem
+                   LEAST(GREATEST(pg_catalog.round(pg_catalog.sqrt(h.vectors)), 1), 32768,
+                         GREATEST(pg_catalog.pg_size_bytes(pg_catalog.current_setting('maintenance_work_mem')) * 0.8
+                                  / (50 * (8 + 4 * d.dimension)), 1))::integer AS lists,
+                   'message_embeddings_recall_' || pg_catalog.left(pg_catalog.md5(pg_catalog.format('%L %L %L',
+                       recall_index_plan.project_id, h.user_id, h.embedder)), 20) AS index_name
+              FROM heavy AS h
+              JOIN pymem.embedders AS d ON d.project_id = recall_index_plan.project_id AND d.name = h.embedder
+             WHERE d.dimension <= 2000)
+        SELECT coalesce(w.user_id, x.user_id) AS user_id, coalesce(w.embedder, x.embedder) AS embedder,
+               coalesce(w.vectors, 0) AS vectors, w.dims, w.lists, w.index_name, x.index_name AS old_name,
+               CASE WHEN w.user_id IS NULL THEN 'drop'
+                    WHEN x.user_id IS NULL THEN 'create'
+                    WHEN NOT coalesce((SELECT i.indisvalid FROM pg_catalog.pg_index AS i
+                                        WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(x.index_name))),
+                                      false)
+                         OR w.vectors >= 2 * x.vectors OR w.dims <> x.dims THEN 'rebuild'
+               END AS action
+          FROM wanted AS w
+          FULL JOIN (SELECT * FROM pymem.recall_indexes AS ri WHERE ri.project_id = recall_index_plan.project_id) AS x
+            ON x.user_id = w.user_id AND x.embedder = w.embedder
+         ORDER BY 1, 2
+    LOOP
+        CONTINUE WHEN r.action IS NULL;
+        IF r.action IN ('drop', 'rebuild') THEN
+            DELETE FROM pymem.recall_indexes AS ri
+             WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.embedder = r.embedder;
+            user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'drop';
+            statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.old_name);
+            RETURN NEXT;
+        END IF;
+        IF r.action IN ('create', 'rebuild') THEN
+            INSERT INTO pymem.recall_indexes (project_id, user_id, embedder, index_name, dims, lists, vectors)
+            VALUES (recall_index_plan.project_id, r.user_id, r.embedder, r.index_name, r.dims, r.lists, r.vectors);
+            user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'create';
+            statement := pg_catalog.format(
+                'CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON pymem.message_embeddings USING ivfflat '
+                '((embedding::%s) %s.vector_cosine_ops) WITH (lists = %s) '
+                'WHERE project_id = %L AND user_id = %L AND embedder = %L',
+                r.index_name, pg_catalog.format_type(v_type, r.dims), v_ext, r.lists,
+                recall_index_plan.project_id, r.user_id, r.embedder);
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END;
+$$;
+
+-- messages_recall: a user's past messages most relevant to a query: its vector (`query`, from
+-- `embedder`), its text (`query_text`), or both (the default of Memory.recall: hybrid ranking);
+-- scored by relevance, recency and importance (see _recall_ranked); the top k of those scoring at
+-- least min_score (NULL: no threshold), with their metadata. as_of (default now) recalls as of a
+-- past time: nothing newer is eligible and recency is measured from it; since / until keep the
+-- messages created in [since, until); metadata keeps those whose metadata contains it (jsonb @>).
+--   SELECT role, content, round(score::numeric, 3) FROM pymem.messages_recall(
+--       user_id => 'alice', query_text => 'Where do I live?', k => 5);
+CREATE OR REPLACE FUNCTION pymem.messages_recall(
+    user_id text,
+    query vector DEFAULT NULL,
+    embedder text DEFAULT NULL,
+    project_id text DEFAULT '',
+    thread_id text DEFAULT 'default',
+    k integer DEFAULT 5,
+    min_content_chars integer DEFAULT 10,
+    window_size integer DEFAULT 20,
+    recency_weight double precision DEFAULT 0,
+    importance_weight double precision DEFAULT 0,
+    half_life_seconds double precision DEFAULT 3600,
+    min_score double precision DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    lexical_weight double precision DEFAULT 0.4,
+    as_of timestamptz DEFAULT NULL,
+    since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL,
+    metadata jsonb DEFAULT NULL)
+RETURNS SETOF pymem.recalled_message
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_threads text[];
+    v_seqs bigint[];
+    v_similarities double precision[];
+    v_scores double precision[];
+    v_i integer;
+BEGIN
+    PERFORM pymem._tenant_enter(messages_recall.project_id);
+    PERFORM pymem._recall_check(messages_recall.k, messages_recall.min_content_chars, messages_recall.recency_weight,
+                                messages_recall.importance_weight, messages_recall.half_life_seconds,
+                                messages_recall.min_score, messages_recall.lexical_weight, messages_recall.as_of,
+                                messages_recall.since, messages_recall.until);
+    PERFORM pymem._check_limit('window_size', messages_recall.window_size);
+    IF messages_recall.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(messages_recall.metadata) <> 'object' THEN
+        RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(messages_recall.metadata)
+            USING ERRCODE = '22023';
+    END IF;
+    IF messages_recall.query IS NULL AND messages_recall.query_text IS NULL THEN
+        RAISE EXCEPTION 'pymem: recall needs a query: its vector (query), its text (query_text) or both'
+            USING ERRCODE = '22023';
+    END IF;
+    IF NOT pymem._conv_check(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id, 'match') THEN
+        RETURN;
+    END IF;
+    IF messages_recall.query IS NOT NULL THEN
+        PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
+    END IF;
+    -- two statements: the ranking alone (_recall: a recall index's candidates or the exact scan),
+    -- then each winner by primary key (a Citus worker cannot run a query on a shard that also
+    -- calls _recall_ranked, which reads other tables)
+    SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+           pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+      INTO v_threads, v_seqs, v_similarities, v_scores
+      FROM pymem._recall(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
+                         messages_recall.query, messages_recall.embedder, messages_recall.query_text,
+                         messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
+                         messages_recall.recency_weight, messages_recall.importance_weight,
+                         messages_recall.lexical_weight, messages_recall.half_life_seconds,
+                         messages_recall.min_score, messages_recall.as_of, messages_recall.since,
+                         messages_recall.until, messages_recall.metadata) WITH ORDINALITY AS r;
+    FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP
+        RETURN QUERY
+        SELECT m.thread_id, m.seq, m.role, m.content, m.created_at, m.importance, v_similarities[v_i], v_scores[v_i],
+               m.metadata
+          FROM pymem.messages AS m
+         WHERE m.project_id = messages_recall.project_id AND m.user_id = messages_recall.user_id
+           AND m.thread_id = v_threads[v_i] AND m.seq = v_seqs[v_i];
+    END LOOP;
+END;
+$$;

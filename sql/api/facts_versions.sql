@@ -1,0 +1,350 @@
+-- facts_versions.sql: a fact's versions and its end: fact_history and fact_chain (superseded
+-- versions kept as history), fact_supersede (a new version that links the old one, never an
+-- overwrite), fact_forget and facts_forget (guarded deletes). Part of durable facts
+-- (facts.sql; tables in migrations/0002_facts.sql). Re-applied on every migrate; called by
+-- pymem/facts.py and by any SQL client (README "SQL API / Facts").
+--
+-- Errors: 22023 invalid argument; 40001 when the fact to supersede changed meanwhile (see
+-- fact_supersede).
+
+-- fact_history: a subject's facts including superseded versions, newest first (by created_at).
+--   SELECT id, content, superseded_by FROM pymem.fact_history('user', 'alice');
+-- superseded_by links each retired version to its successor; several rows with the same
+-- superseded_by are branches merged into one fact. fact_chain returns one fact's tree in order.
+CREATE OR REPLACE FUNCTION pymem.fact_history(
+    scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 1000)
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(fact_history.project_id);
+    PERFORM pymem._check_limit('max_facts', fact_history.max_facts);
+    IF NOT pymem._fact_check_subject(fact_history.scope, fact_history.scope_id, fact_history.project_id, 'match') THEN
+        RETURN;
+    END IF;
+    -- two branches, so that each keeps its plan on its own index (no "'*' OR ..." predicate)
+    IF fact_history.scope_id = '*' THEN
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT fact_history.max_facts;
+    ELSE
+        RETURN QUERY
+        SELECT f.* FROM pymem.facts AS f
+         WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
+           AND f.scope_id = fact_history.scope_id
+         ORDER BY f.created_at DESC, f.id DESC
+         LIMIT fact_history.max_facts;
+    END IF;
+END;
+$$;
+
+-- fact_chain: the history of fact `id`: every version that ended in the same newest version as
+-- `id` did, that newest (active) version included, each predecessor before its successor.
+--   SELECT id, content, superseded_by, depth FROM pymem.fact_chain('user', 'alice', 42);
+-- History is a tree that merges into its newest version: a supersede onto content that is
+-- already an active fact retires the old fact into that fact, so a fact has at most one
+-- successor but may have several predecessors, one per merged branch. Each row's
+-- superseded_by names its successor (rows sharing one are branches that merged there); depth
+-- counts the supersede steps from the row to the newest version (0 for it, 1 for the facts it
+-- replaced or absorbed directly, ...). Order: depth descending, then created_at and id, so a
+-- straight chain reads oldest first.
+CREATE OR REPLACE FUNCTION pymem.fact_chain(scope text, scope_id text, id bigint, project_id text DEFAULT '')
+RETURNS SETOF pymem.fact_version
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_head bigint;
+BEGIN
+    PERFORM pymem._tenant_enter(fact_chain.project_id);
+    PERFORM pymem._fact_check_subject(fact_chain.scope, fact_chain.scope_id, fact_chain.project_id, 'exact');
+    -- forward from `id` to the newest version (one successor per step, on the primary key) ...
+    WITH RECURSIVE fwd AS (
+        SELECT f.id, f.superseded_by FROM pymem.facts AS f
+         WHERE f.project_id = fact_chain.project_id AND f.scope = fact_chain.scope
+           AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id
+        UNION ALL
+        SELECT n.id, n.superseded_by FROM fwd AS w JOIN pymem.facts AS n
+          ON n.project_id = fact_chain.project_id AND n.scope = fact_chain.scope
+         AND n.scope_id = fact_chain.scope_id AND n.id = w.superseded_by
+    )
+    SELECT w.id INTO v_head FROM fwd AS w WHERE w.superseded_by IS NULL;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'pymem: no fact % for % %', fact_chain.id, fact_chain.scope, pg_catalog.quote_literal(fact_chain.scope_id)
+            USING ERRCODE = 'P0002';
+    END IF;
+    -- ... then back from it through every branch (predecessors on facts_predecessor)
+    RETURN QUERY
+    WITH RECURSIVE tree AS (
+        SELECT f AS fact, 0 AS depth FROM pymem.facts AS f
+         WHERE f.project_id = fact_chain.project_id AND f.scope = fact_chain.scope
+           AND f.scope_id = fact_chain.scope_id AND f.id = v_head
+        UNION ALL
+        SELECT p, t.depth + 1 FROM tree AS t JOIN pymem.facts AS p
+          ON p.project_id = fact_chain.project_id AND p.scope = fact_chain.scope
+         AND p.scope_id = fact_chain.scope_id AND p.superseded_by = (t.fact).id
+    )
+    SELECT (t.fact).project_id, (t.fact).scope, (t.fact).scope_id, (t.fact).id, (t.fact).content,
+           (t.fact).content_key, (t.fact).confidence, (t.fact).source, (t.fact).trace_id, (t.fact).metadata,
+           (t.fact).created_at, (t.fact).superseded_by, (t.fact).superseded_at, t.depth
+      FROM tree AS t
+     ORDER BY t.depth DESC, (t.fact).created_at, (t.fact).id;
+END;
+$$;
+
+-- fact_supersede: retires an active fact (named by id, or by its current content) in favour of
+-- new content, in one transaction, and returns the fact now active in its place:
+--   SELECT * FROM pymem.fact_supersede('user', 'alice', new_content => 'Prefers Slack', old_content => 'Prefers email');
+-- When no active fact of the subject has the new content, it is inserted (created = true) with
+-- the confidence, source, trace_id, metadata and embedding given. When one has it (the user
+-- said both, then corrected themselves), the old fact is retired into that fact, a merge
+-- (created = false): the old row points at it, and it stays as it was, no row is added (an
+-- embedding from an embedder it has no vector of is stored with it, as fact_add does).
+-- Either way a fact gets at most one successor, and that successor is active when it is
+-- linked, so history is a tree that merges into its newest version and never a cycle.
+-- Supersedes of one subject take its subject lock (pymem._subject_lock) before anything else,
+-- so they run one after the other: a merge target cannot be retired under a concurrent
+-- supersede, and two opposite merges (a into b, b into a) cannot deadlock.
+-- Errors: P0002 no such active fact; PM201 it was already superseded (e.g. by a concurrent
+-- call: of two concurrent supersedes of one fact exactly one wins); 22023 the new content
+-- equals the old (a fact cannot be retired into itself: nothing would change, and the call
+-- says the old content is no longer true).
+CREATE OR REPLACE FUNCTION pymem.fact_supersede(
+    scope text,
+    scope_id text,
+    new_content text,
+    id bigint DEFAULT NULL,
+    old_content text DEFAULT NULL,
+    project_id text DEFAULT '',
+    confidence double precision DEFAULT 1.0,
+    source text DEFAULT 'manual',
+    trace_id text DEFAULT NULL,
+    metadata jsonb DEFAULT '{}'::jsonb,
+    embedding vector DEFAULT NULL,
+    embedder text DEFAULT NULL,
+    created_at timestamptz DEFAULT NULL)
+RETURNS pymem.fact_successor
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_old record;  -- the old row's key, content key, created_at and successor (not its content)
+    v_content text;
+    v_key bytea;
+    v_new bigint;
+    v_created boolean;
+    v_other bigint;
+    v_at timestamptz;
+BEGIN
+    -- fact_add's checks of the tenant, the subject, the new version's values and its time (no cap)
+    v_content := pymem._fact_add_checks(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.new_content,
+                                        fact_supersede.project_id, fact_supersede.confidence, fact_supersede.source,
+                                        fact_supersede.trace_id, fact_supersede.metadata, NULL, fact_supersede.created_at);
+    IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
+        RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
+    END IF;
+    IF fact_supersede.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
+        PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
+    END IF;
+    -- one supersede of this subject at a time (see above). (The lock row and the old row in one
+    -- statement, FOR UPDATE OF s, f, saved 2% of the call's server CPU, within the noise: not kept)
+    PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
+    IF fact_supersede.id IS NOT NULL THEN
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+          INTO v_old FROM pymem.facts AS f
+         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+           AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
+                    pg_catalog.quote_literal(fact_supersede.scope_id)
+                USING ERRCODE = 'P0002';
+        END IF;
+    ELSE
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+          INTO v_old FROM pymem.facts AS f
+         WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
+           AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
+           AND f.content_key = pymem.fact_key(fact_supersede.old_content)
+           FOR UPDATE;
+        IF NOT FOUND THEN
+            SELECT f.id INTO v_other FROM pymem.facts AS f
+             WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
+               AND f.scope_id = fact_supersede.scope_id AND f.content_key = pymem.fact_key(fact_supersede.old_content)
+             ORDER BY f.created_at DESC, f.id DESC LIMIT 1;
+            IF FOUND THEN
+                RAISE EXCEPTION 'pymem: fact % with that content was already superseded', v_other
+                    USING ERRCODE = 'PM201';
+            END IF;
+            RAISE EXCEPTION 'pymem: no active % fact for % with that content', fact_supersede.scope,
+                    pg_catalog.quote_literal(fact_supersede.scope_id)
+                USING ERRCODE = 'P0002';
+        END IF;
+    END IF;
+    IF v_old.superseded_by IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: fact % was already superseded by fact %', v_old.id, v_old.superseded_by
+            USING ERRCODE = 'PM201',
+                  HINT = 'Supersede the newest version of the chain instead.';
+    END IF;
+    IF fact_supersede.created_at < v_old.created_at THEN
+        RAISE EXCEPTION 'pymem: created_at % is earlier than fact % (%), which it supersedes',
+                fact_supersede.created_at, v_old.id, v_old.created_at
+            USING ERRCODE = '22023',
+                  HINT = 'A new version is learned after the version it replaces: pass a later created_at, or NULL for now.';
+    END IF;
+    v_key := pymem.fact_key(v_content);
+    IF v_key = v_old.content_key THEN
+        RAISE EXCEPTION 'pymem: the new content equals fact %''s content; a fact cannot supersede itself', v_old.id
+            USING ERRCODE = '22023';
+    END IF;
+    -- one time for the successor's created_at and the old row's superseded_at (a value, not
+    -- clock_timestamp() in the statements: Citus refuses volatile functions in an UPDATE)
+    v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
+    LOOP
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
+                                      created_at)
+        VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
+                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at)
+        ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+        RETURNING f.id INTO v_new;
+        v_created := FOUND;
+        EXIT WHEN v_created;
+        -- the new content is already an active fact (or a concurrent fact_add just committed
+        -- it): merge into it; the key-share lock keeps it from being deleted until we commit
+        SELECT f.id INTO v_new FROM pymem.facts AS f
+         WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
+           AND f.content_key = v_key AND f.superseded_by IS NULL
+           FOR KEY SHARE;
+        EXIT WHEN FOUND;
+        -- it was forgotten in between: try the insert again
+    END LOOP;
+    -- (the successor and this UPDATE as one statement, a WITH of the two, cost more: its join's
+    -- start-up; v_at is a value, not clock_timestamp() in the SET, which Citus refuses)
+    UPDATE pymem.facts AS f
+       SET superseded_by = v_new, superseded_at = v_at
+     WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
+       AND f.id = v_old.id;
+    IF fact_supersede.embedding IS NOT NULL THEN
+        INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
+        VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)
+        ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
+    END IF;
+    IF fact_supersede.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync): both rows
+        PERFORM pymem._shared_facts_sync(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id,
+                                         ARRAY[v_old.id, v_new]);
+    END IF;
+    RETURN ROW(v_new, v_created)::pymem.fact_successor;
+END;
+$$;
+
+-- fact_forget: hard-deletes one fact (by id, or the active fact with that content) together
+-- with the versions it superseded, every merged branch included (its predecessors, theirs,
+-- ...). Returns how many rows were deleted (0 when none matched).
+--   SELECT pymem.fact_forget('user', 'alice', content => 'Prefers Slack');
+CREATE OR REPLACE FUNCTION pymem.fact_forget(
+    scope text, scope_id text, id bigint DEFAULT NULL, content text DEFAULT NULL, project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_target bigint := fact_forget.id;
+    v_count integer;
+BEGIN
+    PERFORM pymem._tenant_enter(fact_forget.project_id);
+    IF NOT pymem._fact_check_subject(fact_forget.scope, fact_forget.scope_id, fact_forget.project_id, 'delete') THEN
+        RETURN 0;
+    END IF;
+    IF fact_forget.scope_id = '*' THEN
+        RAISE EXCEPTION 'pymem: forgetting one fact needs its subject''s id, not ''*''' USING ERRCODE = '22023';
+    END IF;
+    IF (fact_forget.id IS NULL) = (fact_forget.content IS NULL) THEN
+        RAISE EXCEPTION 'pymem: name the fact to forget by id or by content (exactly one)' USING ERRCODE = '22023';
+    END IF;
+    -- Lock the fact first: a supersede merging a branch into it (which holds a key-share lock
+    -- on it) commits before the walk below, a statement of its own that then sees the branch.
+    IF v_target IS NULL THEN
+        SELECT f.id INTO v_target FROM pymem.facts AS f
+         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope COLLATE "C"
+           AND f.scope_id = fact_forget.scope_id
+           AND f.content_key = pymem.fact_key(fact_forget.content) AND f.superseded_by IS NULL
+           FOR UPDATE;
+    ELSE
+        PERFORM 1 FROM pymem.facts AS f
+         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope AND f.scope_id = fact_forget.scope_id
+           AND f.id = v_target
+           FOR UPDATE;
+    END IF;
+    IF NOT FOUND THEN
+        RETURN 0;
+    END IF;
+    -- The fact and every version it replaced, counted by walking the chain one key lookup per
+    -- step (the LATERAL); then the fact is deleted by primary key and its history follows through
+    -- facts_superseded_by_fkey (ON DELETE CASCADE). Joined as sets, or deleted as `id = ANY`,
+    -- generic plans read all of the subject's facts to delete a few.
+    WITH RECURSIVE chain AS (
+        SELECT f.id FROM pymem.facts AS f
+         WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
+           AND f.scope_id = fact_forget.scope_id AND f.id = v_target
+        UNION ALL
+        SELECT p.id FROM chain AS c
+         CROSS JOIN LATERAL (SELECT p.id FROM pymem.facts AS p
+                              WHERE p.project_id = fact_forget.project_id AND p.scope = fact_forget.scope
+                                AND p.scope_id = fact_forget.scope_id AND p.superseded_by = c.id) AS p
+    )
+    SELECT pg_catalog.count(*) INTO v_count FROM chain;
+    DELETE FROM pymem.facts AS f
+     WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
+       AND f.scope_id = fact_forget.scope_id AND f.id = v_target;
+    IF fact_forget.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(fact_forget.project_id, fact_forget.scope, fact_forget.scope_id);
+    END IF;
+    RETURN v_count;
+END;
+$$;
+
+-- facts_forget: hard-deletes every fact of a subject, superseded history included, and
+-- returns the count. '' at user/project scope deletes nothing; '*' deletes every subject of
+-- the scope in the project; '' at agent scope is refused.
+--   SELECT pymem.facts_forget('user', 'alice');
+CREATE OR REPLACE FUNCTION pymem.facts_forget(scope text, scope_id text, project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM pymem._tenant_enter(facts_forget.project_id);
+    IF NOT pymem._fact_check_subject(facts_forget.scope, facts_forget.scope_id, facts_forget.project_id, 'delete') THEN
+        RETURN 0;
+    END IF;
+    IF facts_forget.scope_id = '*' THEN
+        DELETE FROM pymem.facts AS f
+         WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        DELETE FROM pymem.subject_locks AS s
+         WHERE s.project_id = facts_forget.project_id AND s.scope = facts_forget.scope;
+    ELSE
+        DELETE FROM pymem.facts AS f
+         WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope
+           AND f.scope_id = facts_forget.scope_id;
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        DELETE FROM pymem.subject_locks AS s
+         WHERE s.project_id = facts_forget.project_id AND s.scope = facts_forget.scope
+           AND s.scope_id = facts_forget.scope_id;
+    END IF;
+    IF facts_forget.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
+        PERFORM pymem._shared_facts_sync(facts_forget.project_id, facts_forget.scope, facts_forget.scope_id);
+    END IF;
+    RETURN v_count;
+END;
+$$;
