@@ -36,15 +36,14 @@ from .errors import (  # noqa: E402
 )
 from .blocks import Block, BlockOutput, StaticBlock, Upstream  # noqa: E402
 from .context import Context  # noqa: E402
-from .conversations import Message, TurnResult  # noqa: E402
 from .embedders import Embedder, HashEmbedder  # noqa: E402
-from .facts import Fact, FactId  # noqa: E402
 from .memory import AsyncMemory, Memory, context, default_memory, record  # noqa: E402
 from .migrations import check as check_migrations  # noqa: E402
 from .migrations import migrate  # noqa: E402
 from .options import MemoryOptions, RecallOptions  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .stores import MUST_NOT_EXIST, AsyncMemoryStore, MemoryStore  # noqa: E402
+from .types import Fact, FactId, Message, TurnResult  # noqa: E402
 
 __all__ = [
     "MUST_NOT_EXIST",

@@ -34,12 +34,9 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from .errors import ValidationError
-
-if TYPE_CHECKING:
-    from .conversations import Message
 
 #: The built-in blocks, by name; all of them come from one ``pymem.context_read`` call.
 BUILTIN = ("system", "agent_facts", "user_facts", "summary", "recall", "window")

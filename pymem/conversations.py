@@ -22,8 +22,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Callable, Generator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,7 @@ from .errors import ValidationError
 from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
+from .types import Extractor, Message, Summarizer, TurnResult  # noqa: F401  (Extractor, Summarizer: re-exported)
 from .values import number, text
 
 if TYPE_CHECKING:
@@ -55,54 +55,12 @@ def _warn_failed(what: str, failures: list[str] | None = None) -> None:
     if failures is not None:
         failures.append(line)
 
-#: summarizer(previous_summary, messages, max_chars) -> new summary. ``messages`` are dicts
-#: with seq, role, content, created_at, oldest first: the span to fold into the summary.
-Summarizer = Callable[[str | None, list[dict[str, Any]], int], str]
-#: extractor(user_message) -> facts worth keeping about the user (short strings); the first
-#: MAX_LEARNED_PER_TURN of them are kept.
-Extractor = Callable[[str], list[str]]
 #: The most learned facts one turn may carry (pymem.turn_record refuses more with 22023), and
 #: the most fact changes (its fact_changes).
 MAX_LEARNED_PER_TURN = 100
 #: A learner's candidate is reconciled against this many of the user's most similar active
 #: facts (facts_search's ranking, as Memory.retrieve(candidate, k=...)).
 SIMILAR_FACTS = 5
-
-
-@dataclass(frozen=True)
-class Message:
-    """One stored message (``similarity`` and ``score`` are set by recall; ``metadata`` is what
-    it was written with)."""
-
-    role: str
-    content: str
-    seq: int | None = None
-    thread: str | None = None
-    created_at: datetime | None = None
-    importance: float = 1.0
-    similarity: float | None = None
-    score: float | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def as_chat(self) -> dict[str, str]:
-        return {"role": self.role, "content": self.content}
-
-
-@dataclass(frozen=True)
-class TurnResult:
-    """What recording a turn did."""
-
-    user_seq: int
-    assistant_seq: int
-    learned_fact_ids: list[int] = field(default_factory=list)
-    summarized: bool = False
-    #: what each change of a learner did, in order (pymem.turn_record's ``changes``): dicts with
-    #: op, fact_id (updates, deletes), id (the fact now active), applied, reason (when skipped)
-    fact_changes: list[dict[str, Any]] = field(default_factory=list)
-    #: what failed while the turn was recorded anyway, one line each (the extractor or learner, the
-    #: summarizer, storing the summary): empty when learning and summarizing worked, or had
-    #: nothing to do. ``learned_fact_ids == []`` with no failure means there was nothing to learn.
-    failures: list[str] = field(default_factory=list)
 
 
 #: The most messages one recall embeds before it ranks (the SQL limits' maximum): recall is exact.

@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -23,57 +21,11 @@ from psycopg.types.json import Jsonb
 from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Embed, Operation, Query
+from .types import Fact, FactId
 from .values import number, text, timestamp
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
 SOURCES = ("manual", "learned", "trace")
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One row of ``pymem.facts`` (``similarity`` and ``score`` are set by ranked retrieval:
-    cosine similarity, and the fused lexical + vector score it was ranked by; ``depth``, the
-    supersede steps from this version to the newest one of its history, by ``history(fact_id=)``)."""
-
-    id: int
-    content: str
-    scope: str
-    scope_id: str
-    project_id: str = ""
-    confidence: float = 1.0
-    source: str = "manual"
-    trace_id: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    created_at: datetime | None = None
-    superseded_by: int | None = None
-    superseded_at: datetime | None = None
-    similarity: float | None = None
-    score: float | None = None
-    depth: int | None = None
-
-    @property
-    def active(self) -> bool:
-        return self.superseded_by is None
-
-
-class FactId(int):
-    """What ``persist`` and ``update`` return: the id of the fact now active (an ``int``, usable
-    wherever an id is), and whether the call created it. ``created`` is False when the content
-    already was an active fact of the subject: ``persist`` added nothing (``pymem.fact_add``'s
-    ``created``); ``update`` retired the old fact into it (a merge: no row was added)."""
-
-    created: bool
-
-    def __new__(cls, id: int, created: bool = True) -> FactId:
-        self = super().__new__(cls, id)
-        self.created = created
-        return self
-
-    def __getnewargs__(self) -> tuple[int, bool]:
-        return int(self), self.created
-
-    def __repr__(self) -> str:
-        return f"FactId({int(self)}, created={self.created})"
 
 
 _FIELDS = tuple(Fact.__dataclass_fields__)

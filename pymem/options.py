@@ -17,15 +17,13 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .blocks import check_blocks
 from .embedders import Embedder
 from .errors import ValidationError
+from .types import Extractor, Summarizer
 from .values import number, text
-
-if TYPE_CHECKING:  # types only: pymem.conversations imports this module
-    from .conversations import Extractor, Summarizer
 
 UserSpec = str | Callable[[Any], "str | None"] | None
 

@@ -1,0 +1,102 @@
+"""The values pymem's calls return and the callables they take: :class:`Fact` and
+:class:`FactId` (durable facts), :class:`Message` and :class:`TurnResult` (conversation memory),
+the ``Summarizer`` and ``Extractor`` signatures. A leaf: it imports no other pymem module, so
+every module may name these types at run time (``pymem.facts`` and ``pymem.conversations``
+re-export theirs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+#: summarizer(previous_summary, messages, max_chars) -> new summary. ``messages`` are dicts
+#: with seq, role, content, created_at, oldest first: the span to fold into the summary.
+Summarizer = Callable[[str | None, list[dict[str, Any]], int], str]
+#: extractor(user_message) -> facts worth keeping about the user (short strings); the first
+#: MAX_LEARNED_PER_TURN of them are kept.
+Extractor = Callable[[str], list[str]]
+
+
+@dataclass(frozen=True)
+class Fact:
+    """One row of ``pymem.facts`` (``similarity`` and ``score`` are set by ranked retrieval:
+    cosine similarity, and the fused lexical + vector score it was ranked by; ``depth``, the
+    supersede steps from this version to the newest one of its history, by ``history(fact_id=)``)."""
+
+    id: int
+    content: str
+    scope: str
+    scope_id: str
+    project_id: str = ""
+    confidence: float = 1.0
+    source: str = "manual"
+    trace_id: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    created_at: datetime | None = None
+    superseded_by: int | None = None
+    superseded_at: datetime | None = None
+    similarity: float | None = None
+    score: float | None = None
+    depth: int | None = None
+
+    @property
+    def active(self) -> bool:
+        return self.superseded_by is None
+
+
+class FactId(int):
+    """What ``persist`` and ``update`` return: the id of the fact now active (an ``int``, usable
+    wherever an id is), and whether the call created it. ``created`` is False when the content
+    already was an active fact of the subject: ``persist`` added nothing (``pymem.fact_add``'s
+    ``created``); ``update`` retired the old fact into it (a merge: no row was added)."""
+
+    created: bool
+
+    def __new__(cls, id: int, created: bool = True) -> FactId:
+        self = super().__new__(cls, id)
+        self.created = created
+        return self
+
+    def __getnewargs__(self) -> tuple[int, bool]:
+        return int(self), self.created
+
+    def __repr__(self) -> str:
+        return f"FactId({int(self)}, created={self.created})"
+
+
+@dataclass(frozen=True)
+class Message:
+    """One stored message (``similarity`` and ``score`` are set by recall; ``metadata`` is what
+    it was written with)."""
+
+    role: str
+    content: str
+    seq: int | None = None
+    thread: str | None = None
+    created_at: datetime | None = None
+    importance: float = 1.0
+    similarity: float | None = None
+    score: float | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def as_chat(self) -> dict[str, str]:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class TurnResult:
+    """What recording a turn did."""
+
+    user_seq: int
+    assistant_seq: int
+    learned_fact_ids: list[int] = field(default_factory=list)
+    summarized: bool = False
+    #: what each change of a learner did, in order (pymem.turn_record's ``changes``): dicts with
+    #: op, fact_id (updates, deletes), id (the fact now active), applied, reason (when skipped)
+    fact_changes: list[dict[str, Any]] = field(default_factory=list)
+    #: what failed while the turn was recorded anyway, one line each (the extractor or learner, the
+    #: summarizer, storing the summary): empty when learning and summarizing worked, or had
+    #: nothing to do. ``learned_fact_ids == []`` with no failure means there was nothing to learn.
+    failures: list[str] = field(default_factory=list)
