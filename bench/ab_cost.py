@@ -34,7 +34,7 @@ from pymem.connection import resolve_conninfo  # noqa: E402
 from pymem.embedders import HashEmbedder  # noqa: E402
 
 CONTEXT = ("SELECT pymem.context_read(user_id => 'probe', agent_id => %(a)s, project_id => 'acme', "
-           "thread_id => 'default', query => %(v)s, embedder => %(e)s, max_facts => 50, window_size => 20, k => 5{x})")
+           "thread_id => 'default', query_vector => %(v)s, embedder => %(e)s, max_facts => 50, window_size => 20, k => 5{x})")
 
 
 def main(argv: list[str] | None = None) -> None:

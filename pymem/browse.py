@@ -89,12 +89,12 @@ def search_facts(db: Database, scope: str, scope_id: str, query: str, project_id
     ``Memory.retrieve``); the facts with no vector from it are not ranked there, so the best ``k``
     of them by words alone come back as ``words_only``. Without, ranked by words alone."""
     params = {"scope": scope, "scope_id": scope_id, "project_id": text(project_id, "project_id"), "k": k,
-              "query": None, "embedder": None, "query_text": text(query, "query"), "metadata": None,
+              "query_vector": None, "embedder": None, "query_text": text(query, "query"), "metadata": None,
               "lexical_weight": lexical_weight}
     if embedder is None:
         return db.query("facts_search", params), []
     (vector,) = vectors(embedder, [query])
-    rows = db.query("facts_search", {**params, "query": vector, "embedder": embedder.name})
+    rows = db.query("facts_search", {**params, "query_vector": vector, "embedder": embedder.name})
     missing = {r["id"] for r in rows if r["similarity"] is None}  # facts_search lists them first, unranked
     ranked = [r for r in rows if r["similarity"] is not None]
     if not missing:
@@ -114,11 +114,11 @@ def recall_messages(db: Database, user_id: str, query: str, project_id: str = ""
     params = {**options.params(), "k": k, "user_id": text(user_id, "user id"),
               "thread_id": text(thread_id, "thread"), "project_id": text(project_id, "project_id"),
               "window_size": 0, "as_of": None, "since": None, "until": None, "metadata": None,
-              "query": None, "embedder": None, "query_text": text(query, "query")}
+              "query_vector": None, "embedder": None, "query_text": text(query, "query")}
     if embedder is None:
         return db.query("messages_recall", params), []
     (vector,) = vectors(embedder, [query])
-    ranked = db.query("messages_recall", {**params, "query": vector, "embedder": embedder.name})
+    ranked = db.query("messages_recall", {**params, "query_vector": vector, "embedder": embedder.name})
     missing = {(m["thread_id"], m["seq"]) for m in db.query(
         "messages_unembedded", {"user_id": user_id, "project_id": project_id, "embedder": embedder.name,
                                 "min_chars": options.min_content_chars, "max_messages": UNEMBEDDED_MAX})}

@@ -132,7 +132,7 @@ class _Context:
             "agent_id": o.agent_id,
             "project_id": o.project_id,
             "thread_id": text(thread if thread is not None else o.thread, "thread"),
-            "query": None,
+            "query_vector": None,
             "embedder": None,
             "max_facts": o.max_facts,
             "window_size": o.window,
@@ -146,7 +146,7 @@ class _Context:
             params["k"] = 0
         if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:
             (qvec,) = yield Embed([query], None if embedding is None else [embedding])
-            params |= {"query": qvec, "embedder": o.embedder.name}
+            params |= {"query_vector": qvec, "embedder": o.embedder.name}
         rows = yield Query("context_read", params)
         data = rows[0]["context"]
         if data["unembedded"]:

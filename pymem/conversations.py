@@ -339,7 +339,7 @@ class _Conversations:
         if o.embedder is None:
             if given is not None:
                 raise ValidationError("recall by a vector needs Memory(embedder=...)")
-            rows = yield Query("messages_recall", {**where, "query": None, "embedder": None, "query_text": query,
+            rows = yield Query("messages_recall", {**where, "query_vector": None, "embedder": None, "query_text": query,
                                                    **recall, "window_size": window})
             return [_message(r) for r in rows]
         missing = yield Query(
@@ -352,7 +352,7 @@ class _Conversations:
         (qvec,) = yield Embed([query if given is None else "the query vector"], given)
         rows = yield Query(
             "messages_recall",
-            {**where, "query": qvec, "embedder": o.embedder.name, "query_text": query if given is None else None,
+            {**where, "query_vector": qvec, "embedder": o.embedder.name, "query_text": query if given is None else None,
              **recall, "window_size": window},
         )
         return [_message(r) for r in rows]

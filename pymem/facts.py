@@ -149,7 +149,7 @@ class _Facts:
         if given is None:
             text(query, "query")
         embedder = self.options.embedder
-        params = {**subject, "k": k, "query": None, "embedder": None, "query_text": query if given is None else None,
+        params = {**subject, "k": k, "query_vector": None, "embedder": None, "query_text": query if given is None else None,
                   "metadata": None if metadata is None else Jsonb(dict(metadata)),
                   "lexical_weight": self.options.fact_lexical_weight}
         if embedder is None and given is not None:
@@ -158,7 +158,7 @@ class _Facts:
             rows = yield Query("facts_search", params)
             return [_fact(r, subject["scope"]) for r in rows]
         params["embedder"] = embedder.name
-        (params["query"],) = yield Embed([query if given is None else "the query vector"], given)
+        (params["query_vector"],) = yield Embed([query if given is None else "the query vector"], given)
         rows = yield Query("facts_search", params)
         missing = [r for r in rows if r["similarity"] is None]
         if missing:

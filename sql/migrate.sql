@@ -520,6 +520,29 @@ COMMIT;
 \echo pymem: applied 0032_scope_index_apart
 \endif
 
+-- 0033_query_vector
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0033_query_vector', 'ca71e47d7770d8cf29ae4e6f1afe0eee89b5b06cc890708e8088ea7a6439d333') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0033_query_vector.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0033_query_vector', 'ca71e47d7770d8cf29ae4e6f1afe0eee89b5b06cc890708e8088ea7a6439d333', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0033_query_vector
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -570,7 +593,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('66ba63cc1a2bdfcd50a405aa124c35f0ab3dd4e2e0027586f6456a1af489bb69')
+SELECT pymem.migration_api_applied('19a9be700205f28ca6630e8f984e557f852e2716213d823cd7df39bc1f2a164c')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

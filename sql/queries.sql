@@ -240,7 +240,7 @@ SELECT pymem.fact_embeddings_put(
 -- name: facts_search
 -- A subject's active facts ranked for a query (its vector, its text, or both), top k.
 SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity, s.score
-FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query => %(query)b,
+FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query_vector => %(query_vector)b,
                         embedder => %(embedder)s, project_id => %(project_id)s, k => %(k)s::integer,
                         query_text => %(query_text)s, metadata => %(metadata)s::jsonb,
                         lexical_weight => %(lexical_weight)s::float8) AS s;
@@ -319,7 +319,7 @@ SELECT pymem.message_embeddings_put(user_id => %(user_id)s, embedder => %(embedd
 -- A user's past messages ranked for a query (vector, text or both; those scoring at least min_score).
 SELECT r.thread_id, r.seq, r.role, r.content, r.metadata, r.created_at, r.importance, r.similarity, r.score
 FROM pymem.messages_recall(
-    user_id => %(user_id)s, query => %(query)b, embedder => %(embedder)s, project_id => %(project_id)s,
+    user_id => %(user_id)s, query_vector => %(query_vector)b, embedder => %(embedder)s, project_id => %(project_id)s,
     thread_id => %(thread_id)s, k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,
     window_size => %(window_size)s::integer, recency_weight => %(recency_weight)s::float8,
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
@@ -341,7 +341,7 @@ SELECT pymem.conversation_forget(user_id => %(user_id)s, thread_id => %(thread_i
 -- Everything one turn reads (facts, summary, recall, window) in one call.
 SELECT pymem.context_read(
     user_id => %(user_id)s, agent_id => %(agent_id)s, project_id => %(project_id)s, thread_id => %(thread_id)s,
-    query => %(query)b, embedder => %(embedder)s, max_facts => %(max_facts)s::integer,
+    query_vector => %(query_vector)b, embedder => %(embedder)s, max_facts => %(max_facts)s::integer,
     window_size => %(window_size)s::integer, k => %(k)s::integer,
     min_content_chars => %(min_content_chars)s::integer, recency_weight => %(recency_weight)s::float8,
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
@@ -379,7 +379,7 @@ SELECT pymem.store_item_delete(store_key => %(store_key)s, namespace => %(namesp
 -- Items under a namespace prefix matching a filter: newest first, or by similarity to a query vector.
 SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.score
 FROM pymem.store_items_search(store_key => %(store_key)s, namespace_prefix => %(namespace_prefix)s::text[],
-                              filter => %(filter)s::jsonb, query => %(query)b, embedder => %(embedder)s,
+                              filter => %(filter)s::jsonb, query_vector => %(query_vector)b, embedder => %(embedder)s,
                               max_items => %(max_items)s::integer, skip => %(skip)s::integer,
                               project_id => %(project_id)s) AS i;
 

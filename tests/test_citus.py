@@ -560,7 +560,7 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
             "WHERE indexrelname LIKE 'message_embeddings_recall_%'$$)"))
 
     recall = ("SELECT thread_id, seq, score FROM pymem.messages_recall(user_id => 'heavy', project_id => 'p1', "
-              "query => %s, embedder => %s, k => 5, window_size => 0, min_content_chars => 0)")
+              "query_vector => %s, embedder => %s, k => 5, window_size => 0, min_content_chars => 0)")
     query = Vector(emb.embed(["coffee in paris"])[0])
     with psycopg.connect(admin, autocommit=True) as a, psycopg.connect(app, autocommit=True) as c:
         register_vector(c)

@@ -409,7 +409,7 @@ def test_context_read_runs_generic_plans_from_its_first_call(db, dsn):
     vec = HashEmbedder().embed(["garden"])[0]
     with pymem.connect(dsn) as c:
         log = PlanLog(c, analyze=False)
-        c.execute("SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot', query => %s, "
+        c.execute("SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot', query_vector => %s, "
                   "embedder => %s)", (Vector(vec), HashEmbedder().name)).fetchall()
     plans = log.plans
     conds = [json.dumps(p["Plan"]) for p in plans if '"Relation Name": "messages"' in json.dumps(p["Plan"])]

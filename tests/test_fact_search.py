@@ -309,7 +309,7 @@ def test_a_context_reads_the_brute_force_best_facts_newest_first(facts, max_fact
                          " AND superseded_by IS NULL").fetchall()
     created = dict(rows)
     newest = [i for i, _ in sorted(rows, key=lambda r: (r[1], r[0]), reverse=True)]
-    read = ("SELECT pymem.context_read(user_id => 'u1', query => %s::text::vector, embedder => 'e3',"
+    read = ("SELECT pymem.context_read(user_id => 'u1', query_vector => %s::text::vector, embedder => 'e3',"
             " query_text => %s, lexical_weight => %s, max_facts => %s, k => 0) -> 'user_facts'")
     cases = [(q, t, w) for q, t in QUERIES for w in (0.0, 0.5, 1.0)] + [(None, t, 0.5) for _, t in QUERIES[:4]]
     for query, text, weight in cases:

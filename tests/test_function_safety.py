@@ -224,7 +224,7 @@ def _api_calls(c: psycopg.Connection) -> None:
     if claim and claim[0]:
         c.execute("SELECT pymem.summary_release('ann', %s)", (claim[0],))
     c.execute("SELECT * FROM pymem.summary_read('ann')")
-    c.execute("SELECT pymem.context_read('ann', 'bot', query => %s, embedder => 'e3', recency_weight => 0.1)", (v3,))
+    c.execute("SELECT pymem.context_read('ann', 'bot', query_vector => %s, embedder => 'e3', recency_weight => 0.1)", (v3,))
     export = c.execute("SELECT pymem.user_export('ann')").fetchone()[0]
     c.execute("SELECT pymem.user_import(%s, user_id => 'bob')", (psycopg.types.json.Jsonb(export),))
     c.execute("SELECT pymem.fact_forget('user', 'ann', content => 'Likes green tea')")
@@ -254,7 +254,7 @@ def _api_calls(c: psycopg.Connection) -> None:
               "embedder => 'e3', fields => '{$}', embeddings => ARRAY['[1,2,3]']::text[]::vector[])")
     c.execute("SELECT * FROM pymem.store_item_get('notes', '{users,ann}', 'prefs')")
     c.execute("SELECT * FROM pymem.store_items_search('notes', '{users}', '{\"n\": {\"$gte\": 1}, \"theme\": [1]}')")
-    c.execute("SELECT * FROM pymem.store_items_search('notes', query => '[1,2,3]'::text::vector, embedder => 'e3')")
+    c.execute("SELECT * FROM pymem.store_items_search('notes', query_vector => '[1,2,3]'::text::vector, embedder => 'e3')")
     c.execute("SELECT * FROM pymem.store_namespaces('notes', prefix => '{users}', suffix => '{*}', max_depth => 1)")
     c.execute("SELECT pymem.store_item_delete('notes', '{users,ann}', 'prefs')")
     c.execute("SELECT pymem.store_delete('notes', 'a.txt')")

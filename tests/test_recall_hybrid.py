@@ -186,7 +186,7 @@ def test_sql_callers_without_a_vector_get_lexical_recall_and_without_text_vector
                                    user_id => 'alice', query_text => 'golf hotel', thread_id => 'other', k => 500)""").fetchall()
         vec = emb.embed(["golf hotel"])[0]
         vector_only = c.execute("""SELECT thread_id, seq, score, similarity FROM pymem.messages_recall(
-                                       user_id => 'alice', query => %s::text::vector, embedder => %s,
+                                       user_id => 'alice', query_vector => %s::text::vector, embedder => %s,
                                        thread_id => 'other', k => 10)""",
                                 ("[" + ",".join(map(str, vec)) + "]", emb.name)).fetchall()
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="needs a query"):

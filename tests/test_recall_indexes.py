@@ -28,7 +28,7 @@ WORDS = ("garden tomato berlin paris coffee bicycle piano invoice holiday dentis
          "football weather train sister birthday laptop python mortgage").split()
 QUERIES = ("where is my garden", "coffee in paris", "dentist meeting", "birthday of my sister", "the laptop invoice")
 RECALL = ("SELECT r.thread_id, r.seq, r.score FROM pymem.messages_recall(user_id => %(u)s, project_id => %(p)s, "
-          "query => %(v)s, embedder => %(e)s, query_text => %(t)s, k => %(k)s, window_size => %(w)s, "
+          "query_vector => %(v)s, embedder => %(e)s, query_text => %(t)s, k => %(k)s, window_size => %(w)s, "
           "min_content_chars => 0, metadata => %(m)s) AS r")
 EXACT = ("SELECT r.thread_id, r.seq, r.score FROM pymem._recall_ranked(%(p)s, %(u)s, 'default', %(v)s, %(e)s, %(t)s, "
          "%(k)s, 0, %(w)s, 0, 0, 0.4, 3600, NULL, NULL, NULL, NULL, %(m)s) AS r")
@@ -158,7 +158,7 @@ def test_context_read_uses_the_index(db, dsn):
     with pymem.connect(dsn) as c:
         register_vector(c)
         log = PlanLog(c, analyze=False)
-        ctx = c.execute("SELECT pymem.context_read(user_id => 'heavy', query => %s, embedder => %s, "
+        ctx = c.execute("SELECT pymem.context_read(user_id => 'heavy', query_vector => %s, embedder => %s, "
                         "query_text => 'coffee in paris', k => 5, min_content_chars => 0)",
                         (Vector(EMB.embed(["coffee in paris"])[0]), EMB.name)).fetchone()[0]
         assert _index_scans(log)

@@ -129,7 +129,7 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
     probe's values as literals."""
     out: dict[str, Any] = {}
     call = sql.SQL("SELECT pymem.context_read(user_id => {u}, agent_id => {a}, project_id => {p}, "
-                   "thread_id => 'default', query => {q}::vector, embedder => {e}, max_facts => {mf}, "
+                   "thread_id => 'default', query_vector => {q}::vector, embedder => {e}, max_facts => {mf}, "
                    "window_size => {w}, k => {k}, min_content_chars => {mc}, query_text => {t})").format(
         u=sql.Literal(probe.user_id), a=sql.Literal(AGENT_ID), p=sql.Literal(probe.project_id),
         q=sql.Literal(qvec.to_text()), e=sql.Literal(embedder.name), mf=sql.Literal(MAX_FACTS),

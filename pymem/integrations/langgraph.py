@@ -179,7 +179,7 @@ class PymemStore(BaseStore):
             query = (yield Embed([op.query]))[0]
         rows = yield Query("store_items_search", {
             **self._where(), "namespace_prefix": list(op.namespace_prefix), "filter": _json(op.filter or {}),
-            "query": query, "embedder": self._query_embedder.name if query is not None else None,
+            "query_vector": query, "embedder": self._query_embedder.name if query is not None else None,
             "max_items": op.limit, "skip": op.offset})
         return [SearchItem(namespace=tuple(r["namespace"]), key=r["key"], value=r["value"],
                            created_at=r["created_at"], updated_at=r["updated_at"], score=r["score"])

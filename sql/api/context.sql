@@ -39,7 +39,7 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     agent_id text DEFAULT NULL,
     project_id text DEFAULT '',
     thread_id text DEFAULT 'default',
-    query vector DEFAULT NULL,
+    query_vector vector DEFAULT NULL,
     embedder text DEFAULT NULL,
     max_facts integer DEFAULT 50,
     window_size integer DEFAULT 20,
@@ -98,8 +98,8 @@ BEGIN
         RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(context_read.metadata)
             USING ERRCODE = '22023';
     END IF;
-    IF context_read.query IS NOT NULL THEN  -- once, for the facts' ranking and for recall
-        PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query);
+    IF context_read.query_vector IS NOT NULL THEN  -- once, for the facts' ranking and for recall
+        PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query_vector);
     END IF;
     IF context_read.agent_id IS NOT NULL
        AND pymem._fact_check_subject('agent', context_read.agent_id, context_read.project_id, 'match') THEN
@@ -107,7 +107,7 @@ BEGIN
                    'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
           INTO v_agent
           FROM pymem._facts_for_context(context_read.project_id, 'agent', context_read.agent_id, context_read.max_facts,
-                                        context_read.query, context_read.embedder, context_read.query_text,
+                                        context_read.query_vector, context_read.embedder, context_read.query_text,
                                         context_read.lexical_weight) AS f;
     END IF;
     v_has_user := context_read.user_id IS NOT NULL
@@ -117,7 +117,7 @@ BEGIN
                    'id', f.id, 'content', f.content, 'confidence', f.confidence, 'created_at', f.created_at)), '[]')
           INTO v_user
           FROM pymem._facts_for_context(context_read.project_id, 'user', context_read.user_id, context_read.max_facts,
-                                        context_read.query, context_read.embedder, context_read.query_text,
+                                        context_read.query_vector, context_read.embedder, context_read.query_text,
                                         context_read.lexical_weight) AS f;
         SELECT t.summary, t.summary_through INTO v_summary, v_through FROM pymem.threads AS t
          WHERE t.project_id = context_read.project_id AND t.user_id = context_read.user_id
@@ -129,7 +129,7 @@ BEGIN
           INTO v_window
           FROM pymem._window(context_read.project_id, context_read.user_id, context_read.thread_id,
                              context_read.window_size) AS w;
-        IF (context_read.query IS NOT NULL OR context_read.query_text IS NOT NULL) AND context_read.k > 0 THEN
+        IF (context_read.query_vector IS NOT NULL OR context_read.query_text IS NOT NULL) AND context_read.k > 0 THEN
             v_upstream := CASE WHEN context_read.dedupe THEN pymem._norm(pg_catalog.concat_ws(' ',
                 (SELECT pg_catalog.string_agg(a.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
                 (SELECT pg_catalog.string_agg(u.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_user) AS u),
@@ -141,7 +141,7 @@ BEGIN
                    pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
               INTO v_threads, v_seqs, v_similarities, v_scores
               FROM pymem._recall(context_read.project_id, context_read.user_id, context_read.thread_id,
-                                 context_read.query, context_read.embedder, context_read.query_text,
+                                 context_read.query_vector, context_read.embedder, context_read.query_text,
                                  context_read.k + 20, context_read.min_content_chars,
                                  context_read.window_size, context_read.recency_weight,
                                  context_read.importance_weight, context_read.lexical_weight,
@@ -164,7 +164,7 @@ BEGIN
                 v_kept := v_kept + 1;
                 EXIT WHEN v_kept >= context_read.k;
             END LOOP;
-            IF context_read.query IS NOT NULL THEN
+            IF context_read.query_vector IS NOT NULL THEN
                 SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                            'thread_id', u.thread_id, 'seq', u.seq, 'content', u.content)), '[]')
                   INTO v_unembedded

@@ -527,7 +527,7 @@ BEGIN
 END;
 $$;
 
--- messages_recall: a user's past messages most relevant to a query: its vector (`query`, from
+-- messages_recall: a user's past messages most relevant to a query: its vector (`query_vector`, from
 -- `embedder`), its text (`query_text`), or both (the default of Memory.recall: hybrid ranking);
 -- scored by relevance, recency and importance (see _recall_ranked); the top k of those scoring at
 -- least min_score (NULL: no threshold), with their metadata. as_of (default now) recalls as of a
@@ -537,7 +537,7 @@ $$;
 --       user_id => 'alice', query_text => 'Where do I live?', k => 5);
 CREATE OR REPLACE FUNCTION pymem.messages_recall(
     user_id text,
-    query vector DEFAULT NULL,
+    query_vector vector DEFAULT NULL,
     embedder text DEFAULT NULL,
     project_id text DEFAULT '',
     thread_id text DEFAULT 'default',
@@ -576,15 +576,15 @@ BEGIN
         RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(messages_recall.metadata)
             USING ERRCODE = '22023';
     END IF;
-    IF messages_recall.query IS NULL AND messages_recall.query_text IS NULL THEN
-        RAISE EXCEPTION 'pymem: recall needs a query: its vector (query), its text (query_text) or both'
+    IF messages_recall.query_vector IS NULL AND messages_recall.query_text IS NULL THEN
+        RAISE EXCEPTION 'pymem: recall needs a query: its vector (query_vector), its text (query_text) or both'
             USING ERRCODE = '22023';
     END IF;
     IF NOT pymem._conv_check(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id, 'match') THEN
         RETURN;
     END IF;
-    IF messages_recall.query IS NOT NULL THEN
-        PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query);
+    IF messages_recall.query_vector IS NOT NULL THEN
+        PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query_vector);
     END IF;
     -- two statements: the ranking alone (_recall: a recall index's candidates or the exact scan),
     -- then each winner by primary key (a Citus worker cannot run a query on a shard that also
@@ -593,7 +593,7 @@ BEGIN
            pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
       INTO v_threads, v_seqs, v_similarities, v_scores
       FROM pymem._recall(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
-                         messages_recall.query, messages_recall.embedder, messages_recall.query_text,
+                         messages_recall.query_vector, messages_recall.embedder, messages_recall.query_text,
                          messages_recall.k, messages_recall.min_content_chars, messages_recall.window_size,
                          messages_recall.recency_weight, messages_recall.importance_weight,
                          messages_recall.lexical_weight, messages_recall.half_life_seconds,

@@ -8,7 +8,7 @@
 
 -- _fact_candidates: what facts_search ranks: a subject's active facts (or every subject's of the
 -- scope with '*'), each with whether its metadata contains `metadata` (NULL: every fact does), its
--- cosine distance to `query` (NULL: no query vector, or no vector from `embedder` yet), and its
+-- cosine distance to `query_vector` (NULL: no query vector, or no vector from `embedder` yet), and its
 -- lexemes and length (computed here for a fact stored before 0016_fact_lexical by a role that
 -- row-level security binds, which has no row in fact_lexemes). Two branches, so that each keeps
 -- its plan on its own index. coalesce(p_embedder, ''): no embedder (a query without a vector)
@@ -159,7 +159,7 @@ BEGIN
 END;
 $$;
 
--- facts_search: a subject's active facts ranked for a query given as its vector (`query`, from
+-- facts_search: a subject's active facts ranked for a query given as its vector (`query_vector`, from
 -- `embedder`), its text (`query_text`), or both; top k.
 --   SELECT id, content, similarity, score FROM pymem.facts_search('user', 'alice', $1, 'hash-384-v1',
 --       query_text => 'where does alice live', k => 3);
@@ -169,7 +169,7 @@ $$;
 --     search configuration, english by default), with the document count, average length in tokens and document frequencies
 --     of the subject's active facts, divided by the best eligible fact's (the best lexical match
 --     has 1, a fact sharing no term with the text 0);
---   vector: the cosine similarity to `query`.
+--   vector: the cosine similarity to `query_vector`.
 -- score = (1 - lexical_weight) * similarity + lexical_weight * lexical. With a query vector, every
 -- eligible fact with a vector from `embedder` is ranked; active facts that have none yet come
 -- first, with similarity and score NULL (at most 1000 of them): embed them, store them with
@@ -181,7 +181,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem.facts_search(
     scope text,
     scope_id text,
-    query vector DEFAULT NULL,
+    query_vector vector DEFAULT NULL,
     embedder text DEFAULT NULL,
     project_id text DEFAULT '',
     k integer DEFAULT 5,
@@ -199,8 +199,8 @@ BEGIN
     IF NOT pymem._fact_check_subject(facts_search.scope, facts_search.scope_id, facts_search.project_id, 'match') THEN
         RETURN;
     END IF;
-    IF facts_search.query IS NULL AND facts_search.query_text IS NULL THEN
-        RAISE EXCEPTION 'pymem: facts_search needs a query: its vector (query), its text (query_text), or both'
+    IF facts_search.query_vector IS NULL AND facts_search.query_text IS NULL THEN
+        RAISE EXCEPTION 'pymem: facts_search needs a query: its vector (query_vector), its text (query_text), or both'
             USING ERRCODE = '22023';
     END IF;
     IF pg_catalog.length(facts_search.query_text) > 65536 THEN
@@ -216,12 +216,12 @@ BEGIN
         RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1, not %', facts_search.lexical_weight
             USING ERRCODE = '22023';
     END IF;
-    IF facts_search.query IS NOT NULL THEN
-        PERFORM pymem._query_check(facts_search.project_id, facts_search.embedder, facts_search.query);
+    IF facts_search.query_vector IS NOT NULL THEN
+        PERFORM pymem._query_check(facts_search.project_id, facts_search.embedder, facts_search.query_vector);
     END IF;
     RETURN QUERY
     SELECT * FROM pymem._facts_ranked(facts_search.project_id, facts_search.scope, facts_search.scope_id,
-                                      facts_search.query, facts_search.embedder, facts_search.query_text,
+                                      facts_search.query_vector, facts_search.embedder, facts_search.query_text,
                                       facts_search.metadata, facts_search.lexical_weight, facts_search.k, false);
 END;
 $$;

@@ -289,7 +289,7 @@ $$;
 --   SELECT namespace, key, value, score FROM pymem.store_items_search(store_key => 'agent',
 --          namespace_prefix => '{users}', filter => '{"theme": "dark"}');
 CREATE OR REPLACE FUNCTION pymem.store_items_search(
-    store_key text, namespace_prefix text[] DEFAULT '{}', filter jsonb DEFAULT '{}', query vector DEFAULT NULL,
+    store_key text, namespace_prefix text[] DEFAULT '{}', filter jsonb DEFAULT '{}', query_vector vector DEFAULT NULL,
     embedder text DEFAULT NULL, max_items integer DEFAULT 10, skip integer DEFAULT 0, project_id text DEFAULT '')
 RETURNS TABLE (namespace text[], key text, value jsonb, created_at timestamptz, updated_at timestamptz,
                score double precision)
@@ -311,7 +311,7 @@ BEGIN
     END IF;
     -- the page is chosen first, then only its rows are decoded (an item's namespace and key,
     -- its value as jsonb): decoding every candidate cost 158 ms for 10,000 items of 2 kB
-    IF store_items_search.query IS NULL THEN
+    IF store_items_search.query_vector IS NULL THEN
         RETURN QUERY
         SELECT pymem._store_item_namespace(t.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(t.path, '^.*/', ''), 2)),
                t.content::jsonb, t.created_at, t.updated_at, NULL::double precision
@@ -326,14 +326,14 @@ BEGIN
          ORDER BY t.updated_at DESC, t.path COLLATE "C";
         RETURN;
     END IF;
-    PERFORM pymem._query_check(store_items_search.project_id, store_items_search.embedder, store_items_search.query);
+    PERFORM pymem._query_check(store_items_search.project_id, store_items_search.embedder, store_items_search.query_vector);
     RETURN QUERY
     SELECT pymem._store_item_namespace(t.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(t.path, '^.*/', ''), 2)),
            t.content::jsonb, t.created_at, t.updated_at, t.score
       FROM (SELECT e.path, e.content, e.created_at, e.updated_at, s.score
               FROM pymem.store_entries AS e
               LEFT JOIN LATERAL (
-                  SELECT pg_catalog.max(1 - pymem._cosine_distance(v.embedding, store_items_search.query)) AS score
+                  SELECT pg_catalog.max(1 - pymem._cosine_distance(v.embedding, store_items_search.query_vector)) AS score
                     FROM pymem.store_vectors AS v
                    WHERE v.project_id = e.project_id AND v.store_key = e.store_key AND v.path = e.path
                      AND v.embedder = store_items_search.embedder AND v.sha = e.sha) AS s ON true
