@@ -593,7 +593,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('19a9be700205f28ca6630e8f984e557f852e2716213d823cd7df39bc1f2a164c')
+SELECT pymem.migration_api_applied('2783254addc694b2119df1eb0ddc526ced3280af72d7c67b65e4bad2fc998074')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -1,6 +1,7 @@
--- conversations_turns.sql: turn_record, one turn of a conversation in one call (its messages,
--- their vectors, the fact changes a learner proposed, the summary lease when one is due), and
--- the check of those fact changes. Part of conversation memory (conversations.sql; tables in
+-- conversations_turns.sql: turn_record, one turn of a conversation in one call, and its jobs
+-- one function each: the check of the fact changes a learner proposed (_fact_changes_check), the
+-- two messages and their vectors (_turn_messages), what the turn teaches: learned facts and fact
+-- changes (_turn_learn); the summary lease when one is due is summary_claim's. Part of conversation memory (conversations.sql; tables in
 -- migrations/0003_conversations.sql). Re-applied on every migrate; called by
 -- pymem/conversations.py and by any SQL client (README "SQL API / Conversations").
 --
@@ -50,6 +51,211 @@ BEGIN
                 USING ERRCODE = '22023',
                       HINT = 'Each change is {"op": "add", "content": ...} or {"op": "update"|"delete", "fact_id": ..., "content": ...}.';
         END IF;
+    END LOOP;
+END;
+$$;
+
+-- _turn_messages: turn_record's second job: the user's message and the answer, one after the
+-- other (consecutive seqs), each with its vector from embedder when given (registered first).
+-- Its arguments are checked by turn_record.
+CREATE OR REPLACE FUNCTION pymem._turn_messages(
+    project_id text, user_id text, thread_id text, user_content text, assistant_content text,
+    user_importance double precision, assistant_importance double precision, user_metadata jsonb,
+    assistant_metadata jsonb, embedder text, user_embedding vector, assistant_embedding vector,
+    created_at timestamptz, OUT user_seq bigint, OUT assistant_seq bigint)
+RETURNS record
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._embedding_register(_turn_messages.project_id, _turn_messages.embedder, _turn_messages.user_embedding);
+    PERFORM pymem._embedding_register(_turn_messages.project_id, _turn_messages.embedder, _turn_messages.assistant_embedding);
+    user_seq := pymem._message_insert(_turn_messages.project_id, _turn_messages.user_id, _turn_messages.thread_id, 'user',
+                                      _turn_messages.user_content, _turn_messages.user_importance, _turn_messages.user_metadata,
+                                      CASE WHEN _turn_messages.user_embedding IS NOT NULL THEN _turn_messages.embedder END,
+                                      _turn_messages.created_at);
+    assistant_seq := pymem._message_insert(_turn_messages.project_id, _turn_messages.user_id, _turn_messages.thread_id,
+                                           'assistant', _turn_messages.assistant_content,
+                                           _turn_messages.assistant_importance, _turn_messages.assistant_metadata,
+                                           CASE WHEN _turn_messages.assistant_embedding IS NOT NULL THEN _turn_messages.embedder END,
+                                           _turn_messages.created_at);
+    INSERT INTO pymem.message_embeddings
+        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
+    -- each new message and its lexemes (which the messages' trigger just stored; 0017: kept
+    -- beside the vector for recall) by primary key, one lookup per seq: as `seq = ANY (...)`, or
+    -- as a join, generic plans read every message or lexeme row of the thread and matched the
+    -- seqs as a filter (14 ms for a 7,300-message thread)
+    SELECT m.project_id, m.user_id, _turn_messages.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
+           m.importance, m.created_at, s.embedding, l.lexemes, l.tokens
+      FROM (VALUES (user_seq, _turn_messages.user_embedding), (assistant_seq, _turn_messages.assistant_embedding))
+           AS s(seq, embedding)
+     CROSS JOIN LATERAL (SELECT m.* FROM pymem.messages AS m
+                          WHERE m.project_id = _turn_messages.project_id AND m.user_id = _turn_messages.user_id
+                            AND m.thread_id = _turn_messages.thread_id AND m.seq = s.seq
+                          LIMIT 1) AS m
+      LEFT JOIN LATERAL (SELECT l.lexemes, l.tokens FROM pymem.message_lexemes AS l
+                          WHERE l.project_id = _turn_messages.project_id AND l.user_id = _turn_messages.user_id
+                            AND l.thread_id = _turn_messages.thread_id AND l.seq = s.seq
+                          LIMIT 1) AS l ON true
+     WHERE s.embedding IS NOT NULL;
+END;
+$$;
+
+-- _turn_learn: what a turn teaches about its user, turn_record's third job (after its checks
+-- and _turn_messages): the learned facts and the adds of fact_changes in one statement under
+-- the subject's cap lock, the cap once, then the updates and deletes of fact_changes, each in a
+-- subtransaction of its own (see turn_record for the rules). turn is {"thread_id", "seq"}, named
+-- in the metadata of every fact it writes. Returns learned_ids (one per valid learned fact, in
+-- order) and changes (one report per change). Its arguments are checked by turn_record.
+CREATE OR REPLACE FUNCTION pymem._turn_learn(
+    project_id text, user_id text, turn jsonb, learned text[], fact_changes jsonb, max_learned integer,
+    created_at timestamptz, OUT learned_ids bigint[], OUT changes jsonb)
+RETURNS record
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_fact text;
+    v_contents text[] := '{}';   -- the valid learned facts as stored (trimmed), in the order given
+    v_keys bytea[];              -- their fact_key, element by element
+    v_got_keys bytea[] := '{}';  -- keys resolved to an active fact of the subject ...
+    v_got_ids bigint[] := '{}';  -- ... and that fact's id
+    v_want integer;              -- distinct keys to resolve
+    v_inserted bigint;
+    v_created boolean := false;
+    v_cut_at timestamptz;
+    v_cut_id bigint;
+    v_n_learned integer;         -- how many of v_contents came from `learned` (the adds follow)
+    v_ids bigint[] := '{}';      -- the fact id of each of v_contents
+    v_change jsonb;
+    v_add_at integer[] := '{}';  -- per change: its add's index in v_contents (NULL: none)
+    v_reason text[] := '{}';     -- per change: why it was skipped (NULL: it was not)
+    v_succ pymem.fact_successor;
+    v_i integer;
+    v_turn jsonb := _turn_learn.turn;
+BEGIN
+    -- learned facts: the checks of fact_add, one fact at a time (an invalid one is skipped) ...
+    FOREACH v_fact IN ARRAY coalesce(_turn_learn.learned, '{}') LOOP
+        BEGIN
+            v_contents := v_contents || pymem._fact_check_values(v_fact, 0.6, 'learned', NULL, '{}');
+        EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
+            RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
+        END;
+    END LOOP;
+    v_n_learned := pg_catalog.cardinality(v_contents);
+    -- the adds of fact_changes join them, checked the same way
+    FOR v_i IN 1 .. coalesce(pg_catalog.jsonb_array_length(_turn_learn.fact_changes), 0) LOOP
+        v_change := _turn_learn.fact_changes -> (v_i - 1);
+        v_add_at := v_add_at || NULL::integer;
+        v_reason := v_reason || NULL::text;
+        CONTINUE WHEN v_change ->> 'op' <> 'add';
+        BEGIN
+            v_contents := v_contents || pymem._fact_check_values(v_change ->> 'content', 0.6, 'learned', NULL, '{}');
+            v_add_at[v_i] := pg_catalog.cardinality(v_contents);
+        EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
+            RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
+            v_reason[v_i] := SQLERRM;
+        END;
+    END LOOP;
+    learned_ids := '{}';
+    IF pg_catalog.cardinality(v_contents) > 0 THEN
+        v_keys := ARRAY(SELECT pymem.fact_key(u.c) FROM pg_catalog.unnest(v_contents) WITH ORDINALITY AS u(c, n)
+                         ORDER BY u.n);
+        SELECT pg_catalog.count(DISTINCT u.k) INTO v_want FROM pg_catalog.unnest(v_keys) AS u(k);
+        IF _turn_learn.max_learned IS NOT NULL THEN
+            -- one learned writer per subject at a time, so the cap holds under concurrency
+            PERFORM pymem._subject_lock(_turn_learn.project_id, 'user', _turn_learn.user_id);
+        END IF;
+        -- ... then each distinct fact once, in the order of its first mention; a fact already
+        -- active (or committed meanwhile by a writer of another source, which takes no lock)
+        -- keeps its id. As in fact_add, a key that is neither inserted nor found was
+        -- superseded or forgotten in between: try again.
+        LOOP
+            WITH todo AS (
+                SELECT DISTINCT ON (u.k) u.k, u.c, u.n
+                  FROM ROWS FROM (pg_catalog.unnest(v_keys), pg_catalog.unnest(v_contents)) WITH ORDINALITY AS u(k, c, n)
+                 WHERE u.k <> ALL (v_got_keys)
+                 ORDER BY u.k, u.n
+            ), ins AS (
+                INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source,
+                                              metadata)
+                SELECT _turn_learn.project_id, 'user', _turn_learn.user_id, t.c, t.k, 0.6, 'learned',
+                       pg_catalog.jsonb_build_object('turn', v_turn)
+                  FROM todo AS t ORDER BY t.n
+                ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
+                RETURNING f.content_key, f.id
+            )
+            SELECT v_got_keys || coalesce(pg_catalog.array_agg(i.content_key), '{}'),
+                   v_got_ids || coalesce(pg_catalog.array_agg(i.id), '{}'), pg_catalog.count(*)
+              INTO v_got_keys, v_got_ids, v_inserted
+              FROM ins AS i;
+            v_created := v_created OR v_inserted > 0;
+            EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
+            -- each key looked up on its own (facts_subject_content_key, 0026): as one `= ANY`, or
+            -- as a plain join, the generic plan read all of the subject's active facts
+            SELECT v_got_keys || coalesce(pg_catalog.array_agg(f.content_key), '{}'),
+                   v_got_ids || coalesce(pg_catalog.array_agg(f.id), '{}')
+              INTO v_got_keys, v_got_ids
+              FROM (SELECT DISTINCT u.k FROM pg_catalog.unnest(v_keys) AS u(k) WHERE u.k <> ALL (v_got_keys)) AS k
+             CROSS JOIN LATERAL (
+                   SELECT f.content_key, f.id FROM pymem.facts AS f
+                    WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' COLLATE "C"
+                      AND f.scope_id = _turn_learn.user_id AND f.content_key = k.k AND f.superseded_by IS NULL
+                    LIMIT 1) AS f;  -- one active fact per key; the LIMIT keeps the lookup per key
+            EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
+        END LOOP;
+        v_ids := ARRAY(SELECT g.id FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS u(k, n)
+                         JOIN ROWS FROM (pg_catalog.unnest(v_got_keys), pg_catalog.unnest(v_got_ids)) AS g(k, id)
+                           ON g.k = u.k
+                        ORDER BY u.n);
+        learned_ids := v_ids[1:v_n_learned];
+        IF v_created AND _turn_learn.max_learned IS NOT NULL THEN
+            -- the cap, once for the whole turn (as in fact_add: the newest learned fact beyond
+            -- it, read from facts_subject_learned_newest; it and everything older goes)
+            SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
+             WHERE o.project_id = _turn_learn.project_id AND o.scope = 'user' AND o.scope_id = _turn_learn.user_id
+               AND o.superseded_by IS NULL AND o.source = 'learned'
+             ORDER BY o.created_at DESC, o.id DESC
+            OFFSET _turn_learn.max_learned LIMIT 1;
+            IF FOUND THEN
+                DELETE FROM pymem.facts AS f
+                 WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' AND f.scope_id = _turn_learn.user_id
+                   AND f.superseded_by IS NULL AND f.source = 'learned'
+                   AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
+            END IF;
+        END IF;
+    END IF;
+    -- the updates and deletes of fact_changes, in order, each in a subtransaction of its own
+    -- (fact_supersede takes the subject lock and checks the fact is this user's and active)
+    changes := '[]';
+    FOR v_i IN 1 .. coalesce(pg_catalog.jsonb_array_length(_turn_learn.fact_changes), 0) LOOP
+        v_change := _turn_learn.fact_changes -> (v_i - 1);
+        IF v_change ->> 'op' = 'add' THEN
+            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
+                'op', 'add', 'id', v_ids[v_add_at[v_i]], 'applied', v_add_at[v_i] IS NOT NULL,
+                'reason', v_reason[v_i])));
+            CONTINUE;
+        END IF;
+        BEGIN
+            v_succ := pymem.fact_supersede(scope => 'user', scope_id => _turn_learn.user_id,
+                                           new_content => v_change ->> 'content',
+                                           id => (v_change ->> 'fact_id')::bigint,
+                                           project_id => _turn_learn.project_id, confidence => 0.6,
+                                           source => 'learned', created_at => _turn_learn.created_at,
+                                           metadata => pg_catalog.jsonb_build_object('turn', v_turn
+                                               || pg_catalog.jsonb_build_object('op', v_change ->> 'op')));
+            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+                'op', v_change ->> 'op', 'fact_id', (v_change ->> 'fact_id')::bigint, 'id', v_succ.id,
+                'applied', true));
+        EXCEPTION WHEN no_data_found OR invalid_parameter_value OR null_value_not_allowed
+                    OR SQLSTATE 'PM201' THEN
+            RAISE WARNING 'pymem: skipped a learned % of fact %: %', v_change ->> 'op', v_change ->> 'fact_id', SQLERRM;
+            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
+                'op', v_change ->> 'op', 'fact_id', (v_change ->> 'fact_id')::bigint, 'applied', false,
+                'reason', SQLERRM));
+        END;
     END LOOP;
 END;
 $$;
@@ -122,23 +328,6 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_fact text;
-    v_contents text[] := '{}';   -- the valid learned facts as stored (trimmed), in the order given
-    v_keys bytea[];              -- their fact_key, element by element
-    v_got_keys bytea[] := '{}';  -- keys resolved to an active fact of the subject ...
-    v_got_ids bigint[] := '{}';  -- ... and that fact's id
-    v_want integer;              -- distinct keys to resolve
-    v_inserted bigint;
-    v_created boolean := false;
-    v_cut_at timestamptz;
-    v_cut_id bigint;
-    v_n_learned integer;         -- how many of v_contents came from `learned` (the adds follow)
-    v_ids bigint[] := '{}';      -- the fact id of each of v_contents
-    v_change jsonb;
-    v_add_at integer[] := '{}';  -- per change: its add's index in v_contents (NULL: none)
-    v_reason text[] := '{}';     -- per change: why it was skipped (NULL: it was not)
-    v_succ pymem.fact_successor;
-    v_i integer;
     v_turn jsonb;                -- {"thread_id", "seq"}: the turn, named in its facts' metadata
 BEGIN
     PERFORM pymem._tenant_enter(turn_record.project_id);
@@ -155,158 +344,19 @@ BEGIN
                                  turn_record.user_metadata);
     PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance,
                                  turn_record.assistant_metadata);
-    PERFORM pymem._embedding_register(turn_record.project_id, turn_record.embedder, turn_record.user_embedding);
-    PERFORM pymem._embedding_register(turn_record.project_id, turn_record.embedder, turn_record.assistant_embedding);
-    user_seq := pymem._message_insert(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'user',
-                                      turn_record.user_content, turn_record.user_importance, turn_record.user_metadata,
-                                      CASE WHEN turn_record.user_embedding IS NOT NULL THEN turn_record.embedder END,
-                                      turn_record.created_at);
-    assistant_seq := pymem._message_insert(turn_record.project_id, turn_record.user_id, turn_record.thread_id,
-                                           'assistant', turn_record.assistant_content,
-                                           turn_record.assistant_importance, turn_record.assistant_metadata,
-                                           CASE WHEN turn_record.assistant_embedding IS NOT NULL THEN turn_record.embedder END,
-                                           turn_record.created_at);
+    -- the two messages and their vectors: _turn_messages
+    SELECT m.user_seq, m.assistant_seq INTO user_seq, assistant_seq
+      FROM pymem._turn_messages(turn_record.project_id, turn_record.user_id, turn_record.thread_id,
+                                turn_record.user_content, turn_record.assistant_content,
+                                turn_record.user_importance, turn_record.assistant_importance,
+                                turn_record.user_metadata, turn_record.assistant_metadata, turn_record.embedder,
+                                turn_record.user_embedding, turn_record.assistant_embedding,
+                                turn_record.created_at) AS m;
     v_turn := pg_catalog.jsonb_build_object('thread_id', turn_record.thread_id, 'seq', user_seq);
-    INSERT INTO pymem.message_embeddings
-        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
-    -- each new message and its lexemes (which the messages' trigger just stored; 0017: kept
-    -- beside the vector for recall) by primary key, one lookup per seq: as `seq = ANY (...)`, or
-    -- as a join, generic plans read every message or lexeme row of the thread and matched the
-    -- seqs as a filter (14 ms for a 7,300-message thread)
-    SELECT m.project_id, m.user_id, turn_record.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
-           m.importance, m.created_at, s.embedding, l.lexemes, l.tokens
-      FROM (VALUES (user_seq, turn_record.user_embedding), (assistant_seq, turn_record.assistant_embedding))
-           AS s(seq, embedding)
-     CROSS JOIN LATERAL (SELECT m.* FROM pymem.messages AS m
-                          WHERE m.project_id = turn_record.project_id AND m.user_id = turn_record.user_id
-                            AND m.thread_id = turn_record.thread_id AND m.seq = s.seq
-                          LIMIT 1) AS m
-      LEFT JOIN LATERAL (SELECT l.lexemes, l.tokens FROM pymem.message_lexemes AS l
-                          WHERE l.project_id = turn_record.project_id AND l.user_id = turn_record.user_id
-                            AND l.thread_id = turn_record.thread_id AND l.seq = s.seq
-                          LIMIT 1) AS l ON true
-     WHERE s.embedding IS NOT NULL;
-    -- learned facts: the checks of fact_add, one fact at a time (an invalid one is skipped) ...
-    FOREACH v_fact IN ARRAY coalesce(turn_record.learned, '{}') LOOP
-        BEGIN
-            v_contents := v_contents || pymem._fact_check_values(v_fact, 0.6, 'learned', NULL, '{}');
-        EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
-            RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
-        END;
-    END LOOP;
-    v_n_learned := pg_catalog.cardinality(v_contents);
-    -- the adds of fact_changes join them, checked the same way
-    FOR v_i IN 1 .. coalesce(pg_catalog.jsonb_array_length(turn_record.fact_changes), 0) LOOP
-        v_change := turn_record.fact_changes -> (v_i - 1);
-        v_add_at := v_add_at || NULL::integer;
-        v_reason := v_reason || NULL::text;
-        CONTINUE WHEN v_change ->> 'op' <> 'add';
-        BEGIN
-            v_contents := v_contents || pymem._fact_check_values(v_change ->> 'content', 0.6, 'learned', NULL, '{}');
-            v_add_at[v_i] := pg_catalog.cardinality(v_contents);
-        EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
-            RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
-            v_reason[v_i] := SQLERRM;
-        END;
-    END LOOP;
-    learned_ids := '{}';
-    IF pg_catalog.cardinality(v_contents) > 0 THEN
-        v_keys := ARRAY(SELECT pymem.fact_key(u.c) FROM pg_catalog.unnest(v_contents) WITH ORDINALITY AS u(c, n)
-                         ORDER BY u.n);
-        SELECT pg_catalog.count(DISTINCT u.k) INTO v_want FROM pg_catalog.unnest(v_keys) AS u(k);
-        IF turn_record.max_learned IS NOT NULL THEN
-            -- one learned writer per subject at a time, so the cap holds under concurrency
-            PERFORM pymem._subject_lock(turn_record.project_id, 'user', turn_record.user_id);
-        END IF;
-        -- ... then each distinct fact once, in the order of its first mention; a fact already
-        -- active (or committed meanwhile by a writer of another source, which takes no lock)
-        -- keeps its id. As in fact_add, a key that is neither inserted nor found was
-        -- superseded or forgotten in between: try again.
-        LOOP
-            WITH todo AS (
-                SELECT DISTINCT ON (u.k) u.k, u.c, u.n
-                  FROM ROWS FROM (pg_catalog.unnest(v_keys), pg_catalog.unnest(v_contents)) WITH ORDINALITY AS u(k, c, n)
-                 WHERE u.k <> ALL (v_got_keys)
-                 ORDER BY u.k, u.n
-            ), ins AS (
-                INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source,
-                                              metadata)
-                SELECT turn_record.project_id, 'user', turn_record.user_id, t.c, t.k, 0.6, 'learned',
-                       pg_catalog.jsonb_build_object('turn', v_turn)
-                  FROM todo AS t ORDER BY t.n
-                ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
-                RETURNING f.content_key, f.id
-            )
-            SELECT v_got_keys || coalesce(pg_catalog.array_agg(i.content_key), '{}'),
-                   v_got_ids || coalesce(pg_catalog.array_agg(i.id), '{}'), pg_catalog.count(*)
-              INTO v_got_keys, v_got_ids, v_inserted
-              FROM ins AS i;
-            v_created := v_created OR v_inserted > 0;
-            EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
-            -- each key looked up on its own (facts_subject_content_key, 0026): as one `= ANY`, or
-            -- as a plain join, the generic plan read all of the subject's active facts
-            SELECT v_got_keys || coalesce(pg_catalog.array_agg(f.content_key), '{}'),
-                   v_got_ids || coalesce(pg_catalog.array_agg(f.id), '{}')
-              INTO v_got_keys, v_got_ids
-              FROM (SELECT DISTINCT u.k FROM pg_catalog.unnest(v_keys) AS u(k) WHERE u.k <> ALL (v_got_keys)) AS k
-             CROSS JOIN LATERAL (
-                   SELECT f.content_key, f.id FROM pymem.facts AS f
-                    WHERE f.project_id = turn_record.project_id AND f.scope = 'user' COLLATE "C"
-                      AND f.scope_id = turn_record.user_id AND f.content_key = k.k AND f.superseded_by IS NULL
-                    LIMIT 1) AS f;  -- one active fact per key; the LIMIT keeps the lookup per key
-            EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
-        END LOOP;
-        v_ids := ARRAY(SELECT g.id FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS u(k, n)
-                         JOIN ROWS FROM (pg_catalog.unnest(v_got_keys), pg_catalog.unnest(v_got_ids)) AS g(k, id)
-                           ON g.k = u.k
-                        ORDER BY u.n);
-        learned_ids := v_ids[1:v_n_learned];
-        IF v_created AND turn_record.max_learned IS NOT NULL THEN
-            -- the cap, once for the whole turn (as in fact_add: the newest learned fact beyond
-            -- it, read from facts_subject_learned_newest; it and everything older goes)
-            SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
-             WHERE o.project_id = turn_record.project_id AND o.scope = 'user' AND o.scope_id = turn_record.user_id
-               AND o.superseded_by IS NULL AND o.source = 'learned'
-             ORDER BY o.created_at DESC, o.id DESC
-            OFFSET turn_record.max_learned LIMIT 1;
-            IF FOUND THEN
-                DELETE FROM pymem.facts AS f
-                 WHERE f.project_id = turn_record.project_id AND f.scope = 'user' AND f.scope_id = turn_record.user_id
-                   AND f.superseded_by IS NULL AND f.source = 'learned'
-                   AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
-            END IF;
-        END IF;
-    END IF;
-    -- the updates and deletes of fact_changes, in order, each in a subtransaction of its own
-    -- (fact_supersede takes the subject lock and checks the fact is this user's and active)
-    changes := '[]';
-    FOR v_i IN 1 .. coalesce(pg_catalog.jsonb_array_length(turn_record.fact_changes), 0) LOOP
-        v_change := turn_record.fact_changes -> (v_i - 1);
-        IF v_change ->> 'op' = 'add' THEN
-            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_strip_nulls(pg_catalog.jsonb_build_object(
-                'op', 'add', 'id', v_ids[v_add_at[v_i]], 'applied', v_add_at[v_i] IS NOT NULL,
-                'reason', v_reason[v_i])));
-            CONTINUE;
-        END IF;
-        BEGIN
-            v_succ := pymem.fact_supersede(scope => 'user', scope_id => turn_record.user_id,
-                                           new_content => v_change ->> 'content',
-                                           id => (v_change ->> 'fact_id')::bigint,
-                                           project_id => turn_record.project_id, confidence => 0.6,
-                                           source => 'learned', created_at => turn_record.created_at,
-                                           metadata => pg_catalog.jsonb_build_object('turn', v_turn
-                                               || pg_catalog.jsonb_build_object('op', v_change ->> 'op')));
-            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
-                'op', v_change ->> 'op', 'fact_id', (v_change ->> 'fact_id')::bigint, 'id', v_succ.id,
-                'applied', true));
-        EXCEPTION WHEN no_data_found OR invalid_parameter_value OR null_value_not_allowed
-                    OR SQLSTATE 'PM201' THEN
-            RAISE WARNING 'pymem: skipped a learned % of fact %: %', v_change ->> 'op', v_change ->> 'fact_id', SQLERRM;
-            changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
-                'op', v_change ->> 'op', 'fact_id', (v_change ->> 'fact_id')::bigint, 'applied', false,
-                'reason', SQLERRM));
-        END;
-    END LOOP;
+    -- what the turn teaches (learned facts, fact_changes): _turn_learn
+    SELECT l.learned_ids, l.changes INTO learned_ids, changes
+      FROM pymem._turn_learn(turn_record.project_id, turn_record.user_id, v_turn, turn_record.learned,
+                             turn_record.fact_changes, turn_record.max_learned, turn_record.created_at) AS l;
     IF turn_record.summarize_every IS NOT NULL THEN
         SELECT c.claim_token, c.through_seq, c.previous_summary, c.messages
           INTO claim_token, through_seq, previous_summary, messages
