@@ -593,7 +593,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2783254addc694b2119df1eb0ddc526ced3280af72d7c67b65e4bad2fc998074')
+SELECT pymem.migration_api_applied('510c9366b175f8ab25268a62257fbce1ff93a3488e75e10cf1454bef5da9c013')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -78,12 +78,16 @@ def test_every_sql_file_puts_its_objects_in_schema_pymem():
 
 
 # Functions that may not pin search_path: the migration_*_path functions set it for their caller
-# (a SET clause would undo that); current_tenant, the pgvector wrappers and recall's floor must
-# inline (into RLS policies, into recall's ORDER BY and filters) and a SET clause stops that.
+# (a SET clause would undo that); current_tenant, the pgvector wrappers, recall's floor and the
+# ranking's formulas must inline (into RLS policies, into the rankings' ORDER BY and filters) and a
+# SET clause stops that.
 UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "pymem.current_tenant()",
             "pymem._cosine_distance(vector,vector)", "pymem._vector_dims(vector)", "pymem._vector_norm(vector)",
-            "pymem._vector_match(double precision)"}
-SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in",
+            "pymem._vector_match(double precision)", "pymem._term_quoted(text)",
+            "pymem._bm25_idf(double precision,double precision)",
+            "pymem._bm25(double precision,double precision,double precision,double precision)",
+            "pymem._recency(double precision,double precision)"}
+SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in", "least", "greatest",
              "operator", "all", "array"}
 # The only schemas a pinned pymem function may resolve names in: none of them can be written by
 # anyone but pymem's owner (pg_temp is the caller's own, searched for tables only, and last).

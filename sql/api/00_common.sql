@@ -1,6 +1,7 @@
 -- 00_common.sql: the tenant model (tenant_allowed, current_tenant: the RLS policies call them) and
 -- the helpers every capability file uses: tenant entry and the project check,
--- limit checks, and the checks of vectors and query vectors (with the embedder registry).
+-- limit checks, the checks of vectors and query vectors (with the embedder registry), and the
+-- ranking's formulas (term quoting, BM25, recency).
 -- Re-applied (CREATE OR REPLACE) on every migrate, like every file of api/; capability files
 -- (facts, conversations, context, portability, stores, tenant) depend on this file and on no
 -- other file's internals except where one capability reads another's data by design
@@ -8,6 +9,60 @@
 -- portability functions export and import both). No SECURITY DEFINER here: these run inside
 -- the API functions, as their owner. pgvector is reached through pymem._vector_dims /
 -- _vector_norm (bootstrap.sql renders them with pgvector's schema).
+
+-- The ranking's formulas, written once for facts_search, messages_recall and context_read. No SET
+-- clause, so that they inline into the queries that call them (a SET clause stops that); every
+-- function and operator in them is named with its schema, and they run as their caller, under
+-- the caller's pinned path (README "Function safety"). Each keeps the order of operations the
+-- three queries had, so the scores are the same to the last bit. OPERATOR(...) takes the
+-- precedence of "any other operator", whatever the operator: every sub-expression is in
+-- parentheses.
+
+-- _term_quoted(lexeme): a lexeme as a tsquery term, quoted (one term, whatever it holds).
+CREATE OR REPLACE FUNCTION pymem._term_quoted(lexeme text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT '''' OPERATOR(pg_catalog.||) pg_catalog.replace(pg_catalog.replace(lexeme, '\', '\\'), '''', '''''')
+           OPERATOR(pg_catalog.||) ''''
+$$;
+
+-- _bm25_idf(docs, df): BM25's inverse document frequency of a term that df of docs documents hold.
+CREATE OR REPLACE FUNCTION pymem._bm25_idf(docs double precision, df double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT pg_catalog.ln(1::pg_catalog.float8 OPERATOR(pg_catalog.+)
+                         (((docs OPERATOR(pg_catalog.-) df) OPERATOR(pg_catalog.+) 0.5::pg_catalog.float8)
+                          OPERATOR(pg_catalog./) (df OPERATOR(pg_catalog.+) 0.5::pg_catalog.float8)))
+$$;
+
+-- _bm25(weight, tf, dl, avgdl): BM25 (k1 1.2, b 0.75) of a term weighed `weight` (its idf, or
+-- the sum of the idfs of the terms a message holds, each counted once: tf 1) that occurs tf
+-- times in a document of dl tokens, documents averaging avgdl.
+CREATE OR REPLACE FUNCTION pymem._bm25(weight double precision, tf double precision, dl double precision,
+                                       avgdl double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT ((weight OPERATOR(pg_catalog.*) tf) OPERATOR(pg_catalog.*) 2.2::pg_catalog.float8)
+           OPERATOR(pg_catalog./)
+           (tf OPERATOR(pg_catalog.+) (1.2::pg_catalog.float8 OPERATOR(pg_catalog.*)
+               (0.25::pg_catalog.float8 OPERATOR(pg_catalog.+)
+                ((0.75::pg_catalog.float8 OPERATOR(pg_catalog.*) dl) OPERATOR(pg_catalog./) avgdl))))
+$$;
+
+-- _recency(age_seconds, half_life): recall's recency of a message age_seconds old, halving every
+-- half_life seconds: 1 now, 0.5 one half-life ago; a message from the future counts as now, and
+-- the exponent is capped at 1000 (very old messages score 0.5^1000, not an underflow).
+CREATE OR REPLACE FUNCTION pymem._recency(age_seconds double precision, half_life double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT pg_catalog.power(0.5::pg_catalog.float8,
+                            LEAST(GREATEST(age_seconds, 0::pg_catalog.float8) OPERATOR(pg_catalog./) half_life,
+                                  1000::pg_catalog.float8))
+$$;
 
 -- _tenant_allowed_bound(project_id): tenant_allowed once some role is bound (see below): a
 -- superuser, a role bound to nothing, or a role bound to this project may serve it. Runs as

@@ -116,7 +116,7 @@ AS $$
                        CASE WHEN pg_catalog.cardinality(u.each_term) > 0
                             THEN pg_catalog.array_to_string(u.each_term, ' | ')::tsquery END AS any_term
                   FROM (SELECT CASE WHEN p_text IS NOT NULL THEN ARRAY(
-                               SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
+                               SELECT pymem._term_quoted(x.x)::tsquery
                                  FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
                                END AS each_term
                         OFFSET 0) AS u) AS t),  -- OFFSET 0: the terms computed once, not once per use
@@ -132,10 +132,8 @@ AS $$
                         WHERE m.project_id = p_project_id AND m.user_id = p_user_id
                           AND m.thread_id = r.thread_id AND m.seq = r.seq AND m.metadata @> p_filter)) AS ok,
                (SELECT q.wv FROM q) * coalesce(r.similarity, 0)
-               -- the exponent is capped so that very old messages score 0.5^1000, not an underflow
-               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
-                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - r.created_at), 0)
-                     / p_half_life, 1000)) END
+               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pymem._recency(
+                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - r.created_at), p_half_life) END
                + p_iw * r.importance AS base
           FROM (-- with a vector: every vector of the user's from p_embedder
                 SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
@@ -158,9 +156,8 @@ AS $$
               -- with no row kept in memory but the best (1.4 ms instead of 2.6 for 1,000 messages)
         SELECT s.thread_id, s.seq, s.created_at, s.similarity,
                (SELECT q.wv FROM q) * s.similarity
-               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pg_catalog.power(0.5::float8, LEAST(GREATEST(
-                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - s.created_at), 0)
-                     / p_half_life, 1000)) END
+               + CASE WHEN p_rw = 0 THEN 0 ELSE p_rw * pymem._recency(
+                     pg_catalog.date_part('epoch', coalesce(p_as_of, pg_catalog.now()) - s.created_at), p_half_life) END
                + p_iw * s.importance AS base
           FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
                   FROM pymem.message_embeddings AS e
@@ -194,7 +191,7 @@ AS $$
           FROM stale AS s WHERE s.lexemes IS NOT NULL),
     qs AS MATERIALIZED (  -- BM25's statistics over the rows read: average length, each term's idf (with terms only)
         SELECT q.each_term, GREATEST(coalesce((n.tokens + o.tokens) / NULLIF(n.known + o.known, 0), 1), 1) AS avgdl,
-               ARRAY(SELECT pg_catalog.ln(1 + (n.docs - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
+               ARRAY(SELECT pymem._bm25_idf(n.docs, coalesce(d.df, 0))
                        FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
                        LEFT JOIN (SELECT t2.i, pg_catalog.count(*)::float8 AS df
                                     FROM hits AS h CROSS JOIN pg_catalog.generate_subscripts(q.each_term, 1) AS t2(i)
@@ -209,9 +206,8 @@ AS $$
          WHERE q.any_term IS NOT NULL),
     lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.75, a term counted once per message)
         SELECT h.thread_id, h.seq, h.created_at, h.similarity, h.base,
-               (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
-                 WHERE h.lexemes @@ s.each_term[t.i])
-               * 2.2 / (1 + 1.2 * (0.25 + 0.75 * h.tokens / s.avgdl)) AS bm25
+               pymem._bm25((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
+                             WHERE h.lexemes @@ s.each_term[t.i]), 1, h.tokens, s.avgdl) AS bm25
           FROM hits AS h CROSS JOIN qs AS s
          WHERE h.ok),
     cand AS (  -- the k best eligible rows by base, and the eligible rows sharing a term
@@ -309,7 +305,7 @@ BEGIN
                                  WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
                                    AND ts.thread_id = p_thread_id), 0) - p_window;
     IF p_text IS NOT NULL THEN  -- the query's terms, as _recall_ranked computes them
-        v_terms := ARRAY(SELECT ('''' || pg_catalog.replace(pg_catalog.replace(x.x, '\', '\\'), '''', '''''') || '''')::tsquery
+        v_terms := ARRAY(SELECT pymem._term_quoted(x.x)::tsquery
                            FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
                                     pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x));
         IF pg_catalog.cardinality(v_terms) > 0 THEN
@@ -359,7 +355,7 @@ BEGIN
                AS c(thread_id, seq, created_at, similarity, tokens, lexemes)),
     st AS (  -- BM25's statistics over the candidates
         SELECT GREATEST(coalesce(pg_catalog.avg(c.tokens), 1), 1)::float8 AS avgdl,
-               ARRAY(SELECT pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
+               ARRAY(SELECT pymem._bm25_idf(n.docs, d.df)
                        FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
                       CROSS JOIN LATERAL (SELECT pg_catalog.count(*)::float8 AS df FROM c AS h
                                            WHERE h.lexemes @@ v_terms[t.i]) AS d
@@ -368,9 +364,8 @@ BEGIN
          GROUP BY n.docs),
     lex AS (
         SELECT c.thread_id, c.seq,
-               (SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
-                 WHERE c.lexemes @@ v_terms[t.i])
-               * 2.2 / (1 + 1.2 * (0.25 + 0.75 * c.tokens / s.avgdl)) AS bm25
+               pymem._bm25((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+                             WHERE c.lexemes @@ v_terms[t.i]), 1, c.tokens, s.avgdl) AS bm25
           FROM c CROSS JOIN st AS s
          WHERE c.lexemes IS NOT NULL),
     scored AS (

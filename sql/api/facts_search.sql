@@ -81,8 +81,7 @@ BEGIN
     -- the query's distinct lexemes, and a tsquery that matches a fact having any of them
     v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text)), '{}');
     IF pg_catalog.cardinality(v_terms) > 0 THEN
-        SELECT pg_catalog.string_agg('''' || pg_catalog.replace(pg_catalog.replace(t.term, '\', '\\'), '''', '''''') || '''',
-                                     ' | ')::tsquery
+        SELECT pg_catalog.string_agg(pymem._term_quoted(t.term), ' | ')::tsquery
           INTO v_match FROM pg_catalog.unnest(v_terms) AS t(term);
     END IF;
     RETURN QUERY
@@ -98,8 +97,7 @@ BEGIN
     ), d AS (
         SELECT h.lexeme, pg_catalog.count(*)::float8 AS df FROM h GROUP BY h.lexeme
     ), b AS (
-        SELECT h.id, pg_catalog.sum(pg_catalog.ln(1 + (n.docs - d.df + 0.5) / (d.df + 0.5))
-                                    * h.tf * 2.2 / (h.tf + 1.2 * (0.25 + 0.75 * h.dl / n.avgdl))) AS bm25
+        SELECT h.id, pg_catalog.sum(pymem._bm25(pymem._bm25_idf(n.docs, d.df), h.tf, h.dl, n.avgdl)) AS bm25
           FROM h JOIN d ON d.lexeme = h.lexeme CROSS JOIN n
          GROUP BY h.id
     ), r AS (
