@@ -474,7 +474,7 @@ def plans(conn: psycopg.Connection, dsn: str, probe: Subject, heavy: Subject | N
                 from pgvector import Vector
 
                 search = probe.params() | {"embedder": embedder.name, "k": 5, **SEARCH_VECTOR_ONLY,
-                                           "query": Vector(embedder.embed([SEARCH_QUERIES[1]])[0])}
+                                           "query_vector": Vector(embedder.embed([SEARCH_QUERIES[1]])[0])}
                 out["search_in_function"] = common.function_plans(
                     side, lambda: cur.execute(Q["facts_search"], search).fetchall(), match="<=>"
                 ) or {"error": "auto_explain is not available to this role"}
@@ -553,7 +553,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: Subject, h
         run("search_unembedded_sql", lambda i: dict_cur.execute(Q["facts_unembedded"], unembedded).fetchall())
         search = probe.params() | {"embedder": embedder.name, "k": 5, **SEARCH_VECTOR_ONLY}
         run("search_sql", lambda i: dict_cur.execute(
-            Q["facts_search"], search | {"query": vectors[i % len(vectors)]}).fetchall())
+            Q["facts_search"], search | {"query_vector": vectors[i % len(vectors)]}).fetchall())
         hits = mem_e.retrieve(queries[0], tier="user", id=probe.scope_id, k=5)
         assert len(hits) == 5 and all(h.similarity is not None for h in hits)
         run("search_memory", lambda i: mem_e.retrieve(queries[i % len(queries)], tier="user",

@@ -222,6 +222,7 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
                             f"(run: pymem migrate)")
         else:  # the installed check is this version's
             problems += [row[0] for row in conn.execute(Q["migration_check_grants"])]
+            problems += [row[0] for row in conn.execute(Q["migration_check_shared"])]
             problems += [row[0] for row in conn.execute(Q["migration_check_citus"])]
     return problems
 

@@ -568,6 +568,48 @@ END;
 $$;
 
 
+-- migration_shared_problems(): each of the copies of agent and project facts (shared_facts,
+-- shared_fact_embeddings, shared_fact_lexemes: migrations/0034_shared_facts.sql, sql/citus.sql)
+-- whose columns differ from its table's (name, position, type, NOT NULL), one line each; none
+-- when they agree. On every database: a migration that changes pymem.facts must change
+-- pymem.shared_facts the same way, or every agent-fact write on a Citus cluster breaks.
+-- `pymem migrate --check` reports them.
+CREATE OR REPLACE FUNCTION pymem.migration_shared_problems()
+RETURNS SETOF text
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH cols AS (
+        SELECT c.relname::text AS t, a.attnum AS n, a.attname::text AS col,
+               pg_catalog.format_type(a.atttypid, a.atttypmod) AS type, a.attnotnull AS notnull
+          FROM pg_catalog.pg_attribute AS a
+          JOIN pg_catalog.pg_class AS c ON c.oid = a.attrelid
+         WHERE c.relnamespace = 'pymem'::pg_catalog.regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+           AND c.relname IN ('facts', 'fact_embeddings', 'fact_lexemes',
+                             'shared_facts', 'shared_fact_embeddings', 'shared_fact_lexemes')
+    ), pairs AS (
+        SELECT v.t, 'shared_' || v.t AS twin FROM (VALUES ('facts'), ('fact_embeddings'), ('fact_lexemes')) AS v(t)
+         WHERE pg_catalog.to_regclass('pymem.' || v.t) IS NOT NULL
+    )
+    SELECT pg_catalog.format('shared: table pymem.%s is missing (run: pymem migrate)', p.twin)
+      FROM pairs AS p
+     WHERE pg_catalog.to_regclass('pymem.' || p.twin) IS NULL
+    UNION ALL
+    SELECT pg_catalog.format('shared: pymem.%s differs from pymem.%s: %s (a migration that changes one must change the other)',
+                             p.twin, p.t, d.diff)
+      FROM pairs AS p
+     CROSS JOIN LATERAL (
+           SELECT pg_catalog.string_agg(pg_catalog.format('%s has %s %s%s at %s', x.side, x.col, x.type,
+                                                          CASE WHEN x.notnull THEN ' NOT NULL' ELSE '' END, x.n),
+                                        '; ' ORDER BY x.n, x.side) AS diff
+             FROM ((SELECT p.t AS side, y.n, y.col, y.type, y.notnull FROM cols AS y WHERE y.t = p.t
+                    EXCEPT SELECT p.t, z.n, z.col, z.type, z.notnull FROM cols AS z WHERE z.t = p.twin)
+                   UNION ALL
+                   (SELECT p.twin, z.n, z.col, z.type, z.notnull FROM cols AS z WHERE z.t = p.twin
+                    EXCEPT SELECT p.twin, y.n, y.col, y.type, y.notnull FROM cols AS y WHERE y.t = p.t)) AS x) AS d
+     WHERE pg_catalog.to_regclass('pymem.' || p.twin) IS NOT NULL AND d.diff IS NOT NULL;
+$$;
+
 -- migration_owner_login(): what `pymem migrate --check` (and `pymem migrate`) warn about the role
 -- that owns schema pymem, one line each; none when it cannot log in (NOLOGIN, how grants.sql
 -- creates it). The owner owns every table and may turn their row-level security off, so a login

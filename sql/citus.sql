@@ -209,23 +209,20 @@ $$;
 -- cost does not grow with the agent's facts). facts stays the table the facts API reads and
 -- writes; only context_read reads the copies. Not triggers on the shards: a write to a reference table from a shard, inside a
 -- transaction the coordinator commits in two phases, crashed the worker (Citus 14.0.1).
+-- The tables come from migrations/0034_shared_facts.sql (on every database, empty off Citus);
+-- the first distribution fills them with what is already there (a database distributed after it
+-- held agent facts; read as a superuser: row-level security hides every row from a role without
+-- the tenant), before they become reference tables below.
 DO $$
 DECLARE
     v_table text;
 BEGIN
     FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
-        IF pg_catalog.to_regclass('pymem.shared_' || v_table) IS NULL THEN
-            -- no identity and no foreign keys (LIKE copies neither): rows come from the originals
-            EXECUTE pg_catalog.format('CREATE TABLE pymem.%I (LIKE pymem.%I INCLUDING DEFAULTS INCLUDING CONSTRAINTS '
-                                      'INCLUDING INDEXES)', 'shared_' || v_table, v_table);
-            EXECUTE pg_catalog.format('ALTER TABLE pymem.%I ENABLE ROW LEVEL SECURITY', 'shared_' || v_table);
-            EXECUTE pg_catalog.format('ALTER TABLE pymem.%I FORCE ROW LEVEL SECURITY', 'shared_' || v_table);
-            EXECUTE pg_catalog.format('CREATE POLICY tenant ON pymem.%I USING (project_id = pymem.current_tenant()) '
-                                      'WITH CHECK (project_id = pymem.current_tenant())', 'shared_' || v_table);
-            -- what is already there (a database distributed after it held agent facts; read as
-            -- a superuser: row-level security hides every row from a role without the tenant)
-            EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I WHERE scope <> %L',
-                                      'shared_' || v_table, v_table, 'user');
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
+                        WHERE p.logicalrelid = pg_catalog.to_regclass('pymem.shared_' || v_table)) THEN
+            EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I AS f WHERE f.scope <> %L '
+                                      'AND NOT EXISTS (SELECT 1 FROM pymem.%I)',
+                                      'shared_' || v_table, v_table, 'user', 'shared_' || v_table);
         END IF;
     END LOOP;
 END;

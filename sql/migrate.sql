@@ -543,6 +543,29 @@ COMMIT;
 \echo pymem: applied 0033_query_vector
 \endif
 
+-- 0034_shared_facts
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0034_shared_facts', 'cd2d6485578be3e3671aad75782b75252c5fed52035e51df0795b2179b497c4f') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0034_shared_facts.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0034_shared_facts', 'cd2d6485578be3e3671aad75782b75252c5fed52035e51df0795b2179b497c4f', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0034_shared_facts
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -593,7 +616,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('510c9366b175f8ab25268a62257fbce1ff93a3488e75e10cf1454bef5da9c013')
+SELECT pymem.migration_api_applied('f64187acb926fbab2b356effba385620b48470bd011cb8ab193aab571f75ab6d')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -85,6 +85,10 @@ SELECT (SELECT c.value FROM pymem.config AS c WHERE c.key = 'api_sha256') AS che
 -- What differs from the roles, ownership and privileges grants.sql keeps, one line each.
 SELECT problem FROM pymem.migration_check_grants() AS problem;
 
+-- name: migration_check_shared
+-- Each copy of agent and project facts (shared_*) whose columns differ from its table's, one line each.
+SELECT problem FROM pymem.migration_shared_problems() AS problem;
+
 -- name: applied_migrations
 -- Every applied migration, oldest first (NULL-safe when the schema does not exist yet).
 SELECT m.name, m.checksum, m.pymem_version, m.applied_at

@@ -1,7 +1,8 @@
 """The Citus layer checked without a cluster (issue 31, item 4): every function sql/citus.sql
 replaces keeps the signature of the plain body it replaces in sql/api (arguments, result,
-volatility, security mode, pinned settings), so that a change to one of the twins that the
-other does not follow fails here, on any PostgreSQL, and not only in the optional cluster pass.
+volatility, security mode, pinned settings), and the copies of agent and project facts
+(shared_*) keep their tables' columns, so that a change to one of the twins that the other does
+not follow fails here, on any PostgreSQL, and not only in the optional cluster pass.
 
 How: in a migrated database, inside a transaction that is rolled back, each CREATE OR REPLACE
 FUNCTION of citus.sql is run on its own (function bodies are not checked: the Citus bodies call
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import pglast
 import psycopg
+
+import pymem
 
 CITUS = Path(__file__).resolve().parent.parent / "sql" / "citus.sql"
 SIGNATURES = """SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid),
@@ -86,3 +89,46 @@ def pins_where_the_twin_inlines(plain: tuple, citus: tuple) -> bool:
     must inline into the RLS policies) whose Citus body, PL/pgSQL that never inlines, pins the
     search path the way every other function does: stricter, not another signature."""
     return plain[:5] == citus[:5] and plain[5] == [] and all(x.startswith("search_path=") for x in citus[5])
+
+
+SHARED = ("facts", "fact_embeddings", "fact_lexemes")
+
+
+def _columns(c: psycopg.Connection, table: str) -> list[tuple]:
+    return c.execute(
+        "SELECT a.attnum, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull FROM pg_attribute a "
+        "WHERE a.attrelid = %s::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum",
+        (f"pymem.{table}",)).fetchall()
+
+
+def test_the_shared_copies_exist_everywhere_with_their_tables_columns_and_security(dsn):
+    """Issue 31, item 4: the reference tables a Citus cluster fills with agent and project facts
+    come from a migration on every database (empty here), column for column their table's, with
+    row-level security forced and the tenant policy: a migration that changes a table without
+    its twin fails this test and `pymem migrate --check`."""
+    with psycopg.connect(dsn) as c:
+        for table in SHARED:
+            assert _columns(c, f"shared_{table}") == _columns(c, table), table
+            forced = c.execute("SELECT relrowsecurity AND relforcerowsecurity FROM pg_class WHERE oid = %s::regclass",
+                               (f"pymem.shared_{table}",)).fetchone()[0]
+            assert forced, table
+            policy = c.execute("SELECT qual FROM pg_policies WHERE schemaname = 'pymem' AND tablename = %s "
+                               "AND policyname = 'tenant'", (f"shared_{table}",)).fetchone()
+            assert policy and "current_tenant()" in policy[0], table
+            assert c.execute(f"SELECT count(*) FROM pymem.shared_{table}").fetchone()[0] == 0  # nothing writes them here
+    assert pymem.check_migrations(dsn) == []
+
+
+def test_migrate_check_reports_a_shared_copy_left_behind(dsn):
+    """A column added to pymem.facts and not to pymem.shared_facts (what a careless migration
+    would do) is a problem `pymem migrate --check` names; adding it to the twin too clears it."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("ALTER TABLE pymem.facts ADD COLUMN expires_at timestamptz")
+        problems = pymem.check_migrations(dsn)
+        assert len(problems) == 1 and problems[0].startswith("shared: pymem.shared_facts differs from pymem.facts"), problems
+        assert "facts has expires_at timestamp with time zone at" in problems[0], problems
+        c.execute("ALTER TABLE pymem.shared_facts ADD COLUMN expires_at timestamptz")
+        assert pymem.check_migrations(dsn) == []
+        c.execute("ALTER TABLE pymem.shared_fact_lexemes ALTER COLUMN lexemes DROP NOT NULL")
+        problems = pymem.check_migrations(dsn)
+        assert len(problems) == 1 and "shared_fact_lexemes" in problems[0], problems

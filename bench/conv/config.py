@@ -68,7 +68,7 @@ def context_params(user: User, query_vec: Vector | None, embedder: str, query_te
     the query's vector and its text (hybrid recall)."""
     return {
         "user_id": user.user_id, "agent_id": AGENT_ID, "project_id": user.project_id, "thread_id": "default",
-        "query": query_vec, "embedder": embedder if query_vec is not None else None, "max_facts": MAX_FACTS,
+        "query_vector": query_vec, "embedder": embedder if query_vec is not None else None, "max_facts": MAX_FACTS,
         "window_size": WINDOW, **DEFAULTS.recall.params(), "dedupe": DEFAULTS.dedupe,
         "max_unembedded": MAX_UNEMBEDDED, "query_text": query_text, **NO_FILTERS,
     } | over
@@ -77,7 +77,7 @@ def context_params(user: User, query_vec: Vector | None, embedder: str, query_te
 def recall_params(user: User, query_vec: Vector, embedder: str, query_text: str | None = None,
                   **over: Any) -> dict[str, Any]:
     return {
-        **user.where(), "query": query_vec, "embedder": embedder, **DEFAULTS.recall.params(), "window_size": WINDOW,
+        **user.where(), "query_vector": query_vec, "embedder": embedder, **DEFAULTS.recall.params(), "window_size": WINDOW,
         "query_text": query_text, **NO_FILTERS,
     } | over
 
