@@ -27,8 +27,9 @@ from .blocks import DEFAULT_BLOCKS, BlockOutput, Part, Upstream, block_name, fit
 from .conversations import Message, TurnResult, _message, recall_filters
 from .errors import ValidationError
 from .options import MemoryOptions
-from .runner import Callback, Embed, Operation, Query
+from .runner import Callback, Embed, Operation
 from .values import text
+from . import calls
 
 log = logging.getLogger("pymem")
 
@@ -147,11 +148,11 @@ class _Context:
         if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:
             (qvec,) = yield Embed([query], None if embedding is None else [embedding])
             params |= {"query_vector": qvec, "embedder": o.embedder.name}
-        rows = yield Query("context_read", params)
+        rows = yield calls.context_read(**params)
         data = rows[0]["context"]
         if data["unembedded"]:
             yield from self._catch_up(user_id, data["unembedded"])  # type: ignore[attr-defined]
-            rows = yield Query("context_read", params)
+            rows = yield calls.context_read(**params)
             data = rows[0]["context"]
         parts: list[Part] = []
         deduped = data["deduped"]

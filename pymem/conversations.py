@@ -36,6 +36,7 @@ from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
 from .types import Extractor, Message, Summarizer, TurnResult  # noqa: F401  (Extractor, Summarizer: re-exported)
 from .values import number, text
+from . import calls
 
 if TYPE_CHECKING:
     from .database import Database
@@ -233,7 +234,7 @@ class _Conversations:
         except Exception:
             _warn_failed("the summarizer failed; the previous summary stays", failures)
             try:
-                yield Query("summary_release", {**where, "claim_token": token})
+                yield calls.summary_release(**where, claim_token=token)
             except Exception:
                 _warn_failed("releasing the summary claim failed; its lease will expire")
             return False
@@ -244,7 +245,7 @@ class _Conversations:
         except Exception:  # the turn is stored: report, give the span back, never raise
             _warn_failed("storing the new summary failed; the previous summary stays", failures)
             try:
-                yield Query("summary_release", {**where, "claim_token": token})
+                yield calls.summary_release(**where, claim_token=token)
             except Exception:
                 _warn_failed("releasing the summary claim failed; its lease will expire")
             return False
@@ -302,16 +303,16 @@ class _Conversations:
         if self.options.embedder is not None:
             params["embeddings"] = yield Embed(contents)
             params["embedder"] = self.options.embedder.name
-        rows = yield Query("messages_add_many", params)
+        rows = yield calls.messages_add_many(**params)
         return [r["seq"] for r in rows]
 
     def _window(self, user_id, thread, size) -> Operation[list[Message]]:
         where = self._where(user_id, thread)
-        rows = yield Query("window_read", {**where, "max_messages": size})
+        rows = yield calls.window_read(**where, max_messages=size)
         return [_message(r, where["thread_id"]) for r in rows]
 
     def _summary(self, user_id, thread) -> Operation[str | None]:
-        rows = yield Query("summary_read", self._where(user_id, thread))
+        rows = yield calls.summary_read(**self._where(user_id, thread))
         return rows[0]["summary"] if rows else None
 
     def _catch_up(self, user_id, missing) -> Operation[None]:
@@ -339,7 +340,7 @@ class _Conversations:
         if o.embedder is None:
             if given is not None:
                 raise ValidationError("recall by a vector needs Memory(embedder=...)")
-            rows = yield Query("messages_recall", {**where, "query_vector": None, "embedder": None, "query_text": query,
+            rows = yield calls.messages_recall(**{**where, "query_vector": None, "embedder": None, "query_text": query,
                                                    **recall, "window_size": window})
             return [_message(r) for r in rows]
         missing = yield Query(

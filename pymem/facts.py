@@ -23,6 +23,7 @@ from .options import MemoryOptions
 from .runner import Embed, Operation, Query
 from .types import Fact, FactId
 from .values import number, text, timestamp
+from . import calls
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
 SOURCES = ("manual", "learned", "trace")
@@ -101,11 +102,11 @@ class _Facts:
         if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
             # a fact that is there with its vector already is one read, and no call of the embedder
             # (a model's call costs more than the read; a cheap embedder's does not)
-            rows = yield Query("fact_lookup", {**params, "embedder": embedder.name})
+            rows = yield calls.fact_lookup(**params, embedder=embedder.name)
             if rows and rows[0]["embedded"]:
                 return FactId(rows[0]["id"], False)
         params |= yield from self._vector(content, embedding)
-        rows = yield Query("fact_add", params)
+        rows = yield calls.fact_add(**params)
         return FactId(rows[0]["id"], rows[0]["created"])
 
     def _persist_many(self, contents, tier, id, confidence, source, metadata, embeddings=None,
@@ -131,7 +132,7 @@ class _Facts:
             params["embedder"] = self.options.embedder.name
         if not n:
             return []
-        rows = yield Query("facts_add_many", params)
+        rows = yield calls.facts_add_many(**params)
         return [FactId(r["id"], r["created"]) for r in rows]
 
     def _retrieve(self, query, tier, id, limit, k, metadata=None) -> Operation[list[Fact]]:
@@ -141,7 +142,7 @@ class _Facts:
         if query is None:
             if metadata is not None:
                 raise ValidationError("retrieve(metadata=...) filters a ranked retrieval: pass a query too")
-            rows = yield Query("facts_newest", {**subject, "max_facts": limit})
+            rows = yield calls.facts_newest(**subject, max_facts=limit)
             return [_fact(r) for r in rows]
         # a query is its text (ranked by its words and, with an embedder, by meaning too), or its
         # vector (computed by the caller with the Memory's embedder: ranked by meaning alone)
@@ -155,11 +156,11 @@ class _Facts:
         if embedder is None and given is not None:
             raise ValidationError("retrieve(query vector) needs Memory(embedder=...): the embedder the vector is from")
         if embedder is None:  # no embedder: ranked by the words alone
-            rows = yield Query("facts_search", params)
+            rows = yield calls.facts_search(**params)
             return [_fact(r, subject["scope"]) for r in rows]
         params["embedder"] = embedder.name
         (params["query_vector"],) = yield Embed([query if given is None else "the query vector"], given)
-        rows = yield Query("facts_search", params)
+        rows = yield calls.facts_search(**params)
         missing = [r for r in rows if r["similarity"] is None]
         if missing:
             # The store is the source of truth: facts with no vector from this embedder yet
@@ -172,7 +173,7 @@ class _Facts:
                     {**subject, "scope_id": owner, "embedder": embedder.name,
                      "ids": [r["id"] for r, _ in mine], "embeddings": [v for _, v in mine]},
                 )
-            rows = yield Query("facts_search", params)
+            rows = yield calls.facts_search(**params)
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
     def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
@@ -182,22 +183,22 @@ class _Facts:
         params |= self._values(confidence, source, trace_id, metadata)
         params["created_at"] = timestamp(created_at)
         params |= yield from self._vector(new, embedding)
-        rows = yield Query("fact_supersede", params)
+        rows = yield calls.fact_supersede(**params)
         return FactId(rows[0]["id"], rows[0]["created"])
 
     def _forget(self, tier, id, fact_id, content) -> Operation[int]:
         subject = self._subject(tier, id, writing=False)
         if fact_id is None and content is None:
-            rows = yield Query("facts_forget", subject)
+            rows = yield calls.facts_forget(**subject)
         else:
             params = {**subject, "id": fact_id, "content": text(content, "content", allow_none=True)}
-            rows = yield Query("fact_forget", params)
+            rows = yield calls.fact_forget(**params)
         return rows[0]["deleted"]
 
     def _history(self, tier, id, fact_id, limit) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
         if fact_id is None:
-            rows = yield Query("fact_history", {**subject, "max_facts": limit})
+            rows = yield calls.fact_history(**subject, max_facts=limit)
         else:
-            rows = yield Query("fact_chain", {**subject, "id": fact_id})
+            rows = yield calls.fact_chain(**subject, id=fact_id)
         return [_fact(r) for r in rows]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import sys
+from pathlib import Path
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 
@@ -35,7 +36,7 @@ import psycopg
 from . import __version__
 from .connection import connect, errors
 from .errors import MigrationError
-from .queries import Q, sql_root
+from .queries import Q, render_calls, sql_root
 
 
 # Released migrations whose frozen text names pgvector's ``vector`` type unqualified. Every later
@@ -292,13 +293,14 @@ def render_psql(root: Traversable | None = None) -> str:
 
 
 def main() -> None:
-    """Regenerate sql/migrate.sql in a source checkout."""
+    """Regenerate sql/migrate.sql and pymem/calls.py in a source checkout."""
     root = sql_root()
-    target = root / "migrate.sql"
-    text = render_psql(root)
-    with open(str(target), "w", encoding="utf-8") as f:  # type: ignore[arg-type]
-        f.write(text)
-    print(f"wrote {target}", file=sys.stderr)
+    for target, text in ((root / "migrate.sql", render_psql(root)),
+                         (Path(__file__).with_name("calls.py"),
+                          render_calls((root / "queries.sql").read_text(encoding="utf-8")))):
+        with open(str(target), "w", encoding="utf-8") as f:  # type: ignore[arg-type]
+            f.write(text)
+        print(f"wrote {target}", file=sys.stderr)
 
 
 if __name__ == "__main__":

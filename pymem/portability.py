@@ -10,10 +10,11 @@ from psycopg.types.json import Jsonb
 from .database import Database
 from .runner import Operation, Query, run
 from .values import text
+from . import calls
 
 
 def _export(user_id: str, project_id: str) -> Operation[dict[str, Any]]:
-    rows = yield Query("user_export", {"user_id": text(user_id, "user id"), "project_id": text(project_id, "project_id")})
+    rows = yield calls.user_export(user_id=text(user_id, "user id"), project_id=text(project_id, "project_id"))
     return rows[0]["document"]
 
 

@@ -34,6 +34,7 @@ from .database import AsyncDatabase, Database
 from .errors import ConcurrencyError, NotFoundError, ValidationError
 from .runner import Callback, Operation, Query, arun, run
 from .values import text
+from . import calls
 
 T = TypeVar("T")
 
@@ -125,7 +126,7 @@ class _Store:
     def _open(self, create: bool, audit, keep_versions, read_only_prefixes) -> Operation[Any]:
         if read_only_prefixes is not None:
             read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
-        rows = yield Query("store_open", {**self._where, "audit": audit, "keep_versions": keep_versions,
+        rows = yield calls.store_open(**{**self._where, "audit": audit, "keep_versions": keep_versions,
                                          "read_only_prefixes": read_only_prefixes, "create": create})
         row = rows[0]
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
@@ -146,7 +147,7 @@ class _Store:
         return bool(row["changed"])
 
     def _load(self) -> Operation[None]:
-        rows = yield Query("store_messages_read", self._where)
+        rows = yield calls.store_messages_read(**self._where)
         self.messages = [r["message"] for r in rows]
         self._saved = len(self.messages)
 
@@ -161,7 +162,7 @@ class _Store:
         return rows[0]["sha"]
 
     def _read(self, path) -> Operation[dict[str, Any] | None]:
-        rows = yield Query("store_read", {**self._where, "path": text(path, "path")})
+        rows = yield calls.store_read(**self._where, path=text(path, "path"))
         return rows[0] if rows else None
 
     def _read_entry(self, path) -> Operation[StoreEntry | None]:
@@ -203,11 +204,11 @@ class _Store:
             f"retry later or pass a larger retries=", sqlstate="PM401") from conflict
 
     def _meta(self, path) -> Operation[EntryMeta | None]:
-        rows = yield Query("store_meta", {**self._where, "path": text(path, "path")})
+        rows = yield calls.store_meta(**self._where, path=text(path, "path"))
         return EntryMeta(path=path, **rows[0]) if rows else None
 
     def _list(self, prefix) -> Operation[list[str]]:
-        rows = yield Query("store_list", {**self._where, "prefix": text(prefix, "prefix")})
+        rows = yield calls.store_list(**self._where, prefix=text(prefix, "prefix"))
         return [r["path"] for r in rows]
 
     def _delete(self, path, expected_sha, actor, reason) -> Operation[bool]:
@@ -221,15 +222,15 @@ class _Store:
         return bool(rows[0]["deleted"])
 
     def _audit_tail(self, n) -> Operation[list[AuditRecord]]:
-        rows = yield Query("store_audit_tail", {**self._where, "n": n})
+        rows = yield calls.store_audit_tail(**self._where, n=n)
         return [AuditRecord(**r) for r in rows]
 
     def _versions(self, path) -> Operation[list[Version]]:
-        rows = yield Query("store_versions", {**self._where, "path": text(path, "path")})
+        rows = yield calls.store_versions(**self._where, path=text(path, "path"))
         return [Version(**r) for r in rows]
 
     def _read_version(self, path, version) -> Operation[str]:
-        rows = yield Query("store_version_read", {**self._where, "path": text(path, "path"), "version": version})
+        rows = yield calls.store_version_read(**self._where, path=text(path, "path"), version=version)
         if not rows:
             raise NotFoundError(f"no version {version} of {path!r}", sqlstate="P0002")
         return rows[0]["content"]
@@ -248,7 +249,7 @@ class _Store:
         pending = self.messages[self._saved:]
         if not pending:
             return self._saved
-        rows = yield Query("store_messages_append", {**self._where, "messages": Jsonb(pending)})
+        rows = yield calls.store_messages_append(**self._where, messages=Jsonb(pending))
         self._saved = len(self.messages)
         return rows[0]["length"]
 
@@ -433,7 +434,7 @@ class MemoryStore(_Store):
 
 
 def _drop(key: str, project_id: str) -> Operation[int]:
-    rows = yield Query("store_drop", {"store_key": text(key, "store key"), "project_id": text(project_id, "project_id")})
+    rows = yield calls.store_drop(store_key=text(key, "store key"), project_id=text(project_id, "project_id"))
     return rows[0]["dropped"]
 
 

@@ -194,7 +194,7 @@ def sent_by(mem: Sent) -> dict[str, dict[str, Any]]:
 
 
 # parameters that are the call's own data, not defaults (and one deliberate difference)
-PER_CALL = {"user_id", "scope", "scope_id", "content", "new_content", "old_content", "query", "embedder", "embedding",
+PER_CALL = {"user_id", "scope", "scope_id", "content", "new_content", "old_content", "query_vector", "embedder", "embedding",
             "user_content", "assistant_content", "user_embedding", "assistant_embedding", "id", "learned",
             "claim_token", "summary", "summarize_every", "trace_id", "metadata", "user_metadata", "assistant_metadata",
             "created_at", "query_text"}

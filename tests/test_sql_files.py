@@ -5,6 +5,7 @@ against the migrated schema, so a renamed table, column or function fails here."
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pglast
 import pglast.parser
@@ -14,7 +15,9 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
-from pymem.queries import Q, parse_queries, sql_root
+import pymem.calls
+from pymem.queries import Q, parse_queries, placeholders, render_calls, sql_root
+from pymem.runner import Query
 
 ROOT = sql_root()
 
@@ -258,6 +261,27 @@ def test_a_renamed_column_fails_qualification(dsn):
     broken = Q["applied_migrations"].replace("m.checksum", "m.sha")
     with pytest.raises(sqlglot.errors.OptimizeError):
         qualify(sqlglot.parse_one(broken, read="postgres"), schema=info["schema"], dialect="postgres")
+
+
+def test_calls_module_is_generated_from_the_current_queries():
+    """pymem/calls.py is sql/queries.sql as Python (issue 31, item 3): regenerate it with
+    ``python -m pymem.migrations`` after changing a query."""
+    committed = (Path(pymem.calls.__file__)).read_text(encoding="utf-8")
+    text = (sql_root() / "queries.sql").read_text(encoding="utf-8")
+    assert committed == render_calls(text), "pymem/calls.py is stale: run python -m pymem.migrations"
+
+
+def test_each_call_takes_exactly_its_querys_placeholders():
+    for name, statement in Q.items():
+        params = placeholders(statement)
+        fn = getattr(pymem.calls, name)
+        assert fn(**{p: p for p in params}) == Query(name, {p: p for p in params}), name
+        if params:  # a stale or misspelt name fails at the call, not inside psycopg
+            with pytest.raises(TypeError):
+                fn(**{p: p for p in params[1:]})
+            with pytest.raises(TypeError):
+                fn(**{p: p for p in params}, no_such_placeholder=1)
+    assert placeholders("SELECT %(a)s, %(b)b, %(a)s -- %(c)s") == ["a", "b", "c"]  # psycopg reads comments too
 
 
 def test_queries_file_rejects_duplicates_and_empty_bodies():

@@ -46,7 +46,8 @@ from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, toke
 
 from ..database import AsyncDatabase, Database
 from ..errors import ValidationError
-from ..runner import Embed, Operation, Query, arun, run
+from ..runner import Embed, Operation, arun, run
+from .. import calls
 
 try:  # langgraph >= 1.1 checks labels of ops that reach batch() directly
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -132,11 +133,11 @@ class PymemStore(BaseStore):
         return {"store_key": self.store_key, "project_id": self.project_id}
 
     def _open(self) -> Operation[None]:
-        yield Query("store_open", {**self._where(), "audit": None, "keep_versions": None,
+        yield calls.store_open(**{**self._where(), "audit": None, "keep_versions": None,
                                    "read_only_prefixes": None, "create": True})
 
     def _get(self, op: GetOp) -> Operation[Item | None]:
-        rows = yield Query("store_item_get", {**self._where(), "namespace": list(op.namespace), "key": op.key})
+        rows = yield calls.store_item_get(**{**self._where(), "namespace": list(op.namespace), "key": op.key})
         if not rows:
             return None
         r = rows[0]
@@ -162,12 +163,12 @@ class PymemStore(BaseStore):
         if getattr(op, "ttl", None) is not None:
             raise NotImplementedError("TTL is not supported by PymemStore: pass ttl=None")
         if op.value is None:
-            yield Query("store_item_delete", {**self._where(), "namespace": list(op.namespace), "key": op.key,
+            yield calls.store_item_delete(**{**self._where(), "namespace": list(op.namespace), "key": op.key,
                                               "actor": self.actor})
             return None
         pairs = self._texts(op)
         vectors = (yield Embed([t for _, t in pairs])) if pairs else []
-        yield Query("store_item_put", {**self._where(), "namespace": list(op.namespace), "key": op.key,
+        yield calls.store_item_put(**{**self._where(), "namespace": list(op.namespace), "key": op.key,
                                        "value": _json(op.value), "actor": self.actor,
                                        "embedder": self._embedder.name if vectors else None,
                                        "fields": [f for f, _ in pairs] or None, "embeddings": vectors or None})
@@ -177,7 +178,7 @@ class PymemStore(BaseStore):
         query = None
         if op.query and self._query_embedder is not None:
             query = (yield Embed([op.query]))[0]
-        rows = yield Query("store_items_search", {
+        rows = yield calls.store_items_search(**{
             **self._where(), "namespace_prefix": list(op.namespace_prefix), "filter": _json(op.filter or {}),
             "query_vector": query, "embedder": self._query_embedder.name if query is not None else None,
             "max_items": op.limit, "skip": op.offset})
@@ -204,7 +205,7 @@ class PymemStore(BaseStore):
                     return []
             if cond.match_type == "suffix":
                 have.reverse()
-        rows = yield Query("store_namespaces", {**self._where(), "prefix": merged["prefix"],
+        rows = yield calls.store_namespaces(**{**self._where(), "prefix": merged["prefix"],
                                                 "suffix": merged["suffix"], "max_depth": op.max_depth,
                                                 "max_items": op.limit, "skip": op.offset})
         return [tuple(r["namespace"]) for r in rows]
