@@ -185,6 +185,23 @@ def traced_messages(conn: psycopg.Connection, call) -> list[str]:
         return [fs[fs.index("F") + 2].split(" ")[0] for fs in fields if "F" in fs[:2]]
 
 
+def assert_a_blocked_read_times_out(mem: Memory, dsn: str) -> None:
+    """A read of alice's facts that waits on a lock another session holds is cancelled by the
+    statement timeout (pymem.TimeoutError, 57014). Without the timeout it would wait for the lock
+    to go (30 s) and then succeed."""
+    holder = psycopg.connect(dsn)  # holds a lock every facts call needs
+    holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
+    release = threading.Timer(30, holder.rollback)
+    release.start()
+    try:
+        with pytest.raises(pymem.TimeoutError) as err:
+            mem.retrieve(id="alice")
+    finally:
+        release.cancel()
+        holder.close()
+    assert err.value.sqlstate == "57014" and "statement timeout" in str(err.value)
+
+
 def test_statement_timeout_cancels_a_blocked_call_and_costs_no_statement(dsn, admin):
     settings = pymem.Settings(dsn=dsn, statement_timeout_ms=300, pool_min_size=1, pool_max_size=1)
     default = admin.execute("SHOW statement_timeout").fetchone()[0]
@@ -203,18 +220,7 @@ def test_statement_timeout_cancels_a_blocked_call_and_costs_no_statement(dsn, ad
             assert sent == ["Bind", "Describe", "Execute", "Sync"], sent  # prepared: no Parse any more
         assert admin.execute("SHOW statement_timeout").fetchone()[0] == default  # the server's own is untouched
 
-        holder = psycopg.connect(dsn)  # holds a lock every facts call needs
-        holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
-        # If the timeout did not apply, the call would wait for this to end and then succeed.
-        release = threading.Timer(30, holder.rollback)
-        release.start()
-        try:
-            with pytest.raises(pymem.TimeoutError) as err:
-                mem.retrieve(id="alice")
-        finally:
-            release.cancel()
-            holder.close()
-        assert err.value.sqlstate == "57014" and "statement timeout" in str(err.value)
+        assert_a_blocked_read_times_out(mem, dsn)
 
         assert [f.content for f in mem.retrieve(id="alice")] == ["Lives in Oslo"]
         with db.connection() as c:  # the same server connection
@@ -241,17 +247,7 @@ def test_the_timeout_per_call_is_one_simple_query_with_no_flush_and_ends_with_th
             assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"  # ended with the call
         assert [f.content for f in mem.retrieve(id="alice")] == ["Lives in Oslo"]
 
-        holder = psycopg.connect(dsn)  # holds a lock every facts call needs
-        holder.execute("LOCK TABLE pymem.facts IN ACCESS EXCLUSIVE MODE")
-        release = threading.Timer(30, holder.rollback)  # without the timeout: waits, then succeeds
-        release.start()
-        try:
-            with pytest.raises(pymem.TimeoutError) as err:
-                mem.retrieve(id="alice")
-        finally:
-            release.cancel()
-            holder.close()
-        assert err.value.sqlstate == "57014" and "statement timeout" in str(err.value)
+        assert_a_blocked_read_times_out(mem, dsn)
         with db.connection() as c:
             assert c.execute("SHOW statement_timeout").fetchone()[0] == "0"
 
