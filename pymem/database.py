@@ -31,14 +31,14 @@ import contextlib
 import logging
 import threading
 import weakref
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import psycopg
 from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
-from . import migrations, server
+from . import calls, migrations, server
 from .connection import (
     aexecute,
     ais_citus,
@@ -57,6 +57,7 @@ from .connection import (
 )
 from .errors import MIGRATE_HINT, ConnectionError, Error, redact
 from .settings import Settings
+from .types import Query
 
 log = logging.getLogger("pymem")
 
@@ -286,13 +287,15 @@ class Database:
         else:  # the pool timed out: is the server reachable at all?
             _probe(self.settings, self.conninfo)
 
-    def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
-        """Send the named query ``name`` of sql/queries.sql; its rows as dicts."""
+    def query(self, query: Query) -> list[dict[str, Any]]:
+        """Send a named query of sql/queries.sql (made by :mod:`pymem.calls`, e.g.
+        ``db.query(calls.facts_newest(...))``); its rows as dicts."""
         with self.connection() as conn:
-            return execute(conn, name, params, self.settings, citus=self._citus, timeout_per_call=self._per_call)
+            return execute(conn, query.name, query.params, self.settings, citus=self._citus,
+                           timeout_per_call=self._per_call)
 
     def about(self) -> dict[str, Any]:
-        return self.query("about", {})[0]["about"]
+        return self.query(calls.about())[0]["about"]
 
     def close(self) -> None:
         self.pool.close()
@@ -370,14 +373,14 @@ class AsyncDatabase:
         else:
             await _aprobe(self.settings, self.conninfo)
 
-    async def query(self, name: str, params: Mapping[str, Any]) -> list[dict[str, Any]]:
+    async def query(self, query: Query) -> list[dict[str, Any]]:
         """See :meth:`Database.query`."""
         async with self.connection() as conn:
-            return await aexecute(conn, name, params, self.settings, citus=self._citus,
+            return await aexecute(conn, query.name, query.params, self.settings, citus=self._citus,
                                   timeout_per_call=self._per_call)
 
     async def about(self) -> dict[str, Any]:
-        return (await self.query("about", {}))[0]["about"]
+        return (await self.query(calls.about()))[0]["about"]
 
     async def close(self) -> None:
         await self.pool.close()

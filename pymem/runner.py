@@ -29,16 +29,9 @@ from . import tracing
 from .database import AsyncDatabase, Database
 from .embedders import Embedder, aembed, validate_vectors
 from .errors import ValidationError
+from .types import Query  # noqa: F401  (re-exported: operations yield it)
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Query:
-    """Send the named query ``name`` with ``params``; the operation receives the rows as dicts."""
-
-    name: str
-    params: dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -119,7 +112,7 @@ def run(operation: Operation[T], db: Database, embedder: Embedder | None = None)
             try:
                 with tracing.step(step):  # a child span when the call is traced (pymem.tracing)
                     if isinstance(step, Query):
-                        reply: Any = db.query(step.name, step.params)
+                        reply: Any = db.query(step)
                     elif isinstance(step, Embed) and step.given is not None:
                         reply = given_vectors(embedder, step.texts, step.given)
                     elif isinstance(step, Embed):
@@ -142,7 +135,7 @@ async def arun(operation: Operation[T], db: AsyncDatabase, embedder: Embedder | 
             try:
                 with tracing.step(step):
                     if isinstance(step, Query):
-                        reply: Any = await db.query(step.name, step.params)
+                        reply: Any = await db.query(step)
                     elif isinstance(step, Embed) and step.given is not None:
                         reply = given_vectors(embedder, step.texts, step.given)
                     elif isinstance(step, Embed):

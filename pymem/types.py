@@ -1,6 +1,7 @@
 """The values pymem's calls return and the callables they take: :class:`Fact` and
 :class:`FactId` (durable facts), :class:`Message` and :class:`TurnResult` (conversation memory),
-the ``Summarizer`` and ``Extractor`` signatures. A leaf: it imports no other pymem module, so
+the ``Summarizer`` and ``Extractor`` signatures, and :class:`Query` (a named query and its
+parameters, what pymem.calls makes and an operation yields). A leaf: it imports no other pymem module, so
 every module may name these types at run time (``pymem.facts`` and ``pymem.conversations``
 re-export theirs)."""
 
@@ -100,3 +101,11 @@ class TurnResult:
     #: summarizer, storing the summary): empty when learning and summarizing worked, or had
     #: nothing to do. ``learned_fact_ids == []`` with no failure means there was nothing to learn.
     failures: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Query:
+    """Send the named query ``name`` with ``params``; the operation receives the rows as dicts."""
+
+    name: str
+    params: dict[str, Any]

@@ -48,9 +48,9 @@ class CountingDatabase(pymem.Database):
         super().__init__(*args, **kwargs)
         self.sent: list[str] = []
 
-    def query(self, name, params):
-        self.sent.append(name)
-        return super().query(name, params)
+    def query(self, query):
+        self.sent.append(query.name)
+        return super().query(query)
 
 
 # --- order --------------------------------------------------------------------------------------

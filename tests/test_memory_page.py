@@ -26,7 +26,7 @@ from selenium.webdriver.support import expected_conditions
 from selenium.webdriver.support.ui import WebDriverWait
 
 import pymem
-from pymem import browse, cli, web
+from pymem import browse, calls, cli, web
 
 ARTIFACTS = Path(os.environ.get("PYMEM_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts")) \
     / "memory-page"
@@ -142,8 +142,8 @@ def test_pages_read_as_the_reader_and_edits_need_the_token(served, dsn):
     app, ids = served
     assert app.note == "reads as pymem_page_login, a login role that is only a reader"
     with pytest.raises(pymem.Error):  # the page's reads run as the reader role: it cannot write
-        app.read_db.query("fact_forget", {"scope": "user", "scope_id": "alice", "id": ids["beagle"], "content": None,
-                                          "project_id": "acme"})
+        app.read_db.query(calls.fact_forget(**{"scope": "user", "scope_id": "alice", "id": ids["beagle"], "content": None,
+                                          "project_id": "acme"}))
     project = get(app, "/project", p="acme")
     assert "user:alice" in project and "research-notes" in project and ">alice<" in project
     facts = get(app, "/facts", p="acme", scope="user", id="alice")

@@ -17,7 +17,7 @@ from sqlglot.optimizer.qualify import qualify
 
 import pymem.calls
 from pymem.queries import Q, parse_queries, placeholders, render_calls, sql_root
-from pymem.runner import Query
+from pymem.types import Query
 
 ROOT = sql_root()
 
