@@ -265,6 +265,23 @@ def test_the_timeout_per_call_is_one_simple_query_with_no_flush_and_ends_with_th
     assert asyncio.run(asynchronously()) == (fact, ["Lives in Oslo"], "0")
 
 
+def test_the_timeout_per_call_binds_hostile_values_as_data(dsn):
+    """The per-call path binds parameters on the client (one simple-protocol message): quotes,
+    backslashes, placeholders, comments, statement separators and dollar quotes in a value stay
+    data, and come back as they went in."""
+    hostile = ["O'Brien said ''hi''", "back\\slash \\' end", "%(scope)s and %s and %%", "-- a comment",
+               "x'); DROP TABLE pymem.facts; --", "$$ dollar $$ $q$ quoted $q$", "E'\\x41' \\n", "naïve café 東京 🙂"]
+    with pymem.Database(pymem.Settings(dsn=dsn, statement_timeout_ms=3000, pool_max_size=1)) as db:
+        db._per_call = True  # as when a pooler refused the startup option
+        mem = Memory(agent_id="bot", db=db, embedder=pymem.HashEmbedder())
+        ids = [mem.persist(text, id="o'neil; --") for text in hostile]
+        assert [mem.persist(text, id="o'neil; --") for text in hostile] == ids  # the same facts again
+        assert sorted(f.content for f in mem.retrieve(id="o'neil; --", limit=50)) == sorted(hostile)
+        assert mem.retrieve(hostile[4], id="o'neil; --", k=1)[0].content == hostile[4]
+        with db.connection() as c:
+            assert c.execute("SELECT count(*) FROM pymem.facts").fetchone()[0] == len(hostile)
+
+
 def test_the_dsn_options_come_after_the_timeout_and_win(dsn):
     from psycopg.conninfo import make_conninfo
 
