@@ -28,59 +28,59 @@ UNEMBEDDED_MAX = 1000
 
 def subjects(db: Database, project_id: str = "", max_rows: int = 1000) -> Rows:
     """The project's fact subjects (scope, scope_id) with active/superseded counts, newest first."""
-    return db.query(calls.browse_subjects(**{"project_id": text(project_id, "project_id"), "max_rows": max_rows}))
+    return db.query(calls.browse_subjects(project_id=text(project_id, "project_id"), max_rows=max_rows))
 
 
 def users(db: Database, project_id: str = "", max_rows: int = 1000) -> Rows:
     """The project's users with conversation threads, most recently active first."""
-    return db.query(calls.browse_users(**{"project_id": text(project_id, "project_id"), "max_rows": max_rows}))
+    return db.query(calls.browse_users(project_id=text(project_id, "project_id"), max_rows=max_rows))
 
 
 def threads(db: Database, user_id: str, project_id: str = "") -> Rows:
     """A user's threads with their message counts, most recently active first."""
-    return db.query(calls.browse_threads(**{"user_id": text(user_id, "user id"),
-                                       "project_id": text(project_id, "project_id")}))
+    return db.query(calls.browse_threads(user_id=text(user_id, "user id"),
+                                       project_id=text(project_id, "project_id")))
 
 
 def messages(db: Database, user_id: str, thread_id: str, from_seq: int, project_id: str = "",
              max_rows: int = 20) -> Rows:
     """A thread's messages (seq, role, content, created_at, metadata) from ``from_seq`` on, oldest
     first: ``max_rows=2`` from a learned fact's turn (``metadata["turn"]``) is that turn."""
-    return db.query(calls.browse_messages(**{"user_id": text(user_id, "user id"), "thread_id": text(thread_id, "thread"),
-                                        "from_seq": from_seq, "project_id": text(project_id, "project_id"),
-                                        "max_rows": max_rows}))
+    return db.query(calls.browse_messages(user_id=text(user_id, "user id"), thread_id=text(thread_id, "thread"),
+                                        from_seq=from_seq, project_id=text(project_id, "project_id"),
+                                        max_rows=max_rows))
 
 
 def stores(db: Database, project_id: str = "", max_rows: int = 1000) -> Rows:
     """The project's keyed stores with entry counts and protections, by key."""
-    return db.query(calls.browse_stores(**{"project_id": text(project_id, "project_id"), "max_rows": max_rows}))
+    return db.query(calls.browse_stores(project_id=text(project_id, "project_id"), max_rows=max_rows))
 
 
 def store_paths(db: Database, key: str, project_id: str = "") -> Rows:
     """A store's entries (path, kind, sha, size, version, actor, updated_at), by path."""
-    return db.query(calls.store_list(**{"store_key": key, "prefix": "", "project_id": project_id}))
+    return db.query(calls.store_list(store_key=key, prefix="", project_id=project_id))
 
 
 def store_audit(db: Database, key: str, project_id: str = "", n: int = 20) -> Rows:
     """A store's last ``n`` audit records, oldest first."""
-    return db.query(calls.store_audit_tail(**{"store_key": key, "n": n, "project_id": project_id}))
+    return db.query(calls.store_audit_tail(store_key=key, n=n, project_id=project_id))
 
 
 def store_entry(db: Database, key: str, path: str, project_id: str = "") -> dict[str, Any] | None:
     """One entry with its content; None when the path does not exist."""
-    rows = db.query(calls.store_read(**{"store_key": key, "path": path, "project_id": project_id}))
+    rows = db.query(calls.store_read(store_key=key, path=path, project_id=project_id))
     return rows[0] if rows else None
 
 
 def store_versions(db: Database, key: str, path: str, project_id: str = "") -> Rows:
     """The kept versions of an entry, oldest first."""
-    return db.query(calls.store_versions(**{"store_key": key, "path": path, "project_id": project_id}))
+    return db.query(calls.store_versions(store_key=key, path=path, project_id=project_id))
 
 
 def embedders(db: Database, project_id: str = "") -> Rows:
     """The embedders (name, dimension) the project has stored vectors from, most recently
     registered first."""
-    return db.query(calls.browse_embedders(**{"project_id": text(project_id, "project_id")}))
+    return db.query(calls.browse_embedders(project_id=text(project_id, "project_id")))
 
 
 def search_facts(db: Database, scope: str, scope_id: str, query: str, project_id: str = "",
@@ -95,12 +95,12 @@ def search_facts(db: Database, scope: str, scope_id: str, query: str, project_id
     if embedder is None:
         return db.query(calls.facts_search(**params)), []
     (vector,) = vectors(embedder, [query])
-    rows = db.query(calls.facts_search(**{**params, "query_vector": vector, "embedder": embedder.name}))
+    rows = db.query(calls.facts_search(**params | {"query_vector": vector, "embedder": embedder.name}))
     missing = {r["id"] for r in rows if r["similarity"] is None}  # facts_search lists them first, unranked
     ranked = [r for r in rows if r["similarity"] is not None]
     if not missing:
         return ranked, []
-    words = db.query(calls.facts_search(**{**params, "k": UNEMBEDDED_MAX}))
+    words = db.query(calls.facts_search(**params | {"k": UNEMBEDDED_MAX}))
     return ranked, [r for r in words if r["id"] in missing][:k]
 
 
@@ -119,11 +119,11 @@ def recall_messages(db: Database, user_id: str, query: str, project_id: str = ""
     if embedder is None:
         return db.query(calls.messages_recall(**params)), []
     (vector,) = vectors(embedder, [query])
-    ranked = db.query(calls.messages_recall(**{**params, "query_vector": vector, "embedder": embedder.name}))
+    ranked = db.query(calls.messages_recall(**params | {"query_vector": vector, "embedder": embedder.name}))
     missing = {(m["thread_id"], m["seq"]) for m in db.query(calls.messages_unembedded(
         user_id=user_id, project_id=project_id, embedder=embedder.name, min_chars=options.min_content_chars,
         max_messages=UNEMBEDDED_MAX))}
     if not missing:
         return ranked, []
-    words = db.query(calls.messages_recall(**{**params, "k": UNEMBEDDED_MAX}))
+    words = db.query(calls.messages_recall(**params | {"k": UNEMBEDDED_MAX}))
     return ranked, [m for m in words if (m["thread_id"], m["seq"]) in missing][:k]

@@ -340,8 +340,8 @@ class _Conversations:
         if o.embedder is None:
             if given is not None:
                 raise ValidationError("recall by a vector needs Memory(embedder=...)")
-            rows = yield calls.messages_recall(**{**where, "query_vector": None, "embedder": None, "query_text": query,
-                                                   **recall, "window_size": window})
+            rows = yield calls.messages_recall(**where, query_vector=None, embedder=None, query_text=query,
+                                                   **recall, window_size=window)
             return [_message(r) for r in rows]
         missing = yield Query(
             "messages_unembedded",

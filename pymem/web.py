@@ -570,7 +570,7 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
     reader_dsn = settings.reader_dsn
     if not reader_dsn and settings.dsn is None:  # the embedded server, pymem's own: its reader login
         try:
-            (made,) = login.query(calls.page_reader_login(**{"login": PAGE_READER}))
+            (made,) = login.query(calls.page_reader_login(login=PAGE_READER))
             reader_dsn = make_conninfo(login.conninfo, user=made["login"])
         except Error as exc:
             print(f"pymem serve: cannot create the reader login {PAGE_READER} ({exc}).", file=sys.stderr)
@@ -581,7 +581,7 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
             login.close()
             raise
         try:
-            (who,) = reader.query(calls.reader_login(**{"reader_role": role}))
+            (who,) = reader.query(calls.reader_login(reader_role=role))
         except Error:
             reader.close()
             login.close()

@@ -142,8 +142,8 @@ def test_pages_read_as_the_reader_and_edits_need_the_token(served, dsn):
     app, ids = served
     assert app.note == "reads as pymem_page_login, a login role that is only a reader"
     with pytest.raises(pymem.Error):  # the page's reads run as the reader role: it cannot write
-        app.read_db.query(calls.fact_forget(**{"scope": "user", "scope_id": "alice", "id": ids["beagle"], "content": None,
-                                          "project_id": "acme"}))
+        app.read_db.query(calls.fact_forget(scope="user", scope_id="alice", id=ids["beagle"], content=None,
+                                          project_id="acme"))
     project = get(app, "/project", p="acme")
     assert "user:alice" in project and "research-notes" in project and ">alice<" in project
     facts = get(app, "/facts", p="acme", scope="user", id="alice")

@@ -133,11 +133,11 @@ class PymemStore(BaseStore):
         return {"store_key": self.store_key, "project_id": self.project_id}
 
     def _open(self) -> Operation[None]:
-        yield calls.store_open(**{**self._where(), "audit": None, "keep_versions": None,
-                                   "read_only_prefixes": None, "create": True})
+        yield calls.store_open(**self._where(), audit=None, keep_versions=None,
+                                   read_only_prefixes=None, create=True)
 
     def _get(self, op: GetOp) -> Operation[Item | None]:
-        rows = yield calls.store_item_get(**{**self._where(), "namespace": list(op.namespace), "key": op.key})
+        rows = yield calls.store_item_get(**self._where(), namespace=list(op.namespace), key=op.key)
         if not rows:
             return None
         r = rows[0]
@@ -163,25 +163,25 @@ class PymemStore(BaseStore):
         if getattr(op, "ttl", None) is not None:
             raise NotImplementedError("TTL is not supported by PymemStore: pass ttl=None")
         if op.value is None:
-            yield calls.store_item_delete(**{**self._where(), "namespace": list(op.namespace), "key": op.key,
-                                              "actor": self.actor})
+            yield calls.store_item_delete(**self._where(), namespace=list(op.namespace), key=op.key,
+                                              actor=self.actor)
             return None
         pairs = self._texts(op)
         vectors = (yield Embed([t for _, t in pairs])) if pairs else []
-        yield calls.store_item_put(**{**self._where(), "namespace": list(op.namespace), "key": op.key,
-                                       "value": _json(op.value), "actor": self.actor,
-                                       "embedder": self._embedder.name if vectors else None,
-                                       "fields": [f for f, _ in pairs] or None, "embeddings": vectors or None})
+        yield calls.store_item_put(**self._where(), namespace=list(op.namespace), key=op.key,
+                                       value=_json(op.value), actor=self.actor,
+                                       embedder=self._embedder.name if vectors else None,
+                                       fields=[f for f, _ in pairs] or None, embeddings=vectors or None)
         return None
 
     def _search(self, op: SearchOp) -> Operation[list[SearchItem]]:
         query = None
         if op.query and self._query_embedder is not None:
             query = (yield Embed([op.query]))[0]
-        rows = yield calls.store_items_search(**{
-            **self._where(), "namespace_prefix": list(op.namespace_prefix), "filter": _json(op.filter or {}),
-            "query_vector": query, "embedder": self._query_embedder.name if query is not None else None,
-            "max_items": op.limit, "skip": op.offset})
+        rows = yield calls.store_items_search(
+            **self._where(), namespace_prefix=list(op.namespace_prefix), filter=_json(op.filter or {}),
+            query_vector=query, embedder=self._query_embedder.name if query is not None else None,
+            max_items=op.limit, skip=op.offset)
         return [SearchItem(namespace=tuple(r["namespace"]), key=r["key"], value=r["value"],
                            created_at=r["created_at"], updated_at=r["updated_at"], score=r["score"])
                 for r in rows]
@@ -205,9 +205,9 @@ class PymemStore(BaseStore):
                     return []
             if cond.match_type == "suffix":
                 have.reverse()
-        rows = yield calls.store_namespaces(**{**self._where(), "prefix": merged["prefix"],
-                                                "suffix": merged["suffix"], "max_depth": op.max_depth,
-                                                "max_items": op.limit, "skip": op.offset})
+        rows = yield calls.store_namespaces(**self._where(), prefix=merged["prefix"],
+                                                suffix=merged["suffix"], max_depth=op.max_depth,
+                                                max_items=op.limit, skip=op.offset)
         return [tuple(r["namespace"]) for r in rows]
 
     def _plan(self, ops: Iterable[Op]) -> list[tuple[int | None, Operation[Any], Any]]:
