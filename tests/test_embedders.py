@@ -267,25 +267,59 @@ def _embed_once(texts: list[str]) -> Any:
 
 
 def test_vectors_are_validated_once_per_embed_step(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Sync and async, whatever the embedder (the adapters and aembed no longer check on their
-    own): one validate_vectors per Embed step, and the operation gets pgvector Vectors."""
-    calls: list[int] = []
-    original = validate_vectors
+    """Sync and async, whatever the embedder (the adapters and aembed never check on their
+    own): one check (pymem.runner._checked) per Embed step, and the operation gets pgvector
+    Vectors. Good vectors take its fast path: validate_vectors runs only for an answer the fast
+    path cannot pack, to say what is wrong with it."""
+    import pymem.runner as runner
 
-    def counting(embedder: Any, texts: Any, answer: Any) -> list[list[float]]:
-        calls.append(len(texts))
-        return original(embedder, texts, answer)
+    checks: list[int] = []
+    slow: list[int] = []
+    original_checked, original_validate = runner._checked, validate_vectors
 
+    def counting_checked(embedder: Any, texts: Any, answer: Any) -> Any:
+        checks.append(len(texts))
+        return original_checked(embedder, texts, answer)
+
+    def counting_validate(embedder: Any, texts: Any, answer: Any) -> list[list[float]]:
+        slow.append(len(texts))
+        return original_validate(embedder, texts, answer)
+
+    monkeypatch.setattr(runner, "_checked", counting_checked)
     for module in [m for name, m in sys.modules.items() if name.startswith("pymem")]:
-        if getattr(module, "validate_vectors", None) is original:
-            monkeypatch.setattr(module, "validate_vectors", counting)
+        if getattr(module, "validate_vectors", None) is original_validate:
+            monkeypatch.setattr(module, "validate_vectors", counting_validate)
     duck = SentenceTransformerEmbedder(DuckModel(), name="st:duck")
     for emb in (HashEmbedder(5), duck):
-        calls.clear()
+        checks.clear()
         got = run(_embed_once(["a b", "c"]), None, emb)  # type: ignore[arg-type]  # no Query: no database
         assert got == [Vector(v) for v in HashEmbedder(5).embed(["a b", "c"])]
+        assert [v.to_binary() for v in got] == [Vector(v).to_binary() for v in HashEmbedder(5).embed(["a b", "c"])]
         got = asyncio.run(arun(_embed_once(["a b", "c"]), None, emb))  # type: ignore[arg-type]
-        assert len(got) == 2 and calls == [2, 2], emb
+        assert len(got) == 2 and checks == [2, 2], emb
+    assert slow == []
+    with pytest.raises(pymem.ValidationError, match="all-zero"):
+        run(_embed_once(["a"]), None, Fixed([[0.0, 0.0, 0.0]]))  # type: ignore[arg-type]
+    assert slow == [1]
+
+
+@pytest.mark.parametrize("answer", [[[1.0, 2.0, 3.0]], [(1, 2, 3)], [[True, 2, 3.5]]])
+def test_a_checked_vector_is_pgvectors_own_wire_format(answer: Any) -> None:
+    """The packed vector the runner sends is byte for byte what pgvector's Vector sends, and
+    reads back as the same values (ints, bools and tuples as validate_vectors takes them)."""
+    (got,) = vectors(Fixed(answer), ["a"])
+    expected = Vector([float(x) for x in answer[0]])
+    assert isinstance(got, Vector)
+    assert got.to_binary() == expected.to_binary() and got.to_list() == expected.to_list() and got == expected
+    assert got.dimensions() == 3 and got.to_text() == expected.to_text()
+
+
+def test_a_value_past_float4_is_refused_before_it_is_sent() -> None:
+    """pgvector stores 4-byte floats: 1e300 passes validate_vectors (a finite double) but would
+    reach the server as infinity; the runner refuses it, naming the component."""
+    assert validate_vectors(Fixed([[1.0, -1e300, 2.0]]), ["a"], [[1.0, -1e300, 2.0]])
+    with pytest.raises(pymem.ValidationError, match=r"-1e\+300 in the vector of text 0, component 1: past the range"):
+        vectors(Fixed([[1.0, -1e300, 2.0]]), ["a"])
 
 
 # --------------------------------------------------------------- OpenAI adapter over loopback
