@@ -296,15 +296,32 @@ def operations(s: Sides, users: int, facts: int, calls: int, warmup: int, order:
 
 @contextlib.contextmanager
 def stubbed_cursor(rows: list[Any]):
-    """psycopg's cursors answer ``rows`` at once, sending nothing: what is left of a call is the
-    Python around the database call."""
+    """psycopg's cursors answer ``rows`` (dicts: their keys are the columns) at once, sending
+    nothing: what is left of a call is the Python around the database call. The rows are made
+    as the cursor's row factory makes them (a dict per row for psycopg's ``dict_row``, a
+    :class:`pymem.Fact` for ``pymem.facts.fact_rows``), so that building them is counted."""
+    from types import SimpleNamespace
+
+    from psycopg.rows import dict_row
+
+    if rows and not isinstance(rows[0], dict):  # tuples (the other store's cursor): as they are
+        names, values = None, rows
+    else:
+        names = list(rows[0]) if rows else []
+        values = [tuple(r[n] for n in names) for r in rows]
+    described = SimpleNamespace(pgresult=SimpleNamespace(nfields=len(names or ()), fname=lambda i: names[i].encode()))
     real_execute, real_fetchall = psycopg.Cursor.execute, psycopg.Cursor.fetchall
 
     def execute(self, query, params=None, **kw):  # noqa: ANN001
         return self
 
     def fetchall(self):  # noqa: ANN001
-        return list(rows)
+        if names is None:
+            return list(values)
+        if self.row_factory is dict_row:
+            return [dict(zip(names, v)) for v in values]
+        make = self.row_factory(described)
+        return [make(v) for v in values]
 
     psycopg.Cursor.execute, psycopg.Cursor.fetchall = execute, fetchall
     try:

@@ -153,7 +153,7 @@ _BINARY = re.compile(r"%\((\w+)\)b")
 
 def execute(
     conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings, *,
-    citus: bool = False, timeout_per_call: bool = False
+    citus: bool = False, timeout_per_call: bool = False, row_factory: Any = dict_row
 ) -> list[dict[str, Any]]:
     """Send the named query ``name`` on an autocommit connection; its rows as dicts.
 
@@ -173,11 +173,11 @@ def execute(
     reads of the workers carry the tenant only inside a transaction: refused outside one (0A000,
     "without its tenant", nothing done), it is sent again in a transaction (README "Scaling out")."""
     if timeout_per_call and not citus:
-        cur = psycopg.ClientCursor(conn, row_factory=dict_row)
+        cur = psycopg.ClientCursor(conn, row_factory=row_factory)
         cur.execute(per_call_query(name, settings), params)
         cur.nextset()
         return cur.fetchall()
-    cur = conn.cursor(row_factory=dict_row)
+    cur = conn.cursor(row_factory=row_factory)
     if citus:
         try:
             return cur.execute(Q[name], params).fetchall()
@@ -191,15 +191,15 @@ def execute(
 
 async def aexecute(
     conn: psycopg.AsyncConnection, name: str, params: Mapping[str, Any], settings: Settings, *,
-    citus: bool = False, timeout_per_call: bool = False
+    citus: bool = False, timeout_per_call: bool = False, row_factory: Any = dict_row
 ) -> list[dict[str, Any]]:
     """The asyncio twin of :func:`execute`."""
     if timeout_per_call and not citus:
-        acur = psycopg.AsyncClientCursor(conn, row_factory=dict_row)
+        acur = psycopg.AsyncClientCursor(conn, row_factory=row_factory)
         await acur.execute(per_call_query(name, settings), params)
         acur.nextset()
         return await acur.fetchall()
-    cur = conn.cursor(row_factory=dict_row)
+    cur = conn.cursor(row_factory=row_factory)
     if citus:
         try:
             await cur.execute(Q[name], params)

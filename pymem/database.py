@@ -35,6 +35,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 from psycopg.types import TypeInfo
 from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 
@@ -289,10 +290,10 @@ class Database:
 
     def query(self, query: Query) -> list[dict[str, Any]]:
         """Send a named query of sql/queries.sql (made by :mod:`pymem.calls`, e.g.
-        ``db.query(calls.facts_newest(...))``); its rows as dicts."""
+        ``db.query(calls.facts_newest(...))``); its rows as dicts, or as ``query.rows`` makes them."""
         with self.connection() as conn:
             return execute(conn, query.name, query.params, self.settings, citus=self._citus,
-                           timeout_per_call=self._per_call)
+                           timeout_per_call=self._per_call, row_factory=query.rows or dict_row)
 
     def about(self) -> dict[str, Any]:
         return self.query(calls.about())[0]["about"]
@@ -377,7 +378,7 @@ class AsyncDatabase:
         """See :meth:`Database.query`."""
         async with self.connection() as conn:
             return await aexecute(conn, query.name, query.params, self.settings, citus=self._citus,
-                                  timeout_per_call=self._per_call)
+                                  timeout_per_call=self._per_call, row_factory=query.rows or dict_row)
 
     async def about(self) -> dict[str, Any]:
         return (await self.query(calls.about()))[0]["about"]

@@ -12,8 +12,9 @@ run.
 
 from __future__ import annotations
 
+import operator
 import warnings
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -43,6 +44,37 @@ def _fact(row: Mapping[str, Any], scope: str | None = None) -> Fact:
         row["confidence"], row["source"], get("trace_id"), get("metadata") or {}, get("created_at"),
         get("superseded_by"), get("superseded_at"), get("similarity"), get("score"), get("depth"))))
     return fact
+
+
+#: what a Fact holds when its row has no such column (metadata: a new {} per Fact)
+_ABSENT = {"scope": "", "scope_id": "", "project_id": "", "trace_id": None, "metadata": None, "created_at": None,
+           "superseded_by": None, "superseded_at": None, "similarity": None, "score": None, "depth": None}
+
+
+def fact_rows(cursor: Any) -> Any:
+    """A psycopg row factory: each row a :class:`Fact`, as :func:`_fact` makes it from a dict,
+    without the dict (a dict per row and the lookups in it cost ~4 us a row on the 2-core VM,
+    ~200 us of ``retrieve()`` for 50 facts). Columns are matched to fields by name once per
+    result."""
+    res = cursor.pgresult  # the names from the result itself: cursor.description makes a Column each
+    names = [res.fname(i).decode() for i in range(res.nfields)] if res is not None else []
+    present = [(f, names.index(f)) for f in _FIELDS if f in names]
+    fields = tuple(f for f, _ in present)
+    idx = [i for _, i in present]
+    pick = operator.itemgetter(*idx) if len(idx) > 1 else (lambda values: tuple(values[i] for i in idx))
+    absent = {f: v for f, v in _ABSENT.items() if f not in fields}
+    new, Fact_ = object.__new__, Fact
+
+    def make(values: Sequence[Any]) -> Fact:
+        fact = new(Fact_)
+        d = fact.__dict__
+        d.update(absent)
+        d.update(zip(fields, pick(values)))
+        if d["metadata"] is None:
+            d["metadata"] = {}
+        return fact
+
+    return make
 
 
 class _Facts:
@@ -142,8 +174,7 @@ class _Facts:
         if query is None:
             if metadata is not None:
                 raise ValidationError("retrieve(metadata=...) filters a ranked retrieval: pass a query too")
-            rows = yield calls.facts_newest(**subject, max_facts=limit)
-            return [_fact(r) for r in rows]
+            return (yield calls.facts_newest(**subject, max_facts=limit).rows_as(fact_rows))
         # a query is its text (ranked by its words and, with an embedder, by meaning too), or its
         # vector (computed by the caller with the Memory's embedder: ranked by meaning alone)
         given = None if isinstance(query, str) else [query]
@@ -198,7 +229,5 @@ class _Facts:
     def _history(self, tier, id, fact_id, limit) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
         if fact_id is None:
-            rows = yield calls.fact_history(**subject, max_facts=limit)
-        else:
-            rows = yield calls.fact_chain(**subject, id=fact_id)
-        return [_fact(r) for r in rows]
+            return (yield calls.fact_history(**subject, max_facts=limit).rows_as(fact_rows))
+        return (yield calls.fact_chain(**subject, id=fact_id).rows_as(fact_rows))

@@ -76,7 +76,7 @@ class PackedVector(Vector):
 
     __slots__ = ("_wire",)
 
-    def __init__(self, wire: bytes) -> None:  # noqa: D107  (no super().__init__: _value is derived)
+    def __init__(self, wire: bytes) -> None:  # no super().__init__: _value is derived from the bytes
         self._wire = wire
 
     @property

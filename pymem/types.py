@@ -105,7 +105,14 @@ class TurnResult:
 
 @dataclass(frozen=True)
 class Query:
-    """Send the named query ``name`` with ``params``; the operation receives the rows as dicts."""
+    """Send the named query ``name`` with ``params``; the operation receives the rows as dicts,
+    or as ``rows`` makes them: a psycopg row factory (e.g. :func:`pymem.facts.fact_rows`, which
+    builds a :class:`Fact` per row without a dict in between). ``query.rows_as(factory)``: the
+    same query with that factory."""
 
     name: str
     params: dict[str, Any]
+    rows: Callable[[Any], Any] | None = field(default=None, compare=False)
+
+    def rows_as(self, factory: Callable[[Any], Any]) -> Query:
+        return Query(self.name, self.params, factory)

@@ -424,3 +424,38 @@ def test_help_shows_no_sentinel_address_and_the_namespace_is_pymems_own():
         shown = str(inspect.signature(method))
         assert "object at 0x" not in shown and "user: 'str | None' = <the Memory's user_id>" in shown
     assert not hasattr(pymem, "PackageNotFoundError")
+
+
+def test_facts_made_by_the_row_factory_equal_facts_made_from_dicts(db):
+    """retrieve() and history() build their Facts with pymem.facts.fact_rows (no dict per row):
+    each is the Fact that _fact makes from the same row as a dict, field by field, metadata a
+    new dict per Fact; the async Memory gets the same."""
+    from pymem import calls
+    from pymem.facts import _fact
+
+    mem = make(db, user_id="alice")
+    first = mem.persist("Prefers email", metadata={"k": [1, 2]}, trace_id="t-1")
+    mem.persist("Lives in Oslo")
+    newest = mem.update("Prefers Slack", old="Prefers email")
+    subject = {"scope": "user", "scope_id": "alice", "project_id": ""}
+    for query, got in (
+        (calls.facts_newest(**subject, max_facts=50), mem.retrieve()),
+        (calls.fact_history(**subject, max_facts=50), mem.history()),
+        (calls.fact_chain(**subject, id=newest), mem.history(fact_id=newest)),
+    ):
+        expected = [_fact(r) for r in db.query(query)]
+        assert got == expected and [vars(f) for f in got] == [vars(f) for f in expected], query.name
+        assert all(type(f) is pymem.Fact for f in got)
+    assert [f.depth for f in mem.history(fact_id=newest)] == [1, 0]
+    facts = mem.retrieve()
+    assert len({id(f.metadata) for f in facts}) == len(facts)  # never one dict shared between Facts
+    assert next(f for f in mem.history() if f.id == first).metadata == {"k": [1, 2]}
+
+    async def read() -> list[pymem.Fact]:
+        adb = await pymem.AsyncDatabase.open(db.settings)
+        try:
+            return await AsyncMemory(agent_id="test", user_id="alice", db=adb).retrieve()
+        finally:
+            await adb.close()
+
+    assert asyncio.run(read()) == facts
