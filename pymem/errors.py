@@ -140,7 +140,7 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
 MIGRATE_HINT = "run `pymem migrate` on this database (or psql -f sql/migrate.sql)"
 # psycopg refuses to send a pgvector value when pgvector's types were not found on the
 # connection: pgvector is not installed, so the database was never migrated.
-_UNSENDABLE_VECTOR = ("cannot adapt type 'Vector'", "cannot adapt type 'HalfVector'")
+_UNSENDABLE_VECTOR = ("cannot adapt type 'Vector'", "cannot adapt type 'PackedVector'", "cannot adapt type 'HalfVector'")
 
 _BY_CLASS: dict[str, type[Error]] = {
     "22": ValidationError,
