@@ -28,6 +28,17 @@ def test_seed_store_bench_small(dsn, tmp_path):
     assert set(result["stale"]["before"]) == {"pymem", "fastaiagent", "plain SQL"}
     assert any("stubbed" in k for k in result["overhead"])
     assert Path(result["result_file"]).exists()
+    # each target beside its floor, computed from the table's own figures
+    targets = result["targets"]
+    assert set(targets) == ops
+    t, table = targets["re-add"], result["table"]["re-add"]
+    assert t["floor"] == pytest.approx((table["plain SQL"]["p50_us"] + seed_store.PYTHON_BUDGET_US)
+                                       / table["fastaiagent"]["p50_us"])
+    for op, t in targets.items():
+        sense, value = seed_store.TARGETS[op]
+        met = t["ratio"] >= value if sense == ">=" else t["ratio"] <= value
+        reachable = t["floor"] >= value if sense == ">=" else t["floor"] <= value
+        assert t["verdict"] == ("met" if met else "not met" if reachable else "beyond the floor"), op
 
 
 @pytest.mark.parametrize("bad", [["--users", "2"], ["--calls", "0"], ["--facts", "0"], ["--warmup", "-1"]])
