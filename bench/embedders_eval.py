@@ -23,7 +23,7 @@ them). Each needs its package installed; none downloads anything.
 
 The development data (``../shared/eval-dev/locomo-dev.json``) is CC BY-NC: read it where it
 lies, never copy it. ``main(argv) -> dict`` returns the figures
-(tests/test_embedders_eval.py runs it on a tiny synthetic file with the hash embedder).
+(tests/recall/test_embedders_eval.py runs it on a tiny synthetic file with the hash embedder).
 """
 
 from __future__ import annotations

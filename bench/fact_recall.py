@@ -17,7 +17,7 @@ CC BY-NC: it is read from where it lies (or the path given) and never copied.
     PYMEM_DATA_DIR=/tmp/bench-facts python bench/fact_recall.py             # embedded server
     python bench/fact_recall.py path/to/locomo.json --dsn postgresql://... --weights 0,0.5,1
 
-``main(argv) -> dict`` returns the figures (tests/test_bench_fact_recall.py runs it on a tiny
+``main(argv) -> dict`` returns the figures (tests/benchmarks/test_bench_fact_recall.py runs it on a tiny
 synthetic file). Nothing here asserts a duration.
 """
 

@@ -18,7 +18,7 @@ What it does, in project ``bench-port`` (everything there is deleted first):
    under a cap of ``--max-learned``; and records whether one more than the most is refused.
 
 Results: JSON under bench/results/ and a small report on stdout. Nothing here asserts a
-duration (tests/test_bench_portability.py checks the behaviour at a tiny size).
+duration (tests/benchmarks/test_bench_portability.py checks the behaviour at a tiny size).
 """
 
 from __future__ import annotations

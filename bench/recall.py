@@ -15,7 +15,7 @@ CC BY-NC: it is read from where it lies (or the path given) and never copied.
     python bench/recall.py path/to/locomo.json --dsn postgresql://...  # any pymem database
     PYMEM_DATA_DIR=/tmp/bench-recall pymem server stop
 
-``main(argv) -> dict`` returns the figures (tests/test_bench_recall.py runs it on a tiny
+``main(argv) -> dict`` returns the figures (tests/benchmarks/test_bench_recall.py runs it on a tiny
 synthetic file). Nothing here asserts a duration.
 """
 

@@ -90,7 +90,7 @@ class QueryError(Error):
 
 # The server's hints that name a SQL parameter or function (``replace => true``,
 # ``store_open(...)``), in Python's words: translate() shows these instead. The CLI rewords the
-# ones its commands can meet (pymem.cli.CLI_HINTS). tests/test_cli_hints.py checks that every
+# ones its commands can meet (pymem.cli.CLI_HINTS). tests/cli_web/test_cli_hints.py checks that every
 # such hint in sql/api/ has an entry here.
 PYTHON_HINTS: dict[str, str] = {
     # sql/api/facts.sql, _fact_check_subject: a user or project fact with an empty id

@@ -7,7 +7,7 @@ checked when built) and its part :class:`RecallOptions` (how recall ranks, used 
 fields go flat (``recall_k`` for ``k``, ``min_content_chars``, ``recency_weight``,
 ``importance_weight``, ``half_life_seconds``, ``min_score``); or a whole ``options=MemoryOptions(...)``, which
 the keywords then change. Adding an option means one field here; a test checks every default against the SQL ``DEFAULT`` it stands for
-(tests/test_options.py). The SQL checks every value on every call; the checks here are the ones
+(tests/python/test_options.py). The SQL checks every value on every call; the checks here are the ones
 that must fail when the Memory is built rather than later (types, and the values only sent
 after a turn was stored).
 """

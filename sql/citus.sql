@@ -272,7 +272,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
     p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
     p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], OUT ids bigint[], OUT created boolean[])
-LANGUAGE sql VOLATILE SECURITY INVOKER  -- as its twin, whatever this body does (tests/test_citus_overrides.py)
+LANGUAGE sql VOLATILE SECURITY INVOKER  -- as its twin, whatever this body does (tests/sql/test_citus_overrides.py)
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT pg_catalog.array_fill(NULL::bigint, ARRAY[pg_catalog.cardinality(p_contents)]),

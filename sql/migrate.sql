@@ -616,7 +616,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f64187acb926fbab2b356effba385620b48470bd011cb8ab193aab571f75ab6d')
+SELECT pymem.migration_api_applied('f863590758149bbc76e6ee71abc51f769d7a465a09b906058ffc70e46fdc3931')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

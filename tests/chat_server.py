@@ -1,5 +1,5 @@
 """A chat-completions server on the loopback interface that answers from a script, for the
-tests of the reconciling learner (tests/test_llm.py, tests/test_demo_learning.py). No network,
+tests of the reconciling learner (tests/integrations/test_llm.py, tests/cli_web/test_demo_learning.py). No network,
 no model."""
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -364,3 +365,22 @@ def citus_cluster():
                            tuple(int(p) for p in env_file["WORKER_PORTS"].strip('"').split()))
     finally:
         subprocess.run([str(CITUS_SCRIPT), "stop", str(cluster_dir)], capture_output=True, env=env, timeout=120)
+
+
+# --- the README's code blocks (python/test_readme.py runs them, security/test_function_safety.py
+# calls them as a caller would) ------------------------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+
+
+def section(title: str) -> str:
+    """The README's section ``## title``, up to the next ``## ``."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def blocks(lang: str, title: str = "SQL API") -> list[str]:
+    """The ```lang code blocks of the README's section ``title``, in order."""
+    return re.findall(rf"```{lang}\n(.*?)```", section(title), re.DOTALL)

@@ -15,7 +15,7 @@
 -- write their statement twice, side by side (IF scope_id = '*' ... ELSE ...), so that each
 -- branch keeps its own plan on its own index (one subject, or the whole scope); a single
 -- statement with (scope_id = $1 OR $1 = '*') would get one generic plan that serves neither.
--- tests/test_facts.py checks that each '*' branch returns the per-subject branch's rows merged.
+-- tests/facts/test_facts.py checks that each '*' branch returns the per-subject branch's rows merged.
 -- The scope-wide reads of active facts say "superseded_at IS NULL", the subject's reads
 -- "superseded_by IS NULL" (the same rows: CHECK facts_superseded_pair). The scope-wide index
 -- facts_scope_active_newest is partial on the first, so a read of one subject can never take it,

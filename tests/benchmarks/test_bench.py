@@ -8,7 +8,7 @@ from pathlib import Path
 
 import psycopg
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import common  # noqa: E402
 from bench import facts as bench_facts  # noqa: E402

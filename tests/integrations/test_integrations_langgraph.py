@@ -50,7 +50,7 @@ from langgraph.store.memory import InMemoryStore
 import pymem
 from pymem.integrations.langgraph import PymemStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class CharacterEmbeddings(Embeddings):

@@ -20,7 +20,7 @@ import psycopg
 
 import pymem
 
-CITUS = Path(__file__).resolve().parent.parent / "sql" / "citus.sql"
+CITUS = Path(__file__).resolve().parents[2] / "sql" / "citus.sql"
 SIGNATURES = """SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_get_function_result(p.oid),
                        p.provolatile, p.prosecdef, p.proconfig, l.lanname
                   FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace

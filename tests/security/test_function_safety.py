@@ -30,7 +30,7 @@ import pymem
 from pymem import server
 from pymem.queries import sql_root
 
-from test_readme import blocks
+from conftest import blocks
 
 ATTACKER = "pymem_planter"
 

@@ -258,7 +258,7 @@ def test_a_migrate_blocked_by_any_holder_of_its_lock_names_the_holder(dsn, as_ro
 
 # --- releases: upgrading from the SQL a release shipped ----------------------------------
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 # Each released version and its commit (the tag may be missing from a clone; the commit is not).
 RELEASES = {"v0.1.0": "324b35bf8efb47bcd3fc4c98b63c89762b8a140b"}
 # Statements of a release's README SQL API examples that changed on purpose (CHANGELOG.md), each

@@ -49,7 +49,7 @@ from pymem import MUST_NOT_EXIST, HashEmbedder, Memory, MemoryStore
 PGBOUNCER = shutil.which("pgbouncer") or next(
     (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if os.access(p, os.X_OK)), None
 )
-BUILD_SCRIPT = Path(__file__).resolve().parent.parent / ".ci" / "pgbouncer"
+BUILD_SCRIPT = Path(__file__).resolve().parents[2] / ".ci" / "pgbouncer"
 TRACK_TIMEOUT = "track_extra_parameters = IntervalStyle, statement_timeout\n"
 
 
@@ -62,7 +62,7 @@ def _free_port() -> int:
 def _unavailable(reason: str) -> None:
     """Skip, except under CI: there it fails (CI must never skip these tests silently)."""
     if os.environ.get("CI"):
-        pytest.fail(f"{reason}: CI must run tests/test_pgbouncer.py")
+        pytest.fail(f"{reason}: CI must run tests/integrations/test_pgbouncer.py")
     pytest.skip(reason)
 
 

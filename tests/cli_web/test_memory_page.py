@@ -28,7 +28,7 @@ from selenium.webdriver.support.ui import WebDriverWait
 import pymem
 from pymem import browse, calls, cli, web
 
-ARTIFACTS = Path(os.environ.get("PYMEM_TEST_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts")) \
+ARTIFACTS = Path(os.environ.get("PYMEM_TEST_ARTIFACTS", Path(__file__).resolve().parents[2] / "test-artifacts")) \
     / "memory-page"
 
 

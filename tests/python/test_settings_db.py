@@ -55,7 +55,7 @@ def test_pool_registers_vector_and_applies_settings(dsn):
             assert app == "pymem"
             assert c.prepare_threshold == 3
         assert db.about()["last_migration"] == migrations.load_sql_files().migrations[-1].name
-    # the statement timeout is a startup option of the pool's connections only (tests/test_connection.py)
+    # the statement timeout is a startup option of the pool's connections only (tests/python/test_connection.py)
     assert "options" not in pymem.connection.connect_kwargs(settings, dsn)
     assert pymem.connection.timeout_kwargs(settings, dsn) == {"options": "-c statement_timeout=30000"}
     # a connection attempt gives up after the pool timeout, unless the DSN says otherwise

@@ -13,7 +13,7 @@ import psycopg
 import pymem
 from pymem import HashEmbedder, Memory
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import heavy  # noqa: E402
 

@@ -7,7 +7,7 @@ set and the prerequisites of .ci/citus are present (the Citus source archive in 
 vendor folder, gcc, make; tests/conftest.py citus_unavailable()). .ci/run sets it for its first
 pass, so CI runs them.
 
-    PYMEM_TEST_CITUS=1 pytest tests/test_citus.py
+    PYMEM_TEST_CITUS=1 pytest tests/sql/test_citus.py
 """
 
 from __future__ import annotations
@@ -281,7 +281,7 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
     from pathlib import Path
 
     env_file = dict(line.split("=", 1) for line in (citus_cluster.dir / "cluster.env").read_text().splitlines())
-    sql_dir = Path(__file__).resolve().parent.parent / "sql"
+    sql_dir = Path(__file__).resolve().parents[2] / "sql"
     out = subprocess.run([str(Path(env_file["BINDIR"]) / "psql"), "-X", "-v", "ON_ERROR_STOP=1", "-d", fresh_db,
                           "-f", "migrate.sql"], cwd=sql_dir, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr

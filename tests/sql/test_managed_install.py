@@ -26,7 +26,7 @@ import pymem
 from pymem import server
 from pymem.queries import sql_root
 
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 PYMEM = Path(sys.executable).parent / "pymem"
 _n = itertools.count()
 

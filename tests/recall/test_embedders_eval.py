@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 pytest.importorskip("numpy")
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from bench import embedders_eval  # noqa: E402
 from pymem.embedders import HashEmbedder  # noqa: E402

@@ -267,7 +267,7 @@ def test_recall_never_returns_another_users_messages(db):
 def test_recall_is_exactly_the_brute_force_top_k(db, dsn):
     """Generated data: 300 messages for alice, 300 for bob, random-ish importance and ages.
     SQL's answer equals a brute-force ranking in Python over the same vectors (lexical_weight 0:
-    the vector ranking alone; tests/test_recall_hybrid.py checks the fused one)."""
+    the vector ranking alone; tests/recall/test_recall_hybrid.py checks the fused one)."""
     emb = HashEmbedder(64)
     mem = make(db, embedder=emb, window=10, recency_weight=0.3, importance_weight=0.2, half_life_seconds=600,
                lexical_weight=0)

@@ -6,25 +6,13 @@ from __future__ import annotations
 
 import re
 import subprocess
-from pathlib import Path
 
 import psycopg
 import pytest
 
 from pymem import server
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-
-
-def section(title: str) -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else None]
-
-
-def blocks(lang: str, title: str = "SQL API") -> list[str]:
-    return re.findall(rf"```{lang}\n(.*?)```", section(title), re.DOTALL)
+from conftest import blocks, section  # shared with security/test_function_safety.py
 
 
 def test_sql_api_examples_run_in_psql(dsn):

@@ -75,7 +75,7 @@ def test_random_interleavings_across_the_api_match_the_model(dsn, as_role):
             got = mems[p].recall(f"question about topic {n}", user=u, k=K)
             history = self.messages.get((p, u), [])
             # a direct recall searches every message, the window's too (issue 29); the context's
-            # recall block leaves the window out (it sends window_size: tests/test_options.py)
+            # recall block leaves the window out (it sends window_size: tests/python/test_options.py)
             # and past recall's floor: a word in common (every long question has "question"; the
             # short ones and the answers share none) or a cosine above 1e-5 (pymem._vector_match)
             query = embedder.embed([f"question about topic {n}"])[0]

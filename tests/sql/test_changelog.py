@@ -11,7 +11,7 @@ import psycopg
 import pytest
 from test_migrations import RELEASES, psql, release_sql
 
-CHANGELOG = Path(__file__).resolve().parent.parent / "CHANGELOG.md"
+CHANGELOG = Path(__file__).resolve().parents[2] / "CHANGELOG.md"
 
 # The public SQL API: every function of schema pymem whose name has neither a leading underscore
 # nor the prefix migration_ (the rule of _grants_diff() in sql/bootstrap.sql: those are the
