@@ -25,7 +25,7 @@ from psycopg.types import TypeInfo
 from psycopg.types.json import set_json_loads
 
 from . import server
-from .errors import ConfigError, redact, redacted, translate
+from .errors import ConfigError, QueryError, redact, redacted, translate
 from .queries import Q
 from .settings import Settings
 
@@ -52,6 +52,13 @@ def parsed(conninfo: str, what: str = "the connection string") -> str:
     return conninfo
 
 
+def one_value(row: tuple[Any, ...] | None) -> Any:
+    """The first column of the one row a query always answers (``SELECT f()``, no FROM)."""
+    if row is None:
+        raise QueryError("the server answered no row where one is always returned")
+    return row[0]
+
+
 def describe_target(settings: Settings) -> str:
     """Which database ``settings`` reach, in words, never with a password: ``database "app" on
     db.example.com:5432 as "svc"``, or ``the embedded server in <data dir>`` (no DSN)."""
@@ -59,7 +66,7 @@ def describe_target(settings: Settings) -> str:
         return f"the embedded server in {server.pgdata_of(settings.data_dir)}"
     params = conninfo_to_dict(settings.dsn)
 
-    def word(value: str) -> str:  # a password with an unencoded @ or / leaves a piece in host or port
+    def word(value: object) -> str:  # a password with an unencoded @ or / leaves a piece in host or port
         return redact(f'"{value}"', settings.dsn)[1:-1]
 
     host = word(params.get("host") or os.environ.get("PGHOST") or "localhost")
@@ -109,12 +116,12 @@ def timeout_arrived(conn: psycopg.Connection) -> bool:
     pooler may take the option and not pass it on: PgBouncer with ``track_extra_parameters``
     naming ``statement_timeout`` keeps it for the client but sets only the parameters the server
     reports, which this one is not."""
-    return bool(conn.execute(Q["statement_timeout_source"], prepare=False).fetchone()[0])
+    return bool(one_value(conn.execute(Q["statement_timeout_source"], prepare=False).fetchone()))
 
 
 async def atimeout_arrived(conn: psycopg.AsyncConnection) -> bool:
     """The asyncio twin of :func:`timeout_arrived`."""
-    return bool((await (await conn.execute(Q["statement_timeout_source"], prepare=False)).fetchone())[0])
+    return bool(one_value(await (await conn.execute(Q["statement_timeout_source"], prepare=False)).fetchone()))
 
 
 @contextlib.contextmanager
@@ -173,10 +180,10 @@ def execute(
     reads of the workers carry the tenant only inside a transaction: refused outside one (0A000,
     "without its tenant", nothing done), it is sent again in a transaction (README "Scaling out")."""
     if timeout_per_call and not citus:
-        cur = psycopg.ClientCursor(conn, row_factory=row_factory)
-        cur.execute(per_call_query(name, settings), params)
-        cur.nextset()
-        return cur.fetchall()
+        client = psycopg.ClientCursor(conn, row_factory=row_factory)
+        client.execute(per_call_query(name, settings), params)
+        client.nextset()
+        return client.fetchall()
     cur = conn.cursor(row_factory=row_factory)
     if citus:
         try:
@@ -216,12 +223,12 @@ async def aexecute(
 
 def is_citus(conn: psycopg.Connection) -> bool:
     """Whether ``conn`` reaches a database with the citus extension (a Citus coordinator)."""
-    return bool(conn.execute(Q["citus"], prepare=False).fetchone()[0])
+    return bool(one_value(conn.execute(Q["citus"], prepare=False).fetchone()))
 
 
 async def ais_citus(conn: psycopg.AsyncConnection) -> bool:
     """The asyncio twin of :func:`is_citus`."""
-    return bool((await (await conn.execute(Q["citus"], prepare=False)).fetchone())[0])
+    return bool(one_value(await (await conn.execute(Q["citus"], prepare=False)).fetchone()))
 
 
 def type_infos(conn: psycopg.Connection) -> list[TypeInfo]:
@@ -244,11 +251,11 @@ async def atype_infos(conn: psycopg.AsyncConnection) -> list[TypeInfo]:
     return [info for info in infos if info is not None]
 
 
-def _json_loads(data: bytes) -> Any:
+def _json_loads(data: str | bytes) -> Any:
     """json.loads for the json and jsonb psycopg reads: ``{}`` (the metadata of most facts and
     messages) without a parse, other text decoded first (json.loads of bytes first guesses their
     encoding): 3.3 -> 0.1 us for ``{}``, ~50 of every row of a 50-fact read."""
-    return {} if data == b"{}" else json.loads(data.decode())
+    return {} if data == b"{}" else json.loads(data.decode() if isinstance(data, bytes) else data)
 
 
 def register_types(conn: psycopg.Connection | psycopg.AsyncConnection, infos: list[TypeInfo]) -> None:

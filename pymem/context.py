@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from .blocks import DEFAULT_BLOCKS, BlockOutput, Part, Upstream, block_name, fit, output, unique_names
+from .blocks import DEFAULT_BLOCKS, BlockOutput, Limit, Part, Upstream, block_name, fit, output, unique_names
 from .conversations import Message, TurnResult, _message, recall_filters
 from .errors import ValidationError
 from .options import MemoryOptions
@@ -147,7 +147,8 @@ class _Context:
             params["k"] = 0
         if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:
             (qvec,) = yield Embed([query], None if embedding is None else [embedding])
-            params |= {"query_vector": qvec, "embedder": o.embedder.name}
+            # the embedder is never None here: Embed refuses a given vector without one
+            params |= {"query_vector": qvec, "embedder": o.embedder.name if o.embedder is not None else None}
         rows = yield calls.context_read(**params)
         data = rows[0]["context"]
         if data["unembedded"]:
@@ -174,11 +175,12 @@ class _Context:
                 parts.append(_custom(entry, name, _not_awaited(rendered, f"block {name!r}")))
             except Exception as exc:
                 log.warning("context block %r failed and is left out: %s: %s", name, type(exc).__name__, exc)
-                parts.append(Part(name, "custom", [], _system, error=f"{type(exc).__name__}: {exc}"))
-        limits = []
+                parts.append(Part(name, "custom", [], lambda items: _system(items[0]),
+                                  error=f"{type(exc).__name__}: {exc}"))
+        limits: list[Limit] = []
         if o.max_context_chars is not None:
             limits.append((o.max_context_chars, len, "max_context_chars"))
-        if o.max_context_tokens is not None:
+        if o.max_context_tokens is not None and o.token_counter is not None:  # MemoryOptions pairs them
             limits.append((o.max_context_tokens, o.token_counter, "max_context_tokens"))
         fit(parts, query, limits)
         messages = [m for p in parts for m in p.messages()] + [{"role": "user", "content": query}]

@@ -24,11 +24,11 @@ import logging
 import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from psycopg.types.json import Jsonb
 
-from .connection import execute
+from .connection import execute, one_value
 from .queries import Q
 from .errors import ValidationError
 from .llm import FactChange
@@ -160,7 +160,9 @@ class _Conversations:
         vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
         if o.embedder is not None or embeddings is not None:
             u, a = yield Embed([query, answer], None if embeddings is None else list(embeddings))
-            vectors = {"embedder": o.embedder.name, "user_embedding": u, "assistant_embedding": a}
+            # the embedder is never None here: Embed refuses a given vector without one
+            vectors = {"embedder": o.embedder.name if o.embedder is not None else None,
+                       "user_embedding": u, "assistant_embedding": a}
         rows = yield Query(
             "turn_record",
             {
@@ -227,7 +229,9 @@ class _Conversations:
         token = claim["claim_token"]
         max_chars = self.options.max_summary_chars
         try:
-            summary = yield Callback(self.options.summarizer, (claim["previous_summary"], claim["messages"], max_chars))
+            # a claim is taken only with a summarizer (MemoryOptions.summarizer is not None)
+            summary = yield Callback(cast(Callable[..., Any], self.options.summarizer),
+                                     (claim["previous_summary"], claim["messages"], max_chars))
             text(summary, "the summary")
             if not summary.strip():
                 raise ValidationError("the summarizer returned an empty summary")
@@ -317,10 +321,13 @@ class _Conversations:
 
     def _catch_up(self, user_id, missing) -> Operation[None]:
         """Embed, in one batch, messages that have no vector from this embedder yet."""
+        embedder = self.options.embedder
+        if embedder is None:  # nothing to catch up with
+            return
         vectors = yield Embed([m["content"] for m in missing])
         yield Query(
             "message_embeddings_put",
-            {"user_id": user_id, "project_id": self.options.project_id, "embedder": self.options.embedder.name,
+            {"user_id": user_id, "project_id": self.options.project_id, "embedder": embedder.name,
              "thread_ids": [m["thread_id"] for m in missing],
              "seqs": [m["seq"] for m in missing], "embeddings": vectors},
         )
@@ -393,7 +400,7 @@ def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000
         # a build takes as long as it takes: not the pool's statement timeout; and its names are
         # resolved as a migrate resolves them, never through the caller's search path
         conn.execute(Q["statement_timeout_off"])
-        previous = conn.execute(Q["search_path_pin"]).fetchone()[0]
+        previous = one_value(conn.execute(Q["search_path_pin"]).fetchone())
         try:
             for step in plan:
                 if report is not None:

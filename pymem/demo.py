@@ -172,6 +172,7 @@ def conversation(db: Database, settings: Settings | None = None) -> None:
             show(i, user.split("@")[0], t.messages)
             t.answer = answer
         res = t.result
+        assert res is not None  # set when the turn's block ends without an error
         folded = ", summary updated" if res.summarized else ""
         print(f"  -> recorded messages {res.user_seq}-{res.assistant_seq}{folded}")
         for change in res.fact_changes:  # written in the same transaction as the two messages

@@ -167,10 +167,10 @@ def translate(exc: psycopg.Error) -> Error:
         if isinstance(exc, psycopg.OperationalError):
             return ConnectionError(message)
         if isinstance(exc, psycopg.ProgrammingError) and message.startswith(_UNSENDABLE_VECTOR):
-            err = MigrationError("schema pymem is not installed in this database (nor pgvector, which it needs): "
-                                 f"run `pymem migrate` ({message})")
-            err.hint = MIGRATE_HINT
-            return err
+            missing = MigrationError("schema pymem is not installed in this database (nor pgvector, which it needs): "
+                                     f"run `pymem migrate` ({message})")
+            missing.hint = MIGRATE_HINT
+            return missing
         return QueryError(message)
     cls = _BY_SQLSTATE.get(sqlstate) or _BY_CLASS.get(sqlstate[:2], QueryError)
     err = cls(message, sqlstate=sqlstate, hint=hint)

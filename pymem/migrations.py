@@ -34,7 +34,7 @@ from importlib.resources.abc import Traversable
 import psycopg
 
 from . import __version__
-from .connection import connect, errors
+from .connection import connect, errors, one_value
 from .errors import MigrationError
 from .queries import Q, render_calls, sql_root
 
@@ -153,7 +153,7 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
             conn.execute(files.bootstrap, prepare=False)
             for m in files.migrations:
                 args = {"name": m.name, "checksum": m.checksum, "version": __version__}
-                if not conn.execute(Q["migration_pending"], args, prepare=False).fetchone()[0]:
+                if not one_value(conn.execute(Q["migration_pending"], args, prepare=False).fetchone()):
                     continue
                 with conn.transaction():
                     conn.execute(Q[_path_query(m.name)], prepare=False)
@@ -175,8 +175,8 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                     result.api_files.append(name)
                 conn.execute(Q["migration_search_path"], prepare=False)
                 # before grants.sql, whose GRANTs rewrite every function's catalog row
-                result.dropped = conn.execute(Q["migration_drop_stale_functions"], prepare=False).fetchone()[0]
-                if files.citus and conn.execute(Q["migration_citus"], prepare=False).fetchone()[0]:
+                result.dropped = one_value(conn.execute(Q["migration_drop_stale_functions"], prepare=False).fetchone())
+                if files.citus and one_value(conn.execute(Q["migration_citus"], prepare=False).fetchone()):
                     conn.execute(files.citus, prepare=False)  # README "Scaling out"
                 if files.grants.strip():
                     conn.execute(files.grants, prepare=False)
@@ -196,7 +196,7 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
     step failed, or a grant revoked or an owner changed by hand, is not current)."""
     files = load_sql_files(root)
     with connect(conninfo) as conn, errors(conninfo):
-        if not conn.execute(Q["schema_exists"]).fetchone()[0]:
+        if not one_value(conn.execute(Q["schema_exists"]).fetchone()):
             return ["schema pymem is not installed: every migration is pending (run: pymem migrate)"]
         applied = {row[0]: row[1] for row in conn.execute(Q["applied_migrations"])}
         problems = []
@@ -213,7 +213,7 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
             problems.append(f"unknown: migration {name} is applied but this pymem ({__version__}) does not ship it")
         if problems or not files.api:
             return problems  # the API refresh and grants run after the migrations: nothing to compare yet
-        recorded = conn.execute(Q["migration_api_recorded"]).fetchone()[0]
+        recorded = one_value(conn.execute(Q["migration_api_recorded"]).fetchone())
         if recorded is None:
             problems.append("api: no migrate has completed the API refresh (functions, roles, ownership and "
                             "grants): the last one failed or was interrupted (run: pymem migrate)")

@@ -124,7 +124,7 @@ def _checked(embedder: Embedder, texts: Sequence[str], answer: Any) -> list[Vect
     packed = _pack(embedder, texts, answer)
     if packed is not None:
         return packed  # type: ignore[return-value]
-    out = []
+    out: list[Vector] = []
     for i, values in enumerate(validate_vectors(embedder, texts, answer)):
         try:
             out.append(PackedVector(_wire_format(len(values)).pack(len(values), 0, *values)))

@@ -32,7 +32,7 @@ from typing import Any
 try:
     from opentelemetry import trace as _otel
 except ImportError:  # the optional extra is not installed: every function below is a no-op
-    _otel = None
+    _otel = None  # type: ignore[assignment]
 
 #: True when opentelemetry-api is importable (spans may be recorded).
 AVAILABLE = _otel is not None
@@ -211,7 +211,7 @@ def _read(memory, args, kwargs, result) -> dict[str, Any]:
     call = _call.get()
     if call is not None and call.parent is not None and call.parent.name == "memory.context":
         call.parent.span.set_attributes(out)  # context() is read() plus its messages: same counts
-    return out | _with_text("query")(memory, args, kwargs, result)
+    return {**out, **_with_text("query")(memory, args, kwargs, result)}
 
 
 def _turn_result(result) -> dict[str, Any]:

@@ -60,7 +60,7 @@ class FactId(int):
         self.created = created
         return self
 
-    def __getnewargs__(self) -> tuple[int, bool]:
+    def __getnewargs__(self) -> tuple[int, bool]:  # type: ignore[override]  # pickles keep created
         return int(self), self.created
 
     def __repr__(self) -> str:

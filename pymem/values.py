@@ -5,11 +5,15 @@ clear error instead of a driver error). Every rule about what is valid lives in 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, overload
 
 from .errors import ValidationError
 
 
+@overload
+def text(value: Any, what: str, *, allow_none: Literal[False] = False) -> str: ...
+@overload
+def text(value: Any, what: str, *, allow_none: bool) -> str | None: ...
 def text(value: Any, what: str, *, allow_none: bool = False) -> str | None:
     """``value`` if it is a string PostgreSQL can store, else :class:`ValidationError`."""
     if value is None and allow_none:

@@ -1,6 +1,7 @@
-"""Test harness: one embedded PostgreSQL server per test session (in a temporary directory,
-never the user's data directory), a template database migrated once, and a database cloned
-from it for each test (pytest-postgresql's DatabaseJanitor). No mocks anywhere.
+"""Test harness: one embedded PostgreSQL server per test process (each xdist worker has its
+own, in a temporary directory, never the user's data directory), a template database migrated
+once, and a database cloned from it for each test (pytest-postgresql's DatabaseJanitor). No
+mocks anywhere.
 
 Another server: PYMEM_TEST_PG_BINDIR=/usr/lib/postgresql/15/bin (a PostgreSQL install's bin
 directory, pgvector installed into it) makes pg_server initdb and run that PostgreSQL instead,
@@ -26,6 +27,7 @@ Fixtures:
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import json
 import os
@@ -42,6 +44,8 @@ from pathlib import Path
 
 # Before pymem reads any setting: tests never touch a user's data directory or DSN.
 _SCRATCH = Path(tempfile.mkdtemp(prefix="pymem-tests-"))
+# each process has its own (an xdist worker its servers; the controller none): gone at its exit
+atexit.register(shutil.rmtree, _SCRATCH, ignore_errors=True)
 os.environ["PYMEM_DATA_DIR"] = str(_SCRATCH / "default-data")
 os.environ.pop("PYMEM_DSN", None)
 PG_BINDIR = os.environ.get("PYMEM_TEST_PG_BINDIR") or None  # None: the embedded server
