@@ -385,8 +385,10 @@ NEWEST_SQL = """SELECT f.* FROM pymem.facts AS f
  ORDER BY f.created_at DESC, f.id DESC
  LIMIT {limit}"""
 
-# For EXPLAIN with literals; the "*_in_function" plans are the live ones. UNEMBEDDED_SQL is the
-# subject branch of facts_unembedded (sql/api/facts_bulk.sql; keep it in step). SEARCH_SQL is not a
+# For EXPLAIN with literals; the "*_in_function" plans are the live ones. NEWEST_SQL and
+# UNEMBEDDED_SQL are facts_newest's subject branch and facts_unembedded (sql/api/facts.sql,
+# facts_bulk.sql; keep them in step) written on the table, with the condition of the view
+# pymem.active_facts, which those functions read, spelled out. SEARCH_SQL is not a
 # copy of anything pymem runs now: it is the plain-SQL baseline of vector search (the subject's
 # active facts by cosine distance, unembedded ones first), what facts_search by vector alone
 # (SEARCH_VECTOR_ONLY) must match; facts_search itself ranks words and vectors together.

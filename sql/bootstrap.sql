@@ -338,7 +338,7 @@ AS $$
     UNION ALL
     SELECT 'TABLE', c.oid::regclass::text, NULL, c.relowner, coalesce(c.relacl, acldefault('r', c.relowner))
       FROM pg_catalog.pg_class AS c
-     WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p')
+     WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind IN ('r', 'p', 'v')  -- views: ALTER/GRANT ... TABLE
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
                         WHERE d.classid = 'pg_catalog.pg_class'::regclass AND d.objid = c.oid AND d.deptype = 'e')
     UNION ALL  -- composite result types, domains, enums, ranges (never a table's row type or an array)

@@ -297,7 +297,8 @@ BEGIN
         IF v_fn = '_facts_for_context' THEN
             EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\._facts_for_context\(', 'pymem._user_facts_for_context(');
         END IF;
-        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes)\M', 'pymem.shared_\1', 'g');
+        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes|active_facts)\M',
+                                           'pymem.shared_\1', 'g');
         v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_fact_candidates|_facts_ranked|_facts_for_context)\(',
                                            'pymem._shared\1(', 'g');
         EXECUTE v_src;

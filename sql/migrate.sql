@@ -566,6 +566,29 @@ COMMIT;
 \echo pymem: applied 0034_shared_facts
 \endif
 
+-- 0035_active_facts
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0035_active_facts', '1ff3e7b0209e1a3bc67290c3fc8c544daa3b4b6b9958446c214c78cdeef180f0') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0035_active_facts.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0035_active_facts', '1ff3e7b0209e1a3bc67290c3fc8c544daa3b4b6b9958446c214c78cdeef180f0', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0035_active_facts
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -616,7 +639,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f863590758149bbc76e6ee71abc51f769d7a465a09b906058ffc70e46fdc3931')
+SELECT pymem.migration_api_applied('51f4af4d54bd4bf70a6bf7bc9aa2fab5509e1bd3d0c111efd7840d76841aa0d3')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

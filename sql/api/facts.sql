@@ -16,10 +16,13 @@
 -- branch keeps its own plan on its own index (one subject, or the whole scope); a single
 -- statement with (scope_id = $1 OR $1 = '*') would get one generic plan that serves neither.
 -- tests/facts/test_facts.py checks that each '*' branch returns the per-subject branch's rows merged.
--- The scope-wide reads of active facts say "superseded_at IS NULL", the subject's reads
--- "superseded_by IS NULL" (the same rows: CHECK facts_superseded_pair). The scope-wide index
--- facts_scope_active_newest is partial on the first, so a read of one subject can never take it,
--- whatever the statistics say (migrations/0032_scope_index_apart.sql).
+-- Active facts: every read of them reads the view pymem.active_facts (migrations/0035_active_facts.sql),
+-- the one definition of "active" (not superseded: superseded_by IS NULL). The writes name
+-- pymem.facts, and the lookups of the idempotent add (fact_add, fact_lookup) the unique index's
+-- condition itself. The scope-wide reads add "superseded_at IS NULL" (the same rows: CHECK
+-- facts_superseded_pair): the scope-wide index facts_scope_active_newest is partial on it, so a
+-- read of one subject, which does not say it, can never take that index, whatever the statistics
+-- say (migrations/0032_scope_index_apart.sql).
 --
 -- Equality (idempotent add): two contents are the same fact when they are equal after
 -- removing leading and trailing whitespace, folding every run of whitespace (ASCII and
@@ -464,15 +467,14 @@ AS $$
 BEGIN
     IF p_scope_id = '*' THEN
         RETURN QUERY
-        SELECT f.* FROM pymem.facts AS f
+        SELECT f.* FROM pymem.active_facts AS f
          WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_at IS NULL
          ORDER BY f.created_at DESC, f.id DESC
          LIMIT p_max;
     ELSE
         RETURN QUERY
-        SELECT f.* FROM pymem.facts AS f
+        SELECT f.* FROM pymem.active_facts AS f
          WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-           AND f.superseded_by IS NULL
          ORDER BY f.created_at DESC, f.id DESC
          LIMIT p_max;
     END IF;
@@ -501,15 +503,15 @@ BEGIN
     -- RETURN QUERY, then this one's), ~60 us of a ~450 us call
     IF facts_newest.scope_id = '*' THEN
         RETURN QUERY
-        SELECT f.* FROM pymem.facts AS f
+        SELECT f.* FROM pymem.active_facts AS f
          WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_at IS NULL
          ORDER BY f.created_at DESC, f.id DESC
          LIMIT v_max;
     ELSE
         RETURN QUERY
-        SELECT f.* FROM pymem.facts AS f
+        SELECT f.* FROM pymem.active_facts AS f
          WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
-           AND f.scope_id = facts_newest.scope_id AND f.superseded_by IS NULL
+           AND f.scope_id = facts_newest.scope_id
          ORDER BY f.created_at DESC, f.id DESC
          LIMIT v_max;
     END IF;

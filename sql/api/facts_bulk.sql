@@ -219,10 +219,9 @@ BEGIN
         RAISE EXCEPTION 'pymem: facts_unembedded works on one subject, not ''*''' USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
-    SELECT f.id, f.content FROM pymem.facts AS f
+    SELECT f.id, f.content FROM pymem.active_facts AS f
      WHERE f.project_id = facts_unembedded.project_id AND f.scope = facts_unembedded.scope
        AND f.scope_id = facts_unembedded.scope_id
-       AND f.superseded_by IS NULL
        AND NOT EXISTS (
            SELECT 1 FROM pymem.fact_embeddings AS e
             WHERE e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id

@@ -33,13 +33,13 @@ BEGIN
                pymem._cosine_distance(e.embedding, p_query),
                coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
                coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
-          FROM pymem.facts AS f
+          FROM pymem.active_facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
            AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
           LEFT JOIN pymem.fact_lexemes AS l
             ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
-         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_by IS NULL;
+         WHERE f.project_id = p_project_id AND f.scope = p_scope;
     ELSE
         RETURN QUERY
         SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
@@ -47,14 +47,13 @@ BEGIN
                pymem._cosine_distance(e.embedding, p_query),
                coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
                coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
-          FROM pymem.facts AS f
+          FROM pymem.active_facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
            AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
           LEFT JOIN pymem.fact_lexemes AS l
             ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
-         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-           AND f.superseded_by IS NULL;
+         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id;
     END IF;
 END;
 $$;
@@ -138,9 +137,8 @@ BEGIN
     -- more than p_max facts? (asked only with a query: a read without one never needs it). One
     -- query on one table, which a Citus worker plans with parameters too (not a sub-select).
     IF p_query IS NOT NULL OR p_text IS NOT NULL THEN
-        PERFORM FROM pymem.facts AS f
+        PERFORM FROM pymem.active_facts AS f
           WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-            AND f.superseded_by IS NULL
          OFFSET p_max LIMIT 1;
         IF FOUND THEN
             -- the ranked rows carry what a context shows: no second read of the facts

@@ -19,9 +19,8 @@ BEGIN
     PERFORM pymem._tenant_enter(user_export.project_id);
     PERFORM pymem._fact_check_subject('user', user_export.user_id, user_export.project_id, 'exact');
     -- every history ends in an active fact, so looking at active ones (indexed) is enough
-    IF NOT EXISTS (SELECT 1 FROM pymem.facts AS f
-                    WHERE f.project_id = user_export.project_id AND f.scope = 'user' AND f.scope_id = user_export.user_id
-                      AND f.superseded_by IS NULL)
+    IF NOT EXISTS (SELECT 1 FROM pymem.active_facts AS f
+                    WHERE f.project_id = user_export.project_id AND f.scope = 'user' AND f.scope_id = user_export.user_id)
        AND NOT EXISTS (SELECT 1 FROM pymem.threads AS t
                         WHERE t.project_id = user_export.project_id AND t.user_id = user_export.user_id) THEN
         RAISE EXCEPTION 'pymem: no user % in project %: it has no facts and no conversations there',

@@ -88,7 +88,9 @@ def check_plans(result: dict) -> None:
     assert "facts_subject_active_newest" in newest["indexes"]
     assert newest["seq_scan"] is False  # a Seq Scan would be flagged here
     assert isinstance(newest["sort"], bool)
-    assert plans["newest50_in_function"]["query"].startswith("SELECT f.* FROM pymem.facts")
+    in_function = plans["newest50_in_function"]
+    assert in_function["query"].startswith("SELECT f.* FROM pymem.active_facts")  # the view, inlined:
+    assert "facts_subject_active_newest" in in_function["indexes"]  # the same index serves it
     for plan in plans.values():
         assert "error" in plan or {"seq_scan", "sort", "flagged", "node_types"} <= set(plan)
 

@@ -54,7 +54,7 @@ def test_the_app_role_executes_the_api_and_touches_no_table(dsn, app_dsn):
         store = pymem.MemoryStore.get_or_create("notes", project_id="acme", db=db)
         assert store.read_text("a.txt") == "acme note"
     with psycopg.connect(app_dsn, autocommit=True) as c:
-        for table in ("facts", "messages", "threads", "store_entries", "schema_migrations", "config"):
+        for table in ("facts", "active_facts", "messages", "threads", "store_entries", "schema_migrations", "config"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(f"SELECT count(*) FROM pymem.{table}")
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -129,12 +129,14 @@ def test_rls_hides_other_tenants_even_from_a_role_with_select(dsn, as_role):
         c.execute("GRANT EXECUTE ON FUNCTION pymem.set_tenant TO pymem_analyst")
     try:
         with psycopg.connect(analyst, autocommit=True) as c:
-            tables = ("facts", "threads", "messages", "message_embeddings", "stores", "store_entries", "store_audit")
+            tables = ("facts", "active_facts", "threads", "messages", "message_embeddings", "stores", "store_entries",
+                      "store_audit")
             for table in tables:  # no tenant: nothing at all
                 assert c.execute(f"SELECT count(*) FROM pymem.{table}").fetchone()[0] == 0, table
             with c.transaction():
                 c.execute("SELECT pymem.set_tenant('acme')")
                 assert c.execute("SELECT DISTINCT project_id FROM pymem.facts").fetchall() == [("acme",)]
+                assert c.execute("SELECT DISTINCT project_id FROM pymem.active_facts").fetchall() == [("acme",)]
                 assert c.execute("SELECT content FROM pymem.messages ORDER BY seq").fetchall() == [("acme says hi",), ("ok",)]
                 assert c.execute("SELECT content FROM pymem.store_entries").fetchall() == [("acme note",)]
                 with pytest.raises(psycopg.errors.InsufficientPrivilege):  # WITH CHECK: not into another tenant

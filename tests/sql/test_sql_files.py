@@ -172,6 +172,44 @@ def test_grants_follow_the_catalog(dsn):
         assert not reader or volatility != "v" or name == "set_tenant", f"{name}: the reader may call a VOLATILE function"
 
 
+# STABLE functions that may spell the condition out, and why: fact_lookup answers what fact_add
+# would find, the row that holds the unique key (facts_subject_content_key); browse_subjects
+# counts every version of a subject's facts, active and superseded; fact_chain walks a history
+# to its head
+ACTIVE_SPELLED_OUT = {"fact_lookup", "browse_subjects", "fact_chain"}
+
+
+def test_every_read_of_active_facts_reads_the_view(dsn):
+    """Issue 31, item 1: "an active fact" has one definition, the view pymem.active_facts
+    (migrations/0035_active_facts.sql), a security_invoker view granted to no one. No read
+    (STABLE function) spells the condition out but the documented few; the reads of active
+    facts (facts_newest, facts_search's candidates, context_read's, facts_unembedded,
+    user_export) name the view, and their Citus copies its twin over the shared facts."""
+    with psycopg.connect(dsn) as c:
+        spelled = {name for (name,) in c.execute(
+            """SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'pymem'::regnamespace AND p.provolatile = 's'
+                 AND p.prosrc ~* 'superseded_by\\s+IS\\s+NULL'""")}
+        readers = {name for (name,) in c.execute(
+            "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'pymem'::regnamespace AND p.prosrc ~ 'pymem\\.active_facts\\M'")}
+        views = dict(c.execute(
+            """SELECT c.relname, pg_get_viewdef(c.oid) || ' ' || array_to_string(c.reloptions, ',') FROM pg_class c
+                WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind = 'v'""").fetchall())
+        granted = c.execute(
+            """SELECT count(*) FROM pg_class c WHERE c.relnamespace = 'pymem'::regnamespace AND c.relkind = 'v'
+                 AND (has_table_privilege('pymem_app', c.oid, 'SELECT') OR has_table_privilege('pymem_reader', c.oid, 'SELECT'))"""
+        ).fetchone()[0]
+    assert spelled <= ACTIVE_SPELLED_OUT, f"read the view pymem.active_facts instead: {sorted(spelled - ACTIVE_SPELLED_OUT)}"
+    assert {"facts_newest", "_facts_newest", "_fact_candidates", "_facts_for_context", "facts_unembedded",
+            "user_export"} <= readers, readers
+    assert set(views) == {"active_facts", "shared_active_facts"}
+    for name, definition in views.items():
+        assert "superseded_by IS NULL" in definition and "security_invoker=true" in definition, (name, definition)
+    assert "FROM pymem.facts f" in views["active_facts"] and "FROM pymem.shared_facts f" in views["shared_active_facts"]
+    assert granted == 0
+    citus = (Path(__file__).resolve().parents[2] / "sql" / "citus.sql").read_text(encoding="utf-8")
+    assert "fact_lexemes|active_facts)\\M" in citus  # the copies read shared_active_facts
+
+
 def test_every_function_declares_volatility_and_security_in_its_file():
     header = re.compile(r"CREATE\s+(?:OR\s+REPLACE\s+)?FUNCTION\s+(pymem\.\w+)(.*?)\bAS\s+(?:\$|')", re.S | re.I)
     found = 0
