@@ -231,7 +231,7 @@ def server_cpu(conn: psycopg.Connection, rounds: int, calls: int, token: str,
 def python_wall(conninfo: str, conn: psycopg.Connection, rounds: int, calls: int, token: str) -> dict[str, dict[str, float]]:
     settings = pymem.Settings(dsn=conninfo, pool_min_size=1, pool_max_size=1)
     # the same with server-side prepared statements (PYMEM_PREPARE_THRESHOLD=0: a direct connection,
-    # README "Behind PgBouncer"); the default prepares nothing
+    # docs/cli-and-configuration.md "Behind PgBouncer"); the default prepares nothing
     prepared = settings.model_copy(update={"prepare_threshold": 0})
     with pymem.Database(settings, migrate=False) as db, pymem.Database(prepared, migrate=False) as dbp:
         mem = pymem.Memory(db=db, project_id=PROJECT)

@@ -1,7 +1,7 @@
 """Listing what one project holds, over ``sql/api/browse.sql`` (and the stores' read functions):
 what the memory page of ``pymem serve`` (:mod:`pymem.web`) shows besides the Memory API's own
 reads (and a thread's messages from a seq on: the turn that taught a learned fact). Each listing is one named query; rows come back as dicts. There is no listing of
-projects: row-level security confines every call to the project it names (README, Security).
+projects: row-level security confines every call to the project it names (docs/security.md).
 
 :func:`search_facts` and :func:`recall_messages` rank as ``Memory.retrieve`` and ``Memory.recall``
 do (``facts_search`` and ``messages_recall`` with the query's vector and its text) but never

@@ -178,7 +178,7 @@ def execute(
     (never behind another statement: Citus delegates no function call inside a transaction). A call
     that names no single user (``browse_*``, ``'*'``, a fact by id) runs on the coordinator, whose
     reads of the workers carry the tenant only inside a transaction: refused outside one (0A000,
-    "without its tenant", nothing done), it is sent again in a transaction (README "Scaling out")."""
+    "without its tenant", nothing done), it is sent again in a transaction (docs/scaling-out.md)."""
     if timeout_per_call and not citus:
         client = psycopg.ClientCursor(conn, row_factory=row_factory)
         client.execute(per_call_query(name, settings), params)

@@ -135,7 +135,7 @@ def _pooler(settings: Settings, why: str, *, refused: bool) -> _Probe:
     naming ``statement_timeout``, a parameter the server does not report)."""
     no_prepare = refused and "in options" not in why and "prepare_threshold" not in settings.model_fields_set
     log.info("the statement timeout did not reach the server as a startup option (%s): a connection pooler. "
-             "It now goes with each call%s (README \"Behind PgBouncer\")", why,
+             "It now goes with each call%s (docs/cli-and-configuration.md \"Behind PgBouncer\")", why,
              ", and nothing is prepared on the server (set PYMEM_PREPARE_THRESHOLD to override)" if no_prepare else "")
     return _Probe([], False, per_call=True, no_prepare=no_prepare)
 

@@ -2,9 +2,9 @@
 
 Every exception is a :class:`pymem.Error` and carries ``sqlstate`` (the SQLSTATE the
 server raised, or ``None`` for errors found before a query was sent). SQL functions in
-schema ``pymem`` raise documented SQLSTATEs (README, "Errors"); :func:`translate` maps
+schema ``pymem`` raise documented SQLSTATEs (docs/errors.md); :func:`translate` maps
 them, and PostgreSQL's own classes, to the hierarchy below. :func:`redact` is the one place
-a connection string's password is taken out of a message (README "Security").
+a connection string's password is taken out of a message (docs/security.md).
 """
 
 from __future__ import annotations

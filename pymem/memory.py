@@ -136,7 +136,7 @@ class MemoryBase(_Facts, _Conversations, _Context):
 
 
 class Memory(MemoryBase):
-    """Memory for one agent, sync API. See the module docstring and README "Python API".
+    """Memory for one agent, sync API. See the module docstring and docs/python.md.
 
     >>> mem = pymem.Memory(agent_id="support-bot", embedder=pymem.HashEmbedder())
     >>> with mem.turn("I moved to Oslo", user="alice") as t:
@@ -183,7 +183,7 @@ class Memory(MemoryBase):
                  ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
                  metadata: Mapping[str, Any] | None = None) -> list[Fact]:
         """Active facts newest first (``limit``), or the top ``k`` for ``query``: a text (ranked by
-        its words and, with an embedder, by meaning: README "Facts"), or its vector from the
+        its words and, with an embedder, by meaning: docs/sql.md "Facts"), or its vector from the
         Memory's embedder (by meaning alone). ``metadata``: only facts whose metadata contains
         this mapping."""
         return self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k, metadata))

@@ -11,7 +11,7 @@ Layout of ``sql/`` (shipped in the wheel as ``pymem/sql``):
   applied (``check`` compares it, and the grants, with the catalog). Each pins ``search_path = pg_catalog, pymem, pg_temp``; pgvector is reached only
   through the wrappers ``migration_vector_functions()`` renders with its schema written out.
 
-Search paths (README "Function safety"): the whole migrate runs under the pinned path
+Search paths (docs/security.md "Function safety"): the whole migrate runs under the pinned path
 ``pg_catalog, pymem, pg_temp``. pgvector's schema is added only while statements whose text
 names its type unqualified create objects (the API files' signatures and the frozen
 migrations in ``TYPES_PATH_MIGRATIONS``); what those store is then checked by
@@ -177,7 +177,7 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                 # before grants.sql, whose GRANTs rewrite every function's catalog row
                 result.dropped = one_value(conn.execute(Q["migration_drop_stale_functions"], prepare=False).fetchone())
                 if files.citus and one_value(conn.execute(Q["migration_citus"], prepare=False).fetchone()):
-                    conn.execute(files.citus, prepare=False)  # README "Scaling out"
+                    conn.execute(files.citus, prepare=False)  # docs/scaling-out.md
                 if files.grants.strip():
                     conn.execute(files.grants, prepare=False)
                 for step in API_AFTER:

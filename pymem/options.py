@@ -47,7 +47,7 @@ class RecallOptions:
     the query's words over the best one's; a vector query alone ranks by cosine, and without an
     embedder a text query ranks by its words alone), skipping messages shorter than
     ``min_content_chars`` and, when ``min_score`` is set (-1..1), those scoring below it: fewer
-    than ``k`` come back when fewer are relevant enough (README "Recall"). The SQL checks the
+    than ``k`` come back when fewer are relevant enough (docs/sql.md "Recall"). The SQL checks the
     ranges on every call."""
 
     k: int = 5
@@ -74,7 +74,7 @@ RECALL_KEYWORDS = {("recall_k" if f.name == "k" else f.name): f.name for f in da
 
 @dataclass(frozen=True)
 class MemoryOptions:
-    """Everything a Memory is configured with (README "Python API"); frozen, checked when built."""
+    """Everything a Memory is configured with (docs/python.md); frozen, checked when built."""
 
     agent_id: str | None = None
     user_id: UserSpec = None

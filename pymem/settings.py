@@ -4,7 +4,7 @@ With no DSN, pymem starts (or reuses) the embedded PostgreSQL server whose data 
 ``data_dir``. Each pooled connection carries the statement timeout as a startup option, and
 statements are prepared on the server from their fifth execution on (psycopg's default). Behind
 a pooler that does not pass the option on, the timeout goes with each call; behind one that
-cannot keep prepared statements set ``prepare_threshold`` to None (README "Behind PgBouncer").
+cannot keep prepared statements set ``prepare_threshold`` to None (docs/cli-and-configuration.md "Behind PgBouncer").
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _warn_unknown(cls: type[BaseSettings]) -> None:
         _warned.add(var)
         close = difflib.get_close_matches(var, sorted(known), n=1, cutoff=0.6)
         warnings.warn(f"{var} is not a pymem setting and is ignored" + (f" (did you mean {close[0]}?)" if close else
-                      " (README \"Configuration\" lists them)"), UserWarning, stacklevel=2)
+                      " (docs/cli-and-configuration.md \"Configuration\" lists them)"), UserWarning, stacklevel=2)
 
 
 def default_data_dir() -> Path:
@@ -76,14 +76,15 @@ class Settings(BaseSettings):
         default=5,
         ge=0,
         description="Executions before psycopg prepares a statement server-side (5, psycopg's default); "
-        "none: never, for a transaction pooler older than PgBouncer 1.21 (README \"Behind PgBouncer\").",
+        "none: never, for a transaction pooler older than PgBouncer 1.21 "
+        "(docs/cli-and-configuration.md \"Behind PgBouncer\").",
     )
     application_name: str = Field(default="pymem", description="Shown in pg_stat_activity.")
     agent_id: str | None = Field(
         default=None, description="The agent of pymem.context()/pymem.record() (its global facts)."
     )
     project_id: str = Field(default="", description="The project (tenant) of pymem.context()/pymem.record().")
-    owner_role: str | None = Field(default=None, description="Owner role name for migrate (README, Security).")
+    owner_role: str | None = Field(default=None, description="Owner role name for migrate (docs/security.md).")
     app_role: str | None = Field(default=None, description="Application role name for migrate.")
     reader_role: str | None = Field(default=None, description="Read-only role name for migrate.")
     reader_dsn: str | None = Field(
@@ -91,7 +92,7 @@ class Settings(BaseSettings):
         description="The memory page's read connections (pymem serve): a login role that is only a member of "
         "the reader role; unset: the login role's connections SET ROLE to it, which a session can undo.",
     )
-    # the chat model of pymem.llm.ChatClient (learning and summaries; README "Learning with a chat model")
+    # the chat model of pymem.llm.ChatClient (learning and summaries; docs/python.md "Learning")
     llm_base_url: str = Field(default="https://api.openai.com/v1",
                               description="Base URL of an OpenAI-compatible API (POST <url>/chat/completions).")
     llm_model: str | None = Field(default=None, description="The chat model's name; unset: no chat model.")

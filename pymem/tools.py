@@ -1,4 +1,4 @@
-"""Memory the agent manages itself (README "Tools: memory the agent edits"): OpenAI-style
+"""Memory the agent manages itself (docs/python.md "Tools: memory the agent edits"): OpenAI-style
 function-calling definitions for ``remember``, ``update_memory``, ``forget_memory`` and
 ``search_memory``, and a dispatcher that runs a model's tool call against a
 :class:`pymem.Memory` for one user.

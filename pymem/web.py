@@ -21,7 +21,7 @@ Reads go through the Memory API and the read-only SQL functions, on connections 
 ``PYMEM_READER_DSN``, a login role that is only a reader (checked at start: no session of it can
 become a writer), or without it on the login role's connections that SET ROLE to the reader role
 at start (``-c role=...``: the page's code cannot write by mistake, but a session could switch
-back; a warning says so; README "Memory page"). With ``allow_edit``, forgetting a fact and
+back; a warning says so; docs/memory-page.md). With ``allow_edit``, forgetting a fact and
 superseding it with corrected text go through :class:`pymem.Memory` (``forget`` / ``update``,
 the correction's metadata :data:`PAGE_EDIT`) on the login role's own connections, as POST forms
 carrying a per-process token (and, when the browser sends one, an Origin that must be this
@@ -601,7 +601,7 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
             note = f"reads as {role} (SET ROLE)"
             print(f"pymem serve: reads SET ROLE {role}, which keeps the page from writing by mistake but which a "
                   f"session can undo; for a real boundary set PYMEM_READER_DSN to a login role that is only a "
-                  f"member of {role} (README \"Memory page\").", file=sys.stderr)
+                  f"member of {role} (docs/memory-page.md).", file=sys.stderr)
         except Error as exc:
             print(f"pymem serve: cannot read as the reader role {role} ({exc}); reading as the login role instead. "
                   f"GRANT {role} TO your login role, or set PYMEM_READER_DSN, to make the page unable to write.",

@@ -4,10 +4,10 @@
 -- changes nothing. Its table is frozen like a migration; change it only through a migration.
 
 -- Schema pymem: the first migrate creates it, which needs CREATE on the database (its owner has
--- it); later migrates need the privileges of the schema's owner instead (README, "Requirements
--- and compatibility"). A role lacking them gets PM010 naming the statement an administrator
--- must run, not a bare "permission denied" (CREATE SCHEMA IF NOT EXISTS would check CREATE on
--- the database even when the schema exists).
+-- it); later migrates need the privileges of the schema's owner instead
+-- (docs/cli-and-configuration.md "Requirements and compatibility"). A role lacking them gets
+-- PM010 naming the statement an administrator must run, not a bare "permission denied" (CREATE
+-- SCHEMA IF NOT EXISTS would check CREATE on the database even when the schema exists).
 DO $$
 DECLARE
     v_owner text;
@@ -39,7 +39,7 @@ BEGIN
 END;
 $$;
 
-COMMENT ON SCHEMA pymem IS 'pymem: memory for AI agents (see README, "SQL API")';
+COMMENT ON SCHEMA pymem IS 'pymem: memory for AI agents (see docs/sql.md)';
 
 -- One row per applied migration. The checksum is the sha256 of the migration file as applied.
 CREATE TABLE IF NOT EXISTS pymem.schema_migrations (
@@ -485,7 +485,7 @@ BEGIN
 END;
 $$;
 
--- Citus (README "Scaling out"): citus.sql places the tables and delegates the functions
+-- Citus (docs/scaling-out.md): citus.sql places the tables and delegates the functions
 -- these name; on plain PostgreSQL they are never used.
 -- _citus_tables(): pymem's placement of each table: 'reference' or the distribution column.
 CREATE OR REPLACE FUNCTION pymem._citus_tables()
@@ -537,7 +537,7 @@ AS $$
 $$;
 
 -- migration_citus_problems(): on a database with the citus extension, what differs from the
--- distribution citus.sql makes (README "Scaling out"), one line each; nothing elsewhere.
+-- distribution citus.sql makes (docs/scaling-out.md), one line each; nothing elsewhere.
 -- `pymem migrate --check` reports them.
 CREATE OR REPLACE FUNCTION pymem.migration_citus_problems()
 RETURNS SETOF text
@@ -630,7 +630,7 @@ DECLARE
     v_password boolean;  -- NULL: pg_authid is not readable
     v_trust text;
     v_harden constant text := 'give it a password (ALTER ROLE %I PASSWORD ...) and let pg_hba.conf trust no '
-        'address for it, or make it NOLOGIN where it need not log in (README "Security")';
+        'address for it, or make it NOLOGIN where it need not log in (docs/security.md)';
 BEGIN
     SELECT r.rolname, r.rolcanlogin INTO v_owner, v_login
       FROM pg_catalog.pg_namespace AS n JOIN pg_catalog.pg_roles AS r ON r.oid = n.nspowner

@@ -1,4 +1,4 @@
--- citus.sql: pymem on a Citus coordinator (README "Scaling out"). Every migrate (psql and Python)
+-- citus.sql: pymem on a Citus coordinator (docs/scaling-out.md). Every migrate (psql and Python)
 -- runs this file in the API refresh's transaction, after the API files and before grants.sql
 -- (ownership and privileges stay as on one server), ONLY when the database has the citus
 -- extension; on plain PostgreSQL it is never run. Idempotent: it only changes what
@@ -6,7 +6,7 @@
 --
 -- 1. The owner role may log in: Citus opens its connections to the workers as the current
 --    user, which inside the SECURITY DEFINER API functions is the owner (it has no password:
---    the cluster's internal connections must authenticate it, README "Scaling out").
+--    the cluster's internal connections must authenticate it, docs/scaling-out.md).
 -- 2. Citus-shaped bodies of the functions below (the plain bodies live in api/*.sql; the API
 --    refresh re-creates them, then this file replaces them again in the same transaction).
 --    Only where the shape Citus needs would cost plain PostgreSQL on a hot path (a GUC set per
@@ -85,7 +85,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: a query reached a Citus worker without its tenant: this call was not delegated to the worker of its user'
             USING ERRCODE = '0A000',
                   HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...); '
-                         'call project-wide ones (browse_*, ''*'' ids, fact_get) inside BEGIN ... COMMIT (README "Scaling out").';
+                         'call project-wide ones (browse_*, ''*'' ids, fact_get) inside BEGIN ... COMMIT (docs/scaling-out.md).';
     END IF;
     RETURN NULL;
 END;
@@ -112,7 +112,7 @@ BEGIN
     END IF;
     IF NOT pymem.tenant_allowed(project_id) THEN
         RAISE EXCEPTION 'pymem: role % may not serve project %', session_user, pg_catalog.quote_literal(project_id)
-            USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (README, Security).';
+            USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (docs/security.md).';
     END IF;
     IF v_current IS NULL OR v_current = '' THEN
         EXECUTE pg_catalog.format('SET LOCAL pymem.tenant = %L', 'p:' || project_id);

@@ -371,20 +371,29 @@ def citus_cluster():
         subprocess.run([str(CITUS_SCRIPT), "stop", str(cluster_dir)], capture_output=True, env=env, timeout=120)
 
 
-# --- the README's code blocks (python/test_readme.py runs them, security/test_function_safety.py
+# --- the documentation's code blocks (python/test_readme.py runs them, security/test_function_safety.py
 # calls them as a caller would) ------------------------------------------------------------
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+DOCS = README.parent / "docs"
+
+
+def doc_pages() -> list[Path]:
+    """README.md and every page of docs/."""
+    return [README, *sorted(DOCS.glob("*.md"))]
 
 
 def section(title: str) -> str:
-    """The README's section ``## title``, up to the next ``## ``."""
-    text = README.read_text(encoding="utf-8")
-    start = text.index(f"\n## {title}\n")
-    end = text.find("\n## ", start + 1)
-    return text[start : end if end != -1 else None]
+    """The section ``## title`` of README.md or of the docs/ page that has it, up to the next ``## ``."""
+    for page in doc_pages():
+        text = page.read_text(encoding="utf-8")
+        start = text.find(f"\n## {title}\n")
+        if start != -1:
+            end = text.find("\n## ", start + 1)
+            return text[start : end if end != -1 else None]
+    raise KeyError(f"no section ## {title} in README.md or docs/")
 
 
 def blocks(lang: str, title: str = "SQL API") -> list[str]:
-    """The ```lang code blocks of the README's section ``title``, in order."""
+    """The ```lang code blocks of the section ``title``, in order."""
     return re.findall(rf"```{lang}\n(.*?)```", section(title), re.DOTALL)

@@ -9,7 +9,7 @@
 The two models are the same one (subjects ``(project, scope, scope_id)``, idempotent adds,
 supersede chains, ``'*'`` and the safe empty id), so each call is one pymem SQL function:
 ``fact_add``, ``fact_get``, ``facts_newest``, ``fact_supersede``, ``facts_forget`` /
-``fact_forget``. Mapping (README "Integrations"):
+``fact_forget``. Mapping (docs/integrations.md):
 
 * ``Fact.project_id`` is the pymem project; ``''`` means the store's own project (``project_id=``,
   default the settings' ``PYMEM_PROJECT_ID``, itself ``''`` by default), and facts read from it

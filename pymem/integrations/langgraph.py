@@ -6,7 +6,7 @@
 
 Mapping: one LangGraph store is one pymem keyed store (``store_key``, default ``"langgraph"``,
 in ``project_id``); each item is a JSON entry of it, at a path made of its namespace's labels
-and its key (README "Integrations"; sql/api/stores_items.sql). Keyed stores rather than
+and its key (docs/integrations.md; sql/api/stores_items.sql). Keyed stores rather than
 facts: an item is a value under a key that a put overwrites and a delete removes, which is what
 a keyed store's entry is (with its sha, audit log and optional versions), while a fact is a
 text identified by its content. Namespaces, filters, listing and ranking are SQL

@@ -13,7 +13,7 @@
 -- The ranking's formulas, written once for facts_search, messages_recall and context_read. No SET
 -- clause, so that they inline into the queries that call them (a SET clause stops that); every
 -- function and operator in them is named with its schema, and they run as their caller, under
--- the caller's pinned path (README "Function safety"). Each keeps the order of operations the
+-- the caller's pinned path (docs/security.md "Function safety"). Each keeps the order of operations the
 -- three queries had, so the scores are the same to the last bit. OPERATOR(...) takes the
 -- precedence of "any other operator", whatever the operator: every sub-expression is in
 -- parentheses.
@@ -138,7 +138,7 @@ BEGIN
     END IF;
     IF NOT pymem.tenant_allowed(project_id) THEN
         RAISE EXCEPTION 'pymem: role % may not serve project %', session_user, pg_catalog.quote_literal(project_id)
-            USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (README, Security).';
+            USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (docs/security.md).';
     END IF;
     IF v_current IS NULL OR v_current = '' THEN  -- an assignment, a simple expression (PERFORM would run a query)
         v_current := pg_catalog.set_config('pymem.tenant', 'p:' || project_id, true);
@@ -304,7 +304,7 @@ $$;
 
 -- _lexemes(config, content): a message's or a fact's content as a tsvector in a text search
 -- configuration (NULL: english, the default: on the development data it found more of the
--- evidence than 'simple', README "Recall"). Callers pass their project's configuration
+-- evidence than 'simple', docs/sql.md "Recall"). Callers pass their project's configuration
 -- (pymem.text_search, 0022), read once per statement: _text_search_config(project_id), or a join
 -- with pymem.text_search over many rows. The stored lexemes (message_lexemes, fact_lexemes,
 -- message_embeddings.lexemes) and every query's terms come from this one function, so the index

@@ -3,7 +3,7 @@
 -- of the capability is beside it: conversations_turns.sql (turn_record),
 -- conversations_summaries.sql (running summaries), conversations_embeddings.sql (vectors and
 -- lexemes of messages), conversations_recall.sql (recall). Re-applied on every migrate. Called by
--- pymem/conversations.py and by any SQL client (README "SQL API / Conversations").
+-- pymem/conversations.py and by any SQL client (docs/sql.md "Conversations").
 --
 -- Namespacing: every call names (project_id, user_id[, thread_id]); nothing reads across
 -- users. user_id '' or '*' is refused on writes; reads with '' return nothing.

@@ -3,7 +3,7 @@
 -- lease on the thread row: summary_claim (or turn_record) hands the due span to one caller,
 -- summary_commit accepts only that caller's token, summary_release gives the lease back;
 -- summary_read returns the summary. Re-applied on every migrate; called by
--- pymem/conversations.py and by any SQL client (README "SQL API / Conversations").
+-- pymem/conversations.py and by any SQL client (docs/sql.md "Conversations").
 --
 -- Errors: 22023 invalid argument. (A summary_commit whose claim is no longer held returns
 -- false and writes nothing.)

@@ -3,7 +3,7 @@
 -- two messages and their vectors (_turn_messages), what the turn teaches: learned facts and fact
 -- changes (_turn_learn); the summary lease when one is due is summary_claim's. Part of conversation memory (conversations.sql; tables in
 -- migrations/0003_conversations.sql). Re-applied on every migrate; called by
--- pymem/conversations.py and by any SQL client (README "SQL API / Conversations").
+-- pymem/conversations.py and by any SQL client (docs/sql.md "Conversations").
 --
 -- Errors: 22023 invalid argument.
 

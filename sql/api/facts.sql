@@ -2,7 +2,7 @@
 -- fact_add, fact_lookup, facts_newest, fact_get. The rest of the capability is beside it:
 -- facts_versions.sql (history, supersede, forget), facts_search.sql (by meaning), facts_bulk.sql
 -- (bulk adds and vectors). Re-applied (CREATE OR REPLACE) on every migrate. Called by
--- pymem/facts.py and by any SQL client; README "SQL API / Facts" has a psql example for each
+-- pymem/facts.py and by any SQL client; docs/sql.md "Facts" has a psql example for each
 -- function.
 --
 -- Subjects: (project_id, scope, scope_id). scope is 'agent' (the global tier), 'user' or

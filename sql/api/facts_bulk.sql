@@ -1,8 +1,8 @@
 -- facts_bulk.sql: facts in bulk: facts_add_many (many facts of one scope in one call, all or
 -- nothing, with fact_add's checks) and the vectors of facts (facts_unembedded, the catch-up list;
 -- fact_embeddings_put). Part of durable facts (facts.sql; tables in migrations/0002_facts.sql).
--- Re-applied on every migrate; called by pymem/facts.py and by any SQL client (README
--- "SQL API / Facts").
+-- Re-applied on every migrate; called by pymem/facts.py and by any SQL client (docs/sql.md
+-- "Facts").
 --
 -- Errors: 22023 invalid argument (the first invalid element named by its position).
 

@@ -2,7 +2,7 @@
 -- subject or a whole scope, fused into one ranking) and _facts_for_context (the same ranking for
 -- context_read). Part of durable facts (facts.sql; tables in migrations/0002_facts.sql,
 -- 0016_fact_lexical.sql). Re-applied on every migrate; called by pymem/facts.py and by any SQL
--- client (README "SQL API / Facts").
+-- client (docs/sql.md "Facts").
 --
 -- Errors: 22023 invalid argument.
 

@@ -2,7 +2,7 @@
 -- versions kept as history), fact_supersede (a new version that links the old one, never an
 -- overwrite), fact_forget and facts_forget (guarded deletes). Part of durable facts
 -- (facts.sql; tables in migrations/0002_facts.sql). Re-applied on every migrate; called by
--- pymem/facts.py and by any SQL client (README "SQL API / Facts").
+-- pymem/facts.py and by any SQL client (docs/sql.md "Facts").
 --
 -- Errors: 22023 invalid argument; 40001 when the fact to supersede changed meanwhile (see
 -- fact_supersede).

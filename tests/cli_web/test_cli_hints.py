@@ -30,7 +30,7 @@ PYMEM = Path(sys.executable).parent / "pymem"
 # Hints in sql/api/ that name SQL but that a Python or CLI caller cannot meet through pymem's
 # own calls (each is one statement, in its own transaction), or that only point at the README.
 SQL_ONLY_HINTS = {
-    "See pymem.tenant_roles (README, Security).",
+    "See pymem.tenant_roles (docs/security.md).",
     "One transaction serves one project: commit, or call pymem.set_tenant() for the right one.",
 }
 # what marks a hint as written in SQL's words: a named argument, a call, a pymem.function

@@ -74,7 +74,7 @@ def stop(server, dbs) -> None:
 
 @pytest.fixture
 def page_reader(dsn, as_role) -> str:
-    """A login role that is only a member of pymem_reader (README "Memory page"): PYMEM_READER_DSN."""
+    """A login role that is only a member of pymem_reader (docs/memory-page.md): PYMEM_READER_DSN."""
     login = as_role("pymem_page_login")
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("GRANT pymem_reader TO pymem_page_login")

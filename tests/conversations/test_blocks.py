@@ -388,7 +388,7 @@ def contexts(draw):
     return parts, query, draw(st.integers(max(1, pinned - 3), total(parts, query) + 3))
 
 
-#: README "Context blocks and the budget", written out: the test does not read it from the code
+#: docs/python.md "Context blocks and the budget", written out: the test does not read it from the code
 DOCUMENTED = ("recall", "window", "custom", "summary", "user_facts", "agent_facts")
 
 

@@ -50,6 +50,8 @@ from langgraph.store.memory import InMemoryStore
 import pymem
 from pymem.integrations.langgraph import PymemStore
 
+from conftest import blocks as doc_blocks
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -547,7 +549,7 @@ def test_behaves_like_in_memory_store(db, steps):
                 _same(op, g, w, None, None)
 
 
-# -- the example and the README ------------------------------------------------------------
+# -- the example and the docs --------------------------------------------------------------
 
 def test_example_agent_runs(dsn, monkeypatch):
     """examples/langgraph_agent.py: a graph whose nodes write and search the store, no model."""
@@ -562,13 +564,10 @@ def test_example_agent_runs(dsn, monkeypatch):
 def test_readme_integrations_examples_run(dsn, monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)  # fastaiagent keeps its traces in ./.fastaiagent
     monkeypatch.setenv("PYMEM_DSN", dsn)
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text[text.index("\n## Integrations\n"):]
-    section = section[:section.index("\n## ", 1)]
-    blocks = re.findall(r"```python\n(.*?)```", section, re.DOTALL)
+    blocks = doc_blocks("python", "Integrations")  # docs/integrations.md
     assert len(blocks) == 2
     for block in blocks:
-        exec(compile(block, "README.md", "exec"), {})  # noqa: S102 - our own docs
+        exec(compile(block, "docs/integrations.md", "exec"), {})  # noqa: S102 - our own docs
     out = capsys.readouterr().out
     lines = out.splitlines()
     assert lines[0] == "Alice lives in Bergen" and lines[1].startswith("home ")

@@ -345,7 +345,7 @@ def test_pgbouncer_125_defaults_refuse_the_option_and_pymem_falls_back(bouncer_1
 
 
 def test_pgbouncer_125_with_the_timeout_on_the_server_keeps_prepared_statements(bouncer_125, dsn, admin, tmp_path):
-    """README "Behind PgBouncer", the fast way: the timeout set on the server (here on the
+    """docs/cli-and-configuration.md "Behind PgBouncer", the fast way: the timeout set on the server (here on the
     database; on the application role in production) and PYMEM_STATEMENT_TIMEOUT_MS=0, so pymem
     sends it with no call: each call is one extended-protocol statement, prepared from its fifth
     execution on, under PgBouncer's names, and a blocked call still times out."""

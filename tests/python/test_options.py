@@ -323,7 +323,7 @@ def _public(cls: type) -> set[str]:
     return {n for n in dir(cls) if not n.startswith("_")}
 
 
-# The documented differences (README "Python API", "Configuration", "Keyed stores"):
+# The documented differences (docs/python.md, "Configuration", "Keyed stores"):
 # - Memory and AsyncMemory both open their own database when not given db= (AsyncMemory on first
 #   use); Memory closes it with close() / `with`, AsyncMemory with aclose() / `async with`;
 # - AsyncMemoryStore needs db= (an AsyncDatabase: opening one is awaited); MemoryStore opens its own

@@ -37,6 +37,21 @@ def test_sql_api_examples_run_in_psql(dsn):
         assert [(w, n) for w, n in c.execute(LEFT_BEHIND).fetchall() if n] == []
 
 
+def test_the_readmes_sql_loop_runs_in_psql_and_cleans_up(dsn):
+    """README "The same in SQL": the agent loop's calls through plain psql; the context it reads
+    has the agent's fact, the user's and the turn, and nothing is left behind."""
+    (sql,) = blocks("sql", "The same in SQL")
+    psql = server.bin_dir() / "psql"
+    out = subprocess.run([str(psql), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", "-"],
+                         input=sql, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    context = next(line for line in out.stdout.splitlines() if line.startswith("{"))
+    for shown in ("Breakfast is served from 7 to 10.", "Prefers a quiet room", "When is breakfast?"):
+        assert shown in context, (shown, context)
+    with psycopg.connect(dsn) as c:
+        assert [(w, n) for w, n in c.execute(LEFT_BEHIND).fetchall() if n] == []
+
+
 # what an example may leave behind: nothing (issue 29: a user's first agent found the README's
 # facts about "alice" in its context, since the examples wrote to project '' and kept them)
 LEFT_BEHIND = """SELECT 'facts', count(*) FROM pymem.facts UNION ALL SELECT 'threads', count(*) FROM pymem.threads
@@ -44,14 +59,14 @@ LEFT_BEHIND = """SELECT 'facts', count(*) FROM pymem.facts UNION ALL SELECT 'thr
                  UNION ALL SELECT 'stores', count(*) FROM pymem.stores"""
 
 
-@pytest.mark.parametrize("title", ["SQL API", "Python API"])
+@pytest.mark.parametrize("title", ["An agent loop in Python", "SQL API", "Python API"])
 def test_python_examples_run_in_their_own_project_and_clean_up(dsn, monkeypatch, title):
     monkeypatch.setenv("PYMEM_DSN", dsn)
     code = blocks("python", title)
     assert code
     for block in code:
         namespace: dict = {}
-        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own docs
+        exec(compile(block, title, "exec"), namespace)  # noqa: S102 - our own docs
         mem = namespace.get("mem")
         if mem is not None:
             mem.close()

@@ -1,4 +1,4 @@
-"""No caller-planted operator, function or cast ever runs inside pymem (README "Function safety").
+"""No caller-planted operator, function or cast ever runs inside pymem (docs/security.md "Function safety").
 
 The attack: PostgreSQL picks an operator or function whose argument types match exactly anywhere
 on the search_path before it considers a pg_catalog one that needs an implicit cast. So a role

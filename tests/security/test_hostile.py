@@ -1,5 +1,5 @@
 """Hostile input, table-driven, through raw SQL (as the least-privilege app role) and through
-Python. Every refused case must raise its documented error (README "Errors") and leave every
+Python. Every refused case must raise its documented error (docs/errors.md) and leave every
 pymem table exactly as it was: same rows, same contents."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """pymem on a Citus cluster (issue 18), first steps: the test cluster of .ci/citus works with
 pgvector, a per-user query on a distributed table with a vector column is routed to one worker,
-and `pymem migrate` on the coordinator distributes pymem (sql/citus.sql, README "Scaling out").
+and `pymem migrate` on the coordinator distributes pymem (sql/citus.sql, docs/scaling-out.md).
 
 These tests are marked ``citus`` and are skipped (with the reason) unless PYMEM_TEST_CITUS=1 is
 set and the prerequisites of .ci/citus are present (the Citus source archive in the shared
@@ -293,7 +293,7 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
 
 def test_undelegated_reads_raise_rather_than_answer_nothing(pymem_cluster):
     """A per-user read Citus does not delegate (an expression around the call) reaches the user's
-    worker without the tenant: it raises 0A000 instead of returning no rows (README "Scaling out",
+    worker without the tenant: it raises 0A000 instead of returning no rows (docs/scaling-out.md,
     not supported)."""
     admin, app, _ = pymem_cluster
     with psycopg.connect(admin, autocommit=True) as c:
@@ -534,7 +534,7 @@ def test_project_wide_calls_on_the_cluster(pymem_cluster):
 
 
 def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
-    """Recall indexes (README "Heavy users") on Citus: recall_index_plan runs on the coordinator,
+    """Recall indexes (docs/sql.md "Heavy users") on Citus: recall_index_plan runs on the coordinator,
     its CREATE INDEX CONCURRENTLY puts the partial index on every shard, and the user's delegated
     recall reads it on the user's worker, with the ranking the exact scan gives."""
     from pgvector import Vector

@@ -26,7 +26,7 @@ import pymem
 from pymem import server
 from pymem.queries import sql_root
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from conftest import blocks
 PYMEM = Path(sys.executable).parent / "pymem"
 _n = itertools.count()
 
@@ -88,10 +88,8 @@ def managed(pg_server, admin):
 
 
 def _readme_removal_block() -> str:
-    text = README.read_text(encoding="utf-8")
-    start = text.index("\n## Requirements and compatibility\n")
-    section = text[start:text.index("\n## ", start + 1)]
-    (block,) = [b for b in re.findall(r"```sql\n(.*?)```", section, re.S) if "DROP ROLE" in b]
+    """docs/cli-and-configuration.md "Requirements and compatibility": the removal statements."""
+    (block,) = [b for b in blocks("sql", "Requirements and compatibility") if "DROP ROLE" in b]
     return block
 
 
@@ -157,7 +155,7 @@ def test_a_createrole_deploy_user_installs_and_the_app_role_uses_it(managed, pat
     with pymem.Database(pymem.Settings(dsn=make_conninfo(m.dsn, user=login))) as db:  # and through Python
         assert db.about()["vector_schema"] == "public"
 
-    # the README's removal statements, as the deploy user, leave no pymem role behind
+    # the documented removal statements, as the deploy user, leave no pymem role behind
     removal = _readme_removal_block()
     for key, name in m.roles.items():
         removal = removal.replace(f"pymem_{key.split('_')[0]}", name)

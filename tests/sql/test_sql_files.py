@@ -333,7 +333,7 @@ def test_queries_file_rejects_duplicates_and_empty_bodies():
 def test_api_files_only_create_functions(f):
     """The API files are created with pgvector's schema on the path (their signatures name its
     type): so they may only CREATE FUNCTION and COMMENT, never run a query or a DO block, which
-    would resolve operators there (README "Function safety")."""
+    would resolve operators there (docs/security.md "Function safety")."""
     for stmt in pglast.parse_sql(f.read_text(encoding="utf-8")):
         kind = type(stmt.stmt).__name__
         assert kind in {"CreateFunctionStmt", "CommentStmt"}, f"{f.name}: a {kind} statement"
