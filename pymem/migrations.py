@@ -25,6 +25,7 @@ moment run one after the other; the second finds nothing left to do.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import sys
 from pathlib import Path
@@ -37,6 +38,7 @@ from . import __version__
 from .connection import connect, errors, one_value
 from .errors import MigrationError
 from .queries import Q, render_calls, sql_root
+from .reference import render_python_reference, render_sql_reference
 
 
 # Released migrations whose frozen text names pgvector's ``vector`` type unqualified. Every later
@@ -292,12 +294,30 @@ def render_psql(root: Traversable | None = None) -> str:
     return "\n".join(out)
 
 
+def public_names() -> list[str]:
+    """``pymem.__all__``, read from pymem/__init__.py without importing the package."""
+    tree = ast.parse(Path(__file__).with_name("__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return list(ast.literal_eval(node.value))
+    raise ValueError("pymem/__init__.py has no __all__")
+
+
+def generated_files(root: Path) -> list[tuple[Path, str]]:
+    """What ``python -m pymem.migrations`` writes in a source checkout (``root``: its sql/), and
+    the text of each: sql/migrate.sql, pymem/calls.py and the reference pages of docs/."""
+    docs = root.parent / "docs" / "reference"
+    return [(root / "migrate.sql", render_psql(root)),
+            (Path(__file__).with_name("calls.py"), render_calls((root / "queries.sql").read_text(encoding="utf-8"))),
+            (docs / "sql-functions.md", render_sql_reference(root / "api")),
+            (docs / "python.md", render_python_reference(public_names()))]
+
+
 def main() -> None:
-    """Regenerate sql/migrate.sql and pymem/calls.py in a source checkout."""
+    """Regenerate sql/migrate.sql, pymem/calls.py and docs/reference/ in a source checkout."""
     root = sql_root()
-    for target, text in ((root / "migrate.sql", render_psql(root)),
-                         (Path(__file__).with_name("calls.py"),
-                          render_calls((root / "queries.sql").read_text(encoding="utf-8")))):
+    for target, text in generated_files(root):
+        target.parent.mkdir(exist_ok=True)
         with open(str(target), "w", encoding="utf-8") as f:  # type: ignore[arg-type]
             f.write(text)
         print(f"wrote {target}", file=sys.stderr)
