@@ -315,7 +315,9 @@ def generated_files(root: Path) -> list[tuple[Path, str]]:
 
 def main() -> None:
     """Regenerate sql/migrate.sql, pymem/calls.py and docs/reference/ in a source checkout."""
-    root = sql_root()
+    root = Path(str(sql_root()))
+    if not (root.parent / "docs").is_dir():
+        raise SystemExit(f"{root} is not the sql/ folder of a source checkout (no docs/ beside it)")
     for target, text in generated_files(root):
         target.parent.mkdir(exist_ok=True)
         with open(str(target), "w", encoding="utf-8") as f:  # type: ignore[arg-type]

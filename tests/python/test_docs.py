@@ -14,16 +14,16 @@ import psycopg
 
 import pymem
 from pymem.migrations import generated_files
-from pymem.queries import sql_root
 
 ROOT = Path(__file__).resolve().parents[2]
 REFERENCE = ROOT / "docs" / "reference"
 
 
 def test_the_generated_pages_are_current():
-    for path, text in generated_files(sql_root()):
-        if path.parent == REFERENCE:
-            assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run python -m pymem.migrations"
+    pages = [(path, text) for path, text in generated_files(ROOT / "sql") if path.parent == REFERENCE]
+    assert sorted(p.name for p, _ in pages) == ["python.md", "sql-functions.md"]
+    for path, text in pages:
+        assert path.read_text(encoding="utf-8") == text, f"{path} is stale: run python -m pymem.migrations"
 
 
 def test_every_public_sql_function_has_an_entry(dsn):
