@@ -147,8 +147,7 @@ class _Context:
             params["k"] = 0
         if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:
             (qvec,) = yield Embed([query], None if embedding is None else [embedding])
-            # the embedder is never None here: Embed refuses a given vector without one
-            params |= {"query_vector": qvec, "embedder": o.embedder.name if o.embedder is not None else None}
+            params |= {"query_vector": qvec, "embedder": o.embedder_name}
         rows = yield calls.context_read(**params)
         data = rows[0]["context"]
         if data["unembedded"]:

@@ -160,9 +160,7 @@ class _Conversations:
         vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
         if o.embedder is not None or embeddings is not None:
             u, a = yield Embed([query, answer], None if embeddings is None else list(embeddings))
-            # the embedder is never None here: Embed refuses a given vector without one
-            vectors = {"embedder": o.embedder.name if o.embedder is not None else None,
-                       "user_embedding": u, "assistant_embedding": a}
+            vectors = {"embedder": o.embedder_name, "user_embedding": u, "assistant_embedding": a}
         rows = yield Query(
             "turn_record",
             {

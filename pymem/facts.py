@@ -121,8 +121,7 @@ class _Facts:
         if embedder is None and given is None:
             return {"embedding": None, "embedder": None}
         (vec,) = yield Embed([content.strip()], None if given is None else [given])
-        # the embedder is never None here: Embed refuses a given vector without one
-        return {"embedding": vec, "embedder": embedder.name if embedder is not None else None}
+        return {"embedding": vec, "embedder": self.options.embedder_name}
 
     # -- operations -----------------------------------------------------------------------
     def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None,

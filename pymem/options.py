@@ -102,6 +102,12 @@ class MemoryOptions:
     max_context_tokens: int | None = None
     token_counter: Callable[[str], int] | None = None
 
+    @property
+    def embedder_name(self) -> str | None:
+        """The name stored with the embedder's vectors (None without one: the runner's Embed step
+        then refuses a caller's vector, so a call that has a vector has a name)."""
+        return None if self.embedder is None else self.embedder.name
+
     def __post_init__(self) -> None:
         if self.agent_id is not None:
             text(self.agent_id, "agent_id")
