@@ -344,6 +344,28 @@ def test_pgbouncer_125_defaults_refuse_the_option_and_pymem_falls_back(bouncer_1
     assert "unsupported startup parameter in options: statement_timeout" in _bouncer_log(tmp_path)
 
 
+def _end_server_connections(admin: psycopg.Connection, bouncer: str, dbname: str, timeout: float = 20.0) -> None:
+    """End the server connections PgBouncer holds to ``dbname`` and wait until it has let go of
+    them. pg_terminate_backend only signals: a client arriving before PgBouncer has read the
+    dying backend's FATAL would be handed that connection (AdminShutdown, seen under load), so
+    the backends are waited for, then a probe client takes each dead one until a call succeeds."""
+    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                  (dbname,))
+    deadline = time.monotonic() + timeout
+    while admin.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
+                        (dbname,)).fetchone()[0]:
+        assert time.monotonic() < deadline, "the terminated backends did not exit"
+        time.sleep(0.05)
+    while True:
+        try:
+            with psycopg.connect(bouncer, autocommit=True) as probe:
+                probe.execute("SELECT 1")
+            return
+        except psycopg.OperationalError:  # AdminShutdown and "server closed the connection" alike
+            assert time.monotonic() < deadline, "PgBouncer kept handing out a terminated server connection"
+            time.sleep(0.05)
+
+
 def test_pgbouncer_125_with_the_timeout_on_the_server_keeps_prepared_statements(bouncer_125, dsn, admin, tmp_path):
     """docs/cli-and-configuration.md "Behind PgBouncer", the fast way: the timeout set on the server (here on the
     database; on the application role in production) and PYMEM_STATEMENT_TIMEOUT_MS=0, so pymem
@@ -352,8 +374,7 @@ def test_pgbouncer_125_with_the_timeout_on_the_server_keeps_prepared_statements(
     dbname = conninfo_to_dict(dsn)["dbname"]
     admin.execute(f'ALTER DATABASE "{dbname}" SET statement_timeout = 300')  # new server connections take it
     # PgBouncer's server connection opened before the setting: ended, so that the next one takes it
-    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                  (dbname,))
+    _end_server_connections(admin, bouncer_125, dbname)
     with psycopg.connect(bouncer_125, autocommit=True) as other:  # another client of PgBouncer
         assert other.execute("SHOW statement_timeout").fetchone()[0] == "300ms"
         with pymem.Database(pymem.Settings(dsn=bouncer_125, statement_timeout_ms=0)) as db:
