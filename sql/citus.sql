@@ -290,7 +290,7 @@ DECLARE
     v_fn text;
     v_src text;
 BEGIN
-    FOREACH v_fn IN ARRAY ARRAY['_facts_newest', '_fact_candidates', '_facts_ranked', '_facts_for_context'] LOOP
+    FOREACH v_fn IN ARRAY ARRAY['_facts_newest', '_scope_fact_candidates', '_fact_candidates', '_facts_ranked', '_facts_for_context'] LOOP
         v_src := pg_catalog.pg_get_functiondef(
             (SELECT p.oid FROM pg_catalog.pg_proc AS p
               WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND p.proname = v_fn));
@@ -299,7 +299,7 @@ BEGIN
         END IF;
         v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes|active_facts)\M',
                                            'pymem.shared_\1', 'g');
-        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_fact_candidates|_facts_ranked|_facts_for_context)\(',
+        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_scope_fact_candidates|_fact_candidates|_facts_ranked|_facts_for_context)\(',
                                            'pymem._shared\1(', 'g');
         EXECUTE v_src;
     END LOOP;

@@ -639,7 +639,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('3c79d2ab2fe0def094000db9b32fa2a1616a92aa0875576e3d7352d78d6ef7bc')
+SELECT pymem.migration_api_applied('73726de57010b25a001872a223a05295e4be616aba5e73c497a7585070eb6343')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

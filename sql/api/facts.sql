@@ -11,11 +11,13 @@
 -- mean every agent). Writes need a real id ('' is allowed at agent scope only, for a fact that
 -- no agent reads).
 --
--- '*' branches: facts_newest (_facts_newest), fact_history, facts_search and facts_forget
--- write their statement twice, side by side (IF scope_id = '*' ... ELSE ...), so that each
--- branch keeps its own plan on its own index (one subject, or the whole scope); a single
--- statement with (scope_id = $1 OR $1 = '*') would get one generic plan that serves neither.
--- tests/facts/test_facts.py checks that each '*' branch returns the per-subject branch's rows merged.
+-- Every subject of a scope ('*'): the scope-wide reads and deletes are functions of their own,
+-- named _scope_* (_scope_facts_newest, _scope_fact_history, _scope_fact_candidates,
+-- _scope_facts_forget), which the public function calls for '*'; each public function's own
+-- statement is the one-subject one. So each statement keeps its own plan on its own index (one
+-- subject, or the whole scope); one statement with (scope_id = $1 OR $1 = '*') would get one
+-- generic plan that serves neither. tests/facts/test_facts.py checks that each '*' read returns
+-- the one-subject reads' rows merged.
 -- Active facts: every read of them reads the view pymem.active_facts (migrations/0035_active_facts.sql),
 -- the one definition of "active" (not superseded: superseded_by IS NULL). The writes name
 -- pymem.facts, and the lookups of the idempotent add (fact_add, fact_lookup) the unique index's
@@ -457,27 +459,35 @@ BEGIN
 END;
 $$;
 
--- _facts_newest: the query behind facts_newest, without its checks; context_read calls it too
--- (a nested API call would enter the tenant and check its arguments a second time).
+-- _facts_newest: the query behind facts_newest for one subject, without its checks; context_read
+-- calls it too (a nested API call would enter the tenant and check its arguments a second time).
 CREATE OR REPLACE FUNCTION pymem._facts_newest(p_project_id text, p_scope text, p_scope_id text, p_max integer)
 RETURNS SETOF pymem.facts
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
-    IF p_scope_id = '*' THEN
-        RETURN QUERY
-        SELECT f.* FROM pymem.active_facts AS f
-         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_at IS NULL
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT p_max;
-    ELSE
-        RETURN QUERY
-        SELECT f.* FROM pymem.active_facts AS f
-         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT p_max;
-    END IF;
+    RETURN QUERY
+    SELECT f.* FROM pymem.active_facts AS f
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+     ORDER BY f.created_at DESC, f.id DESC
+     LIMIT p_max;
+END;
+$$;
+
+-- _scope_facts_newest: facts_newest for every subject of a scope (scope_id '*'), newest first,
+-- on the scope-wide index (the partial facts_scope_active_newest: hence superseded_at IS NULL).
+CREATE OR REPLACE FUNCTION pymem._scope_facts_newest(p_project_id text, p_scope text, p_max integer)
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT f.* FROM pymem.active_facts AS f
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.superseded_at IS NULL
+     ORDER BY f.created_at DESC, f.id DESC
+     LIMIT p_max;
 END;
 $$;
 
@@ -499,22 +509,18 @@ BEGIN
     IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'match') THEN
         RETURN;
     END IF;
-    -- _facts_newest's two queries, written out: through it the rows were gathered twice (its
-    -- RETURN QUERY, then this one's), ~60 us of a ~450 us call
     IF facts_newest.scope_id = '*' THEN
-        RETURN QUERY
-        SELECT f.* FROM pymem.active_facts AS f
-         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope AND f.superseded_at IS NULL
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT v_max;
-    ELSE
-        RETURN QUERY
-        SELECT f.* FROM pymem.active_facts AS f
-         WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
-           AND f.scope_id = facts_newest.scope_id
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT v_max;
+        RETURN QUERY SELECT * FROM pymem._scope_facts_newest(facts_newest.project_id, facts_newest.scope, v_max);
+        RETURN;
     END IF;
+    -- _facts_newest's query, written out: through it the rows were gathered twice (its RETURN
+    -- QUERY, then this one's), ~60 us of a ~450 us call
+    RETURN QUERY
+    SELECT f.* FROM pymem.active_facts AS f
+     WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
+       AND f.scope_id = facts_newest.scope_id
+     ORDER BY f.created_at DESC, f.id DESC
+     LIMIT v_max;
 END;
 $$;
 

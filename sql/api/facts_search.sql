@@ -6,12 +6,38 @@
 --
 -- Errors: 22023 invalid argument.
 
--- _fact_candidates: what facts_search ranks: a subject's active facts (or every subject's of the
--- scope with '*'), each with whether its metadata contains `metadata` (NULL: every fact does), its
+-- _scope_fact_candidates: _fact_candidates (below) for every subject of a scope (scope_id '*'),
+-- with the same joins, by hash for the same reason.
+CREATE OR REPLACE FUNCTION pymem._scope_fact_candidates(
+    p_project_id text, p_scope text, p_query vector, p_embedder text, p_metadata jsonb)
+RETURNS TABLE (id bigint, scope_id text, content text, confidence double precision, source text, metadata jsonb,
+               created_at timestamptz, eligible boolean, dist double precision, lexemes tsvector, tokens integer)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+SET enable_nestloop = off
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+           p_metadata IS NULL OR f.metadata @> p_metadata,
+           pymem._cosine_distance(e.embedding, p_query),
+           coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
+           coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
+      FROM pymem.active_facts AS f
+      LEFT JOIN pymem.fact_embeddings AS e
+        ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+       AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
+      LEFT JOIN pymem.fact_lexemes AS l
+        ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
+     WHERE f.project_id = p_project_id AND f.scope = p_scope;
+END;
+$$;
+
+-- _fact_candidates: what facts_search ranks: a subject's active facts (every subject's of the
+-- scope with '*', from _scope_fact_candidates), each with whether its metadata contains `metadata` (NULL: every fact does), its
 -- cosine distance to `query_vector` (NULL: no query vector, or no vector from `embedder` yet), and its
 -- lexemes and length (computed here for a fact stored before 0016_fact_lexical by a role that
--- row-level security binds, which has no row in fact_lexemes). Two branches, so that each keeps
--- its plan on its own index. coalesce(p_embedder, ''): no embedder (a query without a vector)
+-- row-level security binds, which has no row in fact_lexemes). coalesce(p_embedder, ''): no embedder (a query without a vector)
 -- joins no vector; Citus cannot plan the join once a NULL folds the condition to false.
 CREATE OR REPLACE FUNCTION pymem._fact_candidates(
     p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_metadata jsonb)
@@ -27,34 +53,22 @@ SET enable_nestloop = off
 AS $$
 BEGIN
     IF p_scope_id = '*' THEN
-        RETURN QUERY
-        SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
-               p_metadata IS NULL OR f.metadata @> p_metadata,
-               pymem._cosine_distance(e.embedding, p_query),
-               coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
-               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
-          FROM pymem.active_facts AS f
-          LEFT JOIN pymem.fact_embeddings AS e
-            ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-           AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
-          LEFT JOIN pymem.fact_lexemes AS l
-            ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
-         WHERE f.project_id = p_project_id AND f.scope = p_scope;
-    ELSE
-        RETURN QUERY
-        SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
-               p_metadata IS NULL OR f.metadata @> p_metadata,
-               pymem._cosine_distance(e.embedding, p_query),
-               coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
-               coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
-          FROM pymem.active_facts AS f
-          LEFT JOIN pymem.fact_embeddings AS e
-            ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
-           AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
-          LEFT JOIN pymem.fact_lexemes AS l
-            ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
-         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id;
+        RETURN QUERY SELECT * FROM pymem._scope_fact_candidates(p_project_id, p_scope, p_query, p_embedder, p_metadata);
+        RETURN;
     END IF;
+    RETURN QUERY
+    SELECT f.id, f.scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+           p_metadata IS NULL OR f.metadata @> p_metadata,
+           pymem._cosine_distance(e.embedding, p_query),
+           coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
+           coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
+      FROM pymem.active_facts AS f
+      LEFT JOIN pymem.fact_embeddings AS e
+        ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id
+       AND e.fact_id = f.id AND e.embedder = coalesce(p_embedder, '')
+      LEFT JOIN pymem.fact_lexemes AS l
+        ON l.project_id = f.project_id AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id;
 END;
 $$;
 

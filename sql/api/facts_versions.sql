@@ -7,6 +7,21 @@
 -- Errors: 22023 invalid argument; 40001 when the fact to supersede changed meanwhile (see
 -- fact_supersede).
 
+-- _scope_fact_history: fact_history for every subject of a scope (scope_id '*'), newest first.
+CREATE OR REPLACE FUNCTION pymem._scope_fact_history(p_project_id text, p_scope text, p_max integer)
+RETURNS SETOF pymem.facts
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN QUERY
+    SELECT f.* FROM pymem.facts AS f
+     WHERE f.project_id = p_project_id AND f.scope = p_scope
+     ORDER BY f.created_at DESC, f.id DESC
+     LIMIT p_max;
+END;
+$$;
+
 -- fact_history: a subject's facts including superseded versions, newest first (by created_at).
 --   SELECT id, content, superseded_by FROM pymem.fact_history('user', 'alice');
 -- superseded_by links each retired version to its successor; several rows with the same
@@ -24,21 +39,17 @@ BEGIN
     IF NOT pymem._fact_check_subject(fact_history.scope, fact_history.scope_id, fact_history.project_id, 'match') THEN
         RETURN;
     END IF;
-    -- two branches, so that each keeps its plan on its own index (no "'*' OR ..." predicate)
     IF fact_history.scope_id = '*' THEN
-        RETURN QUERY
-        SELECT f.* FROM pymem.facts AS f
-         WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT fact_history.max_facts;
-    ELSE
-        RETURN QUERY
-        SELECT f.* FROM pymem.facts AS f
-         WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
-           AND f.scope_id = fact_history.scope_id
-         ORDER BY f.created_at DESC, f.id DESC
-         LIMIT fact_history.max_facts;
+        RETURN QUERY SELECT * FROM pymem._scope_fact_history(fact_history.project_id, fact_history.scope,
+                                                             fact_history.max_facts);
+        RETURN;
     END IF;
+    RETURN QUERY
+    SELECT f.* FROM pymem.facts AS f
+     WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
+       AND f.scope_id = fact_history.scope_id
+     ORDER BY f.created_at DESC, f.id DESC
+     LIMIT fact_history.max_facts;
 END;
 $$;
 
@@ -310,6 +321,23 @@ BEGIN
 END;
 $$;
 
+-- _scope_facts_forget: facts_forget for every subject of a scope (scope_id '*'): deletes the
+-- scope's facts and subject locks in the project, and returns how many facts it deleted.
+CREATE OR REPLACE FUNCTION pymem._scope_facts_forget(p_project_id text, p_scope text)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_count integer;
+BEGIN
+    DELETE FROM pymem.facts AS f WHERE f.project_id = p_project_id AND f.scope = p_scope;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    DELETE FROM pymem.subject_locks AS s WHERE s.project_id = p_project_id AND s.scope = p_scope;
+    RETURN v_count;
+END;
+$$;
+
 -- facts_forget: hard-deletes every fact of a subject, superseded history included, and
 -- returns the count. '' at user/project scope deletes nothing; '*' deletes every subject of
 -- the scope in the project; '' at agent scope is refused.
@@ -328,11 +356,7 @@ BEGIN
         RETURN 0;
     END IF;
     IF facts_forget.scope_id = '*' THEN
-        DELETE FROM pymem.facts AS f
-         WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope;
-        GET DIAGNOSTICS v_count = ROW_COUNT;
-        DELETE FROM pymem.subject_locks AS s
-         WHERE s.project_id = facts_forget.project_id AND s.scope = facts_forget.scope;
+        v_count := pymem._scope_facts_forget(facts_forget.project_id, facts_forget.scope);
     ELSE
         DELETE FROM pymem.facts AS f
          WHERE f.project_id = facts_forget.project_id AND f.scope = facts_forget.scope

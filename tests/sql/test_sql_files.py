@@ -199,8 +199,8 @@ def test_every_read_of_active_facts_reads_the_view(dsn):
                  AND (has_table_privilege('pymem_app', c.oid, 'SELECT') OR has_table_privilege('pymem_reader', c.oid, 'SELECT'))"""
         ).fetchone()[0]
     assert spelled <= ACTIVE_SPELLED_OUT, f"read the view pymem.active_facts instead: {sorted(spelled - ACTIVE_SPELLED_OUT)}"
-    assert {"facts_newest", "_facts_newest", "_fact_candidates", "_facts_for_context", "facts_unembedded",
-            "user_export"} <= readers, readers
+    assert {"facts_newest", "_facts_newest", "_scope_facts_newest", "_fact_candidates", "_scope_fact_candidates",
+            "_facts_for_context", "facts_unembedded", "user_export"} <= readers, readers
     assert set(views) == {"active_facts", "shared_active_facts"}
     for name, definition in views.items():
         assert "superseded_by IS NULL" in definition and "security_invoker=true" in definition, (name, definition)
@@ -388,3 +388,18 @@ def test_capability_files_depend_only_on_the_common_file():
                 continue  # bootstrap's wrappers (_vector_dims, ...), or its own capability's, or common
             assert file != "00_common.sql", f"00_common.sql calls pymem.{name} of {home}"
             assert capability(home) in CROSS_FILE.get(capability(file), set()), f"{file} calls pymem.{name} of {home}"
+
+
+def test_every_subject_of_a_scope_is_a_function_of_its_own():
+    """scope_id '*' (every subject of a scope) is served by the _scope_* functions: a public
+    function's '*' branch calls one of them (or refuses '*'), and never writes the one-subject
+    statement a second time beside its own (the twins issue 31 removed)."""
+    branch = re.compile(r"IF\s+[\w.]*scope_id\s*=\s*'\*'\s+THEN(.*?)(?:ELSE|ELSIF|END IF)", re.S | re.I)
+    seen = 0
+    for f in _sql_files():
+        for body in branch.findall(f.read_text(encoding="utf-8")):
+            seen += 1
+            assert "pymem._scope_" in body or "RAISE EXCEPTION" in body, f"{f.name}: a '*' branch repeats the query:\n{body}"
+            tables = re.findall(r"\b(?:FROM|UPDATE|INTO)\s+(pymem\.[a-z_]+)\b(?!\()", body, re.I)
+            assert not tables, f"{f.name}: a '*' branch reads or writes {tables} itself:\n{body}"
+    assert seen >= 5
