@@ -1,6 +1,6 @@
-"""The README's examples run: every ```sql block of the "SQL API" section through plain psql
-(in order, stopping at the first error), and every ```python block of the "SQL API" and
-"Python API" sections with PYMEM_DSN set."""
+"""The examples of README.md and docs/ run: every ```sql block of the "SQL API" section through
+plain psql (in order, stopping at the first error), and every ```python block of the sections
+listed below with PYMEM_DSN set, each in project 'readme', leaving nothing behind."""
 
 from __future__ import annotations
 
@@ -59,7 +59,9 @@ LEFT_BEHIND = """SELECT 'facts', count(*) FROM pymem.facts UNION ALL SELECT 'thr
                  UNION ALL SELECT 'stores', count(*) FROM pymem.stores"""
 
 
-@pytest.mark.parametrize("title", ["An agent loop in Python", "SQL API", "Python API"])
+# the sections whose ```python blocks run: the README's, and the docs pages' (docs/python.md, docs/learning.md,
+# docs/tracing.md, docs/backups.md; docs/sql.md's "SQL API" holds Python blocks too)
+@pytest.mark.parametrize("title", ["An agent loop in Python", "SQL API", "Python API", "Learning", "Tracing"])
 def test_python_examples_run_in_their_own_project_and_clean_up(dsn, monkeypatch, title):
     monkeypatch.setenv("PYMEM_DSN", dsn)
     code = blocks("python", title)
