@@ -52,6 +52,20 @@ def test_the_readmes_sql_loop_runs_in_psql_and_cleans_up(dsn):
         assert [(w, n) for w, n in c.execute(LEFT_BEHIND).fetchall() if n] == []
 
 
+@pytest.mark.parametrize("title", ["Recall indexes", "Backups and restores"])
+def test_the_operations_pages_sql_runs_in_psql(dsn, title):
+    """The ```sql blocks of docs/recall-indexes.md and docs/backups.md, through plain psql as the
+    database's superuser (the role those pages' statements need), leaving nothing behind."""
+    sql = "\n".join(blocks("sql", title))
+    assert sql
+    psql = server.bin_dir() / "psql"
+    out = subprocess.run([str(psql), "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-d", dsn, "-f", "-"],
+                         input=sql, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    with psycopg.connect(dsn) as c:
+        assert [(w, n) for w, n in c.execute(LEFT_BEHIND).fetchall() if n] == []
+
+
 # what an example may leave behind: nothing (issue 29: a user's first agent found the README's
 # facts about "alice" in its context, since the examples wrote to project '' and kept them)
 LEFT_BEHIND = """SELECT 'facts', count(*) FROM pymem.facts UNION ALL SELECT 'threads', count(*) FROM pymem.threads
@@ -60,8 +74,9 @@ LEFT_BEHIND = """SELECT 'facts', count(*) FROM pymem.facts UNION ALL SELECT 'thr
 
 
 # the sections whose ```python blocks run: the README's, and the docs pages' (docs/python.md, docs/learning.md,
-# docs/tracing.md, docs/backups.md; docs/sql.md's "SQL API" holds Python blocks too)
-@pytest.mark.parametrize("title", ["An agent loop in Python", "SQL API", "Python API", "Learning", "Tracing"])
+# docs/tracing.md, docs/recall-indexes.md, docs/backups.md; docs/sql.md's "SQL API" holds Python blocks too)
+@pytest.mark.parametrize("title", ["An agent loop in Python", "SQL API", "Python API", "Learning", "Tracing",
+                                   "Recall indexes", "Backups and restores"])
 def test_python_examples_run_in_their_own_project_and_clean_up(dsn, monkeypatch, title):
     monkeypatch.setenv("PYMEM_DSN", dsn)
     code = blocks("python", title)
