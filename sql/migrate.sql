@@ -589,6 +589,29 @@ COMMIT;
 \echo pymem: applied 0035_active_facts
 \endif
 
+-- 0036_recall_spec
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0036_recall_spec', 'ec6f16bdaa82722d3340aceb6bf5b8887ccda8ea747a08a81a57242f7cc94326') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0036_recall_spec.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0036_recall_spec', 'ec6f16bdaa82722d3340aceb6bf5b8887ccda8ea747a08a81a57242f7cc94326', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0036_recall_spec
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -639,7 +662,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('73726de57010b25a001872a223a05295e4be616aba5e73c497a7585070eb6343')
+SELECT pymem.migration_api_applied('10735e3f90bdd8858a06ce86eccd5e9184e1c4198e9748aba4d92c94eb519561')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

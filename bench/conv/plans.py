@@ -25,7 +25,8 @@ def _function_body(conn: psycopg.Connection, name: str) -> str:
 
 
 def _with_literals(conn: psycopg.Connection, body: str, values: dict[str, Any]) -> str:
-    """A SQL function's body with its p_* parameters replaced by literals."""
+    """A SQL function's body (or a PL/pgSQL function's statement) with its p_* parameters (and v_*
+    variables) replaced by literals."""
     def sub(m: re.Match[str]) -> str:
         v = values[m.group(0)]
         if isinstance(v, Vector):
@@ -34,7 +35,7 @@ def _with_literals(conn: psycopg.Connection, body: str, values: dict[str, Any]) 
             return sql.SQL("{}::text").format(sql.Literal(v)).as_string(conn)
         return sql.Literal(v).as_string(conn)
 
-    return re.sub(r"\bp_[a-z_]+\b", sub, body).strip().rstrip(";")
+    return re.sub(r"\b[pv]_[a-z_]+\b", sub, body).strip().rstrip(";")
 
 
 
@@ -152,16 +153,18 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
             else:
                 out[f"context_read_nested_{name}"] = {"statements": summarize_nested(nested, user.messages),
                                                       "plans": nested}
-    recall_body = _function_body(conn, "pymem._recall_ranked")
+    # _recall_ranked is PL/pgSQL: its one statement is what follows RETURN QUERY
+    recall_body = _function_body(conn, "pymem._recall_ranked").split("RETURN QUERY", 1)[1].rsplit("END;", 1)[0]
     unembedded_body = _function_body(conn, "pymem._messages_unembedded")
     for name, user in (("probe", probe), ("heavy_user", heavy)):
         if user is None:
             continue
+        # the spec's fields, which the body reads as the variables v_* (conversations_recall.sql)
         values = {"p_project_id": user.project_id, "p_user_id": user.user_id, "p_thread_id": "default",
-                  "p_query": qvec, "p_embedder": embedder.name, "p_limit": RECALL_K + 20, "p_min_chars": MIN_CHARS,
-                  "p_window": WINDOW, "p_rw": 0.0, "p_iw": 0.0, "p_half_life": 3600.0,
-                  "p_min_score": None, "p_text": PROBE_QUERIES[0], "p_lw": DEFAULTS.recall.lexical_weight,
-                  "p_as_of": None, "p_since": None, "p_until": None, "p_filter": None}
+                  "p_query": qvec, "p_embedder": embedder.name, "p_text": PROBE_QUERIES[0],
+                  "v_k": RECALL_K + 20, "v_min_chars": MIN_CHARS, "v_window": WINDOW, "v_rw": 0.0, "v_iw": 0.0,
+                  "v_half_life": 3600.0, "v_min_score": None, "v_lw": DEFAULTS.recall.lexical_weight,
+                  "v_as_of": None, "v_since": None, "v_until": None, "v_filter": None}
         e = common.explain_or_reason(conn, citus, _with_literals(conn, recall_body, values))
         if "plan" in e:
             e["sorts"] = _sort_inputs(e["plan"]["Plan"])

@@ -85,19 +85,19 @@ DECLARE
     v_similarities double precision[];
     v_scores double precision[];
     v_i integer;
+    v_spec pymem.recall_spec;
+    v_recall pymem.recall_spec;
 BEGIN
     PERFORM pymem._tenant_enter(context_read.project_id);
     PERFORM pymem._check_limit('max_facts', context_read.max_facts);
-    PERFORM pymem._check_limit('window_size', context_read.window_size);
     PERFORM pymem._check_limit('max_unembedded', context_read.max_unembedded);
-    PERFORM pymem._recall_check(context_read.k, context_read.min_content_chars, context_read.recency_weight,
-                                context_read.importance_weight, context_read.half_life_seconds,
-                                context_read.min_score, context_read.lexical_weight, context_read.as_of,
-                                context_read.since, context_read.until);
-    IF context_read.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(context_read.metadata) <> 'object' THEN
-        RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(context_read.metadata)
-            USING ERRCODE = '22023';
-    END IF;
+    v_spec := pymem._recall_spec(
+        k => context_read.k, min_content_chars => context_read.min_content_chars,
+        window_size => context_read.window_size, recency_weight => context_read.recency_weight,
+        importance_weight => context_read.importance_weight, lexical_weight => context_read.lexical_weight,
+        half_life_seconds => context_read.half_life_seconds, min_score => context_read.min_score,
+        as_of => context_read.as_of, since => context_read.since, until => context_read.until,
+        metadata => context_read.metadata);
     IF context_read.query_vector IS NOT NULL THEN  -- once, for the facts' ranking and for recall
         PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query_vector);
     END IF;
@@ -134,6 +134,8 @@ BEGIN
                 (SELECT pg_catalog.string_agg(a.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
                 (SELECT pg_catalog.string_agg(u.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_user) AS u),
                 v_summary)) END;
+            v_recall := v_spec;
+            v_recall.k := v_spec.k + 20;  -- candidates beyond k: the dedupe below may drop some
             -- candidates best first (the ranking alone, _recall: a recall index's candidates or the
             -- exact scan; a Citus worker cannot run a query on a shard that also calls
             -- _recall_ranked), then each one's message by primary key until k are kept
@@ -142,12 +144,7 @@ BEGIN
               INTO v_threads, v_seqs, v_similarities, v_scores
               FROM pymem._recall(context_read.project_id, context_read.user_id, context_read.thread_id,
                                  context_read.query_vector, context_read.embedder, context_read.query_text,
-                                 context_read.k + 20, context_read.min_content_chars,
-                                 context_read.window_size, context_read.recency_weight,
-                                 context_read.importance_weight, context_read.lexical_weight,
-                                 context_read.half_life_seconds, context_read.min_score,
-                                 context_read.as_of, context_read.since, context_read.until,
-                                 context_read.metadata) WITH ORDINALITY AS r;
+                                 v_recall) WITH ORDINALITY AS r;
             FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP
                 SELECT m.role, m.content, m.metadata, m.created_at INTO v_cand FROM pymem.messages AS m
                  WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id

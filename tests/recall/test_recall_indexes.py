@@ -31,7 +31,9 @@ RECALL = ("SELECT r.thread_id, r.seq, r.score FROM pymem.messages_recall(user_id
           "query_vector => %(v)s, embedder => %(e)s, query_text => %(t)s, k => %(k)s, window_size => %(w)s, "
           "min_content_chars => 0, metadata => %(m)s) AS r")
 EXACT = ("SELECT r.thread_id, r.seq, r.score FROM pymem._recall_ranked(%(p)s, %(u)s, 'default', %(v)s, %(e)s, %(t)s, "
-         "%(k)s, 0, %(w)s, 0, 0, 0.4, 3600, NULL, NULL, NULL, NULL, %(m)s) AS r")
+         "pymem._recall_spec(k => %(k)s, min_content_chars => 0, window_size => %(w)s, recency_weight => 0, "
+         "importance_weight => 0, lexical_weight => 0.4, half_life_seconds => 3600, min_score => NULL, as_of => NULL, "
+         "since => NULL, until => NULL, metadata => %(m)s)) AS r")
 
 
 def _add(c: psycopg.Connection, user: str, n: int, project: str = "", seed: int = 1) -> None:
