@@ -89,18 +89,22 @@ def search_facts(db: Database, scope: str, scope_id: str, query: str, project_id
     ``embedder``, ranked by the query's vector and its words (``facts_search`` with both, as
     ``Memory.retrieve``); the facts with no vector from it are not ranked there, so the best ``k``
     of them by words alone come back as ``words_only``. Without, ranked by words alone."""
-    params = {"scope": scope, "scope_id": scope_id, "project_id": text(project_id, "project_id"), "k": k,
-              "query_vector": None, "embedder": None, "query_text": text(query, "query"), "metadata": None,
-              "lexical_weight": lexical_weight}
+    project, words_of = text(project_id, "project_id"), text(query, "query")
+
+    def search(k: int, vector: Any = None, embedder_name: str | None = None) -> Rows:
+        return db.query(calls.facts_search(scope=scope, scope_id=scope_id, project_id=project, k=k,
+                                           query_vector=vector, embedder=embedder_name, query_text=words_of,
+                                           metadata=None, lexical_weight=lexical_weight))
+
     if embedder is None:
-        return db.query(calls.facts_search(**params)), []
+        return search(k), []
     (vector,) = vectors(embedder, [query])
-    rows = db.query(calls.facts_search(**params | {"query_vector": vector, "embedder": embedder.name}))
+    rows = search(k, vector, embedder.name)
     missing = {r["id"] for r in rows if r["similarity"] is None}  # facts_search lists them first, unranked
     ranked = [r for r in rows if r["similarity"] is not None]
     if not missing:
         return ranked, []
-    words = db.query(calls.facts_search(**params | {"k": UNEMBEDDED_MAX}))
+    words = search(UNEMBEDDED_MAX)
     return ranked, [r for r in words if r["id"] in missing][:k]
 
 

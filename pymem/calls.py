@@ -3,10 +3,14 @@ when this file is stale). One function per named query: keyword-only parameters,
 placeholders, and the :class:`pymem.types.Query` that an operation yields to send it. A
 placeholder renamed in sql/queries.sql renames the parameter here, so a caller that still passes
 the old name fails at the call (TypeError), and go-to-definition leads from a call to its query.
+Each parameter's type comes from its cast in the query, or from the SQL type of the pymem
+function's parameter it is passed to (mypy checks the callers); jsonb, vectors and row types are Any.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from datetime import datetime, timedelta
 from typing import Any
 
 from .types import Query
@@ -194,7 +198,7 @@ def reader_login(*, reader_role: Any) -> Query:
     return Query("reader_login", {"reader_role": reader_role})
 
 
-def page_reader_login(*, login: Any) -> Query:
+def page_reader_login(*, login: str | None) -> Query:
     """pymem serve on the embedded server: the login role its reads connect as, created when missing
     and made a member of the reader role (pymem._page_reader_login; run by the server's
     superuser)."""
@@ -206,7 +210,21 @@ def about() -> Query:
     return Query("about", {})
 
 
-def fact_add(*, scope: Any, scope_id: Any, content: Any, project_id: Any, confidence: Any, source: Any, trace_id: Any, metadata: Any, max_learned: Any, embedding: Any, embedder: Any, created_at: Any) -> Query:
+def fact_add(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    content: str | None,
+    project_id: str | None,
+    confidence: float | None,
+    source: str | None,
+    trace_id: str | None,
+    metadata: Any,
+    max_learned: int | None,
+    embedding: Any,
+    embedder: str | None,
+    created_at: datetime | None,
+) -> Query:
     """Add a fact (idempotent); returns its id and whether it was created. Vectors go in binary (the
     b placeholders here and in every query that sends one): a 384-d vector costs the server ~7 us to
     read instead of ~31 as text, and the client no float formatting (15 ms instead of 160 per
@@ -214,287 +232,628 @@ def fact_add(*, scope: Any, scope_id: Any, content: Any, project_id: Any, confid
     return Query("fact_add", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "max_learned": max_learned, "embedding": embedding, "embedder": embedder, "created_at": created_at})
 
 
-def fact_lookup(*, scope: Any, scope_id: Any, content: Any, project_id: Any, confidence: Any, source: Any, trace_id: Any, metadata: Any, max_learned: Any, embedder: Any, created_at: Any) -> Query:
+def fact_lookup(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    content: str | None,
+    project_id: str | None,
+    confidence: float | None,
+    source: str | None,
+    trace_id: str | None,
+    metadata: Any,
+    max_learned: int | None,
+    embedder: str | None,
+    created_at: datetime | None,
+) -> Query:
     """The active fact with this content, if any, and whether it has a vector from the embedder
     (fact_add's checks, no write)."""
     return Query("fact_lookup", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "max_learned": max_learned, "embedder": embedder, "created_at": created_at})
 
 
-def facts_add_many(*, scope: Any, scope_ids: Any, contents: Any, project_id: Any, confidences: Any, sources: Any, metadata: Any, embeddings: Any, embedder: Any, created_ats: Any) -> Query:
+def facts_add_many(
+    *,
+    scope: Any,
+    scope_ids: Sequence[str] | None,
+    contents: Sequence[str] | None,
+    project_id: Any,
+    confidences: Sequence[float] | None,
+    sources: Sequence[str] | None,
+    metadata: Any,
+    embeddings: Any,
+    embedder: Any,
+    created_ats: Any,
+) -> Query:
     """Add many facts of one scope in one call (bulk, all or nothing); one row per element, in
     order."""
     return Query("facts_add_many", {"scope": scope, "scope_ids": scope_ids, "contents": contents, "project_id": project_id, "confidences": confidences, "sources": sources, "metadata": metadata, "embeddings": embeddings, "embedder": embedder, "created_ats": created_ats})
 
 
-def facts_newest(*, scope: Any, scope_id: Any, project_id: Any, max_facts: Any) -> Query:
+def facts_newest(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    project_id: str | None,
+    max_facts: int | None,
+) -> Query:
     """A subject's active facts, newest first."""
     return Query("facts_newest", {"scope": scope, "scope_id": scope_id, "project_id": project_id, "max_facts": max_facts})
 
 
-def fact_history(*, scope: Any, scope_id: Any, project_id: Any, max_facts: Any) -> Query:
+def fact_history(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    project_id: str | None,
+    max_facts: int | None,
+) -> Query:
     """A subject's facts including superseded versions, newest first."""
     return Query("fact_history", {"scope": scope, "scope_id": scope_id, "project_id": project_id, "max_facts": max_facts})
 
 
-def fact_chain(*, scope: Any, scope_id: Any, id: Any, project_id: Any) -> Query:
+def fact_chain(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    id: int | None,
+    project_id: str | None,
+) -> Query:
     """A fact's history tree (every branch merged into its newest version), predecessors first."""
     return Query("fact_chain", {"scope": scope, "scope_id": scope_id, "id": id, "project_id": project_id})
 
 
-def fact_get(*, id: Any, project_id: Any) -> Query:
+def fact_get(*, id: int | None, project_id: str | None) -> Query:
     """One fact of a project by id, active or superseded (no row when there is none)."""
     return Query("fact_get", {"id": id, "project_id": project_id})
 
 
-def fact_supersede(*, scope: Any, scope_id: Any, new_content: Any, id: Any, old_content: Any, project_id: Any, confidence: Any, source: Any, trace_id: Any, metadata: Any, embedding: Any, embedder: Any, created_at: Any) -> Query:
+def fact_supersede(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    new_content: str | None,
+    id: int | None,
+    old_content: str | None,
+    project_id: str | None,
+    confidence: float | None,
+    source: str | None,
+    trace_id: str | None,
+    metadata: Any,
+    embedding: Any,
+    embedder: str | None,
+    created_at: datetime | None,
+) -> Query:
     """Retire an active fact (by id or old content) in favour of new content; returns the fact now
     active and whether it was created (false: merged into an active fact with that content)."""
     return Query("fact_supersede", {"scope": scope, "scope_id": scope_id, "new_content": new_content, "id": id, "old_content": old_content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "embedding": embedding, "embedder": embedder, "created_at": created_at})
 
 
-def fact_forget(*, scope: Any, scope_id: Any, id: Any, content: Any, project_id: Any) -> Query:
+def fact_forget(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    id: int | None,
+    content: str | None,
+    project_id: str | None,
+) -> Query:
     """Delete one fact (by id or content) and the versions it superseded; returns the count."""
     return Query("fact_forget", {"scope": scope, "scope_id": scope_id, "id": id, "content": content, "project_id": project_id})
 
 
-def facts_forget(*, scope: Any, scope_id: Any, project_id: Any) -> Query:
+def facts_forget(*, scope: str | None, scope_id: str | None, project_id: str | None) -> Query:
     """Delete every fact of a subject (or of every subject of the scope with '*'); returns the
     count."""
     return Query("facts_forget", {"scope": scope, "scope_id": scope_id, "project_id": project_id})
 
 
-def facts_unembedded(*, scope: Any, scope_id: Any, embedder: Any, project_id: Any, max_facts: Any) -> Query:
+def facts_unembedded(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    embedder: str | None,
+    project_id: str | None,
+    max_facts: int | None,
+) -> Query:
     """Active facts of a subject that lack a vector from this embedder."""
     return Query("facts_unembedded", {"scope": scope, "scope_id": scope_id, "embedder": embedder, "project_id": project_id, "max_facts": max_facts})
 
 
-def fact_embeddings_put(*, scope: Any, scope_id: Any, embedder: Any, ids: Any, embeddings: Any, project_id: Any) -> Query:
+def fact_embeddings_put(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    embedder: str | None,
+    ids: Sequence[int] | None,
+    embeddings: Any,
+    project_id: str | None,
+) -> Query:
     """Store a batch of vectors for a subject's facts."""
     return Query("fact_embeddings_put", {"scope": scope, "scope_id": scope_id, "embedder": embedder, "ids": ids, "embeddings": embeddings, "project_id": project_id})
 
 
-def facts_search(*, scope: Any, scope_id: Any, query_vector: Any, embedder: Any, project_id: Any, k: Any, query_text: Any, metadata: Any, lexical_weight: Any) -> Query:
+def facts_search(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    query_vector: Any,
+    embedder: str | None,
+    project_id: str | None,
+    k: int | None,
+    query_text: str | None,
+    metadata: Any,
+    lexical_weight: float | None,
+) -> Query:
     """A subject's active facts ranked for a query (its vector, its text, or both), top k."""
     return Query("facts_search", {"scope": scope, "scope_id": scope_id, "query_vector": query_vector, "embedder": embedder, "project_id": project_id, "k": k, "query_text": query_text, "metadata": metadata, "lexical_weight": lexical_weight})
 
 
-def turn_record(*, user_id: Any, user_content: Any, assistant_content: Any, thread_id: Any, project_id: Any, user_importance: Any, assistant_importance: Any, embedder: Any, user_embedding: Any, assistant_embedding: Any, learned: Any, max_learned: Any, keep_last: Any, summarize_every: Any, lease_seconds: Any, user_metadata: Any, assistant_metadata: Any, created_at: Any, fact_changes: Any) -> Query:
+def turn_record(
+    *,
+    user_id: str | None,
+    user_content: str | None,
+    assistant_content: str | None,
+    thread_id: str | None,
+    project_id: str | None,
+    user_importance: float | None,
+    assistant_importance: float | None,
+    embedder: str | None,
+    user_embedding: Any,
+    assistant_embedding: Any,
+    learned: Sequence[str] | None,
+    max_learned: int | None,
+    keep_last: int | None,
+    summarize_every: int | None,
+    lease_seconds: float | None,
+    user_metadata: Any,
+    assistant_metadata: Any,
+    created_at: datetime | None,
+    fact_changes: Any,
+) -> Query:
     """Record one successful turn (both messages, vectors, learned facts and fact changes); may
     claim a summary span."""
     return Query("turn_record", {"user_id": user_id, "user_content": user_content, "assistant_content": assistant_content, "thread_id": thread_id, "project_id": project_id, "user_importance": user_importance, "assistant_importance": assistant_importance, "embedder": embedder, "user_embedding": user_embedding, "assistant_embedding": assistant_embedding, "learned": learned, "max_learned": max_learned, "keep_last": keep_last, "summarize_every": summarize_every, "lease_seconds": lease_seconds, "user_metadata": user_metadata, "assistant_metadata": assistant_metadata, "created_at": created_at, "fact_changes": fact_changes})
 
 
-def message_add(*, user_id: Any, content: Any, role: Any, thread_id: Any, project_id: Any, importance: Any, metadata: Any, created_at: Any) -> Query:
+def message_add(
+    *,
+    user_id: str | None,
+    content: str | None,
+    role: str | None,
+    thread_id: str | None,
+    project_id: str | None,
+    importance: float | None,
+    metadata: Any,
+    created_at: datetime | None,
+) -> Query:
     """Append one message to a thread (no vector; optionally with metadata and its real time);
     returns its number."""
     return Query("message_add", {"user_id": user_id, "content": content, "role": role, "thread_id": thread_id, "project_id": project_id, "importance": importance, "metadata": metadata, "created_at": created_at})
 
 
-def window_read(*, user_id: Any, thread_id: Any, project_id: Any, max_messages: Any) -> Query:
+def window_read(
+    *,
+    user_id: str | None,
+    thread_id: str | None,
+    project_id: str | None,
+    max_messages: int | None,
+) -> Query:
     """The last N messages of a thread, oldest first."""
     return Query("window_read", {"user_id": user_id, "thread_id": thread_id, "project_id": project_id, "max_messages": max_messages})
 
 
-def summary_read(*, user_id: Any, thread_id: Any, project_id: Any) -> Query:
+def summary_read(*, user_id: str | None, thread_id: str | None, project_id: str | None) -> Query:
     """A thread's running summary and the last message it covers."""
     return Query("summary_read", {"user_id": user_id, "thread_id": thread_id, "project_id": project_id})
 
 
-def summary_claim(*, user_id: Any, thread_id: Any, project_id: Any, keep_last: Any, summarize_every: Any, lease_seconds: Any) -> Query:
+def summary_claim(
+    *,
+    user_id: str | None,
+    thread_id: str | None,
+    project_id: str | None,
+    keep_last: int | None,
+    summarize_every: int | None,
+    lease_seconds: float | None,
+) -> Query:
     """Claim the span of a thread that is due to be folded into its summary (no row: nothing
     due)."""
     return Query("summary_claim", {"user_id": user_id, "thread_id": thread_id, "project_id": project_id, "keep_last": keep_last, "summarize_every": summarize_every, "lease_seconds": lease_seconds})
 
 
-def summary_commit(*, user_id: Any, claim_token: Any, summary: Any, thread_id: Any, project_id: Any, max_chars: Any) -> Query:
+def summary_commit(
+    *,
+    user_id: str | None,
+    claim_token: Any,
+    summary: str | None,
+    thread_id: str | None,
+    project_id: str | None,
+    max_chars: int | None,
+) -> Query:
     """Store a new running summary for a claimed span (false: the claim was lost)."""
     return Query("summary_commit", {"user_id": user_id, "claim_token": claim_token, "summary": summary, "thread_id": thread_id, "project_id": project_id, "max_chars": max_chars})
 
 
-def summary_release(*, user_id: Any, claim_token: Any, thread_id: Any, project_id: Any) -> Query:
+def summary_release(
+    *,
+    user_id: str | None,
+    claim_token: Any,
+    thread_id: str | None,
+    project_id: str | None,
+) -> Query:
     """Give a summary claim back without writing (the summarizer failed)."""
     return Query("summary_release", {"user_id": user_id, "claim_token": claim_token, "thread_id": thread_id, "project_id": project_id})
 
 
-def messages_unembedded(*, user_id: Any, embedder: Any, project_id: Any, min_chars: Any, max_messages: Any) -> Query:
+def messages_unembedded(
+    *,
+    user_id: str | None,
+    embedder: str | None,
+    project_id: str | None,
+    min_chars: int | None,
+    max_messages: int | None,
+) -> Query:
     """A user's messages with no vector from this embedder."""
     return Query("messages_unembedded", {"user_id": user_id, "embedder": embedder, "project_id": project_id, "min_chars": min_chars, "max_messages": max_messages})
 
 
-def messages_add_many(*, user_id: Any, thread_id: Any, roles: Any, contents: Any, project_id: Any, importances: Any, metadata: Any, created_ats: Any, embeddings: Any, embedder: Any) -> Query:
+def messages_add_many(
+    *,
+    user_id: str | None,
+    thread_id: str | None,
+    roles: Sequence[str] | None,
+    contents: Sequence[str] | None,
+    project_id: str | None,
+    importances: Sequence[float] | None,
+    metadata: Any,
+    created_ats: Any,
+    embeddings: Any,
+    embedder: str | None,
+) -> Query:
     """Append many messages to one thread in one call (bulk, all or nothing); one row per
     element."""
     return Query("messages_add_many", {"user_id": user_id, "thread_id": thread_id, "roles": roles, "contents": contents, "project_id": project_id, "importances": importances, "metadata": metadata, "created_ats": created_ats, "embeddings": embeddings, "embedder": embedder})
 
 
-def message_embeddings_put(*, user_id: Any, embedder: Any, thread_ids: Any, seqs: Any, embeddings: Any, project_id: Any) -> Query:
+def message_embeddings_put(
+    *,
+    user_id: str | None,
+    embedder: str | None,
+    thread_ids: Sequence[str] | None,
+    seqs: Sequence[int] | None,
+    embeddings: Any,
+    project_id: str | None,
+) -> Query:
     """Store a batch of message vectors."""
     return Query("message_embeddings_put", {"user_id": user_id, "embedder": embedder, "thread_ids": thread_ids, "seqs": seqs, "embeddings": embeddings, "project_id": project_id})
 
 
-def messages_recall(*, user_id: Any, query_vector: Any, embedder: Any, project_id: Any, thread_id: Any, k: Any, min_content_chars: Any, window_size: Any, recency_weight: Any, importance_weight: Any, half_life_seconds: Any, min_score: Any, query_text: Any, lexical_weight: Any, as_of: Any, since: Any, until: Any, metadata: Any) -> Query:
+def messages_recall(
+    *,
+    user_id: str | None,
+    query_vector: Any,
+    embedder: str | None,
+    project_id: str | None,
+    thread_id: str | None,
+    k: int | None,
+    min_content_chars: int | None,
+    window_size: int | None,
+    recency_weight: float | None,
+    importance_weight: float | None,
+    half_life_seconds: float | None,
+    min_score: float | None,
+    query_text: str | None,
+    lexical_weight: float | None,
+    as_of: datetime | None,
+    since: datetime | None,
+    until: datetime | None,
+    metadata: Any,
+) -> Query:
     """A user's past messages ranked for a query (vector, text or both; those scoring at least
     min_score)."""
     return Query("messages_recall", {"user_id": user_id, "query_vector": query_vector, "embedder": embedder, "project_id": project_id, "thread_id": thread_id, "k": k, "min_content_chars": min_content_chars, "window_size": window_size, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata})
 
 
-def recall_index_plan(*, project_id: Any, min_messages: Any) -> Query:
+def recall_index_plan(*, project_id: str | None, min_messages: int | None) -> Query:
     """The CREATE/DROP INDEX CONCURRENTLY statements that bring a project's per-user recall indexes
     up to date."""
     return Query("recall_index_plan", {"project_id": project_id, "min_messages": min_messages})
 
 
-def conversation_forget(*, user_id: Any, thread_id: Any, project_id: Any) -> Query:
+def conversation_forget(
+    *,
+    user_id: str | None,
+    thread_id: str | None,
+    project_id: str | None,
+) -> Query:
     """Delete a user's thread (or every thread with '*'); returns the number of messages deleted."""
     return Query("conversation_forget", {"user_id": user_id, "thread_id": thread_id, "project_id": project_id})
 
 
-def context_read(*, user_id: Any, agent_id: Any, project_id: Any, thread_id: Any, query_vector: Any, embedder: Any, max_facts: Any, window_size: Any, k: Any, min_content_chars: Any, recency_weight: Any, importance_weight: Any, half_life_seconds: Any, dedupe: Any, max_unembedded: Any, min_score: Any, query_text: Any, lexical_weight: Any, as_of: Any, since: Any, until: Any, metadata: Any) -> Query:
+def context_read(
+    *,
+    user_id: str | None,
+    agent_id: str | None,
+    project_id: str | None,
+    thread_id: str | None,
+    query_vector: Any,
+    embedder: str | None,
+    max_facts: int | None,
+    window_size: int | None,
+    k: int | None,
+    min_content_chars: int | None,
+    recency_weight: float | None,
+    importance_weight: float | None,
+    half_life_seconds: float | None,
+    dedupe: bool | None,
+    max_unembedded: int | None,
+    min_score: float | None,
+    query_text: str | None,
+    lexical_weight: float | None,
+    as_of: datetime | None,
+    since: datetime | None,
+    until: datetime | None,
+    metadata: Any,
+) -> Query:
     """Everything one turn reads (facts, summary, recall, window) in one call."""
     return Query("context_read", {"user_id": user_id, "agent_id": agent_id, "project_id": project_id, "thread_id": thread_id, "query_vector": query_vector, "embedder": embedder, "max_facts": max_facts, "window_size": window_size, "k": k, "min_content_chars": min_content_chars, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "dedupe": dedupe, "max_unembedded": max_unembedded, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata})
 
 
-def user_export(*, user_id: Any, project_id: Any) -> Query:
+def user_export(*, user_id: str | None, project_id: str | None) -> Query:
     """A user's whole memory (facts with history, threads, messages, summaries) as JSON."""
     return Query("user_export", {"user_id": user_id, "project_id": project_id})
 
 
-def user_import(*, document: Any, project_id: Any, user_id: Any, replace: Any) -> Query:
+def user_import(
+    *,
+    document: Any,
+    project_id: str | None,
+    user_id: str | None,
+    replace: bool | None,
+) -> Query:
     """Load a user_export document (optionally under another project or user id)."""
     return Query("user_import", {"document": document, "project_id": project_id, "user_id": user_id, "replace": replace})
 
 
-def store_item_put(*, store_key: Any, namespace: Any, key: Any, value: Any, embedder: Any, fields: Any, embeddings: Any, actor: Any, project_id: Any) -> Query:
+def store_item_put(
+    *,
+    store_key: str | None,
+    namespace: Sequence[str] | None,
+    key: str | None,
+    value: Any,
+    embedder: str | None,
+    fields: Sequence[str] | None,
+    embeddings: Any,
+    actor: str | None,
+    project_id: str | None,
+) -> Query:
     """Write an item (a JSON object under a namespace and a key) and replace its vectors; returns
     its sha."""
     return Query("store_item_put", {"store_key": store_key, "namespace": namespace, "key": key, "value": value, "embedder": embedder, "fields": fields, "embeddings": embeddings, "actor": actor, "project_id": project_id})
 
 
-def store_item_get(*, store_key: Any, namespace: Any, key: Any, project_id: Any) -> Query:
+def store_item_get(
+    *,
+    store_key: str | None,
+    namespace: Sequence[str] | None,
+    key: str | None,
+    project_id: str | None,
+) -> Query:
     """An item's value and times (no row when it does not exist)."""
     return Query("store_item_get", {"store_key": store_key, "namespace": namespace, "key": key, "project_id": project_id})
 
 
-def store_item_delete(*, store_key: Any, namespace: Any, key: Any, actor: Any, project_id: Any) -> Query:
+def store_item_delete(
+    *,
+    store_key: str | None,
+    namespace: Sequence[str] | None,
+    key: str | None,
+    actor: str | None,
+    project_id: str | None,
+) -> Query:
     """Delete an item and its vectors; false when there was none."""
     return Query("store_item_delete", {"store_key": store_key, "namespace": namespace, "key": key, "actor": actor, "project_id": project_id})
 
 
-def store_items_search(*, store_key: Any, namespace_prefix: Any, filter: Any, query_vector: Any, embedder: Any, max_items: Any, skip: Any, project_id: Any) -> Query:
+def store_items_search(
+    *,
+    store_key: str | None,
+    namespace_prefix: Sequence[str] | None,
+    filter: Any,
+    query_vector: Any,
+    embedder: str | None,
+    max_items: int | None,
+    skip: int | None,
+    project_id: str | None,
+) -> Query:
     """Items under a namespace prefix matching a filter: newest first, or by similarity to a query
     vector."""
     return Query("store_items_search", {"store_key": store_key, "namespace_prefix": namespace_prefix, "filter": filter, "query_vector": query_vector, "embedder": embedder, "max_items": max_items, "skip": skip, "project_id": project_id})
 
 
-def store_namespaces(*, store_key: Any, prefix: Any, suffix: Any, max_depth: Any, max_items: Any, skip: Any, project_id: Any) -> Query:
+def store_namespaces(
+    *,
+    store_key: str | None,
+    prefix: Sequence[str] | None,
+    suffix: Sequence[str] | None,
+    max_depth: int | None,
+    max_items: int | None,
+    skip: int | None,
+    project_id: str | None,
+) -> Query:
     """The distinct namespaces of a store's items matching a prefix and a suffix, sorted, paged."""
     return Query("store_namespaces", {"store_key": store_key, "prefix": prefix, "suffix": suffix, "max_depth": max_depth, "max_items": max_items, "skip": skip, "project_id": project_id})
 
 
-def store_open(*, store_key: Any, project_id: Any, audit: Any, keep_versions: Any, read_only_prefixes: Any, create: Any) -> Query:
+def store_open(
+    *,
+    store_key: Any,
+    project_id: Any,
+    audit: Any,
+    keep_versions: Any,
+    read_only_prefixes: Sequence[str] | None,
+    create: Any,
+) -> Query:
     """Open (and by default create) a keyed store; options set a new store's protections and must
     match an existing one's (PM404)."""
     return Query("store_open", {"store_key": store_key, "project_id": project_id, "audit": audit, "keep_versions": keep_versions, "read_only_prefixes": read_only_prefixes, "create": create})
 
 
-def store_protect(*, store_key: Any, audit: Any, keep_versions: Any, read_only_prefixes: Any, actor: Any, reason: Any, project_id: Any) -> Query:
+def store_protect(
+    *,
+    store_key: str | None,
+    audit: bool | None,
+    keep_versions: bool | None,
+    read_only_prefixes: Sequence[str] | None,
+    actor: str | None,
+    reason: str | None,
+    project_id: str | None,
+) -> Query:
     """Tighten an existing store's protections (42501 if it would weaken them); audited."""
     return Query("store_protect", {"store_key": store_key, "audit": audit, "keep_versions": keep_versions, "read_only_prefixes": read_only_prefixes, "actor": actor, "reason": reason, "project_id": project_id})
 
 
-def store_configure(*, store_key: Any, audit: Any, keep_versions: Any, read_only_prefixes: Any, actor: Any, reason: Any, project_id: Any) -> Query:
+def store_configure(
+    *,
+    store_key: str | None,
+    audit: bool | None,
+    keep_versions: bool | None,
+    read_only_prefixes: Sequence[str] | None,
+    actor: str | None,
+    reason: str | None,
+    project_id: str | None,
+) -> Query:
     """Set an existing store's protections either way (owner role only); audited."""
     return Query("store_configure", {"store_key": store_key, "audit": audit, "keep_versions": keep_versions, "read_only_prefixes": read_only_prefixes, "actor": actor, "reason": reason, "project_id": project_id})
 
 
-def store_write(*, store_key: Any, path: Any, content: Any, kind: Any, actor: Any, reason: Any, expected_sha: Any, project_id: Any) -> Query:
+def store_write(
+    *,
+    store_key: str | None,
+    path: str | None,
+    content: str | None,
+    kind: str | None,
+    actor: str | None,
+    reason: str | None,
+    expected_sha: str | None,
+    project_id: str | None,
+) -> Query:
     """Write text or JSON at a path (expected_sha: NULL, '' = must not exist, or the current
     sha)."""
     return Query("store_write", {"store_key": store_key, "path": path, "content": content, "kind": kind, "actor": actor, "reason": reason, "expected_sha": expected_sha, "project_id": project_id})
 
 
-def store_read(*, store_key: Any, path: Any, project_id: Any) -> Query:
+def store_read(*, store_key: str | None, path: str | None, project_id: str | None) -> Query:
     """The entry at a path (no row when it does not exist)."""
     return Query("store_read", {"store_key": store_key, "path": path, "project_id": project_id})
 
 
-def store_meta(*, store_key: Any, path: Any, project_id: Any) -> Query:
+def store_meta(*, store_key: str | None, path: str | None, project_id: str | None) -> Query:
     """An entry's metadata without its content."""
     return Query("store_meta", {"store_key": store_key, "path": path, "project_id": project_id})
 
 
-def store_list(*, store_key: Any, prefix: Any, project_id: Any) -> Query:
+def store_list(*, store_key: str | None, prefix: str | None, project_id: str | None) -> Query:
     """The paths under a prefix, sorted."""
     return Query("store_list", {"store_key": store_key, "prefix": prefix, "project_id": project_id})
 
 
-def store_delete(*, store_key: Any, path: Any, actor: Any, reason: Any, expected_sha: Any, project_id: Any) -> Query:
+def store_delete(
+    *,
+    store_key: str | None,
+    path: str | None,
+    actor: str | None,
+    reason: str | None,
+    expected_sha: str | None,
+    project_id: str | None,
+) -> Query:
     """Delete a path (guarded by expected_sha when given)."""
     return Query("store_delete", {"store_key": store_key, "path": path, "actor": actor, "reason": reason, "expected_sha": expected_sha, "project_id": project_id})
 
 
-def store_audit_tail(*, store_key: Any, n: Any, project_id: Any) -> Query:
+def store_audit_tail(*, store_key: str | None, n: int | None, project_id: str | None) -> Query:
     """The last n audit records of a store, oldest first."""
     return Query("store_audit_tail", {"store_key": store_key, "n": n, "project_id": project_id})
 
 
-def store_versions(*, store_key: Any, path: Any, project_id: Any) -> Query:
+def store_versions(*, store_key: str | None, path: str | None, project_id: str | None) -> Query:
     """The kept versions of a path, oldest first."""
     return Query("store_versions", {"store_key": store_key, "path": path, "project_id": project_id})
 
 
-def store_version_read(*, store_key: Any, path: Any, version: Any, project_id: Any) -> Query:
+def store_version_read(
+    *,
+    store_key: str | None,
+    path: str | None,
+    version: int | None,
+    project_id: str | None,
+) -> Query:
     """One kept version's content."""
     return Query("store_version_read", {"store_key": store_key, "path": path, "version": version, "project_id": project_id})
 
 
-def store_restore(*, store_key: Any, path: Any, version: Any, actor: Any, reason: Any, expected_sha: Any, project_id: Any) -> Query:
+def store_restore(
+    *,
+    store_key: str | None,
+    path: str | None,
+    version: int | None,
+    actor: str | None,
+    reason: str | None,
+    expected_sha: str | None,
+    project_id: str | None,
+) -> Query:
     """Write a kept version back as the current content."""
     return Query("store_restore", {"store_key": store_key, "path": path, "version": version, "actor": actor, "reason": reason, "expected_sha": expected_sha, "project_id": project_id})
 
 
-def store_messages_append(*, store_key: Any, messages: Any, project_id: Any) -> Query:
+def store_messages_append(*, store_key: str | None, messages: Any, project_id: str | None) -> Query:
     """Append chat messages to a store's transcript in one transaction."""
     return Query("store_messages_append", {"store_key": store_key, "messages": messages, "project_id": project_id})
 
 
-def store_messages_read(*, store_key: Any, project_id: Any) -> Query:
+def store_messages_read(*, store_key: str | None, project_id: str | None) -> Query:
     """A store's transcript, oldest first."""
     return Query("store_messages_read", {"store_key": store_key, "project_id": project_id})
 
 
-def store_drop(*, store_key: Any, project_id: Any) -> Query:
+def store_drop(*, store_key: str | None, project_id: str | None) -> Query:
     """Delete a store (or every store of the project with '*') with everything in it."""
     return Query("store_drop", {"store_key": store_key, "project_id": project_id})
 
 
-def browse_subjects(*, project_id: Any, max_rows: Any) -> Query:
+def browse_subjects(*, project_id: str | None, max_rows: int | None) -> Query:
     """A project's fact subjects with their active and superseded counts, newest first (pymem
     serve)."""
     return Query("browse_subjects", {"project_id": project_id, "max_rows": max_rows})
 
 
-def browse_users(*, project_id: Any, max_rows: Any) -> Query:
+def browse_users(*, project_id: str | None, max_rows: int | None) -> Query:
     """A project's users with conversation threads: thread and message counts, most recent first."""
     return Query("browse_users", {"project_id": project_id, "max_rows": max_rows})
 
 
-def browse_threads(*, user_id: Any, project_id: Any) -> Query:
+def browse_threads(*, user_id: str | None, project_id: str | None) -> Query:
     """A user's threads: messages, how many the summary covers, most recent first."""
     return Query("browse_threads", {"user_id": user_id, "project_id": project_id})
 
 
-def browse_messages(*, user_id: Any, thread_id: Any, from_seq: Any, project_id: Any, max_rows: Any) -> Query:
+def browse_messages(
+    *,
+    user_id: str | None,
+    thread_id: str | None,
+    from_seq: int | None,
+    project_id: str | None,
+    max_rows: int | None,
+) -> Query:
     """A thread's messages from a seq on, oldest first (the turn that taught a learned fact)."""
     return Query("browse_messages", {"user_id": user_id, "thread_id": thread_id, "from_seq": from_seq, "project_id": project_id, "max_rows": max_rows})
 
 
-def browse_stores(*, project_id: Any, max_rows: Any) -> Query:
+def browse_stores(*, project_id: str | None, max_rows: int | None) -> Query:
     """A project's keyed stores with entry counts and protections, by key."""
     return Query("browse_stores", {"project_id": project_id, "max_rows": max_rows})
 
 
-def browse_embedders(*, project_id: Any) -> Query:
+def browse_embedders(*, project_id: str | None) -> Query:
     """The embedders a project has stored vectors from, most recently registered first."""
     return Query("browse_embedders", {"project_id": project_id})
 

@@ -303,12 +303,18 @@ def public_names() -> list[str]:
     raise ValueError("pymem/__init__.py has no __all__")
 
 
+def calls_text(root: Path) -> str:
+    """pymem/calls.py as sql/queries.sql and the API files' signatures (``root``: sql/) make it."""
+    api = "\n".join(f.read_text(encoding="utf-8") for f in sorted((root / "api").glob("*.sql")))
+    return render_calls((root / "queries.sql").read_text(encoding="utf-8"), api)
+
+
 def generated_files(root: Path) -> list[tuple[Path, str]]:
     """What ``python -m pymem.migrations`` writes in a source checkout (``root``: its sql/), and
     the text of each: sql/migrate.sql, pymem/calls.py and the reference pages of docs/."""
     docs = root.parent / "docs" / "reference"
     return [(root / "migrate.sql", render_psql(root)),
-            (Path(__file__).with_name("calls.py"), render_calls((root / "queries.sql").read_text(encoding="utf-8"))),
+            (Path(__file__).with_name("calls.py"), calls_text(root)),
             (docs / "sql-functions.md", render_sql_reference(root / "api")),
             (docs / "python.md", render_python_reference(public_names()))]
 

@@ -68,26 +68,132 @@ def placeholders(statement: str) -> list[str]:
     return list(dict.fromkeys(_PLACEHOLDER.findall(statement)))
 
 
-def render_calls(text: str) -> str:
+# SQL types to the Python values psycopg adapts to them. A placeholder whose type is not here
+# (jsonb, vector, bytea, a row type, ...) stays Any: psycopg wrappers (Jsonb, Vector) and plain
+# values both fit there.
+_PYTHON_TYPES = {"text": "str", "integer": "int", "bigint": "int", "smallint": "int", "int": "int", "int4": "int",
+                 "int8": "int", "double precision": "float", "float8": "float", "real": "float", "boolean": "bool",
+                 "bool": "bool", "timestamptz": "datetime", "timestamp with time zone": "datetime", "interval": "timedelta",
+                 "text[]": "Sequence[str]", "bigint[]": "Sequence[int]", "integer[]": "Sequence[int]",
+                 "double precision[]": "Sequence[float]", "float8[]": "Sequence[float]", "boolean[]": "Sequence[bool]"}
+_SIGNATURE = re.compile(r"^CREATE OR REPLACE FUNCTION pymem\.(\w+)\((.*?)\)\s*RETURNS", re.M | re.S)
+_CAST = r"%\({name}\)[sbt]::([a-z0-9_]+(?: precision)?(?:\[\])?)"
+
+
+def _split_top(text: str) -> list[str]:
+    """``text`` split at its commas outside parentheses and brackets."""
+    parts: list[str] = []
+    cur: list[str] = []
+    depth = 0
+    for ch in text:
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        if ch == "," and depth == 0:
+            parts.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    parts.append("".join(cur))
+    return parts
+
+
+def sql_signatures(api_text: str) -> dict[str, list[tuple[str, str]]]:
+    """{function: [(parameter, SQL type), ...]} of every pymem function an API text creates."""
+    out: dict[str, list[tuple[str, str]]] = {}
+    for m in _SIGNATURE.finditer(api_text):
+        params = []
+        for part in _split_top(re.sub(r"--[^\n]*", "", m.group(2))):
+            words = re.split(r"\s+DEFAULT\s+", part.strip(), maxsplit=1, flags=re.I)[0].split(None, 1)
+            if len(words) == 2:
+                params.append((words[0], words[1].strip().lower()))
+        out[m.group(1)] = params
+    return out
+
+
+def _enclosing_call(statement: str, at: int) -> tuple[str, str] | None:
+    """The pymem function whose argument list holds position ``at``, and the argument there
+    (its text), or None when ``at`` is not an argument of a pymem function."""
+    depth = 0
+    for i in range(at, -1, -1):
+        ch = statement[i]
+        if ch == ")":
+            depth += 1
+        elif ch == "(":
+            if depth == 0:
+                m = re.search(r"pymem\.(\w+)\s*$", statement[:i])
+                if not m:
+                    return None
+                close, d = i + 1, 0
+                while close < len(statement) and not (statement[close] == ")" and d == 0):
+                    d += {"(": 1, ")": -1}.get(statement[close], 0)
+                    close += 1
+                args, offset = _split_top(statement[i + 1:close]), i + 1
+                for n, arg in enumerate(args):
+                    if offset <= at < offset + len(arg) + 1:
+                        return m.group(1), f"{n}:{arg}"
+                    offset += len(arg) + 1
+                return None
+            depth -= 1
+    return None
+
+
+def placeholder_types(statement: str, signatures: dict[str, list[tuple[str, str]]]) -> dict[str, str]:
+    """The Python type of each placeholder of a statement: from its cast (``%(k)s::integer``),
+    else from the parameter of the pymem function it is passed to (by name or by position), else
+    Any. Every one also takes None (NULL)."""
+    out: dict[str, str] = {}
+    for name in placeholders(statement):
+        py = "Any"
+        cast = re.search(_CAST.format(name=name), statement)
+        if cast:
+            py = _PYTHON_TYPES.get(cast.group(1), "Any")
+        else:
+            for m in re.finditer(r"%\(" + name + r"\)[sbt]", statement):
+                call = _enclosing_call(statement, m.start())
+                if call is None:
+                    continue
+                fn, arg = call
+                index, text = arg.split(":", 1)
+                params = signatures.get(fn, [])
+                named = re.match(r"\s*(\w+)\s*=>", text)
+                sql_type = (dict(params).get(named.group(1)) if named
+                            else params[int(index)][1] if int(index) < len(params) else None)
+                if sql_type:
+                    py = _PYTHON_TYPES.get(sql_type, "Any")
+                    break
+        out[name] = py if py == "Any" else f"{py} | None"
+    return out
+
+
+def render_calls(text: str, api_text: str = "") -> str:
     """The text of pymem/calls.py for a queries file: one keyword-only function per named query,
-    its parameters the query's placeholders, returning the :class:`pymem.types.Query` an
-    operation yields."""
+    its parameters the query's placeholders, typed from their casts or from the signatures of the
+    pymem functions they are passed to (``api_text``: the API files), returning the
+    :class:`pymem.types.Query` an operation yields."""
+    signatures = sql_signatures(api_text)
     out = [
         '"""GENERATED by ``python -m pymem.migrations`` from sql/queries.sql; do not edit (a test fails',
         "when this file is stale). One function per named query: keyword-only parameters, the query's",
         "placeholders, and the :class:`pymem.types.Query` that an operation yields to send it. A",
         "placeholder renamed in sql/queries.sql renames the parameter here, so a caller that still passes",
         "the old name fails at the call (TypeError), and go-to-definition leads from a call to its query.",
+        "Each parameter's type comes from its cast in the query, or from the SQL type of the pymem",
+        "function's parameter it is passed to (mypy checks the callers); jsonb, vectors and row types are Any.",
         '"""',
         "",
         "from __future__ import annotations",
         "",
+        "from collections.abc import Sequence",
+        "from datetime import datetime, timedelta",
         "from typing import Any",
         "",
         "from .types import Query",
     ]
     for name, statement in parse_queries(text).items():
         params = placeholders(statement)
+        types = placeholder_types(statement, signatures)
         bad = [p for p in params if keyword.iskeyword(p)]
         if bad:
             raise ValueError(f"query {name!r}: placeholder {bad[0]!r} is a Python keyword")
@@ -99,7 +205,10 @@ def render_calls(text: str) -> str:
         summary = " ".join(doc).replace("\\", "\\\\").replace('"', "'") or f"The named query {name}."
         out += ["", ""]
         if params:
-            out.append(f"def {name}(*, {', '.join(f'{p}: Any' for p in params)}) -> Query:")
+            head = f"def {name}(*, {', '.join(f'{p}: {types[p]}' for p in params)}) -> Query:"
+            if len(head) > 100:  # one parameter a line
+                head = "\n".join([f"def {name}(", "    *,", *(f"    {p}: {types[p]}," for p in params), ") -> Query:"])
+            out.append(head)
         else:
             out.append(f"def {name}() -> Query:")
         out += textwrap.wrap(f'"""{summary}"""', 100, initial_indent="    ", subsequent_indent="    ")

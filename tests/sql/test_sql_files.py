@@ -16,7 +16,7 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
 import pymem.calls
-from pymem.queries import Q, parse_queries, placeholders, render_calls, sql_root
+from pymem.queries import Q, parse_queries, placeholders, sql_root
 from pymem.types import Query
 
 ROOT = sql_root()
@@ -304,9 +304,10 @@ def test_a_renamed_column_fails_qualification(dsn):
 def test_calls_module_is_generated_from_the_current_queries():
     """pymem/calls.py is sql/queries.sql as Python (issue 31, item 3): regenerate it with
     ``python -m pymem.migrations`` after changing a query."""
+    from pymem.migrations import calls_text
+
     committed = (Path(pymem.calls.__file__)).read_text(encoding="utf-8")
-    text = (sql_root() / "queries.sql").read_text(encoding="utf-8")
-    assert committed == render_calls(text), "pymem/calls.py is stale: run python -m pymem.migrations"
+    assert committed == calls_text(Path(str(sql_root()))), "pymem/calls.py is stale: run python -m pymem.migrations"
 
 
 def test_each_call_takes_exactly_its_querys_placeholders():
