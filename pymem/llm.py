@@ -1,4 +1,4 @@
-"""Learning with a chat model (docs/python.md "Learning"): any OpenAI-compatible
+"""Learning with a chat model (docs/learning.md): any OpenAI-compatible
 ``POST {base_url}/chat/completions`` endpoint (a hosted model, vLLM, llama.cpp's server,
 Ollama) through the standard library, no dependency.
 

@@ -92,7 +92,7 @@ class Settings(BaseSettings):
         description="The memory page's read connections (pymem serve): a login role that is only a member of "
         "the reader role; unset: the login role's connections SET ROLE to it, which a session can undo.",
     )
-    # the chat model of pymem.llm.ChatClient (learning and summaries; docs/python.md "Learning")
+    # the chat model of pymem.llm.ChatClient (learning and summaries; docs/learning.md)
     llm_base_url: str = Field(default="https://api.openai.com/v1",
                               description="Base URL of an OpenAI-compatible API (POST <url>/chat/completions).")
     llm_model: str | None = Field(default=None, description="The chat model's name; unset: no chat model.")

@@ -6,7 +6,7 @@ read is a ``memory.context`` span, its write a ``memory.record`` span) and of th
 (``store.read_text``, ``store.write_json``, ...) is one span, under whatever span is current
 (an agent's run, a web request). Inside it, one child span per step the call ran:
 ``pymem.sql <query name>`` for each SQL statement, ``pymem.embed`` for each embedder call,
-``pymem.callback`` for user code (a summarizer). Attributes (docs/python.md "Tracing"): ``pymem.project``,
+``pymem.callback`` for user code (a summarizer). Attributes (docs/tracing.md): ``pymem.project``,
 ``pymem.agent``, the per-part counts of a context read, the recall scores, how many duplicates
 were dropped, and the time spent in SQL and in the embedder (``pymem.sql.ms``,
 ``pymem.embed.ms``, with the counts ``pymem.sql.queries`` / ``pymem.embed.texts``).

@@ -662,7 +662,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('10735e3f90bdd8858a06ce86eccd5e9184e1c4198e9748aba4d92c94eb519561')
+SELECT pymem.migration_api_applied('f146519586725939546d5f2d16a73f40ce636200e46e7fd7c87843bf3d6043b2')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

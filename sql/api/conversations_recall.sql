@@ -427,7 +427,7 @@ END;
 $$;
 
 -- recall_index_plan: the statements that bring a project's per-user recall indexes up to date
--- (heavy users; docs/sql.md "Heavy users"), in the order to run them, after recording the plan in
+-- (heavy users; docs/recall-indexes.md), in the order to run them, after recording the plan in
 -- pymem.recall_indexes. A user with at least min_messages vectors from one embedder (of at most
 -- 2,000 dimensions, IVFFlat's limit) gets a partial IVFFlat index over them, with lists =
 -- round(sqrt(vectors)) (at most what this session's maintenance_work_mem lets the build sample); it is rebuilt (DROP, then CREATE) once the user has twice the vectors it

@@ -534,7 +534,7 @@ def test_project_wide_calls_on_the_cluster(pymem_cluster):
 
 
 def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
-    """Recall indexes (docs/sql.md "Heavy users") on Citus: recall_index_plan runs on the coordinator,
+    """Recall indexes (docs/recall-indexes.md) on Citus: recall_index_plan runs on the coordinator,
     its CREATE INDEX CONCURRENTLY puts the partial index on every shard, and the user's delegated
     recall reads it on the user's worker, with the ranking the exact scan gives."""
     from pgvector import Vector
