@@ -662,7 +662,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f146519586725939546d5f2d16a73f40ce636200e46e7fd7c87843bf3d6043b2')
+SELECT pymem.migration_api_applied('8d1f1af1cafc7f88574a1ae02913ae2f75dabd4ec93c84c2589ac4e994072dd6')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

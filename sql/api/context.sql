@@ -25,7 +25,7 @@ $$;
 -- facts ('' is refused: it would mean every agent). Each block of facts is the subject's newest
 -- max_facts; a subject with more, when the turn has a query, gets the max_facts that rank best for
 -- it instead (facts_search's fusion with lexical_weight; facts_search.sql, _facts_for_context). Recall
--- ranks as messages_recall does, by the query's vector (query, from embedder), its text
+-- ranks as messages_recall does, by the query's vector (query_vector, from embedder), its text
 -- (query_text) or both (hybrid); with neither it
 -- is skipped; lexical_weight, as_of, since, until and metadata are messages_recall's. A recalled
 -- message whose normalised content already appears in a fact or the summary is dropped when

@@ -410,3 +410,21 @@ def test_check_warns_when_the_owner_role_can_log_in_without_a_password(empty_dsn
         finally:
             c.execute(f"ALTER ROLE {owner} NOLOGIN PASSWORD NULL")
     assert migrations.hazards(empty_dsn) == []
+
+
+def test_the_unused_migration_numbers_are_the_ones_the_contributing_guide_names():
+    """A gap in the numbers is never filled in later (a database migrated past it would never run
+    it): the numbers missing below the highest are exactly those docs/contributing.md explains."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    numbers = sorted(int(p.name[:4]) for p in (root / "sql" / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql"))
+    missing = set(range(1, numbers[-1] + 1)) - set(numbers)
+    guide = (root / "docs" / "contributing.md").read_text(encoding="utf-8")
+    named = re.search(r"\(([^()]*)\)\s+were never used", guide)
+    assert named, "docs/contributing.md no longer lists the unused migration numbers"
+    listed = set()
+    for a, b in re.findall(r"`(\d{4})`(?: to `(\d{4})`)?", named.group(1)):
+        listed |= set(range(int(a), int(b or a) + 1))
+    assert missing == listed, (sorted(missing), sorted(listed))
