@@ -630,6 +630,7 @@ SELECT pymem.migration_types_path()
 \ir api/conversations.sql
 \ir api/conversations_embeddings.sql
 \ir api/conversations_recall.sql
+\ir api/conversations_recall_indexes.sql
 \ir api/conversations_summaries.sql
 \ir api/conversations_turns.sql
 \ir api/facts.sql
@@ -641,6 +642,7 @@ SELECT pymem.migration_types_path()
 \ir api/stores.sql
 \ir api/stores_history.sql
 \ir api/stores_items.sql
+\ir api/stores_protections.sql
 \ir api/tenant.sql
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
@@ -662,7 +664,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8d1f1af1cafc7f88574a1ae02913ae2f75dabd4ec93c84c2589ac4e994072dd6')
+SELECT pymem.migration_api_applied('2f1d7282988dc79f938e6c61f195a4849c57c96c3fd19ab7e7cbbc41ba82d821')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

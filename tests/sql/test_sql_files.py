@@ -404,3 +404,12 @@ def test_every_subject_of_a_scope_is_a_function_of_its_own():
             tables = re.findall(r"\b(?:FROM|UPDATE|INTO)\s+(pymem\.[a-z_]+)\b(?!\()", body, re.I)
             assert not tables, f"{f.name}: a '*' branch reads or writes {tables} itself:\n{body}"
     assert seen >= 5
+
+
+def test_no_api_file_outgrows_one_sub_capability():
+    """No file of sql/api over 600 lines (issue 31): a file that grows past it is split by
+    sub-capability (conversations_recall.sql and conversations_recall_indexes.sql, stores.sql and
+    stores_protections.sql), so a newcomer reads one concern per file."""
+    sizes = {f.name: len(f.read_text(encoding="utf-8").splitlines()) for f in _sql_files() if f.parent.name == "api"}
+    assert len(sizes) > 15
+    assert max(sizes.values()) <= 600, {n: s for n, s in sizes.items() if s > 600}

@@ -1,0 +1,125 @@
+-- conversations_recall_indexes.sql: per-user recall indexes for heavy users: recall_index_plan,
+-- the statements that create, rebuild or drop them (pymem.recall_indexes, migrations/
+-- 0029_recall_indexes.sql, records the plan), which _recall (conversations_recall.sql) then reads.
+-- Part of conversation memory (conversations.sql). Re-applied on every migrate; called by
+-- pymem/conversations.py (`pymem recall-indexes`) and by any SQL client (docs/recall-indexes.md).
+--
+-- Errors: 22023 invalid argument; 55P03 when the plan's lock is held too long.
+
+-- recall_index_plan: the statements that bring a project's per-user recall indexes up to date
+-- (heavy users; docs/recall-indexes.md), in the order to run them, after recording the plan in
+-- pymem.recall_indexes. A user with at least min_messages vectors from one embedder (of at most
+-- 2,000 dimensions, IVFFlat's limit) gets a partial IVFFlat index over them, with lists =
+-- round(sqrt(vectors)) (at most what this session's maintenance_work_mem lets the build sample); it is rebuilt (DROP, then CREATE) once the user has twice the vectors it
+-- was planned for, or when a build left it invalid or missing; a recorded user below min_messages
+-- loses it. Each statement is CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
+-- function and no transaction block can run and which only the owner of pymem's tables may run:
+-- `pymem recall-indexes` runs them, or psql:
+--   SELECT statement FROM pymem.recall_index_plan(project_id => 'acme') \gexec
+-- Until an index is built and valid, its user's recall takes the exact scan. Counting reads every
+-- vector of the project (the primary key). For administrators (not granted to the app role).
+-- Locking: one plan at a time per project, under a transaction-level advisory lock whose key any
+-- role could compute and hold; the wait for it is bounded by the caller's lock_timeout, or 60 s
+-- when that is 0 (none; the caller's setting is put back once the lock is held), and a plan that
+-- waited it out fails with 55P03 naming the sessions that hold the key.
+CREATE OR REPLACE FUNCTION pymem.recall_index_plan(project_id text DEFAULT '', min_messages integer DEFAULT 50000)
+RETURNS TABLE (user_id text, embedder text, vectors bigint, action text, statement text)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ext text;
+    v_type oid;
+    v_wait text := pg_catalog.current_setting('lock_timeout');
+    v_holders text;
+    r record;
+BEGIN
+    PERFORM pymem._tenant_enter(recall_index_plan.project_id);
+    IF recall_index_plan.min_messages IS NULL OR recall_index_plan.min_messages < 1 THEN
+        RAISE EXCEPTION 'pymem: min_messages must be a positive number of vectors (got %)',
+                        coalesce(recall_index_plan.min_messages::text, 'NULL')
+            USING ERRCODE = '22023', HINT = 'Pass min_messages => 50000 (the default) or another positive count.';
+    END IF;
+    SELECT pg_catalog.quote_ident(n.nspname::text) INTO v_ext
+      FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n ON n.oid = e.extnamespace
+     WHERE e.extname = 'vector';
+    SELECT a.atttypid INTO v_type FROM pg_catalog.pg_attribute AS a
+     WHERE a.attrelid = 'pymem.message_embeddings'::pg_catalog.regclass AND a.attname = 'embedding';
+    -- one plan at a time per project (two would record and build the same index twice)
+    IF v_wait = '0' THEN
+        PERFORM pg_catalog.set_config('lock_timeout', '60s', true);
+    END IF;
+    BEGIN
+        PERFORM pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('pymem.recall_index_plan'),
+                                                 pg_catalog.hashtext(recall_index_plan.project_id));
+    EXCEPTION WHEN lock_not_available THEN
+        SELECT pg_catalog.string_agg(pg_catalog.format('pid %s (role %s, application %L, %s)', a.pid,
+                   coalesce(a.usename::text, '?'), a.application_name, coalesce(a.state, '?')), ', ' ORDER BY a.pid)
+          INTO v_holders
+          FROM pg_catalog.pg_locks AS l JOIN pg_catalog.pg_stat_activity AS a ON a.pid = l.pid
+         WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+           AND l.classid = pg_catalog.hashtext('pymem.recall_index_plan')::oid
+           AND l.objid = pg_catalog.hashtext(recall_index_plan.project_id)::oid;
+        RAISE EXCEPTION 'pymem: waited % for the recall-index lock of project %, which another session holds',
+                        pg_catalog.current_setting('lock_timeout'), pg_catalog.quote_literal(recall_index_plan.project_id)
+            USING ERRCODE = '55P03',
+                  DETAIL = 'Held by ' || coalesce(v_holders, 'a session that has since let it go') || '.',
+                  HINT = 'Wait for that plan to finish, or end the session holding the lock (pg_terminate_backend).';
+    END;
+    PERFORM pg_catalog.set_config('lock_timeout', v_wait, true);
+    FOR r IN
+        WITH heavy AS (
+            SELECT e.user_id, e.embedder, pg_catalog.count(*) AS vectors
+              FROM pymem.message_embeddings AS e
+             WHERE e.project_id = recall_index_plan.project_id
+             GROUP BY e.user_id, e.embedder
+            HAVING pg_catalog.count(*) >= recall_index_plan.min_messages),
+        wanted AS (
+            SELECT h.user_id, h.embedder, h.vectors, d.dimension AS dims,
+                   -- IVFFlat's k-means samples 50 vectors per list and must fit maintenance_work_mem
+                   LEAST(GREATEST(pg_catalog.round(pg_catalog.sqrt(h.vectors)), 1), 32768,
+                         GREATEST(pg_catalog.pg_size_bytes(pg_catalog.current_setting('maintenance_work_mem')) * 0.8
+                                  / (50 * (8 + 4 * d.dimension)), 1))::integer AS lists,
+                   'message_embeddings_recall_' || pg_catalog.left(pg_catalog.md5(pg_catalog.format('%L %L %L',
+                       recall_index_plan.project_id, h.user_id, h.embedder)), 20) AS index_name
+              FROM heavy AS h
+              JOIN pymem.embedders AS d ON d.project_id = recall_index_plan.project_id AND d.name = h.embedder
+             WHERE d.dimension <= 2000)
+        SELECT coalesce(w.user_id, x.user_id) AS user_id, coalesce(w.embedder, x.embedder) AS embedder,
+               coalesce(w.vectors, 0) AS vectors, w.dims, w.lists, w.index_name, x.index_name AS old_name,
+               CASE WHEN w.user_id IS NULL THEN 'drop'
+                    WHEN x.user_id IS NULL THEN 'create'
+                    WHEN NOT coalesce((SELECT i.indisvalid FROM pg_catalog.pg_index AS i
+                                        WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(x.index_name))),
+                                      false)
+                         OR w.vectors >= 2 * x.vectors OR w.dims <> x.dims THEN 'rebuild'
+               END AS action
+          FROM wanted AS w
+          FULL JOIN (SELECT * FROM pymem.recall_indexes AS ri WHERE ri.project_id = recall_index_plan.project_id) AS x
+            ON x.user_id = w.user_id AND x.embedder = w.embedder
+         ORDER BY 1, 2
+    LOOP
+        CONTINUE WHEN r.action IS NULL;
+        IF r.action IN ('drop', 'rebuild') THEN
+            DELETE FROM pymem.recall_indexes AS ri
+             WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.embedder = r.embedder;
+            user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'drop';
+            statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.old_name);
+            RETURN NEXT;
+        END IF;
+        IF r.action IN ('create', 'rebuild') THEN
+            INSERT INTO pymem.recall_indexes (project_id, user_id, embedder, index_name, dims, lists, vectors)
+            VALUES (recall_index_plan.project_id, r.user_id, r.embedder, r.index_name, r.dims, r.lists, r.vectors);
+            user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'create';
+            statement := pg_catalog.format(
+                'CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON pymem.message_embeddings USING ivfflat '
+                '((embedding::%s) %s.vector_cosine_ops) WITH (lists = %s) '
+                'WHERE project_id = %L AND user_id = %L AND embedder = %L',
+                r.index_name, pg_catalog.format_type(v_type, r.dims), v_ext, r.lists,
+                recall_index_plan.project_id, r.user_id, r.embedder);
+            RETURN NEXT;
+        END IF;
+    END LOOP;
+END;
+$$;
