@@ -73,10 +73,37 @@ LEFT_BEHIND = """SELECT 'facts', count(*) FROM pymem.facts UNION ALL SELECT 'thr
                  UNION ALL SELECT 'stores', count(*) FROM pymem.stores"""
 
 
-# the sections whose ```python blocks run: the README's, and the docs pages' (docs/python.md, docs/learning.md,
-# docs/tracing.md, docs/recall-indexes.md, docs/backups.md; docs/sql.md's "SQL API" holds Python blocks too)
-@pytest.mark.parametrize("title", ["An agent loop in Python", "SQL API", "Python API", "Learning", "Tracing",
-                                   "Recall indexes", "Backups and restores"])
+# the sections whose ```python blocks run here: the README's, and the docs pages' (docs/python.md, docs/learning.md,
+# docs/tracing.md, docs/recall-indexes.md, docs/backups.md, docs/cli-and-configuration.md; docs/sql.md's
+# "SQL API" holds Python blocks too)
+PYTHON_SECTIONS = ["An agent loop in Python", "SQL API", "Python API", "Learning", "Tracing", "Recall indexes",
+                   "Backups and restores", "Configuration"]
+# the sections whose ```sql blocks run here (test_sql_api_examples_run_in_psql and the two below it)
+SQL_SECTIONS = ["SQL API", "The same in SQL", "Recall indexes", "Backups and restores"]
+# the sections whose blocks other tests run, where they need what those tests set up
+ELSEWHERE = {("python", "Integrations"): "tests/integrations/test_integrations_langgraph.py (the frameworks)",
+             ("sql", "Requirements and compatibility"): "tests/sql/test_managed_install.py (roles to drop)",
+             ("sql", "Scaling out: pymem on a Citus cluster"): "tests/sql/test_citus.py (the cluster)"}
+
+
+def test_every_example_of_the_readme_and_the_docs_runs_somewhere():
+    """Each ```python and ```sql block of README.md and docs/*.md belongs to a section some test
+    runs: an example added to any other section fails here until a test runs it."""
+    from conftest import doc_pages
+
+    run = {("python", b) for t in PYTHON_SECTIONS for b in blocks("python", t)}
+    run |= {("sql", b) for t in SQL_SECTIONS for b in blocks("sql", t)}
+    run |= {(lang, b) for (lang, t) in ELSEWHERE for b in blocks(lang, t)}
+    found = 0
+    for page in doc_pages():
+        for lang in ("python", "sql"):
+            for b in re.findall(rf"```{lang}\n(.*?)```", page.read_text(encoding="utf-8"), re.DOTALL):
+                found += 1
+                assert (lang, b) in run, f"{page.name}: a ```{lang} block no test runs:\n{b}"
+    assert found > 40, found
+
+
+@pytest.mark.parametrize("title", PYTHON_SECTIONS)
 def test_python_examples_run_in_their_own_project_and_clean_up(dsn, monkeypatch, title):
     monkeypatch.setenv("PYMEM_DSN", dsn)
     code = blocks("python", title)
@@ -87,7 +114,8 @@ def test_python_examples_run_in_their_own_project_and_clean_up(dsn, monkeypatch,
         mem = namespace.get("mem")
         if mem is not None:
             mem.close()
-        assert 'project_id="readme"' in block, f"an example that does not use project 'readme':\n{block}"
+        if re.search(r"Memory\(|MemoryStore|pymem\.(context|record)\(", block):  # writes memory
+            assert 'project_id="readme"' in block, f"an example that does not use project 'readme':\n{block}"
         # a user is user= in every example; id= names a subject of any tier ('*': all of them)
         assert not re.search(r'tier="user", id=|\bid="(?!\*)', block), f"a user named with id=:\n{block}"
         with psycopg.connect(dsn) as c:

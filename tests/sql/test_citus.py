@@ -307,6 +307,35 @@ def test_undelegated_reads_raise_rather_than_answer_nothing(pymem_cluster):
                 c.execute("SELECT pymem.context_read(%s, NULL, 'p1') -> 'user_facts'", (u,))
 
 
+def test_the_scaling_out_pages_transaction_example_runs_on_the_cluster(pymem_cluster):
+    """docs/scaling-out.md's SQL block (a project-wide call inside a transaction) on the cluster,
+    as the app role: it answers with the project's users, where the same call in autocommit
+    raises 0A000."""
+    from conftest import blocks
+
+    (block,) = blocks("sql", "Scaling out: pymem on a Citus cluster")
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            c.execute("SELECT pymem.fact_add('user', %s, 'likes tea', 'acme')", (u,))
+            c.execute("SELECT pymem.message_add(user_id => %s, content => 'hello there', role => 'user', project_id => 'acme')", (u,))
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="without its tenant"):
+            c.execute("SELECT * FROM pymem.browse_users(project_id => 'acme')").fetchall()
+        statements = [x.strip() for x in block.split(";") if x.strip()]
+        assert statements[0] == "BEGIN" and statements[-1] == "COMMIT"
+        rows = []
+        for statement in statements:
+            cur = c.execute(statement)
+            if cur.description:
+                rows = cur.fetchall()
+        assert {r[0] for r in rows} >= set(users), rows
+        for u in users:
+            c.execute("SELECT pymem.facts_forget('user', %s, 'acme')", (u,))
+            c.execute("SELECT pymem.conversation_forget(%s, '*', 'acme')", (u,))
+
+
 def _agent_and_users(c: psycopg.Connection) -> tuple[str, str, str]:
     """The agent 'bot', a user on its worker and a user on the other one."""
     users = _users_on_both_workers(c)
