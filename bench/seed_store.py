@@ -70,8 +70,9 @@ DB = "pymem_seed_bench"
 TABLES = ("pymem.facts", "pymem.fact_embeddings", "pymem.fact_lexemes", "public.learned_memory")
 
 NEWEST_PLAIN = ("SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, "
-                "f.metadata, f.created_at, f.superseded_by, f.superseded_at FROM pymem.facts AS f "
+                "f.metadata, f.created_at, f.superseded_by, f.superseded_at, f.expires_at FROM pymem.facts AS f "
                 "WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = %s AND f.superseded_by IS NULL "
+                "AND (f.expires_at IS NULL OR f.expires_at > now()) "
                 "ORDER BY f.created_at DESC, f.id DESC LIMIT 50")
 READD_PLAIN = ("SELECT f.id FROM pymem.facts AS f WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = %s "
                "AND f.content_key = pymem.fact_key(%s) AND f.superseded_by IS NULL")

@@ -224,12 +224,14 @@ def fact_add(
     embedding: Any,
     embedder: str | None,
     created_at: datetime | None,
+    expires_at: datetime | None,
+    ttl: timedelta | None,
 ) -> Query:
     """Add a fact (idempotent); returns its id and whether it was created. Vectors go in binary (the
     b placeholders here and in every query that sends one): a 384-d vector costs the server ~7 us to
     read instead of ~31 as text, and the client no float formatting (15 ms instead of 160 per
     1,000)."""
-    return Query("fact_add", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "max_learned": max_learned, "embedding": embedding, "embedder": embedder, "created_at": created_at})
+    return Query("fact_add", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "max_learned": max_learned, "embedding": embedding, "embedder": embedder, "created_at": created_at, "expires_at": expires_at, "ttl": ttl})
 
 
 def fact_lookup(
@@ -263,10 +265,12 @@ def facts_add_many(
     embeddings: Any,
     embedder: Any,
     created_ats: Any,
+    expires_at: datetime | None,
+    ttl: timedelta | None,
 ) -> Query:
     """Add many facts of one scope in one call (bulk, all or nothing); one row per element, in
     order."""
-    return Query("facts_add_many", {"scope": scope, "scope_ids": scope_ids, "contents": contents, "project_id": project_id, "confidences": confidences, "sources": sources, "metadata": metadata, "embeddings": embeddings, "embedder": embedder, "created_ats": created_ats})
+    return Query("facts_add_many", {"scope": scope, "scope_ids": scope_ids, "contents": contents, "project_id": project_id, "confidences": confidences, "sources": sources, "metadata": metadata, "embeddings": embeddings, "embedder": embedder, "created_ats": created_ats, "expires_at": expires_at, "ttl": ttl})
 
 
 def facts_newest(
@@ -322,10 +326,12 @@ def fact_supersede(
     embedding: Any,
     embedder: str | None,
     created_at: datetime | None,
+    expires_at: datetime | None,
+    ttl: timedelta | None,
 ) -> Query:
     """Retire an active fact (by id or old content) in favour of new content; returns the fact now
     active and whether it was created (false: merged into an active fact with that content)."""
-    return Query("fact_supersede", {"scope": scope, "scope_id": scope_id, "new_content": new_content, "id": id, "old_content": old_content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "embedding": embedding, "embedder": embedder, "created_at": created_at})
+    return Query("fact_supersede", {"scope": scope, "scope_id": scope_id, "new_content": new_content, "id": id, "old_content": old_content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "embedding": embedding, "embedder": embedder, "created_at": created_at, "expires_at": expires_at, "ttl": ttl})
 
 
 def fact_forget(
@@ -551,6 +557,12 @@ def messages_recall(
     """A user's past messages ranked for a query (vector, text or both; those scoring at least
     min_score)."""
     return Query("messages_recall", {"user_id": user_id, "query_vector": query_vector, "embedder": embedder, "project_id": project_id, "thread_id": thread_id, "k": k, "min_content_chars": min_content_chars, "window_size": window_size, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata})
+
+
+def purge(*, project_id: str | None, max_rows: int | None) -> Query:
+    """Delete up to max_rows expired facts of the project (a bounded batch); one row per kind with
+    its count."""
+    return Query("purge", {"project_id": project_id, "max_rows": max_rows})
 
 
 def recall_index_plan(*, project_id: str | None, min_messages: int | None) -> Query:

@@ -1,4 +1,4 @@
-"""The ``pymem`` command: migrate, server status/stop, version, export/import, recall-indexes, demo, serve.
+"""The ``pymem`` command: migrate, server status/stop, version, export/import, purge, recall-indexes, demo, serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -16,6 +16,7 @@ from typing import TextIO
 from . import __version__, demo, migrations, server, web
 from .connection import describe_target, resolve_conninfo
 from .conversations import recall_indexes
+from .lifecycle import purge
 from .database import Database
 from .errors import Error, ValidationError
 from .portability import export_user, import_user
@@ -154,6 +155,15 @@ def cmd_recall_indexes(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_purge(args: argparse.Namespace) -> int:
+    settings = _settings("purging")
+    project = settings.project_id if args.project is None else args.project
+    with Database(settings) as db:
+        done = purge(db, project, max_rows=args.max_rows, until_done=not args.once)
+    print(json.dumps(done))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     return demo.run(_settings())
 
@@ -204,6 +214,12 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--project", action="append", default=[], metavar="NAME",
                    help="a project to list on the first page (repeatable; default PYMEM_PROJECT_ID or '')")
     w.set_defaults(func=cmd_serve)
+    g = sub.add_parser("purge", help="delete what has expired (facts past their expires_at), in short batches")
+    g.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    g.add_argument("--max-rows", type=int, default=1000, metavar="N",
+                   help="rows per batch, each its own short transaction (0..10000, default 1000)")
+    g.add_argument("--once", action="store_true", help="one batch only (default: batches until one is not full)")
+    g.set_defaults(func=cmd_purge)
     r = sub.add_parser("recall-indexes", help="build or drop the per-user recall indexes of heavy users")
     r.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     r.add_argument("--min-messages", type=int, default=50000, metavar="N",

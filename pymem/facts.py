@@ -23,7 +23,7 @@ from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Embed, Operation, Query
 from .types import Fact, FactId
-from .values import number, text, timestamp
+from .values import expiry, number, text, timestamp
 from . import calls
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
@@ -125,24 +125,30 @@ class _Facts:
 
     # -- operations -----------------------------------------------------------------------
     def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None,
-                 created_at=None) -> Operation[FactId]:
+                 created_at=None, ttl=None, expires_at=None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "content": text(content, "content")}
         params |= self._values(confidence, source, trace_id, metadata)
         params["created_at"] = timestamp(created_at)
         params["max_learned"] = self.options.max_learned_facts
+        expiring = expiry(ttl, expires_at)
         embedder = self.options.embedder
         if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
             # a fact that is there with its vector already is one read, and no call of the embedder
-            # (a model's call costs more than the read; a cheap embedder's does not)
+            # (a model's call costs more than the read; a cheap embedder's does not); with an
+            # expiry to give it, fact_add still runs (without a vector)
             rows = yield calls.fact_lookup(**params, embedder=embedder.name)
             if rows and rows[0]["embedded"]:
-                return FactId(rows[0]["id"], False)
+                if expiring["ttl"] is None and expiring["expires_at"] is None:
+                    return FactId(rows[0]["id"], False)
+                rows = yield calls.fact_add(**params, **expiring, embedding=None, embedder=None)
+                return FactId(rows[0]["id"], rows[0]["created"])
+        params |= expiring
         params |= yield from self._vector(content, embedding)
         rows = yield calls.fact_add(**params)
         return FactId(rows[0]["id"], rows[0]["created"])
 
     def _persist_many(self, contents, tier, id, confidence, source, metadata, embeddings=None,
-                      created_at=None) -> Operation[list[FactId]]:
+                      created_at=None, ttl=None, expires_at=None) -> Operation[list[FactId]]:
         if isinstance(contents, str) or not isinstance(contents, (list, tuple)):
             raise ValidationError("contents must be a list of strings (persist() takes one)")
         items = [text(c, "contents[%d]" % i) for i, c in enumerate(contents)]
@@ -155,7 +161,7 @@ class _Facts:
                   "scope_ids": [subject["scope_id"]] * n, "contents": items,
                   "confidences": [values["confidence"]] * n, "sources": [values["source"]] * n,
                   "metadata": [values["metadata"]] * n, "created_ats": [timestamp(created_at)] * n,
-                  "embeddings": None, "embedder": None}
+                  "embeddings": None, "embedder": None, **expiry(ttl, expires_at)}
         if self.options.embedder is None:
             if embeddings is not None:
                 raise ValidationError("embeddings= needs the Memory's embedder (Memory(embedder=...)): it checks them")
@@ -208,8 +214,9 @@ class _Facts:
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
     def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
-                embedding=None, created_at=None) -> Operation[FactId]:
+                embedding=None, created_at=None, ttl=None, expires_at=None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}
+        params |= expiry(ttl, expires_at)
         params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
         params |= self._values(confidence, source, trace_id, metadata)
         params["created_at"] = timestamp(created_at)

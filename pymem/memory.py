@@ -24,7 +24,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeAlias, TypeVar
 
 from . import tracing
@@ -158,26 +158,32 @@ class Memory(MemoryBase):
     def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                 id: str | None = None, confidence: float = 1.0, source: str = "manual", trace_id: str | None = None,
                 metadata: Mapping[str, Any] | None = None, embedding: VectorLike | None = None,
-                created_at: datetime | None = None) -> FactId:
+                created_at: datetime | None = None, ttl: float | timedelta | None = None,
+                expires_at: datetime | None = None) -> FactId:
         """Store a fact (idempotent: the same content returns the same id). Returns its id, a
         :class:`FactId` whose ``created`` is False when the fact was already there.
         ``embedding``: the content's vector, computed by the caller with the Memory's embedder
         (it is checked, and the embedder is not called). ``created_at``: when the fact was
         learned, to import facts with their real times (timezone-aware, not in the future;
-        default now)."""
+        default now). ``ttl`` (seconds, or a timedelta) or ``expires_at`` (timezone-aware): the
+        fact expires then, and is invisible to every read from that moment (docs/sql.md "Expiry
+        and purge"); the same fact persisted again with a ttl gets the new expiry, without one
+        it keeps its own."""
         return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                       trace_id, metadata, embedding, created_at))
+                                       trace_id, metadata, embedding, created_at, ttl, expires_at))
 
     def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
                      ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
                      metadata: Mapping[str, Any] | None = None, embeddings: Sequence[VectorLike] | None = None,
-                     created_at: datetime | None = None) -> list[FactId]:
+                     created_at: datetime | None = None, ttl: float | timedelta | None = None,
+                     expires_at: datetime | None = None) -> list[FactId]:
         """Store many facts of one subject in one call (bulk ingest: one round trip, one batch of
         embeddings). Each is stored as persist() would store it, all or nothing: an invalid one
         refuses the whole call and nothing is written. Returns their ids in order (a repeat, or a
-        fact already there, has ``created`` False). Learned facts go through persist()."""
+        fact already there, has ``created`` False). Learned facts go through persist().
+        ``ttl`` / ``expires_at``: the expiry of every one of them, as in persist()."""
         return self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                            metadata, embeddings, created_at))
+                                            metadata, embeddings, created_at, ttl, expires_at))
 
     def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                  ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
@@ -191,7 +197,8 @@ class Memory(MemoryBase):
     def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
                source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-               embedding: VectorLike | None = None, created_at: datetime | None = None) -> FactId:
+               embedding: VectorLike | None = None, created_at: datetime | None = None,
+               ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> FactId:
         """Retire the active fact named by ``old`` content or ``fact_id`` in favour of ``new``.
 
         Returns the id of the fact now active (a :class:`FactId`, an ``int``): a new fact, or,
@@ -199,9 +206,10 @@ class Memory(MemoryBase):
         the old fact is merged into it, which stays as it was). Raises ConflictError (PM201)
         when the old fact was already superseded, ValidationError when ``new`` equals it.
         ``embedding``: ``new``'s vector from the Memory's embedder (the embedder is not called).
-        ``created_at``: when ``new`` was learned (not before the old fact; default now)."""
+        ``created_at``: when ``new`` was learned (not before the old fact; default now).
+        ``ttl`` / ``expires_at``: the new version's expiry (default: the old version's)."""
         return self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                      source, trace_id, metadata, embedding, created_at))
+                                      source, trace_id, metadata, embedding, created_at, ttl, expires_at))
 
     def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                fact_id: int | None = None, content: str | None = None) -> int:
@@ -368,16 +376,18 @@ class AsyncMemory(MemoryBase):
     async def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                       id: str | None = None, confidence: float = 1.0, source: str = "manual",
                       trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-                      embedding: VectorLike | None = None, created_at: datetime | None = None) -> FactId:
+                      embedding: VectorLike | None = None, created_at: datetime | None = None,
+                      ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> FactId:
         return await self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                             trace_id, metadata, embedding, created_at))
+                                             trace_id, metadata, embedding, created_at, ttl, expires_at))
 
     async def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
                            ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
                            metadata: Mapping[str, Any] | None = None, embeddings: Sequence[VectorLike] | None = None,
-                           created_at: datetime | None = None) -> list[FactId]:
+                           created_at: datetime | None = None, ttl: float | timedelta | None = None,
+                           expires_at: datetime | None = None) -> list[FactId]:
         return await self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                                  source, metadata, embeddings, created_at))
+                                                  source, metadata, embeddings, created_at, ttl, expires_at))
 
     async def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                        ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
@@ -388,9 +398,11 @@ class AsyncMemory(MemoryBase):
     async def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                      user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
                      source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
-                     embedding: VectorLike | None = None, created_at: datetime | None = None) -> FactId:
+                     embedding: VectorLike | None = None, created_at: datetime | None = None,
+                     ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> FactId:
         return await self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx),
-                                            confidence, source, trace_id, metadata, embedding, created_at))
+                                            confidence, source, trace_id, metadata, embedding, created_at, ttl,
+                                            expires_at))
 
     async def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                      fact_id: int | None = None, content: str | None = None) -> int:

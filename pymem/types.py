@@ -22,9 +22,10 @@ Extractor = Callable[[str], list[str]]
 
 @dataclass(frozen=True)
 class Fact:
-    """One row of ``pymem.facts`` (``similarity`` and ``score`` are set by ranked retrieval:
-    cosine similarity, and the fused lexical + vector score it was ranked by; ``depth``, the
-    supersede steps from this version to the newest one of its history, by ``history(fact_id=)``)."""
+    """One row of ``pymem.facts`` (``expires_at``: when it stops being visible, None: never;
+    ``similarity`` and ``score`` are set by ranked retrieval: cosine similarity, and the fused
+    lexical + vector score it was ranked by; ``depth``, the supersede steps from this version to
+    the newest one of its history, by ``history(fact_id=)``)."""
 
     id: int
     content: str
@@ -38,6 +39,7 @@ class Fact:
     created_at: datetime | None = None
     superseded_by: int | None = None
     superseded_at: datetime | None = None
+    expires_at: datetime | None = None
     similarity: float | None = None
     score: float | None = None
     depth: int | None = None

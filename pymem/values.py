@@ -4,7 +4,8 @@ clear error instead of a driver error). Every rule about what is valid lives in 
 
 from __future__ import annotations
 
-from datetime import datetime
+import math
+from datetime import datetime, timedelta
 from typing import Any, Literal, overload
 
 from .errors import ValidationError
@@ -45,3 +46,23 @@ def timestamp(value: Any, what: str = "created_at") -> datetime | None:
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError(f"{what} must be timezone-aware, e.g. datetime(..., tzinfo=timezone.utc)")
     return value
+
+
+def expiry(ttl: Any, expires_at: Any) -> dict[str, Any]:
+    """The expiry a write asks for, as the SQL takes it (``ttl`` an interval, ``expires_at`` a
+    time): ``ttl`` in seconds (a number) or a timedelta, or ``expires_at`` (timezone-aware), not
+    both; neither: no expiry. The SQL checks the rest (positive, within 100 years, in the future)."""
+    if ttl is not None and expires_at is not None:
+        raise ValidationError("pass ttl or expires_at, not both")
+    if ttl is not None and not isinstance(ttl, timedelta):
+        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+            raise ValidationError(f"ttl must be a number of seconds or a timedelta, not {type(ttl).__name__}")
+        if not math.isfinite(ttl) or ttl <= 0:
+            raise ValidationError(f"ttl must be a positive number of seconds (got {ttl!r})")
+        try:
+            ttl = timedelta(seconds=ttl)
+        except OverflowError as exc:
+            raise ValidationError("ttl must be at most 100 years") from exc
+    if isinstance(ttl, timedelta) and ttl <= timedelta(0):
+        raise ValidationError(f"ttl must be positive (got {ttl})")
+    return {"ttl": ttl, "expires_at": timestamp(expires_at, "expires_at")}

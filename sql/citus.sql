@@ -271,7 +271,8 @@ $$;
 -- the same transaction: the same checks, results and all-or-nothing, at a single add's speed.
 CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
     p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
-    p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], OUT ids bigint[], OUT created boolean[])
+    p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], p_expires_at timestamptz,
+    OUT ids bigint[], OUT created boolean[])
 LANGUAGE sql VOLATILE SECURITY INVOKER  -- as its twin, whatever this body does (tests/sql/test_citus_overrides.py)
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$

@@ -612,6 +612,29 @@ COMMIT;
 \echo pymem: applied 0036_recall_spec
 \endif
 
+-- 0037_fact_expiry
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0037_fact_expiry', '1544c48ec1214a1b27efde755945a5bdae127318c3683c8be36188b85fecd8e2') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0037_fact_expiry.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0037_fact_expiry', '1544c48ec1214a1b27efde755945a5bdae127318c3683c8be36188b85fecd8e2', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0037_fact_expiry
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -637,6 +660,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts_bulk.sql
 \ir api/facts_search.sql
 \ir api/facts_versions.sql
+\ir api/lifecycle.sql
 \ir api/meta.sql
 \ir api/portability.sql
 \ir api/stores.sql
@@ -664,7 +688,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2f1d7282988dc79f938e6c61f195a4849c57c96c3fd19ab7e7cbbc41ba82d821')
+SELECT pymem.migration_api_applied('8208be3850402c9d836474cdf57684bd7f18b8479908ad0e701460a6890a3812')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

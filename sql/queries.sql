@@ -167,7 +167,7 @@ SELECT a.id, a.created FROM pymem.fact_add(
     scope => %(scope)s, scope_id => %(scope_id)s, content => %(content)s, project_id => %(project_id)s,
     confidence => %(confidence)s::float8, source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
     max_learned => %(max_learned)s::integer, embedding => %(embedding)b, embedder => %(embedder)s,
-    created_at => %(created_at)s::timestamptz) AS a;
+    created_at => %(created_at)s::timestamptz, expires_at => %(expires_at)s::timestamptz, ttl => %(ttl)s::interval) AS a;
 
 -- name: fact_lookup
 -- The active fact with this content, if any, and whether it has a vector from the embedder (fact_add's checks, no write).
@@ -182,20 +182,21 @@ SELECT a.ord, a.id, a.created FROM pymem.facts_add_many(
     scope => %(scope)s, scope_ids => %(scope_ids)s::text[], contents => %(contents)s::text[],
     project_id => %(project_id)s, confidences => %(confidences)s::float8[], sources => %(sources)s::text[],
     metadata => %(metadata)s::jsonb[], embeddings => %(embeddings)b, embedder => %(embedder)s,
-    created_ats => %(created_ats)s::timestamptz[]) AS a
+    created_ats => %(created_ats)s::timestamptz[], expires_at => %(expires_at)s::timestamptz,
+    ttl => %(ttl)s::interval) AS a
  ORDER BY a.ord;
 
 -- name: facts_newest
 -- A subject's active facts, newest first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at
 FROM pymem.facts_newest(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
                         max_facts => %(max_facts)s::integer) AS f;
 
 -- name: fact_history
 -- A subject's facts including superseded versions, newest first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at
 FROM pymem.fact_history(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
                         max_facts => %(max_facts)s::integer) AS f;
 
@@ -208,7 +209,7 @@ FROM pymem.fact_chain(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s
 -- name: fact_get
 -- One fact of a project by id, active or superseded (no row when there is none).
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at
 FROM pymem.fact_get(id => %(id)s::bigint, project_id => %(project_id)s) AS f;
 
 -- name: fact_supersede
@@ -218,7 +219,8 @@ SELECT s.id, s.created FROM pymem.fact_supersede(
     scope => %(scope)s, scope_id => %(scope_id)s, new_content => %(new_content)s, id => %(id)s::bigint,
     old_content => %(old_content)s, project_id => %(project_id)s, confidence => %(confidence)s::float8,
     source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
-    embedding => %(embedding)b, embedder => %(embedder)s, created_at => %(created_at)s::timestamptz) AS s;
+    embedding => %(embedding)b, embedder => %(embedder)s, created_at => %(created_at)s::timestamptz,
+    expires_at => %(expires_at)s::timestamptz, ttl => %(ttl)s::interval) AS s;
 
 -- name: fact_forget
 -- Delete one fact (by id or content) and the versions it superseded; returns the count.
@@ -330,6 +332,10 @@ FROM pymem.messages_recall(
     min_score => %(min_score)s::float8, query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8,
     as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
     metadata => %(metadata)s::jsonb) AS r;
+
+-- name: purge
+-- Delete up to max_rows expired facts of the project (a bounded batch); one row per kind with its count.
+SELECT p.kind, p.purged FROM pymem.purge(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS p;
 
 -- name: recall_index_plan
 -- The CREATE/DROP INDEX CONCURRENTLY statements that bring a project's per-user recall indexes up to date.

@@ -64,6 +64,54 @@ AS $$
                                   1000::pg_catalog.float8))
 $$;
 
+-- _fact_live(expires_at): the one definition of "not expired" (an expiry NULL never comes):
+-- pymem.active_facts calls it, and every read of history (migrations/0037_fact_expiry.sql). No
+-- SET clause, so that it inlines; as of the transaction's start (now()), like every read of it.
+CREATE OR REPLACE FUNCTION pymem._fact_live(expires_at timestamptz)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) pg_catalog.now() $$;
+
+-- _expiry(expires_at, ttl): the expiry a write asks for: expires_at, or now() + ttl, or NULL
+-- (never) when both are NULL. Refused (22023): both given, a ttl that is not positive, an
+-- expires_at that is not in the future, either beyond 100 years (NULL means never).
+CREATE OR REPLACE FUNCTION pymem._expiry(expires_at timestamptz, ttl interval)
+RETURNS timestamptz
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_at timestamptz;
+BEGIN
+    IF expires_at IS NOT NULL AND ttl IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: pass expires_at or ttl, not both' USING ERRCODE = '22023';
+    END IF;
+    IF ttl IS NOT NULL THEN
+        IF NOT ttl > interval '0' THEN
+            RAISE EXCEPTION 'pymem: ttl must be a positive interval (got %)', ttl
+                USING ERRCODE = '22023', HINT = 'Pass NULL for a fact that never expires.';
+        END IF;
+        IF ttl > interval '100 years' THEN
+            RAISE EXCEPTION 'pymem: ttl must be at most 100 years (got %)', ttl
+                USING ERRCODE = '22023', HINT = 'Pass NULL for a fact that never expires.';
+        END IF;
+        RETURN pg_catalog.now() + ttl;
+    END IF;
+    IF expires_at IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF NOT pg_catalog.isfinite(expires_at) OR expires_at > pg_catalog.now() + interval '100 years' THEN
+        RAISE EXCEPTION 'pymem: expires_at must be a finite time within 100 years (got %)', expires_at
+            USING ERRCODE = '22023', HINT = 'Pass NULL for a fact that never expires.';
+    END IF;
+    IF expires_at <= pg_catalog.now() THEN
+        RAISE EXCEPTION 'pymem: expires_at % is not in the future (now is %)', expires_at, pg_catalog.now()
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN expires_at;
+END;
+$$;
+
 -- _tenant_allowed_bound(project_id): tenant_allowed once some role is bound (see below): a
 -- superuser, a role bound to nothing, or a role bound to this project may serve it. Runs as
 -- tenant_allowed's owner (its only caller). to_regrole: NULL (no error) for a dropped role, and

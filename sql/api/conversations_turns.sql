@@ -135,6 +135,7 @@ DECLARE
     v_succ pymem.fact_successor;
     v_i integer;
     v_turn jsonb := _turn_learn.turn;
+    v_expired bigint[];          -- expired facts found holding a key
 BEGIN
     -- learned facts: the checks of fact_add, one fact at a time (an invalid one is skipped) ...
     FOREACH v_fact IN ARRAY coalesce(_turn_learn.learned, '{}') LOOP
@@ -195,16 +196,20 @@ BEGIN
             EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
             -- each key looked up on its own (facts_subject_content_key, 0026): as one `= ANY`, or
             -- as a plain join, the generic plan read all of the subject's active facts
-            SELECT v_got_keys || coalesce(pg_catalog.array_agg(f.content_key), '{}'),
-                   v_got_ids || coalesce(pg_catalog.array_agg(f.id), '{}')
-              INTO v_got_keys, v_got_ids
+            SELECT v_got_keys || coalesce(pg_catalog.array_agg(f.content_key) FILTER (WHERE f.live), '{}'),
+                   v_got_ids || coalesce(pg_catalog.array_agg(f.id) FILTER (WHERE f.live), '{}'),
+                   pg_catalog.array_agg(f.id) FILTER (WHERE NOT f.live)
+              INTO v_got_keys, v_got_ids, v_expired
               FROM (SELECT DISTINCT u.k FROM pg_catalog.unnest(v_keys) AS u(k) WHERE u.k <> ALL (v_got_keys)) AS k
              CROSS JOIN LATERAL (
-                   SELECT f.content_key, f.id FROM pymem.facts AS f
+                   SELECT f.content_key, f.id, pymem._fact_live(f.expires_at) AS live FROM pymem.facts AS f
                     WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' COLLATE "C"
                       AND f.scope_id = _turn_learn.user_id AND f.content_key = k.k AND f.superseded_by IS NULL
                     LIMIT 1) AS f;  -- one active fact per key; the LIMIT keeps the lookup per key
             EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
+            -- an expired fact holding a key goes (with its history), and the loop inserts the key again
+            PERFORM pymem._fact_expired_free(_turn_learn.project_id, 'user', _turn_learn.user_id, e.id)
+               FROM pg_catalog.unnest(v_expired) AS e(id);
         END LOOP;
         v_ids := ARRAY(SELECT g.id FROM pg_catalog.unnest(v_keys) WITH ORDINALITY AS u(k, n)
                          JOIN ROWS FROM (pg_catalog.unnest(v_got_keys), pg_catalog.unnest(v_got_ids)) AS g(k, id)
@@ -216,13 +221,13 @@ BEGIN
             -- it, read from facts_subject_learned_newest; it and everything older goes)
             SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
              WHERE o.project_id = _turn_learn.project_id AND o.scope = 'user' AND o.scope_id = _turn_learn.user_id
-               AND o.superseded_by IS NULL AND o.source = 'learned'
+               AND o.superseded_by IS NULL AND o.source = 'learned' AND pymem._fact_live(o.expires_at)
              ORDER BY o.created_at DESC, o.id DESC
             OFFSET _turn_learn.max_learned LIMIT 1;
             IF FOUND THEN
                 DELETE FROM pymem.facts AS f
                  WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' AND f.scope_id = _turn_learn.user_id
-                   AND f.superseded_by IS NULL AND f.source = 'learned'
+                   AND f.superseded_by IS NULL AND f.source = 'learned' AND pymem._fact_live(f.expires_at)
                    AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
             END IF;
         END IF;

@@ -274,12 +274,35 @@ BEGIN
 END;
 $$;
 
+-- _fact_expired_free: deletes fact p_id if it has expired, with its history, vectors and
+-- lexemes (their foreign keys cascade), and says whether it did: a write that needs the content
+-- key an expired fact still holds (the unique index facts_subject_content_key sees every
+-- version not superseded) frees it this way. The expiry is tested again in the DELETE: a fact
+-- whose expiry a concurrent re-add just moved on is kept.
+CREATE OR REPLACE FUNCTION pymem._fact_expired_free(p_project_id text, p_scope text, p_scope_id text, p_id bigint)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    DELETE FROM pymem.facts AS f
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = p_id
+       AND NOT pymem._fact_live(f.expires_at);
+    RETURN FOUND;
+END;
+$$;
+
 -- fact_add: adds a fact, or returns the active fact of the subject with the same content.
 --   SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Prefers email');
 -- created is false when the fact already existed. A learned fact (source 'learned') trims the
 -- subject's active learned facts to the newest max_learned (NULL: no cap) in this transaction;
 -- manual and trace facts are never touched by the cap. embedding/embedder, when given, are
--- stored with the fact (or added to an existing one that lacks them).
+-- stored with the fact (or added to an existing one that lacks them). expires_at, or ttl (an
+-- interval from now), makes the fact expire (pymem._expiry checks them; NULL: never): once
+-- expired it is invisible to every read and the same content can be added again (the expired
+-- fact, with its history, is deleted by that add; pymem.purge deletes the others). A re-add
+-- that passes an expiry gives it to the fact (a sliding TTL); one that passes none keeps it.
+--   SELECT * FROM pymem.fact_add('user', 'alice', 'Is in Lisbon this week', ttl => '7 days');
 CREATE OR REPLACE FUNCTION pymem.fact_add(
     scope text,
     scope_id text,
@@ -292,7 +315,9 @@ CREATE OR REPLACE FUNCTION pymem.fact_add(
     max_learned integer DEFAULT 200,
     embedding vector DEFAULT NULL,
     embedder text DEFAULT NULL,
-    created_at timestamptz DEFAULT NULL)
+    created_at timestamptz DEFAULT NULL,
+    expires_at timestamptz DEFAULT NULL,
+    ttl interval DEFAULT NULL)
 RETURNS TABLE (id bigint, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -308,11 +333,16 @@ DECLARE
     v_cut_at timestamptz;
     v_cut_id bigint;
     v_have integer;  -- the dimension of the fact's vector from embedder, if it has one
+    v_expires timestamptz;  -- the expiry asked for (NULL: none)
+    v_was timestamptz;  -- the existing fact's expiry
 BEGIN
     v_content := pymem._fact_add_checks(fact_add.scope, fact_add.scope_id, fact_add.content, fact_add.project_id,
                                         fact_add.confidence, fact_add.source, fact_add.trace_id, fact_add.metadata,
                                         fact_add.max_learned, fact_add.created_at);
     v_key := pymem.fact_key(v_content);
+    IF fact_add.expires_at IS NOT NULL OR fact_add.ttl IS NOT NULL THEN
+        v_expires := pymem._expiry(fact_add.expires_at, fact_add.ttl);
+    END IF;
     IF fact_add.embedding IS NOT NULL AND NOT (fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL) THEN
         -- the checks of _embedding_register that need no read, as one expression (it raises
         -- the precise error)
@@ -326,14 +356,15 @@ BEGIN
         -- against the registry, whose rows are never changed or deleted: its dimension is the
         -- registered one. (scope compared in "C", as facts_subject_content_key holds it: only that
         -- index serves the lookup, see 0026_fact_key_lookup)
-        SELECT f.id, pymem._vector_dims(e.embedding) INTO v_id, v_have
+        SELECT f.id, pymem._vector_dims(e.embedding), f.expires_at INTO v_id, v_have, v_was
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id AND e.fact_id = f.id
            AND e.embedder = fact_add.embedder
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C"
            AND f.scope_id = fact_add.scope_id AND f.content_key = v_key AND f.superseded_by IS NULL;
-        IF v_have = pymem._vector_dims(fact_add.embedding) THEN
+        IF v_have = pymem._vector_dims(fact_add.embedding) AND v_expires IS NULL
+           AND (v_was IS NULL OR pymem._fact_live(v_was)) THEN
             id := v_id;
             created := false;
             RETURN NEXT;
@@ -353,27 +384,47 @@ BEGIN
         END IF;
         -- an idempotent re-add (the fact is there) is one index read: no insert attempt, so no
         -- statement trigger either
-        SELECT f.id INTO v_id FROM pymem.facts AS f
+        SELECT f.id, f.expires_at INTO v_id, v_was FROM pymem.facts AS f
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
            AND f.content_key = v_key AND f.superseded_by IS NULL;
     END IF;
     v_created := false;
+    IF v_was IS NOT NULL AND NOT pymem._fact_live(v_was) THEN
+        v_trimmed := v_trimmed OR pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
+        v_id := NULL;
+    END IF;
     WHILE v_id IS NULL LOOP
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
-                                      created_at)
+                                      created_at, expires_at)
         VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_content, v_key, fact_add.confidence,
                 fact_add.source, fact_add.trace_id, fact_add.metadata,
-                coalesce(fact_add.created_at, pg_catalog.clock_timestamp()))
+                coalesce(fact_add.created_at, pg_catalog.clock_timestamp()), v_expires)
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
         RETURNING f.id INTO v_id;
         v_created := FOUND;
         EXIT WHEN v_created;
         -- a concurrent writer just committed the same fact: return its id
-        SELECT f.id INTO v_id FROM pymem.facts AS f
+        SELECT f.id, f.expires_at INTO v_id, v_was FROM pymem.facts AS f
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
            AND f.content_key = v_key AND f.superseded_by IS NULL;
-        -- not found: it was superseded or forgotten in between, try the insert again
+        -- not found: it was superseded or forgotten in between, try the insert again; expired:
+        -- it goes, and the insert is tried again
+        IF v_id IS NOT NULL AND NOT pymem._fact_live(v_was) THEN
+            v_trimmed := v_trimmed OR pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
+            v_id := NULL;
+        END IF;
     END LOOP;
+    -- a re-add that passes an expiry gives it to the fact (and to its history where that would
+    -- outlive it: _fact_history_expire)
+    IF NOT v_created AND v_expires IS NOT NULL AND v_was IS DISTINCT FROM v_expires THEN
+        UPDATE pymem.facts AS f SET expires_at = v_expires
+         WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
+           AND f.id = v_id;
+        IF v_was IS NULL OR v_was > v_expires THEN
+            PERFORM pymem._fact_history_expire(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id, v_expires);
+        END IF;
+        v_trimmed := true;  -- on Citus, the copies of the subject's facts again
+    END IF;
     IF fact_add.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id, fact_add.embedder, fact_add.embedding)
@@ -385,13 +436,13 @@ BEGIN
         -- of facts_subject_learned_newest); it and everything older goes
         SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
          WHERE o.project_id = fact_add.project_id AND o.scope = fact_add.scope AND o.scope_id = fact_add.scope_id
-           AND o.superseded_by IS NULL AND o.source = 'learned'
+           AND o.superseded_by IS NULL AND o.source = 'learned' AND pymem._fact_live(o.expires_at)
          ORDER BY o.created_at DESC, o.id DESC
         OFFSET fact_add.max_learned LIMIT 1;
         IF FOUND THEN
             DELETE FROM pymem.facts AS f
              WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
-               AND f.superseded_by IS NULL AND f.source = 'learned'
+               AND f.superseded_by IS NULL AND f.source = 'learned' AND pymem._fact_live(f.expires_at)
                AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
             v_trimmed := FOUND;
         END IF;
@@ -410,7 +461,7 @@ $$;
 
 -- fact_lookup: what fact_add would return for a fact that is there already, without writing:
 -- the active fact of the subject with this content (fact_add's equality) and whether it has a
--- vector from embedder; no row when there is none. The same arguments and checks as fact_add
+-- vector from embedder; no row when there is none (or it has expired). The same arguments and checks as fact_add
 -- (22023 for what fact_add refuses), so a caller that computes vectors (pymem.Memory.persist)
 -- asks first and calls its embedder, and fact_add, only for a new fact or one without a vector:
 -- an idempotent re-add costs one read and no model call.
@@ -447,7 +498,7 @@ BEGIN
     SELECT f.id INTO v_id FROM pymem.facts AS f
      WHERE f.project_id = fact_lookup.project_id AND f.scope = fact_lookup.scope COLLATE "C"
        AND f.scope_id = fact_lookup.scope_id AND f.content_key = pymem.fact_key(v_content)
-       AND f.superseded_by IS NULL;
+       AND f.superseded_by IS NULL AND pymem._fact_live(f.expires_at);  -- expired: fact_add replaces it
     IF FOUND THEN
         id := v_id;
         embedded := EXISTS (SELECT 1 FROM pymem.fact_embeddings AS e
@@ -524,7 +575,8 @@ BEGIN
 END;
 $$;
 
--- fact_get: one fact by id, active or superseded (no row when the project has no such fact).
+-- fact_get: one fact by id, active or superseded (no row when the project has no such fact, or it
+-- has expired).
 -- Ids are unique across subjects, so the id alone names the fact within its project.
 --   SELECT scope, scope_id, content, superseded_by FROM pymem.fact_get(42);
 CREATE OR REPLACE FUNCTION pymem.fact_get(id bigint, project_id text DEFAULT '')
@@ -538,6 +590,6 @@ BEGIN
     PERFORM pymem._project_check(fact_get.project_id);
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id;
+     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id AND pymem._fact_live(f.expires_at);
 END;
 $$;

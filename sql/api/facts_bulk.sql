@@ -14,7 +14,8 @@
 -- statement's lateral outer join over distributed tables).
 CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
     p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
-    p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], OUT ids bigint[], OUT created boolean[])
+    p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], p_expires_at timestamptz,
+    OUT ids bigint[], OUT created boolean[])
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -38,13 +39,15 @@ BEGIN
           LEFT JOIN LATERAL (SELECT f.id FROM pymem.facts AS f
                               WHERE f.project_id = p_project_id AND f.scope = p_scope COLLATE "C"
                                 AND f.scope_id = t.scope_id AND f.content_key = t.key AND f.superseded_by IS NULL
+                                AND pymem._fact_live(f.expires_at)  -- an expired one: left to fact_add, which frees its key
                               LIMIT 1) AS f ON true),
     firsts AS MATERIALIZED (
         SELECT DISTINCT ON (x.scope_id, x.key) x.* FROM input AS x WHERE x.known IS NULL ORDER BY x.scope_id, x.key, x.i),
     ins AS (
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at)
+        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at,
+                                      expires_at)
         SELECT p_project_id, p_scope, x.scope_id, x.content, x.key, x.confidence, x.source,
-               x.metadata, coalesce(x.created_at, pg_catalog.clock_timestamp())
+               x.metadata, coalesce(x.created_at, pg_catalog.clock_timestamp()), p_expires_at
           FROM firsts AS x
          ORDER BY x.i
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
@@ -67,7 +70,8 @@ $$;
 -- it, and for every repeat after the first). Learned facts are refused here: their per-subject
 -- cap needs fact_add's lock and trim. One row per element, in order: (ord, id, created).
 -- One statement per step, whatever the number of elements or subjects: the checks, the
--- subjects' locks, the facts (found or inserted), the vectors.
+-- subjects' locks, the facts (found or inserted), the vectors. expires_at or ttl (as in fact_add)
+-- is the expiry of every fact of the batch, the new ones and those there already.
 --   SELECT * FROM pymem.facts_add_many('user', ARRAY['erin', 'frank'], ARRAY['Prefers email', 'Likes tea']);
 CREATE OR REPLACE FUNCTION pymem.facts_add_many(
     scope text,
@@ -79,7 +83,9 @@ CREATE OR REPLACE FUNCTION pymem.facts_add_many(
     metadata jsonb[] DEFAULT NULL,
     embeddings vector[] DEFAULT NULL,
     embedder text DEFAULT NULL,
-    created_ats timestamptz[] DEFAULT NULL)
+    created_ats timestamptz[] DEFAULT NULL,
+    expires_at timestamptz DEFAULT NULL,
+    ttl interval DEFAULT NULL)
 RETURNS TABLE (ord integer, id bigint, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -96,6 +102,7 @@ DECLARE
     v_i integer;
     v_one bigint;
     v_one_created boolean;
+    v_expires timestamptz;
 BEGIN
     PERFORM pymem._tenant_enter(facts_add_many.project_id);
     IF facts_add_many.contents IS NULL OR facts_add_many.scope_ids IS NULL
@@ -109,6 +116,9 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     PERFORM pymem._check_batch('facts_add_many', 'facts', v_n, 100000);
+    IF facts_add_many.expires_at IS NOT NULL OR facts_add_many.ttl IS NOT NULL THEN
+        v_expires := pymem._expiry(facts_add_many.expires_at, facts_add_many.ttl);
+    END IF;
     IF v_n = 0 THEN
         RETURN;
     END IF;
@@ -170,7 +180,7 @@ BEGIN
     SELECT m.ids, m.created INTO v_ids, v_created
       FROM pymem._facts_insert_many(facts_add_many.project_id, facts_add_many.scope, facts_add_many.scope_ids,
                                     facts_add_many.contents, facts_add_many.confidences, facts_add_many.sources,
-                                    facts_add_many.metadata, facts_add_many.created_ats) AS m;
+                                    facts_add_many.metadata, facts_add_many.created_ats, v_expires) AS m;
     -- a fact another transaction committed (or superseded) while this one ran: one at a time
     FOR v_i IN SELECT u.i FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, i) WHERE u.id IS NULL LOOP
         SELECT a.id, a.created INTO v_one, v_one_created
@@ -178,10 +188,25 @@ BEGIN
                               facts_add_many.project_id, coalesce(facts_add_many.confidences[v_i], 1.0),
                               coalesce(facts_add_many.sources[v_i], 'manual'), NULL,
                               coalesce(facts_add_many.metadata[v_i], '{}'::jsonb), NULL, NULL, NULL,
-                              facts_add_many.created_ats[v_i]) AS a;
+                              facts_add_many.created_ats[v_i], expires_at => v_expires) AS a;
         v_ids[v_i] := v_one;
         v_created[v_i] := v_one_created;
     END LOOP;
+    IF v_expires IS NOT NULL THEN
+        -- the facts that were there already take the expiry asked for, as fact_add's re-adds do
+        -- (one routed statement per element: a rare path)
+        FOR v_i IN 1 .. v_n LOOP
+            CONTINUE WHEN v_created[v_i];
+            UPDATE pymem.facts AS f SET expires_at = v_expires
+             WHERE f.project_id = facts_add_many.project_id AND f.scope = facts_add_many.scope
+               AND f.scope_id = facts_add_many.scope_ids[v_i] AND f.id = v_ids[v_i]
+               AND f.expires_at IS DISTINCT FROM v_expires;
+            IF FOUND THEN
+                PERFORM pymem._fact_history_expire(facts_add_many.project_id, facts_add_many.scope,
+                                                   facts_add_many.scope_ids[v_i], v_ids[v_i], v_expires);
+            END IF;
+        END LOOP;
+    END IF;
     IF facts_add_many.embeddings IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         SELECT DISTINCT ON (u.id) facts_add_many.project_id, facts_add_many.scope, u.s, u.id, facts_add_many.embedder, u.v

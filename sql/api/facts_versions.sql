@@ -7,6 +7,42 @@
 -- Errors: 22023 invalid argument; 40001 when the fact to supersede changed meanwhile (see
 -- fact_supersede).
 
+-- _fact_history_expire: keeps the rule that no version outlives its successor (an expiry at
+-- most its successor's; NULL: never), so that a visible version never points at an expired one
+-- and a history expires with its newest version: every version that fact p_id replaced, directly
+-- or not, whose expiry is later than p_expires_at (or never) gets p_expires_at. Called when a
+-- fact's expiry becomes earlier than its history's (a supersede with a shorter expiry, a re-add
+-- with one). A walk of the chain, one key lookup per step, as in fact_forget.
+CREATE OR REPLACE FUNCTION pymem._fact_history_expire(
+    p_project_id text, p_scope text, p_scope_id text, p_id bigint, p_expires_at timestamptz)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    IF p_expires_at IS NULL THEN
+        RETURN;  -- never: no version can outlive it
+    END IF;
+    WITH RECURSIVE chain AS (
+        SELECT p.id FROM pymem.facts AS p
+         WHERE p.project_id = p_project_id AND p.scope = p_scope AND p.scope_id = p_scope_id AND p.superseded_by = p_id
+        UNION ALL
+        SELECT p.id FROM chain AS c
+         CROSS JOIN LATERAL (SELECT p.id FROM pymem.facts AS p
+                              WHERE p.project_id = p_project_id AND p.scope = p_scope
+                                AND p.scope_id = p_scope_id AND p.superseded_by = c.id) AS p
+    )
+    SELECT pg_catalog.array_agg(c.id) INTO v_ids FROM chain AS c;
+    IF v_ids IS NOT NULL THEN
+        UPDATE pymem.facts AS f SET expires_at = p_expires_at
+         WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+           AND f.id = ANY (v_ids) AND (f.expires_at IS NULL OR f.expires_at > p_expires_at);
+    END IF;
+END;
+$$;
+
 -- _scope_fact_history: fact_history for every subject of a scope (scope_id '*'), newest first.
 CREATE OR REPLACE FUNCTION pymem._scope_fact_history(p_project_id text, p_scope text, p_max integer)
 RETURNS SETOF pymem.facts
@@ -16,13 +52,14 @@ AS $$
 BEGIN
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = p_project_id AND f.scope = p_scope
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND pymem._fact_live(f.expires_at)
      ORDER BY f.created_at DESC, f.id DESC
      LIMIT p_max;
 END;
 $$;
 
--- fact_history: a subject's facts including superseded versions, newest first (by created_at).
+-- fact_history: a subject's facts including superseded versions, newest first (by created_at);
+-- expired versions are not shown (a version never outlives its successor: _fact_history_expire).
 --   SELECT id, content, superseded_by FROM pymem.fact_history('user', 'alice');
 -- superseded_by links each retired version to its successor; several rows with the same
 -- superseded_by are branches merged into one fact. fact_chain returns one fact's tree in order.
@@ -47,7 +84,7 @@ BEGIN
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
      WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
-       AND f.scope_id = fact_history.scope_id
+       AND f.scope_id = fact_history.scope_id AND pymem._fact_live(f.expires_at)
      ORDER BY f.created_at DESC, f.id DESC
      LIMIT fact_history.max_facts;
 END;
@@ -78,7 +115,7 @@ BEGIN
     WITH RECURSIVE fwd AS (
         SELECT f.id, f.superseded_by FROM pymem.facts AS f
          WHERE f.project_id = fact_chain.project_id AND f.scope = fact_chain.scope
-           AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id
+           AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id AND pymem._fact_live(f.expires_at)
         UNION ALL
         SELECT n.id, n.superseded_by FROM fwd AS w JOIN pymem.facts AS n
           ON n.project_id = fact_chain.project_id AND n.scope = fact_chain.scope
@@ -104,6 +141,7 @@ BEGIN
            (t.fact).content_key, (t.fact).confidence, (t.fact).source, (t.fact).trace_id, (t.fact).metadata,
            (t.fact).created_at, (t.fact).superseded_by, (t.fact).superseded_at, t.depth
       FROM tree AS t
+     WHERE pymem._fact_live((t.fact).expires_at)  -- (a live version's successors are live: _fact_history_expire)
      ORDER BY t.depth DESC, (t.fact).created_at, (t.fact).id;
 END;
 $$;
@@ -121,6 +159,11 @@ $$;
 -- Supersedes of one subject take its subject lock (pymem._subject_lock) before anything else,
 -- so they run one after the other: a merge target cannot be retired under a concurrent
 -- supersede, and two opposite merges (a into b, b into a) cannot deadlock.
+-- Expiry: expires_at or ttl (as in fact_add) is the new version's expiry; without them a new
+-- version keeps the old one's, and a merge target its own. No version outlives its successor,
+-- so the history takes a shorter expiry with it (_fact_history_expire). An expired fact cannot be
+-- superseded (P0002, as a fact that is not there); an expired fact holding the new content is
+-- deleted and the new version inserted.
 -- Errors: P0002 no such active fact; PM201 it was already superseded (e.g. by a concurrent
 -- call: of two concurrent supersedes of one fact exactly one wins); 22023 the new content
 -- equals the old (a fact cannot be retired into itself: nothing would change, and the call
@@ -138,7 +181,9 @@ CREATE OR REPLACE FUNCTION pymem.fact_supersede(
     metadata jsonb DEFAULT '{}'::jsonb,
     embedding vector DEFAULT NULL,
     embedder text DEFAULT NULL,
-    created_at timestamptz DEFAULT NULL)
+    created_at timestamptz DEFAULT NULL,
+    expires_at timestamptz DEFAULT NULL,
+    ttl interval DEFAULT NULL)
 RETURNS pymem.fact_successor
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -152,6 +197,9 @@ DECLARE
     v_created boolean;
     v_other bigint;
     v_at timestamptz;
+    v_expires timestamptz;  -- the expiry asked for (NULL: none)
+    v_head timestamptz;  -- the expiry of the newest version after this call
+    v_was timestamptz;
 BEGIN
     -- fact_add's checks of the tenant, the subject, the new version's values and its time (no cap)
     v_content := pymem._fact_add_checks(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.new_content,
@@ -160,6 +208,9 @@ BEGIN
     IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
+    IF fact_supersede.expires_at IS NOT NULL OR fact_supersede.ttl IS NOT NULL THEN
+        v_expires := pymem._expiry(fact_supersede.expires_at, fact_supersede.ttl);
+    END IF;
     IF fact_supersede.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
         PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
     END IF;
@@ -167,23 +218,28 @@ BEGIN
     -- statement, FOR UPDATE OF s, f, saved 2% of the call's server CPU, within the noise: not kept)
     PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     IF fact_supersede.id IS NOT NULL THEN
-        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at
           INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
            AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
            FOR UPDATE;
-        IF NOT FOUND THEN
+        IF NOT FOUND OR NOT pymem._fact_live(v_old.expires_at) THEN  -- an expired fact is gone
             RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
                     pg_catalog.quote_literal(fact_supersede.scope_id)
                 USING ERRCODE = 'P0002';
         END IF;
     ELSE
-        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at
           INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
            AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
            AND f.content_key = pymem.fact_key(fact_supersede.old_content)
            FOR UPDATE;
+        IF FOUND AND NOT pymem._fact_live(v_old.expires_at) THEN
+            RAISE EXCEPTION 'pymem: no active % fact for % with that content (it has expired)', fact_supersede.scope,
+                    pg_catalog.quote_literal(fact_supersede.scope_id)
+                USING ERRCODE = 'P0002', HINT = 'Add the fact again with fact_add.';
+        END IF;
         IF NOT FOUND THEN
             SELECT f.id INTO v_other FROM pymem.facts AS f
              WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
@@ -217,30 +273,53 @@ BEGIN
     -- one time for the successor's created_at and the old row's superseded_at (a value, not
     -- clock_timestamp() in the statements: Citus refuses volatile functions in an UPDATE)
     v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
+    -- the new version's expiry: the one asked for, else the old version's (the same fact, one
+    -- version on)
+    v_head := coalesce(v_expires, v_old.expires_at);
     LOOP
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
-                                      created_at)
+                                      created_at, expires_at)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
-                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at)
+                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at, v_head)
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
         RETURNING f.id INTO v_new;
         v_created := FOUND;
         EXIT WHEN v_created;
         -- the new content is already an active fact (or a concurrent fact_add just committed
         -- it): merge into it; the key-share lock keeps it from being deleted until we commit
-        SELECT f.id INTO v_new FROM pymem.facts AS f
+        SELECT f.id, f.expires_at INTO v_new, v_was FROM pymem.facts AS f
          WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
            AND f.content_key = v_key AND f.superseded_by IS NULL
            FOR KEY SHARE;
+        IF FOUND AND NOT pymem._fact_live(v_was) THEN
+            -- an expired fact holds the new content's key: it goes, and the insert is tried again
+            PERFORM pymem._fact_expired_free(v_old.project_id, v_old.scope, v_old.scope_id, v_new);
+            v_new := NULL;
+            CONTINUE;
+        END IF;
         EXIT WHEN FOUND;
         -- it was forgotten in between: try the insert again
     END LOOP;
+    IF NOT v_created THEN
+        -- merged into an active fact: it keeps its expiry, or takes the one asked for
+        v_head := coalesce(v_expires, v_was);
+        IF v_expires IS NOT NULL AND v_was IS DISTINCT FROM v_expires THEN
+            UPDATE pymem.facts AS f SET expires_at = v_expires
+             WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
+               AND f.id = v_new;
+        END IF;
+    END IF;
     -- (the successor and this UPDATE as one statement, a WITH of the two, cost more: its join's
     -- start-up; v_at is a value, not clock_timestamp() in the SET, which Citus refuses)
     UPDATE pymem.facts AS f
        SET superseded_by = v_new, superseded_at = v_at
      WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope AND f.scope_id = v_old.scope_id
        AND f.id = v_old.id;
+    -- no version outlives its successor: the history now under v_new takes its expiry where
+    -- that is earlier (nothing to do when nothing expires: the usual case)
+    IF v_head IS NOT NULL THEN
+        PERFORM pymem._fact_history_expire(v_old.project_id, v_old.scope, v_old.scope_id, v_new, v_head);
+    END IF;
     IF fact_supersede.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)

@@ -34,9 +34,11 @@ BEGIN
         'facts', (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                       'id', f.id, 'content', f.content, 'confidence', f.confidence, 'source', f.source,
                       'trace_id', f.trace_id, 'metadata', f.metadata, 'created_at', f.created_at,
-                      'superseded_by', f.superseded_by, 'superseded_at', f.superseded_at) ORDER BY f.id), '[]')
+                      'superseded_by', f.superseded_by, 'superseded_at', f.superseded_at,
+                      'expires_at', f.expires_at) ORDER BY f.id), '[]')
                     FROM pymem.facts AS f
-                   WHERE f.project_id = user_export.project_id AND f.scope = 'user' AND f.scope_id = user_export.user_id),
+                   WHERE f.project_id = user_export.project_id AND f.scope = 'user' AND f.scope_id = user_export.user_id
+                     AND pymem._fact_live(f.expires_at)),
         'threads', (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                         'thread_id', t.thread_id, 'summary', t.summary, 'summary_through', t.summary_through,
                         'summary_at', t.summary_at, 'created_at', t.created_at,
@@ -124,6 +126,11 @@ BEGIN
     IF FOUND THEN
         RAISE EXCEPTION 'pymem: fact id % appears more than once in the document', v_bad USING ERRCODE = '22023';
     END IF;
+    -- a fact that expired since the export is not imported (its history expired with it: no
+    -- version outlives its successor, so no fact kept points at one left out)
+    v_facts := coalesce((SELECT pg_catalog.jsonb_agg(e.value ORDER BY e.i)
+                           FROM pg_catalog.jsonb_array_elements(v_facts) WITH ORDINALITY AS e(value, i)
+                          WHERE pymem._fact_live((e.value ->> 'expires_at')::timestamptz)), '[]');
     SELECT pg_catalog.count(*) INTO v_count
       FROM (SELECT (e.value ->> 'superseded_by')::bigint AS next FROM pg_catalog.jsonb_array_elements(v_facts) AS e) AS d
      WHERE d.next IS NOT NULL
@@ -174,11 +181,11 @@ BEGIN
           FROM (SELECT d.id FROM doc AS d ORDER BY d.id) AS o
     )
     INSERT INTO pymem.facts AS f (id, project_id, scope, scope_id, content, content_key, confidence, source,
-                                  trace_id, metadata, created_at, superseded_by, superseded_at)
+                                  trace_id, metadata, created_at, superseded_by, superseded_at, expires_at)
     OVERRIDING SYSTEM VALUE
     SELECT r.new_id, v_project, 'user', v_user, r.content, pymem.fact_key(r.content), r.confidence, r.source,
-           r.trace_id, r.metadata, r.created_at, r.next_id, r.superseded_at
-      FROM (SELECT i.new_id, s.new_id AS next_id, v.confidence, v.source, v.trace_id, v.metadata,
+           r.trace_id, r.metadata, r.created_at, r.next_id, r.superseded_at, (r.fact ->> 'expires_at')::timestamptz
+      FROM (SELECT i.new_id, s.new_id AS next_id, v.confidence, v.source, v.trace_id, v.metadata, d.fact,
                    pymem._fact_check_values(d.fact ->> 'content', v.confidence, v.source, v.trace_id, v.metadata) AS content,
                    coalesce((d.fact ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp()) AS created_at,
                    CASE WHEN d.next IS NOT NULL

@@ -1,0 +1,55 @@
+-- lifecycle.sql: what ends memory on its own: purge, which deletes what has expired (facts whose
+-- expires_at has passed: migrations/0037_fact_expiry.sql) in bounded batches. Expiry itself
+-- needs no purge to be correct: an expired fact is invisible to every read at once
+-- (pymem.active_facts, pymem._fact_live); a purge gives the space back. Re-applied on every
+-- migrate; called by pymem/lifecycle.py (`pymem purge`) and by any SQL client (docs/sql.md
+-- "Expiry and purge").
+--
+-- Errors: 22023 invalid argument; 42501 a project the caller may not serve.
+
+-- purge: deletes up to max_rows expired facts of the project, soonest expired first, with their
+-- vectors and lexemes (and the history under them, which expires no later: see fact_supersede),
+-- and returns one row per kind: ('facts', how many it deleted). A call holds its row locks only
+-- for its own short transaction and skips nothing it cannot lock: safe to run every minute under
+-- load; call it again while it returns max_rows.
+--   SELECT kind, purged FROM pymem.purge(project_id => '', max_rows => 1000);
+-- A fact whose expiry a writer moves on meanwhile (a re-add with a ttl) is kept: the expiry is
+-- tested again as each row is deleted.
+CREATE OR REPLACE FUNCTION pymem.purge(project_id text DEFAULT '', max_rows integer DEFAULT 1000)
+RETURNS TABLE (kind text, purged integer)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_ids bigint[];
+    v_shared text[];  -- the agent and project subjects a purge touched (scope || ':' || scope_id)
+    v_count integer := 0;
+    v_subject text;
+BEGIN
+    PERFORM pymem._tenant_enter(purge.project_id);
+    PERFORM pymem._project_check(purge.project_id);
+    PERFORM pymem._check_limit('max_rows', purge.max_rows);
+    -- the expired facts, soonest first (facts_expiring: the expiring facts only)
+    SELECT pg_catalog.array_agg(e.id), pg_catalog.array_agg(DISTINCT e.scope || ':' || e.scope_id)
+                                           FILTER (WHERE e.scope <> 'user')
+      INTO v_ids, v_shared
+      FROM (SELECT f.id, f.scope, f.scope_id FROM pymem.facts AS f
+             WHERE f.project_id = purge.project_id AND f.expires_at IS NOT NULL AND f.expires_at <= pg_catalog.now()
+             ORDER BY f.expires_at
+             LIMIT purge.max_rows) AS e;
+    IF v_ids IS NOT NULL THEN
+        -- by id within the project (facts_project_id_id); the expiry tested again on each row
+        DELETE FROM pymem.facts AS f
+         WHERE f.project_id = purge.project_id AND f.id = ANY (v_ids) AND NOT pymem._fact_live(f.expires_at);
+        GET DIAGNOSTICS v_count = ROW_COUNT;
+        FOREACH v_subject IN ARRAY coalesce(v_shared, '{}') LOOP  -- the copies a Citus cluster keeps
+            PERFORM pymem._shared_facts_sync(purge.project_id, pg_catalog.split_part(v_subject, ':', 1),
+                                             pg_catalog.substr(v_subject, pg_catalog.strpos(v_subject, ':') + 1));
+        END LOOP;
+    END IF;
+    kind := 'facts';
+    purged := v_count;
+    RETURN NEXT;
+END;
+$$;

@@ -1,0 +1,37 @@
+-- 0037_fact_expiry: a fact can expire. facts.expires_at (NULL: never) is set by the writes that
+-- take an expiry (fact_add, facts_add_many, fact_supersede, learned facts: `expires_at`, or a
+-- `ttl` from which it is computed); every version of a history carries its newest version's
+-- expiry, so a history expires as one. A fact is active when it is not superseded and not
+-- expired: the view pymem.active_facts, redefined here, is what every read of active facts reads,
+-- so an expired fact is invisible at once, without a purge; the reads of history (fact_history,
+-- fact_chain, fact_get, browse_subjects, user_export) skip expired rows too (pymem._fact_live).
+-- pymem.purge deletes expired facts in bounded batches, through facts_expiring (below).
+--
+-- ADD COLUMN without a default changes only the catalog (no rewrite of the table); the CHECK is
+-- NOT VALID, so adding it reads no row (every existing row has NULL); it binds every new row.
+-- shared_facts (the copies a Citus cluster keeps) changes the same way, in the same order of
+-- columns (the copies are written with SELECT *). Applied once under the migration lock.
+ALTER TABLE pymem.facts ADD COLUMN expires_at timestamptz;
+ALTER TABLE pymem.facts ADD CONSTRAINT facts_expires_at_check
+    CHECK (pg_catalog.isfinite(expires_at)) NOT VALID;
+COMMENT ON COLUMN pymem.facts.expires_at IS
+    'When the fact (with its history) stops being visible; NULL: never. pymem.purge deletes it after';
+ALTER TABLE pymem.shared_facts ADD COLUMN expires_at timestamptz;
+
+-- what a purge reads: the expiring facts of a project, soonest first (partial: empty while no
+-- fact has an expiry)
+CREATE INDEX facts_expiring ON pymem.facts (project_id, expires_at) WHERE expires_at IS NOT NULL;
+
+-- _fact_live: the one definition of "not expired" (re-created by api/00_common.sql on every
+-- migrate, with this body). SQL without a SET clause, so that it inlines into the view and into
+-- every read that calls it; its operator is named with its schema.
+CREATE OR REPLACE FUNCTION pymem._fact_live(expires_at timestamptz)
+RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) pg_catalog.now() $$;
+
+CREATE OR REPLACE VIEW pymem.active_facts WITH (security_invoker = true) AS
+    SELECT f.* FROM pymem.facts AS f WHERE f.superseded_by IS NULL AND pymem._fact_live(f.expires_at);
+CREATE OR REPLACE VIEW pymem.shared_active_facts WITH (security_invoker = true) AS
+    SELECT f.* FROM pymem.shared_facts AS f WHERE f.superseded_by IS NULL AND pymem._fact_live(f.expires_at);
+COMMENT ON VIEW pymem.active_facts IS 'The active facts (not superseded, not expired): what every read of active facts reads';
