@@ -614,7 +614,7 @@ COMMIT;
 
 -- 0037_fact_expiry
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0037_fact_expiry', '1544c48ec1214a1b27efde755945a5bdae127318c3683c8be36188b85fecd8e2') AS pending
+SELECT pymem.migration_pending('0037_fact_expiry', '7308bdbfe471134b27d5bc95b71c24d29a4865c7ac3a04c0312ccd57483fb126') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -629,7 +629,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0037_fact_expiry', '1544c48ec1214a1b27efde755945a5bdae127318c3683c8be36188b85fecd8e2', '0.2.0.dev0')
+SELECT pymem.migration_applied('0037_fact_expiry', '7308bdbfe471134b27d5bc95b71c24d29a4865c7ac3a04c0312ccd57483fb126', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0037_fact_expiry
@@ -688,7 +688,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8208be3850402c9d836474cdf57684bd7f18b8479908ad0e701460a6890a3812')
+SELECT pymem.migration_api_applied('6962c989e6d76e358bfac08227a4ed9a0598d85edd4f0e6b13d0d463f1c8909d')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -64,9 +64,10 @@ AS $$
                                   1000::pg_catalog.float8))
 $$;
 
--- _fact_live(expires_at): the one definition of "not expired" (an expiry NULL never comes):
--- pymem.active_facts calls it, and every read of history (migrations/0037_fact_expiry.sql). No
--- SET clause, so that it inlines; as of the transaction's start (now()), like every read of it.
+-- _fact_live(expires_at): the one definition of "not expired" (an expiry NULL never comes), which
+-- every read of history calls; pymem.active_facts says the same in its own words, for the roles
+-- that read it without EXECUTE here (migrations/0037_fact_expiry.sql). No SET clause, so that it
+-- inlines; as of the transaction's start (now()), like every read.
 CREATE OR REPLACE FUNCTION pymem._fact_live(expires_at timestamptz)
 RETURNS boolean
 LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER

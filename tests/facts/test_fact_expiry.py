@@ -287,3 +287,14 @@ def test_pymem_purge_on_the_command_line(dsn):
     bad = subprocess.run([sys.executable, "-m", "pymem.cli", "purge", "--max-rows", "20000"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 1 and "max_rows" in bad.stderr
+
+
+def test_the_view_and_the_reads_of_history_say_not_expired_the_same_way(dsn):
+    """pymem.active_facts spells "not expired" out (a role with SELECT reads it with its own
+    rights, and may execute no internal function); every other read calls pymem._fact_live.
+    Both must say the same."""
+    with psycopg.connect(dsn) as c:
+        live = c.execute("SELECT prosrc FROM pg_proc WHERE oid = 'pymem._fact_live'::regproc").fetchone()[0]
+        view = c.execute("SELECT pg_get_viewdef('pymem.active_facts'::regclass)").fetchone()[0]
+    assert "expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) pg_catalog.now()" in live
+    assert "((expires_at IS NULL) OR (expires_at > now()))" in view, view

@@ -227,6 +227,8 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT pymem.context_read('ann', 'bot', query_vector => %s, embedder => 'e3', recency_weight => 0.1)", (v3,))
     export = c.execute("SELECT pymem.user_export('ann')").fetchone()[0]
     c.execute("SELECT pymem.user_import(%s, user_id => 'bob')", (psycopg.types.json.Jsonb(export),))
+    c.execute("SELECT pymem.fact_add('user', 'ann', 'Is away this week', ttl => '7 days')")
+    c.execute("SELECT * FROM pymem.purge()")  # nothing has expired yet: it reads, deletes nothing
     c.execute("SELECT pymem.fact_forget('user', 'ann', content => 'Likes green tea')")
     c.execute("SELECT pymem.facts_forget('user', 'bob')")
     c.execute("SELECT pymem.conversation_forget('bob')")

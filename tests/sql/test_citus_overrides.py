@@ -123,11 +123,11 @@ def test_migrate_check_reports_a_shared_copy_left_behind(dsn):
     """A column added to pymem.facts and not to pymem.shared_facts (what a careless migration
     would do) is a problem `pymem migrate --check` names; adding it to the twin too clears it."""
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("ALTER TABLE pymem.facts ADD COLUMN expires_at timestamptz")
+        c.execute("ALTER TABLE pymem.facts ADD COLUMN archived_at timestamptz")
         problems = pymem.check_migrations(dsn)
         assert len(problems) == 1 and problems[0].startswith("shared: pymem.shared_facts differs from pymem.facts"), problems
-        assert "facts has expires_at timestamp with time zone at" in problems[0], problems
-        c.execute("ALTER TABLE pymem.shared_facts ADD COLUMN expires_at timestamptz")
+        assert "facts has archived_at timestamp with time zone at" in problems[0], problems
+        c.execute("ALTER TABLE pymem.shared_facts ADD COLUMN archived_at timestamptz")
         assert pymem.check_migrations(dsn) == []
         c.execute("ALTER TABLE pymem.shared_fact_lexemes ALTER COLUMN lexemes DROP NOT NULL")
         problems = pymem.check_migrations(dsn)
