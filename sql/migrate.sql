@@ -688,7 +688,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('6962c989e6d76e358bfac08227a4ed9a0598d85edd4f0e6b13d0d463f1c8909d')
+SELECT pymem.migration_api_applied('5b3c27ad824e239500e90d9c9af3354555bc4eb5dbb0545a5baea92068254837')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

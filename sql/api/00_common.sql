@@ -64,14 +64,15 @@ AS $$
                                   1000::pg_catalog.float8))
 $$;
 
--- _fact_live(expires_at): the one definition of "not expired" (an expiry NULL never comes), which
--- every read of history calls; pymem.active_facts says the same in its own words, for the roles
--- that read it without EXECUTE here (migrations/0037_fact_expiry.sql). No SET clause, so that it
--- inlines; as of the transaction's start (now()), like every read.
-CREATE OR REPLACE FUNCTION pymem._fact_live(expires_at timestamptz)
+-- _fact_live(expires_at, at): the one definition of "not expired" (an expiry NULL never comes): at
+-- time `at`, which every read passes as now() (the transaction's start) and every write that
+-- deletes or changes rows by it passes as a value (Citus refuses now() beside a column in a
+-- DELETE or UPDATE). pymem.active_facts says the same in its own words, for the roles that read
+-- it without EXECUTE here (migrations/0037_fact_expiry.sql). No SET clause, so that it inlines.
+CREATE OR REPLACE FUNCTION pymem._fact_live(expires_at timestamptz, at timestamptz)
 RETURNS boolean
-LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
-AS $$ SELECT expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) pg_catalog.now() $$;
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) at $$;
 
 -- _expiry(expires_at, ttl): the expiry a write asks for: expires_at, or now() + ttl, or NULL
 -- (never) when both are NULL. Refused (22023): both given, a ttl that is not positive, an

@@ -136,6 +136,7 @@ DECLARE
     v_i integer;
     v_turn jsonb := _turn_learn.turn;
     v_expired bigint[];          -- expired facts found holding a key
+    v_now timestamptz;
 BEGIN
     -- learned facts: the checks of fact_add, one fact at a time (an invalid one is skipped) ...
     FOREACH v_fact IN ARRAY coalesce(_turn_learn.learned, '{}') LOOP
@@ -202,7 +203,7 @@ BEGIN
               INTO v_got_keys, v_got_ids, v_expired
               FROM (SELECT DISTINCT u.k FROM pg_catalog.unnest(v_keys) AS u(k) WHERE u.k <> ALL (v_got_keys)) AS k
              CROSS JOIN LATERAL (
-                   SELECT f.content_key, f.id, pymem._fact_live(f.expires_at) AS live FROM pymem.facts AS f
+                   SELECT f.content_key, f.id, pymem._fact_live(f.expires_at, pg_catalog.now()) AS live FROM pymem.facts AS f
                     WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' COLLATE "C"
                       AND f.scope_id = _turn_learn.user_id AND f.content_key = k.k AND f.superseded_by IS NULL
                     LIMIT 1) AS f;  -- one active fact per key; the LIMIT keeps the lookup per key
@@ -221,13 +222,14 @@ BEGIN
             -- it, read from facts_subject_learned_newest; it and everything older goes)
             SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
              WHERE o.project_id = _turn_learn.project_id AND o.scope = 'user' AND o.scope_id = _turn_learn.user_id
-               AND o.superseded_by IS NULL AND o.source = 'learned' AND pymem._fact_live(o.expires_at)
+               AND o.superseded_by IS NULL AND o.source = 'learned' AND pymem._fact_live(o.expires_at, pg_catalog.now())
              ORDER BY o.created_at DESC, o.id DESC
             OFFSET _turn_learn.max_learned LIMIT 1;
             IF FOUND THEN
+                v_now := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
                 DELETE FROM pymem.facts AS f
                  WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' AND f.scope_id = _turn_learn.user_id
-                   AND f.superseded_by IS NULL AND f.source = 'learned' AND pymem._fact_live(f.expires_at)
+                   AND f.superseded_by IS NULL AND f.source = 'learned' AND pymem._fact_live(f.expires_at, v_now)
                    AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
             END IF;
         END IF;

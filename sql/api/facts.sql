@@ -284,10 +284,12 @@ RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
+DECLARE
+    v_now timestamptz := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
 BEGIN
     DELETE FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = p_id
-       AND NOT pymem._fact_live(f.expires_at);
+       AND NOT pymem._fact_live(f.expires_at, v_now);
     RETURN FOUND;
 END;
 $$;
@@ -335,6 +337,7 @@ DECLARE
     v_have integer;  -- the dimension of the fact's vector from embedder, if it has one
     v_expires timestamptz;  -- the expiry asked for (NULL: none)
     v_was timestamptz;  -- the existing fact's expiry
+    v_now timestamptz;
 BEGIN
     v_content := pymem._fact_add_checks(fact_add.scope, fact_add.scope_id, fact_add.content, fact_add.project_id,
                                         fact_add.confidence, fact_add.source, fact_add.trace_id, fact_add.metadata,
@@ -364,7 +367,7 @@ BEGIN
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C"
            AND f.scope_id = fact_add.scope_id AND f.content_key = v_key AND f.superseded_by IS NULL;
         IF v_have = pymem._vector_dims(fact_add.embedding) AND v_expires IS NULL
-           AND (v_was IS NULL OR pymem._fact_live(v_was)) THEN
+           AND (v_was IS NULL OR pymem._fact_live(v_was, pg_catalog.now())) THEN
             id := v_id;
             created := false;
             RETURN NEXT;
@@ -389,7 +392,7 @@ BEGIN
            AND f.content_key = v_key AND f.superseded_by IS NULL;
     END IF;
     v_created := false;
-    IF v_was IS NOT NULL AND NOT pymem._fact_live(v_was) THEN
+    IF v_was IS NOT NULL AND NOT pymem._fact_live(v_was, pg_catalog.now()) THEN
         v_trimmed := v_trimmed OR pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
         v_id := NULL;
     END IF;
@@ -409,7 +412,7 @@ BEGIN
            AND f.content_key = v_key AND f.superseded_by IS NULL;
         -- not found: it was superseded or forgotten in between, try the insert again; expired:
         -- it goes, and the insert is tried again
-        IF v_id IS NOT NULL AND NOT pymem._fact_live(v_was) THEN
+        IF v_id IS NOT NULL AND NOT pymem._fact_live(v_was, pg_catalog.now()) THEN
             v_trimmed := v_trimmed OR pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
             v_id := NULL;
         END IF;
@@ -436,13 +439,14 @@ BEGIN
         -- of facts_subject_learned_newest); it and everything older goes
         SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
          WHERE o.project_id = fact_add.project_id AND o.scope = fact_add.scope AND o.scope_id = fact_add.scope_id
-           AND o.superseded_by IS NULL AND o.source = 'learned' AND pymem._fact_live(o.expires_at)
+           AND o.superseded_by IS NULL AND o.source = 'learned' AND pymem._fact_live(o.expires_at, pg_catalog.now())
          ORDER BY o.created_at DESC, o.id DESC
         OFFSET fact_add.max_learned LIMIT 1;
         IF FOUND THEN
+            v_now := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
             DELETE FROM pymem.facts AS f
              WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
-               AND f.superseded_by IS NULL AND f.source = 'learned' AND pymem._fact_live(f.expires_at)
+               AND f.superseded_by IS NULL AND f.source = 'learned' AND pymem._fact_live(f.expires_at, v_now)
                AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
             v_trimmed := FOUND;
         END IF;
@@ -498,7 +502,7 @@ BEGIN
     SELECT f.id INTO v_id FROM pymem.facts AS f
      WHERE f.project_id = fact_lookup.project_id AND f.scope = fact_lookup.scope COLLATE "C"
        AND f.scope_id = fact_lookup.scope_id AND f.content_key = pymem.fact_key(v_content)
-       AND f.superseded_by IS NULL AND pymem._fact_live(f.expires_at);  -- expired: fact_add replaces it
+       AND f.superseded_by IS NULL AND pymem._fact_live(f.expires_at, pg_catalog.now());  -- expired: fact_add replaces it
     IF FOUND THEN
         id := v_id;
         embedded := EXISTS (SELECT 1 FROM pymem.fact_embeddings AS e
@@ -590,6 +594,6 @@ BEGIN
     PERFORM pymem._project_check(fact_get.project_id);
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id AND pymem._fact_live(f.expires_at);
+     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id AND pymem._fact_live(f.expires_at, pg_catalog.now());
 END;
 $$;

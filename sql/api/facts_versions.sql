@@ -52,7 +52,7 @@ AS $$
 BEGIN
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = p_project_id AND f.scope = p_scope AND pymem._fact_live(f.expires_at)
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND pymem._fact_live(f.expires_at, pg_catalog.now())
      ORDER BY f.created_at DESC, f.id DESC
      LIMIT p_max;
 END;
@@ -84,7 +84,7 @@ BEGIN
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
      WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
-       AND f.scope_id = fact_history.scope_id AND pymem._fact_live(f.expires_at)
+       AND f.scope_id = fact_history.scope_id AND pymem._fact_live(f.expires_at, pg_catalog.now())
      ORDER BY f.created_at DESC, f.id DESC
      LIMIT fact_history.max_facts;
 END;
@@ -115,7 +115,7 @@ BEGIN
     WITH RECURSIVE fwd AS (
         SELECT f.id, f.superseded_by FROM pymem.facts AS f
          WHERE f.project_id = fact_chain.project_id AND f.scope = fact_chain.scope
-           AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id AND pymem._fact_live(f.expires_at)
+           AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id AND pymem._fact_live(f.expires_at, pg_catalog.now())
         UNION ALL
         SELECT n.id, n.superseded_by FROM fwd AS w JOIN pymem.facts AS n
           ON n.project_id = fact_chain.project_id AND n.scope = fact_chain.scope
@@ -141,7 +141,7 @@ BEGIN
            (t.fact).content_key, (t.fact).confidence, (t.fact).source, (t.fact).trace_id, (t.fact).metadata,
            (t.fact).created_at, (t.fact).superseded_by, (t.fact).superseded_at, t.depth
       FROM tree AS t
-     WHERE pymem._fact_live((t.fact).expires_at)  -- (a live version's successors are live: _fact_history_expire)
+     WHERE pymem._fact_live((t.fact).expires_at, pg_catalog.now())  -- (a live version's successors are live: _fact_history_expire)
      ORDER BY t.depth DESC, (t.fact).created_at, (t.fact).id;
 END;
 $$;
@@ -223,7 +223,7 @@ BEGIN
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
            AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
            FOR UPDATE;
-        IF NOT FOUND OR NOT pymem._fact_live(v_old.expires_at) THEN  -- an expired fact is gone
+        IF NOT FOUND OR NOT pymem._fact_live(v_old.expires_at, pg_catalog.now()) THEN  -- an expired fact is gone
             RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
                     pg_catalog.quote_literal(fact_supersede.scope_id)
                 USING ERRCODE = 'P0002';
@@ -235,7 +235,7 @@ BEGIN
            AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
            AND f.content_key = pymem.fact_key(fact_supersede.old_content)
            FOR UPDATE;
-        IF FOUND AND NOT pymem._fact_live(v_old.expires_at) THEN
+        IF FOUND AND NOT pymem._fact_live(v_old.expires_at, pg_catalog.now()) THEN
             RAISE EXCEPTION 'pymem: no active % fact for % with that content (it has expired)', fact_supersede.scope,
                     pg_catalog.quote_literal(fact_supersede.scope_id)
                 USING ERRCODE = 'P0002', HINT = 'Add the fact again with fact_add.';
@@ -291,7 +291,7 @@ BEGIN
          WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
            AND f.content_key = v_key AND f.superseded_by IS NULL
            FOR KEY SHARE;
-        IF FOUND AND NOT pymem._fact_live(v_was) THEN
+        IF FOUND AND NOT pymem._fact_live(v_was, pg_catalog.now()) THEN
             -- an expired fact holds the new content's key: it goes, and the insert is tried again
             PERFORM pymem._fact_expired_free(v_old.project_id, v_old.scope, v_old.scope_id, v_new);
             v_new := NULL;

@@ -26,6 +26,7 @@ DECLARE
     v_shared text[];  -- the agent and project subjects a purge touched (scope || ':' || scope_id)
     v_count integer := 0;
     v_subject text;
+    v_now timestamptz := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
 BEGIN
     PERFORM pymem._tenant_enter(purge.project_id);
     PERFORM pymem._project_check(purge.project_id);
@@ -35,13 +36,13 @@ BEGIN
                                            FILTER (WHERE e.scope <> 'user')
       INTO v_ids, v_shared
       FROM (SELECT f.id, f.scope, f.scope_id FROM pymem.facts AS f
-             WHERE f.project_id = purge.project_id AND f.expires_at IS NOT NULL AND f.expires_at <= pg_catalog.now()
+             WHERE f.project_id = purge.project_id AND f.expires_at IS NOT NULL AND f.expires_at <= v_now
              ORDER BY f.expires_at
              LIMIT purge.max_rows) AS e;
     IF v_ids IS NOT NULL THEN
         -- by id within the project (facts_project_id_id); the expiry tested again on each row
         DELETE FROM pymem.facts AS f
-         WHERE f.project_id = purge.project_id AND f.id = ANY (v_ids) AND NOT pymem._fact_live(f.expires_at);
+         WHERE f.project_id = purge.project_id AND f.id = ANY (v_ids) AND NOT pymem._fact_live(f.expires_at, v_now);
         GET DIAGNOSTICS v_count = ROW_COUNT;
         FOREACH v_subject IN ARRAY coalesce(v_shared, '{}') LOOP  -- the copies a Citus cluster keeps
             PERFORM pymem._shared_facts_sync(purge.project_id, pg_catalog.split_part(v_subject, ':', 1),

@@ -23,6 +23,7 @@ from psycopg.conninfo import make_conninfo
 
 import pymem
 import pymem.browse
+import pymem.lifecycle
 
 pytestmark = pytest.mark.citus
 _counter = itertools.count()
@@ -184,7 +185,8 @@ def test_migrate_distributes_pymem_idempotently_and_check_knows(fresh_db):
                                       FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL""").fetchall())
         ctx = next(k for k in delegated if k.startswith("pymem.context_read("))
         assert delegated[ctx] == 0  # by user_id
-        assert delegated["pymem.fact_add(text,text,text,text,double precision,text,text,jsonb,integer,vector,text,timestamp with time zone)"] == 1
+        assert delegated["pymem.fact_add(text,text,text,text,double precision,text,text,jsonb,integer,vector,text,"
+                         "timestamp with time zone,timestamp with time zone,interval)"] == 1
         assert delegated["pymem.store_read(text,text,text)"] == 0
         # policies without the sub-select Citus refuses
         assert c.execute("SELECT count(*) FROM pg_policies WHERE schemaname = 'pymem' AND qual LIKE '%SELECT%'").fetchone()[0] == 0
@@ -658,3 +660,32 @@ def test_overwrites_batches_summaries_and_configuration_on_the_cluster(pymem_clu
                              (u, token)).fetchone()[0] is True
             assert c.execute("SELECT summary FROM pymem.summary_read(%s, project_id => 'p1')",
                              (u,)).fetchone()[0] == "They said hello twice."
+
+
+def test_facts_expire_and_purge_on_the_cluster(pymem_cluster):
+    """An expiring agent fact and user facts on both workers: invisible once expired (in the
+    copies every worker's context_read reads too), its content free again, and purge (a
+    project-wide call: Python sends it in a transaction on Citus) deletes them on every worker."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        agent, near, far = _agent_and_users(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Sale ends Friday', 'p1', ttl => '1 day')", (agent,))
+        for u in (near, far):
+            c.execute("SELECT pymem.fact_add('user', %s, 'Is in Lisbon', 'p1', ttl => '1 day')", (u,))
+            c.execute("SELECT pymem.fact_add('user', %s, 'Likes tea', 'p1')", (u,))
+        context = c.execute("SELECT pymem.context_read(%s, %s, 'p1')", (far, agent)).fetchone()[0]
+        assert [f["content"] for f in context["agent_facts"]] == ["Sale ends Friday"]
+    with psycopg.connect(admin, autocommit=True) as c:  # time passes, on the shards and in the copies
+        c.execute("UPDATE pymem.facts SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL")
+        c.execute("UPDATE pymem.shared_facts SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL")
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in (near, far):
+            context = c.execute("SELECT pymem.context_read(%s, %s, 'p1')", (u, agent)).fetchone()[0]
+            assert context["agent_facts"] == [] and [f["content"] for f in context["user_facts"]] == ["Likes tea"]
+        assert c.execute("SELECT created FROM pymem.fact_add('user', %s, 'Is in Lisbon', 'p1')", (near,)).fetchone()[0]
+    with pymem.Database(pymem.Settings(dsn=app)) as db:
+        assert pymem.lifecycle.purge(db, "p1") == {"facts": 2}  # the agent's and far's; near's was replaced
+    with psycopg.connect(admin, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM pymem.facts WHERE expires_at IS NOT NULL").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM pymem.shared_facts WHERE scope_id = %s", (agent,)).fetchone()[0] == 0
