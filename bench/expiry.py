@@ -109,15 +109,22 @@ def purge(dsn: str, batch: int) -> dict[str, Any]:
             "median_batch_ms": round(statistics.median(batches) * 1e3, 1)}
 
 
-def main(argv: list[str] | None = None) -> None:
+def _positive(value: str) -> int:
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", help="a server to create the scratch database on (default: PYMEM_DSN, else the embedded one)")
-    ap.add_argument("--users", type=int, default=2000, help="users of each kind")
-    ap.add_argument("--facts", type=int, default=50, help="facts per user")
-    ap.add_argument("--calls", type=int, default=1000, help="timed calls per read and kind")
+    ap.add_argument("--users", type=_positive, default=2000, help="users of each kind")
+    ap.add_argument("--facts", type=_positive, default=50, help="facts per user")
+    ap.add_argument("--calls", type=_positive, default=1000, help="timed calls per read and kind")
     ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--purge-users", type=int, default=2000, help="users whose facts expire for the purge")
-    ap.add_argument("--batch", type=int, default=1000, help="purge's max_rows")
+    ap.add_argument("--purge-users", type=_positive, default=2000, help="users whose facts expire for the purge")
+    ap.add_argument("--batch", type=_positive, default=1000, help="purge's max_rows")
     args = ap.parse_args(argv)
     conninfo, where = common.connection_info(args.dsn)
     common.progress(f"expiry bench on {where}")
@@ -138,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
           f"{p['rows_per_s']} rows/s, batch median {p['median_batch_ms']} ms, longest {p['longest_batch_ms']} ms, "
           f"{p['left']} left")
     print("command: " + common.command_line("bench/expiry.py", argv))
+    return result
 
 
 if __name__ == "__main__":

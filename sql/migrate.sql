@@ -614,7 +614,7 @@ COMMIT;
 
 -- 0037_fact_expiry
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0037_fact_expiry', '7308bdbfe471134b27d5bc95b71c24d29a4865c7ac3a04c0312ccd57483fb126') AS pending
+SELECT pymem.migration_pending('0037_fact_expiry', '30d003be12f8b7234180d07230de20b74f3837d1b12034dcb89030336392aa66') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -629,7 +629,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0037_fact_expiry', '7308bdbfe471134b27d5bc95b71c24d29a4865c7ac3a04c0312ccd57483fb126', '0.2.0.dev0')
+SELECT pymem.migration_applied('0037_fact_expiry', '30d003be12f8b7234180d07230de20b74f3837d1b12034dcb89030336392aa66', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0037_fact_expiry

@@ -55,7 +55,8 @@ def generate_facts(conn: psycopg.Connection, args: argparse.Namespace, embedder:
                                                     "refunds take up to 10 working days",
                                                     "escalate legal questions to a human"][i % 6],
             "confidence": 1.0, "source": "manual", "trace_id": None, "metadata": psycopg.types.json.Jsonb({}),
-            "max_learned": 200, "embedding": None, "embedder": None, "created_at": None}).fetchall()
+            "max_learned": 200, "embedding": None, "embedder": None, "created_at": None,
+            "expires_at": None, "ttl": None}).fetchall()
     out["agent_facts"] = AGENT_FACTS
     return out
 

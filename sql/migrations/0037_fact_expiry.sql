@@ -8,13 +8,12 @@
 -- api/00_common.sql).
 -- pymem.purge deletes expired facts in bounded batches, through facts_expiring (below).
 --
--- ADD COLUMN without a default changes only the catalog (no rewrite of the table); the CHECK is
--- NOT VALID, so adding it reads no row (every existing row has NULL); it binds every new row.
+-- ADD COLUMN without a default changes only the catalog (no rewrite of the table, no scan). No
+-- CHECK on it: validating one would scan the table under the migration's exclusive lock, and
+-- the writes that set it check it (pymem._expiry: finite, in the future, within 100 years).
 -- shared_facts (the copies a Citus cluster keeps) changes the same way, in the same order of
 -- columns (the copies are written with SELECT *). Applied once under the migration lock.
 ALTER TABLE pymem.facts ADD COLUMN expires_at timestamptz;
-ALTER TABLE pymem.facts ADD CONSTRAINT facts_expires_at_check
-    CHECK (pg_catalog.isfinite(expires_at)) NOT VALID;
 COMMENT ON COLUMN pymem.facts.expires_at IS
     'When the fact (with its history) stops being visible; NULL: never. pymem.purge deletes it after';
 ALTER TABLE pymem.shared_facts ADD COLUMN expires_at timestamptz;
