@@ -297,4 +297,4 @@ def test_the_view_and_the_reads_of_history_say_not_expired_the_same_way(dsn):
         live = c.execute("SELECT prosrc FROM pg_proc WHERE oid = 'pymem._fact_live'::regproc").fetchone()[0]
         view = c.execute("SELECT pg_get_viewdef('pymem.active_facts'::regclass)").fetchone()[0]
     assert "expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) at" in live  # called with now() by every read
-    assert "((expires_at IS NULL) OR (expires_at > now()))" in view, view
+    assert "((expires_at IS NULL) OR (expires_at > now()))" in view.replace("f.", ""), view  # PostgreSQL 15 writes f.
