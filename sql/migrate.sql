@@ -614,7 +614,7 @@ COMMIT;
 
 -- 0037_fact_expiry
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0037_fact_expiry', '30d003be12f8b7234180d07230de20b74f3837d1b12034dcb89030336392aa66') AS pending
+SELECT pymem.migration_pending('0037_fact_expiry', 'c8b073b862c7f80e23c6cae280cdd30ca78e9e7e0be51e9c17395777d80726f7') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -629,7 +629,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0037_fact_expiry', '30d003be12f8b7234180d07230de20b74f3837d1b12034dcb89030336392aa66', '0.2.0.dev0')
+SELECT pymem.migration_applied('0037_fact_expiry', 'c8b073b862c7f80e23c6cae280cdd30ca78e9e7e0be51e9c17395777d80726f7', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0037_fact_expiry
@@ -688,7 +688,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('5b3c27ad824e239500e90d9c9af3354555bc4eb5dbb0545a5baea92068254837')
+SELECT pymem.migration_api_applied('fd9f38d2ab82931266ac26b9dfa88aa5f96c4cb53cba11d06ec7d88fc169cebe')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -203,7 +203,7 @@ FROM pymem.fact_history(scope => %(scope)s, scope_id => %(scope_id)s, project_id
 -- name: fact_chain
 -- A fact's history tree (every branch merged into its newest version), predecessors first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at, f.depth
+       f.created_at, f.superseded_by, f.superseded_at, f.depth, f.expires_at
 FROM pymem.fact_chain(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s::bigint, project_id => %(project_id)s) AS f;
 
 -- name: fact_get

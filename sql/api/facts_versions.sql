@@ -139,7 +139,7 @@ BEGIN
     )
     SELECT (t.fact).project_id, (t.fact).scope, (t.fact).scope_id, (t.fact).id, (t.fact).content,
            (t.fact).content_key, (t.fact).confidence, (t.fact).source, (t.fact).trace_id, (t.fact).metadata,
-           (t.fact).created_at, (t.fact).superseded_by, (t.fact).superseded_at, t.depth
+           (t.fact).created_at, (t.fact).superseded_by, (t.fact).superseded_at, t.depth, (t.fact).expires_at
       FROM tree AS t
      WHERE pymem._fact_live((t.fact).expires_at, pg_catalog.now())  -- (a live version's successors are live: _fact_history_expire)
      ORDER BY t.depth DESC, (t.fact).created_at, (t.fact).id;

@@ -17,6 +17,8 @@ ALTER TABLE pymem.facts ADD COLUMN expires_at timestamptz;
 COMMENT ON COLUMN pymem.facts.expires_at IS
     'When the fact (with its history) stops being visible; NULL: never. pymem.purge deletes it after';
 ALTER TABLE pymem.shared_facts ADD COLUMN expires_at timestamptz;
+-- fact_chain's rows (a fact's history) carry it too, after depth (a new attribute goes last)
+ALTER TYPE pymem.fact_version ADD ATTRIBUTE expires_at timestamptz;
 
 -- what a purge reads: the expiring facts of a project, soonest first (partial: empty while no
 -- fact has an expiry)

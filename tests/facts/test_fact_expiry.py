@@ -245,6 +245,7 @@ def test_memory_persist_update_and_purge_with_expiries(mem, dsn):
     ids = mem.persist_many(["Likes tea", "Likes jazz"], ttl=3600)
     newer = mem.update("Is in Porto this week", old="Is in Lisbon this week")
     assert next(f for f in mem.retrieve() if f.id == newer).expires_at == later  # inherited
+    assert [f.expires_at for f in mem.history(fact_id=newer)] == [later, later]  # the history carries it
     with psycopg.connect(dsn, autocommit=True) as c:
         expire(c, f"id IN ({int(ids[0])}, {int(ids[1])})")
     assert {f.content for f in mem.retrieve()} == {"Is in Porto this week"}
