@@ -1,7 +1,7 @@
 """What ends memory on its own (sql/api/lifecycle.sql): :func:`purge` deletes what has expired, in
 bounded batches. Expiry needs no purge to be correct (an expired fact is invisible to every read
 at once); a purge gives the space back. ``pymem purge`` runs it from the command line; run it
-from cron, or pg_cron where installed (docs/sql.md "Expiry and purge")."""
+from cron, or pg_cron where installed (docs/sql.md "Expire and purge")."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ class Memory(MemoryBase):
         (it is checked, and the embedder is not called). ``created_at``: when the fact was
         learned, to import facts with their real times (timezone-aware, not in the future;
         default now). ``ttl`` (seconds, or a timedelta) or ``expires_at`` (timezone-aware): the
-        fact expires then, and is invisible to every read from that moment (docs/sql.md "Expiry
+        fact expires then, and is invisible to every read from that moment (docs/sql.md "Expire
         and purge"); the same fact persisted again with a ttl gets the new expiry, without one
         it keeps its own."""
         return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,

@@ -50,19 +50,18 @@ def timestamp(value: Any, what: str = "created_at") -> datetime | None:
 
 def expiry(ttl: Any, expires_at: Any) -> dict[str, Any]:
     """The expiry a write asks for, as the SQL takes it (``ttl`` an interval, ``expires_at`` a
-    time): ``ttl`` in seconds (a number) or a timedelta, or ``expires_at`` (timezone-aware), not
-    both; neither: no expiry. The SQL checks the rest (positive, within 100 years, in the future)."""
+    time): ``ttl`` in seconds (a finite number) or a timedelta, or ``expires_at`` (timezone-aware),
+    not both; neither: no expiry. The SQL checks the rest (pymem._expiry: positive, within 100
+    years, in the future)."""
     if ttl is not None and expires_at is not None:
         raise ValidationError("pass ttl or expires_at, not both")
     if ttl is not None and not isinstance(ttl, timedelta):
         if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
             raise ValidationError(f"ttl must be a number of seconds or a timedelta, not {type(ttl).__name__}")
-        if not math.isfinite(ttl) or ttl <= 0:
-            raise ValidationError(f"ttl must be a positive number of seconds (got {ttl!r})")
+        if not math.isfinite(ttl):
+            raise ValidationError(f"ttl must be a finite number of seconds (got {ttl!r})")
         try:
             ttl = timedelta(seconds=ttl)
         except OverflowError as exc:
             raise ValidationError("ttl must be at most 100 years") from exc
-    if isinstance(ttl, timedelta) and ttl <= timedelta(0):
-        raise ValidationError(f"ttl must be positive (got {ttl})")
     return {"ttl": ttl, "expires_at": timestamp(expires_at, "expires_at")}

@@ -688,7 +688,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('fd9f38d2ab82931266ac26b9dfa88aa5f96c4cb53cba11d06ec7d88fc169cebe')
+SELECT pymem.migration_api_applied('88b12be515af12397dabc52f9993c3a6b2cef5401ea384b3be315e47446cc47e')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

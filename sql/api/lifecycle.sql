@@ -3,7 +3,7 @@
 -- needs no purge to be correct: an expired fact is invisible to every read at once
 -- (pymem.active_facts, pymem._fact_live); a purge gives the space back. Re-applied on every
 -- migrate; called by pymem/lifecycle.py (`pymem purge`) and by any SQL client (docs/sql.md
--- "Expiry and purge").
+-- "Expire and purge").
 --
 -- Errors: 22023 invalid argument; 42501 a project the caller may not serve.
 
