@@ -19,9 +19,8 @@ field vectors (``pymem.store_vectors``), computed by the embedder: a pymem embed
 
 Batches behave like LangGraph's ``InMemoryStore``: the reads of a batch see the store as it was
 before the batch, then its writes apply (the last write of a key wins). TTL is not supported
-(``supports_ttl = False``, as for ``InMemoryStore``): a pymem entry has no expiry, and expiring
-entries would need a sweeper the database does not run. ``put(..., ttl=...)`` raises
-``NotImplementedError``.
+(``supports_ttl = False``, as for ``InMemoryStore``): a keyed-store entry has no expiry yet (facts
+have one: docs/sql.md "Expire and purge"). ``put(..., ttl=...)`` raises ``NotImplementedError``.
 """
 
 from __future__ import annotations
