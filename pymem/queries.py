@@ -167,7 +167,7 @@ def placeholder_types(statement: str, signatures: dict[str, list[tuple[str, str]
     return out
 
 
-def render_calls(text: str, api_text: str = "") -> str:
+def render_calls(text: str, api_text: str) -> str:
     """The text of pymem/calls.py for a queries file: one keyword-only function per named query,
     its parameters the query's placeholders, typed from their casts or from the signatures of the
     pymem functions they are passed to (``api_text``: the API files), returning the
