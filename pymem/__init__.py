@@ -43,7 +43,7 @@ from .migrations import migrate  # noqa: E402
 from .options import MemoryOptions, RecallOptions  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .stores import MUST_NOT_EXIST, AsyncMemoryStore, MemoryStore  # noqa: E402
-from .types import Fact, FactId, Message, TurnResult  # noqa: E402
+from .types import Erasure, Fact, FactId, Message, TurnResult  # noqa: E402
 
 __all__ = [
     "MUST_NOT_EXIST",
@@ -63,6 +63,7 @@ __all__ = [
     "context",
     "default_memory",
     "record",
+    "Erasure",
     "Fact",
     "FactId",
     "HashEmbedder",

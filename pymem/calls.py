@@ -626,6 +626,23 @@ def user_import(
     return Query("user_import", {"document": document, "project_id": project_id, "user_id": user_id, "replace": replace})
 
 
+def user_forget(
+    *,
+    user_id: str | None,
+    project_id: str | None,
+    store_keys: Sequence[str] | None,
+) -> Query:
+    """Erase a user (facts, conversations, the named stores) in one transaction; returns the
+    receipt."""
+    return Query("user_forget", {"user_id": user_id, "project_id": project_id, "store_keys": store_keys})
+
+
+def erasures(*, project_id: str | None, user_id: str | None) -> Query:
+    """The receipts of a project's erasures, newest first (one user's, with user_id); owner role
+    only."""
+    return Query("erasures", {"project_id": project_id, "user_id": user_id})
+
+
 def store_item_put(
     *,
     store_key: str | None,

@@ -1,4 +1,5 @@
-"""The ``pymem`` command: migrate, server status/stop, version, export/import, purge, recall-indexes, demo, serve.
+"""The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, recall-indexes, demo,
+serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -11,7 +12,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from . import __version__, demo, migrations, server, web
 from .connection import describe_target, resolve_conninfo
@@ -19,8 +20,9 @@ from .conversations import recall_indexes
 from .lifecycle import purge
 from .database import Database
 from .errors import Error, ValidationError
-from .portability import export_user, import_user
+from .portability import erasures, export_user, forget_user, import_user
 from .settings import Settings
+from .types import Erasure
 
 
 #: The server's hints a command can meet, in command-line words (Python's are
@@ -101,18 +103,41 @@ def cmd_version(args: argparse.Namespace) -> int:
     return 0
 
 
+def _receipt(e: Erasure) -> dict[str, Any]:
+    return {"id": e.id, "project_id": e.project_id, "erased_at": e.erased_at.isoformat(), "erased_by": e.erased_by,
+            "counts": e.counts, "digest": e.digest}
+
+
 def cmd_export(args: argparse.Namespace) -> int:
-    with Database(_settings("exporting from")) as db:
-        document = export_user(db, args.user, args.project)
+    if args.erasures:
+        with Database(_settings("exporting from")) as db:
+            receipts = erasures(db, args.project, user_id=args.user)
+        document: dict[str, Any] = {"format": "pymem.erasures/1", "project_id": args.project,
+                                    "erasures": [_receipt(e) for e in receipts]}
+    elif args.user is None:
+        raise ValidationError("pymem export needs --user ID (a user's memory) or --erasures (the erasure receipts)")
+    else:
+        with Database(_settings("exporting from")) as db:
+            document = export_user(db, args.user, args.project)
     data = json.dumps(document, ensure_ascii=False, indent=1)
     if args.output in (None, "-"):
         print(data)
     else:
         with _private(args.output) as f:
             f.write(data + "\n")
-        facts, threads = len(document["facts"]), len(document["threads"])
-        print(f"wrote {facts} fact{'' if facts == 1 else 's'} and {threads} thread{'' if threads == 1 else 's'} "
-              f"to {args.output}", file=sys.stderr)
+        if args.erasures:
+            print(f"wrote {len(document['erasures'])} erasure receipt(s) to {args.output}", file=sys.stderr)
+        else:
+            facts, threads = len(document["facts"]), len(document["threads"])
+            print(f"wrote {facts} fact{'' if facts == 1 else 's'} and {threads} thread{'' if threads == 1 else 's'} "
+                  f"to {args.output}", file=sys.stderr)
+    return 0
+
+
+def cmd_forget_user(args: argparse.Namespace) -> int:
+    with Database(_settings("erasing from")) as db:
+        receipt = forget_user(db, args.user, args.project, stores=args.store)
+    print(json.dumps(_receipt(receipt)))
     return 0
 
 
@@ -195,12 +220,20 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_server)
     v = sub.add_parser("version", help="print pymem's version")
     v.set_defaults(func=cmd_version)
-    e = sub.add_parser("export", help="print a user's whole memory as JSON")
-    e.add_argument("--user", required=True, help="the user id")
+    e = sub.add_parser("export", help="print a user's whole memory (or the erasure receipts) as JSON")
+    e.add_argument("--user", help="the user id (with --erasures: only that user's receipts)")
+    e.add_argument("--erasures", action="store_true",
+                   help="the project's erasure receipts (pymem forget-user) instead of a user's memory; owner role")
     e.add_argument("--project", default="", help="the project (tenant); default ''")
     e.add_argument("-o", "--output", help="write to this file instead of stdout (created or overwritten with mode "
                    "0600: readable by you only)")
     e.set_defaults(func=cmd_export)
+    f = sub.add_parser("forget-user", help="erase a user (facts, conversations, their stores) and print the receipt")
+    f.add_argument("--user", required=True, help="the user id")
+    f.add_argument("--project", default="", help="the project (tenant); default ''")
+    f.add_argument("--store", action="append", default=[], metavar="KEY",
+                   help="a store of the user's, erased whole (repeatable)")
+    f.set_defaults(func=cmd_forget_user)
     i = sub.add_parser("import", help="load a user's memory exported by `pymem export`")
     i.add_argument("file", help="the JSON file ('-' for stdin)")
     i.add_argument("--user", help="import under this user id instead of the document's")

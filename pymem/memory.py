@@ -36,6 +36,8 @@ from .errors import ValidationError
 from .facts import Fact, FactId, _Facts
 from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
+from .portability import _forget_user
+from .types import Erasure
 from .runner import Operation, arun, run
 from .settings import Settings
 from .values import text
@@ -309,6 +311,14 @@ class Memory(MemoryBase):
         """Delete a user's thread (default: every thread); returns the number of messages deleted."""
         return self._run(self._forget_conversation(self._need_user(user, ctx), thread))
 
+    def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = ()) -> Erasure:
+        """Erase the user from this Memory's project, in one transaction: facts with their
+        history, every conversation with its summaries, the stores named in ``stores`` (the
+        user's own: a store has no owner), and the user's name as the actor of other stores'
+        rows. Returns the receipt (:class:`pymem.Erasure`: counts per kind and a digest, no
+        content), which the database keeps after the erasure (``pymem.erasures``)."""
+        return self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores))
+
     def close(self) -> None:
         """Close the Database this Memory opened; a ``db=`` it was given stays open (its owner
         closes it)."""
@@ -471,6 +481,9 @@ class AsyncMemory(MemoryBase):
 
     async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
         return await self._run(self._forget_conversation(self._need_user(user, ctx), thread))
+
+    async def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = ()) -> Erasure:
+        return await self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores))
 
     async def aclose(self) -> None:
         """Close the AsyncDatabase this AsyncMemory opened; a ``db=`` it was given stays open."""

@@ -1,14 +1,19 @@
-"""A user's whole memory as JSON, and back, over ``sql/api/portability.sql``
-(``pymem export --user ID`` / ``pymem import FILE``)."""
+"""A user's whole memory as JSON, and back, and its erasure with a receipt, over
+``sql/api/portability.sql`` (``pymem export --user ID`` / ``pymem import FILE``,
+``pymem forget-user --user ID`` / ``pymem export --erasures``, ``Memory.forget_user``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
 from .database import Database
+from .errors import ValidationError
 from .runner import Operation, Query, run
+from .types import Erasure
 from .values import text
 from . import calls
 
@@ -37,3 +42,39 @@ def import_user(db: Database, document: dict[str, Any], *, project_id: str | Non
                 user_id: str | None = None, replace: bool = False) -> dict[str, Any]:
     """Load an exported document (in one transaction); returns what was imported."""
     return run(_import(document, project_id, user_id, replace), db)
+
+
+def _erasure(row: Mapping[str, Any], project_id: str) -> Erasure:
+    at = row["erased_at"]
+    return Erasure(id=int(row["id"]), project_id=project_id,
+                   erased_at=at if isinstance(at, datetime) else datetime.fromisoformat(at),
+                   erased_by=row["erased_by"], counts={k: int(v) for k, v in row["counts"].items()},
+                   digest=row["digest"])
+
+
+def _store_keys(stores: Iterable[str]) -> list[str]:
+    if isinstance(stores, str):
+        raise ValidationError("stores must be a list of store keys, not one string")
+    return [text(s, "store key") for s in stores]
+
+
+def _forget_user(user_id: str, project_id: str, stores: Iterable[str]) -> Operation[Erasure]:
+    project = text(project_id, "project_id")
+    rows = yield calls.user_forget(user_id=text(user_id, "user id"), project_id=project, store_keys=_store_keys(stores))
+    return _erasure(rows[0]["receipt"], project)
+
+
+def forget_user(db: Database, user_id: str, project_id: str = "", *, stores: Iterable[str] = ()) -> Erasure:
+    """Erase a user of a project in one transaction: the user's facts with their history, every
+    conversation (messages, vectors, summaries), the stores named in ``stores`` whole, and the
+    user's name as the actor of other stores' rows. Returns the receipt, which
+    ``pymem.erasures`` keeps (see :func:`erasures`)."""
+    return run(_forget_user(user_id, project_id, stores), db)
+
+
+def erasures(db: Database, project_id: str = "", *, user_id: str | None = None) -> list[Erasure]:
+    """The receipts of a project's erasures, newest first; with ``user_id``, that user's. Needs
+    the owner role (``pymem.erasures`` is not granted to the app or reader role)."""
+    project = text(project_id, "project_id")
+    rows = db.query(calls.erasures(project_id=project, user_id=text(user_id, "user id", allow_none=True)))
+    return [_erasure(r, project) for r in rows]

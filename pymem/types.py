@@ -1,6 +1,7 @@
 """The values pymem's calls return and the callables they take: :class:`Fact` and
 :class:`FactId` (durable facts), :class:`Message` and :class:`TurnResult` (conversation memory),
-the ``Summarizer`` and ``Extractor`` signatures, and :class:`Query` (a named query and its
+:class:`Erasure` (the receipt of a user's erasure), the ``Summarizer`` and ``Extractor``
+signatures, and :class:`Query` (a named query and its
 parameters, what pymem.calls makes and an operation yields). A leaf: it imports no other pymem module, so
 every module may name these types at run time (``pymem.facts`` and ``pymem.conversations``
 re-export theirs)."""
@@ -118,3 +119,19 @@ class Query:
 
     def rows_as(self, factory: Callable[[Any], Any]) -> Query:
         return Query(self.name, self.params, factory)
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """The receipt of a user's erasure (``Memory.forget_user``, SQL ``pymem.user_forget``), as
+    kept in ``pymem.erasures``, which survives the erasure: ``id`` (per project), when, by which
+    login role, how many rows of each kind went (``counts``, e.g. ``{"facts": 3, "messages": 40,
+    ...}``), and ``digest``, a sha256 over one line per deleted row (its key and the sha256 of its
+    content: docs/sql.md "Erase a user"). Neither holds content or the user's id."""
+
+    id: int
+    project_id: str
+    erased_at: datetime
+    erased_by: str
+    counts: dict[str, int]
+    digest: str

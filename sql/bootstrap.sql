@@ -386,7 +386,7 @@ AS $$
                      'browse_embedders',
                      'fact_get', 'store_item_get', 'store_items_search', 'store_namespaces']::name[] AS read,
                ARRAY['tenant_bind', 'tenant_unbind', 'store_configure', 'text_search_configure',
-                     'recall_index_plan']::name[] AS admin,
+                     'recall_index_plan', 'erasures']::name[] AS admin,
                ARRAY['current_tenant', 'tenant_allowed']::name[] AS public
     ),
     grantees AS (

@@ -368,6 +368,16 @@ SELECT pymem.user_export(user_id => %(user_id)s, project_id => %(project_id)s) A
 SELECT pymem.user_import(document => %(document)s, project_id => %(project_id)s, user_id => %(user_id)s,
                          replace => %(replace)s) AS imported;
 
+-- name: user_forget
+-- Erase a user (facts, conversations, the named stores) in one transaction; returns the receipt.
+SELECT pymem.user_forget(user_id => %(user_id)s, project_id => %(project_id)s,
+                         store_keys => %(store_keys)s::text[]) AS receipt;
+
+-- name: erasures
+-- The receipts of a project's erasures, newest first (one user's, with user_id); owner role only.
+SELECT r.id, r.erased_at, r.erased_by, r.counts, r.digest
+  FROM pymem.erasures(project_id => %(project_id)s, user_id => %(user_id)s) AS r;
+
 -- name: store_item_put
 -- Write an item (a JSON object under a namespace and a key) and replace its vectors; returns its sha.
 SELECT pymem.store_item_put(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
