@@ -515,12 +515,15 @@ AS $$
         ('pymem.store_entries', 'hash', 'store_key'),
         ('pymem.store_audit', 'hash', 'store_key'),
         ('pymem.store_versions', 'hash', 'store_key'),
-        ('pymem.store_vectors', 'hash', 'store_key')) AS v(t, method, key)
+        ('pymem.store_vectors', 'hash', 'store_key'),
+        ('pymem.erasures', 'reference', NULL)) AS v(t, method, key)
      WHERE pg_catalog.to_regclass(v.t) IS NOT NULL;
 $$;
 
 -- _citus_functions(): the API functions (SECURITY DEFINER) delegated to the worker of their
 -- key: the first of user_id, scope_id, store_key among their input arguments (0-based index).
+-- Not user_forget: it writes rows of other keys too (the stores it is given, other stores'
+-- actors, the receipt in a reference table), so it runs on the coordinator, in a transaction.
 CREATE OR REPLACE FUNCTION pymem._citus_functions()
 RETURNS TABLE (fn pg_catalog.regprocedure, arg text, idx integer)
 LANGUAGE sql STABLE SECURITY INVOKER
@@ -532,7 +535,7 @@ AS $$
      WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND p.prosecdef
        AND (p.proargmodes IS NULL OR p.proargmodes[1:p.pronargs] <@ ARRAY['i']::"char"[])
        AND a.name IN ('user_id', 'scope_id', 'store_key')
-       AND p.proname NOT LIKE 'browse%'
+       AND p.proname NOT LIKE 'browse%' AND p.proname <> 'user_forget'
      ORDER BY p.oid, a.n;
 $$;
 

@@ -711,7 +711,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('9b7db70a56a64cd836730011c804ae5a4d786caa9bea13cce76ea5c855fc8a86')
+SELECT pymem.migration_api_applied('fe0d6ae64743caa39d94eb65bf97c0568f37401ad22cb19210ab1f48e17a0740')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

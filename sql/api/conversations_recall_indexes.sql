@@ -12,7 +12,8 @@
 -- 2,000 dimensions, IVFFlat's limit) gets a partial IVFFlat index over them, with lists =
 -- round(sqrt(vectors)) (at most what this session's maintenance_work_mem lets the build sample); it is rebuilt (DROP, then CREATE) once the user has twice the vectors it
 -- was planned for, or when a build left it invalid or missing; a recorded user below min_messages
--- loses it. Each statement is CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
+-- loses it, and so does an erased user (user_forget removes the registration; the plan drops an
+-- index of the project that nothing registers, with user_id and embedder NULL). Each statement is CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
 -- function and no transaction block can run and which only the owner of pymem's tables may run:
 -- `pymem recall-indexes` runs them, or psql:
 --   SELECT statement FROM pymem.recall_index_plan(project_id => 'acme') \gexec
@@ -33,6 +34,8 @@ DECLARE
     v_type oid;
     v_wait text := pg_catalog.current_setting('lock_timeout');
     v_holders text;
+    v_registered text[];
+    v_dropped text[] := '{}';  -- the indexes the plan above drops already
     r record;
 BEGIN
     PERFORM pymem._tenant_enter(recall_index_plan.project_id);
@@ -106,6 +109,7 @@ BEGIN
              WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.embedder = r.embedder;
             user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'drop';
             statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.old_name);
+            v_dropped := v_dropped || r.old_name;
             RETURN NEXT;
         END IF;
         IF r.action IN ('create', 'rebuild') THEN
@@ -120,6 +124,28 @@ BEGIN
                 recall_index_plan.project_id, r.user_id, r.embedder);
             RETURN NEXT;
         END IF;
+    END LOOP;
+    -- an index of this project that nothing registers any more: its user was erased (user_forget
+    -- deletes the registration; only a statement outside a transaction may drop the index).
+    -- Registered names first, in a statement of their own: Citus joins no catalog with a
+    -- distributed table.
+    SELECT coalesce(pg_catalog.array_agg(ri.index_name), '{}') INTO v_registered
+      FROM pymem.recall_indexes AS ri WHERE ri.project_id = recall_index_plan.project_id;
+    FOR r IN
+        SELECT c.relname::text AS old_name
+          FROM pg_catalog.pg_index AS i
+          JOIN pg_catalog.pg_class AS c ON c.oid = i.indexrelid
+         WHERE i.indrelid = 'pymem.message_embeddings'::pg_catalog.regclass
+           AND c.relname::text LIKE 'message\_embeddings\_recall\_%'
+           AND pg_catalog.starts_with(pg_catalog.pg_get_expr(i.indpred, i.indrelid),
+                                      pg_catalog.format('((project_id = %L::text) AND ', recall_index_plan.project_id))
+           AND c.relname::text <> ALL (v_registered)
+         ORDER BY 1
+    LOOP
+        CONTINUE WHEN r.old_name = ANY (v_dropped);
+        user_id := NULL; embedder := NULL; vectors := 0; action := 'drop';
+        statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.old_name);
+        RETURN NEXT;
     END LOOP;
 END;
 $$;

@@ -294,10 +294,14 @@ BEGIN
     PERFORM 1 FROM pymem.threads AS t WHERE t.project_id = v_project AND t.user_id = v_user
      ORDER BY t.thread_id FOR UPDATE;
     PERFORM pymem._subject_lock(v_project, 'user', v_user);
-    SELECT coalesce(pg_catalog.array_agg(s.store_key ORDER BY s.store_key), '{}') INTO v_stores
-      FROM (SELECT s.store_key FROM pymem.stores AS s
-             WHERE s.project_id = v_project AND s.store_key = ANY (user_forget.store_keys)
-             ORDER BY s.store_key FOR UPDATE) AS s;
+    -- the user's stores, each locked by its key (one shard each on Citus)
+    v_stores := '{}';
+    FOR v_key IN SELECT DISTINCT k.key FROM pg_catalog.unnest(user_forget.store_keys) AS k(key) ORDER BY 1 LOOP
+        PERFORM 1 FROM pymem.stores AS s WHERE s.project_id = v_project AND s.store_key = v_key FOR UPDATE;
+        IF FOUND THEN
+            v_stores := v_stores || v_key;
+        END IF;
+    END LOOP;
     v_digest := pymem._erasure_digest(v_project, v_user, v_stores);
 
     -- counted as they go: children before parents, so no cascade runs row by row
@@ -314,10 +318,9 @@ BEGIN
     SELECT v_counts || pg_catalog.jsonb_build_object('threads', pg_catalog.count(*),
                                                      'summaries', pg_catalog.count(*) FILTER (WHERE t.summarised))
       INTO v_counts FROM t;
-    -- a heavy user's index is dropped by the next plan (recall_index_plan drops a registered index
-    -- whose user has no vectors): the registration keeps its index's name, not the user's id
-    UPDATE pymem.recall_indexes AS r SET user_id = 'erased:' || r.index_name
-     WHERE r.project_id = v_project AND r.user_id = v_user;
+    -- a heavy user's index is dropped by the next plan (recall_index_plan drops an index of the
+    -- project that nothing registers)
+    DELETE FROM pymem.recall_indexes AS r WHERE r.project_id = v_project AND r.user_id = v_user;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_counts := v_counts || pg_catalog.jsonb_build_object('recall_indexes', v_n);
     WITH e AS (DELETE FROM pymem.fact_embeddings AS x

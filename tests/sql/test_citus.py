@@ -24,6 +24,7 @@ from psycopg.conninfo import make_conninfo
 import pymem
 import pymem.browse
 import pymem.lifecycle
+import pymem.portability
 
 pytestmark = pytest.mark.citus
 _counter = itertools.count()
@@ -289,7 +290,7 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
     assert out.returncode == 0, out.stderr
     assert pymem.migrations.check(fresh_db) == []
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 22
+        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 23
         assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
 
 
@@ -689,3 +690,38 @@ def test_facts_expire_and_purge_on_the_cluster(pymem_cluster):
     with psycopg.connect(admin, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM pymem.facts WHERE expires_at IS NOT NULL").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM pymem.shared_facts WHERE scope_id = %s", (agent,)).fetchone()[0] == 0
+
+
+def test_a_user_is_erased_on_the_cluster_with_a_receipt(pymem_cluster):
+    """user_forget on Citus (issue 33, item 2): not delegated, since it writes rows of other keys
+    (the user's stores, other stores' actors, the receipt in the reference table erasures): it
+    runs on the coordinator, each statement routed by its key, all in one distributed
+    transaction. The other worker's user keeps everything."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.store_open('shared', project_id => 'p1')")
+        for u in users:
+            c.execute("SELECT pymem.fact_add('user', %s, 'Likes tea', 'p1')", (u,))
+            c.execute("SELECT * FROM pymem.turn_record(%s, 'hi', 'hello', project_id => 'p1')", (u,))
+            c.execute("SELECT pymem.store_open(%s, project_id => 'p1')", (f"{u}-notes",))
+            c.execute("SELECT pymem.store_write(%s, 'a.txt', 'x', actor => %s, project_id => 'p1')", (f"{u}-notes", u))
+            c.execute("SELECT pymem.store_write('shared', %s, 'y', actor => %s, project_id => 'p1')", (f"{len(u)}{u[-1]}.txt", u))
+    gone, kept = users
+    with pymem.Database(pymem.Settings(dsn=app)) as db:
+        receipt = pymem.Memory(db=db, agent_id="bot", project_id="p1").forget_user(user=gone, stores=[f"{gone}-notes"])
+    assert {k: v for k, v in receipt.counts.items() if v} == {
+        "facts": 1, "fact_lexemes": 1, "threads": 1, "messages": 2, "message_lexemes": 2, "stores": 1,
+        "store_entries": 1, "store_audit": 1, "store_actors": 2}
+    with psycopg.connect(admin, autocommit=True) as c:
+        for table, column in (("facts", "scope_id"), ("threads", "user_id"), ("messages", "user_id"),
+                              ("message_lexemes", "user_id"), ("store_entries", "actor"), ("store_audit", "actor")):
+            rows = dict(c.execute(sql.SQL("SELECT {c}, count(*) FROM pymem.{t} WHERE project_id = 'p1' GROUP BY 1")
+                                  .format(c=sql.Identifier(column), t=sql.Identifier(table))).fetchall())
+            assert gone not in rows and rows.get(kept), (table, rows)
+        assert c.execute("SELECT count(*) FROM pymem.stores WHERE store_key = %s", (f"{gone}-notes",)).fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM pymem.erasures").fetchone()[0] == 1
+    with pymem.Database(pymem.Settings(dsn=admin)) as db:
+        assert [e.id for e in pymem.portability.erasures(db, "p1", user_id=gone)] == [receipt.id]
+        assert pymem.portability.erasures(db, "p1", user_id=kept) == []

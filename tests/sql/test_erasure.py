@@ -262,20 +262,26 @@ def test_a_heavy_users_recall_index_is_dropped_by_the_next_plan(db, dsn):
     from pymem.conversations import recall_indexes
 
     mem = Memory(db=db, agent_id="bot", embedder=EMB)
+    other = Memory(db=db, agent_id="bot", project_id="acme", embedder=EMB)
     for i in range(6):
         mem.record(f"heavy question {i}", f"answer {i}", user="alice")
+        other.record(f"heavy question {i}", f"answer {i}", user="alice")  # the same id, another project
     assert [s["action"] for s in recall_indexes(db, "", 4)] == ["create"]
+    assert [s["action"] for s in recall_indexes(db, "acme", 4)] == ["create"]
     with psycopg.connect(dsn, autocommit=True) as c:
         index = c.execute("SELECT index_name FROM pymem.recall_indexes WHERE user_id = 'alice'").fetchone()[0]
         assert "alice" in c.execute("SELECT pg_get_indexdef(%s::regclass)", (f"pymem.{index}",)).fetchone()[0]
     receipt = mem.forget_user(user="alice")
     assert receipt.counts["recall_indexes"] == 1
     assert rows_naming(dsn, "alice") == {}
+    assert recall_indexes(db, "acme", 4) == []  # another project's index is not this one's orphan
     steps = recall_indexes(db, "", 4)
-    assert [(s["action"], s["user_id"]) for s in steps] == [("drop", f"erased:{index}")]
+    assert [(s["action"], s["user_id"], s["statement"]) for s in steps] == [
+        ("drop", None, f"DROP INDEX CONCURRENTLY IF EXISTS pymem.{index}")]
     with psycopg.connect(dsn, autocommit=True) as c:
         assert c.execute("SELECT to_regclass(%s)", (f"pymem.{index}",)).fetchone()[0] is None
-        assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
+        assert c.execute("SELECT project_id FROM pymem.recall_indexes").fetchall() == [("acme",)]
+    assert recall_indexes(db, "", 4) == [] and recall_indexes(db, "acme", 4) == []
 
 
 def test_async_memory_erases_too(dsn):
