@@ -274,11 +274,12 @@ def register_types(conn: AdaptContext, infos: list[TypeInfo]) -> None:
     """pgvector's ``infos`` and pymem's JSON loader on ``conn``: a connection (a pool's) or a
     cursor (a caller's connection, whose own adapters pymem leaves alone)."""
     set_json_loads(_json_loads, conn)
+    context: Any = conn  # pgvector's functions read only .adapters, which a cursor has too
     for info in infos:
         if info.name == "vector":
-            register_vector_info(conn, info)
+            register_vector_info(context, info)
         elif info.name == "halfvec":
-            register_halfvec_info(conn, info)
+            register_halfvec_info(context, info)
 
 
 def connect(conninfo: str, settings: Settings | None = None, **extra: Any) -> psycopg.Connection:
