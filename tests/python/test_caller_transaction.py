@@ -186,6 +186,24 @@ def test_async_twin(app, dsn):
     asyncio.run(main())
 
 
+def test_async_model_calls_are_refused_in_the_transaction_unless_allowed(app, dsn):
+    async def main():
+        model = Model()
+        amem = AsyncMemory(agent_id="shop-bot", embedder=model)
+        async with await psycopg.AsyncConnection.connect(app) as aconn:
+            async with aconn.transaction():
+                async with amem.bound(aconn):
+                    with pytest.raises(pymem.InTransactionError):
+                        await amem.persist("Ordered a kettle", user="alice")
+                    assert model.texts == [] and aconn.info.transaction_status == INTRANS
+                async with amem.bound(aconn, allow_model_calls=True):
+                    await amem.persist("Ordered a kettle", user="alice")
+                assert model.texts == ["Ordered a kettle"]
+        assert counts(dsn)["facts"] == 1
+
+    asyncio.run(main())
+
+
 def test_a_model_call_inside_the_transaction_is_refused_unless_allowed(app, db, dsn):
     model = Model()
     mem = Memory(db=db, agent_id="shop-bot", embedder=model)
