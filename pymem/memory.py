@@ -16,6 +16,11 @@ other calls about a user raise ValidationError. Each such call logs one warning.
 Ownership: ``Memory()`` opens its own :class:`Database` and ``close()`` closes it; a
 ``Memory(db=...)`` leaves that database open (its owner closes it). The same holds for
 ``AsyncMemory`` with ``aclose()`` / ``async with``.
+
+The caller's transaction: a call given ``conn=`` (the caller's own psycopg connection), or made
+inside ``with mem.bound(conn):`` in the same thread or task (a contextvar holds its :class:`Binding`),
+runs on that connection instead of the pool (:class:`pymem.database.CallerConnection`), inside
+its transaction; :func:`pymem.runner.refusal` keeps models from running while it is open.
 """
 
 from __future__ import annotations
