@@ -21,6 +21,7 @@ from pgvector.psycopg.halfvec import register_halfvec_info
 from pgvector.psycopg.vector import register_vector_info
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import dict_row
+from psycopg.abc import AdaptContext
 from psycopg.types import TypeInfo
 from psycopg.types.json import set_json_loads
 
@@ -159,8 +160,9 @@ _BINARY = re.compile(r"%\((\w+)\)b")
 
 
 def execute(
-    conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings, *,
-    citus: bool = False, timeout_per_call: bool = False, row_factory: Any = dict_row
+    conn: psycopg.Connection, name: str, params: Mapping[str, Any], settings: Settings | None, *,
+    citus: bool = False, timeout_per_call: bool = False, row_factory: Any = dict_row,
+    types: list[TypeInfo] | None = None
 ) -> list[dict[str, Any]]:
     """Send the named query ``name`` on an autocommit connection; its rows as dicts.
 
@@ -178,13 +180,19 @@ def execute(
     (never behind another statement: Citus delegates no function call inside a transaction). A call
     that names no single user (``browse_*``, ``'*'``, a fact by id) runs on the coordinator, whose
     reads of the workers carry the tenant only inside a transaction: refused outside one (0A000,
-    "without its tenant", nothing done), it is sent again in a transaction (docs/scaling-out.md)."""
+    "without its tenant", nothing done), it is sent again in a transaction (docs/scaling-out.md).
+    ``types``: pgvector's types to register on the query's cursor, not on ``conn`` (a connection
+    the caller owns, whose adapters stay as they are: :class:`pymem.database.CallerConnection`);
+    ``settings`` is needed with ``timeout_per_call`` only."""
     if timeout_per_call and not citus:
+        assert settings is not None
         client = psycopg.ClientCursor(conn, row_factory=row_factory)
         client.execute(per_call_query(name, settings), params)
         client.nextset()
         return client.fetchall()
     cur = conn.cursor(row_factory=row_factory)
+    if types is not None:
+        register_types(cur, types)
     if citus:
         try:
             return cur.execute(Q[name], params).fetchall()
@@ -197,16 +205,20 @@ def execute(
 
 
 async def aexecute(
-    conn: psycopg.AsyncConnection, name: str, params: Mapping[str, Any], settings: Settings, *,
-    citus: bool = False, timeout_per_call: bool = False, row_factory: Any = dict_row
+    conn: psycopg.AsyncConnection, name: str, params: Mapping[str, Any], settings: Settings | None, *,
+    citus: bool = False, timeout_per_call: bool = False, row_factory: Any = dict_row,
+    types: list[TypeInfo] | None = None
 ) -> list[dict[str, Any]]:
     """The asyncio twin of :func:`execute`."""
     if timeout_per_call and not citus:
+        assert settings is not None
         acur = psycopg.AsyncClientCursor(conn, row_factory=row_factory)
         await acur.execute(per_call_query(name, settings), params)
         acur.nextset()
         return await acur.fetchall()
     cur = conn.cursor(row_factory=row_factory)
+    if types is not None:
+        register_types(cur, types)
     if citus:
         try:
             await cur.execute(Q[name], params)
@@ -258,13 +270,16 @@ def _json_loads(data: str | bytes) -> Any:
     return {} if data == b"{}" else json.loads(data.decode() if isinstance(data, bytes) else data)
 
 
-def register_types(conn: psycopg.Connection | psycopg.AsyncConnection, infos: list[TypeInfo]) -> None:
+def register_types(conn: AdaptContext, infos: list[TypeInfo]) -> None:
+    """pgvector's ``infos`` and pymem's JSON loader on ``conn``: a connection (a pool's) or a
+    cursor (a caller's connection, whose own adapters pymem leaves alone)."""
     set_json_loads(_json_loads, conn)
+    context: Any = conn  # pgvector's functions read only .adapters, which a cursor has too
     for info in infos:
         if info.name == "vector":
-            register_vector_info(conn, info)
+            register_vector_info(context, info)
         elif info.name == "halfvec":
-            register_halfvec_info(conn, info)
+            register_halfvec_info(context, info)
 
 
 def connect(conninfo: str, settings: Settings | None = None, **extra: Any) -> psycopg.Connection:

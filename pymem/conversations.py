@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 
 from .connection import execute, one_value
 from .queries import Q
-from .errors import ValidationError
+from .errors import InTransactionError, ValidationError
 from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
@@ -149,7 +149,7 @@ class _Conversations:
             changes = yield from self._learn(where["user_id"], query, failures)
         elif o.extractor is not None:
             try:
-                found = yield Callback(o.extractor, (query,))
+                found = yield Callback(o.extractor, (query,), "the extractor")
                 learned = [f for f in (found or []) if _storable(f)]
                 if len(learned) > MAX_LEARNED_PER_TURN:
                     log.warning("the fact extractor returned %d facts; a turn keeps the first %d",
@@ -194,7 +194,7 @@ class _Conversations:
         delete of a fact it was not shown), costs this turn its learning only: logged, None."""
         learner = self.options.learner
         try:
-            found = yield Callback(learner.extract, (query,))
+            found = yield Callback(learner.extract, (query,), "the learner")
             if not isinstance(found, list):
                 raise ValidationError(f"the learner's extract returned {type(found).__name__}, not a list")
             candidates = list(dict.fromkeys(c.strip() for c in found if _storable(c)))
@@ -208,7 +208,8 @@ class _Conversations:
                     shown.setdefault(f.id, f.content)
             if not shown:  # nothing stored to reconcile with: every candidate is new
                 return [FactChange("add", c) for c in candidates]
-            decided = yield Callback(learner.reconcile, (candidates, [{"id": i, "content": c} for i, c in shown.items()]))
+            decided = yield Callback(learner.reconcile, (candidates, [{"id": i, "content": c} for i, c in shown.items()]),
+                                     "the learner")
             if not isinstance(decided, list) or not all(isinstance(c, FactChange) for c in decided):
                 raise ValidationError("the learner's reconcile must return a list of pymem.llm.FactChange")
             for c in decided:
@@ -222,17 +223,26 @@ class _Conversations:
             return None
 
     def _fold(self, where: dict[str, Any], claim: Mapping[str, Any],
-              failures: list[str] | None = None) -> Operation[bool]:
-        """Run the summarizer on a claimed span and commit (or release) the claim."""
+              failures: list[str] | None = None, asked: bool = False) -> Operation[bool]:
+        """Run the summarizer on a claimed span and commit (or release) the claim. Inside the
+        transaction of a caller's connection the summarizer is not called (pymem.runner.refusal):
+        the claim is released, the span stays due for a later turn, and ``summarize()`` (``asked``)
+        raises the refusal."""
         token = claim["claim_token"]
         max_chars = self.options.max_summary_chars
         try:
             # a claim is taken only with a summarizer (MemoryOptions.summarizer is not None)
             summary = yield Callback(cast(Callable[..., Any], self.options.summarizer),
-                                     (claim["previous_summary"], claim["messages"], max_chars))
+                                     (claim["previous_summary"], claim["messages"], max_chars), "the summarizer")
             text(summary, "the summary")
             if not summary.strip():
                 raise ValidationError("the summarizer returned an empty summary")
+        except InTransactionError:
+            log.info("a summary is due; it waits for a turn outside the caller's transaction (or summarize())")
+            yield calls.summary_release(**where, claim_token=token)
+            if asked:
+                raise
+            return False
         except Exception:
             _warn_failed("the summarizer failed; the previous summary stays", failures)
             try:
@@ -266,7 +276,7 @@ class _Conversations:
         )
         if not rows:
             return False
-        return (yield from self._fold(where, rows[0]))
+        return (yield from self._fold(where, rows[0], asked=True))
 
     def _add_message(self, user_id, thread, role, content, importance, metadata=None,
                      created_at=None) -> Operation[int]:

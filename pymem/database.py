@@ -391,3 +391,83 @@ class AsyncDatabase:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
+
+
+#: pgvector's types in the database of each caller's connection (:class:`CallerConnection`),
+#: looked up on its first call; not kept while pgvector is missing (looked up again next time)
+_caller_infos: weakref.WeakKeyDictionary[Any, list[TypeInfo]] = weakref.WeakKeyDictionary()
+
+
+class CallerConnection:
+    """A connection the application owns, which pymem's calls run on (``Memory.bound(conn)``,
+    ``conn=``): inside whatever transaction it has open, so a rollback takes back pymem's writes
+    with the application's own. pymem never commits, rolls back or closes it, and changes nothing
+    of it: not its autocommit mode, its row factory, its adapters nor its settings (the pool's
+    statement timeout does not apply; the connection's own does). Each named query runs on a
+    cursor of its own, with ``dict_row`` and pgvector's types and pymem's JSON loader registered
+    on that cursor only; the types are looked up on the connection's first call (a catalog read,
+    inside the caller's transaction when one is open). Errors come out as pymem errors; after a
+    database error the caller's transaction is aborted (PostgreSQL's rule), and rolling it back
+    is the caller's.
+
+    ``allow_model_calls``: whether an embedding or a chat-model call may run while the
+    connection's transaction is open (:mod:`pymem.runner` refuses it otherwise)."""
+
+    __slots__ = ("conn", "allow_model_calls")
+
+    def __init__(self, conn: psycopg.Connection, allow_model_calls: bool = False) -> None:
+        self.conn, self.allow_model_calls = conn, allow_model_calls
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether a transaction is open on the connection (the caller's, or the one psycopg
+        opened at the first statement of a connection that is not autocommit)."""
+        return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    def query(self, query: Query) -> list[dict[str, Any]]:
+        """See :meth:`Database.query`: the same named query, on the caller's connection."""
+        conn = self.conn
+        try:
+            with errors():
+                infos = _caller_infos.get(conn)
+                if infos is None:
+                    infos = type_infos(conn)
+                    if infos:
+                        _caller_infos[conn] = infos
+                # an autocommit connection outside a transaction sends a call alone, as a pool's
+                # does (on Citus: sent again in a transaction when refused without one)
+                return execute(conn, query.name, query.params, None, citus=conn.autocommit and not
+                               self.in_transaction, row_factory=query.rows or dict_row, types=infos)
+        except Error as exc:
+            _explain(exc)
+            raise
+
+
+class AsyncCallerConnection:
+    """The asyncio twin of :class:`CallerConnection`, over a ``psycopg.AsyncConnection``."""
+
+    __slots__ = ("conn", "allow_model_calls")
+
+    def __init__(self, conn: psycopg.AsyncConnection, allow_model_calls: bool = False) -> None:
+        self.conn, self.allow_model_calls = conn, allow_model_calls
+
+    @property
+    def in_transaction(self) -> bool:
+        """See :attr:`CallerConnection.in_transaction`."""
+        return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+
+    async def query(self, query: Query) -> list[dict[str, Any]]:
+        """See :meth:`CallerConnection.query`."""
+        conn = self.conn
+        try:
+            with errors():
+                infos = _caller_infos.get(conn)
+                if infos is None:
+                    infos = await atype_infos(conn)
+                    if infos:
+                        _caller_infos[conn] = infos
+                return await aexecute(conn, query.name, query.params, None, citus=conn.autocommit and not
+                                      self.in_transaction, row_factory=query.rows or dict_row, types=infos)
+        except Error as exc:
+            _explain(exc)
+            raise

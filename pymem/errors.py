@@ -63,6 +63,15 @@ class ValidationError(Error, ValueError):
     """Input the API refuses: bad ids, scopes, content, limits, vectors (SQLSTATE class 22)."""
 
 
+class InTransactionError(ValidationError):
+    """A call that would make a model call (the embedder's, unless it is ``cheap``; the learner's or
+    the extractor's) while the transaction of the caller's own connection is open
+    (:meth:`pymem.Memory.bound`, ``conn=``): refused before the model is called, so that no
+    transaction holds its locks and its snapshot while a model answers. Pass the vectors
+    (``embedding=``, ``embeddings=``), make the call outside the transaction, or allow it with
+    ``mem.bound(conn, allow_model_calls=True)``. No SQLSTATE."""
+
+
 class NotFoundError(Error, LookupError):
     """The row a call names does not exist (SQLSTATE P0002)."""
 

@@ -16,21 +16,29 @@ other calls about a user raise ValidationError. Each such call logs one warning.
 Ownership: ``Memory()`` opens its own :class:`Database` and ``close()`` closes it; a
 ``Memory(db=...)`` leaves that database open (its owner closes it). The same holds for
 ``AsyncMemory`` with ``aclose()`` / ``async with``.
+
+The caller's transaction: a call given ``conn=`` (the caller's own psycopg connection), or made
+inside ``with mem.bound(conn):`` in the same thread or task (a contextvar holds its :class:`Binding`),
+runs on that connection instead of the pool (:class:`pymem.database.CallerConnection`), inside
+its transaction; :func:`pymem.runner.refusal` keeps models from running while it is open.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import threading
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias, TypeVar
 
+import psycopg
+
 from . import tracing
 from .context import Context, _Context
 from .conversations import Message, TurnResult, _Conversations
-from .database import AsyncDatabase, Database
+from .database import AsyncCallerConnection, AsyncDatabase, CallerConnection, Database
 from .embedders import HashEmbedder
 from .errors import ValidationError
 from .facts import Fact, FactId, _Facts
@@ -71,6 +79,41 @@ class _Required:
 
 
 _REQUIRED: Any = _Required()
+
+
+class Binding:
+    """What :meth:`Memory.bound` and :meth:`AsyncMemory.bound` return: while it is entered
+    (``with``, or ``async with``), every call of that Memory made in this thread or asyncio task
+    runs on ``connection``, inside its transaction. A contextvar holds it, so other threads and
+    tasks using the same Memory are not affected (a task created inside the block inherits it:
+    asyncio copies the context). Blocks nest; the innermost binding of a Memory wins."""
+
+    __slots__ = ("memory", "connection", "allow_model_calls", "_token")
+
+    def __init__(self, memory: MemoryBase, connection: Any, allow_model_calls: bool) -> None:
+        self.memory, self.connection, self.allow_model_calls = memory, connection, allow_model_calls
+        self._token: contextvars.Token[tuple[Binding, ...]] | None = None
+
+    def __enter__(self) -> Any:
+        if self._token is not None:
+            raise ValidationError("this bound(...) block is already entered: call mem.bound(conn) again for another")
+        self._token = _bindings.set((*_bindings.get(), self))
+        return self.memory
+
+    def __exit__(self, *exc: object) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            _bindings.reset(token)
+
+    async def __aenter__(self) -> Any:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__()
+
+
+#: the bindings entered in this context (thread, asyncio task), innermost last
+_bindings: contextvars.ContextVar[tuple[Binding, ...]] = contextvars.ContextVar("pymem_bindings", default=())
 
 
 class MemoryBase(_Facts, _Conversations, _Context):
@@ -136,6 +179,27 @@ class MemoryBase(_Facts, _Conversations, _Context):
             return id
         return self._need_user(user, ctx, "; a fact for everyone using the agent is tier=\"global\"")
 
+    #: the connection class ``bound()`` and ``conn=`` take (psycopg.AsyncConnection for AsyncMemory)
+    _connection_type: type = psycopg.Connection
+
+    def _checked_connection(self, conn: Any) -> Any:
+        if not isinstance(conn, self._connection_type):
+            want = self._connection_type.__name__
+            raise ValidationError(f"{type(self).__name__} runs on a psycopg.{want} of yours (bound(conn), conn=), "
+                                  f"not on a {type(conn).__module__}.{type(conn).__name__}")
+        return conn
+
+    def _binding(self, conn: Any) -> tuple[Any, bool] | None:
+        """The caller's connection a call runs on and whether it may call models in its
+        transaction: ``conn=`` (allowed when an entered ``bound(conn, allow_model_calls=True)``
+        of this Memory names the same connection), else the innermost entered ``bound()`` of this
+        Memory in this context; None: the Memory's pool."""
+        found = [b for b in _bindings.get() if b.memory is self]
+        if conn is None:
+            return (found[-1].connection, found[-1].allow_model_calls) if found else None
+        self._checked_connection(conn)
+        return conn, any(b.connection is conn and b.allow_model_calls for b in found)
+
 
 class Memory(MemoryBase):
     """Memory for one agent, sync API. See the module docstring and docs/python.md.
@@ -153,15 +217,33 @@ class Memory(MemoryBase):
         self._own_db = db is None
         self.db = db if db is not None else Database()
 
-    def _run(self, operation: Operation[T]) -> T:
+    def _run(self, operation: Operation[T], conn: psycopg.Connection | None = None) -> T:
+        caller = self._binding(conn)
+        if caller is not None:
+            return run(operation, CallerConnection(*caller), self.options.embedder)
         return run(operation, self.db, self.options.embedder)
+
+    def bound(self, conn: psycopg.Connection, *, allow_model_calls: bool = False) -> Binding:
+        """``with mem.bound(conn):`` every call of this Memory in the block, in this thread, runs
+        on ``conn`` (your own ``psycopg.Connection``), inside its transaction: a rollback takes
+        back pymem's writes with yours, a commit keeps both. pymem never commits, rolls back,
+        closes or reconfigures ``conn``; a database error leaves its transaction aborted, for you
+        to roll back. Each call also takes ``conn=`` for itself alone.
+
+        While the transaction is open, pymem refuses (:class:`pymem.errors.InTransactionError`)
+        to call a model: the embedder (unless it is ``cheap``, as ``HashEmbedder`` is: pass the
+        vectors with ``embedding=`` / ``embeddings=``), the learner or the extractor; a due
+        summary waits for a turn outside the transaction. ``allow_model_calls=True`` lets them
+        run, holding the transaction open while the model answers. docs/python.md, "Writes in
+        your own transaction"."""
+        return Binding(self, self._checked_connection(conn), bool(allow_model_calls))
 
     # -- durable facts --------------------------------------------------------------------
     def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                 id: str | None = None, confidence: float = 1.0, source: str = "manual", trace_id: str | None = None,
                 metadata: Mapping[str, Any] | None = None, embedding: VectorLike | None = None,
                 created_at: datetime | None = None, ttl: float | timedelta | None = None,
-                expires_at: datetime | None = None) -> FactId:
+                expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> FactId:
         """Store a fact (idempotent: the same content returns the same id). Returns its id, a
         :class:`FactId` whose ``created`` is False when the fact was already there.
         ``embedding``: the content's vector, computed by the caller with the Memory's embedder
@@ -172,35 +254,36 @@ class Memory(MemoryBase):
         and purge"); the same fact persisted again with a ttl gets the new expiry, without one
         it keeps its own."""
         return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                       trace_id, metadata, embedding, created_at, ttl, expires_at))
+                                       trace_id, metadata, embedding, created_at, ttl, expires_at), conn)
 
     def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
                      ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
                      metadata: Mapping[str, Any] | None = None, embeddings: Sequence[VectorLike] | None = None,
                      created_at: datetime | None = None, ttl: float | timedelta | None = None,
-                     expires_at: datetime | None = None) -> list[FactId]:
+                     expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> list[FactId]:
         """Store many facts of one subject in one call (bulk ingest: one round trip, one batch of
         embeddings). Each is stored as persist() would store it, all or nothing: an invalid one
         refuses the whole call and nothing is written. Returns their ids in order (a repeat, or a
         fact already there, has ``created`` False). Learned facts go through persist().
         ``ttl`` / ``expires_at``: the expiry of every one of them, as in persist()."""
         return self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                            metadata, embeddings, created_at, ttl, expires_at))
+                                            metadata, embeddings, created_at, ttl, expires_at), conn)
 
     def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                  ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
-                 metadata: Mapping[str, Any] | None = None) -> list[Fact]:
+                 metadata: Mapping[str, Any] | None = None, conn: psycopg.Connection | None = None) -> list[Fact]:
         """Active facts newest first (``limit``), or the top ``k`` for ``query``: a text (ranked by
         its words and, with an embedder, by meaning: docs/sql.md "Facts"), or its vector from the
         Memory's embedder (by meaning alone). ``metadata``: only facts whose metadata contains
         this mapping."""
-        return self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k, metadata))
+        return self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k, metadata), conn)
 
     def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
                source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                embedding: VectorLike | None = None, created_at: datetime | None = None,
-               ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> FactId:
+               ttl: float | timedelta | None = None, expires_at: datetime | None = None,
+               conn: psycopg.Connection | None = None) -> FactId:
         """Retire the active fact named by ``old`` content or ``fact_id`` in favour of ``new``.
 
         Returns the id of the fact now active (a :class:`FactId`, an ``int``): a new fact, or,
@@ -211,41 +294,44 @@ class Memory(MemoryBase):
         ``created_at``: when ``new`` was learned (not before the old fact; default now).
         ``ttl`` / ``expires_at``: the new version's expiry (default: the old version's)."""
         return self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                      source, trace_id, metadata, embedding, created_at, ttl, expires_at))
+                                      source, trace_id, metadata, embedding, created_at, ttl, expires_at), conn)
 
     def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
-               fact_id: int | None = None, content: str | None = None) -> int:
+               fact_id: int | None = None, content: str | None = None, conn: psycopg.Connection | None = None) -> int:
         """Delete a subject's facts (or one fact and its history); returns how many rows went."""
-        return self._run(self._forget(tier, self._subject_id(tier, id, user, ctx), fact_id, content))
+        return self._run(self._forget(tier, self._subject_id(tier, id, user, ctx), fact_id, content), conn)
 
     def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
-                fact_id: int | None = None, limit: int = 1000) -> list[Fact]:
+                fact_id: int | None = None, limit: int = 1000, conn: psycopg.Connection | None = None) -> list[Fact]:
         """Every version, newest first; with ``fact_id``, that fact's history: every version merged
         into the same newest one, each before its successor (``Fact.depth``: steps to the newest)."""
-        return self._run(self._history(tier, self._subject_id(tier, id, user, ctx), fact_id, limit))
+        return self._run(self._history(tier, self._subject_id(tier, id, user, ctx), fact_id, limit), conn)
 
     # -- conversation ---------------------------------------------------------------------
     def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
              embedding: VectorLike | None = None, as_of: datetime | None = None, since: datetime | None = None,
-             until: datetime | None = None, metadata: Mapping[str, Any] | None = None) -> Context:
+             until: datetime | None = None, metadata: Mapping[str, Any] | None = None,
+             conn: psycopg.Connection | None = None) -> Context:
         """Everything one turn reads, and the chat messages built from it (see pymem.context).
         ``embedding``: the query's vector from the Memory's embedder (the embedder is not called).
         ``as_of``, ``since``, ``until``, ``metadata``: the recall filters of :meth:`recall`."""
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
-        return self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding, filters))
+        return self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding, filters), conn)
 
     def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                 embedding: VectorLike | None = None, as_of: datetime | None = None, since: datetime | None = None,
-                until: datetime | None = None, metadata: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+                until: datetime | None = None, metadata: Mapping[str, Any] | None = None,
+                conn: psycopg.Connection | None = None) -> list[dict[str, str]]:
         """The messages to send to a chat model for ``query``."""
         return self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding, as_of=as_of, since=since,
-                         until=until, metadata=metadata).messages
+                         until=until, metadata=metadata, conn=conn).messages
 
     def record(self, query: str, answer: str, *, user: str | None = _UNSET, ctx: Any = None,
                thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,
                metadata: Mapping[str, Any] | None = None, answer_metadata: Mapping[str, Any] | None = None,
                created_at: datetime | None = None,
-               embeddings: Sequence[VectorLike] | None = None) -> TurnResult | None:
+               embeddings: Sequence[VectorLike] | None = None,
+               conn: psycopg.Connection | None = None) -> TurnResult | None:
         """Store one successful turn; None (nothing stored) when the user is unresolved.
         ``metadata`` / ``answer_metadata``: stored with the user's message / the answer;
         ``created_at``: the turn's time when importing one (timezone-aware; default now);
@@ -254,47 +340,51 @@ class Memory(MemoryBase):
         if user_id is None:
             return None
         return self._run(self._recorded(user_id, thread, query, answer, importance, answer_importance, metadata,
-                                      answer_metadata, created_at, embeddings))
+                                      answer_metadata, created_at, embeddings), conn)
 
-    def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> Turn:
+    def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+             conn: psycopg.Connection | None = None) -> Turn:
         """A context manager for one turn: ``.messages`` to send; set ``.answer``; the turn is
         recorded only when the block completes and an answer was given."""
-        return Turn(self, query, self.resolve_user(user, ctx), thread)
+        return Turn(self, query, self.resolve_user(user, ctx), thread, conn)
 
     def add_message(self, content: str, *, role: str = "user", user: str | None = _UNSET, ctx: Any = None,
                     thread: str | None = None, importance: float = 1.0, metadata: Mapping[str, Any] | None = None,
-                    created_at: datetime | None = None) -> int:
+                    created_at: datetime | None = None, conn: psycopg.Connection | None = None) -> int:
         """Append one message without a turn (no vector; recall embeds it later); returns its seq.
         ``created_at`` imports it with its real time (timezone-aware, not in the future, not
         before the thread's newest message: import oldest first)."""
         return self._run(self._add_message(self._need_user(user, ctx), thread, role, content, importance, metadata,
-                                           created_at))
+                                           created_at), conn)
 
     def add_messages(self, messages: Sequence[str | Mapping[str, Any]], *, user: str | None = _UNSET, ctx: Any = None,
-                     thread: str | None = None) -> list[int]:
+                     thread: str | None = None, conn: psycopg.Connection | None = None) -> list[int]:
         """Append many messages to one thread in one call (bulk import of a history, oldest first):
         each a string (a user message) or a mapping with ``content`` and optionally ``role``,
         ``importance``, ``metadata``, ``created_at``. With an embedder their vectors are computed in
         one batch and stored with them. All or nothing; returns their seqs in order."""
-        return self._run(self._add_messages(self._need_user(user, ctx), thread, messages))
+        return self._run(self._add_messages(self._need_user(user, ctx), thread, messages), conn)
 
     def window(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
-               size: int | None = None) -> list[Message]:
+               size: int | None = None, conn: psycopg.Connection | None = None) -> list[Message]:
         """The thread's last ``size`` (default: the Memory's window) messages, oldest first."""
         size = self.options.window if size is None else size
-        return self._run(self._window(self._need_user(user, ctx), thread, size))
+        return self._run(self._window(self._need_user(user, ctx), thread, size), conn)
 
-    def summary(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> str | None:
-        return self._run(self._summary(self._need_user(user, ctx), thread))
+    def summary(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                conn: psycopg.Connection | None = None) -> str | None:
+        return self._run(self._summary(self._need_user(user, ctx), thread), conn)
 
-    def summarize(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> bool:
+    def summarize(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                  conn: psycopg.Connection | None = None) -> bool:
         """Fold a due span into the summary now; False when nothing was due or the summarizer failed."""
-        return self._run(self._summarize(self._need_user(user, ctx), thread))
+        return self._run(self._summarize(self._need_user(user, ctx), thread), conn)
 
     def recall(self, query: str | VectorLike, *, user: str | None = _UNSET, ctx: Any = None,
                thread: str | None = None, k: int | None = None, as_of: datetime | None = None,
                since: datetime | None = None, until: datetime | None = None,
-               metadata: Mapping[str, Any] | None = None, skip_window: bool = False) -> list[Message]:
+               metadata: Mapping[str, Any] | None = None, skip_window: bool = False,
+               conn: psycopg.Connection | None = None) -> list[Message]:
         """The user's past messages most relevant to ``query`` (a text, ranked by its words and
         meaning; or its vector from the Memory's embedder), best first: at most ``k`` (default
         ``recall_k``), none scoring below ``min_score`` and none that matches the query neither
@@ -305,11 +395,12 @@ class Memory(MemoryBase):
         leaves out the thread's newest ``window`` messages, as the context's recall block does
         (they are in its window)."""
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
-        return self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window))
+        return self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window), conn)
 
-    def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
+    def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*",
+                            conn: psycopg.Connection | None = None) -> int:
         """Delete a user's thread (default: every thread); returns the number of messages deleted."""
-        return self._run(self._forget_conversation(self._need_user(user, ctx), thread))
+        return self._run(self._forget_conversation(self._need_user(user, ctx), thread), conn)
 
     def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = ()) -> Erasure:
         """Erase the user from this Memory's project, in one transaction: facts with their
@@ -335,8 +426,10 @@ class Memory(MemoryBase):
 class Turn:
     """One turn in progress (see :meth:`Memory.turn`)."""
 
-    def __init__(self, memory: Memory, query: str, user_id: str | None, thread: str | None) -> None:
+    def __init__(self, memory: Memory, query: str, user_id: str | None, thread: str | None,
+                 conn: psycopg.Connection | None = None) -> None:
         self.memory = memory
+        self.conn = conn
         self.query = query
         self.user_id = user_id
         self.thread = thread
@@ -350,13 +443,13 @@ class Turn:
         return self.context.messages
 
     def __enter__(self) -> Turn:
-        self.context = self.memory._run(self.memory._read(self.user_id, self.thread, self.query))
+        self.context = self.memory._run(self.memory._read(self.user_id, self.thread, self.query), self.conn)
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None and self.answer is not None and self.user_id is not None:
             self.result = self.memory._run(
-                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0)
+                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0), self.conn
             )
 
 
@@ -380,107 +473,132 @@ class AsyncMemory(MemoryBase):
                     self.db = await AsyncDatabase.open()
         return self.db
 
-    async def _run(self, operation: Operation[T]) -> T:
+    _connection_type = psycopg.AsyncConnection
+
+    async def _run(self, operation: Operation[T], conn: psycopg.AsyncConnection | None = None) -> T:
+        caller = self._binding(conn)
+        if caller is not None:  # no pool is opened for it
+            return await arun(operation, AsyncCallerConnection(*caller), self.options.embedder)
         return await arun(operation, await self._database(), self.options.embedder)
+
+    def bound(self, conn: psycopg.AsyncConnection, *, allow_model_calls: bool = False) -> Binding:
+        """``async with amem.bound(aconn):`` (or ``with``): :meth:`Memory.bound` for your own
+        ``psycopg.AsyncConnection``, in this asyncio task (and the tasks it creates inside the
+        block, which inherit it)."""
+        return Binding(self, self._checked_connection(conn), bool(allow_model_calls))
 
     async def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                       id: str | None = None, confidence: float = 1.0, source: str = "manual",
                       trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                       embedding: VectorLike | None = None, created_at: datetime | None = None,
-                      ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> FactId:
+                      ttl: float | timedelta | None = None, expires_at: datetime | None = None,
+                      conn: psycopg.AsyncConnection | None = None) -> FactId:
         return await self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                             trace_id, metadata, embedding, created_at, ttl, expires_at))
+                                             trace_id, metadata, embedding, created_at, ttl, expires_at), conn)
 
     async def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
                            ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
                            metadata: Mapping[str, Any] | None = None, embeddings: Sequence[VectorLike] | None = None,
                            created_at: datetime | None = None, ttl: float | timedelta | None = None,
-                           expires_at: datetime | None = None) -> list[FactId]:
+                           expires_at: datetime | None = None,
+                           conn: psycopg.AsyncConnection | None = None) -> list[FactId]:
         return await self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                                  source, metadata, embeddings, created_at, ttl, expires_at))
+                                                  source, metadata, embeddings, created_at, ttl, expires_at), conn)
 
     async def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                        ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
-                       metadata: Mapping[str, Any] | None = None) -> list[Fact]:
+                       metadata: Mapping[str, Any] | None = None,
+                       conn: psycopg.AsyncConnection | None = None) -> list[Fact]:
         return await self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k,
-                                              metadata))
+                                              metadata), conn)
 
     async def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                      user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
                      source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                      embedding: VectorLike | None = None, created_at: datetime | None = None,
-                     ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> FactId:
+                     ttl: float | timedelta | None = None, expires_at: datetime | None = None,
+                     conn: psycopg.AsyncConnection | None = None) -> FactId:
         return await self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx),
                                             confidence, source, trace_id, metadata, embedding, created_at, ttl,
-                                            expires_at))
+                                            expires_at), conn)
 
     async def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
-                     fact_id: int | None = None, content: str | None = None) -> int:
-        return await self._run(self._forget(tier, self._subject_id(tier, id, user, ctx), fact_id, content))
+                     fact_id: int | None = None, content: str | None = None,
+                     conn: psycopg.AsyncConnection | None = None) -> int:
+        return await self._run(self._forget(tier, self._subject_id(tier, id, user, ctx), fact_id, content), conn)
 
     async def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
-                      id: str | None = None, fact_id: int | None = None, limit: int = 1000) -> list[Fact]:
-        return await self._run(self._history(tier, self._subject_id(tier, id, user, ctx), fact_id, limit))
+                      id: str | None = None, fact_id: int | None = None, limit: int = 1000,
+                      conn: psycopg.AsyncConnection | None = None) -> list[Fact]:
+        return await self._run(self._history(tier, self._subject_id(tier, id, user, ctx), fact_id, limit), conn)
 
     async def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                    embedding: VectorLike | None = None, as_of: datetime | None = None,
                    since: datetime | None = None, until: datetime | None = None,
-                   metadata: Mapping[str, Any] | None = None) -> Context:
+                   metadata: Mapping[str, Any] | None = None, conn: psycopg.AsyncConnection | None = None) -> Context:
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
-        return await self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding, filters))
+        return await self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding, filters), conn)
 
     async def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                       embedding: VectorLike | None = None, as_of: datetime | None = None,
                       since: datetime | None = None, until: datetime | None = None,
-                      metadata: Mapping[str, Any] | None = None) -> list[dict[str, str]]:
+                      metadata: Mapping[str, Any] | None = None,
+                      conn: psycopg.AsyncConnection | None = None) -> list[dict[str, str]]:
         return (await self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding, as_of=as_of,
-                                since=since, until=until, metadata=metadata)).messages
+                                since=since, until=until, metadata=metadata, conn=conn)).messages
 
     async def record(self, query: str, answer: str, *, user: str | None = _UNSET, ctx: Any = None,
                      thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,
                      metadata: Mapping[str, Any] | None = None, answer_metadata: Mapping[str, Any] | None = None,
                      created_at: datetime | None = None,
-                     embeddings: Sequence[VectorLike] | None = None) -> TurnResult | None:
+                     embeddings: Sequence[VectorLike] | None = None,
+                     conn: psycopg.AsyncConnection | None = None) -> TurnResult | None:
         user_id = self.resolve_user(user, ctx)
         if user_id is None:
             return None
         return await self._run(self._recorded(user_id, thread, query, answer, importance, answer_importance, metadata,
-                                            answer_metadata, created_at, embeddings))
+                                            answer_metadata, created_at, embeddings), conn)
 
-    def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> AsyncTurn:
-        return AsyncTurn(self, query, self.resolve_user(user, ctx), thread)
+    def turn(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+             conn: psycopg.AsyncConnection | None = None) -> AsyncTurn:
+        return AsyncTurn(self, query, self.resolve_user(user, ctx), thread, conn)
 
     async def add_messages(self, messages: Sequence[str | Mapping[str, Any]], *, user: str | None = _UNSET,
-                           ctx: Any = None, thread: str | None = None) -> list[int]:
-        return await self._run(self._add_messages(self._need_user(user, ctx), thread, messages))
+                           ctx: Any = None, thread: str | None = None,
+                           conn: psycopg.AsyncConnection | None = None) -> list[int]:
+        return await self._run(self._add_messages(self._need_user(user, ctx), thread, messages), conn)
 
     async def add_message(self, content: str, *, role: str = "user", user: str | None = _UNSET, ctx: Any = None,
                           thread: str | None = None, importance: float = 1.0,
-                          metadata: Mapping[str, Any] | None = None, created_at: datetime | None = None) -> int:
+                          metadata: Mapping[str, Any] | None = None, created_at: datetime | None = None,
+                          conn: psycopg.AsyncConnection | None = None) -> int:
         return await self._run(self._add_message(self._need_user(user, ctx), thread, role, content, importance,
-                                                 metadata, created_at))
+                                                 metadata, created_at), conn)
 
     async def window(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
-                     size: int | None = None) -> list[Message]:
-        return await self._run(
-            self._window(self._need_user(user, ctx), thread, self.options.window if size is None else size)
-        )
+                     size: int | None = None, conn: psycopg.AsyncConnection | None = None) -> list[Message]:
+        size = self.options.window if size is None else size
+        return await self._run(self._window(self._need_user(user, ctx), thread, size), conn)
 
-    async def summary(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> str | None:
-        return await self._run(self._summary(self._need_user(user, ctx), thread))
+    async def summary(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                      conn: psycopg.AsyncConnection | None = None) -> str | None:
+        return await self._run(self._summary(self._need_user(user, ctx), thread), conn)
 
-    async def summarize(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None) -> bool:
-        return await self._run(self._summarize(self._need_user(user, ctx), thread))
+    async def summarize(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                        conn: psycopg.AsyncConnection | None = None) -> bool:
+        return await self._run(self._summarize(self._need_user(user, ctx), thread), conn)
 
     async def recall(self, query: str | VectorLike, *, user: str | None = _UNSET, ctx: Any = None,
                      thread: str | None = None, k: int | None = None, as_of: datetime | None = None,
                      since: datetime | None = None, until: datetime | None = None,
-                     metadata: Mapping[str, Any] | None = None, skip_window: bool = False) -> list[Message]:
+                     metadata: Mapping[str, Any] | None = None, skip_window: bool = False,
+                     conn: psycopg.AsyncConnection | None = None) -> list[Message]:
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
-        return await self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window))
+        return await self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window), conn)
 
-    async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*") -> int:
-        return await self._run(self._forget_conversation(self._need_user(user, ctx), thread))
+    async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*",
+                                  conn: psycopg.AsyncConnection | None = None) -> int:
+        return await self._run(self._forget_conversation(self._need_user(user, ctx), thread), conn)
 
     async def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = ()) -> Erasure:
         return await self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores))
@@ -501,8 +619,10 @@ class AsyncMemory(MemoryBase):
 class AsyncTurn:
     """One turn in progress (see :meth:`AsyncMemory.turn`); ``async with``."""
 
-    def __init__(self, memory: AsyncMemory, query: str, user_id: str | None, thread: str | None) -> None:
+    def __init__(self, memory: AsyncMemory, query: str, user_id: str | None, thread: str | None,
+                 conn: psycopg.AsyncConnection | None = None) -> None:
         self.memory = memory
+        self.conn = conn
         self.query = query
         self.user_id = user_id
         self.thread = thread
@@ -516,13 +636,13 @@ class AsyncTurn:
         return self.context.messages
 
     async def __aenter__(self) -> AsyncTurn:
-        self.context = await self.memory._run(self.memory._read(self.user_id, self.thread, self.query))
+        self.context = await self.memory._run(self.memory._read(self.user_id, self.thread, self.query), self.conn)
         return self
 
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None and self.answer is not None and self.user_id is not None:
             self.result = await self.memory._run(
-                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0)
+                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0), self.conn
             )
 
 

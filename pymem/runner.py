@@ -9,6 +9,14 @@ Steps:
   ``Vector`` per text, ready to be a query parameter;
 * :class:`Callback` (user code: a summarizer, an extractor) -> what it returned.
 
+On a caller's connection (:class:`pymem.database.CallerConnection`, ``Memory.bound(conn)``,
+``conn=``) whose transaction is open, a step that would call a model (an Embed the embedder
+must answer, unless it says it is ``cheap``; a Callback of the learner, the extractor or the
+summarizer) is refused with :class:`pymem.errors.InTransactionError` before the model is called
+(:func:`refusal`), unless the caller allowed it: a transaction must not hold its locks and its
+snapshot while a model answers. The refusal reaches the caller, except a summary's, which is
+put off (the operation releases its claim; the span stays due for a later turn).
+
 Vectors are checked in exactly one place, here, where a model's answer becomes query
 parameters (:func:`vectors` / :func:`avectors`, with :func:`pymem.embedders.validate_vectors`):
 embedders and :func:`pymem.embedders.aembed` return what the model gave. Vectors a caller passes
@@ -31,10 +39,10 @@ from typing import Any, TypeAlias, TypeVar
 from pgvector import Vector
 
 from . import tracing
-from .database import AsyncDatabase, Database
+from .database import AsyncCallerConnection, AsyncDatabase, CallerConnection, Database
 from .embedders import Embedder, aembed, validate_vectors
 from .embedders.base import MAX_DIMENSION, _check_name
-from .errors import ValidationError
+from .errors import InTransactionError, ValidationError
 from .types import Query  # noqa: F401  (re-exported: operations yield it)
 
 T = TypeVar("T")
@@ -60,6 +68,9 @@ class Callback:
 
     fn: Callable[..., Any]
     args: tuple[Any, ...]
+    #: what calls a model here ("the learner", "the extractor", "the summarizer"), None for other
+    #: user code (a context block's render or on_message): see :func:`refusal`
+    model: str | None = None
 
 
 Step: TypeAlias = Query | Embed | Callback
@@ -177,13 +188,50 @@ def _advance(operation: Operation[Any], step: Step, reply: Any = None, error: Ex
     return operation.throw(error)
 
 
-def run(operation: Operation[T], db: Database, embedder: Embedder | None = None) -> T:
+#: what the advice of a refusal says, after what was refused
+_ADVICE = ("make the call outside the transaction, or allow model calls inside it: "
+           "with mem.bound(conn, allow_model_calls=True): ...")
+
+
+def refusal(db: Any, step: Step, embedder: Embedder | None) -> InTransactionError | None:
+    """The error refusing ``step`` when it would call a model while the transaction of a caller's
+    connection (``db``) is open and the caller did not allow it; None when the step may run."""
+    if not isinstance(db, (CallerConnection, AsyncCallerConnection)) or db.allow_model_calls:
+        return None
+    if isinstance(step, Embed):
+        if step.given is not None or embedder is None or getattr(embedder, "cheap", False):
+            return None
+        what = f"embedder {getattr(embedder, 'name', None)!r} (to embed {len(step.texts)} text(s))"
+        advice = f"pass the vectors you computed before the transaction (embedding=, embeddings=), or {_ADVICE}"
+    elif isinstance(step, Callback) and step.model is not None:
+        what, advice = f"{step.model}'s model", _ADVICE
+    else:
+        return None
+    if not db.in_transaction:
+        return None
+    return InTransactionError(f"pymem did not call the {what}: the transaction of the connection you gave "
+                              f"(Memory.bound / conn=) is open, and would wait for the model", hint=advice)
+
+
+def _refused(operation: Operation[Any], step: Step, error: InTransactionError) -> Step:
+    """The next step after a refused ``step``: a summary is put off (the operation releases its
+    claim); any other refusal ends the operation and reaches the caller."""
+    if isinstance(step, Callback) and step.model == "the summarizer":
+        return operation.throw(error)
+    operation.close()
+    raise error
+
+
+def run(operation: Operation[T], db: Database | CallerConnection, embedder: Embedder | None = None) -> T:
     """Drive an operation: each Query on a connection checked out for that statement only (an
-    operation never holds a pooled connection while user code, an embedder or an LLM runs);
-    errors as :func:`_advance` says."""
+    operation never holds a pooled connection while user code, an embedder or an LLM runs), or
+    on the caller's connection (:func:`refusal`); errors as :func:`_advance` says."""
     try:
         step = next(operation)
         while True:
+            if not isinstance(step, Query) and (refused := refusal(db, step, embedder)) is not None:
+                step = _refused(operation, step, refused)
+                continue
             try:
                 with tracing.step(step):  # a child span when the call is traced (pymem.tracing)
                     if isinstance(step, Query):
@@ -202,11 +250,15 @@ def run(operation: Operation[T], db: Database, embedder: Embedder | None = None)
         return done.value
 
 
-async def arun(operation: Operation[T], db: AsyncDatabase, embedder: Embedder | None = None) -> T:
+async def arun(operation: Operation[T], db: AsyncDatabase | AsyncCallerConnection,
+               embedder: Embedder | None = None) -> T:
     """The asyncio twin of :func:`run`; a sync Callback runs in a worker thread."""
     try:
         step = next(operation)
         while True:
+            if not isinstance(step, Query) and (refused := refusal(db, step, embedder)) is not None:
+                step = _refused(operation, step, refused)
+                continue
             try:
                 with tracing.step(step):
                     if isinstance(step, Query):

@@ -268,7 +268,7 @@ MEMORY_SPANS: dict[str, tuple[str, Describe | None]] = {
     "forget_conversation": ("memory.forget_conversation", _count("pymem.deleted")),
 }
 #: Public methods that run no operation of their own (a test checks that every other one is traced).
-MEMORY_UNTRACED = frozenset({"resolve_user", "turn", "close", "aclose"})
+MEMORY_UNTRACED = frozenset({"resolve_user", "turn", "bound", "close", "aclose"})
 
 
 def _turn_subject(turn, args, kwargs) -> dict[str, Any]:

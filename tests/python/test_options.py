@@ -163,7 +163,7 @@ class Sent(pymem.Memory):
     def __init__(self, **keywords: Any) -> None:
         super().__init__(db=object(), **keywords)  # type: ignore[arg-type]
 
-    def _run(self, operation: Any) -> Any:
+    def _run(self, operation: Any, conn: Any = None) -> Any:
         sent: list[Query] = []
         reply: Any = None
         try:
@@ -339,7 +339,7 @@ TWINS = [
 
 
 # Public methods that return an (async) context manager rather than a result.
-CONTEXT_MANAGERS = {"turn", "connection"}
+CONTEXT_MANAGERS = {"turn", "connection", "bound"}
 
 
 @pytest.mark.parametrize(("sync", "asynchronous", "sync_only", "async_only", "db_differs"), TWINS,
