@@ -402,13 +402,14 @@ class Memory(MemoryBase):
         """Delete a user's thread (default: every thread); returns the number of messages deleted."""
         return self._run(self._forget_conversation(self._need_user(user, ctx), thread), conn)
 
-    def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = ()) -> Erasure:
+    def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = (),
+                    conn: psycopg.Connection | None = None) -> Erasure:
         """Erase the user from this Memory's project, in one transaction: facts with their
         history, every conversation with its summaries, the stores named in ``stores`` (the
         user's own: a store has no owner), and the user's name as the actor of other stores'
         rows. Returns the receipt (:class:`pymem.Erasure`: counts per kind and a digest, no
         content), which the database keeps after the erasure (``pymem.erasures``)."""
-        return self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores))
+        return self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores), conn)
 
     def close(self) -> None:
         """Close the Database this Memory opened; a ``db=`` it was given stays open (its owner
@@ -600,8 +601,9 @@ class AsyncMemory(MemoryBase):
                                   conn: psycopg.AsyncConnection | None = None) -> int:
         return await self._run(self._forget_conversation(self._need_user(user, ctx), thread), conn)
 
-    async def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = ()) -> Erasure:
-        return await self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores))
+    async def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = (),
+                          conn: psycopg.AsyncConnection | None = None) -> Erasure:
+        return await self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores), conn)
 
     async def aclose(self) -> None:
         """Close the AsyncDatabase this AsyncMemory opened; a ``db=`` it was given stays open."""

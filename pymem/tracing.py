@@ -266,6 +266,8 @@ MEMORY_SPANS: dict[str, tuple[str, Describe | None]] = {
     "summary": ("memory.summary", lambda m, a, k, r: {"pymem.summary": 0 if r is None else 1}),
     "summarize": ("memory.summarize", _count("pymem.summarized")),
     "forget_conversation": ("memory.forget_conversation", _count("pymem.deleted")),
+    "forget_user": ("memory.forget_user", lambda m, a, k, r: {"pymem.erasure": r.id,
+                                                              "pymem.deleted": sum(r.counts.values())}),
 }
 #: Public methods that run no operation of their own (a test checks that every other one is traced).
 MEMORY_UNTRACED = frozenset({"resolve_user", "turn", "bound", "close", "aclose"})

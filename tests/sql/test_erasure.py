@@ -316,3 +316,20 @@ def test_the_cli_erases_and_exports_the_receipts(db, dsn, tmp_path):
     assert path.stat().st_mode & 0o777 == 0o600
     out = subprocess.run([str(PYMEM), "export"], capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 1 and "--user ID" in out.stderr
+
+
+def test_an_erasure_in_the_callers_transaction_rolls_back_with_it(db, dsn):
+    """forget_user(conn=): the erasure and the receipt are the caller's transaction's (issue 33,
+    item 3): a rollback leaves the user and no receipt; a commit erases."""
+    seed_user(db, "alice")
+    before = counts_of(dsn, "alice")
+    mem = Memory(db=db, agent_id="bot")
+    with psycopg.connect(dsn) as conn:
+        receipt = mem.forget_user(user="alice", stores=["alice-notes"], conn=conn)
+        assert receipt.counts == before
+        conn.rollback()
+        assert counts_of(dsn, "alice") == before and erasures(db) == []
+        with mem.bound(conn):
+            receipt = mem.forget_user(user="alice", stores=["alice-notes"])
+        conn.commit()
+    assert rows_naming(dsn, "alice") == {} and [e.id for e in erasures(db)] == [receipt.id]
