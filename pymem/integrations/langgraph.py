@@ -36,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.store.base import (
     BaseStore,
@@ -56,6 +56,9 @@ from ..errors import ValidationError
 from ..runner import Embed, Operation, arun, run
 from ..values import expiry
 from .. import calls
+
+if TYPE_CHECKING:
+    from langgraph.store.base import TTLConfig
 
 try:  # langgraph >= 1.1 checks labels of ops that reach batch() directly
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -122,7 +125,8 @@ class PymemStore(BaseStore):
             if not isinstance(ttl, dict):
                 raise ValidationError(f"ttl must be a TTLConfig (a dict), not {type(ttl).__name__}")
             _minutes(ttl.get("default_ttl"))  # checked here rather than at the first put
-        self.ttl_config = dict(ttl) if ttl is not None else None  # read by BaseStore's get, search and put
+        # read by BaseStore's get, search and put (a TypedDict: a plain dict of its keys)
+        self.ttl_config = cast("TTLConfig | None", dict(ttl) if ttl is not None else None)
         self._own_db = db is None
         self.db = db if db is not None else Database()
         self.project_id = project_id if project_id is not None else self.db.settings.project_id
