@@ -711,7 +711,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ba2f211353e9704360b113ceb4ba664e7d7492067607bd42db985c80f186ebde')
+SELECT pymem.migration_api_applied('84e81319098ca981ca3f204bed01ae5030e9d605edd5a3077318e98ea02640b3')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -23,6 +23,10 @@ CREATE OR REPLACE FUNCTION pymem.purge(project_id text DEFAULT '', max_rows inte
 RETURNS TABLE (kind text, purged integer)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
+-- Its statements are planned with each call's values: a generic plan cannot know how few rows
+-- have expired (to it, "expires_at <= $1" is a third of the table) and may read a whole table
+-- where the partial indexes of what expires hold a handful; a call a minute plans cheaply.
+SET plan_cache_mode = force_custom_plan
 AS $$
 #variable_conflict use_column
 DECLARE

@@ -282,9 +282,11 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_now timestamptz := pg_catalog.now();  -- a value: Citus refuses now() beside a column in an UPDATE
+    v_now timestamptz := pg_catalog.now();
     v_paths text[];
-    v_count integer;
+    v_count integer := 0;
+    v_at timestamptz;
+    r record;
 BEGIN
     PERFORM pymem._tenant_enter(store_items_refresh.project_id);
     PERFORM pymem._store_key_check(store_items_refresh.store_key, store_items_refresh.project_id);
@@ -300,12 +302,20 @@ BEGIN
                ARRAY(SELECT pg_catalog.jsonb_array_elements_text(i.value -> 'namespace')), i.value ->> 'key'))
       INTO v_paths
       FROM pg_catalog.jsonb_array_elements(store_items_refresh.items) AS i;
-    UPDATE pymem.store_entries AS e
-       SET expires_at = v_now + e.ttl
-     WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
-       AND e.path = ANY (v_paths) AND e.kind = 'json' AND e.ttl IS NOT NULL
-       AND pymem._fact_live(e.expires_at, v_now);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
+    -- row by row, in path order (two refreshes lock alike), the new expiry computed here: Citus
+    -- refuses a STABLE function (timestamptz + interval) of a column in an UPDATE
+    FOR r IN SELECT e.path, e.ttl FROM pymem.store_entries AS e
+              WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
+                AND e.path = ANY (v_paths) AND e.kind = 'json' AND e.ttl IS NOT NULL
+                AND pymem._fact_live(e.expires_at, v_now)
+              ORDER BY e.path COLLATE "C"
+                FOR UPDATE LOOP
+        v_at := v_now + r.ttl;
+        UPDATE pymem.store_entries AS e SET expires_at = v_at
+         WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
+           AND e.path = r.path;
+        v_count := v_count + 1;
+    END LOOP;
     RETURN v_count;
 END;
 $$;
