@@ -560,8 +560,8 @@ def messages_recall(
 
 
 def purge(*, project_id: str | None, max_rows: int | None) -> Query:
-    """Delete up to max_rows expired facts of the project (a bounded batch); one row per kind with
-    its count."""
+    """Delete up to max_rows expired facts and up to max_rows expired store entries of the project
+    (bounded batches); one row per kind with its count."""
     return Query("purge", {"project_id": project_id, "max_rows": max_rows})
 
 
@@ -654,10 +654,12 @@ def store_item_put(
     embeddings: Any,
     actor: str | None,
     project_id: str | None,
+    expires_at: datetime | None,
+    ttl: timedelta | None,
 ) -> Query:
-    """Write an item (a JSON object under a namespace and a key) and replace its vectors; returns
-    its sha."""
-    return Query("store_item_put", {"store_key": store_key, "namespace": namespace, "key": key, "value": value, "embedder": embedder, "fields": fields, "embeddings": embeddings, "actor": actor, "project_id": project_id})
+    """Write an item (a JSON object under a namespace and a key, expiring at expires_at or after
+    ttl) and replace its vectors; returns its sha."""
+    return Query("store_item_put", {"store_key": store_key, "namespace": namespace, "key": key, "value": value, "embedder": embedder, "fields": fields, "embeddings": embeddings, "actor": actor, "project_id": project_id, "expires_at": expires_at, "ttl": ttl})
 
 
 def store_item_get(
@@ -667,8 +669,14 @@ def store_item_get(
     key: str | None,
     project_id: str | None,
 ) -> Query:
-    """An item's value and times (no row when it does not exist)."""
+    """An item's value, times and expiry (no row when it does not exist or has expired)."""
     return Query("store_item_get", {"store_key": store_key, "namespace": namespace, "key": key, "project_id": project_id})
+
+
+def store_items_refresh(*, store_key: str | None, items: Any, project_id: str | None) -> Query:
+    """Move on the expiry of the live items written with a ttl (a JSON array of {namespace, key});
+    returns how many."""
+    return Query("store_items_refresh", {"store_key": store_key, "items": items, "project_id": project_id})
 
 
 def store_item_delete(
@@ -765,14 +773,16 @@ def store_write(
     reason: str | None,
     expected_sha: str | None,
     project_id: str | None,
+    expires_at: datetime | None,
+    ttl: timedelta | None,
 ) -> Query:
-    """Write text or JSON at a path (expected_sha: NULL, '' = must not exist, or the current
-    sha)."""
-    return Query("store_write", {"store_key": store_key, "path": path, "content": content, "kind": kind, "actor": actor, "reason": reason, "expected_sha": expected_sha, "project_id": project_id})
+    """Write text or JSON at a path (expected_sha: NULL, '' = must not exist, or the current sha),
+    expiring at expires_at or after ttl."""
+    return Query("store_write", {"store_key": store_key, "path": path, "content": content, "kind": kind, "actor": actor, "reason": reason, "expected_sha": expected_sha, "project_id": project_id, "expires_at": expires_at, "ttl": ttl})
 
 
 def store_read(*, store_key: str | None, path: str | None, project_id: str | None) -> Query:
-    """The entry at a path (no row when it does not exist)."""
+    """The entry at a path (no row when it does not exist or has expired)."""
     return Query("store_read", {"store_key": store_key, "path": path, "project_id": project_id})
 
 

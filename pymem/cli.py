@@ -247,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--project", action="append", default=[], metavar="NAME",
                    help="a project to list on the first page (repeatable; default PYMEM_PROJECT_ID or '')")
     w.set_defaults(func=cmd_serve)
-    g = sub.add_parser("purge", help="delete what has expired (facts past their expires_at), in short batches")
+    g = sub.add_parser("purge", help="delete what has expired (facts and store entries past their expires_at), in short batches")
     g.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     g.add_argument("--max-rows", type=int, default=1000, metavar="N",
                    help="rows per batch, each its own short transaction (0..10000, default 1000)")

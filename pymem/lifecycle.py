@@ -1,6 +1,6 @@
 """What ends memory on its own (sql/api/lifecycle.sql): :func:`purge` deletes what has expired, in
-bounded batches. Expiry needs no purge to be correct (an expired fact is invisible to every read
-at once); a purge gives the space back. ``pymem purge`` runs it from the command line; run it
+bounded batches: facts and keyed-store entries (items too). Expiry needs no purge to be correct
+(an expired fact or entry is invisible to every read at once); a purge gives the space back. ``pymem purge`` runs it from the command line; run it
 from cron, or pg_cron where installed (docs/sql.md "Expire and purge")."""
 
 from __future__ import annotations
@@ -12,8 +12,9 @@ from .values import text
 
 def purge(db: Database, project_id: str = "", *, max_rows: int = 1000, until_done: bool = False) -> dict[str, int]:
     """Delete up to ``max_rows`` expired rows of the project per call of ``pymem.purge`` (each its
-    own short transaction), once, or with ``until_done`` until a call deletes fewer than
-    ``max_rows``. Returns how many rows of each kind were deleted: ``{"facts": n}``."""
+    own short transaction; ``max_rows`` bounds each kind), once, or with ``until_done`` until a
+    call deletes fewer than ``max_rows`` of every kind. Returns how many rows of each kind were
+    deleted: ``{"facts": n, "store_entries": m}``."""
     project = text(project_id, "project_id")
     total: dict[str, int] = {}
     while True:

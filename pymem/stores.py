@@ -15,6 +15,13 @@ Protections (audit, keep_versions, read_only_prefixes) are set when ``get_or_cre
 store; opening an existing store never changes them (options that differ raise ConflictError,
 PM404). ``protect()`` tightens them; ``configure()`` changes them either way and needs the owner
 role (PermissionError for the app role). Both are logged to the store's audit log.
+
+Expiry: a write may give its entry ``ttl=`` (seconds, or a timedelta) or ``expires_at=``
+(timezone-aware); a write without either makes it non-expiring (a write replaces the entry,
+expiry included; ``update_json``/``update_text`` take them too). An expired entry is gone for
+every read at once (``read_*``, ``get_meta``, ``list_paths``) and its path is free again
+(``MUST_NOT_EXIST`` succeeds); ``pymem.purge`` deletes it later. ``expires_at`` of
+:class:`EntryMeta` and :class:`StoreEntry` says when (None: never).
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from psycopg.types.json import Jsonb
@@ -33,7 +40,7 @@ from . import tracing
 from .database import AsyncDatabase, Database
 from .errors import ConcurrencyError, NotFoundError, ValidationError
 from .runner import Callback, Operation, Query, arun, run
-from .values import text
+from .values import expiry, text
 from . import calls
 
 T = TypeVar("T")
@@ -54,6 +61,7 @@ class EntryMeta:
     reason: str | None
     created_at: datetime | None
     updated_at: datetime | None
+    expires_at: datetime | None = None  # None: never
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ class StoreEntry:
     reason: str | None
     created_at: datetime | None
     updated_at: datetime | None
+    expires_at: datetime | None = None  # None: never
 
 
 @dataclass(frozen=True)
@@ -151,13 +160,13 @@ class _Store:
         self.messages = [r["message"] for r in rows]
         self._saved = len(self.messages)
 
-    def _write(self, path, content, kind, expected_sha, actor, reason) -> Operation[str]:
+    def _write(self, path, content, kind, expected_sha, actor, reason, ttl=None, expires_at=None) -> Operation[str]:
         rows = yield Query(
             "store_write",
             {**self._where, "path": text(path, "path"), "content": text(content, "content"), "kind": kind,
              "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
              "reason": text(reason, "reason", allow_none=True),
-             "expected_sha": text(expected_sha, "expected_sha", allow_none=True)},
+             "expected_sha": text(expected_sha, "expected_sha", allow_none=True), **expiry(ttl, expires_at)},
         )
         return rows[0]["sha"]
 
@@ -169,13 +178,14 @@ class _Store:
         row = yield from self._read(path)
         return None if row is None else StoreEntry(path=path, **row)
 
-    def _update(self, path, fn, default, kind, retries, actor, reason) -> Operation[Any]:
+    def _update(self, path, fn, default, kind, retries, actor, reason, ttl=None, expires_at=None) -> Operation[Any]:
         """Read ``path`` with its sha (one statement), call ``fn`` on a fresh copy of its value
         (``default`` when it does not exist), write the result with that sha as ``expected_sha``
         (MUST_NOT_EXIST for a new path); on ConcurrencyError wait a little (jittered, doubling)
         and start again, at most ``retries`` times. ``fn`` never sees a value older than the
         read its result is checked against."""
         path = text(path, "path")
+        expiry(ttl, expires_at)  # checked once, before the first read
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ValidationError(f"retries must be a non-negative integer, not {retries!r}")
         if kind == "json":
@@ -194,7 +204,7 @@ class _Store:
             current, expected = (default, MUST_NOT_EXIST) if row is None else (row["content"], row["sha"])
             new = yield Callback(fn, (decode(current),))
             try:
-                yield from self._write(path, encode(new), kind, expected, actor, reason)
+                yield from self._write(path, encode(new), kind, expected, actor, reason, ttl, expires_at)
             except ConcurrencyError as exc:
                 conflict = exc
                 continue
@@ -322,18 +332,26 @@ class MemoryStore(_Store):
         return default if row is None else row["content"]
 
     def write_text(self, path: str, content: str, *, expected_sha: str | None = None, actor: str | None = None,
-                   reason: str | None = None) -> str:
+                   reason: str | None = None, ttl: float | timedelta | None = None,
+                   expires_at: datetime | None = None) -> str:
         """Write text at ``path``; returns its sha256. ConcurrencyError when ``expected_sha``
-        (the sha you read, or MUST_NOT_EXIST) is no longer current."""
-        return self._run(self._write(path, content, "text", expected_sha, actor, reason))
+        (the sha you read, or MUST_NOT_EXIST) is no longer current. ``ttl`` (seconds, or a
+        timedelta) or ``expires_at`` (timezone-aware): when the entry expires (ValidationError
+        for both, a ttl not positive or beyond 100 years, an expires_at not in the future);
+        neither: never."""
+        return self._run(self._write(path, content, "text", expected_sha, actor, reason, ttl, expires_at))
 
     def read_json(self, path: str, default: Any = None) -> Any:
         row = self._run(self._read(path))
         return default if row is None else _decode_json(path, row["content"])
 
     def write_json(self, path: str, value: Any, *, expected_sha: str | None = None, actor: str | None = None,
-                   reason: str | None = None) -> str:
-        return self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason))
+                   reason: str | None = None, ttl: float | timedelta | None = None,
+                   expires_at: datetime | None = None) -> str:
+        """Write ``value`` as JSON at ``path``; returns its sha256 (``ttl``, ``expires_at``: as
+        :meth:`write_text`)."""
+        return self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason, ttl,
+                                     expires_at))
 
     def read_entry(self, path: str) -> StoreEntry | None:
         """The entry at ``path`` (None when it does not exist): content, sha, kind, version,
@@ -343,7 +361,8 @@ class MemoryStore(_Store):
         return self._run(self._read_entry(path))
 
     def update_json(self, path: str, fn: Callable[[Any], Any], *, default: Any = _MISSING, actor: str | None = None,
-                    reason: str | None = None, retries: int = 10) -> Any:
+                    reason: str | None = None, retries: int = 10, ttl: float | timedelta | None = None,
+                    expires_at: datetime | None = None) -> Any:
         """Read-modify-write the JSON at ``path`` without losing a concurrent update: read the
         value and its sha in one statement, call ``fn(value)``, write what it returns with that
         sha as ``expected_sha``; if another writer got there first (ConcurrencyError), wait a
@@ -352,14 +371,17 @@ class MemoryStore(_Store):
         than once: it must compute its result from its argument only, with no side effects.
         A missing path starts from ``default`` (written only if the path still does not
         exist); without ``default`` it raises NotFoundError. ConcurrencyError naming the path
-        when every attempt lost; an exception from ``fn`` propagates and writes nothing."""
-        return self._run(self._update(path, fn, default, "json", retries, actor, reason))
+        when every attempt lost; an exception from ``fn`` propagates and writes nothing.
+        ``ttl`` / ``expires_at``: the written entry's expiry, as in :meth:`write_text` (neither:
+        it never expires, whatever expiry the entry had)."""
+        return self._run(self._update(path, fn, default, "json", retries, actor, reason, ttl, expires_at))
 
     def update_text(self, path: str, fn: Callable[[str], str], *, default: Any = _MISSING, actor: str | None = None,
-                    reason: str | None = None, retries: int = 10) -> str:
+                    reason: str | None = None, retries: int = 10, ttl: float | timedelta | None = None,
+                    expires_at: datetime | None = None) -> str:
         """:meth:`update_json` for text: ``fn`` gets the current text (or ``default``) and
         returns the new text."""
-        return self._run(self._update(path, fn, default, "text", retries, actor, reason))
+        return self._run(self._update(path, fn, default, "text", retries, actor, reason, ttl, expires_at))
 
     def list_paths(self, prefix: str = "") -> list[str]:
         return self._run(self._list(prefix))
@@ -470,29 +492,34 @@ class AsyncMemoryStore(_Store):
         return default if row is None else row["content"]
 
     async def write_text(self, path: str, content: str, *, expected_sha: str | None = None, actor: str | None = None,
-                         reason: str | None = None) -> str:
-        return await self._run(self._write(path, content, "text", expected_sha, actor, reason))
+                         reason: str | None = None, ttl: float | timedelta | None = None,
+                         expires_at: datetime | None = None) -> str:
+        return await self._run(self._write(path, content, "text", expected_sha, actor, reason, ttl, expires_at))
 
     async def read_json(self, path: str, default: Any = None) -> Any:
         row = await self._run(self._read(path))
         return default if row is None else _decode_json(path, row["content"])
 
     async def write_json(self, path: str, value: Any, *, expected_sha: str | None = None, actor: str | None = None,
-                         reason: str | None = None) -> str:
-        return await self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason))
+                         reason: str | None = None, ttl: float | timedelta | None = None,
+                         expires_at: datetime | None = None) -> str:
+        return await self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason, ttl,
+                                           expires_at))
 
     async def read_entry(self, path: str) -> StoreEntry | None:
         return await self._run(self._read_entry(path))
 
     async def update_json(self, path: str, fn: Callable[[Any], Any], *, default: Any = _MISSING,
-                          actor: str | None = None, reason: str | None = None, retries: int = 10) -> Any:
+                          actor: str | None = None, reason: str | None = None, retries: int = 10,
+                          ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> Any:
         """See :meth:`MemoryStore.update_json`; ``fn`` may be a coroutine function (a plain
         function runs in a worker thread)."""
-        return await self._run(self._update(path, fn, default, "json", retries, actor, reason))
+        return await self._run(self._update(path, fn, default, "json", retries, actor, reason, ttl, expires_at))
 
     async def update_text(self, path: str, fn: Callable[[str], str], *, default: Any = _MISSING,
-                          actor: str | None = None, reason: str | None = None, retries: int = 10) -> str:
-        return await self._run(self._update(path, fn, default, "text", retries, actor, reason))
+                          actor: str | None = None, reason: str | None = None, retries: int = 10,
+                          ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> str:
+        return await self._run(self._update(path, fn, default, "text", retries, actor, reason, ttl, expires_at))
 
     async def list_paths(self, prefix: str = "") -> list[str]:
         return await self._run(self._list(prefix))

@@ -658,6 +658,29 @@ COMMIT;
 \echo pymem: applied 0038_erasures
 \endif
 
+-- 0039_store_expiry
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0039_store_expiry', 'bcb901bbb19d1834374c335b6aad4c62d58308dcb9e961e5b9c778df57b8de0d') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0039_store_expiry.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0039_store_expiry', 'bcb901bbb19d1834374c335b6aad4c62d58308dcb9e961e5b9c778df57b8de0d', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0039_store_expiry
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -711,7 +734,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('fe0d6ae64743caa39d94eb65bf97c0568f37401ad22cb19210ab1f48e17a0740')
+SELECT pymem.migration_api_applied('56f6b6fa5b040a86348d9b5b436a3667f40bf84232becbe8e6992b760da8b509')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

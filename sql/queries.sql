@@ -334,7 +334,7 @@ FROM pymem.messages_recall(
     metadata => %(metadata)s::jsonb) AS r;
 
 -- name: purge
--- Delete up to max_rows expired facts of the project (a bounded batch); one row per kind with its count.
+-- Delete up to max_rows expired facts and up to max_rows expired store entries of the project (bounded batches); one row per kind with its count.
 SELECT p.kind, p.purged FROM pymem.purge(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS p;
 
 -- name: recall_index_plan
@@ -379,16 +379,22 @@ SELECT r.id, r.erased_at, r.erased_by, r.counts, r.digest
   FROM pymem.erasures(project_id => %(project_id)s, user_id => %(user_id)s) AS r;
 
 -- name: store_item_put
--- Write an item (a JSON object under a namespace and a key) and replace its vectors; returns its sha.
+-- Write an item (a JSON object under a namespace and a key, expiring at expires_at or after ttl) and replace its vectors; returns its sha.
 SELECT pymem.store_item_put(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
                             value => %(value)s::jsonb, embedder => %(embedder)s, fields => %(fields)s::text[],
-                            embeddings => %(embeddings)b, actor => %(actor)s, project_id => %(project_id)s) AS sha;
+                            embeddings => %(embeddings)b, actor => %(actor)s, project_id => %(project_id)s,
+                            expires_at => %(expires_at)s::timestamptz, ttl => %(ttl)s::interval) AS sha;
 
 -- name: store_item_get
--- An item's value and times (no row when it does not exist).
-SELECT i.value, i.created_at, i.updated_at
+-- An item's value, times and expiry (no row when it does not exist or has expired).
+SELECT i.value, i.created_at, i.updated_at, i.expires_at
 FROM pymem.store_item_get(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
                           project_id => %(project_id)s) AS i;
+
+-- name: store_items_refresh
+-- Move on the expiry of the live items written with a ttl (a JSON array of {namespace, key}); returns how many.
+SELECT pymem.store_items_refresh(store_key => %(store_key)s, items => %(items)s::jsonb,
+                                 project_id => %(project_id)s) AS refreshed;
 
 -- name: store_item_delete
 -- Delete an item and its vectors; false when there was none.
@@ -397,7 +403,7 @@ SELECT pymem.store_item_delete(store_key => %(store_key)s, namespace => %(namesp
 
 -- name: store_items_search
 -- Items under a namespace prefix matching a filter: newest first, or by similarity to a query vector.
-SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.score
+SELECT i.namespace, i.key, i.value, i.created_at, i.updated_at, i.score, i.expires_at
 FROM pymem.store_items_search(store_key => %(store_key)s, namespace_prefix => %(namespace_prefix)s::text[],
                               filter => %(filter)s::jsonb, query_vector => %(query_vector)b, embedder => %(embedder)s,
                               max_items => %(max_items)s::integer, skip => %(skip)s::integer,
@@ -432,24 +438,25 @@ FROM pymem.store_configure(store_key => %(store_key)s, audit => %(audit)s, keep_
                            reason => %(reason)s, project_id => %(project_id)s) AS p;
 
 -- name: store_write
--- Write text or JSON at a path (expected_sha: NULL, '' = must not exist, or the current sha).
+-- Write text or JSON at a path (expected_sha: NULL, '' = must not exist, or the current sha), expiring at expires_at or after ttl.
 SELECT pymem.store_write(store_key => %(store_key)s, path => %(path)s, content => %(content)s, kind => %(kind)s,
                          actor => %(actor)s, reason => %(reason)s, expected_sha => %(expected_sha)s,
-                         project_id => %(project_id)s) AS sha;
+                         project_id => %(project_id)s, expires_at => %(expires_at)s::timestamptz,
+                         ttl => %(ttl)s::interval) AS sha;
 
 -- name: store_read
--- The entry at a path (no row when it does not exist).
-SELECT r.kind, r.content, r.sha, r.size, r.version, r.actor, r.reason, r.created_at, r.updated_at
+-- The entry at a path (no row when it does not exist or has expired).
+SELECT r.kind, r.content, r.sha, r.size, r.version, r.actor, r.reason, r.created_at, r.updated_at, r.expires_at
 FROM pymem.store_read(store_key => %(store_key)s, path => %(path)s, project_id => %(project_id)s) AS r;
 
 -- name: store_meta
 -- An entry's metadata without its content.
-SELECT m.kind, m.sha, m.size, m.version, m.actor, m.reason, m.created_at, m.updated_at
+SELECT m.kind, m.sha, m.size, m.version, m.actor, m.reason, m.created_at, m.updated_at, m.expires_at
 FROM pymem.store_meta(store_key => %(store_key)s, path => %(path)s, project_id => %(project_id)s) AS m;
 
 -- name: store_list
 -- The paths under a prefix, sorted.
-SELECT l.path, l.kind, l.sha, l.size, l.version, l.actor, l.updated_at
+SELECT l.path, l.kind, l.sha, l.size, l.version, l.actor, l.updated_at, l.expires_at
 FROM pymem.store_list(store_key => %(store_key)s, prefix => %(prefix)s, project_id => %(project_id)s) AS l;
 
 -- name: store_delete

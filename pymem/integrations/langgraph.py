@@ -18,9 +18,17 @@ field vectors (``pymem.store_vectors``), computed by the embedder: a pymem embed
 ``embed``: a pymem embedder, a LangChain ``Embeddings`` or a function, ``fields``).
 
 Batches behave like LangGraph's ``InMemoryStore``: the reads of a batch see the store as it was
-before the batch, then its writes apply (the last write of a key wins). TTL is not supported
-(``supports_ttl = False``, as for ``InMemoryStore``): a keyed-store entry has no expiry yet (facts
-have one: docs/sql.md "Expire and purge"). ``put(..., ttl=...)`` raises ``NotImplementedError``.
+before the batch, then its writes apply (the last write of a key wins).
+
+TTL (``supports_ttl = True``), as LangGraph defines it: ``put(..., ttl=minutes)`` makes the item
+expire that many minutes after its last write or read; ``ttl=None`` (or no ttl and no
+``default_ttl``) makes it non-expiring, since a put replaces the item. A get or a search that
+returns an item written with a ttl moves its expiry on by that ttl (``store_items_refresh``),
+unless ``refresh_ttl=False`` or the store's ``ttl={"refresh_on_read": False}`` says otherwise;
+``ttl={"default_ttl": minutes}`` is the ttl of a put that gives none. An expired item is gone for
+every read at once (LangGraph's ``omit_expired``, always on); ``pymem purge`` deletes it later
+(docs/sql.md "Expire and purge"): ``sweep_interval_minutes`` is accepted and ignored, as pymem
+runs no sweeper of its own.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from langgraph.store.base import (
     BaseStore,
@@ -46,7 +54,11 @@ from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, toke
 from ..database import AsyncDatabase, Database
 from ..errors import ValidationError
 from ..runner import Embed, Operation, arun, run
+from ..values import expiry
 from .. import calls
+
+if TYPE_CHECKING:
+    from langgraph.store.base import TTLConfig
 
 try:  # langgraph >= 1.1 checks labels of ops that reach batch() directly
     from langgraph.store.base import validate_op_namespace as _validate_op
@@ -83,21 +95,38 @@ def _json(value: Any) -> str:
         raise ValidationError(f"an item's value must be JSON (no NaN or infinity): {exc}") from None
 
 
+def _minutes(ttl: Any) -> float | None:
+    """A LangGraph ttl (minutes) as seconds, for pymem's ``ttl`` (None: no expiry)."""
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise ValidationError(f"ttl must be a number of minutes, not {type(ttl).__name__}")
+    return ttl * 60
+
+
 class PymemStore(BaseStore):
     """A LangGraph store kept in pymem (module docstring). ``db``: a ``pymem.Database`` (sync
     calls; async calls run them in a worker thread) or a ``pymem.AsyncDatabase`` (async calls
     only), left open for its owner; none: the store opens its own ``Database`` from the
     settings (``PYMEM_DSN``, or the embedded server) and ``close()`` closes it. ``project_id``:
     the pymem project (default: the settings' ``PYMEM_PROJECT_ID``). ``embedder`` or ``index``
-    enable search by meaning; without either, ``query`` is ignored, as LangGraph's stores do."""
+    enable search by meaning; without either, ``query`` is ignored, as LangGraph's stores do.
+    ``ttl``: LangGraph's ``TTLConfig`` (``default_ttl`` in minutes, ``refresh_on_read``; see the
+    module docstring)."""
 
-    supports_ttl = False
+    supports_ttl = True
 
     def __init__(self, db: Database | AsyncDatabase | None = None, *, project_id: str | None = None,
                  store_key: str = "langgraph", embedder: Any = None, index: dict[str, Any] | None = None,
-                 actor: str | None = "langgraph") -> None:
+                 actor: str | None = "langgraph", ttl: dict[str, Any] | None = None) -> None:
         if embedder is not None and index is not None:
             raise ValidationError("pass embedder= or index=, not both")
+        if ttl is not None:
+            if not isinstance(ttl, dict):
+                raise ValidationError(f"ttl must be a TTLConfig (a dict), not {type(ttl).__name__}")
+            _minutes(ttl.get("default_ttl"))  # checked here rather than at the first put
+        # read by BaseStore's get, search and put (a TypedDict: a plain dict of its keys)
+        self.ttl_config = cast("TTLConfig | None", dict(ttl) if ttl is not None else None)
         self._own_db = db is None
         self.db = db if db is not None else Database()
         self.project_id = project_id if project_id is not None else self.db.settings.project_id
@@ -135,11 +164,20 @@ class PymemStore(BaseStore):
         yield calls.store_open(**self._where(), audit=None, keep_versions=None,
                                    read_only_prefixes=None, create=True)
 
+    def _refresh(self, items: list[tuple[tuple[str, ...], str]]) -> Operation[None]:
+        """Move on the expiry of these items (those that expire; the SQL leaves the ones written
+        without a ttl alone)."""
+        if items:
+            yield calls.store_items_refresh(**self._where(), items=_json(
+                [{"namespace": list(namespace), "key": key} for namespace, key in items]))
+
     def _get(self, op: GetOp) -> Operation[Item | None]:
         rows = yield calls.store_item_get(**self._where(), namespace=list(op.namespace), key=op.key)
         if not rows:
             return None
         r = rows[0]
+        if r["expires_at"] is not None and getattr(op, "refresh_ttl", True):
+            yield from self._refresh([(op.namespace, op.key)])
         return Item(value=r["value"], key=op.key, namespace=op.namespace, created_at=r["created_at"],
                     updated_at=r["updated_at"])
 
@@ -159,8 +197,7 @@ class PymemStore(BaseStore):
         return out
 
     def _put(self, op: PutOp) -> Operation[None]:
-        if getattr(op, "ttl", None) is not None:
-            raise NotImplementedError("TTL is not supported by PymemStore: pass ttl=None")
+        ttl = _minutes(getattr(op, "ttl", None))
         if op.value is None:
             yield calls.store_item_delete(**self._where(), namespace=list(op.namespace), key=op.key,
                                               actor=self.actor)
@@ -170,7 +207,8 @@ class PymemStore(BaseStore):
         yield calls.store_item_put(**self._where(), namespace=list(op.namespace), key=op.key,
                                        value=_json(op.value), actor=self.actor,
                                        embedder=self._embedder.name if vectors else None,
-                                       fields=[f for f, _ in pairs] or None, embeddings=vectors or None)
+                                       fields=[f for f, _ in pairs] or None, embeddings=vectors or None,
+                                       **expiry(ttl, None))
         return None
 
     def _search(self, op: SearchOp) -> Operation[list[SearchItem]]:
@@ -181,6 +219,8 @@ class PymemStore(BaseStore):
             **self._where(), namespace_prefix=list(op.namespace_prefix), filter=_json(op.filter or {}),
             query_vector=query, embedder=self._query_embedder.name if query is not None else None,
             max_items=op.limit, skip=op.offset)
+        if getattr(op, "refresh_ttl", True):
+            yield from self._refresh([(tuple(r["namespace"]), r["key"]) for r in rows if r["expires_at"] is not None])
         return [SearchItem(namespace=tuple(r["namespace"]), key=r["key"], value=r["value"],
                            created_at=r["created_at"], updated_at=r["updated_at"], score=r["score"])
                 for r in rows]

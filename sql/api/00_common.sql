@@ -64,7 +64,8 @@ AS $$
                                   1000::pg_catalog.float8))
 $$;
 
--- _fact_live(expires_at, at): the one definition of "not expired" (an expiry NULL never comes): at
+-- _fact_live(expires_at, at): the one definition of "not expired" (an expiry NULL never comes), of
+-- facts and of keyed-store entries (migrations/0039_store_expiry.sql) alike: at
 -- time `at`, which every read passes as now() (the transaction's start) and every write that
 -- deletes or changes rows by it passes as a value (Citus refuses now() beside a column in a
 -- DELETE or UPDATE). pymem.active_facts says the same in its own words, for the roles that read
@@ -91,11 +92,11 @@ BEGIN
     IF ttl IS NOT NULL THEN
         IF NOT ttl > interval '0' THEN
             RAISE EXCEPTION 'pymem: ttl must be a positive interval (got %)', ttl
-                USING ERRCODE = '22023', HINT = 'Pass NULL for a fact that never expires.';
+                USING ERRCODE = '22023', HINT = 'Pass NULL for no expiry.';
         END IF;
         IF ttl > interval '100 years' THEN
             RAISE EXCEPTION 'pymem: ttl must be at most 100 years (got %)', ttl
-                USING ERRCODE = '22023', HINT = 'Pass NULL for a fact that never expires.';
+                USING ERRCODE = '22023', HINT = 'Pass NULL for no expiry.';
         END IF;
         RETURN pg_catalog.now() + ttl;
     END IF;
@@ -104,7 +105,7 @@ BEGIN
     END IF;
     IF NOT pg_catalog.isfinite(expires_at) OR expires_at > pg_catalog.now() + interval '100 years' THEN
         RAISE EXCEPTION 'pymem: expires_at must be a finite time within 100 years (got %)', expires_at
-            USING ERRCODE = '22023', HINT = 'Pass NULL for a fact that never expires.';
+            USING ERRCODE = '22023', HINT = 'Pass NULL for no expiry.';
     END IF;
     IF expires_at <= pg_catalog.now() THEN
         RAISE EXCEPTION 'pymem: expires_at % is not in the future (now is %)', expires_at, pg_catalog.now()

@@ -137,7 +137,8 @@ BEGIN
     RETURN QUERY
     SELECT s.store_key,
            (SELECT pg_catalog.count(*) FROM pymem.store_entries AS e
-             WHERE e.project_id = s.project_id AND e.store_key = s.store_key),
+             WHERE e.project_id = s.project_id AND e.store_key = s.store_key
+               AND pymem._fact_live(e.expires_at, pg_catalog.now())),
            s.transcript_len, s.audit, s.keep_versions, s.updated_at
       FROM pymem.stores AS s
      WHERE s.project_id = browse_stores.project_id

@@ -26,6 +26,14 @@
 -- the change to the audit log (op 'protect' or 'unprotect', path ''), whatever the store's
 -- audit setting, before it takes effect.
 --
+-- Expiry (migrations/0039_store_expiry.sql): a write may give its entry an expiry (expires_at,
+-- or ttl: checked by pymem._expiry); a write without one makes the entry non-expiring. An
+-- expired entry is invisible to every read at once (pymem._fact_live) and its path counts as
+-- not existing: a write replaces it (expected_sha '' succeeds, a sha fails with PM401), a delete
+-- finds nothing. pymem.purge (lifecycle.sql) deletes it later. Neither expiry nor purge logs to
+-- the audit log, which records what callers did: the expiry is part of the write that set it,
+-- and the next write of the path logs old_sha NULL, as after a delete.
+--
 -- Optimistic concurrency: expected_sha => NULL writes unconditionally; a 64-hex sha writes only
 -- if it is still the path's current sha; '' writes only if the path does not exist yet. The
 -- check and the write happen under the entry's row lock in one transaction, so it holds between
@@ -245,10 +253,12 @@ END;
 $$;
 
 -- _store_put: the one write path (write and restore): validates, checks expected_sha under
--- the entry's row lock, writes the entry, its version and its audit record.
+-- the entry's row lock, writes the entry (with its expiry: p_expires_at or p_ttl, see
+-- pymem._expiry), its version and its audit record. An expired entry at the path is deleted
+-- first (with its vectors) and the path written as a new one.
 CREATE OR REPLACE FUNCTION pymem._store_put(
     p_store pymem.stores, p_path text, p_content text, p_kind text, p_actor text, p_reason text,
-    p_expected text, p_op text)
+    p_expected text, p_op text, p_expires_at timestamptz, p_ttl interval)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -258,7 +268,10 @@ DECLARE
     v_sha text;
     v_old text;
     v_version integer;
+    v_expiry timestamptz;
+    v_old_expiry timestamptz;
 BEGIN
+    v_expiry := pymem._expiry(p_expires_at, p_ttl);  -- 22023 before anything is written
     PERFORM pymem._store_writable(p_store, p_path);
     p_path := pymem._store_path_check(p_path);  -- its NFC spelling, from here on
     IF p_content IS NULL THEN
@@ -284,10 +297,14 @@ BEGIN
     PERFORM pymem._store_expected_check(p_expected);
     v_sha := pymem._store_sha(p_content);
     LOOP
-        SELECT e.sha, e.version INTO v_old, v_version FROM pymem.store_entries AS e
+        SELECT e.sha, e.version, e.expires_at INTO v_old, v_version, v_old_expiry FROM pymem.store_entries AS e
          WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path
            FOR UPDATE;
-        IF FOUND THEN
+        IF FOUND AND NOT pymem._fact_live(v_old_expiry, pg_catalog.now()) THEN
+            -- expired: the path does not exist for any read, nor for this write
+            DELETE FROM pymem.store_entries AS e
+             WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path;
+        ELSIF FOUND THEN
             IF p_expected IS NOT NULL AND p_expected <> v_old THEN
                 RAISE EXCEPTION 'pymem: % changed: its sha is %, not the expected %', pg_catalog.quote_literal(p_path),
                         v_old, CASE WHEN p_expected = '' THEN '(must not exist)' ELSE p_expected END
@@ -296,7 +313,8 @@ BEGIN
             v_version := v_version + 1;
             UPDATE pymem.store_entries AS e
                SET kind = p_kind, content = p_content, sha = v_sha, size = pg_catalog.octet_length(p_content),
-                   version = v_version, actor = p_actor, reason = p_reason, updated_at = v_now
+                   version = v_version, actor = p_actor, reason = p_reason, updated_at = v_now,
+                   expires_at = v_expiry, ttl = p_ttl
              WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path;
             EXIT;
         END IF;
@@ -306,9 +324,10 @@ BEGIN
         END IF;
         SELECT coalesce(pg_catalog.max(v.version), 0) + 1 INTO v_version FROM pymem.store_versions AS v
          WHERE v.project_id = p_store.project_id AND v.store_key = p_store.store_key AND v.path = p_path;
-        INSERT INTO pymem.store_entries AS e (project_id, store_key, path, kind, content, sha, size, version, actor, reason)
+        INSERT INTO pymem.store_entries AS e (project_id, store_key, path, kind, content, sha, size, version, actor,
+                                              reason, expires_at, ttl)
         VALUES (p_store.project_id, p_store.store_key, p_path, p_kind, p_content, v_sha,
-                pg_catalog.octet_length(p_content), v_version, p_actor, p_reason)
+                pg_catalog.octet_length(p_content), v_version, p_actor, p_reason, v_expiry, p_ttl)
         ON CONFLICT (project_id, store_key, path) DO NOTHING;
         IF FOUND THEN
             v_old := NULL;
@@ -332,12 +351,15 @@ BEGIN
 END;
 $$;
 
--- store_write: writes text or JSON at a path; returns the new sha256.
+-- store_write: writes text or JSON at a path; returns the new sha256. expires_at, or ttl (an
+-- interval from now): when the entry expires (22023 for both, a ttl not positive, an expires_at
+-- not in the future, either beyond 100 years); neither: never (a write replaces the expiry too).
 --   SELECT pymem.store_write(store_key => 'research-assistant', path => 'notes/today.md',
 --                            content => '- read the paper', actor => 'agent', reason => 'note');
 CREATE OR REPLACE FUNCTION pymem.store_write(
     store_key text, path text, content text, kind text DEFAULT 'text', actor text DEFAULT NULL,
-    reason text DEFAULT NULL, expected_sha text DEFAULT NULL, project_id text DEFAULT '')
+    reason text DEFAULT NULL, expected_sha text DEFAULT NULL, project_id text DEFAULT '',
+    expires_at timestamptz DEFAULT NULL, ttl interval DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -346,15 +368,16 @@ BEGIN
     PERFORM pymem._tenant_enter(store_write.project_id);
     RETURN pymem._store_put(pymem._store_get(store_write.store_key, store_write.project_id), store_write.path,
                             store_write.content, store_write.kind, store_write.actor, store_write.reason,
-                            store_write.expected_sha, 'write');
+                            store_write.expected_sha, 'write', store_write.expires_at, store_write.ttl);
 END;
 $$;
 
--- store_read: the entry at a path (no row when it does not exist).
+-- store_read: the entry at a path (no row when it does not exist or has expired); expires_at
+-- NULL: it never expires.
 --   SELECT content, sha FROM pymem.store_read(store_key => 'research-assistant', path => 'notes/today.md');
 CREATE OR REPLACE FUNCTION pymem.store_read(store_key text, path text, project_id text DEFAULT '')
 RETURNS TABLE (kind text, content text, sha text, size integer, version integer, actor text, reason text,
-               created_at timestamptz, updated_at timestamptz)
+               created_at timestamptz, updated_at timestamptz, expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -366,17 +389,18 @@ BEGIN
     PERFORM pymem._store_key_check(store_read.store_key, store_read.project_id);
     v_path := pymem._store_path_check(store_read.path);
     RETURN QUERY
-    SELECT e.kind, e.content, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at
+    SELECT e.kind, e.content, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at, e.expires_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_read.project_id AND e.store_key = store_read.store_key
-       AND e.path = v_path;
+       AND e.path = v_path AND pymem._fact_live(e.expires_at, pg_catalog.now());
 END;
 $$;
 
--- store_meta: an entry's metadata without its content (no row when it does not exist).
+-- store_meta: an entry's metadata without its content (no row when it does not exist or has
+-- expired); expires_at NULL: it never expires.
 CREATE OR REPLACE FUNCTION pymem.store_meta(store_key text, path text, project_id text DEFAULT '')
 RETURNS TABLE (kind text, sha text, size integer, version integer, actor text, reason text,
-               created_at timestamptz, updated_at timestamptz)
+               created_at timestamptz, updated_at timestamptz, expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -388,18 +412,19 @@ BEGIN
     PERFORM pymem._store_key_check(store_meta.store_key, store_meta.project_id);
     v_path := pymem._store_path_check(store_meta.path);
     RETURN QUERY
-    SELECT e.kind, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at
+    SELECT e.kind, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at, e.expires_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_meta.project_id AND e.store_key = store_meta.store_key
-       AND e.path = v_path;
+       AND e.path = v_path AND pymem._fact_live(e.expires_at, pg_catalog.now());
 END;
 $$;
 
 -- store_list: the paths under a prefix ('' = all; NFC-normalised like paths), sorted, with
--- their metadata.
+-- their metadata; expired entries are left out.
 --   SELECT path, sha FROM pymem.store_list(store_key => 'research-assistant', prefix => 'notes/');
 CREATE OR REPLACE FUNCTION pymem.store_list(store_key text, prefix text DEFAULT '', project_id text DEFAULT '')
-RETURNS TABLE (path text, kind text, sha text, size integer, version integer, actor text, updated_at timestamptz)
+RETURNS TABLE (path text, kind text, sha text, size integer, version integer, actor text, updated_at timestamptz,
+               expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -414,16 +439,17 @@ BEGIN
         RAISE EXCEPTION 'pymem: prefix must be a string of at most 1024 characters' USING ERRCODE = '22023';
     END IF;
     RETURN QUERY
-    SELECT e.path, e.kind, e.sha, e.size, e.version, e.actor, e.updated_at
+    SELECT e.path, e.kind, e.sha, e.size, e.version, e.actor, e.updated_at, e.expires_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_list.project_id AND e.store_key = store_list.store_key
-       AND pg_catalog.starts_with(e.path, v_prefix)
+       AND pg_catalog.starts_with(e.path, v_prefix) AND pymem._fact_live(e.expires_at, pg_catalog.now())
      ORDER BY e.path COLLATE "C";
 END;
 $$;
 
--- store_delete: deletes a path (true), or does nothing (false) when it does not exist and no
--- expected_sha was given. expected_sha guards it like a write.
+-- store_delete: deletes a path (true), or does nothing (false) when it does not exist (or has
+-- expired: then its row goes, unlogged, as a purge would take it) and no expected_sha was
+-- given. expected_sha guards it like a write.
 CREATE OR REPLACE FUNCTION pymem.store_delete(
     store_key text, path text, actor text DEFAULT NULL, reason text DEFAULT NULL,
     expected_sha text DEFAULT NULL, project_id text DEFAULT '')
@@ -435,6 +461,8 @@ AS $$
 DECLARE
     v_store pymem.stores := pymem._store_get(store_delete.store_key, store_delete.project_id);
     v_old text;
+    v_old_expiry timestamptz;
+    v_exists boolean;
     v_path text;
 BEGIN
     PERFORM pymem._tenant_enter(store_delete.project_id);
@@ -444,10 +472,16 @@ BEGIN
     IF store_delete.expected_sha = '' THEN
         RAISE EXCEPTION 'pymem: expected_sha '''' (must not exist) makes no sense for a delete' USING ERRCODE = '22023';
     END IF;
-    SELECT e.sha INTO v_old FROM pymem.store_entries AS e
+    SELECT e.sha, e.expires_at INTO v_old, v_old_expiry FROM pymem.store_entries AS e
      WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = v_path
        FOR UPDATE;
-    IF NOT FOUND THEN
+    v_exists := FOUND;
+    IF v_exists AND NOT pymem._fact_live(v_old_expiry, pg_catalog.now()) THEN  -- expired: as if not there
+        DELETE FROM pymem.store_entries AS e
+         WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = v_path;
+        v_exists := false;
+    END IF;
+    IF NOT v_exists THEN
         IF store_delete.expected_sha IS NOT NULL THEN
             RAISE EXCEPTION 'pymem: % does not exist (expected sha %)', pg_catalog.quote_literal(v_path),
                     store_delete.expected_sha

@@ -69,7 +69,8 @@ END;
 $$;
 
 -- store_restore: writes a kept version's content back as the path's current content (a new
--- write, audited as 'restore'); returns the sha. P0002 when the version does not exist.
+-- write, audited as 'restore', that never expires); returns the sha. P0002 when the version does
+-- not exist.
 CREATE OR REPLACE FUNCTION pymem.store_restore(
     store_key text, path text, version integer, actor text DEFAULT NULL, reason text DEFAULT NULL,
     expected_sha text DEFAULT NULL, project_id text DEFAULT '')
@@ -95,7 +96,7 @@ BEGIN
     END IF;
     RETURN pymem._store_put(v_store, v_path, v_content, v_kind, store_restore.actor,
                             coalesce(store_restore.reason, 'restore version ' || store_restore.version),
-                            store_restore.expected_sha, 'restore');
+                            store_restore.expected_sha, 'restore', NULL, NULL);
 END;
 $$;
 

@@ -203,13 +203,14 @@ $$;
 -- store_item_put: writes an item (a JSON object) and replaces its vectors with the ones given,
 -- one per field (fields[i] is the field embeddings[i] was computed from), in one transaction;
 -- returns the entry's sha. The store must exist (store_open). Writes like store_write (audit,
--- versions, read-only prefixes); created_at stays the item's first write.
+-- versions, read-only prefixes, expiry: expires_at or ttl, neither for an item that never
+-- expires); created_at stays the item's first write (an expired item's path is written anew).
 --   SELECT pymem.store_item_put(store_key => 'agent', namespace => '{users,alice}', key => 'prefs',
 --                               value => '{"theme": "dark"}');
 CREATE OR REPLACE FUNCTION pymem.store_item_put(
     store_key text, namespace text[], key text, value jsonb, embedder text DEFAULT NULL,
     fields text[] DEFAULT '{}', embeddings vector[] DEFAULT '{}', actor text DEFAULT NULL,
-    project_id text DEFAULT '')
+    project_id text DEFAULT '', expires_at timestamptz DEFAULT NULL, ttl interval DEFAULT NULL)
 RETURNS text
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -230,7 +231,8 @@ BEGIN
     END IF;
     PERFORM pymem._embeddings_validate(store_item_put.project_id, store_item_put.embedder, store_item_put.embeddings);
     v_sha := pymem._store_put(pymem._store_get(store_item_put.store_key, store_item_put.project_id), v_path,
-                              store_item_put.value::text, 'json', store_item_put.actor, NULL, NULL, 'write');
+                              store_item_put.value::text, 'json', store_item_put.actor, NULL, NULL, 'write',
+                              store_item_put.expires_at, store_item_put.ttl);
     DELETE FROM pymem.store_vectors AS v
      WHERE v.project_id = store_item_put.project_id AND v.store_key = store_item_put.store_key AND v.path = v_path;
     IF coalesce(pg_catalog.cardinality(store_item_put.embeddings), 0) > 0 THEN
@@ -245,10 +247,10 @@ BEGIN
 END;
 $$;
 
--- store_item_get: an item (no row when it does not exist).
+-- store_item_get: an item (no row when it does not exist or has expired); expires_at NULL: never.
 --   SELECT value FROM pymem.store_item_get(store_key => 'agent', namespace => '{users,alice}', key => 'prefs');
 CREATE OR REPLACE FUNCTION pymem.store_item_get(store_key text, namespace text[], key text, project_id text DEFAULT '')
-RETURNS TABLE (value jsonb, created_at timestamptz, updated_at timestamptz)
+RETURNS TABLE (value jsonb, created_at timestamptz, updated_at timestamptz, expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -259,10 +261,62 @@ BEGIN
     PERFORM pymem._tenant_enter(store_item_get.project_id);
     PERFORM pymem._store_key_check(store_item_get.store_key, store_item_get.project_id);
     RETURN QUERY
-    SELECT e.content::jsonb, e.created_at, e.updated_at
+    SELECT e.content::jsonb, e.created_at, e.updated_at, e.expires_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_item_get.project_id AND e.store_key = store_item_get.store_key
-       AND e.path = v_path AND e.kind = 'json';
+       AND e.path = v_path AND e.kind = 'json' AND pymem._fact_live(e.expires_at, pg_catalog.now());
+END;
+$$;
+
+-- store_items_refresh: moves on the expiry of items written with a ttl, as LangGraph refreshes
+-- an item's ttl when a get or a search returns it: each live item of `items` (a JSON array of
+-- {"namespace": [label, ...], "key": key}, at most 10000) whose entry was written with a ttl
+-- expires that ttl from now; returns how many did. An item without a ttl, missing or already
+-- expired is left as it is (a refresh never revives one). Not a write of the item: no audit
+-- record, no version; sha and updated_at stay. 22023 for items that are not such an array.
+--   SELECT pymem.store_items_refresh(store_key => 'agent', items => '[{"namespace": ["users", "alice"], "key": "prefs"}]');
+CREATE OR REPLACE FUNCTION pymem.store_items_refresh(store_key text, items jsonb, project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := pg_catalog.now();
+    v_paths text[];
+    v_count integer := 0;
+    v_at timestamptz;
+    r record;
+BEGIN
+    PERFORM pymem._tenant_enter(store_items_refresh.project_id);
+    PERFORM pymem._store_key_check(store_items_refresh.store_key, store_items_refresh.project_id);
+    IF pg_catalog.jsonb_typeof(store_items_refresh.items) IS DISTINCT FROM 'array'
+       OR EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(store_items_refresh.items) AS i
+                   WHERE pg_catalog.jsonb_typeof(i.value -> 'namespace') IS DISTINCT FROM 'array'
+                      OR pg_catalog.jsonb_typeof(i.value -> 'key') IS DISTINCT FROM 'string') THEN
+        RAISE EXCEPTION 'pymem: items must be a JSON array of {"namespace": [labels], "key": "..."}'
+            USING ERRCODE = '22023';
+    END IF;
+    PERFORM pymem._check_limit('the number of items', pg_catalog.jsonb_array_length(store_items_refresh.items));
+    SELECT pg_catalog.array_agg(pymem._store_item_path(
+               ARRAY(SELECT pg_catalog.jsonb_array_elements_text(i.value -> 'namespace')), i.value ->> 'key'))
+      INTO v_paths
+      FROM pg_catalog.jsonb_array_elements(store_items_refresh.items) AS i;
+    -- row by row, in path order (two refreshes lock alike), the new expiry computed here: Citus
+    -- refuses a STABLE function (timestamptz + interval) of a column in an UPDATE
+    FOR r IN SELECT e.path, e.ttl FROM pymem.store_entries AS e
+              WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
+                AND e.path = ANY (v_paths) AND e.kind = 'json' AND e.ttl IS NOT NULL
+                AND pymem._fact_live(e.expires_at, v_now)
+              ORDER BY e.path COLLATE "C"
+                FOR UPDATE LOOP
+        v_at := v_now + r.ttl;
+        UPDATE pymem.store_entries AS e SET expires_at = v_at
+         WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
+           AND e.path = r.path;
+        v_count := v_count + 1;
+    END LOOP;
+    RETURN v_count;
 END;
 $$;
 
@@ -281,7 +335,7 @@ BEGIN
 END;
 $$;
 
--- store_items_search: the items under a namespace prefix ('{}': all) whose value matches
+-- store_items_search: the live items under a namespace prefix ('{}': all) whose value matches
 -- filter (_store_value_matches), skip rows skipped and at most max_items returned. Without a
 -- query vector: newest write first (updated_at, then path). With one: by score, the best cosine
 -- similarity of the query to the item's vectors from `embedder` (1 - cosine distance), highest
@@ -292,7 +346,7 @@ CREATE OR REPLACE FUNCTION pymem.store_items_search(
     store_key text, namespace_prefix text[] DEFAULT '{}', filter jsonb DEFAULT '{}', query_vector vector DEFAULT NULL,
     embedder text DEFAULT NULL, max_items integer DEFAULT 10, skip integer DEFAULT 0, project_id text DEFAULT '')
 RETURNS TABLE (namespace text[], key text, value jsonb, created_at timestamptz, updated_at timestamptz,
-               score double precision)
+               score double precision, expires_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -314,11 +368,12 @@ BEGIN
     IF store_items_search.query_vector IS NULL THEN
         RETURN QUERY
         SELECT pymem._store_item_namespace(t.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(t.path, '^.*/', ''), 2)),
-               t.content::jsonb, t.created_at, t.updated_at, NULL::double precision
-          FROM (SELECT e.path, e.content, e.created_at, e.updated_at
+               t.content::jsonb, t.created_at, t.updated_at, NULL::double precision, t.expires_at
+          FROM (SELECT e.path, e.content, e.created_at, e.updated_at, e.expires_at
                   FROM pymem.store_entries AS e
                  WHERE e.project_id = store_items_search.project_id AND e.store_key = store_items_search.store_key
                    AND pg_catalog.starts_with(e.path, v_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$'
+                   AND pymem._fact_live(e.expires_at, pg_catalog.now())
                    AND (store_items_search.filter = '{}'::jsonb
                         OR pymem._store_value_matches(e.content::jsonb, store_items_search.filter))
                  ORDER BY e.updated_at DESC, e.path COLLATE "C"
@@ -329,8 +384,8 @@ BEGIN
     PERFORM pymem._query_check(store_items_search.project_id, store_items_search.embedder, store_items_search.query_vector);
     RETURN QUERY
     SELECT pymem._store_item_namespace(t.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(t.path, '^.*/', ''), 2)),
-           t.content::jsonb, t.created_at, t.updated_at, t.score
-      FROM (SELECT e.path, e.content, e.created_at, e.updated_at, s.score
+           t.content::jsonb, t.created_at, t.updated_at, t.score, t.expires_at
+      FROM (SELECT e.path, e.content, e.created_at, e.updated_at, s.score, e.expires_at
               FROM pymem.store_entries AS e
               LEFT JOIN LATERAL (
                   SELECT pg_catalog.max(1 - pymem._cosine_distance(v.embedding, store_items_search.query_vector)) AS score
@@ -339,6 +394,7 @@ BEGIN
                      AND v.embedder = store_items_search.embedder AND v.sha = e.sha) AS s ON true
              WHERE e.project_id = store_items_search.project_id AND e.store_key = store_items_search.store_key
                AND pg_catalog.starts_with(e.path, v_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$'
+               AND pymem._fact_live(e.expires_at, pg_catalog.now())
                AND (store_items_search.filter = '{}'::jsonb
                     OR pymem._store_value_matches(e.content::jsonb, store_items_search.filter))
              ORDER BY s.score DESC NULLS LAST, e.updated_at DESC, e.path COLLATE "C"
@@ -347,7 +403,7 @@ BEGIN
 END;
 $$;
 
--- store_namespaces: the distinct namespaces of a store's items, sorted (label by label, in
+-- store_namespaces: the distinct namespaces of a store's live items, sorted (label by label, in
 -- code-point order), those that start with `prefix` and end with `suffix` ('*' in either
 -- matches any label), each cut to its first max_depth labels when given (then distinct again).
 --   SELECT namespace FROM pymem.store_namespaces(store_key => 'agent', prefix => '{users}', max_depth => 2);
@@ -390,7 +446,7 @@ BEGIN
                           FROM pymem.store_entries AS e
                          WHERE e.project_id = store_namespaces.project_id AND e.store_key = store_namespaces.store_key
                            AND pg_catalog.starts_with(e.path, v_path_prefix) AND e.kind = 'json'
-                           AND e.path ~ '/=[^/]*$') AS p
+                           AND e.path ~ '/=[^/]*$' AND pymem._fact_live(e.expires_at, pg_catalog.now())) AS p
                 OFFSET 0) AS n
          WHERE pg_catalog.cardinality(n.ns) >= pg_catalog.cardinality(store_namespaces.prefix)
            AND pg_catalog.cardinality(n.ns) >= pg_catalog.cardinality(store_namespaces.suffix)

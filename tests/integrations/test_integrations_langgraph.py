@@ -14,7 +14,7 @@ Three parts:
    LangGraph's own machinery (AsyncBatchedBaseStore, get_text_at_path, op dedupe) are not
    about a store and are left out.
 2. pymem's own: construction (no arguments: PYMEM_DSN), projects, AsyncDatabase, keys and
-   labels that are not path-safe, TTL refused, vectors of an entry rewritten elsewhere unused.
+   labels that are not path-safe, vectors of an entry rewritten elsewhere unused.
 3. A differential test: generated operation sequences (hypothesis) on PymemStore and on
    LangGraph's InMemoryStore give the same results, except vector scores and the order of
    results of equal score (search without a query: every score is equal).
@@ -396,19 +396,14 @@ def test_keys_and_labels_of_any_spelling(make):
     assert store.get(("é", "n"), "") is None and store.get(("e\u0301", "n"), "") is not None
 
 
-def test_put_keeps_created_at_and_ttl_is_refused(make):
+def test_put_keeps_created_at(make):
     store = make()
     store.put(("a",), "k", {"v": 1})
     first = store.get(("a",), "k")
     store.put(("a",), "k", {"v": 2})
     second = store.get(("a",), "k")
     assert second.value == {"v": 2} and second.created_at == first.created_at < second.updated_at
-    assert store.supports_ttl is False
-    with pytest.raises(NotImplementedError):
-        store.put(("a",), "k", {"v": 3}, ttl=5)
-    with pytest.raises(NotImplementedError):
-        store.batch([PutOp(("a",), "k", {"v": 3}, ttl=5)])
-    assert store.get(("a",), "k").value == {"v": 2}
+    # TTL: tests/stores/test_store_expiry.py
 
 
 def test_batch_reads_see_the_store_before_its_writes(make):

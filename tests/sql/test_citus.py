@@ -686,7 +686,7 @@ def test_facts_expire_and_purge_on_the_cluster(pymem_cluster):
             assert context["agent_facts"] == [] and [f["content"] for f in context["user_facts"]] == ["Likes tea"]
         assert c.execute("SELECT created FROM pymem.fact_add('user', %s, 'Is in Lisbon', 'p1')", (near,)).fetchone()[0]
     with pymem.Database(pymem.Settings(dsn=app)) as db:
-        assert pymem.lifecycle.purge(db, "p1") == {"facts": 2}  # the agent's and far's; near's was replaced
+        assert pymem.lifecycle.purge(db, "p1") == {"facts": 2, "store_entries": 0}  # the agent's and far's; near's was replaced
     with psycopg.connect(admin, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM pymem.facts WHERE expires_at IS NOT NULL").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM pymem.shared_facts WHERE scope_id = %s", (agent,)).fetchone()[0] == 0
@@ -725,3 +725,40 @@ def test_a_user_is_erased_on_the_cluster_with_a_receipt(pymem_cluster):
     with pymem.Database(pymem.Settings(dsn=admin)) as db:
         assert [e.id for e in pymem.portability.erasures(db, "p1", user_id=gone)] == [receipt.id]
         assert pymem.portability.erasures(db, "p1", user_id=kept) == []
+
+
+def test_store_entries_expire_and_purge_on_the_cluster(pymem_cluster):
+    """Expiring entries and items in stores on both workers (store tables are distributed by
+    store_key): invisible once expired, the path free again, a refresh (an UPDATE on a worker:
+    the time as a value), and purge (multi-shard: the soonest first, then router deletes store by
+    store) deletes the rest on every worker."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        seen: dict[int, str] = {}
+        for i in range(50):
+            seen.setdefault(_worker_of(c, "pymem.store_entries", f"exp-{i}"), f"exp-{i}")
+            if len(seen) == 2:
+                break
+        stores = list(seen.values())
+        assert len(stores) == 2
+    with psycopg.connect(app, autocommit=True) as c:
+        for store in stores:
+            c.execute("SELECT pymem.store_open(%s, 'p1')", (store,))
+            c.execute("SELECT pymem.store_write(%s, 'a.md', 'soon', project_id => 'p1', ttl => '1 day')", (store,))
+            c.execute("SELECT pymem.store_write(%s, 'b.md', 'soon', project_id => 'p1', ttl => '1 day')", (store,))
+            c.execute("SELECT pymem.store_item_put(%s, '{n}', 'k', '{}', project_id => 'p1', ttl => '1 day')", (store,))
+            assert c.execute("SELECT pymem.store_items_refresh(%s, '[{\"namespace\": [\"n\"], \"key\": \"k\"}]', 'p1')",
+                             (store,)).fetchone()[0] == 1
+    with psycopg.connect(admin, autocommit=True) as c:  # time passes, on every shard
+        c.execute("UPDATE pymem.store_entries SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL")
+    with psycopg.connect(app, autocommit=True) as c:
+        for store in stores:
+            assert c.execute("SELECT count(*) FROM pymem.store_list(%s, project_id => 'p1')", (store,)).fetchone()[0] == 0
+            assert c.execute("SELECT count(*) FROM pymem.store_item_get(%s, '{n}', 'k', 'p1')", (store,)).fetchone()[0] == 0
+            c.execute("SELECT pymem.store_write(%s, 'a.md', 'again', expected_sha => '', project_id => 'p1')", (store,))
+    with pymem.Database(pymem.Settings(dsn=app)) as db:
+        assert pymem.lifecycle.purge(db, "p1", max_rows=3, until_done=True) == {"facts": 0, "store_entries": 4}
+    with psycopg.connect(admin, autocommit=True) as c:
+        assert sorted(c.execute("SELECT store_key, path FROM pymem.store_entries").fetchall()) == \
+            sorted((store, "a.md") for store in stores)
+        assert c.execute("SELECT count(*) FROM pymem.store_entries WHERE expires_at IS NOT NULL").fetchone()[0] == 0

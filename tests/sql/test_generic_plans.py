@@ -126,6 +126,10 @@ CALLS = [
     ("SELECT pymem.store_item_put('big', ARRAY['ns'], 'k{i}', '{\"v\": 1}')", ()),
     ("SELECT * FROM pymem.store_versions('big', 'notes/3{i}')", ()),
     ("SELECT * FROM pymem.store_list('small1')", ()),
+    ("SELECT pymem.store_write('big', 'ttl/{i}.md', 'text', ttl => '1 hour')", ()),
+    ("SELECT pymem.store_items_refresh('big', '[{\"namespace\": [\"ns\"], \"key\": \"k{i}\"}]')", ()),
+    ("SELECT * FROM pymem.store_item_get('big', ARRAY['ns'], 'k{i}')", ()),
+    ("SELECT * FROM pymem.purge()", ()),  # nothing expired: the partial indexes of what expires
 ]
 
 
