@@ -559,9 +559,25 @@ def messages_recall(
     return Query("messages_recall", {"user_id": user_id, "query_vector": query_vector, "embedder": embedder, "project_id": project_id, "thread_id": thread_id, "k": k, "min_content_chars": min_content_chars, "window_size": window_size, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata})
 
 
+def retention_configure(
+    *,
+    project_id: str | None,
+    messages_max_age: timedelta | None,
+    messages_max_per_thread: int | None,
+) -> Query:
+    """Set (or with both NULL remove) the project's retention policy for messages; returns the
+    policy in force."""
+    return Query("retention_configure", {"project_id": project_id, "messages_max_age": messages_max_age, "messages_max_per_thread": messages_max_per_thread})
+
+
+def retention_policy(*, project_id: str | None) -> Query:
+    """The project's retention policy for messages (NULLs: every message is kept)."""
+    return Query("retention_policy", {"project_id": project_id})
+
+
 def purge(*, project_id: str | None, max_rows: int | None) -> Query:
-    """Delete up to max_rows expired facts and up to max_rows expired store entries of the project
-    (bounded batches); one row per kind with its count."""
+    """Delete up to max_rows expired facts, expired store entries and messages out of retention of
+    the project (bounded batches); one row per kind with its count."""
     return Query("purge", {"project_id": project_id, "max_rows": max_rows})
 
 

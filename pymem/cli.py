@@ -1,5 +1,5 @@
-"""The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, recall-indexes, demo,
-serve.
+"""The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, retention,
+recall-indexes, demo, serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -12,12 +12,13 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import Any, TextIO
 
 from . import __version__, demo, migrations, server, web
 from .connection import describe_target, resolve_conninfo
 from .conversations import recall_indexes
-from .lifecycle import purge
+from .lifecycle import RetentionPolicy, configure_retention, purge, retention_policy
 from .database import Database
 from .errors import Error, ValidationError
 from .portability import erasures, export_user, forget_user, import_user
@@ -189,6 +190,44 @@ def cmd_purge(args: argparse.Namespace) -> int:
     return 0
 
 
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def _age(text: str) -> timedelta:
+    """``--max-age``: a number and a unit, s, m, h or d (``90d``, ``12h``); a bare number is seconds."""
+    unit = text[-1:].lower() if text[-1:].lower() in _UNITS else "s"
+    number = text[:-1] if text[-1:].lower() in _UNITS else text
+    try:
+        value = float(number)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 36525 * 86400:
+        raise argparse.ArgumentTypeError(f"expected an age such as 90d, 12h, 30m or 3600 (seconds), not {text!r}")
+    return timedelta(seconds=value * _UNITS[unit])
+
+
+def _policy_json(p: RetentionPolicy) -> str:
+    age = p.messages_max_age
+    return json.dumps({"messages_max_age_seconds": None if age is None else age.total_seconds(),
+                       "messages_max_per_thread": p.messages_max_per_thread,
+                       "updated_at": None if p.updated_at is None else p.updated_at.isoformat()})
+
+
+def cmd_retention(args: argparse.Namespace) -> int:
+    settings = _settings("the retention policy of")
+    project = settings.project_id if args.project is None else args.project
+    if args.keep_all and (args.max_age is not None or args.max_per_thread is not None):
+        raise ValidationError("--keep-all removes the policy: give it alone, or give --max-age / --max-per-thread")
+    with Database(settings) as db:
+        if args.keep_all or args.max_age is not None or args.max_per_thread is not None:
+            policy = configure_retention(db, project, messages_max_age=args.max_age,
+                                         messages_max_per_thread=args.max_per_thread)
+        else:
+            policy = retention_policy(db, project)
+    print(_policy_json(policy))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     return demo.run(_settings())
 
@@ -247,12 +286,21 @@ def build_parser() -> argparse.ArgumentParser:
     w.add_argument("--project", action="append", default=[], metavar="NAME",
                    help="a project to list on the first page (repeatable; default PYMEM_PROJECT_ID or '')")
     w.set_defaults(func=cmd_serve)
-    g = sub.add_parser("purge", help="delete what has expired (facts and store entries past their expires_at), in short batches")
+    g = sub.add_parser("purge", help="delete what has expired (facts and store entries past their expires_at) and "
+                       "messages out of retention, in short batches")
     g.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     g.add_argument("--max-rows", type=int, default=1000, metavar="N",
                    help="rows per batch, each its own short transaction (0..10000, default 1000)")
     g.add_argument("--once", action="store_true", help="one batch only (default: batches until one is not full)")
     g.set_defaults(func=cmd_purge)
+    t = sub.add_parser("retention", help="show or set how long a project keeps messages (pymem purge applies it)")
+    t.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    t.add_argument("--max-age", type=_age, metavar="AGE",
+                   help="purge messages older than this: 90d, 12h, 30m or seconds (replaces the policy)")
+    t.add_argument("--max-per-thread", type=int, metavar="N",
+                   help="a thread keeps its newest N messages (replaces the policy)")
+    t.add_argument("--keep-all", action="store_true", help="remove the policy: every message is kept")
+    t.set_defaults(func=cmd_retention)
     r = sub.add_parser("recall-indexes", help="build or drop the per-user recall indexes of heavy users")
     r.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     r.add_argument("--min-messages", type=int, default=50000, metavar="N",

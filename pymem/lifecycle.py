@@ -1,20 +1,64 @@
-"""What ends memory on its own (sql/api/lifecycle.sql): :func:`purge` deletes what has expired, in
-bounded batches: facts and keyed-store entries (items too). Expiry needs no purge to be correct
-(an expired fact or entry is invisible to every read at once); a purge gives the space back. ``pymem purge`` runs it from the command line; run it
-from cron, or pg_cron where installed (docs/sql.md "Expire and purge")."""
+"""What ends memory on its own (sql/api/lifecycle.sql): :func:`purge` deletes, in bounded batches,
+what has expired (facts and keyed-store entries, items too) and the messages the project's
+retention policy no longer keeps (:func:`configure_retention`, :func:`retention_policy`). Expiry
+needs no purge to be correct (an expired fact or entry is invisible to every read at once); a
+purge gives the space back. ``pymem purge`` runs it from the command line and ``pymem retention``
+sets the policy; run the purge from cron, or pg_cron where installed (docs/sql.md "Expire and
+purge", "Message retention")."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
 from . import calls
 from .database import Database
-from .values import text
+from .errors import ValidationError
+from .values import duration, text
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """A project's retention policy for messages: ``messages_max_age`` (older messages are
+    purged), ``messages_max_per_thread`` (a thread keeps its newest that many); None: no such
+    limit; both None: every message is kept. ``updated_at``: when it was set."""
+
+    messages_max_age: timedelta | None
+    messages_max_per_thread: int | None
+    updated_at: datetime | None
+
+
+def _policy(row: dict[str, Any]) -> RetentionPolicy:
+    return RetentionPolicy(row["messages_max_age"], row["messages_max_per_thread"], row["updated_at"])
+
+
+def configure_retention(db: Database, project_id: str = "", *, messages_max_age: float | timedelta | None = None,
+                        messages_max_per_thread: int | None = None) -> RetentionPolicy:
+    """Set the project's retention policy for messages (``messages_max_age`` in seconds or a
+    timedelta; both None removes it: every message is kept); :func:`purge` applies it. Needs the
+    owner role (``pymem.retention_configure`` is an administrators' function). Returns the policy
+    in force."""
+    if messages_max_per_thread is not None and (isinstance(messages_max_per_thread, bool)
+                                                or not isinstance(messages_max_per_thread, int)):
+        raise ValidationError(f"messages_max_per_thread must be an int, not {type(messages_max_per_thread).__name__}")
+    rows = db.query(calls.retention_configure(project_id=text(project_id, "project_id"),
+                                              messages_max_age=duration(messages_max_age, "messages_max_age"),
+                                              messages_max_per_thread=messages_max_per_thread))
+    return _policy(rows[0])
+
+
+def retention_policy(db: Database, project_id: str = "") -> RetentionPolicy:
+    """The project's retention policy for messages (every field None: every message is kept)."""
+    return _policy(db.query(calls.retention_policy(project_id=text(project_id, "project_id")))[0])
 
 
 def purge(db: Database, project_id: str = "", *, max_rows: int = 1000, until_done: bool = False) -> dict[str, int]:
     """Delete up to ``max_rows`` expired rows of the project per call of ``pymem.purge`` (each its
     own short transaction; ``max_rows`` bounds each kind), once, or with ``until_done`` until a
     call deletes fewer than ``max_rows`` of every kind. Returns how many rows of each kind were
-    deleted: ``{"facts": n, "store_entries": m}``."""
+    deleted: ``{"facts": n, "store_entries": m, "messages": k}`` (messages: those out of the
+    project's retention policy)."""
     project = text(project_id, "project_id")
     total: dict[str, int] = {}
     while True:

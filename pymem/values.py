@@ -48,6 +48,21 @@ def timestamp(value: Any, what: str = "created_at") -> datetime | None:
     return value
 
 
+def duration(value: Any, what: str) -> timedelta | None:
+    """``value`` in seconds (a finite number) or a timedelta, as a timedelta; None stays None. The
+    SQL checks the rest (positive, within 100 years)."""
+    if value is None or isinstance(value, timedelta):
+        return value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ValidationError(f"{what} must be a number of seconds or a timedelta, not {type(value).__name__}")
+    if not math.isfinite(value):
+        raise ValidationError(f"{what} must be a finite number of seconds (got {value!r})")
+    try:
+        return timedelta(seconds=value)
+    except OverflowError as exc:
+        raise ValidationError(f"{what} must be at most 100 years") from exc
+
+
 def expiry(ttl: Any, expires_at: Any) -> dict[str, Any]:
     """The expiry a write asks for, as the SQL takes it (``ttl`` an interval, ``expires_at`` a
     time): ``ttl`` in seconds (a finite number) or a timedelta, or ``expires_at`` (timezone-aware),
@@ -55,13 +70,4 @@ def expiry(ttl: Any, expires_at: Any) -> dict[str, Any]:
     years, in the future)."""
     if ttl is not None and expires_at is not None:
         raise ValidationError("pass ttl or expires_at, not both")
-    if ttl is not None and not isinstance(ttl, timedelta):
-        if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
-            raise ValidationError(f"ttl must be a number of seconds or a timedelta, not {type(ttl).__name__}")
-        if not math.isfinite(ttl):
-            raise ValidationError(f"ttl must be a finite number of seconds (got {ttl!r})")
-        try:
-            ttl = timedelta(seconds=ttl)
-        except OverflowError as exc:
-            raise ValidationError("ttl must be at most 100 years") from exc
-    return {"ttl": ttl, "expires_at": timestamp(expires_at, "expires_at")}
+    return {"ttl": duration(ttl, "ttl"), "expires_at": timestamp(expires_at, "expires_at")}

@@ -384,9 +384,10 @@ AS $$
                      'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read',
                      'browse_subjects', 'browse_users', 'browse_threads', 'browse_messages', 'browse_stores',
                      'browse_embedders',
-                     'fact_get', 'store_item_get', 'store_items_search', 'store_namespaces']::name[] AS read,
+                     'fact_get', 'store_item_get', 'store_items_search', 'store_namespaces',
+                     'retention_policy']::name[] AS read,
                ARRAY['tenant_bind', 'tenant_unbind', 'store_configure', 'text_search_configure',
-                     'recall_index_plan', 'erasures']::name[] AS admin,
+                     'recall_index_plan', 'erasures', 'retention_configure']::name[] AS admin,
                ARRAY['current_tenant', 'tenant_allowed']::name[] AS public
     ),
     grantees AS (
@@ -516,7 +517,8 @@ AS $$
         ('pymem.store_audit', 'hash', 'store_key'),
         ('pymem.store_versions', 'hash', 'store_key'),
         ('pymem.store_vectors', 'hash', 'store_key'),
-        ('pymem.erasures', 'reference', NULL)) AS v(t, method, key)
+        ('pymem.erasures', 'reference', NULL),
+        ('pymem.retention', 'reference', NULL)) AS v(t, method, key)
      WHERE pg_catalog.to_regclass(v.t) IS NOT NULL;
 $$;
 

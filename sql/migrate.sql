@@ -681,6 +681,29 @@ COMMIT;
 \echo pymem: applied 0039_store_expiry
 \endif
 
+-- 0040_message_retention
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0040_message_retention', '8d98d59b212775e408f6069d4c71a4e01abff7ea95ea42f61ccf2ab885ebccf9') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0040_message_retention.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0040_message_retention', '8d98d59b212775e408f6069d4c71a4e01abff7ea95ea42f61ccf2ab885ebccf9', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0040_message_retention
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -734,7 +757,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('56f6b6fa5b040a86348d9b5b436a3667f40bf84232becbe8e6992b760da8b509')
+SELECT pymem.migration_api_applied('6faffe82a7f7d03ca75fa9bc6096687da819069ac5a96d55438f10075651106b')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

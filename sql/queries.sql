@@ -333,8 +333,18 @@ FROM pymem.messages_recall(
     as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
     metadata => %(metadata)s::jsonb) AS r;
 
+-- name: retention_configure
+-- Set (or with both NULL remove) the project's retention policy for messages; returns the policy in force.
+SELECT r.messages_max_age, r.messages_max_per_thread, r.updated_at
+  FROM pymem.retention_configure(project_id => %(project_id)s, messages_max_age => %(messages_max_age)s::interval,
+                                 messages_max_per_thread => %(messages_max_per_thread)s::integer) AS r;
+
+-- name: retention_policy
+-- The project's retention policy for messages (NULLs: every message is kept).
+SELECT r.messages_max_age, r.messages_max_per_thread, r.updated_at FROM pymem.retention_policy(project_id => %(project_id)s) AS r;
+
 -- name: purge
--- Delete up to max_rows expired facts and up to max_rows expired store entries of the project (bounded batches); one row per kind with its count.
+-- Delete up to max_rows expired facts, expired store entries and messages out of retention of the project (bounded batches); one row per kind with its count.
 SELECT p.kind, p.purged FROM pymem.purge(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS p;
 
 -- name: recall_index_plan

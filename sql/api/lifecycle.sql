@@ -1,6 +1,8 @@
 -- lifecycle.sql: what ends memory on its own: purge, which deletes what has expired (facts and
 -- keyed-store entries whose expires_at has passed: migrations/0037_fact_expiry.sql,
--- 0039_store_expiry.sql) in bounded batches. Expiry itself needs no purge to be correct: an
+-- 0039_store_expiry.sql) and the messages a project's retention policy no longer keeps
+-- (retention_configure, retention_policy: 0040_message_retention.sql) in bounded batches.
+-- Expiry itself needs no purge to be correct: an
 -- expired fact or entry is invisible to every read at once (pymem.active_facts,
 -- pymem._fact_live); a purge gives the space back. Re-applied on every
 -- migrate; called by pymem/lifecycle.py (`pymem purge`) and by any SQL client (docs/sql.md
@@ -10,8 +12,9 @@
 
 -- purge: deletes up to max_rows expired facts of the project, soonest expired first, with their
 -- vectors and lexemes (and the history under them, which expires no later: see fact_supersede),
--- and up to max_rows expired keyed-store entries (items too) with their vectors, and returns one
--- row per kind: ('facts', n), then ('store_entries', n). A purged entry is not logged to its
+-- and up to max_rows expired keyed-store entries (items too) with their vectors, and up to
+-- max_rows messages out of the project's retention (retention_configure; _messages_purge), and
+-- returns one row per kind: ('facts', n), ('store_entries', n), then ('messages', n). A purged entry is not logged to its
 -- store's audit log (an expiry is part of the write that set it: api/stores.sql); its kept
 -- versions stay, as after a delete. A call holds its row locks only
 -- for its own short transaction and skips nothing it cannot lock: safe to run every minute under
@@ -81,5 +84,139 @@ BEGIN
     kind := 'store_entries';
     purged := v_count;
     RETURN NEXT;
+    kind := 'messages';
+    purged := pymem._messages_purge(purge.project_id, purge.max_rows, v_now);
+    RETURN NEXT;
+END;
+$$;
+
+-- _messages_purge(project_id, max_rows, now): deletes up to max_rows messages that the project's
+-- retention policy (pymem.retention: retention_configure) no longer keeps, with their vectors
+-- and lexemes (ON DELETE CASCADE), and returns how many: first those older than
+-- messages_max_age, oldest first (messages_created); then, with what is left of max_rows, those
+-- of threads over messages_max_per_thread, the oldest of each (by seq), moving the thread's
+-- retained_from past them. Deleted user by user, by key (on Citus, one shard each); the age is
+-- tested again on each row, and a thread's cap from its last_seq as locked. Called by purge.
+CREATE OR REPLACE FUNCTION pymem._messages_purge(p_project_id text, p_max_rows integer, p_now timestamptz)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_age interval;
+    v_cap integer;
+    v_count integer := 0;
+    v_n integer;
+    v_through bigint;
+    r record;
+BEGIN
+    SELECT p.messages_max_age, p.messages_max_per_thread INTO v_age, v_cap
+      FROM pymem.retention AS p WHERE p.project_id = p_project_id;
+    IF v_age IS NOT NULL THEN
+        FOR r IN SELECT x.user_id, pg_catalog.array_agg(x.thread_id) AS threads, pg_catalog.array_agg(x.seq) AS seqs
+                   FROM (SELECT m.user_id, m.thread_id, m.seq FROM pymem.messages AS m
+                          WHERE m.project_id = p_project_id AND m.created_at < p_now - v_age
+                          ORDER BY m.created_at
+                          LIMIT p_max_rows) AS x
+                  GROUP BY x.user_id LOOP
+            DELETE FROM pymem.messages AS m
+             WHERE m.project_id = p_project_id AND m.user_id = r.user_id
+               AND (m.thread_id, m.seq) IN (SELECT d.thread_id, d.seq
+                                            FROM ROWS FROM (pg_catalog.unnest(r.threads), pg_catalog.unnest(r.seqs)) AS d(thread_id, seq))
+               AND m.created_at < p_now - v_age;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            v_count := v_count + v_n;
+        END LOOP;
+    END IF;
+    IF v_cap IS NOT NULL AND v_count < p_max_rows THEN
+        -- the threads over their cap (every thread of the project is looked at: threads has a row
+        -- per conversation, not per message)
+        FOR r IN SELECT t.user_id, t.thread_id FROM pymem.threads AS t
+                  WHERE t.project_id = p_project_id AND t.last_seq - t.retained_from + 1 > v_cap
+                  ORDER BY t.user_id, t.thread_id LOOP
+            EXIT WHEN v_count >= p_max_rows;
+            -- the thread row locked: a turn in flight moves last_seq on first
+            SELECT LEAST(t.last_seq - v_cap, t.retained_from + (p_max_rows - v_count) - 1) INTO v_through
+              FROM pymem.threads AS t
+             WHERE t.project_id = p_project_id AND t.user_id = r.user_id AND t.thread_id = r.thread_id
+               FOR UPDATE;
+            CONTINUE WHEN v_through IS NULL;
+            DELETE FROM pymem.messages AS m
+             WHERE m.project_id = p_project_id AND m.user_id = r.user_id AND m.thread_id = r.thread_id
+               AND m.seq <= v_through;
+            GET DIAGNOSTICS v_n = ROW_COUNT;
+            v_count := v_count + v_n;
+            UPDATE pymem.threads AS t SET retained_from = GREATEST(t.retained_from, v_through + 1)
+             WHERE t.project_id = p_project_id AND t.user_id = r.user_id AND t.thread_id = r.thread_id;
+        END LOOP;
+    END IF;
+    RETURN v_count;
+END;
+$$;
+
+-- retention_configure: a project's retention policy for messages, which purge applies:
+-- messages_max_age (an interval: a message older than that is purged) and
+-- messages_max_per_thread (a thread keeps its newest that many messages); NULL for either: no
+-- such limit; both NULL: the project keeps every message (the policy is removed). Returns the
+-- policy now in force (a row of pymem.retention). Refused with 22023: a max_age that is not positive or over 100 years, a
+-- max_per_thread below 1. A message out of retention stays readable until a purge deletes it.
+-- Administrators only (the owner role and its members), like text_search_configure.
+--   SELECT * FROM pymem.retention_configure(project_id => 'acme', messages_max_age => '90 days');
+CREATE OR REPLACE FUNCTION pymem.retention_configure(project_id text DEFAULT '', messages_max_age interval DEFAULT NULL,
+                                                     messages_max_per_thread integer DEFAULT NULL)
+RETURNS SETOF pymem.retention
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in ON CONFLICT
+BEGIN
+    PERFORM pymem._tenant_enter(retention_configure.project_id);
+    PERFORM pymem._project_check(retention_configure.project_id);
+    IF retention_configure.messages_max_age IS NOT NULL
+       AND (pg_catalog.isfinite(v_now + retention_configure.messages_max_age) IS NOT TRUE
+            OR v_now - retention_configure.messages_max_age >= v_now
+            OR v_now - retention_configure.messages_max_age < v_now - interval '100 years') THEN
+        RAISE EXCEPTION 'pymem: messages_max_age must be a positive interval of at most 100 years, not %',
+                        retention_configure.messages_max_age
+            USING ERRCODE = '22023', HINT = 'e.g. messages_max_age => ''90 days''; NULL keeps messages of any age.';
+    END IF;
+    IF retention_configure.messages_max_per_thread < 1 THEN
+        RAISE EXCEPTION 'pymem: messages_max_per_thread must be at least 1, not %', retention_configure.messages_max_per_thread
+            USING ERRCODE = '22023', HINT = 'NULL keeps every message of a thread.';
+    END IF;
+    IF retention_configure.messages_max_age IS NULL AND retention_configure.messages_max_per_thread IS NULL THEN
+        DELETE FROM pymem.retention AS r WHERE r.project_id = retention_configure.project_id;
+        RETURN NEXT ROW(retention_configure.project_id, NULL, NULL, v_now)::pymem.retention;
+        RETURN;
+    END IF;
+    RETURN QUERY
+    INSERT INTO pymem.retention AS r (project_id, messages_max_age, messages_max_per_thread, updated_at)
+    VALUES (retention_configure.project_id, retention_configure.messages_max_age,
+            retention_configure.messages_max_per_thread, v_now)
+    ON CONFLICT (project_id) DO UPDATE
+       SET messages_max_age = excluded.messages_max_age, messages_max_per_thread = excluded.messages_max_per_thread,
+           updated_at = excluded.updated_at
+    RETURNING r.*;
+END;
+$$;
+
+-- retention_policy: the project's retention policy for messages (retention_configure), one row of
+-- pymem.retention: NULLs when it keeps every message.
+--   SELECT * FROM pymem.retention_policy(project_id => 'acme');
+CREATE OR REPLACE FUNCTION pymem.retention_policy(project_id text DEFAULT '')
+RETURNS SETOF pymem.retention
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(retention_policy.project_id);
+    PERFORM pymem._project_check(retention_policy.project_id);
+    RETURN QUERY
+    SELECT retention_policy.project_id, r.messages_max_age, r.messages_max_per_thread, r.updated_at
+      FROM (SELECT 1) AS one
+      LEFT JOIN pymem.retention AS r ON r.project_id = retention_policy.project_id;
 END;
 $$;
