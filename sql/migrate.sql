@@ -757,7 +757,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('6faffe82a7f7d03ca75fa9bc6096687da819069ac5a96d55438f10075651106b')
+SELECT pymem.migration_api_applied('c8cb8ec55d8292a729afd1398c963bb9373c5d06f5b2e078fb84798fb2f7c4c9')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

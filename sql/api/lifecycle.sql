@@ -95,7 +95,7 @@ $$;
 -- and lexemes (ON DELETE CASCADE), and returns how many: first those older than
 -- messages_max_age, oldest first (messages_created); then, with what is left of max_rows, those
 -- of threads over messages_max_per_thread, the oldest of each (by seq), moving the thread's
--- retained_from past them. Deleted user by user, by key (on Citus, one shard each); the age is
+-- retained_from past them. Deleted thread by thread, by key (on Citus, one shard each); the age is
 -- tested again on each row, and a thread's cap from its last_seq as locked. Called by purge.
 CREATE OR REPLACE FUNCTION pymem._messages_purge(p_project_id text, p_max_rows integer, p_now timestamptz)
 RETURNS integer
@@ -113,17 +113,15 @@ BEGIN
     SELECT p.messages_max_age, p.messages_max_per_thread INTO v_age, v_cap
       FROM pymem.retention AS p WHERE p.project_id = p_project_id;
     IF v_age IS NOT NULL THEN
-        FOR r IN SELECT x.user_id, pg_catalog.array_agg(x.thread_id) AS threads, pg_catalog.array_agg(x.seq) AS seqs
+        FOR r IN SELECT x.user_id, x.thread_id, pg_catalog.array_agg(x.seq) AS seqs
                    FROM (SELECT m.user_id, m.thread_id, m.seq FROM pymem.messages AS m
                           WHERE m.project_id = p_project_id AND m.created_at < p_now - v_age
                           ORDER BY m.created_at
                           LIMIT p_max_rows) AS x
-                  GROUP BY x.user_id LOOP
+                  GROUP BY x.user_id, x.thread_id LOOP
             DELETE FROM pymem.messages AS m
-             WHERE m.project_id = p_project_id AND m.user_id = r.user_id
-               AND (m.thread_id, m.seq) IN (SELECT d.thread_id, d.seq
-                                            FROM ROWS FROM (pg_catalog.unnest(r.threads), pg_catalog.unnest(r.seqs)) AS d(thread_id, seq))
-               AND m.created_at < p_now - v_age;
+             WHERE m.project_id = p_project_id AND m.user_id = r.user_id AND m.thread_id = r.thread_id
+               AND m.seq = ANY (r.seqs) AND m.created_at < p_now - v_age;
             GET DIAGNOSTICS v_n = ROW_COUNT;
             v_count := v_count + v_n;
         END LOOP;

@@ -762,3 +762,29 @@ def test_store_entries_expire_and_purge_on_the_cluster(pymem_cluster):
         assert sorted(c.execute("SELECT store_key, path FROM pymem.store_entries").fetchall()) == \
             sorted((store, "a.md") for store in stores)
         assert c.execute("SELECT count(*) FROM pymem.store_entries WHERE expires_at IS NOT NULL").fetchone()[0] == 0
+
+
+def test_message_retention_on_the_cluster(pymem_cluster):
+    """The retention policy (a reference table) applied by purge on the coordinator: old messages
+    and threads over their cap trimmed on both workers, the thread's retained_from moved on."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        c.execute("SELECT * FROM pymem.retention_configure(project_id => 'p1', messages_max_per_thread => 2, "
+                  "messages_max_age => '30 days')")
+    with psycopg.connect(app, autocommit=True) as c:
+        for u in users:
+            c.execute("SELECT count(*) FROM pymem.messages_add_many(%s, 'old', ARRAY['user'], ARRAY['long ago'], 'p1', "
+                      "created_ats => ARRAY[now() - interval '40 days'])", (u,))
+            for i in range(3):
+                c.execute("SELECT * FROM pymem.turn_record(%s, %s, 'ok', project_id => 'p1')", (u, f"q{i}"))
+        assert c.execute("SELECT messages_max_per_thread FROM pymem.retention_policy('p1')").fetchone()[0] == 2
+    with pymem.Database(pymem.Settings(dsn=app)) as db:
+        assert pymem.lifecycle.purge(db, "p1", max_rows=3, until_done=True) == {
+            "facts": 0, "store_entries": 0, "messages": 2 * (1 + 4)}
+    with psycopg.connect(admin, autocommit=True) as c:
+        for u in users:
+            assert c.execute("SELECT thread_id, array_agg(seq ORDER BY seq) FROM pymem.messages WHERE user_id = %s "
+                             "GROUP BY 1", (u,)).fetchall() == [("default", [5, 6])]
+            assert c.execute("SELECT retained_from FROM pymem.threads WHERE user_id = %s AND thread_id = 'default'",
+                             (u,)).fetchone()[0] == 5
