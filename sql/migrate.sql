@@ -757,7 +757,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c8cb8ec55d8292a729afd1398c963bb9373c5d06f5b2e078fb84798fb2f7c4c9')
+SELECT pymem.migration_api_applied('aa19d35c551c2622c1c0781eb0c22cc9bf15552cba899775b63b8d9cf9d06f9b')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

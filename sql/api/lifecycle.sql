@@ -108,6 +108,8 @@ DECLARE
     v_count integer := 0;
     v_n integer;
     v_through bigint;
+    v_first bigint;
+    v_last bigint;
     r record;
 BEGIN
     SELECT p.messages_max_age, p.messages_max_per_thread INTO v_age, v_cap
@@ -134,17 +136,27 @@ BEGIN
                   ORDER BY t.user_id, t.thread_id LOOP
             EXIT WHEN v_count >= p_max_rows;
             -- the thread row locked: a turn in flight moves last_seq on first
-            SELECT LEAST(t.last_seq - v_cap, t.retained_from + (p_max_rows - v_count) - 1) INTO v_through
-              FROM pymem.threads AS t
+            SELECT t.last_seq INTO v_last FROM pymem.threads AS t
              WHERE t.project_id = p_project_id AND t.user_id = r.user_id AND t.thread_id = r.thread_id
                FOR UPDATE;
-            CONTINUE WHEN v_through IS NULL;
-            DELETE FROM pymem.messages AS m
-             WHERE m.project_id = p_project_id AND m.user_id = r.user_id AND m.thread_id = r.thread_id
-               AND m.seq <= v_through;
-            GET DIAGNOSTICS v_n = ROW_COUNT;
-            v_count := v_count + v_n;
-            UPDATE pymem.threads AS t SET retained_from = GREATEST(t.retained_from, v_through + 1)
+            CONTINUE WHEN v_last IS NULL;
+            LOOP
+                -- from the thread's oldest message (the primary key's first entry: retained_from
+                -- may be behind it, after the age policy's deletes), at most what max_rows leaves
+                SELECT pg_catalog.min(m.seq) INTO v_first FROM pymem.messages AS m
+                 WHERE m.project_id = p_project_id AND m.user_id = r.user_id AND m.thread_id = r.thread_id;
+                v_first := coalesce(v_first, v_last + 1);
+                v_through := LEAST(v_last - v_cap, v_first + (p_max_rows - v_count) - 1);
+                EXIT WHEN v_through < v_first;
+                DELETE FROM pymem.messages AS m
+                 WHERE m.project_id = p_project_id AND m.user_id = r.user_id AND m.thread_id = r.thread_id
+                   AND m.seq <= v_through;
+                GET DIAGNOSTICS v_n = ROW_COUNT;
+                v_count := v_count + v_n;
+                v_first := v_through + 1;
+                EXIT WHEN v_count >= p_max_rows;
+            END LOOP;
+            UPDATE pymem.threads AS t SET retained_from = GREATEST(t.retained_from, v_first)
              WHERE t.project_id = p_project_id AND t.user_id = r.user_id AND t.thread_id = r.thread_id;
         END LOOP;
     END IF;

@@ -178,3 +178,17 @@ def test_the_command_line_shows_sets_and_removes_the_policy(dsn, conn):
     assert out.returncode == 2 and "90d" in out.stderr
     out = run("--keep-all", "--max-per-thread", "3")
     assert out.returncode == 1 and "--keep-all" in out.stderr
+
+
+def test_the_cap_counts_from_the_oldest_message_left_after_the_age_policy(db, conn):
+    """The age policy deletes a thread's oldest messages without moving retained_from; a cap purge
+    afterwards starts from the thread's oldest message left, so a call that returns fewer than
+    max_rows has nothing more to do."""
+    add(conn, "alice", 6, days_ago=60)
+    add(conn, "alice", 6)
+    configure_retention(db, messages_max_age=timedelta(days=30))
+    assert purge(db)["messages"] == 6
+    configure_retention(db, messages_max_per_thread=2)
+    assert [purge(db, max_rows=3)["messages"] for _ in range(3)] == [3, 1, 0]
+    assert seqs(conn, "alice") == [11, 12]
+    assert conn.execute("SELECT retained_from FROM pymem.threads WHERE user_id = 'alice'").fetchone()[0] == 11
