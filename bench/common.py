@@ -17,6 +17,7 @@ Nothing here asserts a duration: benchmarks report, tests check behaviour only.
 
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import os
@@ -469,3 +470,26 @@ def git_revision() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return head + ("-dirty" if dirty else "")
+
+
+def positive(value: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    n = int(value)
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
+    return n
+
+
+def scratch_database(conninfo: str, name: str) -> str:
+    """A new empty database ``name`` beside the one ``conninfo`` names (dropped first if there),
+    migrated by pymem: its DSN."""
+    from psycopg.conninfo import make_conninfo
+
+    import pymem
+
+    with psycopg.connect(conninfo, autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+        admin.execute(f"CREATE DATABASE {name}")
+    dsn = make_conninfo(conninfo, dbname=name)
+    pymem.migrate(dsn)
+    return dsn

@@ -31,7 +31,6 @@ from typing import Any
 import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
-from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -108,30 +107,19 @@ def erase(c: psycopg.Connection, way: str, user: str) -> float:
     return time.perf_counter() - t0
 
 
-def _positive(value: str) -> int:
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
-    return n
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", help="a server to create the scratch database on (default: PYMEM_DSN, else the embedded one)")
-    ap.add_argument("--messages", type=_positive, default=100_000, help="messages of each erased user")
-    ap.add_argument("--facts", type=_positive, default=200, help="facts of each erased user")
-    ap.add_argument("--entries", type=_positive, default=50, help="store entries of each erased user")
+    ap.add_argument("--messages", type=common.positive, default=100_000, help="messages of each erased user")
+    ap.add_argument("--facts", type=common.positive, default=200, help="facts of each erased user")
+    ap.add_argument("--entries", type=common.positive, default=50, help="store entries of each erased user")
     ap.add_argument("--others", type=int, default=100, help="users who stay")
     ap.add_argument("--other-messages", type=int, default=1000, help="messages of each user who stays")
-    ap.add_argument("--repeat", type=_positive, default=1, help="users erased each way")
+    ap.add_argument("--repeat", type=common.positive, default=1, help="users erased each way")
     args = ap.parse_args(argv)
     conninfo, where = common.connection_info(args.dsn)
     common.progress(f"erasure bench on {where}")
-    with psycopg.connect(conninfo, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB}")
-    dsn = make_conninfo(conninfo, dbname=DB)
-    pymem.migrate(dsn)
+    dsn = common.scratch_database(conninfo, DB)
     erased = [(way, f"{way}-{r}") for r in range(args.repeat) for way in WAYS]
     with psycopg.connect(dsn, autocommit=True) as c:
         register_vector(c)

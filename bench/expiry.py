@@ -18,7 +18,6 @@ Nothing here asserts a duration; compare ratios within one run.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -26,11 +25,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pymem  # noqa: E402
 from bench import common  # noqa: E402
 
 DB = "pymem_expiry_bench"
@@ -109,30 +106,19 @@ def purge(dsn: str, batch: int) -> dict[str, Any]:
             "median_batch_ms": round(statistics.median(batches) * 1e3, 1)}
 
 
-def _positive(value: str) -> int:
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
-    return n
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", help="a server to create the scratch database on (default: PYMEM_DSN, else the embedded one)")
-    ap.add_argument("--users", type=_positive, default=2000, help="users of each kind")
-    ap.add_argument("--facts", type=_positive, default=50, help="facts per user")
-    ap.add_argument("--calls", type=_positive, default=1000, help="timed calls per read and kind")
+    ap.add_argument("--users", type=common.positive, default=2000, help="users of each kind")
+    ap.add_argument("--facts", type=common.positive, default=50, help="facts per user")
+    ap.add_argument("--calls", type=common.positive, default=1000, help="timed calls per read and kind")
     ap.add_argument("--warmup", type=int, default=100)
-    ap.add_argument("--purge-users", type=_positive, default=2000, help="users whose facts expire for the purge")
-    ap.add_argument("--batch", type=_positive, default=1000, help="purge's max_rows")
+    ap.add_argument("--purge-users", type=common.positive, default=2000, help="users whose facts expire for the purge")
+    ap.add_argument("--batch", type=common.positive, default=1000, help="purge's max_rows")
     args = ap.parse_args(argv)
     conninfo, where = common.connection_info(args.dsn)
     common.progress(f"expiry bench on {where}")
-    with psycopg.connect(conninfo, autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE IF EXISTS {DB} WITH (FORCE)")
-        admin.execute(f"CREATE DATABASE {DB}")
-    dsn = make_conninfo(conninfo, dbname=DB)
-    pymem.migrate(dsn)
+    dsn = common.scratch_database(conninfo, DB)
     common.progress(f"loading {args.users} users x {args.facts} facts of each kind, {args.purge_users} to purge")
     load(dsn, args.users, args.facts, args.purge_users)
     result = {"reads": reads(dsn, args.users, args.calls, args.warmup), "purge": purge(dsn, args.batch),

@@ -26,11 +26,9 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import make_conninfo
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pymem  # noqa: E402
 from bench import common  # noqa: E402
 
 DBS = {"with_index": "pymem_retention_bench_a", "without_index": "pymem_retention_bench_b"}
@@ -106,31 +104,20 @@ def purges(dsn: str, messages: int, batch: int) -> dict[str, Any]:
     return out
 
 
-def _positive(value: str) -> int:
-    n = int(value)
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {n}")
-    return n
-
-
 def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dsn", help="a server to create the scratch databases on (default: PYMEM_DSN, else the embedded one)")
-    ap.add_argument("--users", type=_positive, default=2000)
-    ap.add_argument("--messages", type=_positive, default=100, help="messages per user, created over 100 days")
-    ap.add_argument("--calls", type=_positive, default=2000, help="timed turn_record calls per database")
+    ap.add_argument("--users", type=common.positive, default=2000)
+    ap.add_argument("--messages", type=common.positive, default=100, help="messages per user, created over 100 days")
+    ap.add_argument("--calls", type=common.positive, default=2000, help="timed turn_record calls per database")
     ap.add_argument("--warmup", type=int, default=200)
-    ap.add_argument("--batch", type=_positive, default=1000, help="purge's max_rows")
+    ap.add_argument("--batch", type=common.positive, default=1000, help="purge's max_rows")
     args = ap.parse_args(argv)
     conninfo, where = common.connection_info(args.dsn)
     common.progress(f"retention bench on {where}")
     dsns = {}
     for name, db in DBS.items():
-        with psycopg.connect(conninfo, autocommit=True) as admin:
-            admin.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
-            admin.execute(f"CREATE DATABASE {db}")
-        dsns[name] = make_conninfo(conninfo, dbname=db)
-        pymem.migrate(dsns[name])
+        dsns[name] = common.scratch_database(conninfo, db)
         common.progress(f"{name}: loading {args.users} users x {args.messages} messages")
         load(dsns[name], args.users, args.messages)
     with psycopg.connect(dsns["without_index"], autocommit=True) as c:
