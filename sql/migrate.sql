@@ -757,7 +757,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('aa19d35c551c2622c1c0781eb0c22cc9bf15552cba899775b63b8d9cf9d06f9b')
+SELECT pymem.migration_api_applied('8ef29d694e04350df6111920d456e8d57b3ae23723f31cff28998ecd7b27540c')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

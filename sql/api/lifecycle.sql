@@ -95,7 +95,7 @@ $$;
 -- and lexemes (ON DELETE CASCADE), and returns how many: first those older than
 -- messages_max_age, oldest first (messages_created); then, with what is left of max_rows, those
 -- of threads over messages_max_per_thread, the oldest of each (by seq), moving the thread's
--- retained_from past them. Deleted thread by thread, by key (on Citus, one shard each); the age is
+-- retained_from past them. Deleted by key (the age policy's in one statement); the age is
 -- tested again on each row, and a thread's cap from its last_seq as locked. Called by purge.
 CREATE OR REPLACE FUNCTION pymem._messages_purge(p_project_id text, p_max_rows integer, p_now timestamptz)
 RETURNS integer
@@ -108,6 +108,9 @@ DECLARE
     v_count integer := 0;
     v_n integer;
     v_through bigint;
+    v_users text[];
+    v_threads text[];
+    v_seqs bigint[];
     v_first bigint;
     v_last bigint;
     r record;
@@ -115,18 +118,21 @@ BEGIN
     SELECT p.messages_max_age, p.messages_max_per_thread INTO v_age, v_cap
       FROM pymem.retention AS p WHERE p.project_id = p_project_id;
     IF v_age IS NOT NULL THEN
-        FOR r IN SELECT x.user_id, x.thread_id, pg_catalog.array_agg(x.seq) AS seqs
-                   FROM (SELECT m.user_id, m.thread_id, m.seq FROM pymem.messages AS m
-                          WHERE m.project_id = p_project_id AND m.created_at < p_now - v_age
-                          ORDER BY m.created_at
-                          LIMIT p_max_rows) AS x
-                  GROUP BY x.user_id, x.thread_id LOOP
+        SELECT pg_catalog.array_agg(x.user_id), pg_catalog.array_agg(x.thread_id), pg_catalog.array_agg(x.seq)
+          INTO v_users, v_threads, v_seqs
+          FROM (SELECT m.user_id, m.thread_id, m.seq FROM pymem.messages AS m
+                 WHERE m.project_id = p_project_id AND m.created_at < p_now - v_age
+                 ORDER BY m.created_at
+                 LIMIT p_max_rows) AS x;
+        IF v_users IS NOT NULL THEN
+            -- one statement, by key (messages_pkey)
             DELETE FROM pymem.messages AS m
-             WHERE m.project_id = p_project_id AND m.user_id = r.user_id AND m.thread_id = r.thread_id
-               AND m.seq = ANY (r.seqs) AND m.created_at < p_now - v_age;
-            GET DIAGNOSTICS v_n = ROW_COUNT;
-            v_count := v_count + v_n;
-        END LOOP;
+             USING ROWS FROM (pg_catalog.unnest(v_users), pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs))
+                   AS d(user_id, thread_id, seq)
+             WHERE m.project_id = p_project_id AND m.user_id = d.user_id AND m.thread_id = d.thread_id
+               AND m.seq = d.seq AND m.created_at < p_now - v_age;
+            GET DIAGNOSTICS v_count = ROW_COUNT;
+        END IF;
     END IF;
     IF v_cap IS NOT NULL AND v_count < p_max_rows THEN
         -- the threads over their cap (every thread of the project is looked at: threads has a row
