@@ -570,6 +570,12 @@ def retention_configure(
     return Query("retention_configure", {"project_id": project_id, "messages_max_age": messages_max_age, "messages_max_per_thread": messages_max_per_thread})
 
 
+def messages_created_index() -> Query:
+    """Build the index an age policy reads (outside a transaction; writes go on meanwhile); nothing
+    when it is there."""
+    return Query("messages_created_index", {})
+
+
 def retention_policy(*, project_id: str | None) -> Query:
     """The project's retention policy for messages (NULLs: every message is kept)."""
     return Query("retention_policy", {"project_id": project_id})

@@ -15,6 +15,7 @@ from typing import Any
 from . import calls
 from .database import Database
 from .errors import ValidationError
+from .queries import Q
 from .values import duration, text
 
 
@@ -36,14 +37,26 @@ def _policy(row: dict[str, Any]) -> RetentionPolicy:
 def configure_retention(db: Database, project_id: str = "", *, messages_max_age: float | timedelta | None = None,
                         messages_max_per_thread: int | None = None) -> RetentionPolicy:
     """Set the project's retention policy for messages (``messages_max_age`` in seconds or a
-    timedelta; both None removes it: every message is kept); :func:`purge` applies it. Needs the
-    owner role (``pymem.retention_configure`` is an administrators' function). Returns the policy
-    in force."""
+    timedelta; both None removes it: every message is kept); :func:`purge` applies it. An age
+    first builds the index the age policy reads, ``pymem.messages_created``, with CREATE INDEX
+    CONCURRENTLY when it is not there (writes go on meanwhile; on a large table it takes a
+    while). Needs the owner role (``pymem.retention_configure`` is an administrators' function).
+    Returns the policy in force."""
     if messages_max_per_thread is not None and (isinstance(messages_max_per_thread, bool)
                                                 or not isinstance(messages_max_per_thread, int)):
         raise ValidationError(f"messages_max_per_thread must be an int, not {type(messages_max_per_thread).__name__}")
-    rows = db.query(calls.retention_configure(project_id=text(project_id, "project_id"),
-                                              messages_max_age=duration(messages_max_age, "messages_max_age"),
+    project, age = text(project_id, "project_id"), duration(messages_max_age, "messages_max_age")
+    if age is not None:
+        # the index an age policy reads, built once for the database (not by the migration: every
+        # message write pays for it); CONCURRENTLY: autocommit, and as long as it takes
+        with db.connection() as conn:
+            conn.execute(Q["statement_timeout_off"])
+            try:
+                conn.execute(Q["messages_created_index"])
+            finally:
+                if not conn.closed:
+                    conn.execute(Q["statement_timeout_reset"])
+    rows = db.query(calls.retention_configure(project_id=project, messages_max_age=age,
                                               messages_max_per_thread=messages_max_per_thread))
     return _policy(rows[0])
 

@@ -683,7 +683,7 @@ COMMIT;
 
 -- 0040_message_retention
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0040_message_retention', '8d98d59b212775e408f6069d4c71a4e01abff7ea95ea42f61ccf2ab885ebccf9') AS pending
+SELECT pymem.migration_pending('0040_message_retention', '7760fbf9d729968b74bb13aeddf8300325419bc93d939f09b2393b6503a31909') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -698,7 +698,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0040_message_retention', '8d98d59b212775e408f6069d4c71a4e01abff7ea95ea42f61ccf2ab885ebccf9', '0.2.0.dev0')
+SELECT pymem.migration_applied('0040_message_retention', '7760fbf9d729968b74bb13aeddf8300325419bc93d939f09b2393b6503a31909', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0040_message_retention
@@ -757,7 +757,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8ef29d694e04350df6111920d456e8d57b3ae23723f31cff28998ecd7b27540c')
+SELECT pymem.migration_api_applied('d637fa720b29d375a1dae405f98ce5520c5539fe3db2173b645d5207b4ee803c')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -339,6 +339,10 @@ SELECT r.messages_max_age, r.messages_max_per_thread, r.updated_at
   FROM pymem.retention_configure(project_id => %(project_id)s, messages_max_age => %(messages_max_age)s::interval,
                                  messages_max_per_thread => %(messages_max_per_thread)s::integer) AS r;
 
+-- name: messages_created_index
+-- Build the index an age policy reads (outside a transaction; writes go on meanwhile); nothing when it is there.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_created ON pymem.messages (project_id, created_at);
+
 -- name: retention_policy
 -- The project's retention policy for messages (NULLs: every message is kept).
 SELECT r.messages_max_age, r.messages_max_per_thread, r.updated_at FROM pymem.retention_policy(project_id => %(project_id)s) AS r;

@@ -175,8 +175,10 @@ $$;
 -- messages_max_per_thread (a thread keeps its newest that many messages); NULL for either: no
 -- such limit; both NULL: the project keeps every message (the policy is removed). Returns the
 -- policy now in force (a row of pymem.retention). Refused with 22023: a max_age that is not positive or over 100 years, a
--- max_per_thread below 1. A message out of retention stays readable until a purge deletes it.
--- Administrators only (the owner role and its members), like text_search_configure.
+-- max_per_thread below 1; 55000 an age without the index the age policy reads
+-- (messages_created: built only for the projects that need it, migrations/0040). A message out
+-- of retention stays readable until a purge deletes it. Administrators only (the owner role and
+-- its members), like text_search_configure.
 --   SELECT * FROM pymem.retention_configure(project_id => 'acme', messages_max_age => '90 days');
 CREATE OR REPLACE FUNCTION pymem.retention_configure(project_id text DEFAULT '', messages_max_age interval DEFAULT NULL,
                                                      messages_max_per_thread integer DEFAULT NULL)
@@ -197,6 +199,15 @@ BEGIN
         RAISE EXCEPTION 'pymem: messages_max_age must be a positive interval of at most 100 years, not %',
                         retention_configure.messages_max_age
             USING ERRCODE = '22023', HINT = 'e.g. messages_max_age => ''90 days''; NULL keeps messages of any age.';
+    END IF;
+    IF retention_configure.messages_max_age IS NOT NULL
+       AND NOT coalesce((SELECT i.indisvalid FROM pg_catalog.pg_index AS i
+                          WHERE i.indexrelid = pg_catalog.to_regclass('pymem.messages_created')), false) THEN
+        RAISE EXCEPTION 'pymem: an age policy reads messages through the index pymem.messages_created, which is missing or invalid'
+            USING ERRCODE = '55000',
+                  HINT = 'Build it first, as the owner role (writes go on meanwhile): DROP INDEX CONCURRENTLY IF EXISTS '
+                         'pymem.messages_created; CREATE INDEX CONCURRENTLY messages_created ON pymem.messages '
+                         '(project_id, created_at); pymem retention --max-age does both.';
     END IF;
     IF retention_configure.messages_max_per_thread < 1 THEN
         RAISE EXCEPTION 'pymem: messages_max_per_thread must be at least 1, not %', retention_configure.messages_max_per_thread

@@ -8,10 +8,12 @@
 -- threads.retained_from: no message of the thread has a lower seq (1 until a purge deletes the
 -- thread's oldest ones; a constant default changes only the catalog). The purge finds the
 -- threads over their cap by last_seq - retained_from + 1 without reading their messages.
--- messages_created (project_id, created_at): what the age policy reads, oldest first. Building
--- it reads the table under the migration's lock: on a large messages table, build it first
--- without blocking writes (CHANGELOG.md, 0040), and this statement finds it there.
--- Applied once under the migration lock.
+-- The age policy reads the messages of a project oldest first, through an index this migration
+-- does not build: messages_created (project_id, created_at) costs every message write an index
+-- entry (turn_record without vectors: 1.05-1.08x, bench/retention.py), so only a project that
+-- sets an age gets it: retention_configure refuses an age without it (55000), and
+-- pymem.lifecycle.configure_retention / `pymem retention --max-age` build it first with CREATE
+-- INDEX CONCURRENTLY (writes go on meanwhile). Applied once under the migration lock.
 CREATE TABLE pymem.retention (
     project_id              text        NOT NULL,
     messages_max_age        interval,
@@ -32,5 +34,3 @@ CREATE POLICY tenant ON pymem.retention
 
 ALTER TABLE pymem.threads ADD COLUMN retained_from bigint NOT NULL DEFAULT 1;
 COMMENT ON COLUMN pymem.threads.retained_from IS 'No message of the thread has a lower seq (purge moves it on)';
-
-CREATE INDEX IF NOT EXISTS messages_created ON pymem.messages (project_id, created_at);

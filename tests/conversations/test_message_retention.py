@@ -192,3 +192,19 @@ def test_the_cap_counts_from_the_oldest_message_left_after_the_age_policy(db, co
     assert [purge(db, max_rows=3)["messages"] for _ in range(3)] == [3, 1, 0]
     assert seqs(conn, "alice") == [11, 12]
     assert conn.execute("SELECT retained_from FROM pymem.threads WHERE user_id = 'alice'").fetchone()[0] == 11
+
+
+def test_an_age_needs_its_index_which_only_an_age_builds(db, conn):
+    """messages_created is not built by the migration (every message write would pay for it):
+    the SQL refuses an age without it (55000, naming the statement), Python builds it first."""
+    index = "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('pymem.messages_created')"
+    assert conn.execute(index).fetchone() is None
+    configure_retention(db, messages_max_per_thread=5)  # a cap alone needs no index
+    assert conn.execute(index).fetchone() is None
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState) as refused:
+        conn.execute("SELECT * FROM pymem.retention_configure(messages_max_age => '30 days')")
+    assert "CREATE INDEX CONCURRENTLY messages_created" in refused.value.diag.message_hint
+    assert retention_policy(db).messages_max_per_thread == 5  # unchanged
+    assert configure_retention(db, messages_max_age=3600).messages_max_age == timedelta(hours=1)
+    assert conn.execute(index).fetchone() == (True,)
+    configure_retention(db, messages_max_age=7200)  # there already: nothing more to build

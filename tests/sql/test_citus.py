@@ -770,6 +770,7 @@ def test_message_retention_on_the_cluster(pymem_cluster):
     admin, app, _ = pymem_cluster
     with psycopg.connect(admin, autocommit=True) as c:
         users = _users_on_both_workers(c)
+        c.execute("CREATE INDEX CONCURRENTLY IF NOT EXISTS messages_created ON pymem.messages (project_id, created_at)")
         c.execute("SELECT * FROM pymem.retention_configure(project_id => 'p1', messages_max_per_thread => 2, "
                   "messages_max_age => '30 days')")
     with psycopg.connect(app, autocommit=True) as c:
