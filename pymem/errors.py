@@ -120,6 +120,14 @@ PYTHON_HINTS: dict[str, str] = {
         "store.protect() (tighten) or store.configure() (owner role).",
     "The owner role (an administrator) may weaken them with pymem.store_configure.":
         "The owner role (an administrator) may weaken them with store.configure().",
+    # sql/api/lifecycle.sql, retention_configure
+    "e.g. messages_max_age => '90 days'; NULL keeps messages of any age.":
+        "e.g. messages_max_age=timedelta(days=90); None keeps messages of any age.",
+    "Build it first, as the owner role (writes go on meanwhile): DROP INDEX CONCURRENTLY IF EXISTS "
+    "pymem.messages_created; CREATE INDEX CONCURRENTLY messages_created ON pymem.messages "
+    "(project_id, created_at); pymem retention --max-age does both.":
+        "pymem.lifecycle.configure_retention(db, ..., messages_max_age=...) builds it, as the owner role; one "
+        "that a failed build left invalid must be dropped first: DROP INDEX CONCURRENTLY pymem.messages_created.",
 }
 
 # SQLSTATE -> class, most specific first. pymem's own codes are in class PM.
