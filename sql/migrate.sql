@@ -757,7 +757,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('d637fa720b29d375a1dae405f98ce5520c5539fe3db2173b645d5207b4ee803c')
+SELECT pymem.migration_api_applied('747030a4e1b9bce1b83d1a62d9b8459abac5f04bcbc713fe7c171e48c11fa0d5')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -286,6 +286,7 @@ DECLARE
     v_paths text[];
     v_count integer := 0;
     v_at timestamptz;
+    v_ttl interval;
     r record;
 BEGIN
     PERFORM pymem._tenant_enter(store_items_refresh.project_id);
@@ -302,15 +303,18 @@ BEGIN
                ARRAY(SELECT pg_catalog.jsonb_array_elements_text(i.value -> 'namespace')), i.value ->> 'key'))
       INTO v_paths
       FROM pg_catalog.jsonb_array_elements(store_items_refresh.items) AS i;
-    -- row by row, in path order (two refreshes lock alike), the new expiry computed here: Citus
-    -- refuses a STABLE function (timestamptz + interval) of a column in an UPDATE
-    FOR r IN SELECT e.path, e.ttl FROM pymem.store_entries AS e
-              WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
-                AND e.path = ANY (v_paths) AND e.kind = 'json' AND e.ttl IS NOT NULL
-                AND pymem._fact_live(e.expires_at, v_now)
-              ORDER BY e.path COLLATE "C"
-                FOR UPDATE LOOP
-        v_at := v_now + r.ttl;
+    -- row by row, each by its key, in path order (two refreshes lock alike), the new expiry
+    -- computed here: Citus refuses a STABLE function (timestamptz + interval) of a column in an
+    -- UPDATE; one lookup per path keeps a generic plan on the primary key (PostgreSQL 15 read the
+    -- whole store for path = ANY (...))
+    FOR r IN SELECT d.path FROM (SELECT DISTINCT p.path FROM pg_catalog.unnest(v_paths) AS p(path)) AS d
+              ORDER BY d.path COLLATE "C" LOOP  -- r.path keeps the column's collation: the key's
+        SELECT e.ttl INTO v_ttl FROM pymem.store_entries AS e
+         WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
+           AND e.path = r.path AND e.kind = 'json' AND e.ttl IS NOT NULL AND pymem._fact_live(e.expires_at, v_now)
+           FOR UPDATE;
+        CONTINUE WHEN NOT FOUND;
+        v_at := v_now + v_ttl;
         UPDATE pymem.store_entries AS e SET expires_at = v_at
          WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
            AND e.path = r.path;
