@@ -757,7 +757,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('747030a4e1b9bce1b83d1a62d9b8459abac5f04bcbc713fe7c171e48c11fa0d5')
+SELECT pymem.migration_api_applied('e13aa90ffc7eda7d77a4a8d071370b44593eaf5b48770077437fd118de122f1f')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
