@@ -106,10 +106,13 @@ def test_an_expired_path_is_free_for_the_next_write(dsn):
         with pytest.raises(psycopg.Error, match="does not exist") as err:
             c.execute("SELECT pymem.store_write('s', 'a.md', 'new', expected_sha => %s)", (old,))
         assert err.value.sqlstate == "PM401"
+        (before,) = c.execute("SELECT clock_timestamp()").fetchone()
         (new,) = c.execute("SELECT pymem.store_write('s', 'a.md', 'new', expected_sha => '')").fetchone()
-        row = c.execute("SELECT content, sha, version, expires_at, created_at = updated_at "
-                        "FROM pymem.store_read('s', 'a.md')").fetchone()
-        assert row == ("new", new, 2, None, True)  # a new entry: created now; versions go on
+        row = c.execute("SELECT content, sha, version, expires_at, created_at >= %s "
+                        "FROM pymem.store_read('s', 'a.md')", (before,)).fetchone()
+        # a new entry: created now (its two time columns are two clock readings: compared with the
+        # time before the write, not with each other); versions go on
+        assert row == ("new", new, 2, None, True)
         assert c.execute("SELECT op, old_sha, new_sha FROM pymem.store_audit_tail('s', 1)").fetchall() == \
             [("write", None, new)]  # as after a delete
         assert [v[0] for v in c.execute("SELECT version FROM pymem.store_versions('s', 'a.md')")] == [1, 2]
