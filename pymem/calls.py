@@ -414,10 +414,11 @@ def turn_record(
     assistant_metadata: Any,
     created_at: datetime | None,
     fact_changes: Any,
+    defer_learning: bool | None,
 ) -> Query:
     """Record one successful turn (both messages, vectors, learned facts and fact changes); may
     claim a summary span."""
-    return Query("turn_record", {"user_id": user_id, "user_content": user_content, "assistant_content": assistant_content, "thread_id": thread_id, "project_id": project_id, "user_importance": user_importance, "assistant_importance": assistant_importance, "embedder": embedder, "user_embedding": user_embedding, "assistant_embedding": assistant_embedding, "learned": learned, "max_learned": max_learned, "keep_last": keep_last, "summarize_every": summarize_every, "lease_seconds": lease_seconds, "user_metadata": user_metadata, "assistant_metadata": assistant_metadata, "created_at": created_at, "fact_changes": fact_changes})
+    return Query("turn_record", {"user_id": user_id, "user_content": user_content, "assistant_content": assistant_content, "thread_id": thread_id, "project_id": project_id, "user_importance": user_importance, "assistant_importance": assistant_importance, "embedder": embedder, "user_embedding": user_embedding, "assistant_embedding": assistant_embedding, "learned": learned, "max_learned": max_learned, "keep_last": keep_last, "summarize_every": summarize_every, "lease_seconds": lease_seconds, "user_metadata": user_metadata, "assistant_metadata": assistant_metadata, "created_at": created_at, "fact_changes": fact_changes, "defer_learning": defer_learning})
 
 
 def message_add(
@@ -585,6 +586,98 @@ def purge(*, project_id: str | None, max_rows: int | None) -> Query:
     """Delete up to max_rows expired facts, expired store entries and messages out of retention of
     the project (bounded batches); one row per kind with its count."""
     return Query("purge", {"project_id": project_id, "max_rows": max_rows})
+
+
+def learning_claim(
+    *,
+    project_id: str | None,
+    max_jobs: int | None,
+    lease_seconds: float | None,
+    max_attempts: int | None,
+) -> Query:
+    """Lease up to max_jobs learning jobs of the project, oldest first, at most one per user (rows
+    with state 'running'; 'skipped' and 'dead' rows say what else happened)."""
+    return Query("learning_claim", {"project_id": project_id, "max_jobs": max_jobs, "lease_seconds": lease_seconds, "max_attempts": max_attempts})
+
+
+def learning_complete(
+    *,
+    user_id: str | None,
+    job_id: int | None,
+    lease_token: Any,
+    project_id: str | None,
+    learned: Sequence[str] | None,
+    fact_changes: Any,
+    max_learned: int | None,
+    calls: int | None,
+    tokens: int | None,
+) -> Query:
+    """Apply a claimed job's learned facts and fact changes and end it, in one transaction (false:
+    the lease was lost, nothing applied)."""
+    return Query("learning_complete", {"user_id": user_id, "job_id": job_id, "lease_token": lease_token, "project_id": project_id, "learned": learned, "fact_changes": fact_changes, "max_learned": max_learned, "calls": calls, "tokens": tokens})
+
+
+def learning_fail(
+    *,
+    user_id: str | None,
+    job_id: int | None,
+    lease_token: Any,
+    error_kind: str | None,
+    error: str | None,
+    project_id: str | None,
+    max_attempts: int | None,
+    backoff_seconds: float | None,
+    calls: int | None,
+    tokens: int | None,
+) -> Query:
+    """End a claimed job's failed attempt: pending again after a backoff, or dead after
+    max_attempts; returns the state."""
+    return Query("learning_fail", {"user_id": user_id, "job_id": job_id, "lease_token": lease_token, "error_kind": error_kind, "error": error, "project_id": project_id, "max_attempts": max_attempts, "backoff_seconds": backoff_seconds, "calls": calls, "tokens": tokens})
+
+
+def learning_release(
+    *,
+    user_id: str | None,
+    job_id: int | None,
+    lease_token: Any,
+    project_id: str | None,
+) -> Query:
+    """Give a claimed job back untouched (its attempt not counted); false: the lease was lost."""
+    return Query("learning_release", {"user_id": user_id, "job_id": job_id, "lease_token": lease_token, "project_id": project_id})
+
+
+def learning_status(*, project_id: str | None) -> Query:
+    """The project's learning queue: jobs per state, the oldest pending job's age, failures by kind,
+    today's usage."""
+    return Query("learning_status", {"project_id": project_id})
+
+
+def learning_jobs(*, project_id: str | None, job_state: str | None, max_jobs: int | None) -> Query:
+    """The project's learning jobs in a state (NULL: all), oldest first, with their last error."""
+    return Query("learning_jobs", {"project_id": project_id, "job_state": job_state, "max_jobs": max_jobs})
+
+
+def learning_requeue(*, project_id: str | None, state: str | None) -> Query:
+    """Make the project's dead (or skipped) learning jobs pending again; returns how many."""
+    return Query("learning_requeue", {"project_id": project_id, "state": state})
+
+
+def learning_limits_configure(
+    *,
+    project_id: str | None,
+    user_calls_per_day: int | None,
+    project_calls_per_day: int | None,
+    user_tokens_per_day: int | None,
+    project_tokens_per_day: int | None,
+) -> Query:
+    """Set (or with every cap NULL remove) the project's cost caps on learning per UTC day; returns
+    the caps in force."""
+    return Query("learning_limits_configure", {"project_id": project_id, "user_calls_per_day": user_calls_per_day, "project_calls_per_day": project_calls_per_day, "user_tokens_per_day": user_tokens_per_day, "project_tokens_per_day": project_tokens_per_day})
+
+
+def learning_limits(*, project_id: str | None) -> Query:
+    """The project's cost caps on learning per UTC day (NULLs: none)."""
+    return Query("learning_limits", {"project_id": project_id})
 
 
 def recall_index_plan(*, project_id: str | None, min_messages: int | None) -> Query:

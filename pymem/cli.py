@@ -1,5 +1,5 @@
 """The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, retention,
-recall-indexes, demo, serve.
+recall-indexes, worker, demo, serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -8,9 +8,12 @@ Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TextIO
@@ -20,7 +23,7 @@ from .connection import describe_target, resolve_conninfo
 from .conversations import recall_indexes
 from .lifecycle import RetentionPolicy, configure_retention, purge, retention_policy
 from .database import Database
-from .errors import Error, ValidationError
+from .errors import ConfigError, Error, ValidationError
 from .portability import erasures, export_user, forget_user, import_user
 from .settings import Settings
 from .types import Erasure
@@ -228,6 +231,81 @@ def cmd_retention(args: argparse.Namespace) -> int:
     return 0
 
 
+def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
+    """The Memory a worker learns with: ``--learner module:attribute`` names a pymem.Memory (used
+    as it is: its learner, embedder, summarizer and project), a learner (extract and reconcile;
+    its ``summarize``, when it has one, summarizes too), or a callable without arguments that
+    returns either; without it, a ChatLearner over the PYMEM_LLM_* settings."""
+    from .embedders import HashEmbedder
+    from .llm import ChatClient, ChatLearner
+    from .memory import Memory
+
+    if spec is None:
+        if not settings.llm_model:
+            raise ConfigError("pymem worker needs a learner: set PYMEM_LLM_MODEL (and PYMEM_LLM_BASE_URL) for a chat "
+                              "model, or pass --learner module:attribute")
+        target: Any = ChatLearner(ChatClient(settings=settings))
+    else:
+        module, _, attribute = spec.partition(":")
+        if not module or not attribute:
+            raise ValidationError(f"--learner takes module:attribute (e.g. myapp.memory:learner), not {spec!r}")
+        sys.path.insert(0, os.getcwd())  # as python -m does: the caller's own modules
+        try:
+            target = importlib.import_module(module)
+            for part in attribute.split("."):
+                target = getattr(target, part)
+        except (ImportError, AttributeError) as exc:
+            raise ValidationError(f"--learner {spec}: {type(exc).__name__}: {exc}") from None
+        finally:
+            sys.path.pop(0)
+        if isinstance(target, type) or (callable(target) and not isinstance(target, Memory)
+                                        and not hasattr(target, "extract")):
+            target = target()  # a class or a factory
+    if isinstance(target, Memory):
+        return target
+    if not all(callable(getattr(target, m, None)) for m in ("extract", "reconcile")):
+        raise ValidationError(f"--learner must name a pymem.Memory or a learner (extract and reconcile), "
+                              f"not {type(target).__name__}")
+    summarizer = getattr(target, "summarize", None)
+    return Memory(db=db, agent_id=settings.agent_id, project_id=settings.project_id, embedder=HashEmbedder(), learner=target,
+                  summarizer=summarizer if callable(summarizer) else None)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    from .learning import status, work
+
+    settings = _settings("learning from the queued turns of")
+    if args.project is not None:
+        settings = settings.model_copy(update={"project_id": args.project})
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: Any) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt
+        print("pymem worker: stopping after the job in hand (again to interrupt it)", file=sys.stderr, flush=True)
+        stop.set()
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with Database(settings) as db:
+            mem = _worker_memory(settings, args.learner, db)
+
+            def report(r: Any) -> None:
+                print(f"pymem worker: {r.line()}", flush=True)
+                for line in r.failures:
+                    print(f"pymem worker: {line}", file=sys.stderr, flush=True)
+
+            total = work(mem, drain=args.drain, poll_seconds=args.poll, batch=args.batch, lease_seconds=args.lease,
+                         max_attempts=args.max_attempts, backoff_seconds=args.backoff, stop=stop, report=report)
+            left = status(db, mem.options.project_id)
+            print(f"pymem worker: stopped; in all {total.line()}; queue: {left.pending} pending "
+                  f"({left.ready} ready), {left.running} running, {left.dead} dead, {left.skipped} skipped", flush=True)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     return demo.run(_settings())
 
@@ -309,6 +387,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lock-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="wait at most this long for the project's plan lock, then name who holds it (default 10)")
     r.set_defaults(func=cmd_recall_indexes)
+    k = sub.add_parser("worker", help="learn from the turns queued by Memory(deferred_learning=True)")
+    k.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    k.add_argument("--learner", metavar="MODULE:ATTRIBUTE",
+                   help="a pymem.Memory or a learner to learn with (default: a chat model from PYMEM_LLM_*)")
+    k.add_argument("--drain", action="store_true", help="exit once no job is claimable (default: wait for more)")
+    k.add_argument("--batch", type=int, default=10, metavar="N", help="jobs claimed at a time (1..1000, default 10)")
+    k.add_argument("--poll", type=_seconds, default=1.0, metavar="SECONDS",
+                   help="wait this long when no job is claimable (default 1)")
+    k.add_argument("--lease", type=_seconds, default=300.0, metavar="SECONDS",
+                   help="a claimed job is this worker's for this long; then another may take it (default 300)")
+    k.add_argument("--max-attempts", type=int, default=5, metavar="N",
+                   help="a job that failed N times is dead (1..100, default 5)")
+    k.add_argument("--backoff", type=float, default=10.0, metavar="SECONDS",
+                   help="wait before a failed job's next attempt, doubled per attempt (default 10)")
+    k.set_defaults(func=cmd_worker)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
     d.set_defaults(func=cmd_demo)
     return p

@@ -145,16 +145,17 @@ class _Conversations:
         learned: list[str] | None = None
         changes: list[FactChange] | None = None
         failures: list[str] = []
-        if o.learner is not None:
-            changes = yield from self._learn(where["user_id"], query, failures)
+        deferred = o.deferred_learning  # the turn leaves a learning job instead (pymem.learning)
+        if deferred:
+            pass
+        elif o.learner is not None:
+            try:
+                changes = yield from self._reconciled(where["user_id"], query)
+            except Exception:  # the turn happened; a failing or malformed learner must not lose it
+                _warn_failed("the learner failed; the turn is recorded without learning", failures)
         elif o.extractor is not None:
             try:
-                found = yield Callback(o.extractor, (query,), "the extractor")
-                learned = [f for f in (found or []) if _storable(f)]
-                if len(learned) > MAX_LEARNED_PER_TURN:
-                    log.warning("the fact extractor returned %d facts; a turn keeps the first %d",
-                                len(learned), MAX_LEARNED_PER_TURN)
-                    learned = learned[:MAX_LEARNED_PER_TURN]
+                learned = yield from self._extracted(query)
             except Exception:  # the turn happened; a broken extractor must not lose it
                 _warn_failed("the fact extractor failed; the turn is recorded without learned facts", failures)
         vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
@@ -173,9 +174,10 @@ class _Conversations:
                 "learned": learned,
                 "max_learned": o.max_learned_facts,
                 "keep_last": o.keep_last,
-                "summarize_every": o.summarize_every if o.summarizer is not None else None,
+                "summarize_every": o.summarize_every if o.summarizer is not None and not deferred else None,
                 "lease_seconds": o.summary_lease_seconds,
                 "fact_changes": None if not changes else Jsonb([c.as_json() for c in changes]),
+                "defer_learning": deferred,
                 **stored,
             },
         )
@@ -184,43 +186,52 @@ class _Conversations:
         if row["claim_token"] is not None:
             summarized = yield from self._fold(where, row, failures)
         return TurnResult(row["user_seq"], row["assistant_seq"], list(row["learned_ids"] or []), summarized,
-                          list(row["changes"] or []), failures)
+                          list(row["changes"] or []), failures, row["learning_job"])
 
-    def _learn(self, user_id: str, query: str, failures: list[str] | None = None) -> Operation[list[FactChange] | None]:
-        """The reconciling learner's changes for this turn: candidates extracted from the user's
+    def _extracted(self, query: str) -> Operation[list[str]]:
+        """The extractor's facts of the user's message, at most MAX_LEARNED_PER_TURN (one warning
+        when it found more); raises what the extractor raises."""
+        found = yield Callback(self.options.extractor, (query,), "the extractor")
+        learned = [f for f in (found or []) if _storable(f)]
+        if len(learned) > MAX_LEARNED_PER_TURN:
+            log.warning("the fact extractor returned %d facts; a turn keeps the first %d",
+                        len(learned), MAX_LEARNED_PER_TURN)
+            learned = learned[:MAX_LEARNED_PER_TURN]
+        return learned
+
+    def _reconciled(self, user_id: str, query: str) -> Operation[list[FactChange] | None]:
+        """The reconciling learner's changes for a turn: candidates extracted from the user's
         message, each reconciled against the user's SIMILAR_FACTS most similar active facts
         (ranked as ``retrieve(candidate)`` ranks). No fact is written here: the changes go with
-        the turn (the ranking may store vectors of facts that had none, as ``retrieve`` does). A learner that fails, or returns what is not a FactChange (or an update or
-        delete of a fact it was not shown), costs this turn its learning only: logged, None."""
+        the turn (the ranking may store vectors of facts that had none, as ``retrieve`` does), or
+        with its learning job (pymem.learning). None: nothing to learn. Raises what the learner
+        raises, and ValidationError when it returns what is not a list of FactChange (or an update
+        or delete of a fact it was not shown): the caller decides what a failure costs."""
         learner = self.options.learner
-        try:
-            found = yield Callback(learner.extract, (query,), "the learner")
-            if not isinstance(found, list):
-                raise ValidationError(f"the learner's extract returned {type(found).__name__}, not a list")
-            candidates = list(dict.fromkeys(c.strip() for c in found if _storable(c)))
-            candidates = candidates[:MAX_LEARNED_PER_TURN]
-            if not candidates:
-                return None
-            shown: dict[int, str] = {}
-            for candidate in candidates:  # self is a Memory: its _retrieve is pymem.facts'
-                for f in (yield from self._retrieve(candidate, "user", user_id, SIMILAR_FACTS,  # type: ignore[attr-defined]
-                                                    SIMILAR_FACTS)):
-                    shown.setdefault(f.id, f.content)
-            if not shown:  # nothing stored to reconcile with: every candidate is new
-                return [FactChange("add", c) for c in candidates]
-            decided = yield Callback(learner.reconcile, (candidates, [{"id": i, "content": c} for i, c in shown.items()]),
-                                     "the learner")
-            if not isinstance(decided, list) or not all(isinstance(c, FactChange) for c in decided):
-                raise ValidationError("the learner's reconcile must return a list of pymem.llm.FactChange")
-            for c in decided:
-                text(c.content, "a learner's fact")  # a NUL or a lone surrogate would fail the whole turn
-                if c.op not in ("add", "update", "delete") or (c.op != "add" and (
-                        isinstance(c.fact_id, bool) or c.fact_id not in shown)):
-                    raise ValidationError(f"the learner's {c.op} names fact {c.fact_id}, which it was not shown")
-            return decided[:MAX_LEARNED_PER_TURN]
-        except Exception:  # the turn happened; a failing or malformed learner must not lose it
-            _warn_failed("the learner failed; the turn is recorded without learning", failures)
+        found = yield Callback(learner.extract, (query,), "the learner")
+        if not isinstance(found, list):
+            raise ValidationError(f"the learner's extract returned {type(found).__name__}, not a list")
+        candidates = list(dict.fromkeys(c.strip() for c in found if _storable(c)))
+        candidates = candidates[:MAX_LEARNED_PER_TURN]
+        if not candidates:
             return None
+        shown: dict[int, str] = {}
+        for candidate in candidates:  # self is a Memory: its _retrieve is pymem.facts'
+            for f in (yield from self._retrieve(candidate, "user", user_id, SIMILAR_FACTS,  # type: ignore[attr-defined]
+                                                SIMILAR_FACTS)):
+                shown.setdefault(f.id, f.content)
+        if not shown:  # nothing stored to reconcile with: every candidate is new
+            return [FactChange("add", c) for c in candidates]
+        decided = yield Callback(learner.reconcile, (candidates, [{"id": i, "content": c} for i, c in shown.items()]),
+                                 "the learner")
+        if not isinstance(decided, list) or not all(isinstance(c, FactChange) for c in decided):
+            raise ValidationError("the learner's reconcile must return a list of pymem.llm.FactChange")
+        for c in decided:
+            text(c.content, "a learner's fact")  # a NUL or a lone surrogate would fail the whole turn
+            if c.op not in ("add", "update", "delete") or (c.op != "add" and (
+                    isinstance(c.fact_id, bool) or c.fact_id not in shown)):
+                raise ValidationError(f"the learner's {c.op} names fact {c.fact_id}, which it was not shown")
+        return decided[:MAX_LEARNED_PER_TURN]
 
     def _fold(self, where: dict[str, Any], claim: Mapping[str, Any],
               failures: list[str] | None = None, asked: bool = False) -> Operation[bool]:

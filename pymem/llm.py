@@ -24,6 +24,9 @@ from __future__ import annotations
 import json
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from importlib import resources
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
@@ -175,8 +178,16 @@ class ChatClient:
             payload["response_format"] = {"type": "json_object"}
         url = f"{self.base_url}/chat/completions"
         what = f"chat endpoint {url}"
+        meter = _usage.get()
+        if meter is not None:
+            meter.calls += 1  # a request sent costs a call, answered or not
         reply = post_json(url, payload, what=what, timeout=self.timeout, max_bytes=MAX_REPLY_BYTES,
                           api_key=self._api_key, expecting="a chat completion")
+        if meter is not None:
+            usage = reply.get("usage") if isinstance(reply, dict) else None
+            tokens = usage.get("total_tokens") if isinstance(usage, dict) else None
+            if isinstance(tokens, int) and not isinstance(tokens, bool) and tokens > 0:
+                meter.tokens += tokens
         try:
             content = reply["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
@@ -184,6 +195,32 @@ class ChatClient:
         if not isinstance(content, str):
             raise ValidationError(f"{what} answered a message without text content")
         return content
+
+
+@dataclass
+class Usage:
+    """What the model calls made under :func:`metered` cost: ``calls`` (requests sent by a
+    :class:`ChatClient`, answered or not) and ``tokens`` (``usage.total_tokens`` of the answers
+    that report it)."""
+
+    calls: int = 0
+    tokens: int = 0
+
+
+#: the meter of the job in hand (pymem.learning: a deferred learning job's cost)
+_usage: ContextVar[Usage | None] = ContextVar("pymem_llm_usage", default=None)
+
+
+@contextmanager
+def metered() -> Iterator[Usage]:
+    """Count the requests every :class:`ChatClient` sends in this thread or task (and in the
+    threads it starts with the context copied, as asyncio.to_thread does) while the block runs."""
+    meter = Usage()
+    token = _usage.set(meter)
+    try:
+        yield meter
+    finally:
+        _usage.reset(token)
 
 
 # -- the learner -------------------------------------------------------------------------------

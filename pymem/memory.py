@@ -42,10 +42,11 @@ from .database import AsyncCallerConnection, AsyncDatabase, CallerConnection, Da
 from .embedders import HashEmbedder
 from .errors import ValidationError
 from .facts import Fact, FactId, _Facts
+from .learning import _Learning
 from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
 from .portability import _forget_user
-from .types import Erasure
+from .types import Erasure, LearningReport, LearningStatus
 from .runner import Operation, arun, run
 from .settings import Settings
 from .values import text
@@ -116,7 +117,7 @@ class Binding:
 _bindings: contextvars.ContextVar[tuple[Binding, ...]] = contextvars.ContextVar("pymem_bindings", default=())
 
 
-class MemoryBase(_Facts, _Conversations, _Context):
+class MemoryBase(_Facts, _Conversations, _Context, _Learning):
     """What :class:`Memory` and :class:`AsyncMemory` share: their :class:`MemoryOptions`
     (``self.options``; each option also reads as ``mem.<keyword>``, e.g. ``mem.embedder``,
     ``mem.recall_k``) and the user resolution."""
@@ -411,6 +412,22 @@ class Memory(MemoryBase):
         content), which the database keeps after the erasure (``pymem.erasures``)."""
         return self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores), conn)
 
+    def learn_pending(self, limit: int | None = None, *, batch: int = 10, lease_seconds: float = 300.0,
+                      max_attempts: int = 5, backoff_seconds: float = 10.0) -> LearningReport:
+        """Learn from the project's queued turns (``Memory(deferred_learning=True)`` queues them)
+        with this Memory's learner (or extractor) and summarizer: at most ``limit`` jobs (None:
+        until none is claimable now), claimed ``batch`` at a time, each leased for
+        ``lease_seconds`` (longer than its model calls take). A failed job is tried again after
+        ``backoff_seconds`` (doubled per attempt) and is dead after ``max_attempts``. Each job's
+        changes apply once, in each user's order (docs/learning.md "Deferred learning");
+        ``pymem worker`` runs this in a loop. Returns what was done (:class:`pymem.LearningReport`)."""
+        return self._run(self._learn_pending(limit, batch, lease_seconds, max_attempts, backoff_seconds))
+
+    def learning_status(self) -> LearningStatus:
+        """The project's learning queue: jobs per state, the oldest pending job's age, failures by
+        kind, today's model calls and tokens (:class:`pymem.LearningStatus`; no content)."""
+        return self._run(self._learning_status())
+
     def close(self) -> None:
         """Close the Database this Memory opened; a ``db=`` it was given stays open (its owner
         closes it)."""
@@ -604,6 +621,13 @@ class AsyncMemory(MemoryBase):
     async def forget_user(self, *, user: str | None = _UNSET, ctx: Any = None, stores: Sequence[str] = (),
                           conn: psycopg.AsyncConnection | None = None) -> Erasure:
         return await self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores), conn)
+
+    async def learn_pending(self, limit: int | None = None, *, batch: int = 10, lease_seconds: float = 300.0,
+                            max_attempts: int = 5, backoff_seconds: float = 10.0) -> LearningReport:
+        return await self._run(self._learn_pending(limit, batch, lease_seconds, max_attempts, backoff_seconds))
+
+    async def learning_status(self) -> LearningStatus:
+        return await self._run(self._learning_status())
 
     async def aclose(self) -> None:
         """Close the AsyncDatabase this AsyncMemory opened; a ``db=`` it was given stays open."""

@@ -94,6 +94,9 @@ class MemoryOptions:
     extractor: Extractor | None = None
     #: a reconciling learner (pymem.llm.Learner, e.g. pymem.llm.ChatLearner()): instead of extractor
     learner: Any = None
+    #: record() leaves a learning job for a worker (Memory.learn_pending, `pymem worker`) instead of
+    #: calling the learner, the extractor and the summarizer inline (pymem.learning)
+    deferred_learning: bool = False
     max_learned_facts: int | None = 200
     fact_lexical_weight: float = 0.4
     #: the context's blocks in order (pymem.blocks); None: pymem.blocks.DEFAULT_BLOCKS
@@ -135,6 +138,8 @@ class MemoryOptions:
             raise ValidationError("max_learned_facts must be a positive int, or None for no cap")
         if not 0 <= number(self.fact_lexical_weight, "fact_lexical_weight") <= 1:
             raise ValidationError("fact_lexical_weight must be between 0 and 1")
+        if not isinstance(self.deferred_learning, bool):
+            raise ValidationError(f"deferred_learning must be True or False, not {self.deferred_learning!r}")
         if self.learner is not None:
             if not all(callable(getattr(self.learner, m, None)) for m in ("extract", "reconcile")):
                 raise ValidationError("learner must have extract(message) and reconcile(candidates, stored): "

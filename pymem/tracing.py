@@ -218,7 +218,7 @@ def _turn_result(result) -> dict[str, Any]:
     if result is None:
         return {"pymem.recorded": False}
     return {"pymem.recorded": True, "pymem.learned_facts": len(result.learned_fact_ids),
-            "pymem.summarized": result.summarized}
+            "pymem.summarized": result.summarized, "pymem.learning_pending": result.learning_pending}
 
 
 def _record(memory, args, kwargs, result) -> dict[str, Any]:
@@ -266,6 +266,12 @@ MEMORY_SPANS: dict[str, tuple[str, Describe | None]] = {
     "summary": ("memory.summary", lambda m, a, k, r: {"pymem.summary": 0 if r is None else 1}),
     "summarize": ("memory.summarize", _count("pymem.summarized")),
     "forget_conversation": ("memory.forget_conversation", _count("pymem.deleted")),
+    "learn_pending": ("memory.learn_pending", lambda m, a, k, r: {
+        f"pymem.jobs.{name}": getattr(r, name) for name in ("claimed", "done", "retried", "dead", "lost", "released",
+                                                            "skipped", "calls", "tokens")}),
+    "learning_status": ("memory.learning_status", lambda m, a, k, r: {
+        "pymem.jobs.pending": r.pending, "pymem.jobs.running": r.running, "pymem.jobs.dead": r.dead,
+        "pymem.jobs.oldest_pending_seconds": r.oldest_pending_seconds or 0.0}),
     "forget_user": ("memory.forget_user", lambda m, a, k, r: {"pymem.erasure": r.id,
                                                               "pymem.deleted": sum(r.counts.values())}),
 }

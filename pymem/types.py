@@ -104,6 +104,65 @@ class TurnResult:
     #: summarizer, storing the summary): empty when learning and summarizing worked, or had
     #: nothing to do. ``learned_fact_ids == []`` with no failure means there was nothing to learn.
     failures: list[str] = field(default_factory=list)
+    #: the turn's learning job (``Memory(deferred_learning=True)``): its id in
+    #: ``pymem.learning_jobs``, for a worker to learn from later; None when the turn learned inline
+    learning_job: int | None = None
+
+    @property
+    def learning_pending(self) -> bool:
+        """True when the turn's learning waits in the queue for a worker (deferred learning)."""
+        return self.learning_job is not None
+
+
+@dataclass
+class LearningReport:
+    """What one :meth:`pymem.Memory.learn_pending` (or one batch of ``pymem worker``) did with
+    the queued learning jobs: ``claimed`` (taken to learn from), of which ``done`` (their facts
+    applied, once), ``retried`` (failed; pending again after a backoff), ``dead`` (failed for the
+    last time, or a lease that expired too often), ``lost`` (another worker took the job after
+    this one's lease expired: nothing applied) and ``released`` (given back untouched, on
+    shutdown); ``skipped``: jobs skipped because a cost cap was reached (their turns stay, not
+    learned from). ``calls`` and ``tokens``: what the model calls cost. ``failures``: one line per
+    failed attempt (the job, the error's type and message)."""
+
+    claimed: int = 0
+    done: int = 0
+    retried: int = 0
+    dead: int = 0
+    lost: int = 0
+    released: int = 0
+    skipped: int = 0
+    calls: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+    def line(self) -> str:
+        """One line for a log: the counts that are not zero and the time."""
+        parts = [f"{name} {getattr(self, name)}" for name in ("claimed", "done", "retried", "dead", "lost",
+                                                                "released", "skipped", "calls", "tokens")
+                 if getattr(self, name) or name in ("claimed", "done")]
+        return ", ".join(parts) + f" in {self.seconds:.2f} s"
+
+
+@dataclass(frozen=True)
+class LearningStatus:
+    """A project's learning queue (``pymem.learning_status``): jobs ``pending`` (of which
+    ``ready`` may be claimed now; the rest wait out a retry's backoff), ``running``, ``dead``
+    and ``skipped``; how long the oldest pending job has waited (seconds, None when none is
+    pending); ``failures``: jobs that failed, by kind of error; today's (UTC) model ``calls``,
+    ``tokens`` and jobs ``skipped_today`` by a cost cap. No content, no user ids."""
+
+    pending: int
+    ready: int
+    running: int
+    dead: int
+    skipped: int
+    oldest_pending_seconds: float | None
+    failures: dict[str, int]
+    calls_today: int
+    tokens_today: int
+    skipped_today: int
 
 
 @dataclass(frozen=True)

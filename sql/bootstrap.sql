@@ -385,9 +385,10 @@ AS $$
                      'browse_subjects', 'browse_users', 'browse_threads', 'browse_messages', 'browse_stores',
                      'browse_embedders',
                      'fact_get', 'store_item_get', 'store_items_search', 'store_namespaces',
-                     'retention_policy']::name[] AS read,
+                     'retention_policy', 'learning_status', 'learning_limits']::name[] AS read,
                ARRAY['tenant_bind', 'tenant_unbind', 'store_configure', 'text_search_configure',
-                     'recall_index_plan', 'erasures', 'retention_configure']::name[] AS admin,
+                     'recall_index_plan', 'erasures', 'retention_configure',
+                     'learning_limits_configure']::name[] AS admin,
                ARRAY['current_tenant', 'tenant_allowed']::name[] AS public
     ),
     grantees AS (
@@ -518,7 +519,10 @@ AS $$
         ('pymem.store_versions', 'hash', 'store_key'),
         ('pymem.store_vectors', 'hash', 'store_key'),
         ('pymem.erasures', 'reference', NULL),
-        ('pymem.retention', 'reference', NULL)) AS v(t, method, key)
+        ('pymem.retention', 'reference', NULL),
+        ('pymem.learning_jobs', 'hash', 'user_id'),
+        ('pymem.learning_usage', 'hash', 'user_id'),
+        ('pymem.learning_limits', 'reference', NULL)) AS v(t, method, key)
      WHERE pg_catalog.to_regclass(v.t) IS NOT NULL;
 $$;
 

@@ -704,6 +704,29 @@ COMMIT;
 \echo pymem: applied 0040_message_retention
 \endif
 
+-- 0041_learning_queue
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0041_learning_queue', '0c1d55b78d03ecd048c45e1a6e865931ec6400135f02d8598457e92b043a1626') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0041_learning_queue.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0041_learning_queue', '0c1d55b78d03ecd048c45e1a6e865931ec6400135f02d8598457e92b043a1626', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0041_learning_queue
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -729,6 +752,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts_bulk.sql
 \ir api/facts_search.sql
 \ir api/facts_versions.sql
+\ir api/learning.sql
 \ir api/lifecycle.sql
 \ir api/meta.sql
 \ir api/portability.sql
@@ -757,7 +781,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('e13aa90ffc7eda7d77a4a8d071370b44593eaf5b48770077437fd118de122f1f')
+SELECT pymem.migration_api_applied('73dba4fb15ae7dfca212953628d93cafe5c240e832ede9abb6ddf669d6a9dfcf')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -254,7 +254,7 @@ FROM pymem.facts_search(scope => %(scope)s, scope_id => %(scope_id)s, query_vect
 -- name: turn_record
 -- Record one successful turn (both messages, vectors, learned facts and fact changes); may claim a summary span.
 SELECT t.user_seq, t.assistant_seq, t.learned_ids, t.claim_token, t.through_seq, t.previous_summary, t.messages,
-       t.changes
+       t.changes, t.learning_job
 FROM pymem.turn_record(
     user_id => %(user_id)s, user_content => %(user_content)s, assistant_content => %(assistant_content)s,
     thread_id => %(thread_id)s, project_id => %(project_id)s,
@@ -263,7 +263,8 @@ FROM pymem.turn_record(
     learned => %(learned)s::text[], max_learned => %(max_learned)s::integer, keep_last => %(keep_last)s::integer,
     summarize_every => %(summarize_every)s::integer, lease_seconds => %(lease_seconds)s::float8,
     user_metadata => %(user_metadata)s, assistant_metadata => %(assistant_metadata)s,
-    created_at => %(created_at)s::timestamptz, fact_changes => %(fact_changes)s::jsonb) AS t;
+    created_at => %(created_at)s::timestamptz, fact_changes => %(fact_changes)s::jsonb,
+    defer_learning => %(defer_learning)s::boolean) AS t;
 
 -- name: message_add
 -- Append one message to a thread (no vector; optionally with metadata and its real time); returns its number.
@@ -350,6 +351,61 @@ SELECT r.messages_max_age, r.messages_max_per_thread, r.updated_at FROM pymem.re
 -- name: purge
 -- Delete up to max_rows expired facts, expired store entries and messages out of retention of the project (bounded batches); one row per kind with its count.
 SELECT p.kind, p.purged FROM pymem.purge(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS p;
+
+-- name: learning_claim
+-- Lease up to max_jobs learning jobs of the project, oldest first, at most one per user (rows with state 'running'; 'skipped' and 'dead' rows say what else happened).
+SELECT c.job_id, c.user_id, c.thread_id, c.seq, c.state, c.attempts, c.lease_token, c.leased_until, c.content, c.reason
+FROM pymem.learning_claim(project_id => %(project_id)s, max_jobs => %(max_jobs)s::integer,
+                          lease_seconds => %(lease_seconds)s::float8, max_attempts => %(max_attempts)s::integer) AS c;
+
+-- name: learning_complete
+-- Apply a claimed job's learned facts and fact changes and end it, in one transaction (false: the lease was lost, nothing applied).
+SELECT c.completed, c.learned_ids, c.changes
+FROM pymem.learning_complete(user_id => %(user_id)s, job_id => %(job_id)s::bigint, lease_token => %(lease_token)s::uuid,
+                             project_id => %(project_id)s, learned => %(learned)s::text[],
+                             fact_changes => %(fact_changes)s::jsonb, max_learned => %(max_learned)s::integer,
+                             calls => %(calls)s::integer, tokens => %(tokens)s::bigint) AS c;
+
+-- name: learning_fail
+-- End a claimed job's failed attempt: pending again after a backoff, or dead after max_attempts; returns the state.
+SELECT pymem.learning_fail(user_id => %(user_id)s, job_id => %(job_id)s::bigint, lease_token => %(lease_token)s::uuid,
+                           error_kind => %(error_kind)s, error => %(error)s, project_id => %(project_id)s,
+                           max_attempts => %(max_attempts)s::integer, backoff_seconds => %(backoff_seconds)s::float8,
+                           calls => %(calls)s::integer, tokens => %(tokens)s::bigint) AS state;
+
+-- name: learning_release
+-- Give a claimed job back untouched (its attempt not counted); false: the lease was lost.
+SELECT pymem.learning_release(user_id => %(user_id)s, job_id => %(job_id)s::bigint, lease_token => %(lease_token)s::uuid,
+                              project_id => %(project_id)s) AS released;
+
+-- name: learning_status
+-- The project's learning queue: jobs per state, the oldest pending job's age, failures by kind, today's usage.
+SELECT s.pending, s.ready, s.running, s.dead, s.skipped, s.oldest_pending_seconds, s.failures, s.calls_today,
+       s.tokens_today, s.skipped_today
+FROM pymem.learning_status(project_id => %(project_id)s) AS s;
+
+-- name: learning_jobs
+-- The project's learning jobs in a state (NULL: all), oldest first, with their last error.
+SELECT j.id, j.user_id, j.thread_id, j.seq, j.state, j.attempts, j.available_at, j.leased_until, j.error_kind, j.error,
+       j.created_at, j.updated_at
+FROM pymem.learning_jobs(project_id => %(project_id)s, job_state => %(job_state)s, max_jobs => %(max_jobs)s::integer) AS j;
+
+-- name: learning_requeue
+-- Make the project's dead (or skipped) learning jobs pending again; returns how many.
+SELECT pymem.learning_requeue(project_id => %(project_id)s, state => %(state)s) AS requeued;
+
+-- name: learning_limits_configure
+-- Set (or with every cap NULL remove) the project's cost caps on learning per UTC day; returns the caps in force.
+SELECT l.user_calls_per_day, l.project_calls_per_day, l.user_tokens_per_day, l.project_tokens_per_day, l.updated_at
+FROM pymem.learning_limits_configure(project_id => %(project_id)s, user_calls_per_day => %(user_calls_per_day)s::integer,
+                                     project_calls_per_day => %(project_calls_per_day)s::integer,
+                                     user_tokens_per_day => %(user_tokens_per_day)s::bigint,
+                                     project_tokens_per_day => %(project_tokens_per_day)s::bigint) AS l;
+
+-- name: learning_limits
+-- The project's cost caps on learning per UTC day (NULLs: none).
+SELECT l.user_calls_per_day, l.project_calls_per_day, l.user_tokens_per_day, l.project_tokens_per_day, l.updated_at
+FROM pymem.learning_limits(project_id => %(project_id)s) AS l;
 
 -- name: recall_index_plan
 -- The CREATE/DROP INDEX CONCURRENTLY statements that bring a project's per-user recall indexes up to date.

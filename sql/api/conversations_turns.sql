@@ -306,6 +306,10 @@ $$;
 -- forgotten), it was superseded meanwhile (PM201: e.g. a concurrent turn reconciled it
 -- first), or c equals its content (22023). changes reports each change in order:
 -- {"op", "fact_id", "id" (the fact now active, or added), "applied", "reason" (when skipped)}.
+-- defer_learning: the turn also leaves a learning job (pymem.learning_jobs, api/learning.sql),
+-- committed with its messages, for a worker to learn from later (learning_claim); learning_job
+-- is its id (NULL without). A caller that defers passes no summarize_every: the worker folds
+-- the summary when it completes the job.
 --   SELECT * FROM pymem.turn_record(user_id => 'alice', user_content => 'I moved to Oslo',
 --                                   assistant_content => 'Noted: Oslo.');
 CREATE OR REPLACE FUNCTION pymem.turn_record(
@@ -327,9 +331,11 @@ CREATE OR REPLACE FUNCTION pymem.turn_record(
     user_metadata jsonb DEFAULT '{}'::jsonb,
     assistant_metadata jsonb DEFAULT '{}'::jsonb,
     created_at timestamptz DEFAULT NULL,
-    fact_changes jsonb DEFAULT NULL)
+    fact_changes jsonb DEFAULT NULL,
+    defer_learning boolean DEFAULT false)
 RETURNS TABLE (user_seq bigint, assistant_seq bigint, learned_ids bigint[],
-               claim_token uuid, through_seq bigint, previous_summary text, messages jsonb, changes jsonb)
+               claim_token uuid, through_seq bigint, previous_summary text, messages jsonb, changes jsonb,
+               learning_job bigint)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -347,6 +353,9 @@ BEGIN
         RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
     END IF;
     PERFORM pymem._fact_changes_check(turn_record.fact_changes);
+    IF turn_record.defer_learning IS NULL THEN
+        RAISE EXCEPTION 'pymem: defer_learning must be true or false' USING ERRCODE = '22023';
+    END IF;
     PERFORM pymem._message_check('user', turn_record.user_content, turn_record.user_importance,
                                  turn_record.user_metadata);
     PERFORM pymem._message_check('assistant', turn_record.assistant_content, turn_record.assistant_importance,
@@ -364,6 +373,11 @@ BEGIN
     SELECT l.learned_ids, l.changes INTO learned_ids, changes
       FROM pymem._turn_learn(turn_record.project_id, turn_record.user_id, v_turn, turn_record.learned,
                              turn_record.fact_changes, turn_record.max_learned, turn_record.created_at) AS l;
+    IF turn_record.defer_learning THEN  -- the turn's learning job (api/learning.sql), committed with it
+        INSERT INTO pymem.learning_jobs AS j (project_id, user_id, thread_id, seq)
+        VALUES (turn_record.project_id, turn_record.user_id, turn_record.thread_id, user_seq)
+        RETURNING j.id INTO learning_job;
+    END IF;
     IF turn_record.summarize_every IS NOT NULL THEN
         SELECT c.claim_token, c.through_seq, c.previous_summary, c.messages
           INTO claim_token, through_seq, previous_summary, messages

@@ -249,7 +249,7 @@ $$;
 -- one transaction, and returns the receipt, which is also kept in pymem.erasures and survives
 -- the erasure. Deleted: the user's facts with their whole history, vectors and lexemes, the
 -- subject's lock row; every thread with its messages, their vectors and lexemes and the running
--- summary; the user's recall-index registration (the index itself is dropped by the next
+-- summary and learning jobs; the user's learning usage; the user's recall-index registration (the index itself is dropped by the next
 -- `pymem recall-indexes`, the receipt's recall_indexes count says one is due); the stores
 -- named in store_keys (a store has no owner: the caller names the user's stores, e.g. one
 -- store per user), whole, with their transcript, entries, audit log, versions and vectors
@@ -310,6 +310,13 @@ BEGIN
     SELECT pg_catalog.jsonb_build_object('message_embeddings', (SELECT pg_catalog.count(*) FROM e),
                                          'message_lexemes', (SELECT pg_catalog.count(*) FROM l))
       INTO v_counts;
+    -- the user's learning jobs (0041: by key, no content) and learning usage
+    DELETE FROM pymem.learning_jobs AS j WHERE j.project_id = v_project AND j.user_id = v_user;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_counts := v_counts || pg_catalog.jsonb_build_object('learning_jobs', v_n);
+    DELETE FROM pymem.learning_usage AS u WHERE u.project_id = v_project AND u.user_id = v_user;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_counts := v_counts || pg_catalog.jsonb_build_object('learning_usage', v_n);
     DELETE FROM pymem.messages AS m WHERE m.project_id = v_project AND m.user_id = v_user;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_counts := v_counts || pg_catalog.jsonb_build_object('messages', v_n);

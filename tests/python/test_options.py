@@ -30,6 +30,7 @@ KEYWORDS = {
     "lexical_weight",  # issue 14 (recall)
     "blocks", "max_context_chars", "max_context_tokens", "token_counter",  # issue 19
     "learner",  # issue 16
+    "deferred_learning",  # issue 37
 }
 
 # ------------------------------------------------------------------- Python default -> SQL DEFAULT
@@ -60,6 +61,7 @@ OPTIONS: dict[str, list[tuple[str, str]]] = {
     "summary_lease_seconds": [("turn_record", "lease_seconds"), ("summary_claim", "lease_seconds")],
     "max_learned_facts": [("fact_add", "max_learned"), ("turn_record", "max_learned")],
     "fact_lexical_weight": [("facts_search", "lexical_weight")],
+    "deferred_learning": [("turn_record", "defer_learning")],
 }
 # Options with no SQL counterpart (Python-side objects), named so that a new option must be placed.
 NOT_SQL = {"user_id", "embedder", "system_prompt", "summarizer", "extractor", "learner", "recall", "blocks", "max_context_chars",

@@ -1,0 +1,355 @@
+"""Deferred learning (issue 37): record() stores the turn and a learning job in one transaction and
+returns at once; workers (Memory.learn_pending, `pymem worker`) claim jobs with FOR UPDATE SKIP
+LOCKED under a lease, apply each job's changes once and in each user's order, retry failures
+with a backoff, dead-letter them after max_attempts, and skip jobs past a project's cost caps.
+Against the real server; the model is a learner of the test's own or tests/chat_server.py."""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import pymem
+from pymem import HashEmbedder, Memory
+from pymem.learning import configure_limits, jobs, limits, requeue, status
+from pymem.llm import ChatLearner, FactChange
+
+from chat_server import ChatServer
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def db(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=6)) as d:
+        yield d
+
+
+class Learner:
+    """A reconciling learner without a model: the user's message is the fact. It keeps, in
+    order, every message it was asked about (thread-safe), and may wait a little."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.seen: list[str] = []
+        self.delay = delay
+        self.lock = threading.Lock()
+
+    def extract(self, message: str) -> list[str]:
+        with self.lock:
+            self.seen.append(message)
+        if self.delay:
+            time.sleep(random.uniform(0, self.delay))
+        return [message]
+
+    def reconcile(self, candidates: list[str], stored: list[dict]) -> list[FactChange]:
+        return [FactChange("add", c) for c in candidates]
+
+
+def test_a_deferred_turn_is_stored_with_its_job_and_a_worker_learns_from_it_once(db):
+    app = Memory(db=db, agent_id="bot", project_id="q", deferred_learning=True)  # no learner: the app calls no model
+    result = app.record("I live in Oslo", "Noted.", user="alice")
+    assert result.learning_pending and isinstance(result.learning_job, int)
+    assert result.learned_fact_ids == [] and result.failures == []
+    assert [m.content for m in app.window(user="alice")] == ["I live in Oslo", "Noted."]
+    assert app.retrieve(user="alice") == []
+    st = app.learning_status()
+    assert (st.pending, st.ready, st.running, st.dead) == (1, 1, 0, 0) and st.oldest_pending_seconds >= 0
+
+    with pytest.raises(pymem.ValidationError, match="needs something to learn with"):
+        app.learn_pending()
+
+    learner = Learner()
+    worker = Memory(db=db, agent_id="bot", project_id="q", embedder=HashEmbedder(), learner=learner)
+    report = worker.learn_pending()
+    assert (report.claimed, report.done, report.retried, report.dead, report.lost) == (1, 1, 0, 0, 0)
+    assert report.calls == 1  # extract only: nothing stored to reconcile with
+    facts = app.retrieve(user="alice")
+    assert [f.content for f in facts] == ["I live in Oslo"]
+    assert facts[0].source == "learned" and facts[0].metadata["turn"] == {"thread_id": "default", "seq": result.user_seq}
+    assert worker.learn_pending().claimed == 0  # nothing left: applied once
+    assert learner.seen == ["I live in Oslo"]
+    st = worker.learning_status()
+    assert (st.pending, st.running, st.oldest_pending_seconds, st.calls_today) == (0, 0, None, 1)
+
+
+def test_two_workers_apply_200_turns_of_20_users_once_each_and_in_each_users_order(db):
+    app = Memory(db=db, agent_id="bot", project_id="q2", deferred_learning=True)
+    users = [f"u{i:02d}" for i in range(20)]
+    for n in range(10):
+        for u in users:
+            app.record(f"{u} turn {n:02d}", "ok", user=u)
+    assert app.learning_status().pending == 200
+    learner = Learner(delay=0.004)
+    reports: list[pymem.LearningReport] = []
+
+    def worker() -> None:
+        mem = Memory(db=db, agent_id="bot", project_id="q2", embedder=HashEmbedder(), learner=learner)
+        reports.append(mem.learn_pending(batch=5))
+
+    threads = [threading.Thread(target=worker) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert sum(r.done for r in reports) == 200 and sum(r.claimed for r in reports) == 200
+    assert all(r.retried == r.dead == r.lost == 0 for r in reports)
+    assert all(r.claimed > 0 for r in reports), "both workers took jobs"
+    # each turn was learned from exactly once ...
+    assert sorted(learner.seen) == sorted(f"{u} turn {n:02d}" for u in users for n in range(10))
+    # ... and each user's turns in order: a job is claimable only after the user's previous one ended
+    for u in users:
+        mine = [m for m in learner.seen if m.startswith(u + " ")]
+        assert mine == sorted(mine), mine
+        facts = sorted(app.retrieve(user=u), key=lambda f: f.id)
+        assert [f.content for f in facts] == [f"{u} turn {n:02d}" for n in range(10)]
+    assert app.learning_status().pending == 0
+
+
+def test_a_lost_lease_applies_nothing_and_the_worker_that_took_the_job_over_applies_it(db, dsn):
+    app = Memory(db=db, agent_id="bot", project_id="q3", deferred_learning=True)
+    app.record("I like tea", "ok", user="bob")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        job = c.execute("SELECT job_id, lease_token, attempts FROM pymem.learning_claim(project_id => 'q3', "
+                        "lease_seconds => 1)").fetchone()
+        assert job[2] == 1
+        # a second claim while the lease holds gets nothing
+        assert c.execute("SELECT count(*) FROM pymem.learning_claim(project_id => 'q3')").fetchone()[0] == 0
+        time.sleep(1.2)
+        worker = Memory(db=db, agent_id="bot", project_id="q3", embedder=HashEmbedder(), learner=Learner())
+        report = worker.learn_pending()
+        assert (report.claimed, report.done) == (1, 1)
+        # the first worker comes back late: its lease was taken over, nothing of it is applied
+        row = c.execute("SELECT completed, learned_ids FROM pymem.learning_complete(user_id => 'bob', job_id => %s, "
+                        "lease_token => %s, project_id => 'q3', learned => ARRAY['planted late'])",
+                        (job[0], job[1])).fetchone()
+        assert row == (False, None)
+        assert c.execute("SELECT pymem.learning_fail(user_id => 'bob', job_id => %s, lease_token => %s, "
+                         "error_kind => 'X', error => 'late', project_id => 'q3')", (job[0], job[1])).fetchone()[0] == "lost"
+    assert [f.content for f in app.retrieve(user="bob")] == ["I like tea"]
+
+
+def test_a_failing_model_retries_then_dead_letters_without_losing_the_turn(db, dsn):
+    server = ChatServer()
+    learner = ChatLearner(server.client(timeout=0.5))
+    app = Memory(db=db, agent_id="bot", project_id="q4", deferred_learning=True)
+    app.record("I work at Acme", "ok", user="carol")
+    worker = Memory(db=db, agent_id="bot", project_id="q4", embedder=HashEmbedder(), learner=learner)
+    # HTTP 500, then junk, then a reply slower than the timeout: three failed attempts
+    server.script = [{"status": 500}, "this is not JSON", {"sleep": 1.5, "content": '{"facts": []}'}]
+    report = worker.learn_pending(max_attempts=3, backoff_seconds=0)  # no backoff: each retry at once
+    assert (report.claimed, report.done, report.retried, report.dead) == (3, 0, 2, 1)
+    assert [f.split(": ")[1] for f in report.failures] == ["ConnectionError", "ValidationError", "TimeoutError"]
+    assert "(attempt 3, dead)" in report.failures[-1]
+    st = worker.learning_status()
+    assert (st.pending, st.dead) == (0, 1) and st.failures == {"TimeoutError": 1} and st.calls_today == 3
+    dead = jobs(db, "q4", state="dead")
+    assert len(dead) == 1 and dead[0]["attempts"] == 3 and dead[0]["error_kind"] == "TimeoutError"
+    assert "I work at Acme" not in dead[0]["error"]  # the error says what failed, not what the user said
+    # the turn is whole, and nothing was learned
+    assert [m.content for m in app.window(user="carol")] == ["I work at Acme", "ok"]
+    assert app.retrieve(user="carol") == []
+    # the model is fixed: requeued, the job is learned from
+    server.script = ['{"facts": ["Works at Acme"]}']
+    assert requeue(db, "q4") == 1
+    report = worker.learn_pending()
+    assert report.done == 1
+    assert [f.content for f in app.retrieve(user="carol")] == ["Works at Acme"]
+    server.httpd.shutdown()
+
+
+def test_a_retry_waits_out_its_backoff_and_holds_the_users_later_turns_back(db):
+    app = Memory(db=db, agent_id="bot", project_id="q5", deferred_learning=True)
+    app.record("first", "ok", user="dan")
+    app.record("second", "ok", user="dan")
+    app.record("other", "ok", user="erin")
+
+    class Once(Learner):
+        def extract(self, message: str) -> list[str]:
+            if message == "first" and "first" not in self.seen:
+                self.seen.append(message)
+                raise RuntimeError("the model is down")
+            return super().extract(message)
+
+    learner = Once()
+    worker = Memory(db=db, agent_id="bot", project_id="q5", embedder=HashEmbedder(), learner=learner)
+    report = worker.learn_pending(backoff_seconds=60)
+    # dan's first turn failed and waits a minute; his second waits behind it; erin's is learned
+    assert (report.claimed, report.done, report.retried) == (2, 1, 1)
+    assert [f.content for f in worker.retrieve(user="erin")] == ["other"] and worker.retrieve(user="dan") == []
+    st = worker.learning_status()
+    assert (st.pending, st.ready, st.failures) == (2, 1, {"RuntimeError": 1})
+    assert worker.learn_pending().claimed == 0  # the ready one is dan's second: held back by his first
+
+
+def test_cost_caps_skip_learning_past_them_and_keep_the_turns(db, dsn):
+    app = Memory(db=db, agent_id="bot", project_id="q6", deferred_learning=True)
+    for n in range(3):
+        app.record(f"fact {n} of fay", "ok", user="fay")
+    app.record("fact of gil", "ok", user="gil")
+    caps = configure_limits(db, "q6", user_calls_per_day=2, project_tokens_per_day=10**9)
+    assert caps.user_calls_per_day == 2 and caps.project_calls_per_day is None and caps.updated_at is not None
+    assert limits(db, "q6") == caps
+    learner = Learner()
+    worker = Memory(db=db, agent_id="bot", project_id="q6", embedder=HashEmbedder(), learner=learner)
+    report = worker.learn_pending()
+    # fay: one call for her first turn (nothing stored yet), two for the second (extract, reconcile):
+    # her third is past her 2 calls of today, skipped; gil has his own budget
+    assert (report.done, report.skipped) == (3, 1), report
+    assert sorted(f.content for f in worker.retrieve(user="fay")) == ["fact 0 of fay", "fact 1 of fay"]
+    assert [m.content for m in app.window(user="fay")][-2:] == ["fact 2 of fay", "ok"]
+    st = worker.learning_status()
+    assert (st.skipped, st.skipped_today, st.calls_today) == (1, 1, 4)
+    skipped = jobs(db, "q6", state="skipped")
+    assert skipped[0]["error_kind"] == "cost_cap" and "user_calls_per_day (2)" in skipped[0]["error"]
+    # the cap is raised (every cap None removes them); the skipped job is requeued and learned from
+    assert configure_limits(db, "q6").user_calls_per_day is None and limits(db, "q6").updated_at is None
+    assert requeue(db, "q6", state="skipped") == 1
+    assert worker.learn_pending().done == 1
+    assert len(worker.retrieve(user="fay")) == 3
+
+
+def test_invalid_calls_are_refused_with_22023_and_change_nothing(dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT * FROM pymem.turn_record(user_id => 'hal', user_content => 'hi there', "
+                  "assistant_content => 'hello', project_id => 'q7', defer_learning => true)")
+        bad = [
+            "SELECT * FROM pymem.learning_claim(project_id => 'q7', max_jobs => 0)",
+            "SELECT * FROM pymem.learning_claim(project_id => 'q7', lease_seconds => 0)",
+            "SELECT * FROM pymem.learning_claim(project_id => 'q7', max_attempts => 0)",
+            "SELECT * FROM pymem.learning_claim(project_id => '*')",
+            "SELECT * FROM pymem.learning_jobs(project_id => 'q7', job_state => 'done')",
+            "SELECT pymem.learning_requeue(project_id => 'q7', state => 'pending')",
+            "SELECT * FROM pymem.learning_limits_configure(project_id => 'q7', user_calls_per_day => -1)",
+            "SELECT * FROM pymem.learning_complete(user_id => 'hal', job_id => NULL, lease_token => NULL, project_id => 'q7')",
+            "SELECT pymem.learning_fail(user_id => 'hal', job_id => 1, lease_token => gen_random_uuid(), "
+            "error_kind => '', error => 'x', project_id => 'q7')",
+            "SELECT * FROM pymem.learning_complete(user_id => 'hal', job_id => 1, lease_token => gen_random_uuid(), "
+            "project_id => 'q7', calls => -1)",
+            "SELECT * FROM pymem.turn_record(user_id => 'hal', user_content => 'x', assistant_content => 'y', "
+            "project_id => 'q7', defer_learning => NULL)",
+        ]
+        for statement in bad:
+            with pytest.raises(psycopg.Error) as caught:
+                c.execute(statement)
+            assert caught.value.sqlstate == "22023", statement
+        assert c.execute("SELECT state, attempts FROM pymem.learning_jobs(project_id => 'q7')").fetchall() == [("pending", 0)]
+        assert c.execute("SELECT count(*) FROM pymem.messages WHERE project_id = 'q7'").fetchone()[0] == 2
+    with pytest.raises(pymem.ValidationError, match="deferred_learning"):
+        Memory(deferred_learning="yes")
+
+
+def test_a_bound_tenants_worker_never_sees_another_tenants_jobs(dsn, as_role):
+    role = as_role("pymem_learning_acme")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO pymem_learning_acme")
+        c.execute("SELECT pymem.tenant_bind('pymem_learning_acme', 'acme')")
+        for project in ("acme", "globex"):
+            c.execute("SELECT * FROM pymem.turn_record(user_id => 'ivy', user_content => %s, assistant_content => 'ok', "
+                      "project_id => %s, defer_learning => true)", (f"secret of {project}", project))
+    with pymem.Database(pymem.Settings(dsn=role)) as bound:
+        learner = Learner()
+        acme = Memory(db=bound, agent_id="bot", project_id="acme", embedder=HashEmbedder(), learner=learner)
+        assert acme.learn_pending().done == 1
+        assert learner.seen == ["secret of acme"]
+        other = Memory(db=bound, agent_id="bot", project_id="globex", embedder=HashEmbedder(), learner=learner)
+        for call in (other.learn_pending, other.learning_status):
+            with pytest.raises(pymem.PermissionError, match="may not serve"):
+                call()
+        with psycopg.connect(role, autocommit=True) as c:
+            for table in ("learning_jobs", "learning_usage", "learning_limits"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    c.execute(f"SELECT * FROM pymem.{table}")
+    reader = as_role("pymem_learning_reader")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_reader TO pymem_learning_reader")
+    with psycopg.connect(reader, autocommit=True) as c:
+        assert c.execute("SELECT pending FROM pymem.learning_status(project_id => 'globex')").fetchone() == (1,)
+        for call in ("SELECT * FROM pymem.learning_jobs(project_id => 'globex')",
+                     "SELECT * FROM pymem.learning_claim(project_id => 'globex')"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(call)
+    assert learner.seen == ["secret of acme"]
+
+
+def test_forgetting_a_thread_or_a_user_takes_their_jobs_and_usage(db):
+    app = Memory(db=db, agent_id="bot", project_id="q8", deferred_learning=True)
+    app.record("in thread a", "ok", user="jo", thread="a")
+    app.record("in thread b", "ok", user="jo", thread="b")
+    worker = Memory(db=db, agent_id="bot", project_id="q8", embedder=HashEmbedder(), learner=Learner())
+    app.forget_conversation(user="jo", thread="a")
+    assert app.learning_status().pending == 1
+    assert worker.learn_pending(limit=1).done == 1  # thread b's
+    app.record("later", "ok", user="jo", thread="b")
+    receipt = app.forget_user(user="jo")
+    assert receipt.counts["learning_jobs"] == 1 and receipt.counts["learning_usage"] == 1
+    assert app.learning_status().pending == 0
+
+
+LEARNER_MODULE = '''
+import time
+from pymem.llm import FactChange
+
+class Stuck:
+    """Answers after an hour: the worker is killed before."""
+    def extract(self, message):
+        print("extracting", flush=True)
+        time.sleep(3600)
+        return [message]
+    def reconcile(self, candidates, stored):
+        return [FactChange("add", c) for c in candidates]
+
+stuck = Stuck()
+'''
+
+
+def test_a_worker_killed_mid_job_leaves_it_to_be_taken_again_and_applied_once(db, dsn, tmp_path):
+    (tmp_path / "stuck_learner.py").write_text(LEARNER_MODULE)
+    app = Memory(db=db, agent_id="bot", project_id="q9", deferred_learning=True)
+    app.record("I play chess", "ok", user="kim")
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_PROJECT_ID": "q9"}
+    proc = subprocess.Popen([sys.executable, "-m", "pymem.cli", "worker", "--learner", "stuck_learner:stuck",
+                             "--lease", "2", "--poll", "0.2"], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "extracting"  # the job is in hand
+        running = jobs(db, "q9", state="running")
+        assert len(running) == 1 and running[0]["attempts"] == 1
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    time.sleep(2.2)  # the dead worker's lease runs out
+    worker = Memory(db=db, agent_id="bot", project_id="q9", embedder=HashEmbedder(), learner=Learner())
+    report = worker.learn_pending()
+    assert (report.claimed, report.done) == (1, 1)
+    assert [f.content for f in app.retrieve(user="kim")] == ["I play chess"]
+    assert status(db, "q9").pending == 0
+
+
+def test_pymem_worker_drains_the_queue_and_says_what_it_did(db, dsn, tmp_path):
+    (tmp_path / "rules.py").write_text("from pymem.llm import FactChange\n"
+                                       "class Rules:\n"
+                                       "    def extract(self, m): return [m]\n"
+                                       "    def reconcile(self, c, s): return [FactChange('add', x) for x in c]\n")
+    app = Memory(db=db, agent_id="bot", project_id="q10", deferred_learning=True)
+    for n in range(3):
+        app.record(f"note {n}", "ok", user=f"u{n}")
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_PROJECT_ID": "q10"}
+    out = subprocess.run([sys.executable, "-m", "pymem.cli", "worker", "--learner", "rules:Rules", "--drain"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "claimed 3, done 3" in out.stdout and "queue: 0 pending" in out.stdout
+    assert all(app.retrieve(user=f"u{n}") for n in range(3))
+    bad = subprocess.run([sys.executable, "-m", "pymem.cli", "worker", "--learner", "rules:Nothing", "--drain"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 1 and "--learner rules:Nothing" in bad.stderr
