@@ -52,6 +52,7 @@ from .database import Database
 from .embedders import Embedder, HashEmbedder, OnnxMiniLMEmbedder
 from .errors import ConfigError, ConnectionError, Error, MigrationError, NotFoundError, ValidationError
 from .memory import Memory
+from .learning import status as learning_status
 from .settings import Settings
 from . import calls
 
@@ -243,7 +244,18 @@ class MemoryPage:
               esc(when(s["updated_at"]))] for s in browse.stores(self.read_db, p)),
             empty="no keyed stores")
         return (f"<h1>Project {esc(p) or '&#39;&#39; (default)'}</h1><h2>Fact subjects</h2>{subjects}"
-                f"<h2>Users</h2>{users}<h2>Keyed stores</h2>{stores}")
+                f"<h2>Users</h2>{users}<h2>Keyed stores</h2>{stores}{self._learning(p)}")
+
+    def _learning(self, p: str) -> str:
+        """The project's learning queue (deferred learning: pymem.learning_status, no content)."""
+        s = learning_status(self.read_db, p)
+        oldest = "" if s.oldest_pending_seconds is None else f"{s.oldest_pending_seconds:.0f} s"
+        failures = ", ".join(f"{esc(k)}: {esc(n)}" for k, n in sorted(s.failures.items())) or "none"
+        return ("<h2>Learning queue</h2>" + table(
+            ["pending (ready)", "running", "dead", "skipped", "oldest pending", "failures by kind",
+             "model calls today", "tokens today", "skipped today (cost caps)"],
+            [[f"{esc(s.pending)} ({esc(s.ready)})", esc(s.running), esc(s.dead), esc(s.skipped), esc(oldest), failures,
+              esc(s.calls_today), esc(s.tokens_today), esc(s.skipped_today)]]))
 
     def facts(self, q: dict[str, str]) -> str:
         p, scope, sid = q.get("p", ""), q.get("scope", "user"), q.get("id", "")

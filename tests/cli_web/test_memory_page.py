@@ -146,6 +146,7 @@ def test_pages_read_as_the_reader_and_edits_need_the_token(served, dsn):
                                           project_id="acme"))
     project = get(app, "/project", p="acme")
     assert "user:alice" in project and "research-notes" in project and ">alice<" in project
+    assert "<h2>Learning queue</h2>" in project  # (tests/conversations/test_learning_queue.py fills it)
     facts = get(app, "/facts", p="acme", scope="user", id="alice")
     assert "Lives in Bergen" in facts and "Lives in Oslo" not in facts
     history = get(app, "/facts", p="acme", scope="user", id="alice", superseded="1")

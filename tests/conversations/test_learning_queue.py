@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -22,6 +23,7 @@ import pymem
 from pymem import HashEmbedder, Memory
 from pymem.learning import configure_limits, jobs, limits, requeue, status
 from pymem.llm import ChatLearner, FactChange
+from pymem.web import MemoryPage
 
 from chat_server import ChatServer
 
@@ -210,6 +212,8 @@ def test_cost_caps_skip_learning_past_them_and_keep_the_turns(db, dsn):
     assert (st.skipped, st.skipped_today, st.calls_today) == (1, 1, 4)
     skipped = jobs(db, "q6", state="skipped")
     assert skipped[0]["error_kind"] == "cost_cap" and "user_calls_per_day (2)" in skipped[0]["error"]
+    page = MemoryPage(db).project({"p": "q6"})  # the memory page shows the queue (as the reader role may)
+    assert re.search(r"<h2>Learning queue</h2>.*<td>0 \(0\)</td><td>0</td><td>0</td><td>1</td>.*<td>4</td>", page, re.S)
     # the cap is raised (every cap None removes them); the skipped job is requeued and learned from
     assert configure_limits(db, "q6").user_calls_per_day is None and limits(db, "q6").updated_at is None
     assert requeue(db, "q6", state="skipped") == 1
@@ -353,3 +357,59 @@ def test_pymem_worker_drains_the_queue_and_says_what_it_did(db, dsn, tmp_path):
     bad = subprocess.run([sys.executable, "-m", "pymem.cli", "worker", "--learner", "rules:Nothing", "--drain"],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 1 and "--learner rules:Nothing" in bad.stderr
+
+
+SLOW_MODULE = '''
+import time
+from pymem.llm import FactChange
+
+class Slow:
+    def extract(self, message):
+        print("extracting " + message, flush=True)
+        time.sleep(1.0)
+        return [message]
+    def reconcile(self, candidates, stored):
+        return [FactChange("add", c) for c in candidates]
+'''
+
+
+def test_sigterm_finishes_the_job_in_hand_and_gives_the_others_back(db, dsn, tmp_path):
+    (tmp_path / "slow_learner.py").write_text(SLOW_MODULE)
+    app = Memory(db=db, agent_id="bot", project_id="q11", deferred_learning=True)
+    for n in range(4):
+        app.record(f"hobby {n}", "ok", user=f"v{n}")
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_PROJECT_ID": "q11"}
+    proc = subprocess.Popen([sys.executable, "-m", "pymem.cli", "worker", "--learner", "slow_learner:Slow",
+                             "--batch", "4"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout.readline().startswith("extracting hobby 0")
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    assert "stopping after the job in hand" in err
+    assert "claimed 1, done 1, released 3" in out and "queue: 3 pending (3 ready)" in out
+    assert [f.content for f in app.retrieve(user="v0")] == ["hobby 0"]
+    pending = jobs(db, "q11", state="pending")
+    assert len(pending) == 3 and all(j["attempts"] == 0 for j in pending)  # released: no attempt counted
+
+
+def test_a_deferred_turn_s_summary_is_folded_by_the_worker(db):
+    folded: list[int] = []
+
+    def summarize(previous, messages, max_chars):
+        folded.append(len(messages))
+        return f"{len(messages)} messages so far"
+
+    app = Memory(db=db, agent_id="bot", project_id="q12", deferred_learning=True, summarizer=summarize,
+                 summarize_every=2, keep_last=2)
+    for n in range(3):
+        app.record(f"message {n}", "ok", user="wu")
+    assert folded == [] and app.summary(user="wu") is None  # the app called no model
+    worker = Memory(db=db, agent_id="bot", project_id="q12", summarizer=summarize, summarize_every=2, keep_last=2)
+    report = worker.learn_pending()
+    assert report.done == 3 and report.calls == 1 and folded == [4]
+    assert app.summary(user="wu") == "4 messages so far"
