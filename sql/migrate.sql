@@ -781,7 +781,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('73dba4fb15ae7dfca212953628d93cafe5c240e832ede9abb6ddf669d6a9dfcf')
+SELECT pymem.migration_api_applied('497dfe2bc0d5cc3fccfa7eddc320dee9d1761280e366883418ad63a63ad28261')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

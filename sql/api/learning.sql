@@ -93,7 +93,9 @@ DECLARE
     v_project_tokens bigint := 0;
     v_user_calls bigint;
     v_user_tokens bigint;
+    v_taken integer := 0;
     j record;
+    r record;
 BEGIN
     PERFORM pymem._tenant_enter(v_project);
     PERFORM pymem._project_check(v_project);
@@ -104,8 +106,10 @@ BEGIN
           INTO v_project_calls, v_project_tokens
           FROM pymem.learning_usage AS u WHERE u.project_id = v_project AND u.day = v_day;
     END IF;
+    -- the candidates: each user's oldest open job, once claimable, oldest first (read without
+    -- locks, a few more than asked: another claim may take some) ...
     FOR j IN
-        SELECT c.user_id, c.id, c.state, c.attempts, c.thread_id, c.seq
+        SELECT c.user_id, c.id
           FROM pymem.learning_jobs AS c
          WHERE c.project_id = v_project AND c.state IN ('pending', 'running')
            AND CASE WHEN c.state = 'pending' THEN c.available_at ELSE c.leased_until END <= v_now
@@ -113,32 +117,47 @@ BEGIN
                             WHERE e.project_id = v_project AND e.user_id = c.user_id
                               AND e.state IN ('pending', 'running') AND e.id < c.id)
          ORDER BY c.id
-         LIMIT learning_claim.max_jobs
-           FOR UPDATE OF c SKIP LOCKED
+         LIMIT learning_claim.max_jobs * 2 + 8
     LOOP
-        job_id := j.id;
-        user_id := j.user_id;
-        thread_id := j.thread_id;
-        seq := j.seq;
+        EXIT WHEN v_taken >= learning_claim.max_jobs;
+        -- ... then each locked by its key, skipped when another claim holds it, and checked again
+        -- as locked: still open, claimable and its user's oldest (a claim that committed meanwhile
+        -- leased it; a job that ended meanwhile lets the next one wait for the next claim). By key,
+        -- so that on a cluster each is one routed statement (Citus locks rows of one shard only).
+        SELECT c.user_id, c.id, c.state, c.attempts, c.thread_id, c.seq INTO r
+          FROM pymem.learning_jobs AS c
+         WHERE c.project_id = v_project AND c.user_id = j.user_id AND c.id = j.id
+           AND c.state IN ('pending', 'running')
+           AND CASE WHEN c.state = 'pending' THEN c.available_at ELSE c.leased_until END <= v_now
+           AND NOT EXISTS (SELECT 1 FROM pymem.learning_jobs AS e
+                            WHERE e.project_id = v_project AND e.user_id = j.user_id
+                              AND e.state IN ('pending', 'running') AND e.id < j.id)
+           FOR UPDATE OF c SKIP LOCKED;
+        CONTINUE WHEN NOT FOUND;
+        v_taken := v_taken + 1;
+        job_id := r.id;
+        user_id := r.user_id;
+        thread_id := r.thread_id;
+        seq := r.seq;
         content := NULL;
         lease_token := NULL;
         leased_until := NULL;
         reason := NULL;
-        attempts := j.attempts;
-        IF j.state = 'running' AND j.attempts >= learning_claim.max_attempts THEN
+        attempts := r.attempts;
+        IF r.state = 'running' AND r.attempts >= learning_claim.max_attempts THEN
             reason := pg_catalog.format('its lease expired after %s of %s attempts (a worker died, or ran past '
-                                        'lease_seconds)', j.attempts, learning_claim.max_attempts);
+                                        'lease_seconds)', r.attempts, learning_claim.max_attempts);
             state := 'dead';
             UPDATE pymem.learning_jobs AS u
                SET state = 'dead', lease_token = NULL, leased_until = NULL, error_kind = 'lease_expired',
                    error = reason, updated_at = v_now
-             WHERE u.project_id = v_project AND u.user_id = j.user_id AND u.id = j.id;
+             WHERE u.project_id = v_project AND u.user_id = r.user_id AND u.id = r.id;
             RETURN NEXT;
             CONTINUE;
         END IF;
         IF v_limits.project_id IS NOT NULL THEN
             SELECT u.calls, u.tokens INTO v_user_calls, v_user_tokens FROM pymem.learning_usage AS u
-             WHERE u.project_id = v_project AND u.day = v_day AND u.user_id = j.user_id;
+             WHERE u.project_id = v_project AND u.day = v_day AND u.user_id = r.user_id;
             reason := CASE
                 WHEN v_project_calls >= v_limits.project_calls_per_day
                     THEN pg_catalog.format('the project''s model calls today reached project_calls_per_day (%s)',
@@ -159,23 +178,23 @@ BEGIN
             UPDATE pymem.learning_jobs AS u
                SET state = 'skipped', lease_token = NULL, leased_until = NULL, error_kind = 'cost_cap',
                    error = reason, updated_at = v_now
-             WHERE u.project_id = v_project AND u.user_id = j.user_id AND u.id = j.id;
+             WHERE u.project_id = v_project AND u.user_id = r.user_id AND u.id = r.id;
             INSERT INTO pymem.learning_usage AS u (project_id, day, user_id, skipped)
-            VALUES (v_project, v_day, j.user_id, 1)
+            VALUES (v_project, v_day, r.user_id, 1)
             ON CONFLICT (project_id, day, user_id) DO UPDATE SET skipped = u.skipped + 1;
             RETURN NEXT;
             CONTINUE;
         END IF;
         state := 'running';
-        attempts := j.attempts + 1;
+        attempts := r.attempts + 1;
         lease_token := pg_catalog.gen_random_uuid();
         leased_until := v_now + pg_catalog.make_interval(secs => learning_claim.lease_seconds);
         UPDATE pymem.learning_jobs AS u
            SET state = 'running', attempts = u.attempts + 1, lease_token = learning_claim.lease_token,
                leased_until = learning_claim.leased_until, updated_at = v_now
-         WHERE u.project_id = v_project AND u.user_id = j.user_id AND u.id = j.id;
+         WHERE u.project_id = v_project AND u.user_id = r.user_id AND u.id = r.id;
         SELECT m.content INTO content FROM pymem.messages AS m
-         WHERE m.project_id = v_project AND m.user_id = j.user_id AND m.thread_id = j.thread_id AND m.seq = j.seq;
+         WHERE m.project_id = v_project AND m.user_id = r.user_id AND m.thread_id = r.thread_id AND m.seq = r.seq;
         RETURN NEXT;
     END LOOP;
 END;
