@@ -18,11 +18,14 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TextIO
 
-from . import __version__, demo, migrations, server, web
+from . import __version__, demo, learning, migrations, server, web
 from .connection import describe_target, resolve_conninfo
 from .conversations import recall_indexes
 from .lifecycle import RetentionPolicy, configure_retention, purge, retention_policy
 from .database import Database
+from .embedders import HashEmbedder
+from .llm import ChatClient, ChatLearner
+from .memory import Memory
 from .errors import ConfigError, Error, ValidationError
 from .portability import erasures, export_user, forget_user, import_user
 from .settings import Settings
@@ -236,10 +239,6 @@ def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
     as it is: its learner, embedder, summarizer and project), a learner (extract and reconcile;
     its ``summarize``, when it has one, summarizes too), or a callable without arguments that
     returns either; without it, a ChatLearner over the PYMEM_LLM_* settings."""
-    from .embedders import HashEmbedder
-    from .llm import ChatClient, ChatLearner
-    from .memory import Memory
-
     if spec is None:
         if not settings.llm_model:
             raise ConfigError("pymem worker needs a learner: set PYMEM_LLM_MODEL (and PYMEM_LLM_BASE_URL) for a chat "
@@ -272,8 +271,6 @@ def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    from .learning import status, work
-
     settings = _settings("learning from the queued turns of")
     if args.project is not None:
         settings = settings.model_copy(update={"project_id": args.project})
@@ -295,9 +292,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
                 for line in r.failures:
                     print(f"pymem worker: {line}", file=sys.stderr, flush=True)
 
-            total = work(mem, drain=args.drain, poll_seconds=args.poll, batch=args.batch, lease_seconds=args.lease,
+            total = learning.work(mem, drain=args.drain, poll_seconds=args.poll, batch=args.batch, lease_seconds=args.lease,
                          max_attempts=args.max_attempts, backoff_seconds=args.backoff, stop=stop, report=report)
-            left = status(db, mem.options.project_id)
+            left = learning.status(db, mem.options.project_id)
             print(f"pymem worker: stopped; in all {total.line()}; queue: {left.pending} pending "
                   f"({left.ready} ready), {left.running} running, {left.dead} dead, {left.skipped} skipped", flush=True)
     finally:

@@ -191,7 +191,7 @@ class _Conversations:
     def _extracted(self, query: str) -> Operation[list[str]]:
         """The extractor's facts of the user's message, at most MAX_LEARNED_PER_TURN (one warning
         when it found more); raises what the extractor raises."""
-        found = yield Callback(self.options.extractor, (query,), "the extractor")
+        found = yield Callback(cast(Callable[..., Any], self.options.extractor), (query,), "the extractor")
         learned = [f for f in (found or []) if _storable(f)]
         if len(learned) > MAX_LEARNED_PER_TURN:
             log.warning("the fact extractor returned %d facts; a turn keeps the first %d",

@@ -43,7 +43,7 @@ from . import calls, llm
 from .database import Database
 from .errors import ValidationError
 from .options import MemoryOptions
-from .runner import Callback, Operation
+from .runner import Callback, Operation, Query
 from .types import LearningReport, LearningStatus
 from .values import text
 
@@ -153,15 +153,16 @@ class _Learning:
                     if claim:
                         yield from _counting(self._fold(where, claim[0], failures), counted)  # type: ignore[attr-defined]
                 spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
-                rows = yield calls.learning_complete(
-                    **lease, learned=learned, max_learned=o.max_learned_facts,
-                    fact_changes=None if not changes else Jsonb([c.as_json() for c in changes]), **spent)
+                rows = yield Query("learning_complete", {
+                    **lease, "learned": learned, "max_learned": o.max_learned_facts,
+                    "fact_changes": None if not changes else Jsonb([c.as_json() for c in changes]), **spent})
             except Exception as exc:
                 kind = type(exc).__name__
                 line = f"{kind}: {exc}"[:MAX_ERROR_CHARS]
                 spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
-                state = (yield calls.learning_fail(**lease, error_kind=kind, error=line, max_attempts=max_attempts,
-                                                   backoff_seconds=backoff_seconds, **spent))[0]["state"]
+                state = (yield Query("learning_fail", {**lease, "error_kind": kind, "error": line,
+                                                       "max_attempts": max_attempts, "backoff_seconds": backoff_seconds,
+                                                       **spent}))[0]["state"]
                 report.calls += spent["calls"]
                 report.tokens += spent["tokens"]
                 if state == "lost":

@@ -151,7 +151,7 @@ REPLIES: dict[str, list[dict[str, Any]]] = {
     "fact_supersede": [{"id": 2, "created": True}],
     "message_add": [{"seq": 1}],
     "turn_record": [{"user_seq": 1, "assistant_seq": 2, "learned_ids": [], "claim_token": uuid.uuid4(),
-                     "previous_summary": None, "messages": [], "changes": []}],
+                     "previous_summary": None, "messages": [], "changes": [], "learning_job": None}],
     "summary_commit": [{"committed": True}],
     "context_read": [{"context": {"agent_facts": [], "user_facts": [], "summary": None, "recalled": [],
                                   "window": [], "deduped": 0, "unembedded": []}}],

@@ -290,7 +290,7 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
     assert out.returncode == 0, out.stderr
     assert pymem.migrations.check(fresh_db) == []
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 24
+        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 27
         assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
 
 
@@ -789,3 +789,35 @@ def test_message_retention_on_the_cluster(pymem_cluster):
                              "GROUP BY 1", (u,)).fetchall() == [("default", [5, 6])]
             assert c.execute("SELECT retained_from FROM pymem.threads WHERE user_id = %s AND thread_id = 'default'",
                              (u,)).fetchone()[0] == 5
+
+
+def test_deferred_learning_on_the_cluster(pymem_cluster):
+    """The learning queue on Citus (issue 37): jobs distributed by user_id beside the user's
+    messages; turn_record (delegated) queues them on the user's worker; learning_claim runs on the
+    coordinator, reading the candidates of every shard and locking each job by its key (a routed
+    statement); learning_complete is delegated and applies the job's facts on the user's worker;
+    cost caps live in a reference table."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        c.execute("SELECT * FROM pymem.learning_limits_configure(project_id => 'p1', project_calls_per_day => 1000)")
+    with pymem.Database(pymem.Settings(dsn=app)) as db:
+        queue = pymem.Memory(db=db, agent_id="bot", project_id="p1", deferred_learning=True)
+        for n in range(2):
+            for u in users:
+                assert queue.record(f"{u} says {n}", "ok", user=u).learning_pending
+
+        class Rules:
+            def extract(self, message):
+                return [message]
+
+            def reconcile(self, candidates, stored):
+                return [pymem.llm.FactChange("add", c) for c in candidates]
+
+        worker = pymem.Memory(db=db, agent_id="bot", project_id="p1", learner=Rules())
+        report = worker.learn_pending()
+        assert (report.claimed, report.done, report.lost) == (4, 4, 0)
+        for u in users:
+            assert sorted(f.content for f in worker.retrieve(user=u)) == [f"{u} says 0", f"{u} says 1"]
+        status = worker.learning_status()
+        assert (status.pending, status.running, status.calls_today) == (0, 0, 6)

@@ -48,6 +48,11 @@ def seed_user(db, user: str, project: str = "") -> Memory:
     mem.record(f"{user} plans a trip", "noted", user=user, thread="travel")
     with psycopg.connect(db.settings.dsn, autocommit=True) as c:
         register_vector(c)
+        # a turn whose learning waits in the queue (issue 37), and the user's learning usage today
+        c.execute("SELECT * FROM pymem.turn_record(%s, %s, 'later', 'travel', %s, defer_learning => true)",
+                  (user, f"{user} books a hotel", project))
+        c.execute("INSERT INTO pymem.learning_usage (project_id, day, user_id, calls) VALUES (%s, current_date, %s, 2) "
+                  "ON CONFLICT DO NOTHING", (project, user))
         c.execute("SELECT pymem.store_open(%s, project_id => %s, keep_versions => true)", (f"{user}-notes", project))
         for text in (f"{user} note v1", f"{user} note v2"):
             c.execute("SELECT pymem.store_write(%s, 'note.txt', %s, actor => %s, project_id => %s)",
@@ -97,6 +102,8 @@ def counts_of(dsn: str, user: str, project: str = "") -> dict[str, int]:
         "message_embeddings": "SELECT count(*) FROM pymem.message_embeddings WHERE project_id = %(p)s AND user_id = %(u)s",
         "message_lexemes": "SELECT count(*) FROM pymem.message_lexemes WHERE project_id = %(p)s AND user_id = %(u)s",
         "recall_indexes": "SELECT count(*) FROM pymem.recall_indexes WHERE project_id = %(p)s AND user_id = %(u)s",
+        "learning_jobs": "SELECT count(*) FROM pymem.learning_jobs WHERE project_id = %(p)s AND user_id = %(u)s",
+        "learning_usage": "SELECT count(*) FROM pymem.learning_usage WHERE project_id = %(p)s AND user_id = %(u)s",
         "stores": "SELECT count(*) FROM pymem.stores WHERE project_id = %(p)s AND store_key = %(s)s",
         "store_entries": "SELECT count(*) FROM pymem.store_entries WHERE project_id = %(p)s AND store_key = %(s)s",
         "store_messages": "SELECT count(*) FROM pymem.store_messages WHERE project_id = %(p)s AND store_key = %(s)s",
@@ -165,7 +172,7 @@ def test_the_app_role_erases_but_only_the_owner_reads_receipts(db, dsn, as_role)
         c.execute("CREATE ROLE erasure_owner LOGIN IN ROLE pymem_owner")
     with pymem.Database(pymem.Settings(dsn=app)) as app_db:
         receipt = Memory(db=app_db, agent_id="bot").forget_user(user="alice", stores=["alice-notes"])
-        assert receipt.erased_by == "erasure_app" and receipt.counts["messages"] == 8
+        assert receipt.erased_by == "erasure_app" and receipt.counts["messages"] == 10
         with pytest.raises(pymem.PermissionError):
             erasures(app_db)
     with psycopg.connect(app) as c, pytest.raises(psycopg.errors.InsufficientPrivilege):
@@ -228,7 +235,7 @@ def test_an_erasure_waits_for_a_turn_in_flight_and_erases_it_too(db, dsn):
         wait_for_lock(dsn, blocked_by=pid)  # the erasure waits for the turn's thread
         turn.commit()
     t.join(30)
-    assert result["r"].counts["messages"] == 10  # the 8 before and the turn's 2
+    assert result["r"].counts["messages"] == 12  # the 10 before and the turn's 2
     assert rows_naming(dsn, "alice") == {}
 
 
