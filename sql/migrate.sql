@@ -781,7 +781,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('497dfe2bc0d5cc3fccfa7eddc320dee9d1761280e366883418ad63a63ad28261')
+SELECT pymem.migration_api_applied('5c05a0755b5dc10b9ffcaba96ac818a0f2a811340c0086bfdba325a2c6bae58a')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

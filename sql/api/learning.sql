@@ -306,6 +306,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_state text;
+    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses volatile functions in an UPDATE
 BEGIN
     PERFORM pymem._tenant_enter(learning_fail.project_id);
     PERFORM pymem._learning_check(1, 1, learning_fail.max_attempts);
@@ -323,10 +324,10 @@ BEGIN
     END IF;
     UPDATE pymem.learning_jobs AS j
        SET state = CASE WHEN j.attempts >= learning_fail.max_attempts THEN 'dead' ELSE 'pending' END,
-           available_at = pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => LEAST(
+           available_at = v_now + pg_catalog.make_interval(secs => LEAST(
                3600, learning_fail.backoff_seconds * 2 ^ LEAST(j.attempts - 1, 30))),
            lease_token = NULL, leased_until = NULL, error_kind = learning_fail.error_kind,
-           error = pg_catalog.left(coalesce(learning_fail.error, ''), 500), updated_at = pg_catalog.clock_timestamp()
+           error = pg_catalog.left(coalesce(learning_fail.error, ''), 500), updated_at = v_now
      WHERE j.project_id = learning_fail.project_id AND j.user_id = learning_fail.user_id AND j.id = learning_fail.job_id
     RETURNING j.state INTO v_state;
     RETURN v_state;
@@ -343,6 +344,8 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
     PERFORM pymem._tenant_enter(learning_release.project_id);
     IF NOT pymem._learning_lease(learning_release.project_id, learning_release.user_id, learning_release.job_id,
@@ -350,8 +353,8 @@ BEGIN
         RETURN false;
     END IF;
     UPDATE pymem.learning_jobs AS j
-       SET state = 'pending', attempts = GREATEST(j.attempts - 1, 0), available_at = pg_catalog.clock_timestamp(),
-           lease_token = NULL, leased_until = NULL, updated_at = pg_catalog.clock_timestamp()
+       SET state = 'pending', attempts = GREATEST(j.attempts - 1, 0), available_at = v_now,
+           lease_token = NULL, leased_until = NULL, updated_at = v_now
      WHERE j.project_id = learning_release.project_id AND j.user_id = learning_release.user_id
        AND j.id = learning_release.job_id;
     RETURN true;
@@ -442,6 +445,7 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_n integer;
+    v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
     PERFORM pymem._tenant_enter(learning_requeue.project_id);
     PERFORM pymem._project_check(learning_requeue.project_id);
@@ -450,8 +454,7 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     UPDATE pymem.learning_jobs AS j
-       SET state = 'pending', attempts = 0, available_at = pg_catalog.clock_timestamp(), error_kind = NULL, error = NULL,
-           updated_at = pg_catalog.clock_timestamp()
+       SET state = 'pending', attempts = 0, available_at = v_now, error_kind = NULL, error = NULL, updated_at = v_now
      WHERE j.project_id = learning_requeue.project_id AND j.state = learning_requeue.state;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN v_n;
@@ -475,6 +478,8 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_now timestamptz := pg_catalog.clock_timestamp();
 BEGIN
     PERFORM pymem._tenant_enter(learning_limits_configure.project_id);
     PERFORM pymem._project_check(learning_limits_configure.project_id);
@@ -491,14 +496,14 @@ BEGIN
     END IF;
     RETURN QUERY
     INSERT INTO pymem.learning_limits AS l (project_id, user_calls_per_day, project_calls_per_day, user_tokens_per_day,
-                                            project_tokens_per_day)
+                                            project_tokens_per_day, updated_at)
     VALUES (learning_limits_configure.project_id, learning_limits_configure.user_calls_per_day,
             learning_limits_configure.project_calls_per_day, learning_limits_configure.user_tokens_per_day,
-            learning_limits_configure.project_tokens_per_day)
+            learning_limits_configure.project_tokens_per_day, v_now)
     ON CONFLICT (project_id) DO UPDATE
        SET user_calls_per_day = excluded.user_calls_per_day, project_calls_per_day = excluded.project_calls_per_day,
            user_tokens_per_day = excluded.user_tokens_per_day, project_tokens_per_day = excluded.project_tokens_per_day,
-           updated_at = pg_catalog.clock_timestamp()
+           updated_at = v_now  -- a value: Citus refuses a volatile function in DO UPDATE SET
     RETURNING l.*;
 END;
 $$;
