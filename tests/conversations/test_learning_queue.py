@@ -6,6 +6,7 @@ Against the real server; the model is a learner of the test's own or tests/chat_
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import re
@@ -413,3 +414,18 @@ def test_a_deferred_turn_s_summary_is_folded_by_the_worker(db):
     report = worker.learn_pending()
     assert report.done == 3 and report.calls == 1 and folded == [4]
     assert app.summary(user="wu") == "4 messages so far"
+
+
+def test_async_memory_defers_and_learns_the_same(dsn):
+    async def main() -> None:
+        async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn)) as adb:
+            app = pymem.AsyncMemory(db=adb, agent_id="bot", project_id="q13", deferred_learning=True)
+            result = await app.record("I speak Norwegian", "ok", user="xia")
+            assert result.learning_pending
+            worker = pymem.AsyncMemory(db=adb, agent_id="bot", project_id="q13", learner=Learner())
+            report = await worker.learn_pending()
+            assert (report.done, report.calls) == (1, 1)
+            assert [f.content for f in await app.retrieve(user="xia")] == ["I speak Norwegian"]
+            assert (await worker.learning_status()).pending == 0
+
+    asyncio.run(main())
