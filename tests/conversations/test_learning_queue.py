@@ -429,3 +429,33 @@ def test_async_memory_defers_and_learns_the_same(dsn):
             assert (await worker.learning_status()).pending == 0
 
     asyncio.run(main())
+
+
+def test_a_claim_reads_only_open_jobs_through_the_partial_indexes(dsn):
+    """Plans, not timers: with 20,000 dead and skipped jobs kept for operators and a few open ones,
+    the claim's reads (custom and generic plans alike, as PL/pgSQL runs them) go through the
+    partial indexes of open jobs, never a scan of the whole table."""
+    from conftest import PlanLog, plan_nodes
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT count(*) FROM pymem.messages_add_many('yan', 'default', ARRAY['user'], ARRAY['hello'], 'q14')")
+        c.execute("""INSERT INTO pymem.learning_jobs (project_id, user_id, thread_id, seq, state, error_kind)
+                     SELECT 'q14', 'yan', 'default', 1, CASE WHEN g % 2 = 0 THEN 'dead' ELSE 'skipped' END, 'X'
+                       FROM generate_series(1, 20000) AS g""")
+        c.execute("""INSERT INTO pymem.learning_jobs (project_id, user_id, thread_id, seq)
+                     SELECT 'q14', 'yan', 'default', 1 FROM generate_series(1, 3)""")
+        c.execute("ANALYZE pymem.learning_jobs")
+        log = PlanLog(c)
+        for _ in range(8):  # plpgsql switches to a generic plan after five runs
+            claimed = c.execute("SELECT job_id, lease_token FROM pymem.learning_claim(project_id => 'q14')").fetchall()
+            for job_id, token in claimed:
+                c.execute("SELECT pymem.learning_release(user_id => 'yan', job_id => %s, lease_token => %s, "
+                          "project_id => 'q14')", (job_id, token))
+        reads = [list(plan_nodes(p["Plan"])) for p in log.plans
+                 if any(n.get("Relation Name") == "learning_jobs" for n in plan_nodes(p["Plan"]))]
+        assert len(reads) >= 16
+        for nodes in reads:
+            scans = [n for n in nodes if n.get("Relation Name") == "learning_jobs" and "Scan" in n["Node Type"]]
+            assert all(n["Node Type"] != "Seq Scan" for n in scans), [n["Node Type"] for n in scans]
+            assert all(n.get("Index Name") in ("learning_jobs_open", "learning_jobs_user_open", "learning_jobs_pkey")
+                       for n in scans), [n.get("Index Name") for n in scans]
