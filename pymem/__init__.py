@@ -44,7 +44,7 @@ from .migrations import migrate  # noqa: E402
 from .options import MemoryOptions, RecallOptions  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .stores import MUST_NOT_EXIST, AsyncMemoryStore, MemoryStore  # noqa: E402
-from .types import Erasure, Fact, FactId, LearningReport, LearningStatus, Message, TurnResult  # noqa: E402
+from .types import Erasure, Fact, FactId, LearningReport, LearningStatus, Merge, Message, TurnResult  # noqa: E402
 
 __all__ = [
     "MUST_NOT_EXIST",
@@ -67,6 +67,7 @@ __all__ = [
     "Erasure",
     "LearningReport",
     "LearningStatus",
+    "Merge",
     "Fact",
     "FactId",
     "HashEmbedder",

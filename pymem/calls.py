@@ -377,6 +377,22 @@ def fact_embeddings_put(
     return Query("fact_embeddings_put", {"scope": scope, "scope_id": scope_id, "embedder": embedder, "ids": ids, "embeddings": embeddings, "project_id": project_id})
 
 
+def fact_duplicates(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    project_id: str | None,
+    embedder: str | None,
+    min_similarity: float | None,
+    min_overlap: float | None,
+    max_facts: int | None,
+    max_pairs: int | None,
+) -> Query:
+    """Pairs of a subject's active facts that say nearly the same thing (vector similarity or word
+    overlap), most alike first: the fact to keep and the one to merge into it."""
+    return Query("fact_duplicates", {"scope": scope, "scope_id": scope_id, "project_id": project_id, "embedder": embedder, "min_similarity": min_similarity, "min_overlap": min_overlap, "max_facts": max_facts, "max_pairs": max_pairs})
+
+
 def facts_search(
     *,
     scope: str | None,

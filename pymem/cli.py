@@ -1,5 +1,5 @@
 """The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, retention,
-recall-indexes, worker, demo, serve.
+recall-indexes, worker, consolidate, demo, serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -270,6 +270,25 @@ def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
                   summarizer=summarizer if callable(summarizer) else None)
 
 
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    settings = _settings("consolidating near-duplicate facts in" if args.apply else "listing near-duplicate facts in")
+    project = settings.project_id if args.project is None else args.project
+    with Database(settings) as db:
+        decide = ChatLearner(ChatClient(settings=settings)) if args.with_model else None
+        mem = Memory(db=db, agent_id=args.agent or settings.agent_id, project_id=project,
+                     embedder=HashEmbedder() if args.hash_vectors else None)
+        merges = mem.consolidate(tier=args.tier, id=args.id, dry_run=not args.apply, min_similarity=args.min_similarity,
+                                 min_overlap=args.min_overlap, decide=decide, max_pairs=args.max_pairs)
+    for m in merges:
+        print(json.dumps({"kept_id": m.kept_id, "kept": m.kept, "merged_id": m.merged_id, "merged": m.merged,
+                          "similarity": m.similarity, "overlap": m.overlap, "decision": m.decision,
+                          "applied": m.applied}, ensure_ascii=False))
+    done = sum(m.applied for m in merges)
+    print(f"pymem: {len(merges)} pair(s) found, {done} merged" + ("" if args.apply else " (a dry run: --apply merges)"),
+          file=sys.stderr)
+    return 0
+
+
 def cmd_worker(args: argparse.Namespace) -> int:
     settings = _settings("learning from the queued turns of")
     if args.project is not None:
@@ -384,6 +403,21 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lock-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="wait at most this long for the project's plan lock, then name who holds it (default 10)")
     r.set_defaults(func=cmd_recall_indexes)
+    c = sub.add_parser("consolidate", help="list (or with --apply merge) a subject's near-duplicate facts")
+    c.add_argument("--id", required=True, help="the subject: a user id (or, with --tier, an agent or project id)")
+    c.add_argument("--tier", default="user", choices=["user", "global", "project"], help="the subject's tier (default user)")
+    c.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    c.add_argument("--agent", help="the agent of --tier global (default PYMEM_AGENT_ID)")
+    c.add_argument("--apply", action="store_true", help="merge the pairs (default: only list them)")
+    c.add_argument("--min-overlap", type=float, default=0.8, metavar="X",
+                   help="pair facts sharing at least this share of the shorter one's words (default 0.8)")
+    c.add_argument("--min-similarity", type=float, default=0.9, metavar="X",
+                   help="pair facts whose vectors' cosine is at least this (with --hash-vectors; default 0.9)")
+    c.add_argument("--hash-vectors", action="store_true", help="compare HashEmbedder vectors too (as pymem demo stores)")
+    c.add_argument("--with-model", action="store_true",
+                   help="ask the chat model of PYMEM_LLM_* about each pair before merging it")
+    c.add_argument("--max-pairs", type=int, default=100, metavar="N", help="at most N pairs per run (default 100)")
+    c.set_defaults(func=cmd_consolidate)
     k = sub.add_parser("worker", help="learn from the turns queued by Memory(deferred_learning=True)")
     k.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     k.add_argument("--learner", metavar="MODULE:ATTRIBUTE",

@@ -19,14 +19,32 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from .errors import ValidationError
+from .errors import ConflictError, NotFoundError, ValidationError
+from .llm import FactChange
 from .options import MemoryOptions
-from .runner import Embed, Operation, Query
-from .types import Fact, FactId
+from .runner import Callback, Embed, Operation, Query
+from .types import Fact, FactId, Merge
 from .values import expiry, number, text, timestamp
 from . import calls
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
+#: a consolidation compares the newest this many active facts of a subject (pymem.fact_duplicates)
+MAX_COMPARED = 500
+
+
+def _decision(changes: Any, keep_id: int, keep_content: str) -> tuple[str, str]:
+    """What a learner's reconcile of the merged fact against the kept one says of the pair: no
+    change: "same" (merge into the kept wording); an update of the kept fact: "reworded" (both
+    become its content); an add or a delete: "different"."""
+    if not isinstance(changes, list) or not all(isinstance(c, FactChange) for c in changes):
+        raise ValidationError("the learner's reconcile must return a list of pymem.llm.FactChange")
+    if not changes:
+        return "same", keep_content
+    change = changes[0]
+    if change.op == "update" and change.fact_id == keep_id:
+        content = text(change.content, "a learner's fact").strip()
+        return ("reworded" if content and content != keep_content else "same"), (content or keep_content)
+    return "different", keep_content
 SOURCES = ("manual", "learned", "trace")
 
 
@@ -223,6 +241,57 @@ class _Facts:
         params |= yield from self._vector(new, embedding)
         rows = yield calls.fact_supersede(**params)
         return FactId(rows[0]["id"], rows[0]["created"])
+
+    def _consolidate(self, tier, id, dry_run, min_similarity, min_overlap, decide, max_pairs) -> Operation[list[Merge]]:
+        """Merge the subject's near-duplicate facts (``pymem.fact_duplicates``), each pair through
+        a supersede of the merged fact by the kept one's content (a merge: history kept, one active
+        fact). ``decide`` (a learner: ``reconcile``) is asked about each pair first: the merged
+        fact reconciled against the kept one, where no change means "the same", an update of
+        the kept fact a better wording for both ("reworded"), an add or a delete "different"
+        (kept apart). A fact merged in this pass is not paired again until the next."""
+        if not isinstance(dry_run, bool):
+            raise ValidationError("dry_run must be True or False")
+        if decide is not None and not callable(getattr(decide, "reconcile", None)):
+            raise ValidationError("decide must be a learner with reconcile(candidates, stored), e.g. "
+                                  "pymem.llm.ChatLearner()")
+        subject = self._subject(tier, id, writing=not dry_run)
+        embedder = self.options.embedder
+        if embedder is not None:  # the facts written without a vector (learned, by SQL) get one first
+            missing = yield calls.facts_unembedded(**subject, embedder=embedder.name, max_facts=MAX_COMPARED)
+            if missing:
+                vectors = yield Embed([r["content"] for r in missing])
+                yield Query("fact_embeddings_put", {**subject, "embedder": embedder.name,
+                                                    "ids": [r["id"] for r in missing], "embeddings": vectors})
+        pairs = yield calls.fact_duplicates(**subject, embedder=None if embedder is None else embedder.name,
+                                            min_similarity=min_similarity, min_overlap=min_overlap,
+                                            max_facts=MAX_COMPARED, max_pairs=max_pairs)
+        out: list[Merge] = []
+        gone: set[int] = set()
+        for p in pairs:
+            if p["keep_id"] in gone or p["merge_id"] in gone:
+                continue  # one of them was merged by an earlier pair: the next pass compares again
+            pair = (p["keep_id"], p["keep_content"], p["merge_id"], p["merge_content"], p["similarity"], p["overlap"])
+            decision, content = "threshold", p["keep_content"]
+            if decide is not None:
+                changes = yield Callback(decide.reconcile, ([p["merge_content"]],
+                                                            [{"id": p["keep_id"], "content": p["keep_content"]}]),
+                                         "the learner")
+                decision, content = _decision(changes, p["keep_id"], p["keep_content"])
+            if dry_run or decision == "different":
+                out.append(Merge(*pair, decision=decision))
+                continue
+            try:
+                if content != p["keep_content"]:  # reworded: the kept fact first, then the merged one into it
+                    yield from self._update(content, None, p["keep_id"], tier, id, 0.6, "learned", None,
+                                            {"consolidated": True})
+                    gone.add(p["keep_id"])
+                yield from self._update(content, None, p["merge_id"], tier, id, 0.6, "learned", None,
+                                        {"consolidated": True})
+                gone.add(p["merge_id"])
+                out.append(Merge(*pair, decision=decision, applied=True))
+            except (ConflictError, NotFoundError):  # a concurrent writer changed one of them first
+                out.append(Merge(*pair, decision=decision))
+        return out
 
     def _forget(self, tier, id, fact_id, content) -> Operation[int]:
         subject = self._subject(tier, id, writing=False)

@@ -46,7 +46,7 @@ from .learning import _Learning
 from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
 from .portability import _forget_user
-from .types import Erasure, LearningReport, LearningStatus
+from .types import Erasure, LearningReport, LearningStatus, Merge
 from .runner import Operation, arun, run
 from .settings import Settings
 from .values import text
@@ -302,6 +302,19 @@ class Memory(MemoryBase):
         """Delete a subject's facts (or one fact and its history); returns how many rows went."""
         return self._run(self._forget(tier, self._subject_id(tier, id, user, ctx), fact_id, content), conn)
 
+    def consolidate(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
+                    dry_run: bool = False, min_similarity: float | None = 0.9, min_overlap: float | None = 0.8,
+                    decide: Any = None, max_pairs: int = 100, conn: psycopg.Connection | None = None) -> list[Merge]:
+        """Merge the subject's near-duplicate facts ("Likes tea" into "Prefers tea over coffee"):
+        pairs whose vectors' cosine is at least ``min_similarity`` (with an embedder) or that share
+        at least ``min_overlap`` of the shorter one's words, never one that negates and one that
+        does not; each merged into the more specific wording through a supersede, its history kept.
+        ``dry_run``: list the pairs, change nothing. ``decide``: a learner (e.g.
+        ``pymem.llm.ChatLearner()``) asked about each pair first, which may keep them apart or
+        reword them. Returns one :class:`pymem.Merge` per pair (docs/python.md "Consolidation")."""
+        return self._run(self._consolidate(tier, self._subject_id(tier, id, user, ctx), dry_run, min_similarity,
+                                           min_overlap, decide, max_pairs), conn)
+
     def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                 fact_id: int | None = None, limit: int = 1000, conn: psycopg.Connection | None = None) -> list[Fact]:
         """Every version, newest first; with ``fact_id``, that fact's history: every version merged
@@ -544,6 +557,13 @@ class AsyncMemory(MemoryBase):
                      fact_id: int | None = None, content: str | None = None,
                      conn: psycopg.AsyncConnection | None = None) -> int:
         return await self._run(self._forget(tier, self._subject_id(tier, id, user, ctx), fact_id, content), conn)
+
+    async def consolidate(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                          id: str | None = None, dry_run: bool = False, min_similarity: float | None = 0.9,
+                          min_overlap: float | None = 0.8, decide: Any = None, max_pairs: int = 100,
+                          conn: psycopg.AsyncConnection | None = None) -> list[Merge]:
+        return await self._run(self._consolidate(tier, self._subject_id(tier, id, user, ctx), dry_run, min_similarity,
+                                                 min_overlap, decide, max_pairs), conn)
 
     async def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                       id: str | None = None, fact_id: int | None = None, limit: int = 1000,

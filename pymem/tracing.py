@@ -256,6 +256,8 @@ MEMORY_SPANS: dict[str, tuple[str, Describe | None]] = {
     "retrieve": ("memory.retrieve", _facts),
     "history": ("memory.history", _length("pymem.facts")),
     "forget": ("memory.forget", _count("pymem.deleted")),
+    "consolidate": ("memory.consolidate", lambda m, a, k, r: {
+        "pymem.pairs": len(r), "pymem.merged": sum(1 for x in r if x.applied), "pymem.dry_run": bool(k.get("dry_run"))}),
     "read": ("memory.read", _read),
     "context": ("memory.context", _with_text("query")),
     "record": ("memory.record", _record),

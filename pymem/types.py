@@ -181,6 +181,26 @@ class Query:
 
 
 @dataclass(frozen=True)
+class Merge:
+    """One pair of near-duplicate facts a consolidation found (``Memory.consolidate``, SQL
+    ``pymem.fact_duplicates``): ``merged`` (``merged_id``) goes into ``kept`` (``kept_id``),
+    the more specific wording, through a supersede (its history kept). ``similarity``: the
+    cosine of their vectors (None without an embedder); ``overlap``: the share of the shorter
+    one's words the other has. ``decision``: what decided it (``"threshold"``, or the model's
+    ``"same"`` / ``"reworded"`` / ``"different"``); ``applied``: merged now (False in a dry run,
+    for a pair the model called different, or one a concurrent writer changed first)."""
+
+    kept_id: int
+    kept: str
+    merged_id: int
+    merged: str
+    similarity: float | None
+    overlap: float
+    decision: str = "threshold"
+    applied: bool = False
+
+
+@dataclass(frozen=True)
 class Erasure:
     """The receipt of a user's erasure (``Memory.forget_user``, SQL ``pymem.user_forget``), as
     kept in ``pymem.erasures``, which survives the erasure: ``id`` (per project), when, by which

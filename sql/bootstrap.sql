@@ -385,7 +385,7 @@ AS $$
                      'browse_subjects', 'browse_users', 'browse_threads', 'browse_messages', 'browse_stores',
                      'browse_embedders',
                      'fact_get', 'store_item_get', 'store_items_search', 'store_namespaces',
-                     'retention_policy', 'learning_status', 'learning_limits']::name[] AS read,
+                     'retention_policy', 'learning_status', 'learning_limits', 'fact_duplicates']::name[] AS read,
                ARRAY['tenant_bind', 'tenant_unbind', 'store_configure', 'text_search_configure',
                      'recall_index_plan', 'erasures', 'retention_configure',
                      'learning_limits_configure']::name[] AS admin,

@@ -750,6 +750,7 @@ SELECT pymem.migration_types_path()
 \ir api/conversations_turns.sql
 \ir api/facts.sql
 \ir api/facts_bulk.sql
+\ir api/facts_consolidate.sql
 \ir api/facts_search.sql
 \ir api/facts_versions.sql
 \ir api/learning.sql
@@ -781,7 +782,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('5c05a0755b5dc10b9ffcaba96ac818a0f2a811340c0086bfdba325a2c6bae58a')
+SELECT pymem.migration_api_applied('78cd0537f8c456061bc187b1aea5a739954677a8ab84633fe04313f6fcc9aedd')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

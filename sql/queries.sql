@@ -243,6 +243,14 @@ SELECT pymem.fact_embeddings_put(
     scope => %(scope)s, scope_id => %(scope_id)s, embedder => %(embedder)s, ids => %(ids)s::bigint[],
     embeddings => %(embeddings)b, project_id => %(project_id)s) AS stored;
 
+-- name: fact_duplicates
+-- Pairs of a subject's active facts that say nearly the same thing (vector similarity or word overlap), most alike first: the fact to keep and the one to merge into it.
+SELECT d.keep_id, d.keep_content, d.merge_id, d.merge_content, d.similarity, d.overlap
+FROM pymem.fact_duplicates(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
+                           embedder => %(embedder)s, min_similarity => %(min_similarity)s::float8,
+                           min_overlap => %(min_overlap)s::float8, max_facts => %(max_facts)s::integer,
+                           max_pairs => %(max_pairs)s::integer) AS d;
+
 -- name: facts_search
 -- A subject's active facts ranked for a query (its vector, its text, or both), top k.
 SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity, s.score
