@@ -696,6 +696,17 @@ def learning_limits(*, project_id: str | None) -> Query:
     return Query("learning_limits", {"project_id": project_id})
 
 
+def changes_since(*, project_id: str | None, after: int | None, max_changes: int | None) -> Query:
+    """Publish what has become safe to read, then the project's changes after a position, in order
+    (no content)."""
+    return Query("changes_since", {"project_id": project_id, "after": after, "max_changes": max_changes})
+
+
+def change_position(*, project_id: str | None) -> Query:
+    """The last position published in the project's change feed (0: none yet)."""
+    return Query("change_position", {"project_id": project_id})
+
+
 def recall_index_plan(*, project_id: str | None, min_messages: int | None) -> Query:
     """The CREATE/DROP INDEX CONCURRENTLY statements that bring a project's per-user recall indexes
     up to date."""

@@ -1,5 +1,5 @@
 """The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, retention,
-recall-indexes, worker, consolidate, demo, serve.
+recall-indexes, worker, consolidate, watch, demo, serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TextIO
 
-from . import __version__, demo, learning, migrations, server, web
+from . import __version__, changes, demo, learning, migrations, server, web
 from .connection import describe_target, resolve_conninfo
 from .conversations import recall_indexes
 from .lifecycle import RetentionPolicy, configure_retention, purge, retention_policy
@@ -270,6 +270,30 @@ def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
                   summarizer=summarizer if callable(summarizer) else None)
 
 
+def cmd_watch(args: argparse.Namespace) -> int:
+    settings = _settings("watching the changes of")
+    project = settings.project_id if args.project is None else args.project
+    stop = threading.Event()
+    with Database(settings) as db:
+        if args.once:  # what is there now, then exit
+            after = args.since if args.since is not None else 0
+            while True:
+                found = changes.changes_since(db, project, after, 1000)
+                for c in found:
+                    print(_change_json(c), flush=True)
+                    after = c.position
+                if len(found) < 1000:
+                    return 0
+        for c in changes.watch(db, project, after=args.since, poll_seconds=args.poll, stop=stop):
+            print(_change_json(c), flush=True)
+    return 0
+
+
+def _change_json(c: Any) -> str:
+    return json.dumps({"position": c.position, "kind": c.kind, "op": c.op, "subject": c.subject, "keys": c.keys,
+                       "rows": c.rows, "created_at": c.created_at.isoformat()}, ensure_ascii=False)
+
+
 def cmd_consolidate(args: argparse.Namespace) -> int:
     settings = _settings("consolidating near-duplicate facts in" if args.apply else "listing near-duplicate facts in")
     project = settings.project_id if args.project is None else args.project
@@ -403,6 +427,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--lock-timeout", type=_seconds, default=10.0, metavar="SECONDS",
                    help="wait at most this long for the project's plan lock, then name who holds it (default 10)")
     r.set_defaults(func=cmd_recall_indexes)
+    h = sub.add_parser("watch", help="print a project's change feed as JSON lines, catching up, then following it")
+    h.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    h.add_argument("--since", type=int, metavar="POSITION",
+                   help="start after this position (0: from the start; default: from now)")
+    h.add_argument("--once", action="store_true", help="print what is there and exit (default: follow)")
+    h.add_argument("--poll", type=_seconds, default=1.0, metavar="SECONDS",
+                   help="read the feed at least this often while waiting for notifications (default 1)")
+    h.set_defaults(func=cmd_watch)
     c = sub.add_parser("consolidate", help="list (or with --apply merge) a subject's near-duplicate facts")
     c.add_argument("--id", required=True, help="the subject: a user id (or, with --tier, an agent or project id)")
     c.add_argument("--tier", default="user", choices=["user", "global", "project"], help="the subject's tier (default user)")

@@ -343,6 +343,20 @@ BEGIN
 END;
 $$;
 
+-- The change feed (0043_change_feed) is not on a cluster yet: its statement triggers would write
+-- a coordinator's table from the shards. Without them nothing is appended; changes_since returns
+-- nothing (docs/scaling-out.md).
+DROP TRIGGER IF EXISTS facts_changes_add ON pymem.facts;
+DROP TRIGGER IF EXISTS facts_changes_update ON pymem.facts;
+DROP TRIGGER IF EXISTS facts_changes_delete ON pymem.facts;
+DROP TRIGGER IF EXISTS messages_changes_add ON pymem.messages;
+DROP TRIGGER IF EXISTS messages_changes_delete ON pymem.messages;
+DROP TRIGGER IF EXISTS store_entries_changes_add ON pymem.store_entries;
+DROP TRIGGER IF EXISTS store_entries_changes_update ON pymem.store_entries;
+DROP TRIGGER IF EXISTS store_entries_changes_delete ON pymem.store_entries;
+DROP TRIGGER IF EXISTS erasures_changes_add ON pymem.erasures;
+DROP TRIGGER IF EXISTS threads_changes_summary ON pymem.threads;
+
 -- Tables, then functions: only what is not yet placed.
 DO $$
 DECLARE

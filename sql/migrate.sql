@@ -727,6 +727,29 @@ COMMIT;
 \echo pymem: applied 0041_learning_queue
 \endif
 
+-- 0043_change_feed
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0043_change_feed', '12c0a4a381b75341797935a44ef39b4c9782413f1681c742ac81476e41ea9f66') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0043_change_feed.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0043_change_feed', '12c0a4a381b75341797935a44ef39b4c9782413f1681c742ac81476e41ea9f66', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0043_change_feed
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -741,6 +764,7 @@ SELECT pymem.migration_types_path()
 \gset pymem_
 \ir api/00_common.sql
 \ir api/browse.sql
+\ir api/changes.sql
 \ir api/context.sql
 \ir api/conversations.sql
 \ir api/conversations_embeddings.sql
@@ -782,7 +806,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('78cd0537f8c456061bc187b1aea5a739954677a8ab84633fe04313f6fcc9aedd')
+SELECT pymem.migration_api_applied('04d822a1da3deda7d6c3dab7808cff9b5679128730b2fc93055d1dbffd28def0')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

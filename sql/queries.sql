@@ -415,6 +415,16 @@ FROM pymem.learning_limits_configure(project_id => %(project_id)s, user_calls_pe
 SELECT l.user_calls_per_day, l.project_calls_per_day, l.user_tokens_per_day, l.project_tokens_per_day, l.updated_at
 FROM pymem.learning_limits(project_id => %(project_id)s) AS l;
 
+-- name: changes_since
+-- Publish what has become safe to read, then the project's changes after a position, in order (no content).
+SELECT c.position, c.kind, c.op, c.subject, c.keys, c.rows, c.created_at
+FROM pymem.changes_since(project_id => %(project_id)s, after => %(after)s::bigint,
+                         max_changes => %(max_changes)s::integer) AS c;
+
+-- name: change_position
+-- The last position published in the project's change feed (0: none yet).
+SELECT pymem.change_position(project_id => %(project_id)s) AS position;
+
 -- name: recall_index_plan
 -- The CREATE/DROP INDEX CONCURRENTLY statements that bring a project's per-user recall indexes up to date.
 SELECT p.user_id, p.embedder, p.vectors, p.action, p.statement

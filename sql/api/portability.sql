@@ -365,6 +365,12 @@ BEGIN
                (SELECT pg_catalog.count(*) FROM a) + (SELECT pg_catalog.count(*) FROM b) + (SELECT pg_catalog.count(*) FROM c))
       INTO v_counts;
 
+    -- the user's rows of the change feed (0043), the ones the deletes above just wrote included: the
+    -- feed keeps the receipt's id (its own row), never the user's
+    DELETE FROM pymem.changes AS x WHERE x.project_id = v_project AND x.subject IN (v_user, 'user:' || v_user);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_counts := v_counts || pg_catalog.jsonb_build_object('changes', v_n);
+
     INSERT INTO pymem.erasures AS r (project_id, subject, salt, erased_by, counts, digest)
     VALUES (v_project, pymem._erasure_subject(v_salt, v_project, v_user), v_salt, session_user, v_counts, v_digest)
     RETURNING r.id, r.erased_at INTO v_id, v_at;

@@ -130,7 +130,7 @@ def test_an_erasure_leaves_no_row_naming_the_user_in_any_table_and_counts_what_w
 
     receipt = forget_user(db, "alice", stores=["alice-notes", "no-such-store"])
 
-    assert receipt.counts == before
+    assert {k: v for k, v in receipt.counts.items() if k != "changes"} == before  # changes: the feed's rows, those the erasure wrote too
     assert receipt.digest == digest and receipt.erased_by == "postgres" and receipt.project_id == ""
     assert rows_naming(dsn, "alice") == {}  # the receipt included: it holds neither content nor the id
     assert rows_naming(dsn, "bob") == bob and rows_naming(dsn, "alice", "acme") == alice_acme
@@ -333,7 +333,7 @@ def test_an_erasure_in_the_callers_transaction_rolls_back_with_it(db, dsn):
     mem = Memory(db=db, agent_id="bot")
     with psycopg.connect(dsn) as conn:
         receipt = mem.forget_user(user="alice", stores=["alice-notes"], conn=conn)
-        assert receipt.counts == before
+        assert {k: v for k, v in receipt.counts.items() if k != "changes"} == before  # changes: the feed's rows, those the erasure wrote too
         conn.rollback()
         assert counts_of(dsn, "alice") == before and erasures(db) == []
         with mem.bound(conn):

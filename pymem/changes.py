@@ -1,0 +1,123 @@
+"""The change feed over ``sql/api/changes.sql``: what every write changed, for services that cache
+or mirror memory.
+
+Every write to facts, messages, a thread's summary, store entries and erasure receipts appends a
+row to ``pymem.changes`` in the writing transaction (one per statement and subject, by key, never
+content). :func:`changes_since` reads them in order after a position; :func:`watch` (and
+:func:`awatch`) catch up from a position, then wait for more: a notification on the project's
+channel wakes them (``LISTEN pymem_changes_<md5 of the project id>``, payload ``{"kind": ...}``),
+and they poll every ``poll_seconds`` in any case. Positions are given when a change is published,
+once every older writing transaction has ended, so a reader that restarts from the last position
+it saw misses nothing and sees nothing twice (docs/sql.md "Change feed"). ``pymem watch`` prints
+the feed as JSON lines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from . import calls
+from .connection import connect_kwargs, errors
+from .database import AsyncDatabase, Database
+from .errors import ValidationError
+from .values import text
+
+
+@dataclass(frozen=True)
+class Change:
+    """One row of the change feed: ``position`` (increasing, per project), ``kind`` ('fact',
+    'message', 'summary', 'store_entry', 'erasure'), ``op`` ('add', 'update', 'delete'),
+    ``subject`` (a user id, 'scope:scope_id' for facts, a store key, '' for an erasure), ``keys``
+    (what changed, by key: ``{"ids"}``, ``{"thread_id", "from_seq", "to_seq"}``, ``{"thread_id",
+    "through_seq"}``, ``{"paths"}``), ``rows`` (how many rows the write changed) and
+    ``created_at``."""
+
+    position: int
+    kind: str
+    op: str
+    subject: str
+    keys: dict[str, Any]
+    rows: int
+    created_at: datetime
+
+
+def channel(project_id: str = "") -> str:
+    """The channel a project's writes notify: ``pymem_changes_`` and the md5 of the project id
+    (a channel name is at most 63 bytes; the payload names no project)."""
+    return "pymem_changes_" + hashlib.md5(text(project_id, "project_id").encode()).hexdigest()
+
+
+def _checked(after: Any, batch: Any, poll_seconds: Any) -> None:
+    if after is not None and (isinstance(after, bool) or not isinstance(after, int) or after < 0):
+        raise ValidationError(f"after must be a position (an int >= 0; None: from now), not {after!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= 10000:
+        raise ValidationError(f"batch must be an int between 1 and 10000, not {batch!r}")
+    if isinstance(poll_seconds, bool) or not isinstance(poll_seconds, (int, float)) or not 0.01 <= poll_seconds <= 3600:
+        raise ValidationError(f"poll_seconds must be between 0.01 and 3600, not {poll_seconds!r}")
+
+
+def changes_since(db: Database, project_id: str = "", after: int = 0, max_changes: int = 1000) -> list[Change]:
+    """The project's changes after position ``after`` (0: from the start), in order, at most
+    ``max_changes``; publishes what has become safe to read first (``pymem.changes_since``)."""
+    rows = db.query(calls.changes_since(project_id=text(project_id, "project_id"), after=after,
+                                        max_changes=max_changes))
+    return [Change(**r) for r in rows]
+
+
+def position(db: Database, project_id: str = "") -> int:
+    """The last position published in the project's feed (0: none yet)."""
+    return int(db.query(calls.change_position(project_id=text(project_id, "project_id")))[0]["position"])
+
+
+def watch(db: Database, project_id: str = "", *, after: int | None = None, poll_seconds: float = 1.0,
+          batch: int = 1000, stop: threading.Event | None = None) -> Iterator[Change]:
+    """Every change of the project after ``after`` (None: from now), in order, then each new one
+    as it is published, until ``stop`` is set (checked between waits) or the caller stops
+    iterating. One connection of its own listens on the project's channel; the feed is read
+    through ``db``'s pool."""
+    _checked(after, batch, poll_seconds)
+    current = position(db, project_id) if after is None else after
+    with errors(db.conninfo), psycopg.connect(db.conninfo, autocommit=True,
+                                              **connect_kwargs(db.settings, db.conninfo)) as listener:
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(project_id))))
+        while stop is None or not stop.is_set():
+            found = changes_since(db, project_id, current, batch)
+            for change in found:
+                current = change.position
+                yield change
+            if len(found) < batch:  # caught up: wait for a notification, or the next poll
+                for _ in listener.notifies(timeout=poll_seconds, stop_after=1):
+                    pass
+
+
+async def awatch(db: AsyncDatabase, project_id: str = "", *, after: int | None = None, poll_seconds: float = 1.0,
+                 batch: int = 1000, stop: asyncio.Event | None = None) -> AsyncIterator[Change]:
+    """The asyncio twin of :func:`watch`."""
+    _checked(after, batch, poll_seconds)
+    if after is None:
+        rows = await db.query(calls.change_position(project_id=text(project_id, "project_id")))
+        current = int(rows[0]["position"])
+    else:
+        current = after
+    with errors(db.conninfo):
+        listener = await psycopg.AsyncConnection.connect(db.conninfo, autocommit=True,
+                                                         **connect_kwargs(db.settings, db.conninfo))
+    async with listener:
+        await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(project_id))))
+        while stop is None or not stop.is_set():
+            rows = await db.query(calls.changes_since(project_id=project_id, after=current, max_changes=batch))
+            for r in rows:
+                current = r["position"]
+                yield Change(**r)
+            if len(rows) < batch:
+                async for _ in listener.notifies(timeout=poll_seconds, stop_after=1):
+                    pass

@@ -1,0 +1,153 @@
+-- changes.sql: the change feed (tables in migrations/0043_change_feed.sql): what every write
+-- changed, by key, in the order readers see it. _changes_log is the triggers' function (one row
+-- per statement and subject, and a notification); changes_since publishes what has become safe
+-- to read and returns the rows after a position; change_position is the last one published.
+-- Re-applied on every migrate; called by pymem/changes.py (pymem.changes.watch, `pymem watch`)
+-- and by any SQL client (docs/sql.md "Change feed").
+--
+-- Errors: 22023 invalid argument; 25001 changes_since inside a transaction that has written;
+-- 42501 a project the caller may not serve.
+
+-- _changes_log: the statement triggers of facts, messages, store_entries and erasures (their
+-- transition table is `changed`) and the row trigger of a thread's summary. Appends one row per
+-- project and subject of the statement: facts by 'scope:scope_id' with their ids; messages by
+-- user with the thread and the first and last seq; store entries by store key with their paths;
+-- an erasure receipt by its id (the erased user's id never enters the feed: user_forget deletes
+-- the user's rows of it); a summary by user with its thread and how far it reaches. Then
+-- notifies the project's channel, 'pymem_changes_' || md5(project_id), with {"kind": ...}: no id,
+-- no content (PostgreSQL delivers it at commit, once per transaction for the same payload).
+CREATE OR REPLACE FUNCTION pymem._changes_log()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_op text := CASE TG_OP WHEN 'INSERT' THEN 'add' WHEN 'UPDATE' THEN 'update' ELSE 'delete' END;
+    v_kind text;
+    v_project text;
+BEGIN
+    IF TG_TABLE_NAME = 'threads' THEN  -- the row trigger: a summary written
+        INSERT INTO pymem.changes (project_id, kind, op, subject, keys, rows)
+        VALUES (NEW.project_id, 'summary', 'update', NEW.user_id,
+                pg_catalog.jsonb_build_object('thread_id', NEW.thread_id, 'through_seq', NEW.summary_through), 1);
+        PERFORM pg_catalog.pg_notify('pymem_changes_' || pg_catalog.md5(NEW.project_id), '{"kind": "summary"}');
+        RETURN NULL;
+    END IF;
+    IF TG_TABLE_NAME = 'facts' THEN
+        v_kind := 'fact';
+        INSERT INTO pymem.changes (project_id, kind, op, subject, keys, rows)
+        SELECT c.project_id, v_kind, v_op, c.scope || ':' || c.scope_id,
+               pg_catalog.jsonb_build_object('ids', pg_catalog.jsonb_agg(c.id ORDER BY c.id)), pg_catalog.count(*)
+          FROM changed AS c GROUP BY c.project_id, c.scope, c.scope_id;
+    ELSIF TG_TABLE_NAME = 'messages' THEN
+        v_kind := 'message';
+        INSERT INTO pymem.changes (project_id, kind, op, subject, keys, rows)
+        SELECT c.project_id, v_kind, v_op, c.user_id,
+               pg_catalog.jsonb_build_object('thread_id', c.thread_id, 'from_seq', pg_catalog.min(c.seq),
+                                             'to_seq', pg_catalog.max(c.seq)), pg_catalog.count(*)
+          FROM changed AS c GROUP BY c.project_id, c.user_id, c.thread_id;
+    ELSIF TG_TABLE_NAME = 'store_entries' THEN
+        v_kind := 'store_entry';
+        INSERT INTO pymem.changes (project_id, kind, op, subject, keys, rows)
+        SELECT c.project_id, v_kind, v_op, c.store_key,
+               pg_catalog.jsonb_build_object('paths', pg_catalog.jsonb_agg(c.path ORDER BY c.path)), pg_catalog.count(*)
+          FROM changed AS c GROUP BY c.project_id, c.store_key;
+    ELSIF TG_TABLE_NAME = 'erasures' THEN
+        v_kind := 'erasure';
+        INSERT INTO pymem.changes (project_id, kind, op, subject, keys, rows)
+        SELECT c.project_id, v_kind, v_op, '', pg_catalog.jsonb_build_object('ids', pg_catalog.jsonb_agg(c.id ORDER BY c.id)),
+               pg_catalog.count(*)
+          FROM changed AS c GROUP BY c.project_id;
+    ELSE
+        RETURN NULL;
+    END IF;
+    FOR v_project IN SELECT DISTINCT c.project_id FROM changed AS c LOOP
+        PERFORM pg_catalog.pg_notify('pymem_changes_' || pg_catalog.md5(v_project),
+                                     pg_catalog.jsonb_build_object('kind', v_kind)::text);
+    END LOOP;
+    RETURN NULL;
+END;
+$$;
+
+-- changes_since: the project's changes after position `after`, in order, at most max_changes:
+-- (position, kind, op, subject, keys, rows, created_at). kind is 'fact', 'message', 'summary',
+-- 'store_entry' or 'erasure'; op 'add', 'update' or 'delete'; subject the user id (messages,
+-- summaries), 'scope:scope_id' (facts), the store key, or '' (erasures); keys what changed by key
+-- ({"ids"}, {"thread_id", "from_seq", "to_seq"}, {"thread_id", "through_seq"}, {"paths"}); rows
+-- how many rows the statement changed. First it publishes: the rows written by transactions
+-- older than the oldest one still running get the next positions, in the order those
+-- transactions wrote them, so a position is never given to a row after a higher one was read.
+-- A change becomes readable once its transaction has committed and every older writing
+-- transaction has ended. Pass the last position you saw to catch up: nothing is lost or
+-- repeated. Run it in a transaction of its own (25001 when the transaction has written).
+--   SELECT position, kind, op, subject, keys FROM pymem.changes_since(project_id => '', after => 0);
+CREATE OR REPLACE FUNCTION pymem.changes_since(project_id text DEFAULT '', after bigint DEFAULT 0,
+                                               max_changes integer DEFAULT 1000)
+RETURNS TABLE ("position" bigint, kind text, op text, subject text, keys jsonb, rows integer, created_at timestamptz)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_project text := changes_since.project_id;
+    v_xmin xid8;
+    v_last bigint;
+    v_n integer;
+BEGIN
+    IF pg_catalog.pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: changes_since must run in a transaction that has not written yet'
+            USING ERRCODE = '25001',
+                  HINT = 'It publishes changes by the age of their transactions: call it in a transaction of its own.';
+    END IF;
+    -- before this transaction writes (and gets an id of its own): the oldest writer still running
+    v_xmin := pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot());
+    PERFORM pymem._tenant_enter(v_project);
+    PERFORM pymem._project_check(v_project);
+    PERFORM pymem._check_limit('max_changes', changes_since.max_changes);
+    IF changes_since.after IS NULL OR changes_since.after < 0 THEN
+        RAISE EXCEPTION 'pymem: after must be a position (0: from the start), not %', coalesce(changes_since.after::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    IF EXISTS (SELECT 1 FROM pymem.changes AS c
+                WHERE c.project_id = v_project AND c.position IS NULL AND c.xid < v_xmin) THEN
+        INSERT INTO pymem.change_positions AS p (project_id) VALUES (v_project) ON CONFLICT (project_id) DO NOTHING;
+        SELECT p.position INTO v_last FROM pymem.change_positions AS p WHERE p.project_id = v_project FOR UPDATE;
+        -- (another publisher may have published them while this one waited for the lock)
+        WITH todo AS (
+            SELECT c.id, pg_catalog.row_number() OVER (ORDER BY c.xid, c.id) AS n
+              FROM pymem.changes AS c
+             WHERE c.project_id = v_project AND c.position IS NULL AND c.xid < v_xmin
+             ORDER BY c.xid, c.id
+             LIMIT 10000
+        )
+        UPDATE pymem.changes AS c SET position = v_last + t.n
+          FROM todo AS t WHERE c.project_id = v_project AND c.id = t.id;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        IF v_n > 0 THEN
+            UPDATE pymem.change_positions AS p SET position = v_last + v_n WHERE p.project_id = v_project;
+        END IF;
+    END IF;
+    RETURN QUERY
+    SELECT c.position, c.kind, c.op, c.subject, c.keys, c.rows, c.created_at
+      FROM pymem.changes AS c
+     WHERE c.project_id = v_project AND c.position > changes_since.after
+     ORDER BY c.position
+     LIMIT changes_since.max_changes;
+END;
+$$;
+
+-- change_position: the last position published in the project's change feed (0: none yet), to
+-- start following the feed from now: changes_since(after => change_position(...)).
+--   SELECT pymem.change_position(project_id => '');
+CREATE OR REPLACE FUNCTION pymem.change_position(project_id text DEFAULT '')
+RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM pymem._tenant_enter(change_position.project_id);
+    PERFORM pymem._project_check(change_position.project_id);
+    RETURN coalesce((SELECT p.position FROM pymem.change_positions AS p WHERE p.project_id = change_position.project_id), 0);
+END;
+$$;

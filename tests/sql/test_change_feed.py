@@ -1,0 +1,191 @@
+"""The change feed (issue 34, item 2): every write appends to pymem.changes in its transaction (by
+key, no content); changes_since publishes positions in an order no later commit can undercut and
+reads after a position, so catch-up loses nothing and repeats nothing; notifications wake
+listeners; a bound role reads only its tenant. Against the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psycopg
+import pytest
+
+import pymem
+from pymem import HashEmbedder, Memory
+from pymem.changes import awatch, changes_since, channel, position, watch
+
+
+@pytest.fixture
+def db(dsn):
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=10)) as d:
+        yield d
+
+
+def test_every_kind_of_write_appears_in_order_by_key_without_content(db, dsn):
+    mem = Memory(db=db, agent_id="bot", project_id="cf", embedder=HashEmbedder(), summarizer=lambda p, m, n: "sum",
+                 summarize_every=2, keep_last=0)
+    fid = mem.persist("Secret: likes tea", user="ann")
+    mem.update("Secret: likes coffee", fact_id=fid, user="ann")
+    mem.record("Secret question", "Secret answer", user="ann")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT pymem.store_open('notes', 'cf')")
+        c.execute("SELECT pymem.store_write('notes', 'a.md', 'Secret text', project_id => 'cf')")
+    mem.forget_conversation(user="ann")
+    seen = changes_since(db, "cf")
+    assert [c.position for c in seen] == list(range(1, len(seen) + 1))
+    got = [(c.kind, c.op, c.subject) for c in seen]
+    assert got[:3] == [("fact", "add", "user:ann"), ("fact", "add", "user:ann"), ("fact", "update", "user:ann")]
+    assert ("message", "add", "ann") in got and ("summary", "update", "ann") in got
+    assert ("store_entry", "add", "notes") in got and ("message", "delete", "ann") in got
+    deleted = next(c for c in seen if c.kind == "message" and c.op == "delete")
+    assert deleted.keys == {"thread_id": "default", "from_seq": 1, "to_seq": 2} and deleted.rows == 2
+    assert "Secret" not in json.dumps([c.keys for c in seen])  # keys, never content
+    assert changes_since(db, "cf", after=seen[-1].position) == []
+    assert position(db, "cf") == seen[-1].position
+    assert changes_since(db, "cf", after=2, max_changes=1)[0].position == 3
+
+
+def test_a_change_is_published_only_once_every_older_writer_has_ended(db, dsn):
+    """The reason for publishing: A starts writing first and commits last. While A is open, B's
+    committed change is not given a position (a reader past it would never see A's); when A
+    commits, A's change comes first, then B's."""
+    with psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
+        a.execute("SELECT pymem.fact_add('user', 'a', 'from A', 'cf2')")  # A's xid is the older
+        b.execute("SELECT pymem.fact_add('user', 'b', 'from B', 'cf2')")
+        b.commit()
+        assert changes_since(db, "cf2") == []  # B committed, but A (older) is still open
+        a.commit()
+    seen = changes_since(db, "cf2")
+    assert [(c.position, c.subject) for c in seen] == [(1, "user:a"), (2, "user:b")]
+    with psycopg.connect(dsn) as c:  # publishing inside a transaction that has written would misorder
+        c.execute("SELECT pymem.fact_add('user', 'c', 'x', 'cf2')")
+        with pytest.raises(psycopg.Error) as e:
+            c.execute("SELECT * FROM pymem.changes_since('cf2')")
+        assert e.value.sqlstate == "25001"
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for bad in ("SELECT * FROM pymem.changes_since('cf2', after => -1)",
+                    "SELECT * FROM pymem.changes_since('cf2', max_changes => 20000)",
+                    "SELECT * FROM pymem.changes_since('*')"):
+            with pytest.raises(psycopg.Error) as e:
+                c.execute(bad)
+            assert e.value.sqlstate == "22023", bad
+
+
+def test_8_writers_and_2_readers_one_killed_and_restarted_see_every_change_once_in_order(db, dsn, tmp_path):
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_PROJECT_ID": "cf3"}
+    stop = threading.Event()
+    collected: list[int] = []
+
+    def reader() -> None:  # reader 1: in this process, through watch()
+        for c in watch(db, "cf3", after=0, poll_seconds=0.2, stop=stop):
+            collected.append(c.position)
+
+    def writer(w: int) -> None:
+        mem = Memory(db=db, agent_id="bot", project_id="cf3")
+        for i in range(15):
+            if i % 3 == 0:
+                mem.persist(f"fact {i} of writer {w}", user=f"w{w}")
+            else:
+                mem.record(f"turn {i}", "ok", user=f"w{w}")
+
+    # reader 2: `pymem watch` in a process of its own, killed mid-stream, then restarted after the
+    # last position it printed
+    first = subprocess.Popen([sys.executable, "-m", "pymem.cli", "watch", "--since", "0", "--poll", "0.2"], env=env,
+                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    t_reader = threading.Thread(target=reader)
+    t_reader.start()
+    writers = [threading.Thread(target=writer, args=(w,)) for w in range(8)]
+    for t in writers:
+        t.start()
+    printed: list[int] = []
+    while len(printed) < 20:
+        printed.append(json.loads(first.stdout.readline())["position"])
+    first.send_signal(signal.SIGKILL)
+    first.wait(10)
+    for t in writers:
+        t.join(120)
+    total = len(changes_since(db, "cf3", after=0, max_changes=10000))
+    assert total == 8 * (5 + 10 * 2)  # a row per statement: 5 facts, and each of 10 turns writes its two messages apart
+    second = subprocess.run([sys.executable, "-m", "pymem.cli", "watch", "--since", str(printed[-1]), "--once"],
+                            env=env, capture_output=True, text=True, timeout=60)
+    printed += [json.loads(line)["position"] for line in second.stdout.splitlines()]
+    deadline = time.monotonic() + 30
+    while len(collected) < total and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop.set()
+    t_reader.join(10)
+    assert printed == list(range(1, total + 1))  # killed and restarted: every change once, in order
+    assert collected == list(range(1, total + 1))
+
+
+def test_a_notification_wakes_a_listener_and_names_no_tenant(db, dsn):
+    with psycopg.connect(dsn, autocommit=True) as listener:
+        listener.execute(f'LISTEN "{channel("cf4")}"')
+        Memory(db=db, agent_id="bot", project_id="cf4").persist("a fact", user="bo")
+        notes = list(listener.notifies(timeout=5, stop_after=1))
+    assert [json.loads(n.payload) for n in notes] == [{"kind": "fact"}]
+
+
+def test_a_bound_role_reads_only_its_tenants_feed(dsn, as_role):
+    role = as_role("pymem_feed_acme")
+    reader = as_role("pymem_feed_reader")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO pymem_feed_acme")
+        c.execute("GRANT pymem_reader TO pymem_feed_reader")
+        c.execute("SELECT pymem.tenant_bind('pymem_feed_acme', 'acme')")
+        for project in ("acme", "globex"):
+            c.execute("SELECT pymem.fact_add('user', %s, 'x', %s)", (f"user-of-{project}", project))
+    with pymem.Database(pymem.Settings(dsn=role)) as bound:
+        assert [c.subject for c in changes_since(bound, "acme")] == ["user:user-of-acme"]
+        with pytest.raises(pymem.PermissionError):
+            changes_since(bound, "globex")
+        with psycopg.connect(role, autocommit=True) as c:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute("SELECT * FROM pymem.changes")
+    with psycopg.connect(reader, autocommit=True) as c:
+        assert c.execute("SELECT pymem.change_position('acme')").fetchone()[0] == 1
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):  # it publishes: a write
+            c.execute("SELECT * FROM pymem.changes_since('acme')")
+
+
+def test_an_erasure_leaves_its_receipt_in_the_feed_and_never_the_users_id(db, dsn):
+    mem = Memory(db=db, agent_id="bot", project_id="cf5")
+    mem.persist("x", user="zed")
+    mem.record("hello there", "hi", user="zed")
+    receipt = mem.forget_user(user="zed")
+    assert receipt.counts["changes"] >= 3
+    seen = changes_since(db, "cf5")
+    assert [(c.kind, c.subject, c.keys) for c in seen] == [("erasure", "", {"ids": [receipt.id]})]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute("SELECT count(*) FROM pymem.changes WHERE project_id = 'cf5' AND changes::text LIKE '%zed%'"
+                         ).fetchone()[0] == 0
+
+
+def test_awatch_catches_up_then_follows(dsn):
+    async def main() -> list[int]:
+        async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn)) as adb:
+            mem = pymem.AsyncMemory(db=adb, agent_id="bot", project_id="cf6")
+            await mem.persist("one", user="al")
+            stop = asyncio.Event()
+            got: list[int] = []
+
+            async def follow() -> None:
+                async for c in awatch(adb, "cf6", after=0, poll_seconds=0.2, stop=stop):
+                    got.append(c.position)
+                    if len(got) == 2:
+                        stop.set()
+
+            task = asyncio.create_task(follow())
+            await asyncio.sleep(0.3)
+            await mem.persist("two", user="al")
+            await asyncio.wait_for(task, 20)
+            return got
+
+    assert asyncio.run(main()) == [1, 2]
