@@ -806,7 +806,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('04d822a1da3deda7d6c3dab7808cff9b5679128730b2fc93055d1dbffd28def0')
+SELECT pymem.migration_api_applied('1b20d40138f2725109fd7eda2b452c59fe03b145729ab9c1edff67043524c6cd')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
