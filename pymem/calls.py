@@ -707,6 +707,17 @@ def change_position(*, project_id: str | None) -> Query:
     return Query("change_position", {"project_id": project_id})
 
 
+def change_feed_enabled() -> Query:
+    """Whether writes append to the change feed."""
+    return Query("change_feed_enabled", {})
+
+
+def change_feed_configure(*, enabled: bool | None) -> Query:
+    """Turn the change feed on or off for the whole database (administrators); returns whether it is
+    on."""
+    return Query("change_feed_configure", {"enabled": enabled})
+
+
 def recall_index_plan(*, project_id: str | None, min_messages: int | None) -> Query:
     """The CREATE/DROP INDEX CONCURRENTLY statements that bring a project's per-user recall indexes
     up to date."""

@@ -9,7 +9,8 @@ channel wakes them (``LISTEN pymem_changes_<md5 of the project id>``, payload ``
 and they poll every ``poll_seconds`` in any case. Positions are given when a change is published,
 once every older writing transaction has ended, so a reader that restarts from the last position
 it saw misses nothing and sees nothing twice (docs/sql.md "Change feed"). ``pymem watch`` prints
-the feed as JSON lines.
+the feed as JSON lines. The feed is off until an administrator turns it on (:func:`configure`):
+every write pays for it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from psycopg import sql
 from . import calls
 from .connection import connect_kwargs, errors
 from .database import AsyncDatabase, Database
-from .errors import ValidationError
+from .errors import ConfigError, ValidationError
 from .values import text
 
 
@@ -65,6 +66,24 @@ def _checked(after: Any, batch: Any, poll_seconds: Any) -> None:
         raise ValidationError(f"poll_seconds must be between 0.01 and 3600, not {poll_seconds!r}")
 
 
+def enabled(db: Database) -> bool:
+    """Whether writes append to the change feed (off until :func:`configure` turns it on)."""
+    return bool(db.query(calls.change_feed_enabled())[0]["enabled"])
+
+
+def configure(db: Database, *, enabled: bool) -> bool:
+    """Turn the change feed on or off for the whole database: every write of every project pays
+    for it while it is on (docs/sql.md "Change feed"). Needs the owner role
+    (``pymem.change_feed_configure`` is an administrators' function). Returns whether it is on."""
+    if not isinstance(enabled, bool):
+        raise ValidationError("enabled must be True or False")
+    return bool(db.query(calls.change_feed_configure(enabled=enabled))[0]["enabled"])
+
+
+_OFF = ("the change feed is off: writes append nothing to watch. An administrator turns it on with "
+        "pymem.changes.configure(db, enabled=True) or SELECT pymem.change_feed_configure(enabled => true)")
+
+
 def changes_since(db: Database, project_id: str = "", after: int = 0, max_changes: int = 1000) -> list[Change]:
     """The project's changes after position ``after`` (0: from the start), in order, at most
     ``max_changes``; publishes what has become safe to read first (``pymem.changes_since``)."""
@@ -85,6 +104,8 @@ def watch(db: Database, project_id: str = "", *, after: int | None = None, poll_
     iterating. One connection of its own listens on the project's channel; the feed is read
     through ``db``'s pool."""
     _checked(after, batch, poll_seconds)
+    if not enabled(db):
+        raise ConfigError(_OFF)
     current = position(db, project_id) if after is None else after
     with errors(db.conninfo), psycopg.connect(db.conninfo, autocommit=True,
                                               **connect_kwargs(db.settings, db.conninfo)) as listener:
@@ -103,6 +124,8 @@ async def awatch(db: AsyncDatabase, project_id: str = "", *, after: int | None =
                  batch: int = 1000, stop: asyncio.Event | None = None) -> AsyncIterator[Change]:
     """The asyncio twin of :func:`watch`."""
     _checked(after, batch, poll_seconds)
+    if not (await db.query(calls.change_feed_enabled()))[0]["enabled"]:
+        raise ConfigError(_OFF)
     if after is None:
         rows = await db.query(calls.change_position(project_id=text(project_id, "project_id")))
         current = int(rows[0]["position"])

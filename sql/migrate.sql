@@ -729,7 +729,7 @@ COMMIT;
 
 -- 0043_change_feed
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0043_change_feed', '12c0a4a381b75341797935a44ef39b4c9782413f1681c742ac81476e41ea9f66') AS pending
+SELECT pymem.migration_pending('0043_change_feed', '10c8590b3dce4c34b4e052969ab04d412d8db04e28fb4df53c5e1962fef5cab4') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -744,7 +744,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0043_change_feed', '12c0a4a381b75341797935a44ef39b4c9782413f1681c742ac81476e41ea9f66', '0.2.0.dev0')
+SELECT pymem.migration_applied('0043_change_feed', '10c8590b3dce4c34b4e052969ab04d412d8db04e28fb4df53c5e1962fef5cab4', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0043_change_feed
@@ -806,7 +806,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('1b20d40138f2725109fd7eda2b452c59fe03b145729ab9c1edff67043524c6cd')
+SELECT pymem.migration_api_applied('39727897f072e5eadef3a63b665cc855c2dbce31f88fc16cfee4526d12dee4db')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

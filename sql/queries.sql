@@ -425,6 +425,14 @@ FROM pymem.changes_since(project_id => %(project_id)s, after => %(after)s::bigin
 -- The last position published in the project's change feed (0: none yet).
 SELECT pymem.change_position(project_id => %(project_id)s) AS position;
 
+-- name: change_feed_enabled
+-- Whether writes append to the change feed.
+SELECT pymem.change_feed_enabled() AS enabled;
+
+-- name: change_feed_configure
+-- Turn the change feed on or off for the whole database (administrators); returns whether it is on.
+SELECT pymem.change_feed_configure(enabled => %(enabled)s::boolean) AS enabled;
+
 -- name: recall_index_plan
 -- The CREATE/DROP INDEX CONCURRENTLY statements that bring a project's per-user recall indexes up to date.
 SELECT p.user_id, p.embedder, p.vectors, p.action, p.statement

@@ -1,12 +1,14 @@
 -- changes.sql: the change feed (tables in migrations/0043_change_feed.sql): what every write
 -- changed, by key, in the order readers see it. _changes_log is the triggers' function (one row
 -- per statement and subject, and a notification); changes_since publishes what has become safe
--- to read and returns the rows after a position; change_position is the last one published.
+-- to read and returns the rows after a position; change_position is the last one published;
+-- change_feed_configure turns the feed on or off for the database (off by default: every write
+-- pays for it), change_feed_enabled says whether it is on.
 -- Re-applied on every migrate; called by pymem/changes.py (pymem.changes.watch, `pymem watch`)
 -- and by any SQL client (docs/sql.md "Change feed").
 --
 -- Errors: 22023 invalid argument; 25001 changes_since inside a transaction that has written;
--- 42501 a project the caller may not serve.
+-- 42501 a project the caller may not serve; 0A000 the feed on a Citus cluster.
 
 -- _changes_log: the statement triggers of facts, messages, store_entries and erasures (their
 -- transition table is `changed`) and the row trigger of a thread's summary. Appends one row per
@@ -149,5 +151,62 @@ BEGIN
     PERFORM pymem._tenant_enter(change_position.project_id);
     PERFORM pymem._project_check(change_position.project_id);
     RETURN coalesce((SELECT p.position FROM pymem.change_positions AS p WHERE p.project_id = change_position.project_id), 0);
+END;
+$$;
+
+-- _change_feed_triggers(): the feed's triggers (table, trigger), as 0043_change_feed.sql creates them.
+CREATE OR REPLACE FUNCTION pymem._change_feed_triggers()
+RETURNS TABLE (t text, trigger_name text)
+LANGUAGE sql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT * FROM (VALUES ('facts', 'facts_changes_add'), ('facts', 'facts_changes_update'),
+                          ('facts', 'facts_changes_delete'), ('messages', 'messages_changes_add'),
+                          ('messages', 'messages_changes_delete'), ('store_entries', 'store_entries_changes_add'),
+                          ('store_entries', 'store_entries_changes_update'),
+                          ('store_entries', 'store_entries_changes_delete'), ('erasures', 'erasures_changes_add'),
+                          ('threads', 'threads_changes_summary')) AS v(t, trigger_name);
+$$;
+
+-- change_feed_enabled: whether writes append to the change feed (change_feed_configure).
+--   SELECT pymem.change_feed_enabled();
+CREATE OR REPLACE FUNCTION pymem.change_feed_enabled()
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.bool_and(g.tgenabled <> 'D'), false)
+      FROM pymem._change_feed_triggers() AS f
+      JOIN pg_catalog.pg_trigger AS g ON g.tgname = f.trigger_name
+       AND g.tgrelid = pg_catalog.to_regclass('pymem.' || f.t);
+$$;
+
+-- change_feed_configure: turns the change feed on (every write of every project appends to it
+-- from the next transaction on) or off (writes stop appending; what was appended stays
+-- readable). For the whole database, so for administrators only. Off by default: every write
+-- pays for it (bench/changes.py). Returns whether it is on. On a Citus cluster the feed's
+-- triggers do not exist: 0A000.
+--   SELECT pymem.change_feed_configure(enabled => true);
+CREATE OR REPLACE FUNCTION pymem.change_feed_configure(enabled boolean)
+RETURNS boolean
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    r record;
+BEGIN
+    IF enabled IS NULL THEN
+        RAISE EXCEPTION 'pymem: enabled must be true or false' USING ERRCODE = '22023';
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS g WHERE g.tgname = 'facts_changes_add'
+                      AND g.tgrelid = 'pymem.facts'::pg_catalog.regclass) THEN
+        RAISE EXCEPTION 'pymem: the change feed is not available here (its triggers are not installed: a Citus cluster)'
+            USING ERRCODE = '0A000', HINT = 'docs/scaling-out.md says what a cluster does not have yet.';
+    END IF;
+    FOR r IN SELECT f.t, f.trigger_name FROM pymem._change_feed_triggers() AS f LOOP
+        EXECUTE pg_catalog.format('ALTER TABLE pymem.%I %s TRIGGER %I', r.t,
+                                  CASE WHEN enabled THEN 'ENABLE' ELSE 'DISABLE' END, r.trigger_name);
+    END LOOP;
+    RETURN pymem.change_feed_enabled();
 END;
 $$;

@@ -28,6 +28,26 @@ def db(dsn):
         yield d
 
 
+@pytest.fixture(autouse=True)
+def feed_on(dsn):
+    """The feed is off until an administrator turns it on (this test's own database only)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute("SELECT pymem.change_feed_enabled()").fetchone()[0] is False
+        assert c.execute("SELECT pymem.change_feed_configure(enabled => true)").fetchone()[0] is True
+
+
+def test_off_by_default_writes_append_nothing_and_watch_says_so(db, dsn):
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert c.execute("SELECT pymem.change_feed_configure(enabled => false)").fetchone()[0] is False
+    Memory(db=db, agent_id="bot", project_id="off").persist("a fact", user="al")
+    assert changes_since(db, "off") == [] and position(db, "off") == 0
+    with pytest.raises(pymem.ConfigError, match="the change feed is off"):
+        next(watch(db, "off"))
+    assert pymem.changes.configure(db, enabled=True) is True and pymem.changes.enabled(db)
+    Memory(db=db, agent_id="bot", project_id="off").persist("another fact", user="al")
+    assert [c.keys["ids"] for c in changes_since(db, "off")] == [[2]]
+
+
 def test_every_kind_of_write_appears_in_order_by_key_without_content(db, dsn):
     mem = Memory(db=db, agent_id="bot", project_id="cf", embedder=HashEmbedder(), summarizer=lambda p, m, n: "sum",
                  summarize_every=2, keep_last=0)
