@@ -70,8 +70,8 @@ def purge(db: Database, project_id: str = "", *, max_rows: int = 1000, until_don
     """Delete up to ``max_rows`` expired rows of the project per call of ``pymem.purge`` (each its
     own short transaction; ``max_rows`` bounds each kind), once, or with ``until_done`` until a
     call deletes fewer than ``max_rows`` of every kind. Returns how many rows of each kind were
-    deleted: ``{"facts": n, "store_entries": m, "messages": k}`` (messages: those out of the
-    project's retention policy)."""
+    deleted: ``{"facts": n, "store_entries": m, "messages": k, "changes": c}`` (messages: those out
+    of the project's retention policy; changes: the change feed's rows older than its age)."""
     project = text(project_id, "project_id")
     total: dict[str, int] = {}
     while True:

@@ -14,7 +14,8 @@
 -- vectors and lexemes (and the history under them, which expires no later: see fact_supersede),
 -- and up to max_rows expired keyed-store entries (items too) with their vectors, and up to
 -- max_rows messages out of the project's retention (retention_configure; _messages_purge), and
--- returns one row per kind: ('facts', n), ('store_entries', n), then ('messages', n). A purged entry is not logged to its
+-- returns one row per kind: ('facts', n), ('store_entries', n), ('messages', n), then ('changes', n): the
+-- change feed's published rows older than the retention policy's messages_max_age. A purged entry is not logged to its
 -- store's audit log (an expiry is part of the write that set it: api/stores.sql); its kept
 -- versions stay, as after a delete. A call holds its row locks only
 -- for its own short transaction and skips nothing it cannot lock: safe to run every minute under
@@ -87,6 +88,37 @@ BEGIN
     kind := 'messages';
     purged := pymem._messages_purge(purge.project_id, purge.max_rows, v_now);
     RETURN NEXT;
+    kind := 'changes';
+    purged := pymem._changes_purge(purge.project_id, purge.max_rows, v_now);
+    RETURN NEXT;
+END;
+$$;
+
+-- _changes_purge(project_id, max_rows, now): the change feed (0043_change_feed) follows the
+-- project's retention policy for messages: deletes up to max_rows published changes older than
+-- messages_max_age, oldest first, and returns how many. The oldest max_rows positions are read
+-- (changes_position) and the age is tested on each, so a purge never scans the feed. No age: 0.
+CREATE OR REPLACE FUNCTION pymem._changes_purge(p_project_id text, p_max_rows integer, p_now timestamptz)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_age interval;
+    v_n integer;
+BEGIN
+    SELECT r.messages_max_age INTO v_age FROM pymem.retention AS r WHERE r.project_id = p_project_id;
+    IF v_age IS NULL THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM pymem.changes AS c
+     WHERE c.project_id = p_project_id
+       AND c.id IN (SELECT o.id FROM (SELECT x.id, x.created_at FROM pymem.changes AS x
+                                       WHERE x.project_id = p_project_id AND x.position IS NOT NULL
+                                       ORDER BY x.position LIMIT p_max_rows) AS o
+                     WHERE o.created_at < p_now - v_age);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
 END;
 $$;
 

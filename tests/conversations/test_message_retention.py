@@ -44,7 +44,7 @@ def seqs(c, user: str, thread: str = "default", project: str = "") -> list[int]:
 
 def test_without_a_policy_purge_keeps_every_message(db, conn):
     add(conn, "alice", 5, days_ago=400)
-    assert purge(db) == {"facts": 0, "store_entries": 0, "messages": 0}
+    assert purge(db) == {"facts": 0, "store_entries": 0, "messages": 0, "changes": 0}
     assert seqs(conn, "alice") == [1, 2, 3, 4, 5]
     assert retention_policy(db) == pymem.lifecycle.RetentionPolicy(None, None, None)
 
@@ -59,7 +59,7 @@ def test_messages_older_than_the_max_age_go_with_their_vectors_and_lexemes(db, c
     policy = configure_retention(db, messages_max_age=timedelta(days=30))
     assert policy.messages_max_age == timedelta(days=30) and policy.messages_max_per_thread is None
     assert retention_policy(db) == policy
-    assert purge(db, max_rows=4) == {"facts": 0, "store_entries": 0, "messages": 4}  # the oldest first: alice's
+    assert purge(db, max_rows=4) == {"facts": 0, "store_entries": 0, "messages": 4, "changes": 0}  # the oldest first: alice's
     assert seqs(conn, "alice") == [5, 6, 7] and seqs(conn, "bob", "other") == [1, 2]
     assert purge(db, until_done=True)["messages"] == 2
     assert seqs(conn, "bob", "other") == [] and seqs(conn, "alice", project="acme") == [1, 2, 3, 4]

@@ -209,3 +209,19 @@ def test_awatch_catches_up_then_follows(dsn):
             return got
 
     assert asyncio.run(main()) == [1, 2]
+
+
+def test_the_feed_follows_the_projects_retention_policy(db, dsn):
+    mem = Memory(db=db, agent_id="bot", project_id="cf7")
+    for i in range(5):
+        mem.persist(f"fact {i}", user="ro")
+    seen = changes_since(db, "cf7")
+    assert len(seen) == 5
+    with psycopg.connect(dsn, autocommit=True) as c:  # three of them are 40 days old
+        c.execute("UPDATE pymem.changes SET created_at = now() - interval '40 days' "
+                  "WHERE project_id = 'cf7' AND position <= 3")
+        c.execute("CREATE INDEX IF NOT EXISTS messages_created ON pymem.messages (project_id, created_at)")
+        c.execute("SELECT * FROM pymem.retention_configure(project_id => 'cf7', messages_max_age => '30 days')")
+    assert pymem.lifecycle.purge(db, "cf7", max_rows=2, until_done=True)["changes"] == 3
+    assert [c.position for c in changes_since(db, "cf7")] == [4, 5]
+    assert [c.position for c in changes_since(db, "cf7", after=3)] == [4, 5]  # a reader past them loses nothing
