@@ -806,7 +806,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('39727897f072e5eadef3a63b665cc855c2dbce31f88fc16cfee4526d12dee4db')
+SELECT pymem.migration_api_applied('8a0f33c1b709b688eaea86d72a71fc25730dbc52931d4f6e2b523d0ccba4e22f')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

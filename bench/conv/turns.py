@@ -34,7 +34,8 @@ def turn_record_params(where: dict[str, str], i: int, vectors: list[tuple[Vector
         "user_content": q, "assistant_content": a, "user_importance": 1.0, "assistant_importance": 1.0,
         "embedder": embedder, "user_embedding": qv, "assistant_embedding": av, "learned": None,
         "max_learned": 200, "keep_last": 10, "summarize_every": None, "lease_seconds": 300.0,
-        "user_metadata": None, "assistant_metadata": None, "created_at": None, "fact_changes": None}
+        "user_metadata": None, "assistant_metadata": None, "created_at": None, "fact_changes": None,
+        "defer_learning": False}
 
 
 def turn_writes(r: Runner, probe: User, heavy: User | None, args: argparse.Namespace, token: str) -> None:

@@ -20,6 +20,7 @@ import pytest
 import pymem
 from pymem import HashEmbedder, Memory
 from pymem.changes import awatch, changes_since, channel, position, watch
+from pymem.lifecycle import purge
 
 
 @pytest.fixture
@@ -222,6 +223,6 @@ def test_the_feed_follows_the_projects_retention_policy(db, dsn):
                   "WHERE project_id = 'cf7' AND position <= 3")
         c.execute("CREATE INDEX IF NOT EXISTS messages_created ON pymem.messages (project_id, created_at)")
         c.execute("SELECT * FROM pymem.retention_configure(project_id => 'cf7', messages_max_age => '30 days')")
-    assert pymem.lifecycle.purge(db, "cf7", max_rows=2, until_done=True)["changes"] == 3
+    assert purge(db, "cf7", max_rows=2, until_done=True)["changes"] == 3
     assert [c.position for c in changes_since(db, "cf7")] == [4, 5]
     assert [c.position for c in changes_since(db, "cf7", after=3)] == [4, 5]  # a reader past them loses nothing
