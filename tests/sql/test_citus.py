@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 
 import psycopg
@@ -821,3 +822,78 @@ def test_deferred_learning_on_the_cluster(pymem_cluster):
             assert sorted(f.content for f in worker.retrieve(user=u)) == [f"{u} says 0", f"{u} says 1"]
         status = worker.learning_status()
         assert (status.pending, status.running, status.calls_today) == (0, 0, 6)
+
+
+def test_eight_concurrent_writers_on_the_cluster_lose_nothing_and_keep_the_guarantees(pymem_cluster):
+    """Issue 35, item 2: 8 writers at once across users on both workers and the agent's facts
+    (copied into reference tables by _shared_facts_sync): every turn and fact is there, no
+    deadlock; concurrent identical adds of one user's fact, and of one agent fact, each give
+    one row and one id; two concurrent supersedes of one fact: one wins, the other gets PM201."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+    n = 8
+    barrier = threading.Barrier(n)
+    errors: list[BaseException] = []
+    ids: dict[str, list[int]] = {"user": [], "agent": []}
+
+    def writer(w: int) -> None:
+        user = users[w % 2]
+        try:
+            with psycopg.connect(app, autocommit=True) as c:
+                barrier.wait()
+                for i in range(5):
+                    c.execute("SELECT * FROM pymem.turn_record(%s, %s, 'ok', thread_id => %s, project_id => 'p1')",
+                              (user, f"turn {i} of writer {w}", f"t{w}"))
+                    c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (user, f"fact {i} of writer {w}"))
+                    c.execute("SELECT pymem.fact_add('agent', 'bot', %s, 'p1')", (f"agent fact {i} of writer {w}",))
+                ids["user"].append(c.execute("SELECT id FROM pymem.fact_add('user', %s, 'shared by all', 'p1')",
+                                             (users[0],)).fetchone()[0])
+                ids["agent"].append(c.execute("SELECT id FROM pymem.fact_add('agent', 'bot', 'said by all', 'p1')"
+                                              ).fetchone()[0])
+        except BaseException as exc:  # noqa: BLE001  (the assertion below names it)
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert errors == [], errors
+    assert len(set(ids["user"])) == 1 and len(ids["user"]) == n
+    assert len(set(ids["agent"])) == 1 and len(ids["agent"]) == n
+    with psycopg.connect(app, autocommit=True) as c:
+        for w in range(n):
+            user = users[w % 2]
+            assert c.execute("SELECT count(*) FROM pymem.window_read(%s, %s, 'p1', 100)",
+                             (user, f"t{w}")).fetchone()[0] == 10
+        facts = sum(c.execute("SELECT count(*) FROM pymem.facts_newest('user', %s, 'p1', max_facts => 1000)",
+                              (u,)).fetchone()[0] for u in users)
+        assert facts == n * 5 + 1
+        agent = c.execute("SELECT count(*) FROM pymem.facts_newest('agent', 'bot', 'p1', max_facts => 1000)").fetchone()[0]
+        assert agent == n * 5 + 1
+        # every worker's copy of the agent's facts has them all (what context_read reads there)
+        for u in users:
+            ctx = c.execute("SELECT pymem.context_read(%s, agent_id => 'bot', project_id => 'p1', max_facts => 1000)",
+                            (u,)).fetchone()[0]
+            assert len(ctx["agent_facts"]) == n * 5 + 1
+        target = c.execute("SELECT id FROM pymem.fact_add('user', %s, 'to supersede', 'p1')", (users[1],)).fetchone()[0]
+    outcomes: list[str] = []
+    barrier2 = threading.Barrier(2)
+
+    def supersede(k: int) -> None:
+        with psycopg.connect(app, autocommit=True) as c:
+            barrier2.wait()
+            try:
+                c.execute("SELECT pymem.fact_supersede('user', %s, %s, id => %s, project_id => 'p1')",
+                          (users[1], f"superseded by {k}", target))
+                outcomes.append("ok")
+            except psycopg.Error as exc:
+                outcomes.append(exc.sqlstate or "?")
+
+    pair = [threading.Thread(target=supersede, args=(k,)) for k in range(2)]
+    for t in pair:
+        t.start()
+    for t in pair:
+        t.join(60)
+    assert sorted(outcomes) == ["PM201", "ok"]
