@@ -343,7 +343,7 @@ BEGIN
 END;
 $$;
 
--- The change feed (0043_change_feed) is not on a cluster yet: its statement triggers would write
+-- The change feed (0042_change_feed) is not on a cluster yet: its statement triggers would write
 -- a coordinator's table from the shards. Without them nothing is appended; changes_since returns
 -- nothing (docs/scaling-out.md).
 DROP TRIGGER IF EXISTS facts_changes_add ON pymem.facts;

@@ -727,16 +727,16 @@ COMMIT;
 \echo pymem: applied 0041_learning_queue
 \endif
 
--- 0043_change_feed
+-- 0042_change_feed
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0043_change_feed', '10c8590b3dce4c34b4e052969ab04d412d8db04e28fb4df53c5e1962fef5cab4') AS pending
+SELECT pymem.migration_pending('0042_change_feed', 'ac5bc506bdcb48fb9ec48ec9be5120b84a0c0c05d7a7a7577ef6118f6c348d8b') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
-\ir migrations/0043_change_feed.sql
+\ir migrations/0042_change_feed.sql
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
@@ -744,10 +744,10 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0043_change_feed', '10c8590b3dce4c34b4e052969ab04d412d8db04e28fb4df53c5e1962fef5cab4', '0.2.0.dev0')
+SELECT pymem.migration_applied('0042_change_feed', 'ac5bc506bdcb48fb9ec48ec9be5120b84a0c0c05d7a7a7577ef6118f6c348d8b', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
-\echo pymem: applied 0043_change_feed
+\echo pymem: applied 0042_change_feed
 \endif
 
 -- API functions (re-applied every run)
@@ -806,7 +806,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8a0f33c1b709b688eaea86d72a71fc25730dbc52931d4f6e2b523d0ccba4e22f')
+SELECT pymem.migration_api_applied('c1286901619e528dc354d81e957cc79b56ecf057f02b09175b6ddf0c7a6519d1')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -1,4 +1,4 @@
--- changes.sql: the change feed (tables in migrations/0043_change_feed.sql): what every write
+-- changes.sql: the change feed (tables in migrations/0042_change_feed.sql): what every write
 -- changed, by key, in the order readers see it. _changes_log is the triggers' function (one row
 -- per statement and subject, and a notification); changes_since publishes what has become safe
 -- to read and returns the rows after a position; change_position is the last one published;
@@ -154,7 +154,7 @@ BEGIN
 END;
 $$;
 
--- _change_feed_triggers(): the feed's triggers (table, trigger), as 0043_change_feed.sql creates them.
+-- _change_feed_triggers(): the feed's triggers (table, trigger), as 0042_change_feed.sql creates them.
 CREATE OR REPLACE FUNCTION pymem._change_feed_triggers()
 RETURNS TABLE (t text, trigger_name text)
 LANGUAGE sql IMMUTABLE SECURITY INVOKER

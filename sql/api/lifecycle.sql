@@ -94,7 +94,7 @@ BEGIN
 END;
 $$;
 
--- _changes_purge(project_id, max_rows, now): the change feed (0043_change_feed) follows the
+-- _changes_purge(project_id, max_rows, now): the change feed (0042_change_feed) follows the
 -- project's retention policy for messages: deletes up to max_rows published changes older than
 -- messages_max_age, oldest first, and returns how many. The oldest max_rows positions are read
 -- (changes_position) and the age is tested on each, so a purge never scans the feed. No age: 0.

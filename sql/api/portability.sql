@@ -365,7 +365,7 @@ BEGIN
                (SELECT pg_catalog.count(*) FROM a) + (SELECT pg_catalog.count(*) FROM b) + (SELECT pg_catalog.count(*) FROM c))
       INTO v_counts;
 
-    -- the user's rows of the change feed (0043) and those of the user's stores, the ones the
+    -- the user's rows of the change feed (0042) and those of the user's stores, the ones the
     -- deletes above just wrote included: the feed keeps the receipt's id (its own row), never the user's
     DELETE FROM pymem.changes AS x
      WHERE x.project_id = v_project AND (x.subject IN (v_user, 'user:' || v_user) OR x.subject = ANY (v_stores));

@@ -1,4 +1,4 @@
--- 0043_change_feed: the change feed (api/changes.sql, pymem/changes.py). Every write to facts,
+-- 0042_change_feed: the change feed (api/changes.sql, pymem/changes.py). Every write to facts,
 -- messages, a thread's summary, store entries and erasure receipts appends to pymem.changes, in
 -- the writing transaction (statement triggers: one row per statement and subject, so a bulk write
 -- or a forget of 100,000 messages costs one row, not 100,000). A row names what changed by key
