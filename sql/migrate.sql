@@ -729,7 +729,7 @@ COMMIT;
 
 -- 0042_change_feed
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0042_change_feed', 'ac5bc506bdcb48fb9ec48ec9be5120b84a0c0c05d7a7a7577ef6118f6c348d8b') AS pending
+SELECT pymem.migration_pending('0042_change_feed', '99da5241e9cabab7d361e2260b94592fe026981ea74fb10387814f77b0f853a2') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -744,7 +744,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0042_change_feed', 'ac5bc506bdcb48fb9ec48ec9be5120b84a0c0c05d7a7a7577ef6118f6c348d8b', '0.2.0.dev0')
+SELECT pymem.migration_applied('0042_change_feed', '99da5241e9cabab7d361e2260b94592fe026981ea74fb10387814f77b0f853a2', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0042_change_feed

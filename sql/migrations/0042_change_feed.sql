@@ -14,7 +14,7 @@
 -- disconnect, from the last position seen, loses nothing and repeats nothing.
 --
 -- The feed is off until an administrator turns it on (pymem.change_feed_configure): its triggers
--- are created disabled, because every write pays for them (turn_record 1.2-1.4x, fact_add 1.3x:
+-- are created disabled, because every write pays for them (turn_record and fact_add 1.15-1.35x:
 -- bench/changes.py), and a database whose services do not read a feed should not.
 --
 -- Each row carries project_id and subject (a user id, 'scope:scope_id' for facts, or a store key),
