@@ -141,6 +141,22 @@ class _Facts:
         (vec,) = yield Embed([content.strip()], None if given is None else [given])
         return {"embedding": vec, "embedder": self.options.embedder_name}
 
+    def _embed_missing(self, subject: dict[str, Any], missing: list[dict[str, Any]]) -> Operation[None]:
+        """Store the vectors of facts that have none from the Memory's embedder yet (written by SQL,
+        learned, by another process, before a restart), embedded in one batch: ``missing`` are
+        rows with ``id``, ``content`` and, for a '*' subject, ``scope_id``. The store is the
+        source of truth, so a read that finds them fills them in."""
+        if not missing:
+            return
+        embedder = self.options.embedder
+        assert embedder is not None  # the callers embed only with one
+        vectors = yield Embed([r["content"] for r in missing])
+        for owner in sorted({r.get("scope_id", subject["scope_id"]) for r in missing}):
+            mine = [(r, v) for r, v in zip(missing, vectors) if r.get("scope_id", subject["scope_id"]) == owner]
+            yield Query("fact_embeddings_put",
+                        {**subject, "scope_id": owner, "embedder": embedder.name,
+                         "ids": [r["id"] for r, _ in mine], "embeddings": [v for _, v in mine]})
+
     # -- operations -----------------------------------------------------------------------
     def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None,
                  created_at=None, ttl=None, expires_at=None) -> Operation[FactId]:
@@ -218,16 +234,7 @@ class _Facts:
         rows = yield calls.facts_search(**params)
         missing = [r for r in rows if r["similarity"] is None]
         if missing:
-            # The store is the source of truth: facts with no vector from this embedder yet
-            # (written by SQL, by another process, before a restart) are embedded in one batch.
-            vectors = yield Embed([r["content"] for r in missing])
-            for owner in sorted({r["scope_id"] for r in missing}):
-                mine = [(r, v) for r, v in zip(missing, vectors) if r["scope_id"] == owner]
-                yield Query(
-                    "fact_embeddings_put",
-                    {**subject, "scope_id": owner, "embedder": embedder.name,
-                     "ids": [r["id"] for r, _ in mine], "embeddings": [v for _, v in mine]},
-                )
+            yield from self._embed_missing(subject, missing)
             rows = yield calls.facts_search(**params)
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
@@ -258,10 +265,7 @@ class _Facts:
         embedder = self.options.embedder
         if embedder is not None:  # the facts written without a vector (learned, by SQL) get one first
             missing = yield calls.facts_unembedded(**subject, embedder=embedder.name, max_facts=MAX_COMPARED)
-            if missing:
-                vectors = yield Embed([r["content"] for r in missing])
-                yield Query("fact_embeddings_put", {**subject, "embedder": embedder.name,
-                                                    "ids": [r["id"] for r in missing], "embeddings": vectors})
+            yield from self._embed_missing(subject, missing)
         pairs = yield calls.fact_duplicates(**subject, embedder=None if embedder is None else embedder.name,
                                             min_similarity=min_similarity, min_overlap=min_overlap,
                                             max_facts=MAX_COMPARED, max_pairs=max_pairs)

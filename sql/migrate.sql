@@ -806,7 +806,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c1286901619e528dc354d81e957cc79b56ecf057f02b09175b6ddf0c7a6519d1')
+SELECT pymem.migration_api_applied('ec6a7ab4f597ef2887f1b1cba0774fa2c49a1b49e4068e1928ce25cb9bb34831')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -102,6 +102,27 @@ BEGIN
 END;
 $$;
 
+-- _turn_learn_check: the arguments of _turn_learn that its callers take from theirs (turn_record,
+-- and learning_complete for a deferred turn), checked before anything is written: at most 100
+-- learned facts (22023, nothing written: an extractor finds a handful in one message), max_learned
+-- >= 1 or NULL, and the shape of fact_changes (_fact_changes_check).
+CREATE OR REPLACE FUNCTION pymem._turn_learn_check(learned text[], max_learned integer, fact_changes jsonb)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF pg_catalog.cardinality(learned) > 100 THEN
+        RAISE EXCEPTION 'pymem: a turn may carry at most 100 learned facts, not %', pg_catalog.cardinality(learned)
+            USING ERRCODE = '22023', HINT = 'Keep the extractor''s best 100 facts of the message.';
+    END IF;
+    IF max_learned < 1 THEN
+        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pymem._fact_changes_check(fact_changes);
+END;
+$$;
+
 -- _turn_learn: what a turn teaches about its user, turn_record's third job (after its checks
 -- and _turn_messages): the learned facts and the adds of fact_changes in one statement under
 -- the subject's cap lock, the cap once, then the updates and deletes of fact_changes, each in a
@@ -345,14 +366,7 @@ DECLARE
 BEGIN
     PERFORM pymem._tenant_enter(turn_record.project_id);
     PERFORM pymem._conv_check(turn_record.project_id, turn_record.user_id, turn_record.thread_id, 'exact');
-    IF pg_catalog.cardinality(turn_record.learned) > 100 THEN
-        RAISE EXCEPTION 'pymem: a turn may carry at most 100 learned facts, not %', pg_catalog.cardinality(turn_record.learned)
-            USING ERRCODE = '22023', HINT = 'Keep the extractor''s best 100 facts of the message.';
-    END IF;
-    IF turn_record.max_learned < 1 THEN
-        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
-    END IF;
-    PERFORM pymem._fact_changes_check(turn_record.fact_changes);
+    PERFORM pymem._turn_learn_check(turn_record.learned, turn_record.max_learned, turn_record.fact_changes);
     IF turn_record.defer_learning IS NULL THEN
         RAISE EXCEPTION 'pymem: defer_learning must be true or false' USING ERRCODE = '22023';
     END IF;

@@ -250,14 +250,8 @@ DECLARE
     v_job pymem.learning_jobs;
 BEGIN
     PERFORM pymem._tenant_enter(learning_complete.project_id);
-    IF pg_catalog.cardinality(learning_complete.learned) > 100 THEN
-        RAISE EXCEPTION 'pymem: a job may carry at most 100 learned facts, not %', pg_catalog.cardinality(learning_complete.learned)
-            USING ERRCODE = '22023';
-    END IF;
-    IF learning_complete.max_learned < 1 THEN
-        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
-    END IF;
-    PERFORM pymem._fact_changes_check(learning_complete.fact_changes);
+    PERFORM pymem._turn_learn_check(learning_complete.learned, learning_complete.max_learned,
+                                    learning_complete.fact_changes);
     PERFORM pymem._conv_check(learning_complete.project_id, learning_complete.user_id, NULL, 'exact');
     PERFORM pymem._learning_spent(learning_complete.project_id, learning_complete.user_id,
                                   learning_complete.calls, learning_complete.tokens);
