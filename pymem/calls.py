@@ -226,12 +226,14 @@ def fact_add(
     created_at: datetime | None,
     expires_at: datetime | None,
     ttl: timedelta | None,
+    valid_from: datetime | None,
+    valid_to: datetime | None,
 ) -> Query:
     """Add a fact (idempotent); returns its id and whether it was created. Vectors go in binary (the
     b placeholders here and in every query that sends one): a 384-d vector costs the server ~7 us to
     read instead of ~31 as text, and the client no float formatting (15 ms instead of 160 per
     1,000)."""
-    return Query("fact_add", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "max_learned": max_learned, "embedding": embedding, "embedder": embedder, "created_at": created_at, "expires_at": expires_at, "ttl": ttl})
+    return Query("fact_add", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "max_learned": max_learned, "embedding": embedding, "embedder": embedder, "created_at": created_at, "expires_at": expires_at, "ttl": ttl, "valid_from": valid_from, "valid_to": valid_to})
 
 
 def fact_lookup(
@@ -267,10 +269,12 @@ def facts_add_many(
     created_ats: Any,
     expires_at: datetime | None,
     ttl: timedelta | None,
+    valid_from: datetime | None,
+    valid_to: datetime | None,
 ) -> Query:
     """Add many facts of one scope in one call (bulk, all or nothing); one row per element, in
     order."""
-    return Query("facts_add_many", {"scope": scope, "scope_ids": scope_ids, "contents": contents, "project_id": project_id, "confidences": confidences, "sources": sources, "metadata": metadata, "embeddings": embeddings, "embedder": embedder, "created_ats": created_ats, "expires_at": expires_at, "ttl": ttl})
+    return Query("facts_add_many", {"scope": scope, "scope_ids": scope_ids, "contents": contents, "project_id": project_id, "confidences": confidences, "sources": sources, "metadata": metadata, "embeddings": embeddings, "embedder": embedder, "created_ats": created_ats, "expires_at": expires_at, "ttl": ttl, "valid_from": valid_from, "valid_to": valid_to})
 
 
 def facts_newest(
@@ -282,6 +286,20 @@ def facts_newest(
 ) -> Query:
     """A subject's active facts, newest first."""
     return Query("facts_newest", {"scope": scope, "scope_id": scope_id, "project_id": project_id, "max_facts": max_facts})
+
+
+def facts_at(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    valid_at: datetime | None,
+    as_of: datetime | None,
+    project_id: str | None,
+    max_facts: int | None,
+) -> Query:
+    """A subject's facts at a point in time (valid_at: what held then; as_of: what was believed
+    then), newest first."""
+    return Query("facts_at", {"scope": scope, "scope_id": scope_id, "valid_at": valid_at, "as_of": as_of, "project_id": project_id, "max_facts": max_facts})
 
 
 def fact_history(
@@ -328,10 +346,12 @@ def fact_supersede(
     created_at: datetime | None,
     expires_at: datetime | None,
     ttl: timedelta | None,
+    valid_from: datetime | None,
+    valid_to: datetime | None,
 ) -> Query:
     """Retire an active fact (by id or old content) in favour of new content; returns the fact now
     active and whether it was created (false: merged into an active fact with that content)."""
-    return Query("fact_supersede", {"scope": scope, "scope_id": scope_id, "new_content": new_content, "id": id, "old_content": old_content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "embedding": embedding, "embedder": embedder, "created_at": created_at, "expires_at": expires_at, "ttl": ttl})
+    return Query("fact_supersede", {"scope": scope, "scope_id": scope_id, "new_content": new_content, "id": id, "old_content": old_content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "embedding": embedding, "embedder": embedder, "created_at": created_at, "expires_at": expires_at, "ttl": ttl, "valid_from": valid_from, "valid_to": valid_to})
 
 
 def fact_forget(
@@ -758,9 +778,10 @@ def context_read(
     since: datetime | None,
     until: datetime | None,
     metadata: Any,
+    valid_at: datetime | None,
 ) -> Query:
     """Everything one turn reads (facts, summary, recall, window) in one call."""
-    return Query("context_read", {"user_id": user_id, "agent_id": agent_id, "project_id": project_id, "thread_id": thread_id, "query_vector": query_vector, "embedder": embedder, "max_facts": max_facts, "window_size": window_size, "k": k, "min_content_chars": min_content_chars, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "dedupe": dedupe, "max_unembedded": max_unembedded, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata})
+    return Query("context_read", {"user_id": user_id, "agent_id": agent_id, "project_id": project_id, "thread_id": thread_id, "query_vector": query_vector, "embedder": embedder, "max_facts": max_facts, "window_size": window_size, "k": k, "min_content_chars": min_content_chars, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "dedupe": dedupe, "max_unembedded": max_unembedded, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata, "valid_at": valid_at})
 
 
 def user_export(*, user_id: str | None, project_id: str | None) -> Query:

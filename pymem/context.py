@@ -28,7 +28,7 @@ from .conversations import Message, TurnResult, _message, recall_filters
 from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation
-from .values import text
+from .values import text, timestamp
 from . import calls
 
 log = logging.getLogger("pymem")
@@ -142,6 +142,7 @@ class _Context:
             "max_unembedded": MAX_UNEMBEDDED,
             "query_text": query if user_id is not None else None,
             **recall_filters(filters),
+            "valid_at": timestamp((filters or {}).get("valid_at"), "valid_at"),
         }
         if "recall" not in order:  # not shown: not ranked, and the query needs no vector
             params["k"] = 0

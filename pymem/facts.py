@@ -24,7 +24,7 @@ from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
 from .types import Fact, FactId, Merge
-from .values import expiry, number, text, timestamp
+from .values import expiry, number, text, timestamp, valid_time
 from . import calls
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
@@ -159,20 +159,20 @@ class _Facts:
 
     # -- operations -----------------------------------------------------------------------
     def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None,
-                 created_at=None, ttl=None, expires_at=None) -> Operation[FactId]:
+                 created_at=None, ttl=None, expires_at=None, valid_from=None, valid_to=None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "content": text(content, "content")}
         params |= self._values(confidence, source, trace_id, metadata)
         params["created_at"] = timestamp(created_at)
         params["max_learned"] = self.options.max_learned_facts
-        expiring = expiry(ttl, expires_at)
+        expiring = expiry(ttl, expires_at) | valid_time(valid_from, valid_to)
         embedder = self.options.embedder
         if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
             # a fact that is there with its vector already is one read, and no call of the embedder
             # (a model's call costs more than the read; a cheap embedder's does not); with an
-            # expiry to give it, fact_add still runs (without a vector)
+            # expiry or a valid time to give it, fact_add still runs (without a vector)
             rows = yield calls.fact_lookup(**params, embedder=embedder.name)
             if rows and rows[0]["embedded"]:
-                if expiring["ttl"] is None and expiring["expires_at"] is None:
+                if all(v is None for v in expiring.values()):
                     return FactId(rows[0]["id"], False)
                 rows = yield calls.fact_add(**params, **expiring, embedding=None, embedder=None)
                 return FactId(rows[0]["id"], rows[0]["created"])
@@ -182,7 +182,8 @@ class _Facts:
         return FactId(rows[0]["id"], rows[0]["created"])
 
     def _persist_many(self, contents, tier, id, confidence, source, metadata, embeddings=None,
-                      created_at=None, ttl=None, expires_at=None) -> Operation[list[FactId]]:
+                      created_at=None, ttl=None, expires_at=None, valid_from=None,
+                      valid_to=None) -> Operation[list[FactId]]:
         if isinstance(contents, str) or not isinstance(contents, (list, tuple)):
             raise ValidationError("contents must be a list of strings (persist() takes one)")
         items = [text(c, "contents[%d]" % i) for i, c in enumerate(contents)]
@@ -195,7 +196,8 @@ class _Facts:
                   "scope_ids": [subject["scope_id"]] * n, "contents": items,
                   "confidences": [values["confidence"]] * n, "sources": [values["source"]] * n,
                   "metadata": [values["metadata"]] * n, "created_ats": [timestamp(created_at)] * n,
-                  "embeddings": None, "embedder": None, **expiry(ttl, expires_at)}
+                  "embeddings": None, "embedder": None, **expiry(ttl, expires_at),
+                  **valid_time(valid_from, valid_to)}
         if self.options.embedder is None:
             if embeddings is not None:
                 raise ValidationError("embeddings= needs the Memory's embedder (Memory(embedder=...)): it checks them")
@@ -207,8 +209,14 @@ class _Facts:
         rows = yield calls.facts_add_many(**params)
         return [FactId(r["id"], r["created"]) for r in rows]
 
-    def _retrieve(self, query, tier, id, limit, k, metadata=None) -> Operation[list[Fact]]:
+    def _retrieve(self, query, tier, id, limit, k, metadata=None, valid_at=None, as_of=None) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
+        if valid_at is not None or as_of is not None:  # a point in time (docs/sql.md "Valid time")
+            if query is not None or metadata is not None:
+                raise ValidationError("retrieve(valid_at=/as_of=) reads the newest facts at that time: "
+                                      "pass no query or metadata with it")
+            return (yield calls.facts_at(**subject, valid_at=timestamp(valid_at, "valid_at"),
+                                         as_of=timestamp(as_of, "as_of"), max_facts=limit).rows_as(fact_rows))
         if metadata is not None and not isinstance(metadata, Mapping):
             raise ValidationError("metadata must be a mapping (a JSON object): the facts returned contain it")
         if query is None:
@@ -239,9 +247,10 @@ class _Facts:
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
     def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
-                embedding=None, created_at=None, ttl=None, expires_at=None) -> Operation[FactId]:
+                embedding=None, created_at=None, ttl=None, expires_at=None, valid_from=None,
+                valid_to=None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}
-        params |= expiry(ttl, expires_at)
+        params |= expiry(ttl, expires_at) | valid_time(valid_from, valid_to)
         params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
         params |= self._values(confidence, source, trace_id, metadata)
         params["created_at"] = timestamp(created_at)

@@ -244,7 +244,8 @@ class Memory(MemoryBase):
                 id: str | None = None, confidence: float = 1.0, source: str = "manual", trace_id: str | None = None,
                 metadata: Mapping[str, Any] | None = None, embedding: VectorLike | None = None,
                 created_at: datetime | None = None, ttl: float | timedelta | None = None,
-                expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> FactId:
+                expires_at: datetime | None = None, valid_from: datetime | None = None,
+                valid_to: datetime | None = None, conn: psycopg.Connection | None = None) -> FactId:
         """Store a fact (idempotent: the same content returns the same id). Returns its id, a
         :class:`FactId` whose ``created`` is False when the fact was already there.
         ``embedding``: the content's vector, computed by the caller with the Memory's embedder
@@ -253,37 +254,49 @@ class Memory(MemoryBase):
         default now). ``ttl`` (seconds, or a timedelta) or ``expires_at`` (timezone-aware): the
         fact expires then, and is invisible to every read from that moment (docs/sql.md "Expire
         and purge"); the same fact persisted again with a ttl gets the new expiry, without one
-        it keeps its own."""
+        it keeps its own. ``valid_from`` / ``valid_to`` (timezone-aware; None: open on that side):
+        when the fact holds in the world; reads show it only while it holds (``retrieve(valid_at=)``
+        reads another time). The same fact persisted again with another valid time is restated: a
+        new version, the old one kept in its history (docs/sql.md "Valid time")."""
         return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                       trace_id, metadata, embedding, created_at, ttl, expires_at), conn)
+                                       trace_id, metadata, embedding, created_at, ttl, expires_at, valid_from,
+                                       valid_to), conn)
 
     def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
                      ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
                      metadata: Mapping[str, Any] | None = None, embeddings: Sequence[VectorLike] | None = None,
                      created_at: datetime | None = None, ttl: float | timedelta | None = None,
-                     expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> list[FactId]:
+                     expires_at: datetime | None = None, valid_from: datetime | None = None,
+                     valid_to: datetime | None = None, conn: psycopg.Connection | None = None) -> list[FactId]:
         """Store many facts of one subject in one call (bulk ingest: one round trip, one batch of
         embeddings). Each is stored as persist() would store it, all or nothing: an invalid one
         refuses the whole call and nothing is written. Returns their ids in order (a repeat, or a
         fact already there, has ``created`` False). Learned facts go through persist().
-        ``ttl`` / ``expires_at``: the expiry of every one of them, as in persist()."""
+        ``ttl`` / ``expires_at``: the expiry of every one of them, as in persist();
+        ``valid_from`` / ``valid_to``: the valid time of every one of them, as in persist()."""
         return self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                            metadata, embeddings, created_at, ttl, expires_at), conn)
+                                            metadata, embeddings, created_at, ttl, expires_at, valid_from,
+                                            valid_to), conn)
 
     def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                  ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
-                 metadata: Mapping[str, Any] | None = None, conn: psycopg.Connection | None = None) -> list[Fact]:
+                 metadata: Mapping[str, Any] | None = None, valid_at: datetime | None = None,
+                 as_of: datetime | None = None, conn: psycopg.Connection | None = None) -> list[Fact]:
         """Active facts newest first (``limit``), or the top ``k`` for ``query``: a text (ranked by
         its words and, with an embedder, by meaning: docs/sql.md "Facts"), or its vector from the
         Memory's embedder (by meaning alone). ``metadata``: only facts whose metadata contains
-        this mapping."""
-        return self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k, metadata), conn)
+        this mapping. Only facts that hold now are shown; ``valid_at`` (what held then, as
+        believed now), ``as_of`` (what was believed then) or both read the newest ``limit`` facts
+        of another time instead (pymem.facts_at; no query then)."""
+        return self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k, metadata,
+                                        valid_at, as_of), conn)
 
     def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
                source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                embedding: VectorLike | None = None, created_at: datetime | None = None,
                ttl: float | timedelta | None = None, expires_at: datetime | None = None,
+               valid_from: datetime | None = None, valid_to: datetime | None = None,
                conn: psycopg.Connection | None = None) -> FactId:
         """Retire the active fact named by ``old`` content or ``fact_id`` in favour of ``new``.
 
@@ -293,9 +306,14 @@ class Memory(MemoryBase):
         when the old fact was already superseded, ValidationError when ``new`` equals it.
         ``embedding``: ``new``'s vector from the Memory's embedder (the embedder is not called).
         ``created_at``: when ``new`` was learned (not before the old fact; default now).
-        ``ttl`` / ``expires_at``: the new version's expiry (default: the old version's)."""
+        ``ttl`` / ``expires_at``: the new version's expiry (default: the old version's).
+        ``valid_from`` / ``valid_to``: when ``new`` holds in the world; a ``valid_from`` says the
+        world changed then (the old fact still held before it: ``retrieve(valid_at=)``), without
+        one the update is a correction. ``new`` equal to the old content with another valid time
+        restates the fact."""
         return self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                      source, trace_id, metadata, embedding, created_at, ttl, expires_at), conn)
+                                      source, trace_id, metadata, embedding, created_at, ttl, expires_at, valid_from,
+                                      valid_to), conn)
 
     def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                fact_id: int | None = None, content: str | None = None, conn: psycopg.Connection | None = None) -> int:
@@ -325,20 +343,22 @@ class Memory(MemoryBase):
     def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
              embedding: VectorLike | None = None, as_of: datetime | None = None, since: datetime | None = None,
              until: datetime | None = None, metadata: Mapping[str, Any] | None = None,
-             conn: psycopg.Connection | None = None) -> Context:
+             valid_at: datetime | None = None, conn: psycopg.Connection | None = None) -> Context:
         """Everything one turn reads, and the chat messages built from it (see pymem.context).
         ``embedding``: the query's vector from the Memory's embedder (the embedder is not called).
-        ``as_of``, ``since``, ``until``, ``metadata``: the recall filters of :meth:`recall`."""
-        filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
+        ``as_of``, ``since``, ``until``, ``metadata``: the recall filters of :meth:`recall`;
+        ``as_of`` also reads the facts as they were believed then, and ``valid_at`` the facts that
+        held then (a context for a point in time: docs/sql.md "Valid time")."""
+        filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata, "valid_at": valid_at}
         return self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding, filters), conn)
 
     def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                 embedding: VectorLike | None = None, as_of: datetime | None = None, since: datetime | None = None,
                 until: datetime | None = None, metadata: Mapping[str, Any] | None = None,
-                conn: psycopg.Connection | None = None) -> list[dict[str, str]]:
+                valid_at: datetime | None = None, conn: psycopg.Connection | None = None) -> list[dict[str, str]]:
         """The messages to send to a chat model for ``query``."""
         return self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding, as_of=as_of, since=since,
-                         until=until, metadata=metadata, conn=conn).messages
+                         until=until, metadata=metadata, valid_at=valid_at, conn=conn).messages
 
     def record(self, query: str, answer: str, *, user: str | None = _UNSET, ctx: Any = None,
                thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,
@@ -523,35 +543,40 @@ class AsyncMemory(MemoryBase):
                       trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                       embedding: VectorLike | None = None, created_at: datetime | None = None,
                       ttl: float | timedelta | None = None, expires_at: datetime | None = None,
+                      valid_from: datetime | None = None, valid_to: datetime | None = None,
                       conn: psycopg.AsyncConnection | None = None) -> FactId:
         return await self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                             trace_id, metadata, embedding, created_at, ttl, expires_at), conn)
+                                             trace_id, metadata, embedding, created_at, ttl, expires_at, valid_from,
+                                             valid_to), conn)
 
     async def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
                            ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
                            metadata: Mapping[str, Any] | None = None, embeddings: Sequence[VectorLike] | None = None,
                            created_at: datetime | None = None, ttl: float | timedelta | None = None,
-                           expires_at: datetime | None = None,
+                           expires_at: datetime | None = None, valid_from: datetime | None = None,
+                           valid_to: datetime | None = None,
                            conn: psycopg.AsyncConnection | None = None) -> list[FactId]:
         return await self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                                  source, metadata, embeddings, created_at, ttl, expires_at), conn)
+                                                  source, metadata, embeddings, created_at, ttl, expires_at,
+                                                  valid_from, valid_to), conn)
 
     async def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                        ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
-                       metadata: Mapping[str, Any] | None = None,
-                       conn: psycopg.AsyncConnection | None = None) -> list[Fact]:
+                       metadata: Mapping[str, Any] | None = None, valid_at: datetime | None = None,
+                       as_of: datetime | None = None, conn: psycopg.AsyncConnection | None = None) -> list[Fact]:
         return await self._run(self._retrieve(query, tier, self._subject_id(tier, id, user, ctx), limit, k,
-                                              metadata), conn)
+                                              metadata, valid_at, as_of), conn)
 
     async def update(self, new: str, *, old: str | None = None, fact_id: int | None = None, tier: str = "user",
                      user: str | None = _UNSET, ctx: Any = None, id: str | None = None, confidence: float = 1.0,
                      source: str = "manual", trace_id: str | None = None, metadata: Mapping[str, Any] | None = None,
                      embedding: VectorLike | None = None, created_at: datetime | None = None,
                      ttl: float | timedelta | None = None, expires_at: datetime | None = None,
+                     valid_from: datetime | None = None, valid_to: datetime | None = None,
                      conn: psycopg.AsyncConnection | None = None) -> FactId:
         return await self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx),
                                             confidence, source, trace_id, metadata, embedding, created_at, ttl,
-                                            expires_at), conn)
+                                            expires_at, valid_from, valid_to), conn)
 
     async def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                      fact_id: int | None = None, content: str | None = None,
@@ -573,17 +598,18 @@ class AsyncMemory(MemoryBase):
     async def read(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                    embedding: VectorLike | None = None, as_of: datetime | None = None,
                    since: datetime | None = None, until: datetime | None = None,
-                   metadata: Mapping[str, Any] | None = None, conn: psycopg.AsyncConnection | None = None) -> Context:
-        filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
+                   metadata: Mapping[str, Any] | None = None, valid_at: datetime | None = None,
+                   conn: psycopg.AsyncConnection | None = None) -> Context:
+        filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata, "valid_at": valid_at}
         return await self._run(self._read(self.resolve_user(user, ctx), thread, query, embedding, filters), conn)
 
     async def context(self, query: str, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
                       embedding: VectorLike | None = None, as_of: datetime | None = None,
                       since: datetime | None = None, until: datetime | None = None,
-                      metadata: Mapping[str, Any] | None = None,
+                      metadata: Mapping[str, Any] | None = None, valid_at: datetime | None = None,
                       conn: psycopg.AsyncConnection | None = None) -> list[dict[str, str]]:
         return (await self.read(query, user=user, ctx=ctx, thread=thread, embedding=embedding, as_of=as_of,
-                                since=since, until=until, metadata=metadata, conn=conn)).messages
+                                since=since, until=until, metadata=metadata, valid_at=valid_at, conn=conn)).messages
 
     async def record(self, query: str, answer: str, *, user: str | None = _UNSET, ctx: Any = None,
                      thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,

@@ -24,6 +24,7 @@ Extractor = Callable[[str], list[str]]
 @dataclass(frozen=True)
 class Fact:
     """One row of ``pymem.facts`` (``expires_at``: when it stops being visible, None: never;
+    ``valid_from`` / ``valid_to``: when it holds in the world, None: open on that side;
     ``similarity`` and ``score`` are set by ranked retrieval: cosine similarity, and the fused
     lexical + vector score it was ranked by; ``depth``, the supersede steps from this version to
     the newest one of its history, by ``history(fact_id=)``)."""
@@ -41,6 +42,8 @@ class Fact:
     superseded_by: int | None = None
     superseded_at: datetime | None = None
     expires_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
     similarity: float | None = None
     score: float | None = None
     depth: int | None = None

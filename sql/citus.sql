@@ -272,7 +272,7 @@ $$;
 CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
     p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
     p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], p_expires_at timestamptz,
-    OUT ids bigint[], OUT created boolean[])
+    p_valid_from timestamptz, p_valid_to timestamptz, OUT ids bigint[], OUT created boolean[])
 LANGUAGE sql VOLATILE SECURITY INVOKER  -- as its twin, whatever this body does (tests/sql/test_citus_overrides.py)
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -285,13 +285,17 @@ $$;
 -- and calls renamed, so they never drift from them; _facts_for_context sends 'user' facts to
 -- the plain body (kept as _user_facts_for_context) and the others to the copies.
 SELECT pymem.migration_types_path();  -- the functions below name pgvector's type
+-- signatures the copies had before 0043_valid_time gave _facts_for_context a point in time
+DROP FUNCTION IF EXISTS pymem._user_facts_for_context(text, text, text, integer, vector, text, text, double precision);
+DROP FUNCTION IF EXISTS pymem._shared_facts_for_context(text, text, text, integer, vector, text, text, double precision);
 
 DO $$
 DECLARE
     v_fn text;
     v_src text;
 BEGIN
-    FOREACH v_fn IN ARRAY ARRAY['_facts_newest', '_scope_fact_candidates', '_fact_candidates', '_facts_ranked', '_facts_for_context'] LOOP
+    FOREACH v_fn IN ARRAY ARRAY['_facts_newest', '_facts_at', '_scope_fact_candidates', '_fact_candidates', '_facts_ranked',
+                                '_facts_for_context'] LOOP
         v_src := pg_catalog.pg_get_functiondef(
             (SELECT p.oid FROM pg_catalog.pg_proc AS p
               WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND p.proname = v_fn));
@@ -300,7 +304,7 @@ BEGIN
         END IF;
         v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes|active_facts)\M',
                                            'pymem.shared_\1', 'g');
-        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_scope_fact_candidates|_fact_candidates|_facts_ranked|_facts_for_context)\(',
+        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_facts_at|_scope_fact_candidates|_fact_candidates|_facts_ranked|_facts_for_context)\(',
                                            'pymem._shared\1(', 'g');
         EXECUTE v_src;
     END LOOP;
@@ -309,7 +313,7 @@ $$;
 
 CREATE OR REPLACE FUNCTION pymem._facts_for_context(
     p_project_id text, p_scope text, p_scope_id text, p_max integer, p_query vector, p_embedder text,
-    p_text text, p_lw double precision)
+    p_text text, p_lw double precision, p_valid_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id bigint, content text, confidence double precision, created_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -317,10 +321,10 @@ AS $$
 BEGIN
     IF p_scope = 'user' THEN
         RETURN QUERY SELECT * FROM pymem._user_facts_for_context(p_project_id, p_scope, p_scope_id, p_max, p_query,
-                                                                p_embedder, p_text, p_lw);
+                                                                p_embedder, p_text, p_lw, p_valid_at, p_as_of);
     ELSE
         RETURN QUERY SELECT * FROM pymem._shared_facts_for_context(p_project_id, p_scope, p_scope_id, p_max, p_query,
-                                                                  p_embedder, p_text, p_lw);
+                                                                  p_embedder, p_text, p_lw, p_valid_at, p_as_of);
     END IF;
 END;
 $$;

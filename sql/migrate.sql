@@ -750,6 +750,29 @@ COMMIT;
 \echo pymem: applied 0042_change_feed
 \endif
 
+-- 0043_valid_time
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0043_valid_time', '40f6aea32ee456f74ff45941e94887fbc695740a7bee61b8abd06b4c8e65e359') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0043_valid_time.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0043_valid_time', '40f6aea32ee456f74ff45941e94887fbc695740a7bee61b8abd06b4c8e65e359', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0043_valid_time
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -806,7 +829,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ec6a7ab4f597ef2887f1b1cba0774fa2c49a1b49e4068e1928ce25cb9bb34831')
+SELECT pymem.migration_api_applied('5842b1000716d12a0660d5f94a625f17d315494b9e2965dbed8fd1050d342410')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -167,7 +167,8 @@ SELECT a.id, a.created FROM pymem.fact_add(
     scope => %(scope)s, scope_id => %(scope_id)s, content => %(content)s, project_id => %(project_id)s,
     confidence => %(confidence)s::float8, source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
     max_learned => %(max_learned)s::integer, embedding => %(embedding)b, embedder => %(embedder)s,
-    created_at => %(created_at)s::timestamptz, expires_at => %(expires_at)s::timestamptz, ttl => %(ttl)s::interval) AS a;
+    created_at => %(created_at)s::timestamptz, expires_at => %(expires_at)s::timestamptz, ttl => %(ttl)s::interval,
+    valid_from => %(valid_from)s::timestamptz, valid_to => %(valid_to)s::timestamptz) AS a;
 
 -- name: fact_lookup
 -- The active fact with this content, if any, and whether it has a vector from the embedder (fact_add's checks, no write).
@@ -183,33 +184,41 @@ SELECT a.ord, a.id, a.created FROM pymem.facts_add_many(
     project_id => %(project_id)s, confidences => %(confidences)s::float8[], sources => %(sources)s::text[],
     metadata => %(metadata)s::jsonb[], embeddings => %(embeddings)b, embedder => %(embedder)s,
     created_ats => %(created_ats)s::timestamptz[], expires_at => %(expires_at)s::timestamptz,
-    ttl => %(ttl)s::interval) AS a
+    ttl => %(ttl)s::interval, valid_from => %(valid_from)s::timestamptz, valid_to => %(valid_to)s::timestamptz) AS a
  ORDER BY a.ord;
 
 -- name: facts_newest
 -- A subject's active facts, newest first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at, f.expires_at
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at, f.valid_from, f.valid_to
 FROM pymem.facts_newest(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
                         max_facts => %(max_facts)s::integer) AS f;
+
+-- name: facts_at
+-- A subject's facts at a point in time (valid_at: what held then; as_of: what was believed then), newest first.
+SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at, f.valid_from, f.valid_to
+FROM pymem.facts_at(scope => %(scope)s, scope_id => %(scope_id)s, valid_at => %(valid_at)s::timestamptz,
+                    as_of => %(as_of)s::timestamptz, project_id => %(project_id)s,
+                    max_facts => %(max_facts)s::integer) AS f;
 
 -- name: fact_history
 -- A subject's facts including superseded versions, newest first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at, f.expires_at
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at, f.valid_from, f.valid_to
 FROM pymem.fact_history(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
                         max_facts => %(max_facts)s::integer) AS f;
 
 -- name: fact_chain
 -- A fact's history tree (every branch merged into its newest version), predecessors first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at, f.depth, f.expires_at
+       f.created_at, f.superseded_by, f.superseded_at, f.depth, f.expires_at, f.valid_from, f.valid_to
 FROM pymem.fact_chain(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s::bigint, project_id => %(project_id)s) AS f;
 
 -- name: fact_get
 -- One fact of a project by id, active or superseded (no row when there is none).
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
-       f.created_at, f.superseded_by, f.superseded_at, f.expires_at
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at, f.valid_from, f.valid_to
 FROM pymem.fact_get(id => %(id)s::bigint, project_id => %(project_id)s) AS f;
 
 -- name: fact_supersede
@@ -220,7 +229,8 @@ SELECT s.id, s.created FROM pymem.fact_supersede(
     old_content => %(old_content)s, project_id => %(project_id)s, confidence => %(confidence)s::float8,
     source => %(source)s, trace_id => %(trace_id)s, metadata => %(metadata)s,
     embedding => %(embedding)b, embedder => %(embedder)s, created_at => %(created_at)s::timestamptz,
-    expires_at => %(expires_at)s::timestamptz, ttl => %(ttl)s::interval) AS s;
+    expires_at => %(expires_at)s::timestamptz, ttl => %(ttl)s::interval,
+    valid_from => %(valid_from)s::timestamptz, valid_to => %(valid_to)s::timestamptz) AS s;
 
 -- name: fact_forget
 -- Delete one fact (by id or content) and the versions it superseded; returns the count.
@@ -453,7 +463,8 @@ SELECT pymem.context_read(
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
     dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer, min_score => %(min_score)s::float8,
     query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8, as_of => %(as_of)s::timestamptz,
-    since => %(since)s::timestamptz, until => %(until)s::timestamptz, metadata => %(metadata)s::jsonb) AS context;
+    since => %(since)s::timestamptz, until => %(until)s::timestamptz, metadata => %(metadata)s::jsonb,
+    valid_at => %(valid_at)s::timestamptz) AS context;
 
 -- name: user_export
 -- A user's whole memory (facts with history, threads, messages, summaries) as JSON.

@@ -75,6 +75,35 @@ RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 AS $$ SELECT expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) at $$;
 
+-- _fact_valid(valid_from, valid_to, at): the one definition of "holds at `at`" of a fact's valid
+-- time, the half-open range [valid_from, valid_to) with NULL open on its side
+-- (migrations/0043_valid_time.sql; pymem.active_facts says it in its own words, with at = now()).
+-- No SET clause, so that it inlines.
+CREATE OR REPLACE FUNCTION pymem._fact_valid(valid_from timestamptz, valid_to timestamptz, at timestamptz)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT (valid_from IS NULL OR valid_from OPERATOR(pg_catalog.<=) at)
+         AND (valid_to IS NULL OR valid_to OPERATOR(pg_catalog.>) at) $$;
+
+-- _valid_time(valid_from, valid_to): the checks of the valid time a write gives a fact (22023):
+-- finite times, valid_from before valid_to. Either may be NULL (open on that side).
+CREATE OR REPLACE FUNCTION pymem._valid_time(valid_from timestamptz, valid_to timestamptz)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF NOT pg_catalog.isfinite(coalesce(valid_from, '2000-01-01')) OR NOT pg_catalog.isfinite(coalesce(valid_to, '2000-01-01')) THEN
+        RAISE EXCEPTION 'pymem: valid_from and valid_to must be finite times (or NULL: open on that side)'
+            USING ERRCODE = '22023';
+    END IF;
+    IF valid_from >= valid_to THEN
+        RAISE EXCEPTION 'pymem: valid_from % must be before valid_to %', valid_from, valid_to
+            USING ERRCODE = '22023', HINT = 'A fact holds from valid_from up to, not including, valid_to.';
+    END IF;
+END;
+$$;
+
 -- _expiry(expires_at, ttl): the expiry a write asks for: expires_at, or now() + ttl, or NULL
 -- (never) when both are NULL. Refused (22023): both given, a ttl that is not positive, an
 -- expires_at that is not in the future, either beyond 100 years (NULL means never).

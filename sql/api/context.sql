@@ -33,6 +33,10 @@ $$;
 -- as in messages_recall. With a query vector, "unembedded" lists up to max_unembedded of the user's
 -- messages with no vector from `embedder` (written by SQL): embed them, store them with
 -- message_embeddings_put, and call again for a complete recall.
+-- A point in time: as_of (record time) reads the facts as they were believed then (and recalls
+-- the messages written by then); valid_at (valid time) reads the facts that hold then (as believed
+-- as of as_of, default now). Either one gives each block of facts the newest max_facts of facts_at
+-- (migrations/0043_valid_time.sql), unranked; the summary and the window are the thread's now.
 --   SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot');
 CREATE OR REPLACE FUNCTION pymem.context_read(
     user_id text,
@@ -56,7 +60,8 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     as_of timestamptz DEFAULT NULL,
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
-    metadata jsonb DEFAULT NULL)
+    metadata jsonb DEFAULT NULL,
+    valid_at timestamptz DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -98,6 +103,9 @@ BEGIN
         half_life_seconds => context_read.half_life_seconds, min_score => context_read.min_score,
         as_of => context_read.as_of, since => context_read.since, until => context_read.until,
         metadata => context_read.metadata);
+    IF NOT pg_catalog.isfinite(coalesce(context_read.valid_at, '2000-01-01')) THEN
+        RAISE EXCEPTION 'pymem: valid_at must be a finite time (or NULL: now)' USING ERRCODE = '22023';
+    END IF;
     IF context_read.query_vector IS NOT NULL THEN  -- once, for the facts' ranking and for recall
         PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query_vector);
     END IF;
@@ -108,7 +116,7 @@ BEGIN
           INTO v_agent
           FROM pymem._facts_for_context(context_read.project_id, 'agent', context_read.agent_id, context_read.max_facts,
                                         context_read.query_vector, context_read.embedder, context_read.query_text,
-                                        context_read.lexical_weight) AS f;
+                                        context_read.lexical_weight, context_read.valid_at, context_read.as_of) AS f;
     END IF;
     v_has_user := context_read.user_id IS NOT NULL
         AND pymem._conv_check(context_read.project_id, context_read.user_id, context_read.thread_id, 'match');
@@ -118,7 +126,7 @@ BEGIN
           INTO v_user
           FROM pymem._facts_for_context(context_read.project_id, 'user', context_read.user_id, context_read.max_facts,
                                         context_read.query_vector, context_read.embedder, context_read.query_text,
-                                        context_read.lexical_weight) AS f;
+                                        context_read.lexical_weight, context_read.valid_at, context_read.as_of) AS f;
         SELECT t.summary, t.summary_through INTO v_summary, v_through FROM pymem.threads AS t
          WHERE t.project_id = context_read.project_id AND t.user_id = context_read.user_id
            AND t.thread_id = context_read.thread_id;

@@ -10,10 +10,11 @@
 -- _fact_changes_check: the shape of turn_record's fact_changes (see there), checked before the
 -- turn writes anything: NULL or a JSON array of at most 100 objects, each with op 'add',
 -- 'update' or 'delete', content a string, fact_id an integer for update and delete (none for
--- add), and no other key. 22023 names the first element that is wrong.
+-- add), optionally valid_from and valid_to (when the fact holds: each a time as a string, or
+-- null; valid_from before valid_to), and no other key. 22023 names the first element that is wrong.
 CREATE OR REPLACE FUNCTION pymem._fact_changes_check(changes jsonb)
 RETURNS void
-LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
@@ -39,7 +40,14 @@ BEGIN
             WHEN NOT (v_change ? 'op') OR v_change ->> 'op' NOT IN ('add', 'update', 'delete')
                 THEN 'needs op "add", "update" or "delete"'
             WHEN EXISTS (SELECT 1 FROM pg_catalog.jsonb_object_keys(v_change) AS k
-                          WHERE k NOT IN ('op', 'fact_id', 'content')) THEN 'has a key other than op, fact_id, content'
+                          WHERE k NOT IN ('op', 'fact_id', 'content', 'valid_from', 'valid_to'))
+                THEN 'has a key other than op, fact_id, content, valid_from, valid_to'
+            WHEN pg_catalog.jsonb_typeof(v_change -> 'valid_from') NOT IN ('string', 'null')
+              OR pg_catalog.jsonb_typeof(v_change -> 'valid_to') NOT IN ('string', 'null')
+                THEN 'has a valid_from or valid_to that is not a time as a string'
+            WHEN (v_change ? 'valid_from' OR v_change ? 'valid_to')
+                 AND NOT pymem._valid_time_text(v_change ->> 'valid_from', v_change ->> 'valid_to')
+                THEN 'has a valid_from or valid_to that is not a finite time, or valid_from not before valid_to'
             WHEN pg_catalog.jsonb_typeof(v_change -> 'content') IS DISTINCT FROM 'string' THEN 'needs content, a string'
             WHEN v_change ->> 'op' = 'add' AND v_change ? 'fact_id' AND v_change -> 'fact_id' <> 'null'
                 THEN 'is an add: it names no fact_id'
@@ -52,6 +60,20 @@ BEGIN
                       HINT = 'Each change is {"op": "add", "content": ...} or {"op": "update"|"delete", "fact_id": ..., "content": ...}.';
         END IF;
     END LOOP;
+END;
+$$;
+
+-- _valid_time_text: whether two texts (NULL: open) are a valid time pymem._valid_time accepts.
+CREATE OR REPLACE FUNCTION pymem._valid_time_text(p_from text, p_to text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    PERFORM pymem._valid_time(p_from::timestamptz, p_to::timestamptz);
+    RETURN true;
+EXCEPTION WHEN invalid_parameter_value OR invalid_datetime_format OR datetime_field_overflow THEN
+    RETURN false;
 END;
 $$;
 
@@ -158,6 +180,7 @@ DECLARE
     v_turn jsonb := _turn_learn.turn;
     v_expired bigint[];          -- expired facts found holding a key
     v_now timestamptz;
+    v_restated bigint;           -- the version an add's valid time gave its fact
 BEGIN
     -- learned facts: the checks of fact_add, one fact at a time (an invalid one is skipped) ...
     FOREACH v_fact IN ARRAY coalesce(_turn_learn.learned, '{}') LOOP
@@ -255,6 +278,21 @@ BEGIN
             END IF;
         END IF;
     END IF;
+    -- the adds that say when their fact holds: a new fact was inserted without it, a fact there
+    -- already may hold another; _fact_restate gives each its valid time (a new version where it
+    -- differs, as fact_add's re-add does)
+    FOR v_i IN 1 .. coalesce(pg_catalog.jsonb_array_length(_turn_learn.fact_changes), 0) LOOP
+        v_change := _turn_learn.fact_changes -> (v_i - 1);
+        CONTINUE WHEN v_add_at[v_i] IS NULL OR (v_change ->> 'valid_from' IS NULL AND v_change ->> 'valid_to' IS NULL);
+        SELECT r.id INTO v_restated
+          FROM pymem._fact_restate(_turn_learn.project_id, 'user', _turn_learn.user_id, v_keys[v_add_at[v_i]],
+                                   (v_change ->> 'valid_from')::timestamptz, (v_change ->> 'valid_to')::timestamptz,
+                                   _turn_learn.created_at) AS r;
+        -- every element naming that fact now names its new version
+        v_ids := ARRAY(SELECT CASE WHEN u.id = v_ids[v_add_at[v_i]] THEN v_restated ELSE u.id END
+                         FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, n) ORDER BY u.n);
+    END LOOP;
+    learned_ids := v_ids[1:v_n_learned];
     -- the updates and deletes of fact_changes, in order, each in a subtransaction of its own
     -- (fact_supersede takes the subject lock and checks the fact is this user's and active)
     changes := '[]';
@@ -272,6 +310,8 @@ BEGIN
                                            id => (v_change ->> 'fact_id')::bigint,
                                            project_id => _turn_learn.project_id, confidence => 0.6,
                                            source => 'learned', created_at => _turn_learn.created_at,
+                                           valid_from => (v_change ->> 'valid_from')::timestamptz,
+                                           valid_to => (v_change ->> 'valid_to')::timestamptz,
                                            metadata => pg_catalog.jsonb_build_object('turn', v_turn
                                                || pg_catalog.jsonb_build_object('op', v_change ->> 'op')));
             changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
@@ -313,6 +353,10 @@ $$;
 --                                            (fact_chain), so a model's mistake can be undone
 --                                            and the user can see why; hard deletion stays an
 --                                            explicit fact_forget.
+-- Any change may also say when its fact holds in the world: "valid_from" and "valid_to" (times as
+-- strings, or null; migrations/0043_valid_time.sql), so a learner that hears "since May" says so:
+-- an add's fact gets that valid time (one there already is restated), an update's or a delete's
+-- new version gets it (a valid_from on an update: the old version held until then).
 -- Each fact the turn writes names it in its metadata: {"turn": {"thread_id", "seq"}}, the
 -- thread and the user message's seq (a learned fact, an add, and the successor an update or
 -- delete creates, which also carries the change's "op": {"turn": {..., "op": "delete"}}), so

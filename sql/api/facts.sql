@@ -305,6 +305,12 @@ $$;
 -- fact, with its history, is deleted by that add; pymem.purge deletes the others). A re-add
 -- that passes an expiry gives it to the fact (a sliding TTL); one that passes none keeps it.
 --   SELECT * FROM pymem.fact_add('user', 'alice', 'Is in Lisbon this week', ttl => '7 days');
+-- valid_from / valid_to (NULL: open on that side; pymem._valid_time checks them) say when the
+-- fact holds in the world (migrations/0043_valid_time.sql): reads show a fact only while it holds
+-- (facts_at reads another time). A re-add that gives a valid time the fact does not have
+-- restates it: a new version with the valid time given (a side not given is kept), the old
+-- version in its history (created is true: a row was added); one that gives none keeps it.
+--   SELECT * FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', valid_from => '2019-08-01', valid_to => '2024-05-01');
 CREATE OR REPLACE FUNCTION pymem.fact_add(
     scope text,
     scope_id text,
@@ -319,7 +325,9 @@ CREATE OR REPLACE FUNCTION pymem.fact_add(
     embedder text DEFAULT NULL,
     created_at timestamptz DEFAULT NULL,
     expires_at timestamptz DEFAULT NULL,
-    ttl interval DEFAULT NULL)
+    ttl interval DEFAULT NULL,
+    valid_from timestamptz DEFAULT NULL,
+    valid_to timestamptz DEFAULT NULL)
 RETURNS TABLE (id bigint, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -338,6 +346,7 @@ DECLARE
     v_expires timestamptz;  -- the expiry asked for (NULL: none)
     v_was timestamptz;  -- the existing fact's expiry
     v_now timestamptz;
+    v_valid boolean := fact_add.valid_from IS NOT NULL OR fact_add.valid_to IS NOT NULL;  -- a valid time given
 BEGIN
     v_content := pymem._fact_add_checks(fact_add.scope, fact_add.scope_id, fact_add.content, fact_add.project_id,
                                         fact_add.confidence, fact_add.source, fact_add.trace_id, fact_add.metadata,
@@ -345,6 +354,9 @@ BEGIN
     v_key := pymem.fact_key(v_content);
     IF fact_add.expires_at IS NOT NULL OR fact_add.ttl IS NOT NULL THEN
         v_expires := pymem._expiry(fact_add.expires_at, fact_add.ttl);
+    END IF;
+    IF v_valid THEN
+        PERFORM pymem._valid_time(fact_add.valid_from, fact_add.valid_to);
     END IF;
     IF fact_add.embedding IS NOT NULL AND NOT (fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL) THEN
         -- the checks of _embedding_register that need no read, as one expression (it raises
@@ -366,7 +378,7 @@ BEGIN
            AND e.embedder = fact_add.embedder
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C"
            AND f.scope_id = fact_add.scope_id AND f.content_key = v_key AND f.superseded_by IS NULL;
-        IF v_have = pymem._vector_dims(fact_add.embedding) AND v_expires IS NULL
+        IF v_have = pymem._vector_dims(fact_add.embedding) AND v_expires IS NULL AND NOT v_valid
            AND (v_was IS NULL OR pymem._fact_live(v_was, pg_catalog.now())) THEN
             id := v_id;
             created := false;
@@ -398,10 +410,10 @@ BEGIN
     END IF;
     WHILE v_id IS NULL LOOP
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
-                                      created_at, expires_at)
+                                      created_at, expires_at, valid_from, valid_to)
         VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_content, v_key, fact_add.confidence,
                 fact_add.source, fact_add.trace_id, fact_add.metadata,
-                coalesce(fact_add.created_at, pg_catalog.clock_timestamp()), v_expires)
+                coalesce(fact_add.created_at, pg_catalog.clock_timestamp()), v_expires, fact_add.valid_from, fact_add.valid_to)
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
         RETURNING f.id INTO v_id;
         v_created := FOUND;
@@ -427,6 +439,14 @@ BEGIN
             PERFORM pymem._fact_history_expire(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id, v_expires);
         END IF;
         v_trimmed := true;  -- on Citus, the copies of the subject's facts again
+    END IF;
+    -- a re-add that gives another valid time restates the fact: a new version with that valid
+    -- time (what it does not give, it keeps), the old one in its history (_fact_restate)
+    IF NOT v_created AND v_valid THEN
+        SELECT r.id, r.created INTO v_id, v_created
+          FROM pymem._fact_restate(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_key,
+                                   fact_add.valid_from, fact_add.valid_to, fact_add.created_at) AS r;
+        v_trimmed := v_trimmed OR v_created;  -- on Citus, the copies of the subject's facts again
     END IF;
     IF fact_add.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)

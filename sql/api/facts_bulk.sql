@@ -15,7 +15,7 @@
 CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
     p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
     p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], p_expires_at timestamptz,
-    OUT ids bigint[], OUT created boolean[])
+    p_valid_from timestamptz, p_valid_to timestamptz, OUT ids bigint[], OUT created boolean[])
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
@@ -45,9 +45,9 @@ BEGIN
         SELECT DISTINCT ON (x.scope_id, x.key) x.* FROM input AS x WHERE x.known IS NULL ORDER BY x.scope_id, x.key, x.i),
     ins AS (
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, metadata, created_at,
-                                      expires_at)
+                                      expires_at, valid_from, valid_to)
         SELECT p_project_id, p_scope, x.scope_id, x.content, x.key, x.confidence, x.source,
-               x.metadata, coalesce(x.created_at, pg_catalog.clock_timestamp()), p_expires_at
+               x.metadata, coalesce(x.created_at, pg_catalog.clock_timestamp()), p_expires_at, p_valid_from, p_valid_to
           FROM firsts AS x
          ORDER BY x.i
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
@@ -71,7 +71,9 @@ $$;
 -- cap needs fact_add's lock and trim. One row per element, in order: (ord, id, created).
 -- One statement per step, whatever the number of elements or subjects: the checks, the
 -- subjects' locks, the facts (found or inserted), the vectors. expires_at or ttl (as in fact_add)
--- is the expiry of every fact of the batch, the new ones and those there already.
+-- is the expiry of every fact of the batch, the new ones and those there already. valid_from /
+-- valid_to (as in fact_add) are the valid time of every fact of the batch: a fact there already
+-- with another one is restated (a new version; created is true for it).
 --   SELECT * FROM pymem.facts_add_many('user', ARRAY['erin', 'frank'], ARRAY['Prefers email', 'Likes tea']);
 CREATE OR REPLACE FUNCTION pymem.facts_add_many(
     scope text,
@@ -85,7 +87,9 @@ CREATE OR REPLACE FUNCTION pymem.facts_add_many(
     embedder text DEFAULT NULL,
     created_ats timestamptz[] DEFAULT NULL,
     expires_at timestamptz DEFAULT NULL,
-    ttl interval DEFAULT NULL)
+    ttl interval DEFAULT NULL,
+    valid_from timestamptz DEFAULT NULL,
+    valid_to timestamptz DEFAULT NULL)
 RETURNS TABLE (ord integer, id bigint, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -118,6 +122,9 @@ BEGIN
     PERFORM pymem._check_batch('facts_add_many', 'facts', v_n, 100000);
     IF facts_add_many.expires_at IS NOT NULL OR facts_add_many.ttl IS NOT NULL THEN
         v_expires := pymem._expiry(facts_add_many.expires_at, facts_add_many.ttl);
+    END IF;
+    IF facts_add_many.valid_from IS NOT NULL OR facts_add_many.valid_to IS NOT NULL THEN
+        PERFORM pymem._valid_time(facts_add_many.valid_from, facts_add_many.valid_to);
     END IF;
     IF v_n = 0 THEN
         RETURN;
@@ -180,7 +187,8 @@ BEGIN
     SELECT m.ids, m.created INTO v_ids, v_created
       FROM pymem._facts_insert_many(facts_add_many.project_id, facts_add_many.scope, facts_add_many.scope_ids,
                                     facts_add_many.contents, facts_add_many.confidences, facts_add_many.sources,
-                                    facts_add_many.metadata, facts_add_many.created_ats, v_expires) AS m;
+                                    facts_add_many.metadata, facts_add_many.created_ats, v_expires,
+                                    facts_add_many.valid_from, facts_add_many.valid_to) AS m;
     -- a fact another transaction committed (or superseded) while this one ran: one at a time
     FOR v_i IN SELECT u.i FROM pg_catalog.unnest(v_ids) WITH ORDINALITY AS u(id, i) WHERE u.id IS NULL LOOP
         SELECT a.id, a.created INTO v_one, v_one_created
@@ -188,7 +196,8 @@ BEGIN
                               facts_add_many.project_id, coalesce(facts_add_many.confidences[v_i], 1.0),
                               coalesce(facts_add_many.sources[v_i], 'manual'), NULL,
                               coalesce(facts_add_many.metadata[v_i], '{}'::jsonb), NULL, NULL, NULL,
-                              facts_add_many.created_ats[v_i], expires_at => v_expires) AS a;
+                              facts_add_many.created_ats[v_i], expires_at => v_expires,
+                              valid_from => facts_add_many.valid_from, valid_to => facts_add_many.valid_to) AS a;
         v_ids[v_i] := v_one;
         v_created[v_i] := v_one_created;
     END LOOP;
@@ -205,6 +214,20 @@ BEGIN
                 PERFORM pymem._fact_history_expire(facts_add_many.project_id, facts_add_many.scope,
                                                    facts_add_many.scope_ids[v_i], v_ids[v_i], v_expires);
             END IF;
+        END LOOP;
+    END IF;
+    IF facts_add_many.valid_from IS NOT NULL OR facts_add_many.valid_to IS NOT NULL THEN
+        -- the facts that were there already with another valid time are restated, as fact_add's
+        -- re-adds are (one at a time: a rare path; a repeat within the batch finds the first's)
+        FOR v_i IN 1 .. v_n LOOP
+            CONTINUE WHEN v_created[v_i];
+            SELECT r.id, r.created INTO v_one, v_one_created
+              FROM pymem._fact_restate(facts_add_many.project_id, facts_add_many.scope, facts_add_many.scope_ids[v_i],
+                                       pymem.fact_key(pymem._fact_trim(facts_add_many.contents[v_i])),
+                                       facts_add_many.valid_from, facts_add_many.valid_to,
+                                       facts_add_many.created_ats[v_i]) AS r;
+            v_ids[v_i] := v_one;
+            v_created[v_i] := v_one_created;
         END LOOP;
     END IF;
     IF facts_add_many.embeddings IS NOT NULL THEN

@@ -139,15 +139,21 @@ $$;
 -- active facts, newest first, as facts_newest; when it has more than p_max and the turn has a query
 -- (its vector, its text or both), the p_max that rank best for it (_facts_ranked, every fact
 -- ranked), still newest first: a subject with many facts gets the relevant ones, not the latest.
+-- At a point in time (p_valid_at or p_as_of given: _facts_at) the newest p_max facts then.
 -- The caller has checked the query vector (context_read, once per call).
 CREATE OR REPLACE FUNCTION pymem._facts_for_context(
     p_project_id text, p_scope text, p_scope_id text, p_max integer, p_query vector, p_embedder text,
-    p_text text, p_lw double precision)
+    p_text text, p_lw double precision, p_valid_at timestamptz, p_as_of timestamptz)
 RETURNS TABLE (id bigint, content text, confidence double precision, created_at timestamptz)
 LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
+    IF p_valid_at IS NOT NULL OR p_as_of IS NOT NULL THEN  -- a point in time: the newest p_max facts then
+        RETURN QUERY SELECT f.id, f.content, f.confidence, f.created_at
+                       FROM pymem._facts_at(p_project_id, p_scope, p_scope_id, p_valid_at, p_as_of, p_max) AS f;
+        RETURN;
+    END IF;
     -- more than p_max facts? (asked only with a query: a read without one never needs it). One
     -- query on one table, which a Citus worker plans with parameters too (not a sub-select).
     IF p_query IS NOT NULL OR p_text IS NOT NULL THEN

@@ -82,14 +82,15 @@ def test_every_sql_file_puts_its_objects_in_schema_pymem():
 
 # Functions that may not pin search_path: the migration_*_path functions set it for their caller
 # (a SET clause would undo that); current_tenant, the pgvector wrappers, recall's floor and the
-# ranking's formulas and "not expired" (_fact_live) must inline (into RLS policies, into the
+# ranking's formulas, "not expired" (_fact_live) and "holds at" (_fact_valid) must inline (into RLS policies, into the
 # rankings' ORDER BY and filters, into pymem.active_facts) and a SET clause stops that.
 UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "pymem.current_tenant()",
             "pymem._cosine_distance(vector,vector)", "pymem._vector_dims(vector)", "pymem._vector_norm(vector)",
             "pymem._vector_match(double precision)", "pymem._term_quoted(text)",
             "pymem._bm25_idf(double precision,double precision)",
             "pymem._bm25(double precision,double precision,double precision,double precision)",
-            "pymem._recency(double precision,double precision)", "pymem._fact_live(timestamp with time zone,timestamp with time zone)"}
+            "pymem._recency(double precision,double precision)", "pymem._fact_live(timestamp with time zone,timestamp with time zone)",
+            "pymem._fact_valid(timestamp with time zone,timestamp with time zone,timestamp with time zone)"}
 SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in", "least", "greatest",
              "operator", "all", "array"}
 # The only schemas a pinned pymem function may resolve names in: none of them can be written by
