@@ -799,6 +799,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts_bulk.sql
 \ir api/facts_consolidate.sql
 \ir api/facts_search.sql
+\ir api/facts_time.sql
 \ir api/facts_versions.sql
 \ir api/learning.sql
 \ir api/lifecycle.sql
@@ -829,7 +830,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('5842b1000716d12a0660d5f94a625f17d315494b9e2965dbed8fd1050d342410')
+SELECT pymem.migration_api_applied('02d1b1025686851d64afb7d946799cfb212a0c14bd88c57e6ddf4f4c9bbdaee6')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

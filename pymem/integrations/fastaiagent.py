@@ -92,7 +92,7 @@ class PymemFactStore:
             project_id=self._project(fact.project_id), confidence=fact.confidence,
             source="learned" if source == "learned" else "manual", trace_id=fact.source_trace_id,
             metadata=Jsonb({} if source in ("", "learned") else {"fastaiagent_source": source}),
-            max_learned=None, embedding=None, embedder=None, created_at=created, expires_at=None, ttl=None))[0]
+            max_learned=None, embedding=None, embedder=None, created_at=created, expires_at=None, ttl=None, valid_from=None, valid_to=None))[0]
         return int(row["id"])
 
     def _get(self, fact_id: int) -> tuple[dict[str, Any], str] | None:
@@ -129,7 +129,7 @@ class PymemFactStore:
             scope=o["scope"], scope_id=o["scope_id"], new_content=n["content"], id=old_id,
             old_content=None, project_id=project, confidence=n["confidence"], source=n["source"],
             trace_id=n["trace_id"], metadata=Jsonb(n["metadata"]), embedding=None, embedder=None,
-            created_at=None, expires_at=None, ttl=None))
+            created_at=None, expires_at=None, ttl=None, valid_from=None, valid_to=None))
 
     def delete(self, scope: str, scope_id: str = "", project_id: str = "", fact: str | None = None) -> int:
         """Hard-delete the subject's facts (with their history), or only the fact ``fact``."""

@@ -274,26 +274,6 @@ BEGIN
 END;
 $$;
 
--- _fact_expired_free: deletes fact p_id if it has expired, with its history, vectors and
--- lexemes (their foreign keys cascade), and says whether it did: a write that needs the content
--- key an expired fact still holds (the unique index facts_subject_content_key sees every
--- version not superseded) frees it this way. The expiry is tested again in the DELETE: a fact
--- whose expiry a concurrent re-add just moved on is kept.
-CREATE OR REPLACE FUNCTION pymem._fact_expired_free(p_project_id text, p_scope text, p_scope_id text, p_id bigint)
-RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-DECLARE
-    v_now timestamptz := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
-BEGIN
-    DELETE FROM pymem.facts AS f
-     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = p_id
-       AND NOT pymem._fact_live(f.expires_at, v_now);
-    RETURN FOUND;
-END;
-$$;
-
 -- fact_add: adds a fact, or returns the active fact of the subject with the same content.
 --   SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Prefers email');
 -- created is false when the fact already existed. A learned fact (source 'learned') trims the

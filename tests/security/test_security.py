@@ -111,7 +111,8 @@ def test_custom_role_names(empty_dsn, catalog):
     with psycopg.connect(empty_dsn) as c:
         assert c.execute("SELECT value FROM pymem.config WHERE key = 'app_role'").fetchone() == ("acme_memory_app",)
         assert c.execute("SELECT has_function_privilege('acme_memory_app', 'pymem.fact_add(text,text,text,text,"
-                         "double precision,text,text,jsonb,integer,vector,text,timestamptz,timestamptz,interval)', 'EXECUTE')").fetchone()[0]
+                         "double precision,text,text,jsonb,integer,vector,text,timestamptz,timestamptz,interval,timestamptz,timestamptz)', "
+                         "'EXECUTE')").fetchone()[0]
     before = catalog(empty_dsn)
     pymem.migrate(empty_dsn)  # a later migrate without names keeps the recorded ones
     assert catalog(empty_dsn) == before
