@@ -38,7 +38,7 @@ from bench import common  # noqa: E402
 
 DB = "pymem_valid_time_bench"
 KINDS = ("plain", "dated", "half_ended")
-PLAIN_SQL = ("SELECT f.* FROM pymem.facts AS f WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = %s "
+PLAIN_SQL = ("SELECT f.id FROM pymem.facts AS f WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = %s "
              "AND f.superseded_by IS NULL AND (f.expires_at IS NULL OR f.expires_at > now()) "
              "AND (f.valid_from IS NULL OR f.valid_from <= now()) AND (f.valid_to IS NULL OR f.valid_to > now()) "
              "ORDER BY f.created_at DESC, f.id DESC LIMIT 50")
@@ -74,8 +74,13 @@ def load(dsn: str, users: int, facts: int) -> None:
         # state that a restatement would leave, without the history rows)
         c.execute("UPDATE pymem.facts SET valid_to = now() - interval '30 days' "
                   "WHERE scope_id LIKE 'half_ended-%' AND id % 2 = 0")
+        # the copies belong to the owner of the shipped functions, as the view does, so that the
+        # tables' forced row-level security binds them the same way
+        (owner,) = c.execute("SELECT pg_get_userbyid(proowner) FROM pg_proc "
+                             "WHERE oid = 'pymem.facts_newest'::regproc").fetchone()
         c.execute("DROP SCHEMA IF EXISTS bench_before CASCADE")
-        c.execute("CREATE SCHEMA bench_before")
+        c.execute(f'CREATE SCHEMA bench_before AUTHORIZATION "{owner}"')
+        c.execute(f'SET ROLE "{owner}"')
         c.execute(BEFORE_VIEW)
         for name in COPIED:
             src = c.execute("SELECT pg_get_functiondef(p.oid) FROM pg_proc AS p "
@@ -84,6 +89,7 @@ def load(dsn: str, users: int, facts: int) -> None:
             for fn in COPIED:
                 src = src.replace(f"pymem.{fn}(", f"bench_before.{fn}(")
             c.execute(src)
+        c.execute("RESET ROLE")
         c.execute("VACUUM ANALYZE pymem.facts")
 
 

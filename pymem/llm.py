@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from importlib import resources
 from typing import Annotated, Any, Literal, Protocol, runtime_checkable
 
@@ -37,6 +38,7 @@ from pydantic import ValidationError as SchemaError
 from .errors import ConfigError, ValidationError
 from .http import post_json
 from .settings import Settings
+from .values import timestamp
 
 #: The prompts' version a :class:`ChatLearner` uses unless told otherwise.
 PROMPT_VERSION = "v1"
@@ -65,16 +67,24 @@ def load_prompt(task: str, version: str = PROMPT_VERSION) -> str:
 class FactChange:
     """One change a learner decided for the user's facts: ``add`` a fact; ``update`` fact
     ``fact_id`` to ``content``; ``delete`` (retire) fact ``fact_id``, which ``content`` says is no
-    longer true. Sent with the turn (``pymem.turn_record``'s ``fact_changes``)."""
+    longer true. Sent with the turn (``pymem.turn_record``'s ``fact_changes``). ``valid_from`` /
+    ``valid_to`` (timezone-aware, optional): when the fact holds in the world ("since May"; an
+    update's ``valid_from`` says when the old fact stopped holding: docs/sql.md "Valid time")."""
 
     op: Literal["add", "update", "delete"]
     content: str
     fact_id: int | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
     def as_json(self) -> dict[str, Any]:
         change: dict[str, Any] = {"op": self.op, "content": self.content}
         if self.fact_id is not None:
             change["fact_id"] = self.fact_id
+        for key, value in (("valid_from", self.valid_from), ("valid_to", self.valid_to)):
+            moment = timestamp(value, key)
+            if moment is not None:
+                change[key] = moment.isoformat()
         return change
 
 
@@ -104,11 +114,32 @@ class _Decision(_Reply):
     op: Literal["ADD", "UPDATE", "DELETE", "NONE"]
     stored: int | None = Field(default=None, ge=0)
     content: _Fact | None = None
+    #: when the fact holds, if the message says ("since May"): an ISO date or time (UTC if no zone)
+    valid_from: str | None = None
+    valid_to: str | None = None
 
     @field_validator("op", mode="before")
     @classmethod
     def _upper(cls, value: Any) -> Any:
         return value.upper() if isinstance(value, str) else value
+
+
+def _when(value: str | None) -> datetime | None:
+    """A model's ISO date or time ("2025-05-01", "2025-05", "2025-05-01T08:00:00+02:00") as a
+    timezone-aware datetime (UTC when it names no zone); None for anything else: a date the model
+    got wrong leaves the fact without a valid time, it does not lose the fact."""
+    if value is None:
+        return None
+    text = value.strip()
+    if re.fullmatch(r"\d{4}-\d{2}", text):
+        text += "-01"
+    elif re.fullmatch(r"\d{4}", text):
+        text += "-01-01"
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=timezone.utc)
 
 
 class _Decisions(_Reply):
@@ -260,14 +291,17 @@ class ChatLearner:
             if d.op == "NONE":
                 continue
             content = d.content or candidates[d.learned]
+            start, end = _when(d.valid_from), _when(d.valid_to)
+            if start is not None and end is not None and start >= end:
+                start = end = None  # an empty range: no valid time
             if d.op == "ADD":
-                changes.append(FactChange("add", content))
+                changes.append(FactChange("add", content, valid_from=start, valid_to=end))
                 continue
             if d.stored is None or d.stored >= len(stored):
                 raise ValidationError(f"the chat model's {d.op} names stored fact {d.stored}; it was shown {len(stored)}")
             # a DELETE retires the fact into the learned statement that says it is no longer true
             changes.append(FactChange(d.op.lower(), content if d.op == "UPDATE" else candidates[d.learned],
-                                      int(stored[d.stored]["id"])))
+                                      int(stored[d.stored]["id"]), valid_from=start, valid_to=end))
         return changes
 
     def summarize(self, previous: str | None, messages: list[dict[str, Any]], max_chars: int) -> str:

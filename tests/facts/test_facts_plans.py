@@ -123,6 +123,29 @@ def test_add_and_supersede_touch_the_subject_only(big):
         assert "Seq Scan" not in types, types
 
 
+def test_reads_at_a_point_in_time_read_one_subject_through_an_index(big):
+    """facts_at (valid time, record time) reads the subject's versions, history included, through
+    an index on the subject, and each successor by its key: never a scan of the table; and
+    valid time keeps the default read on the partial newest-first index (the test above) even
+    when the subject's rows carry one."""
+    with psycopg.connect(big, autocommit=True) as c:
+        c.execute("UPDATE pymem.facts SET valid_from = '2020-01-01' WHERE scope_id = 'u5' AND project_id = 'p2'")
+    calls = ["SELECT * FROM pymem.facts_at('user', 'heavy', valid_at => now() - interval '1 day')",
+             "SELECT * FROM pymem.facts_at('user', 'heavy', as_of => now() - interval '1 hour')",
+             "SELECT * FROM pymem.facts_newest('user', 'u5', 'p2', max_facts => 10)"]
+    scans = facts_scans(plans_of(big, calls))
+    assert len(scans) == 8 * 3
+    for ns in scans:
+        types = [n["Node Type"] for n in ns]
+        assert "Seq Scan" not in types, types
+        # every read of facts is an index scan (or a bitmap of one) on the subject, or on a
+        # successor's key
+        reads = [n for n in ns if n.get("Relation Name") == "facts" or n["Node Type"] == "Bitmap Index Scan"]
+        conds = [n.get("Index Cond", "") for n in reads if n["Node Type"] != "Bitmap Heap Scan"]
+        assert any("scope_id" in c for c in conds), conds
+        assert all("scope_id" in c or "superseded_by" in c for c in conds), conds
+
+
 def test_lookups_by_content_key_read_one_entry(big):
     """A fact is found by (subject, content key) through facts_subject_content_key, in generic
     plans too: the newest-first index, which a generic plan once preferred, read every active

@@ -8,6 +8,7 @@ network, no real model, the real PostgreSQL."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 import logging
 from typing import Any
 
@@ -175,6 +176,23 @@ def test_reconcile_maps_positions_to_fact_ids_and_refuses_numbers_it_never_showe
         chat.script = [decided(bad)]
         with pytest.raises(pymem.ValidationError):
             learner.reconcile(cands, stored)
+
+
+def test_a_learner_says_when_a_fact_holds_and_the_turn_keeps_it(db, dsn, chat):
+    """Issue 34, item 1: a model that hears "since May" answers valid_from; the change carries it
+    to turn_record, and the old fact still held before then (facts_at). A date the model gets
+    wrong drops the date, not the fact."""
+    mem = memory(db, chat)
+    oslo = mem.persist("Lives in Oslo", user="alice", created_at=datetime(2020, 1, 1, tzinfo=timezone.utc))
+    chat.script = [extracted("Lives in Berlin", "Works at a bakery"),
+                   decided({"learned": 0, "op": "UPDATE", "stored": 0, "content": "Lives in Berlin", "valid_from": "2024-05"},
+                           {"learned": 1, "op": "ADD", "valid_from": "last spring", "valid_to": None})]
+    r = mem.record("I moved to Berlin in May 2024 and work at a bakery.", "Noted.", user="alice")
+    assert [(c["op"], c["applied"]) for c in r.fact_changes] == [("update", True), ("add", True)]
+    now = {f.content: f.valid_from for f in mem.retrieve(user="alice")}
+    assert now == {"Lives in Berlin": datetime(2024, 5, 1, tzinfo=timezone.utc), "Works at a bakery": None}
+    then = mem.retrieve(user="alice", valid_at=datetime(2023, 1, 1, tzinfo=timezone.utc))
+    assert {f.id: f.content for f in then} == {oslo: "Lives in Oslo", r.fact_changes[1]["id"]: "Works at a bakery"}
 
 
 # -- the learner in a turn ---------------------------------------------------------------------
