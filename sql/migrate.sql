@@ -806,7 +806,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ec6a7ab4f597ef2887f1b1cba0774fa2c49a1b49e4068e1928ce25cb9bb34831')
+SELECT pymem.migration_api_applied('9412b70140e38c560118e01a7b234c71f994ff9620782e34885908c650f027f6')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
