@@ -69,12 +69,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--per-round", type=int, default=50)
     p.add_argument("--no-load", action="store_true", help="the data is there already (an earlier run)")
+    p.add_argument("--no-migrate", action="store_true",
+                   help="load without migrating first (the databases were migrated by the pymem version to measure)")
     p.add_argument("--out", required=True)
     return p.parse_args(argv)
 
 
 def load(dsn: str, args: argparse.Namespace, embedder: HashEmbedder) -> None:
-    pymem.migrate(dsn)
+    if not args.no_migrate:
+        pymem.migrate(dsn)
     with pymem.Database(pymem.Settings(dsn=dsn)) as db:
         probe = pymem.Memory(db=db, agent_id=AGENT, user_id=PROBE, embedder=embedder, project_id=PROJECT)
         for i in range(args.agent_facts):
