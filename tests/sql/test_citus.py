@@ -924,9 +924,15 @@ def third_worker_db(citus_cluster, citus_third_worker):
 def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_one_hop(third_worker_db, pymem_cluster):
     """Issue 35, item 3: a third worker joins and Citus's rebalancer (rebalance_table_shards)
     moves shard groups to it, with the reference tables, while four writers record turns and add
-    facts for 24 users and an agent. Every acknowledged write is there afterwards, no call failed,
-    and every per-user call is one task on the worker that now holds the user, the new one
-    included, with the agent's facts there too.
+    facts for 24 users and an agent, each call sent as pymem's Python sends it on Citus. Every
+    acknowledged write is there afterwards, once (a turn or fact written twice would show), no
+    call failed, and every per-user call is one task on the worker that now holds the user, the
+    new one included, with the agent's facts there too.
+
+    A call that reaches a worker while its shard group switches nodes may run there without
+    being delegated, and its statements reach the new node without the tenant: pymem refuses it
+    with 0A000 ("without its tenant", nothing done) and Python sends it again inside a
+    transaction (seen in some runs of this test on a busy 2-core machine).
 
     shard_transfer_mode => 'block_writes': each move holds the writes to the moving shard group
     until it is done (they wait, then run). The default mode ('auto': logical replication, writes
@@ -945,7 +951,22 @@ def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_on
     stop = threading.Event()
     acked: dict[str, list[str]] = {u: [] for u in users}
     agent_acked: list[str] = []
+    ack_times: list[float] = []
     errors: list[BaseException] = []
+
+    refused: list[str] = []
+
+    def call(c: psycopg.Connection, query: str, params: tuple) -> None:
+        """As pymem's Python sends a call on Citus (pymem.connection.execute): alone, and once
+        more inside a transaction when refused with 0A000 "without its tenant" (nothing done)."""
+        try:
+            c.execute(query, params)
+        except psycopg.errors.FeatureNotSupported as exc:
+            if "without its tenant" not in str(exc):
+                raise
+            refused.append(query)
+            with c.transaction():
+                c.execute(query, params)
 
     def writer(w: int) -> None:
         mine = users[w::4]
@@ -955,11 +976,12 @@ def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_on
                     if stop.is_set():
                         return
                     u = mine[i % len(mine)]
-                    c.execute("SELECT * FROM pymem.turn_record(%s, %s, 'ok', project_id => 'p1')", (u, f"turn {i} of {w}"))
-                    c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f"fact {i} of {w}"))
+                    call(c, "SELECT * FROM pymem.turn_record(%s, %s, 'ok', project_id => 'p1')", (u, f"turn {i} of {w}"))
+                    call(c, "SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f"fact {i} of {w}"))
                     acked[u].append(f"{i} of {w}")
+                    ack_times.append(time.monotonic())
                     if w == 0 and i % 5 == 0:
-                        c.execute("SELECT pymem.fact_add('agent', 'bot', %s, 'p1')", (f"agent fact {i}",))
+                        call(c, "SELECT pymem.fact_add('agent', 'bot', %s, 'p1')", (f"agent fact {i}",))
                         agent_acked.append(f"agent fact {i}")
         except BaseException as exc:  # noqa: BLE001  (the assertion below names it)
             errors.append(exc)
@@ -973,7 +995,9 @@ def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_on
             c.execute("SELECT citus_add_node('127.0.0.1', %s)", (new_port,))
             time.sleep(0.5)  # writes under way before the first move
             c.execute("SET statement_timeout = '300s'")
+            started = time.monotonic()
             c.execute("SELECT rebalance_table_shards(shard_transfer_mode => 'block_writes')")
+            ended = time.monotonic()
             after = {u: _worker_of(c, "pymem.threads", u) for u in users}
             moved = c.execute("""SELECT count(*) FROM citus_shards
                                  WHERE table_name = 'pymem.threads'::regclass AND nodeport = %s""", (new_port,)).fetchone()[0]
@@ -985,7 +1009,8 @@ def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_on
     assert errors == [], errors
     assert moved >= 8  # about a third of the 32 shard groups
     assert new_port in after.values() and new_port not in before.values()
-    assert sum(map(len, acked.values())) > len(users)  # the writers wrote during the moves
+    during = sum(started < t < ended for t in list(ack_times))
+    assert during >= 10, (during, len(ack_times), ended - started)  # the writers wrote during the moves
     with psycopg.connect(app, autocommit=True) as c:
         for u in users:
             for call in ("SELECT pymem.context_read(%s, 'bot', 'p1')",
