@@ -397,3 +397,60 @@ BEGIN
     END LOOP;
 END;
 $$;
+
+-- tenant_allowed and _tenant_allowed_bound read tenant_roles from the node's own placement of it
+-- (a reference table: one shard, a copy on every node, written by Citus on all of them in the
+-- same transaction), by the shard's name written in here: Citus routes every statement on a
+-- Citus table, even a local read inside a delegated call, with a deparse, parse and plan per
+-- execution (~0.025 ms on the test cluster, against ~0.003 ms for the same read of the shard,
+-- which PostgreSQL plans once per session), and the policies call tenant_allowed 50-60 times
+-- per context_read or turn_record (bench/reports/2026-12-04-citus-cost). A node without that
+-- placement (a coordinator that is not in the metadata) reads the table through Citus as before.
+DO $do$
+DECLARE
+    v_shard text := (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard AS s
+                      WHERE s.logicalrelid = 'pymem.tenant_roles'::pg_catalog.regclass);
+BEGIN
+    IF v_shard IS NULL THEN
+        RETURN;
+    END IF;
+    EXECUTE pg_catalog.format($f$
+CREATE OR REPLACE FUNCTION pymem.tenant_allowed(project_id text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET citus.allow_nested_distributed_execution = on
+AS $b$
+BEGIN
+    IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
+        RETURN NOT EXISTS (SELECT 1 FROM %2$s AS t) OR pymem._tenant_allowed_bound(tenant_allowed.project_id);
+    END IF;
+    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t) OR pymem._tenant_allowed_bound(tenant_allowed.project_id);
+END;
+$b$$f$, v_shard, v_shard);
+    EXECUTE pg_catalog.format($f$
+CREATE OR REPLACE FUNCTION pymem._tenant_allowed_bound(project_id text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $b$
+BEGIN
+    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user) THEN
+        RETURN true;
+    END IF;
+    IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
+        RETURN NOT EXISTS (SELECT 1 FROM %2$s AS t
+                            WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
+            OR EXISTS (SELECT 1 FROM %2$s AS t
+                        WHERE t.project_id = _tenant_allowed_bound.project_id
+                          AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+    END IF;
+    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                        WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
+        OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
+                    WHERE t.project_id = _tenant_allowed_bound.project_id
+                      AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+END;
+$b$$f$, v_shard, v_shard);
+END;
+$do$;

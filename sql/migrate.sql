@@ -830,7 +830,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('02d1b1025686851d64afb7d946799cfb212a0c14bd88c57e6ddf4f4c9bbdaee6')
+SELECT pymem.migration_api_applied('a1609052e27c9b1fbad3e43f1f73ad91d49e9fa555fa2e78c41221030a700ae4')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -19,7 +19,8 @@ Fixtures:
   lock_wait   lock_wait(dsn, blocked_by=pid) -> the pid of a backend that waits on a lock held
               by ``blocked_by`` (pg_blocking_pids), or fails the test after 20 s
   citus_cluster  a Citus coordinator + two workers for the session (.ci/citus; CitusCluster:
-              dsn of the coordinator's database ``postgres``, dir), for tests marked ``citus``.
+              dsn of the coordinator's database ``postgres``, dir), for tests marked ``citus``;
+              citus_third_worker starts one more worker server (its port) for the rebalancing test.
               Those tests run only with PYMEM_TEST_CITUS=1 and the script's prerequisites
               (citus_unavailable() names what is missing); otherwise they are skipped, with the
               reason in pytest's summary.
@@ -370,6 +371,19 @@ def citus_cluster():
     finally:
         subprocess.run([str(CITUS_SCRIPT), "stop", str(cluster_dir)], capture_output=True, env=env, timeout=120)
 
+
+
+@pytest.fixture(scope="session")
+def citus_third_worker(citus_cluster) -> int:
+    """One more worker server in the session's cluster (.ci/citus add-worker), registered
+    nowhere: a test creates its database there and adds it with citus_add_node (the rebalancing
+    test). Stopped with the cluster. Its port."""
+    env = {**os.environ, "PYTHON": sys.executable}
+    out = subprocess.run([str(CITUS_SCRIPT), "add-worker", str(citus_cluster.dir)], capture_output=True,
+                         text=True, env=env, timeout=300)
+    if out.returncode != 0:
+        raise RuntimeError(f".ci/citus add-worker failed:\n{out.stdout}{out.stderr}")
+    return int(out.stdout.strip().splitlines()[-1])
 
 # --- the documentation's code blocks (python/test_readme.py runs them, security/test_function_safety.py
 # calls them as a caller would) ------------------------------------------------------------
