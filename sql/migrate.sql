@@ -750,6 +750,29 @@ COMMIT;
 \echo pymem: applied 0042_change_feed
 \endif
 
+-- 0045_next_turn
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0045_next_turn', '5ff82daa91608b3e4a61d842c43f8c91a697ba176a64135b73b7c77c2f9f05ad') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0045_next_turn.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0045_next_turn', '5ff82daa91608b3e4a61d842c43f8c91a697ba176a64135b73b7c77c2f9f05ad', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0045_next_turn
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -806,7 +829,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ec6a7ab4f597ef2887f1b1cba0774fa2c49a1b49e4068e1928ce25cb9bb34831')
+SELECT pymem.migration_api_applied('40433b20e75705490d639937be24f0404e3d3ffe153cb4db7d91271963f185e2')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -340,7 +340,7 @@ FROM pymem.messages_recall(
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
     min_score => %(min_score)s::float8, query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8,
     as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
-    metadata => %(metadata)s::jsonb) AS r;
+    metadata => %(metadata)s::jsonb, next_turn_weight => %(next_turn_weight)s::float8) AS r;
 
 -- name: retention_configure
 -- Set (or with both NULL remove) the project's retention policy for messages; returns the policy in force.
@@ -453,7 +453,8 @@ SELECT pymem.context_read(
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
     dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer, min_score => %(min_score)s::float8,
     query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8, as_of => %(as_of)s::timestamptz,
-    since => %(since)s::timestamptz, until => %(until)s::timestamptz, metadata => %(metadata)s::jsonb) AS context;
+    since => %(since)s::timestamptz, until => %(until)s::timestamptz, metadata => %(metadata)s::jsonb,
+    next_turn_weight => %(next_turn_weight)s::float8) AS context;
 
 -- name: user_export
 -- A user's whole memory (facts with history, threads, messages, summaries) as JSON.
