@@ -17,7 +17,7 @@ CREATE OR REPLACE FUNCTION pymem._recall_spec(
     k integer, min_content_chars integer, window_size integer, recency_weight double precision,
     importance_weight double precision, lexical_weight double precision, half_life_seconds double precision,
     min_score double precision, as_of timestamptz, since timestamptz, until timestamptz, metadata jsonb,
-    next_turn_weight double precision)
+    next_turn_weight double precision DEFAULT 0)
 RETURNS pymem.recall_spec
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
