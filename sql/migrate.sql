@@ -829,7 +829,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ab1068784018a617517481d7b83005f218dbebf32b95a231278ef30f941585a4')
+SELECT pymem.migration_api_applied('b670e8c6bcdf0a8234e08a9f9a889b48b902a42fa7c85d16638ef37b23ec3d91')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
