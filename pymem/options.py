@@ -50,7 +50,9 @@ class RecallOptions:
     than ``k`` come back when fewer are relevant enough (docs/sql.md "Recall"). With
     ``next_turn_weight`` (0..1, 0: off) the message after each of the top ``k`` in its thread
     scores at least ``next_turn_weight`` times that one's score (the answer to a recalled question
-    often sits there), before the cut at ``k``. The SQL checks the ranges on every call."""
+    often sits there), before the cut at ``k``. When a text query names a time ("in May 2023",
+    "last week": :func:`pymem.timeref.named_time`), the messages created then score
+    ``time_weight`` (0..1, 0: off) more. The SQL checks the ranges on every call."""
 
     k: int = 5
     min_content_chars: int = 10
@@ -60,6 +62,7 @@ class RecallOptions:
     min_score: float | None = None
     lexical_weight: float = 0.4
     next_turn_weight: float = 0.8
+    time_weight: float = 0.2
 
     def __post_init__(self) -> None:
         _ints(self, ("k", "min_content_chars"), {"k": "recall_k"})

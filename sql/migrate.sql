@@ -750,16 +750,16 @@ COMMIT;
 \echo pymem: applied 0042_change_feed
 \endif
 
--- 0045_next_turn
+-- 0045_recall_turns_times
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0045_next_turn', '5ff82daa91608b3e4a61d842c43f8c91a697ba176a64135b73b7c77c2f9f05ad') AS pending
+SELECT pymem.migration_pending('0045_recall_turns_times', '0b6c376408dbe5573aa34cbdf5f6b0fce5f893eb46a016f42d29b44c1b544c79') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
-\ir migrations/0045_next_turn.sql
+\ir migrations/0045_recall_turns_times.sql
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
@@ -767,10 +767,10 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0045_next_turn', '5ff82daa91608b3e4a61d842c43f8c91a697ba176a64135b73b7c77c2f9f05ad', '0.2.0.dev0')
+SELECT pymem.migration_applied('0045_recall_turns_times', '0b6c376408dbe5573aa34cbdf5f6b0fce5f893eb46a016f42d29b44c1b544c79', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
-\echo pymem: applied 0045_next_turn
+\echo pymem: applied 0045_recall_turns_times
 \endif
 
 -- API functions (re-applied every run)
@@ -829,7 +829,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('b670e8c6bcdf0a8234e08a9f9a889b48b902a42fa7c85d16638ef37b23ec3d91')
+SELECT pymem.migration_api_applied('a330077939976d98076905040250ddef3b12a391834a588822debbe776816e50')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

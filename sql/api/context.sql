@@ -27,7 +27,8 @@ $$;
 -- it instead (facts_search's fusion with lexical_weight; facts_search.sql, _facts_for_context). Recall
 -- ranks as messages_recall does, by the query's vector (query_vector, from embedder), its text
 -- (query_text) or both (hybrid); with neither it
--- is skipped; lexical_weight, next_turn_weight, as_of, since, until and metadata are messages_recall's. A recalled
+-- is skipped; lexical_weight, next_turn_weight, time_from, time_to, time_weight, as_of, since, until and
+-- metadata are messages_recall's. A recalled
 -- message whose normalised content already appears in a fact or the summary is dropped when
 -- dedupe is on (counted in "deduped"); min_score (NULL: none) drops candidates scoring below it,
 -- as in messages_recall. With a query vector, "unembedded" lists up to max_unembedded of the user's
@@ -57,7 +58,10 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
     metadata jsonb DEFAULT NULL,
-    next_turn_weight double precision DEFAULT 0.8)
+    next_turn_weight double precision DEFAULT 0.8,
+    time_from timestamptz DEFAULT NULL,
+    time_to timestamptz DEFAULT NULL,
+    time_weight double precision DEFAULT 0.2)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -98,7 +102,8 @@ BEGIN
         importance_weight => context_read.importance_weight, lexical_weight => context_read.lexical_weight,
         half_life_seconds => context_read.half_life_seconds, min_score => context_read.min_score,
         as_of => context_read.as_of, since => context_read.since, until => context_read.until,
-        metadata => context_read.metadata, next_turn_weight => context_read.next_turn_weight);
+        metadata => context_read.metadata, next_turn_weight => context_read.next_turn_weight,
+        time_from => context_read.time_from, time_to => context_read.time_to, time_weight => context_read.time_weight);
     IF context_read.query_vector IS NOT NULL THEN  -- once, for the facts' ranking and for recall
         PERFORM pymem._query_check(context_read.project_id, context_read.embedder, context_read.query_vector);
     END IF;

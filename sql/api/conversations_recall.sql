@@ -11,13 +11,14 @@
 -- migrations/0036_recall_spec.sql). k, min_content_chars, window_size: 0..the limit of
 -- _check_limit. recency_weight and importance_weight in 0..1, summing to at most 1.
 -- half_life_seconds positive. min_score NULL (no threshold) or in -1..1, the range of a score.
--- lexical_weight and next_turn_weight in 0..1. as_of, since and until: finite when given.
--- metadata NULL or an object.
+-- lexical_weight, next_turn_weight and time_weight in 0..1. as_of, since and until: finite when
+-- given; time_from and time_to both NULL or both finite, time_from first. metadata NULL or an object.
 CREATE OR REPLACE FUNCTION pymem._recall_spec(
     k integer, min_content_chars integer, window_size integer, recency_weight double precision,
     importance_weight double precision, lexical_weight double precision, half_life_seconds double precision,
     min_score double precision, as_of timestamptz, since timestamptz, until timestamptz, metadata jsonb,
-    next_turn_weight double precision DEFAULT 0)
+    next_turn_weight double precision DEFAULT 0, time_from timestamptz DEFAULT NULL, time_to timestamptz DEFAULT NULL,
+    time_weight double precision DEFAULT 0)
 RETURNS pymem.recall_spec
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -46,6 +47,14 @@ BEGIN
     IF next_turn_weight IS NULL OR NOT (next_turn_weight >= 0 AND next_turn_weight <= 1) THEN
         RAISE EXCEPTION 'pymem: next_turn_weight must be between 0 and 1 (got %)', next_turn_weight USING ERRCODE = '22023';
     END IF;
+    IF time_weight IS NULL OR NOT (time_weight >= 0 AND time_weight <= 1) THEN
+        RAISE EXCEPTION 'pymem: time_weight must be between 0 and 1 (got %)', time_weight USING ERRCODE = '22023';
+    END IF;
+    IF (time_from IS NULL) <> (time_to IS NULL) OR NOT pg_catalog.isfinite(coalesce(time_from, '2000-01-01'))
+       OR NOT pg_catalog.isfinite(coalesce(time_to, '2000-01-01')) OR time_from >= time_to THEN
+        RAISE EXCEPTION 'pymem: time_from and time_to name a time together, finite, time_from before time_to (got % and %)',
+                time_from, time_to USING ERRCODE = '22023';
+    END IF;
     IF NOT pg_catalog.isfinite(coalesce(as_of, '2000-01-01')) OR NOT pg_catalog.isfinite(coalesce(since, '2000-01-01'))
        OR NOT pg_catalog.isfinite(coalesce(until, '2000-01-01')) THEN
         RAISE EXCEPTION 'pymem: as_of, since and until must be finite times (or NULL)' USING ERRCODE = '22023';
@@ -55,7 +64,8 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     RETURN ROW(k, min_content_chars, window_size, recency_weight, importance_weight, lexical_weight,
-               half_life_seconds, min_score, as_of, since, until, metadata, next_turn_weight)::pymem.recall_spec;
+               half_life_seconds, min_score, as_of, since, until, metadata, next_turn_weight, time_from, time_to,
+               time_weight)::pymem.recall_spec;
 END;
 $$;
 
@@ -432,23 +442,31 @@ BEGIN
 END;
 $$;
 
--- _recall_turns: _recall's ranking with the turn after each recalled turn (issue 32, item 4: in a
--- conversation the answer often sits one message after the turn the question matches). With
--- w = the spec's next_turn_weight, the score of a message is
---   max(its own score (when eligible and matching, as _recall ranks it),
+-- _recall_turns: _recall's ranking with a time the question names and the turn after each
+-- recalled turn (issue 32, items 3 and 4). With tw = the spec's time_weight when it names a time
+-- (time_from and time_to; else 0) and w = its next_turn_weight, a message's own score is
+--   own = _recall's score + tw when it was created in [time_from, time_to)
+-- (min_score applies to _recall's score, before the bonus), and its score is
+--   max(own (when eligible and matching, as _recall ranks it),
 --       w * the own score of the message before it in its thread (seq - 1), when that one is among
 --           the top k by own score)
 -- and the top k by that score come back (ties as _recall: newer first, then thread and seq). A
--- message brought this way must be eligible as _recall's are (min_content_chars, outside the
--- current thread's window, as of as_of, in [since, until), containing the metadata filter, scoring
--- at least min_score) but need not match the query nor have a vector: its similarity is its own
--- cosine when it was ranked itself, else NULL. Only the top k by own score are needed: a message
--- outside them scores at most the k-th own score, and w * its predecessor's less, so the rows it
--- could displace from the k best are never ones that the definition above keeps. w = 0 (or k = 0):
--- _recall's ranking unchanged, no second statement. On the development data (LoCoMo, three
--- conversations) w 0.8 raised evidence recall@5 from 0.61 to 0.65 (bench/reports/2026-12-04-recall4);
--- the turn before a recalled one, or both neighbours, measured worse (multi-hop questions lost
--- the distinct turns they need).
+-- message brought as a next turn must be eligible as _recall's are (min_content_chars, outside
+-- the current thread's window, as of as_of, in [since, until), containing the metadata filter,
+-- w * that score at least min_score) but need not match the query nor have a vector: its
+-- similarity is its own cosine when it was ranked itself, else NULL; it is always the same
+-- user's in the same project (the lookup names both).
+-- How: the top k by own score are among _recall's top k and _recall's top k within the named time
+-- (since and until narrowed to it): a message outside the named time in the top k has fewer than
+-- k messages above it by own score, so fewer above it by _recall's score; one inside, fewer inside
+-- above it. Only the top k by own score are needed for the next turns: a message outside them
+-- scores at most the k-th own score, and w times its predecessor's less, so the rows it could
+-- displace from the k best are never ones the definition keeps. Each candidate and the message
+-- after it are read by one range of the primary key. tw = 0 and w = 0 (or k = 0): _recall's
+-- ranking unchanged, no second statement. Measured on the development data (LoCoMo, three
+-- conversations; bench/reports/2026-12-04-recall4): w 0.8 raised evidence recall@5 from 0.61 to
+-- 0.65 (the turn before, or both neighbours, measured worse: multi-hop questions lost the
+-- distinct turns they need); tw 0.2 with the times Memory reads in questions, to 0.67.
 CREATE OR REPLACE FUNCTION pymem._recall_turns(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_spec pymem.recall_spec)
@@ -462,10 +480,12 @@ DECLARE
     v_seqs bigint[];
     v_similarities double precision[];
     v_scores double precision[];
-    v_w double precision := p_spec.next_turn_weight;
+    v_w double precision := coalesce(p_spec.next_turn_weight, 0);
+    v_tw double precision := CASE WHEN p_spec.time_from IS NULL THEN 0 ELSE coalesce(p_spec.time_weight, 0) END;
+    v_in pymem.recall_spec;
     v_window_after bigint;
 BEGIN
-    IF coalesce(v_w, 0) = 0 OR p_spec.k < 1 THEN
+    IF (v_w = 0 AND v_tw = 0) OR p_spec.k < 1 THEN
         RETURN QUERY SELECT r.thread_id, r.seq, r.similarity, r.score
                        FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec) AS r;
         RETURN;
@@ -474,38 +494,66 @@ BEGIN
            pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
       INTO v_threads, v_seqs, v_similarities, v_scores
       FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec) WITH ORDINALITY AS r;
+    IF v_tw > 0 THEN  -- the top k within the named time
+        v_in := p_spec;
+        v_in.since := GREATEST(p_spec.since, p_spec.time_from);
+        v_in.until := LEAST(p_spec.until, p_spec.time_to);
+        IF v_in.since < v_in.until THEN
+            SELECT v_threads || pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality),
+                   v_seqs || pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+                   v_similarities || pg_catalog.array_agg(r.similarity ORDER BY r.ordinality),
+                   v_scores || pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+              INTO v_threads, v_seqs, v_similarities, v_scores
+              FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, v_in) WITH ORDINALITY AS r;
+        END IF;
+    END IF;
     IF v_threads IS NULL THEN
         RETURN;
     END IF;
     v_window_after := coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
                                  WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
                                    AND ts.thread_id = p_thread_id), 0) - p_spec.window_size;
-    -- each recalled message and the one after it, in one range of the primary key per recalled
-    -- message (LIMIT 2 keeps the lookup a nested loop: as a join, a generic plan hashed all of
-    -- the user's messages, 1.4 ms for 1,000)
     RETURN QUERY
-    SELECT c.thread_id, c.seq, c.similarity, c.score
-      FROM (SELECT r.thread_id, m.seq, pg_catalog.max(CASE WHEN m.seq = r.seq THEN r.similarity END) AS similarity,
-                   pg_catalog.max(CASE WHEN m.seq = r.seq THEN r.score ELSE v_w * r.score END) AS score,
-                   pg_catalog.max(m.created_at) AS created_at
-              FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
-                              pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores))
-                   AS r(thread_id, seq, similarity, score)
-             CROSS JOIN LATERAL (
-                   SELECT m.seq, m.created_at, m.content, m.metadata FROM pymem.messages AS m
-                    WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.thread_id = r.thread_id
-                      AND m.seq >= r.seq AND m.seq <= r.seq + 1
-                    ORDER BY m.seq LIMIT 2) AS m
-             WHERE m.seq = r.seq OR (  -- the next turn: eligible as _recall's rows are
-                       pg_catalog.length(m.content) >= p_spec.min_content_chars
-                       AND (p_spec.as_of IS NULL OR m.created_at <= p_spec.as_of)
-                       AND (p_spec.since IS NULL OR m.created_at >= p_spec.since)
-                       AND (p_spec.until IS NULL OR m.created_at < p_spec.until)
-                       AND NOT (r.thread_id = p_thread_id AND m.seq > v_window_after)
-                       AND (p_spec.metadata IS NULL OR m.metadata @> p_spec.metadata)
-                       AND (p_spec.min_score IS NULL OR v_w * r.score >= p_spec.min_score))
-             GROUP BY r.thread_id, m.seq) AS c
-     ORDER BY c.score DESC, c.created_at DESC, c.thread_id, c.seq DESC
+    WITH c AS MATERIALIZED (  -- each candidate (from_seq) and the message after it: one range of the
+                              -- primary key each (LIMIT 2 keeps it a nested loop: as a join, a generic
+                              -- plan hashed all of the user's messages, 1.4 ms for 1,000)
+        SELECT r.thread_id, r.seq AS from_seq, r.similarity, r.score, m.seq, m.created_at, m.content, m.metadata
+          FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
+                          pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores))
+               AS r(thread_id, seq, similarity, score)
+         CROSS JOIN LATERAL (
+               SELECT m.seq, m.created_at, m.content, m.metadata FROM pymem.messages AS m
+                WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.thread_id = r.thread_id
+                  AND m.seq >= r.seq AND m.seq <= r.seq + 1
+                ORDER BY m.seq LIMIT 2) AS m),
+    own AS MATERIALIZED (  -- the top k by own score (a candidate of both lists once)
+        SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at
+          FROM (SELECT c.thread_id, c.seq, pg_catalog.max(c.similarity) AS similarity, pg_catalog.max(c.created_at) AS created_at,
+                       pg_catalog.max(c.score) + CASE WHEN pg_catalog.max(c.created_at) >= p_spec.time_from
+                                                       AND pg_catalog.max(c.created_at) < p_spec.time_to
+                                                      THEN v_tw ELSE 0 END AS score
+                  FROM c WHERE c.seq = c.from_seq
+                 GROUP BY c.thread_id, c.seq) AS o
+         ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC
+         LIMIT p_spec.k),
+    nxt AS (  -- the turn after each of them, eligible as _recall's rows are
+        SELECT c.thread_id, c.seq, NULL::float8 AS similarity, v_w * o.score AS score, c.created_at
+          FROM own AS o
+          JOIN c ON c.thread_id = o.thread_id AND c.from_seq = o.seq AND c.seq = o.seq + 1
+         WHERE v_w > 0
+           AND pg_catalog.length(c.content) >= p_spec.min_content_chars
+           AND (p_spec.as_of IS NULL OR c.created_at <= p_spec.as_of)
+           AND (p_spec.since IS NULL OR c.created_at >= p_spec.since)
+           AND (p_spec.until IS NULL OR c.created_at < p_spec.until)
+           AND NOT (c.thread_id = p_thread_id AND c.seq > v_window_after)
+           AND (p_spec.metadata IS NULL OR c.metadata @> p_spec.metadata)
+           AND (p_spec.min_score IS NULL OR v_w * o.score >= p_spec.min_score))
+    SELECT a.thread_id, a.seq, pg_catalog.max(a.similarity), pg_catalog.max(a.score)
+      FROM (SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at FROM own AS o
+            UNION ALL
+            SELECT n.thread_id, n.seq, n.similarity, n.score, n.created_at FROM nxt AS n) AS a
+     GROUP BY a.thread_id, a.seq
+     ORDER BY pg_catalog.max(a.score) DESC, pg_catalog.max(a.created_at) DESC, a.thread_id, a.seq DESC
      LIMIT p_spec.k;
 END;
 $$;
@@ -537,7 +585,10 @@ CREATE OR REPLACE FUNCTION pymem.messages_recall(
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
     metadata jsonb DEFAULT NULL,
-    next_turn_weight double precision DEFAULT 0.8)
+    next_turn_weight double precision DEFAULT 0.8,
+    time_from timestamptz DEFAULT NULL,
+    time_to timestamptz DEFAULT NULL,
+    time_weight double precision DEFAULT 0.2)
 RETURNS SETOF pymem.recalled_message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -558,7 +609,9 @@ BEGIN
         importance_weight => messages_recall.importance_weight, lexical_weight => messages_recall.lexical_weight,
         half_life_seconds => messages_recall.half_life_seconds, min_score => messages_recall.min_score,
         as_of => messages_recall.as_of, since => messages_recall.since, until => messages_recall.until,
-        metadata => messages_recall.metadata, next_turn_weight => messages_recall.next_turn_weight);
+        metadata => messages_recall.metadata, next_turn_weight => messages_recall.next_turn_weight,
+        time_from => messages_recall.time_from, time_to => messages_recall.time_to,
+        time_weight => messages_recall.time_weight);
     IF messages_recall.query_vector IS NULL AND messages_recall.query_text IS NULL THEN
         RAISE EXCEPTION 'pymem: recall needs a query: its vector (query_vector), its text (query_text) or both'
             USING ERRCODE = '22023';
