@@ -793,6 +793,7 @@ SELECT pymem.migration_types_path()
 \ir api/conversations_embeddings.sql
 \ir api/conversations_recall.sql
 \ir api/conversations_recall_indexes.sql
+\ir api/conversations_recall_turns.sql
 \ir api/conversations_summaries.sql
 \ir api/conversations_turns.sql
 \ir api/facts.sql
@@ -829,7 +830,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a330077939976d98076905040250ddef3b12a391834a588822debbe776816e50')
+SELECT pymem.migration_api_applied('e40bf65bc7e88cecd9491d2c19550e0692a5191b414b502d3fc7a87851f27335')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
