@@ -43,6 +43,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("new_data_dir")
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--calls", type=int, default=30)
+    ap.add_argument("--old-hybrid", action="store_true", help="also the old schema's hybrid call (vector + text)")
+    ap.add_argument("--named-time", action="store_true", help="also the new schema's hybrid call naming a time")
     args = ap.parse_args(argv)
     conns, pids = {}, {}
     for name, d in (("old", args.old_data_dir), ("new", args.new_data_dir)):
@@ -55,6 +57,11 @@ def main(argv: list[str] | None = None) -> None:
     cases = [("old: context_read, vector", "old", CONTEXT.format(x="")),
              ("new: context_read, vector", "new", CONTEXT.format(x="")),
              ("new: context_read, vector + text", "new", CONTEXT.format(x=", query_text => %(t)s"))]
+    if args.old_hybrid:  # the old schema takes query_text too (since 0015_message_lexical)
+        cases.insert(1, ("old: context_read, vector + text", "old", CONTEXT.format(x=", query_text => %(t)s")))
+    if args.named_time:  # a question naming a time (0044_recall_turns_times): the last 7 days
+        cases.append(("new: context_read, vector + text + time", "new", CONTEXT.format(
+            x=", query_text => %(t)s, time_from => now() - interval '7 days', time_to => now()")))
 
     def cpu_ns(db: str) -> int:
         return int(Path(f"/proc/{pids[db]}/schedstat").read_text().split()[0])
@@ -75,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
     for name, _, _ in cases:
         c, w = sorted(cpu[name]), sorted(wall[name])
         print(f"{name:36s} {c[len(c) // 2]:14.3f} {c[0]:12.3f} {w[len(w) // 2]:9.3f} {c[len(c) // 2] / base:9.2f}x")
-    print(f"\ncommand: python bench/ab_cost.py {args.old_data_dir} {args.new_data_dir} --rounds {args.rounds} --calls {args.calls}")
+    print(f"\ncommand: python bench/ab_cost.py {args.old_data_dir} {args.new_data_dir} --rounds {args.rounds} --calls {args.calls}"
+          + (" --old-hybrid" if args.old_hybrid else "") + (" --named-time" if args.named_time else ""))
 
 
 if __name__ == "__main__":

@@ -140,27 +140,6 @@ def lexical_top(admin, user: str, text: str, k: int, as_of: datetime) -> list[st
         "thread_id => 'questions', query_text => %s, k => %s, as_of => %s)", (user, PROJECT, text, k, as_of)).fetchall()]
 
 
-def with_neighbours(admin, user: str, ranked: list[str | None]) -> list[str]:
-    """An experiment for neighbouring turns (issue 32, item 4; not a pymem option): each recalled
-    turn followed by the turn before and after it in its thread, in ranking order, duplicates
-    dropped; the budget (k) counts them, so a cut at k keeps fewer distinct recalled turns."""
-    rows = admin.execute(
-        "SELECT m.metadata ->> 'dia_id', p.metadata ->> 'dia_id', n.metadata ->> 'dia_id' FROM pymem.messages AS m "
-        "LEFT JOIN pymem.messages AS p ON p.project_id = m.project_id AND p.user_id = m.user_id "
-        " AND p.thread_id = m.thread_id AND p.seq = m.seq - 1 "
-        "LEFT JOIN pymem.messages AS n ON n.project_id = m.project_id AND n.user_id = m.user_id "
-        " AND n.thread_id = m.thread_id AND n.seq = m.seq + 1 "
-        "WHERE m.project_id = %s AND m.user_id = %s AND m.metadata ->> 'dia_id' = ANY (%s)",
-        (PROJECT, user, [r for r in ranked if r])).fetchall()
-    around = {r[0]: (r[1], r[2]) for r in rows}
-    out: list[str] = []
-    for r in ranked:
-        for x in (r, *around.get(r or "", (None, None))):
-            if x and x not in out:
-                out.append(x)
-    return out
-
-
 def table(results: dict[str, dict[str, Any]]) -> str:
     names = list(results)
     head = "| category | questions | " + " | ".join(f"{n} @{k}" for n in names for k in KS) + " |"
@@ -195,7 +174,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     mem = pymem.Memory(db=db, embedder=embedder, project_id=PROJECT, **options)
     recall_kwargs = set(inspect.signature(mem.recall).parameters)
     admin = psycopg.connect(db.conninfo, autocommit=True)
-    per_q: dict[str, dict[str, dict[str, list[float]]]] = {"pymem": {}, "cosine": {}, "lexical": {}, "neighbours": {}}
+    # the steps of issue 32's round 4, each a Memory with the options given and some of the
+    # defaults turned off: BM25 b 0.3 alone, then with the next turn; "pymem" has all of them
+    steps = {"b0.3": {"next_turn_weight": 0, "time_weight": 0}, "+next": {"time_weight": 0}}
+    step_mems = {name: pymem.Memory(db=db, embedder=embedder, project_id=PROJECT, **(over | options))
+                 for name, over in steps.items() if not set(over) & set(options)}
+    per_q: dict[str, dict[str, dict[str, list[float]]]] = {"pymem": {}, "cosine": {}, "lexical": {},
+                                                           **{name: {} for name in step_mems}}
     categories: dict[str, int] = {}
     latency: dict[str, list[int]] = {"pymem": [], "cosine": []}
     loaded = 0
@@ -221,8 +206,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             base = cosine_top(admin, user, embedder.name, vec, max(KS))
             latency["cosine"].append(time.perf_counter_ns() - t0)
             lexical = lexical_top(admin, user, qa["question"], max(KS), last)
-            near = with_neighbours(admin, user, got)
-            for name, ids in (("pymem", got), ("cosine", base), ("lexical", lexical), ("neighbours", near)):
+            stepped = [(name, [m.metadata.get("dia_id") for m in
+                               m_.recall(qa["question"], user=user, thread="questions", k=max(KS), **kw)])
+                       for name, m_ in step_mems.items()]
+            for name, ids in (("pymem", got), ("cosine", base), ("lexical", lexical), *stepped):
                 per_q[name][key] = [len(evidence & set(ids[:k])) / len(evidence) for k in KS]
     results: dict[str, dict[str, Any]] = {}
     for name, found in per_q.items():

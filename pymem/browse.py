@@ -119,7 +119,8 @@ def recall_messages(db: Database, user_id: str, query: str, project_id: str = ""
     params = {**options.params(), "k": k, "user_id": text(user_id, "user id"),
               "thread_id": text(thread_id, "thread"), "project_id": text(project_id, "project_id"),
               "window_size": 0, "as_of": None, "since": None, "until": None, "metadata": None,
-              "query_vector": None, "embedder": None, "query_text": text(query, "query")}
+              "query_vector": None, "embedder": None, "query_text": text(query, "query"),
+              "time_from": None, "time_to": None}
     if embedder is None:
         return db.query(calls.messages_recall(**params)), []
     (vector,) = vectors(embedder, [query])

@@ -590,10 +590,14 @@ def messages_recall(
     since: datetime | None,
     until: datetime | None,
     metadata: Any,
+    next_turn_weight: float | None,
+    time_from: datetime | None,
+    time_to: datetime | None,
+    time_weight: float | None,
 ) -> Query:
     """A user's past messages ranked for a query (vector, text or both; those scoring at least
     min_score)."""
-    return Query("messages_recall", {"user_id": user_id, "query_vector": query_vector, "embedder": embedder, "project_id": project_id, "thread_id": thread_id, "k": k, "min_content_chars": min_content_chars, "window_size": window_size, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata})
+    return Query("messages_recall", {"user_id": user_id, "query_vector": query_vector, "embedder": embedder, "project_id": project_id, "thread_id": thread_id, "k": k, "min_content_chars": min_content_chars, "window_size": window_size, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata, "next_turn_weight": next_turn_weight, "time_from": time_from, "time_to": time_to, "time_weight": time_weight})
 
 
 def retention_configure(
@@ -779,9 +783,13 @@ def context_read(
     until: datetime | None,
     metadata: Any,
     valid_at: datetime | None,
+    next_turn_weight: float | None,
+    time_from: datetime | None,
+    time_to: datetime | None,
+    time_weight: float | None,
 ) -> Query:
     """Everything one turn reads (facts, summary, recall, window) in one call."""
-    return Query("context_read", {"user_id": user_id, "agent_id": agent_id, "project_id": project_id, "thread_id": thread_id, "query_vector": query_vector, "embedder": embedder, "max_facts": max_facts, "window_size": window_size, "k": k, "min_content_chars": min_content_chars, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "dedupe": dedupe, "max_unembedded": max_unembedded, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata, "valid_at": valid_at})
+    return Query("context_read", {"user_id": user_id, "agent_id": agent_id, "project_id": project_id, "thread_id": thread_id, "query_vector": query_vector, "embedder": embedder, "max_facts": max_facts, "window_size": window_size, "k": k, "min_content_chars": min_content_chars, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "dedupe": dedupe, "max_unembedded": max_unembedded, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata, "valid_at": valid_at, "next_turn_weight": next_turn_weight, "time_from": time_from, "time_to": time_to, "time_weight": time_weight})
 
 
 def user_export(*, user_id: str | None, project_id: str | None) -> Query:

@@ -24,7 +24,7 @@ from datetime import datetime
 from typing import Any
 
 from .blocks import DEFAULT_BLOCKS, BlockOutput, Limit, Part, Upstream, block_name, fit, output, unique_names
-from .conversations import Message, TurnResult, _message, recall_filters
+from .conversations import Message, TurnResult, _message, recall_filters, time_params
 from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation
@@ -144,6 +144,7 @@ class _Context:
             **recall_filters(filters),
             "valid_at": timestamp((filters or {}).get("valid_at"), "valid_at"),
         }
+        params |= time_params(query if user_id is not None else None, params["as_of"], o.recall.time_weight)
         if "recall" not in order:  # not shown: not ranked, and the query needs no vector
             params["k"] = 0
         if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:

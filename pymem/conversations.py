@@ -34,6 +34,7 @@ from .errors import InTransactionError, ValidationError
 from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
+from .timeref import named_time
 from .types import Extractor, Message, Summarizer, TurnResult  # noqa: F401  (Extractor, Summarizer: re-exported)
 from .values import number, text
 from . import calls
@@ -112,6 +113,13 @@ def recall_filters(filters: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"as_of": _time(f.get("as_of"), "as_of"), "since": _time(f.get("since"), "since"),
             "until": _time(f.get("until"), "until"),
             "metadata": None if metadata is None else _metadata(metadata, "metadata filter")}
+
+
+def time_params(query: Any, as_of: datetime | None, weight: float) -> dict[str, Any]:
+    """The SQL parameters ``time_from`` / ``time_to`` of one recall: the time a text query names
+    (pymem.timeref.named_time, read from ``as_of``, else now), none for a vector query or a weight of 0."""
+    span = named_time(query, as_of) if isinstance(query, str) and weight else None
+    return {"time_from": span[0] if span else None, "time_to": span[1] if span else None}
 
 
 def _message(r: Mapping[str, Any], thread: str | None = None) -> Message:
@@ -363,6 +371,7 @@ class _Conversations:
         if given is None:
             text(query, "query")
         recall = o.recall.params() | ({} if k is None else {"k": k}) | recall_filters(filters)
+        recall |= time_params(query, recall["as_of"], o.recall.time_weight)
         if o.embedder is None:
             if given is not None:
                 raise ValidationError("recall by a vector needs Memory(embedder=...)")

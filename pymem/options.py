@@ -47,8 +47,12 @@ class RecallOptions:
     the query's words over the best one's; a vector query alone ranks by cosine, and without an
     embedder a text query ranks by its words alone), skipping messages shorter than
     ``min_content_chars`` and, when ``min_score`` is set (-1..1), those scoring below it: fewer
-    than ``k`` come back when fewer are relevant enough (docs/sql.md "Recall"). The SQL checks the
-    ranges on every call."""
+    than ``k`` come back when fewer are relevant enough (docs/sql.md "Recall"). With
+    ``next_turn_weight`` (0..1, 0: off) the message after each of the top ``k`` in its thread
+    scores at least ``next_turn_weight`` times that one's score (the answer to a recalled question
+    often sits there), before the cut at ``k``. When a text query names a time ("in May 2023",
+    "last week": :func:`pymem.timeref.named_time`), the messages created then score
+    ``time_weight`` (0..1, 0: off) more. The SQL checks the ranges on every call."""
 
     k: int = 5
     min_content_chars: int = 10
@@ -57,6 +61,8 @@ class RecallOptions:
     half_life_seconds: float = 3600.0
     min_score: float | None = None
     lexical_weight: float = 0.4
+    next_turn_weight: float = 0.8
+    time_weight: float = 0.2
 
     def __post_init__(self) -> None:
         _ints(self, ("k", "min_content_chars"), {"k": "recall_k"})

@@ -773,6 +773,29 @@ COMMIT;
 \echo pymem: applied 0043_valid_time
 \endif
 
+-- 0044_recall_turns_times
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0044_recall_turns_times', 'adc13cf134f6431e3fc70f0280a2d4bbd0094d157398e708061923b43689a3ef') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0044_recall_turns_times.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0044_recall_turns_times', 'adc13cf134f6431e3fc70f0280a2d4bbd0094d157398e708061923b43689a3ef', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0044_recall_turns_times
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -793,6 +816,7 @@ SELECT pymem.migration_types_path()
 \ir api/conversations_embeddings.sql
 \ir api/conversations_recall.sql
 \ir api/conversations_recall_indexes.sql
+\ir api/conversations_recall_turns.sql
 \ir api/conversations_summaries.sql
 \ir api/conversations_turns.sql
 \ir api/facts.sql
@@ -830,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a1609052e27c9b1fbad3e43f1f73ad91d49e9fa555fa2e78c41221030a700ae4')
+SELECT pymem.migration_api_applied('b88dc6cd1d98b91c7756a8d09a87203adc7eeafff10079f5d7982d185649c603')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

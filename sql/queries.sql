@@ -350,7 +350,9 @@ FROM pymem.messages_recall(
     importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
     min_score => %(min_score)s::float8, query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8,
     as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
-    metadata => %(metadata)s::jsonb) AS r;
+    metadata => %(metadata)s::jsonb, next_turn_weight => %(next_turn_weight)s::float8,
+    time_from => %(time_from)s::timestamptz, time_to => %(time_to)s::timestamptz,
+    time_weight => %(time_weight)s::float8) AS r;
 
 -- name: retention_configure
 -- Set (or with both NULL remove) the project's retention policy for messages; returns the policy in force.
@@ -464,7 +466,9 @@ SELECT pymem.context_read(
     dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer, min_score => %(min_score)s::float8,
     query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8, as_of => %(as_of)s::timestamptz,
     since => %(since)s::timestamptz, until => %(until)s::timestamptz, metadata => %(metadata)s::jsonb,
-    valid_at => %(valid_at)s::timestamptz) AS context;
+    valid_at => %(valid_at)s::timestamptz, next_turn_weight => %(next_turn_weight)s::float8,
+    time_from => %(time_from)s::timestamptz, time_to => %(time_to)s::timestamptz,
+    time_weight => %(time_weight)s::float8) AS context;
 
 -- name: user_export
 -- A user's whole memory (facts with history, threads, messages, summaries) as JSON.

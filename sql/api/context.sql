@@ -27,7 +27,8 @@ $$;
 -- it instead (facts_search's fusion with lexical_weight; facts_search.sql, _facts_for_context). Recall
 -- ranks as messages_recall does, by the query's vector (query_vector, from embedder), its text
 -- (query_text) or both (hybrid); with neither it
--- is skipped; lexical_weight, as_of, since, until and metadata are messages_recall's. A recalled
+-- is skipped; lexical_weight, next_turn_weight, time_from, time_to, time_weight, as_of, since, until and
+-- metadata are messages_recall's. A recalled
 -- message whose normalised content already appears in a fact or the summary is dropped when
 -- dedupe is on (counted in "deduped"); min_score (NULL: none) drops candidates scoring below it,
 -- as in messages_recall. With a query vector, "unembedded" lists up to max_unembedded of the user's
@@ -61,7 +62,11 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
     metadata jsonb DEFAULT NULL,
-    valid_at timestamptz DEFAULT NULL)
+    valid_at timestamptz DEFAULT NULL,
+    next_turn_weight double precision DEFAULT 0.8,
+    time_from timestamptz DEFAULT NULL,
+    time_to timestamptz DEFAULT NULL,
+    time_weight double precision DEFAULT 0.2)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -102,7 +107,8 @@ BEGIN
         importance_weight => context_read.importance_weight, lexical_weight => context_read.lexical_weight,
         half_life_seconds => context_read.half_life_seconds, min_score => context_read.min_score,
         as_of => context_read.as_of, since => context_read.since, until => context_read.until,
-        metadata => context_read.metadata);
+        metadata => context_read.metadata, next_turn_weight => context_read.next_turn_weight,
+        time_from => context_read.time_from, time_to => context_read.time_to, time_weight => context_read.time_weight);
     IF NOT pg_catalog.isfinite(coalesce(context_read.valid_at, '2000-01-01')) THEN
         RAISE EXCEPTION 'pymem: valid_at must be a finite time (or NULL: now)' USING ERRCODE = '22023';
     END IF;
@@ -144,15 +150,15 @@ BEGIN
                 v_summary)) END;
             v_recall := v_spec;
             v_recall.k := v_spec.k + 20;  -- candidates beyond k: the dedupe below may drop some
-            -- candidates best first (the ranking alone, _recall: a recall index's candidates or the
-            -- exact scan; a Citus worker cannot run a query on a shard that also calls
+            -- candidates best first (the ranking alone, _recall_turns: a recall index's candidates or
+            -- the exact scan, with the turns after them (the first k are messages_recall's k); a Citus worker cannot run a query on a shard that also calls
             -- _recall_ranked), then each one's message by primary key until k are kept
             SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
                    pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
               INTO v_threads, v_seqs, v_similarities, v_scores
-              FROM pymem._recall(context_read.project_id, context_read.user_id, context_read.thread_id,
-                                 context_read.query_vector, context_read.embedder, context_read.query_text,
-                                 v_recall) WITH ORDINALITY AS r;
+              FROM pymem._recall_turns(context_read.project_id, context_read.user_id, context_read.thread_id,
+                                       context_read.query_vector, context_read.embedder, context_read.query_text,
+                                       v_recall) WITH ORDINALITY AS r;
             FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP
                 SELECT m.role, m.content, m.metadata, m.created_at INTO v_cand FROM pymem.messages AS m
                  WHERE m.project_id = context_read.project_id AND m.user_id = context_read.user_id

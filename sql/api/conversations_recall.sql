@@ -11,11 +11,14 @@
 -- migrations/0036_recall_spec.sql). k, min_content_chars, window_size: 0..the limit of
 -- _check_limit. recency_weight and importance_weight in 0..1, summing to at most 1.
 -- half_life_seconds positive. min_score NULL (no threshold) or in -1..1, the range of a score.
--- lexical_weight in 0..1. as_of, since and until: finite when given. metadata NULL or an object.
+-- lexical_weight, next_turn_weight and time_weight in 0..1. as_of, since and until: finite when
+-- given; time_from and time_to both NULL or both finite, time_from first. metadata NULL or an object.
 CREATE OR REPLACE FUNCTION pymem._recall_spec(
     k integer, min_content_chars integer, window_size integer, recency_weight double precision,
     importance_weight double precision, lexical_weight double precision, half_life_seconds double precision,
-    min_score double precision, as_of timestamptz, since timestamptz, until timestamptz, metadata jsonb)
+    min_score double precision, as_of timestamptz, since timestamptz, until timestamptz, metadata jsonb,
+    next_turn_weight double precision DEFAULT 0, time_from timestamptz DEFAULT NULL, time_to timestamptz DEFAULT NULL,
+    time_weight double precision DEFAULT 0)
 RETURNS pymem.recall_spec
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -41,6 +44,17 @@ BEGIN
     IF lexical_weight IS NULL OR NOT (lexical_weight >= 0 AND lexical_weight <= 1) THEN
         RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1 (got %)', lexical_weight USING ERRCODE = '22023';
     END IF;
+    IF next_turn_weight IS NULL OR NOT (next_turn_weight >= 0 AND next_turn_weight <= 1) THEN
+        RAISE EXCEPTION 'pymem: next_turn_weight must be between 0 and 1 (got %)', next_turn_weight USING ERRCODE = '22023';
+    END IF;
+    IF time_weight IS NULL OR NOT (time_weight >= 0 AND time_weight <= 1) THEN
+        RAISE EXCEPTION 'pymem: time_weight must be between 0 and 1 (got %)', time_weight USING ERRCODE = '22023';
+    END IF;
+    IF (time_from IS NULL) <> (time_to IS NULL) OR NOT pg_catalog.isfinite(coalesce(time_from, '2000-01-01'))
+       OR NOT pg_catalog.isfinite(coalesce(time_to, '2000-01-01')) OR time_from >= time_to THEN
+        RAISE EXCEPTION 'pymem: time_from and time_to name a time together, finite, time_from before time_to (got % and %)',
+                time_from, time_to USING ERRCODE = '22023';
+    END IF;
     IF NOT pg_catalog.isfinite(coalesce(as_of, '2000-01-01')) OR NOT pg_catalog.isfinite(coalesce(since, '2000-01-01'))
        OR NOT pg_catalog.isfinite(coalesce(until, '2000-01-01')) THEN
         RAISE EXCEPTION 'pymem: as_of, since and until must be finite times (or NULL)' USING ERRCODE = '22023';
@@ -50,7 +64,8 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     RETURN ROW(k, min_content_chars, window_size, recency_weight, importance_weight, lexical_weight,
-               half_life_seconds, min_score, as_of, since, until, metadata)::pymem.recall_spec;
+               half_life_seconds, min_score, as_of, since, until, metadata, next_turn_weight, time_from, time_to,
+               time_weight)::pymem.recall_spec;
 END;
 $$;
 
@@ -69,7 +84,7 @@ AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
 --   relevance = (1 - lw) * cosine + lw * lexical   with a query vector and query terms,
 --             = cosine                             with a vector and no terms (no text, or only stop words),
 --             = lexical                            with terms and no vector;
---   lexical   = BM25 (k1 1.2, b 0.75) of the query text's lexemes in each message, divided by the
+--   lexical   = BM25 (k1 1.2, b 0.3: _bm25_message) of the query text's lexemes in each message, divided by the
 --               best eligible message's (the best lexical match has 1, a message sharing no term 0).
 -- BM25's statistics (document count, average length in tokens, each term's document frequency)
 -- are those of the rows ranked: with a vector, the user's messages with a vector of p_embedder as of
@@ -230,9 +245,9 @@ BEGIN
              CROSS JOIN (SELECT coalesce(pg_catalog.sum(s.tokens), 0)::float8 AS tokens, pg_catalog.count(s.tokens)::float8 AS known
                            FROM stale AS s) AS o
              WHERE q.any_term IS NOT NULL),
-        lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.75, a term counted once per message)
+        lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.3, a term counted once per message)
             SELECT h.thread_id, h.seq, h.created_at, h.similarity, h.base,
-                   pymem._bm25((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
+                   pymem._bm25_message((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
                                  WHERE h.lexemes @@ s.each_term[t.i]), 1, h.tokens, s.avgdl) AS bm25
               FROM hits AS h CROSS JOIN qs AS s
              WHERE h.ok),
@@ -389,7 +404,7 @@ BEGIN
          GROUP BY n.docs),
     lex AS (
         SELECT c.thread_id, c.seq,
-               pymem._bm25((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+               pymem._bm25_message((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
                              WHERE c.lexemes @@ v_terms[t.i]), 1, c.tokens, s.avgdl) AS bm25
           FROM c CROSS JOIN st AS s
          WHERE c.lexemes IS NOT NULL),
@@ -453,7 +468,11 @@ CREATE OR REPLACE FUNCTION pymem.messages_recall(
     as_of timestamptz DEFAULT NULL,
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,
-    metadata jsonb DEFAULT NULL)
+    metadata jsonb DEFAULT NULL,
+    next_turn_weight double precision DEFAULT 0.8,
+    time_from timestamptz DEFAULT NULL,
+    time_to timestamptz DEFAULT NULL,
+    time_weight double precision DEFAULT 0.2)
 RETURNS SETOF pymem.recalled_message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -474,7 +493,9 @@ BEGIN
         importance_weight => messages_recall.importance_weight, lexical_weight => messages_recall.lexical_weight,
         half_life_seconds => messages_recall.half_life_seconds, min_score => messages_recall.min_score,
         as_of => messages_recall.as_of, since => messages_recall.since, until => messages_recall.until,
-        metadata => messages_recall.metadata);
+        metadata => messages_recall.metadata, next_turn_weight => messages_recall.next_turn_weight,
+        time_from => messages_recall.time_from, time_to => messages_recall.time_to,
+        time_weight => messages_recall.time_weight);
     IF messages_recall.query_vector IS NULL AND messages_recall.query_text IS NULL THEN
         RAISE EXCEPTION 'pymem: recall needs a query: its vector (query_vector), its text (query_text) or both'
             USING ERRCODE = '22023';
@@ -485,13 +506,14 @@ BEGIN
     IF messages_recall.query_vector IS NOT NULL THEN
         PERFORM pymem._query_check(messages_recall.project_id, messages_recall.embedder, messages_recall.query_vector);
     END IF;
-    -- two statements: the ranking alone (_recall: a recall index's candidates or the exact scan),
+    -- two statements: the ranking alone (_recall_turns: _recall's, a recall index's candidates or
+    -- the exact scan, with the turns after the recalled ones),
     -- then each winner by primary key (a Citus worker cannot run a query on a shard that also
     -- calls _recall_ranked, which reads other tables)
     SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
            pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
       INTO v_threads, v_seqs, v_similarities, v_scores
-      FROM pymem._recall(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
+      FROM pymem._recall_turns(messages_recall.project_id, messages_recall.user_id, messages_recall.thread_id,
                          messages_recall.query_vector, messages_recall.embedder, messages_recall.query_text,
                          v_spec) WITH ORDINALITY AS r;
     FOR v_i IN 1 .. coalesce(pg_catalog.cardinality(v_threads), 0) LOOP

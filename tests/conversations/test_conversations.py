@@ -270,7 +270,7 @@ def test_recall_is_exactly_the_brute_force_top_k(db, dsn):
     the vector ranking alone; tests/recall/test_recall_hybrid.py checks the fused one)."""
     emb = HashEmbedder(64)
     mem = make(db, embedder=emb, window=10, recency_weight=0.3, importance_weight=0.2, half_life_seconds=600,
-               lexical_weight=0)
+               lexical_weight=0, next_turn_weight=0)  # the ranking alone (the next turn: tests/recall)
     words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
     for user in ("alice", "bob"):
         for i in range(150):
@@ -307,7 +307,9 @@ def test_recall_is_exactly_the_brute_force_top_k(db, dsn):
 def test_recall_leaves_out_what_matches_the_query_neither_way(db, dsn):
     """Issue 29: recall returned k rows whatever they were, padding with messages of score 0 that
     then filled the context's recall block. The floor: a word in common or a cosine above 1e-5."""
-    mem = make(db, window=2, recency_weight=0.5, importance_weight=0.2)  # recency alone cannot lift a row
+    # recency alone cannot lift a row; next_turn_weight 0: the matches alone (by default the turn
+    # after a match comes with it, matching or not: tests/recall/test_recall_next_turn.py)
+    mem = make(db, window=2, recency_weight=0.5, importance_weight=0.2, next_turn_weight=0)
     question = "what is the cat allergic to?"
     mem.add_message("My cat Tom is allergic to fish", user="alice")
     # texts sharing no word with the question; HashEmbedder's buckets collide, so some still
@@ -329,7 +331,7 @@ def test_recall_leaves_out_what_matches_the_query_neither_way(db, dsn):
     qv = str(mem.embedder.embed([question])[0])
     for query, text in ((qv, None), (None, "cat allergic"), (qv, "cat allergic")):
         got_sql = rows(dsn, "SELECT content FROM pymem.messages_recall('alice', %s::vector, %s, k => 5, window_size => 0, "
-                            "query_text => %s, recency_weight => 0.5)", query, mem.embedder.name, text)
+                            "query_text => %s, recency_weight => 0.5, next_turn_weight => 0)", query, mem.embedder.name, text)
         assert [r[0] for r in got_sql] == ["My cat Tom is allergic to fish"], (query is None, text)
     # a positive cosine is a match, however small (a model-specific threshold is min_score's job)
     mem.add_message(colliding[0], user="alice")

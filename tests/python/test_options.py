@@ -28,6 +28,8 @@ KEYWORDS = {
     "min_score",  # added since (issue 13)
     "fact_lexical_weight",  # issue 14
     "lexical_weight",  # issue 14 (recall)
+    "next_turn_weight",  # issue 32, item 4 (recall)
+    "time_weight",  # issue 32, item 3 (recall)
     "blocks", "max_context_chars", "max_context_tokens", "token_counter",  # issue 19
     "learner",  # issue 16
     "deferred_learning",  # issue 37
@@ -54,6 +56,8 @@ OPTIONS: dict[str, list[tuple[str, str]]] = {
     "recall.half_life_seconds": [("context_read", "half_life_seconds"), ("messages_recall", "half_life_seconds")],
     "recall.min_score": [("context_read", "min_score"), ("messages_recall", "min_score")],
     "recall.lexical_weight": [("context_read", "lexical_weight"), ("messages_recall", "lexical_weight")],
+    "recall.next_turn_weight": [("context_read", "next_turn_weight"), ("messages_recall", "next_turn_weight")],
+    "recall.time_weight": [("context_read", "time_weight"), ("messages_recall", "time_weight")],
     "dedupe": [("context_read", "dedupe")],
     "summarize_every": [("summary_claim", "summarize_every")],
     "keep_last": [("turn_record", "keep_last"), ("summary_claim", "keep_last")],

@@ -30,8 +30,12 @@ def test_random_interleavings_across_the_api_match_the_model(dsn, as_role):
         c.execute("GRANT pymem_app TO pymem_prop_app")
     db = pymem.Database(pymem.Settings(dsn=app, pool_max_size=2))
     embedder = HashEmbedder(64)  # unit vectors: a dot product is their cosine
+    # next_turn_weight 0: the model below counts the matches; mems_next (the default) brings the
+    # turn after each match too, and is checked for isolation and for never returning fewer
     mems = {p: Memory(db=db, agent_id="bot", project_id=p, embedder=embedder, window=WINDOW,
-                      recall_k=K, min_content_chars=MIN_CHARS, dedupe=False) for p in PROJECTS}
+                      recall_k=K, min_content_chars=MIN_CHARS, dedupe=False, next_turn_weight=0) for p in PROJECTS}
+    mems_next = {p: Memory(db=db, agent_id="bot", project_id=p, embedder=embedder, window=WINDOW,
+                           recall_k=K, min_content_chars=MIN_CHARS, dedupe=False) for p in PROJECTS}
 
     class Everything(RuleBasedStateMachine):
         @initialize()
@@ -83,6 +87,9 @@ def test_random_interleavings_across_the_api_match_the_model(dsn, as_role):
                         and ("question" in m or sum(a * b for a, b in zip(embedder.embed([m])[0], query)) > 1e-5)]
             assert len(got) == min(K, len(eligible))
             assert all(m.content.startswith(tag(p, u)) and m.content in eligible for m in got)
+            with_next = mems_next[p].recall(f"question about topic {n}", user=u, k=K)
+            assert min(K, len(eligible)) <= len(with_next) <= K
+            assert all(m.content.startswith(tag(p, u)) and m.content in history for m in with_next)
 
         @rule(p=st.sampled_from(PROJECTS), u=st.sampled_from(USERS))
         def context(self, p, u):

@@ -386,21 +386,23 @@ def test_min_score_leaves_slots_empty_instead_of_filling_them(db, dsn):
     messages = ["I am allergic to peanuts", "Peanuts make me ill, really", "Peanut butter on toast, every day",
                 "The train to Bergen was late again"]
     query = "peanut allergy"
-    base = make(db, window=0)
+    base = make(db, window=0, next_turn_weight=0)  # the matches alone (no next turn)
     for text in messages:
         base.add_message(text, user="alice")
     everything = base.recall(query, user="alice", k=4)
-    # by default every message that matches at all: the three about peanuts; the train shares no
-    # word and (HashEmbedder: no n-gram) no direction with the query, so the floor keeps it out
+    # every message that matches at all: the three about peanuts; the train shares no word and
+    # (HashEmbedder: no n-gram) no direction with the query, so the floor keeps it out ...
     assert sorted(m.content for m in everything) == sorted(messages[:3])
+    # ... unless it comes as the turn after a recalled one (next_turn_weight, default 0.8)
+    assert make(db, window=0).recall(query, user="alice", k=4)[-1].content == messages[3]
     cut = (everything[1].score + everything[2].score) / 2
-    strict = make(db, window=0, min_score=cut)
+    strict = make(db, window=0, min_score=cut, next_turn_weight=0)
     assert [m.seq for m in strict.recall(query, user="alice", k=3)] == [m.seq for m in everything[:2]]
     assert [m.seq for m in strict.read(query, user="alice").recalled] == [m.seq for m in everything[:2]]
     # the filter is SQL's (a service calling SQL alone gets the same)
     qvec = Vector(HashEmbedder(64).embed([query])[0])
     sql_rows = rows(dsn, "SELECT seq FROM pymem.messages_recall('alice', %s, %s, window_size => 0, min_score => %s,"
-                         " query_text => %s)", qvec, base.embedder.name, cut, query)
+                         " query_text => %s, next_turn_weight => 0)", qvec, base.embedder.name, cut, query)
     assert [r[0] for r in sql_rows] == [m.seq for m in everything[:2]]
     assert make(db, min_score=1.0).recall(query, user="alice") == []
 

@@ -47,9 +47,11 @@ def load(mem):
 
 
 def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.0, as_of=None, since=None,
-          until=None, metadata=None, thread="other", window=0, min_chars=10, floor=True):
+          until=None, metadata=None, thread="other", window=0, min_chars=10, floor=True, next_weight=0.8):
     """The ranking recomputed in Python. ``floor``: a message with no term in common and no
-    positive cosine is not eligible (issue 29); False counts them, to show the floor cut some."""
+    positive cosine is not eligible (issue 29); False counts them, to show the floor cut some.
+    ``next_weight`` (next_turn_weight, default 0.8): the message after each of the top k by own
+    score, in its thread, when it passes the filters, scores at least next_weight times that one."""
     with psycopg.connect(dsn, autocommit=True) as c:
         terms = c.execute("SELECT coalesce(tsvector_to_array(to_tsvector('english', %s)), '{}')", (text,)).fetchone()[0] \
             if text is not None else []
@@ -73,7 +75,8 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
         s = 0.0
         for t in terms:
             if t in d[6]:  # a term counts once per message (tf 1)
-                s += math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) * 2.2 / (1 + 1.2 * (0.25 + 0.75 * d[5] / avgdl))
+                # BM25 k1 1.2, b 0.3 (pymem._bm25_message)
+                s += math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) * 2.2 / (1 + 1.2 * (0.7 + 0.3 * d[5] / avgdl))
         return s
 
     def cos(v):
@@ -81,7 +84,13 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
         return sum(a * b for a, b in zip(v, vector)) / math.sqrt(sum(a * a for a in v) * sum(b * b for b in vector))
 
     eligible = []
+    passing = {}  # (thread, seq) -> created_at of every message the filters let through (a next turn's check)
     for d in docs:
+        if not (d[2] < min_chars or (d[0] == thread and d[1] > d[9] - window)
+                or (as_of is not None and d[4] > as_of) or (since is not None and d[4] < since)
+                or (until is not None and d[4] >= until)
+                or (metadata is not None and any(d[8].get(key) != value for key, value in metadata.items()))):
+            passing[(d[0], d[1])] = d[4]
         lex = bm25(d) if d in corpus else 0.0
         if vector is None and lex == 0:
             continue
@@ -105,7 +114,16 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
         age = max(((as_of or now) - d[4]).total_seconds(), 0)
         score = (1 - rw - iw) * rel + (rw * 0.5 ** min(age / half_life, 1000) if rw else 0) + iw * d[3]
         scored.append((score, d[4], d[0], d[1]))
-    scored.sort(key=lambda s: (-round(s[0], 6), -s[1].timestamp(), s[2], -s[3]))
+    def order(s):  # six significant digits (the vectors are float4): scores of 1e-7 (recency alone) still order
+        return (-float(f"{s[0]:.6g}"), -s[1].timestamp(), s[2], -s[3])
+
+    scored.sort(key=order)
+    if next_weight:
+        best = {(t, s): (score, when) for score, when, t, s in scored[:k]}
+        for score, _, t, s in scored[:k]:
+            if (t, s + 1) in passing and next_weight * score > best.get((t, s + 1), (-math.inf,))[0]:
+                best[(t, s + 1)] = (next_weight * score, passing[(t, s + 1)])
+        scored = sorted(((score, when, t, s) for (t, s), (score, when) in best.items()), key=order)
     return [(t, s, score) for score, _, t, s in scored[:k]]
 
 
@@ -307,7 +325,7 @@ def test_a_project_chooses_its_text_search_configuration(db, dsn):
     assert lexemes("other") == before  # another project keeps english
     with psycopg.connect(dsn, autocommit=True) as c:  # queries use the project's configuration too
         got = c.execute("SELECT content FROM pymem.messages_recall(user_id => 'alice', query_text => 'were', "
-                        "thread_id => 'x', k => 5)").fetchall()
+                        "thread_id => 'x', k => 5, next_turn_weight => 0)").fetchall()  # the match alone
         assert got == [("The meetings were about being there",)]
         assert c.execute("SELECT count(*) FROM pymem.messages_recall(user_id => 'alice', query_text => 'were', "
                          "project_id => 'other', thread_id => 'x', k => 5)").fetchone()[0] == 0

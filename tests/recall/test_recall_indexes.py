@@ -29,7 +29,7 @@ WORDS = ("garden tomato berlin paris coffee bicycle piano invoice holiday dentis
 QUERIES = ("where is my garden", "coffee in paris", "dentist meeting", "birthday of my sister", "the laptop invoice")
 RECALL = ("SELECT r.thread_id, r.seq, r.score FROM pymem.messages_recall(user_id => %(u)s, project_id => %(p)s, "
           "query_vector => %(v)s, embedder => %(e)s, query_text => %(t)s, k => %(k)s, window_size => %(w)s, "
-          "min_content_chars => 0, metadata => %(m)s) AS r")
+          "min_content_chars => 0, metadata => %(m)s, next_turn_weight => 0) AS r")  # the index path alone
 EXACT = ("SELECT r.thread_id, r.seq, r.score FROM pymem._recall_ranked(%(p)s, %(u)s, 'default', %(v)s, %(e)s, %(t)s, "
          "pymem._recall_spec(k => %(k)s, min_content_chars => 0, window_size => %(w)s, recency_weight => 0, "
          "importance_weight => 0, lexical_weight => 0.4, half_life_seconds => 3600, min_score => NULL, as_of => NULL, "
