@@ -105,10 +105,11 @@ def calls(conn: psycopg.Connection, embedder: HashEmbedder, token: str) -> dict[
            "min_content_chars": 10, "recency_weight": 0.0, "importance_weight": 0.0, "half_life_seconds": 3600.0,
            "dedupe": True, "max_unembedded": 100, "min_score": None,
            "query_text": PROBE_QUERIES[0], "lexical_weight": 0.4,
-           "as_of": None, "since": None, "until": None, "metadata": None}
+           "as_of": None, "since": None, "until": None, "metadata": None, "valid_at": None,
+           "next_turn_weight": 0.8, "time_from": None, "time_to": None, "time_weight": 0.2}
     fact = {"scope": "user", "scope_id": PROBE, "project_id": PROJECT, "confidence": 1.0, "source": "manual",
             "trace_id": None, "metadata": Jsonb({}), "max_learned": 200, "embedding": None, "embedder": None,
-            "created_at": None, "expires_at": None, "ttl": None}
+            "created_at": None, "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None}
     newest = {"scope": "user", "scope_id": PROBE, "project_id": PROJECT, "max_facts": 50}
     state = {"target": None}
 

@@ -568,7 +568,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: Subject, h
         return writer.params() | {
             "content": content, "confidence": 1.0, "source": "manual", "trace_id": None,
             "metadata": Jsonb({}), "max_learned": 200, "embedding": None, "embedder": None,
-            "created_at": None, "expires_at": None, "ttl": None,
+            "created_at": None, "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None,
         }
 
     run("add_memory", lambda i: mem.persist(f"{token} added through Memory, run {i}", id=writer.scope_id))
@@ -590,7 +590,7 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: Subject, h
         conn.execute(Q["fact_supersede"], writer.params() | {
             "new_content": f"{token} new SQL version {i}", "id": fid, "old_content": None, "confidence": 1.0,
             "source": "manual", "trace_id": None, "metadata": Jsonb({}), "embedding": None, "embedder": None,
-            "created_at": None, "expires_at": None, "ttl": None,
+            "created_at": None, "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None,
         }).fetchall()
 
     run("supersede_sql", supersede_sql,

@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         add = {"scope": "user", "scope_id": probe, "content": content, "project_id": PROJECT, "confidence": 1.0,
                "source": "manual", "trace_id": None, "metadata": Jsonb({}), "max_learned": None,
                "embedding": Vector(embedder.embed([content])[0]), "embedder": embedder.name, "created_at": None,
-               "expires_at": None, "ttl": None}
+               "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None}
         sides = {
             "session": lambda c, n, p: execute(c, n, p, settings),
             "pipeline": lambda c, n, p: pipelined(c, n, p, settings),

@@ -107,6 +107,9 @@ PYTHON_HINTS: dict[str, str] = {
         'Name the user (user=... or Memory(user_id=...)), or tier="global" for a fact every user of the agent shares.',
     "Pass the project's id as scope_id.":
         'Pass id=..., or give the Memory a project_id (tier="project" then files the fact under it).',
+    # sql/api/facts_versions.sql, fact_supersede: a change in the world after it is recorded
+    "Supersede when the change has happened; a planned fact is added with fact_add(valid_from => ...).":
+        "Update the fact when the change has happened; add a planned fact with persist(..., valid_from=...).",
     # sql/api/portability.sql, user_import: the user already has memory there
     "Import under another user_id, or pass replace => true.": "Import under another user_id=..., or pass replace=True.",
     # sql/api/conversations_recall_indexes.sql, recall_index_plan

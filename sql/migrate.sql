@@ -752,7 +752,7 @@ COMMIT;
 
 -- 0043_valid_time
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0043_valid_time', '40f6aea32ee456f74ff45941e94887fbc695740a7bee61b8abd06b4c8e65e359') AS pending
+SELECT pymem.migration_pending('0043_valid_time', '28cc1b2eec6448ab286bcb42fbb29ac697f41d48436fb845ec6e690d5795e3c1') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -767,7 +767,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0043_valid_time', '40f6aea32ee456f74ff45941e94887fbc695740a7bee61b8abd06b4c8e65e359', '0.2.0.dev0')
+SELECT pymem.migration_applied('0043_valid_time', '28cc1b2eec6448ab286bcb42fbb29ac697f41d48436fb845ec6e690d5795e3c1', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0043_valid_time

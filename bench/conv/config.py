@@ -59,7 +59,8 @@ class User:
 
 
 # recall's per-call filters, unset (what Memory sends when the call names none)
-NO_FILTERS = {"as_of": None, "since": None, "until": None, "metadata": None, "time_from": None, "time_to": None}
+NO_FILTERS = {"as_of": None, "since": None, "until": None, "metadata": None, "time_from": None, "time_to": None,
+              "valid_at": None}
 
 
 def context_params(user: User, query_vec: Vector | None, embedder: str, query_text: str | None = None,

@@ -56,7 +56,7 @@ def generate_facts(conn: psycopg.Connection, args: argparse.Namespace, embedder:
                                                     "escalate legal questions to a human"][i % 6],
             "confidence": 1.0, "source": "manual", "trace_id": None, "metadata": psycopg.types.json.Jsonb({}),
             "max_learned": 200, "embedding": None, "embedder": None, "created_at": None,
-            "expires_at": None, "ttl": None}).fetchall()
+            "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None}).fetchall()
     out["agent_facts"] = AGENT_FACTS
     return out
 

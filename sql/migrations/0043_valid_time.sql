@@ -10,13 +10,12 @@
 -- expiry). The view stays a simple view over the newest-first partial indexes: the two columns
 -- are tested on the rows those indexes return (tests/facts/test_fact_valid_time.py).
 --
--- ADD COLUMN without a default changes only the catalog. The CHECK is NOT VALID: it binds every
--- row written from now on without scanning the table under this migration's lock (every existing
--- row has both columns NULL, which it accepts). The writes check the values first, with pymem's
--- own message (22023: pymem._valid_time). shared_facts (the copies a Citus cluster keeps, written
+-- ADD COLUMN without a default changes only the catalog. No CHECK on them, as for expires_at
+-- (0037): validating one would scan the table under this migration's exclusive lock, and a NOT
+-- VALID one leaves the table with a constraint nobody validated; the writes check the values
+-- (22023: pymem._valid_time, valid_from before valid_to, finite times). shared_facts (the copies a Citus cluster keeps, written
 -- with SELECT *) gains the same columns in the same order. Applied once under the migration lock.
 ALTER TABLE pymem.facts ADD COLUMN valid_from timestamptz, ADD COLUMN valid_to timestamptz;
-ALTER TABLE pymem.facts ADD CONSTRAINT facts_valid_time_check CHECK (valid_from < valid_to) NOT VALID;
 COMMENT ON COLUMN pymem.facts.valid_from IS
     'When the fact starts to hold in the world (valid time); NULL: since always, or not known';
 COMMENT ON COLUMN pymem.facts.valid_to IS
