@@ -37,36 +37,23 @@ AS $$
                           OPERATOR(pg_catalog./) (df OPERATOR(pg_catalog.+) 0.5::pg_catalog.float8)))
 $$;
 
--- _bm25(weight, tf, dl, avgdl): BM25 (k1 1.2, b 0.75) of a term weighed `weight` (its idf, or
--- the sum of the idfs of the terms a message holds, each counted once: tf 1) that occurs tf
--- times in a document of dl tokens, documents averaging avgdl.
+-- _bm25(weight, tf, dl, avgdl, b): BM25 (k1 1.2, length normalisation b) of a term weighed
+-- `weight` (its idf, or the sum of the idfs of the terms a message holds, each counted once: tf 1)
+-- that occurs tf times in a document of dl tokens, documents averaging avgdl. Facts are scored
+-- with b 0.75; recall of messages with b 0.3: a conversation's turns are short and of very
+-- different lengths, and with b 0.75 a short reply holding one query word ("Yes, the concert!")
+-- outscored the long turn that answers; b 0.3 raised evidence recall on the development data
+-- (bench/reports/2026-12-04-recall4) and anything between 0.2 and 0.4 gave nearly the same.
 CREATE OR REPLACE FUNCTION pymem._bm25(weight double precision, tf double precision, dl double precision,
-                                       avgdl double precision)
+                                       avgdl double precision, b double precision)
 RETURNS double precision
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 AS $$
     SELECT ((weight OPERATOR(pg_catalog.*) tf) OPERATOR(pg_catalog.*) 2.2::pg_catalog.float8)
            OPERATOR(pg_catalog./)
            (tf OPERATOR(pg_catalog.+) (1.2::pg_catalog.float8 OPERATOR(pg_catalog.*)
-               (0.25::pg_catalog.float8 OPERATOR(pg_catalog.+)
-                ((0.75::pg_catalog.float8 OPERATOR(pg_catalog.*) dl) OPERATOR(pg_catalog./) avgdl))))
-$$;
-
--- _bm25_message(weight, tf, dl, avgdl): BM25 as recall of messages scores it, k1 1.2 and b 0.3
--- (not 0.75): a conversation's turns are short and of very different lengths, and with b 0.75 a
--- short reply holding one query word ("Yes, the concert!") outscored the long turn that answers;
--- b 0.3 raised evidence recall on the development data (bench/reports/2026-12-04-recall4) and
--- anything between 0.2 and 0.4 gave nearly the same. Facts keep _bm25 (b 0.75).
-CREATE OR REPLACE FUNCTION pymem._bm25_message(weight double precision, tf double precision, dl double precision,
-                                               avgdl double precision)
-RETURNS double precision
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
-AS $$
-    SELECT ((weight OPERATOR(pg_catalog.*) tf) OPERATOR(pg_catalog.*) 2.2::pg_catalog.float8)
-           OPERATOR(pg_catalog./)
-           (tf OPERATOR(pg_catalog.+) (1.2::pg_catalog.float8 OPERATOR(pg_catalog.*)
-               (0.7::pg_catalog.float8 OPERATOR(pg_catalog.+)
-                ((0.3::pg_catalog.float8 OPERATOR(pg_catalog.*) dl) OPERATOR(pg_catalog./) avgdl))))
+               ((1::pg_catalog.float8 OPERATOR(pg_catalog.-) b) OPERATOR(pg_catalog.+)
+                ((b OPERATOR(pg_catalog.*) dl) OPERATOR(pg_catalog./) avgdl))))
 $$;
 
 -- _recency(age_seconds, half_life): recall's recency of a message age_seconds old, halving every

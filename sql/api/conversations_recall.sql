@@ -84,7 +84,7 @@ AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
 --   relevance = (1 - lw) * cosine + lw * lexical   with a query vector and query terms,
 --             = cosine                             with a vector and no terms (no text, or only stop words),
 --             = lexical                            with terms and no vector;
---   lexical   = BM25 (k1 1.2, b 0.3: _bm25_message) of the query text's lexemes in each message, divided by the
+--   lexical   = BM25 (k1 1.2, b 0.3: _bm25) of the query text's lexemes in each message, divided by the
 --               best eligible message's (the best lexical match has 1, a message sharing no term 0).
 -- BM25's statistics (document count, average length in tokens, each term's document frequency)
 -- are those of the rows ranked: with a vector, the user's messages with a vector of p_embedder as of
@@ -247,8 +247,8 @@ BEGIN
              WHERE q.any_term IS NOT NULL),
         lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.3, a term counted once per message)
             SELECT h.thread_id, h.seq, h.created_at, h.similarity, h.base,
-                   pymem._bm25_message((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
-                                 WHERE h.lexemes @@ s.each_term[t.i]), 1, h.tokens, s.avgdl) AS bm25
+                   pymem._bm25((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
+                                 WHERE h.lexemes @@ s.each_term[t.i]), 1, h.tokens, s.avgdl, 0.3) AS bm25
               FROM hits AS h CROSS JOIN qs AS s
              WHERE h.ok),
         cand AS (  -- the k best eligible rows by base, and the eligible rows sharing a term
@@ -404,8 +404,8 @@ BEGIN
          GROUP BY n.docs),
     lex AS (
         SELECT c.thread_id, c.seq,
-               pymem._bm25_message((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
-                             WHERE c.lexemes @@ v_terms[t.i]), 1, c.tokens, s.avgdl) AS bm25
+               pymem._bm25((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+                             WHERE c.lexemes @@ v_terms[t.i]), 1, c.tokens, s.avgdl, 0.3) AS bm25
           FROM c CROSS JOIN st AS s
          WHERE c.lexemes IS NOT NULL),
     scored AS (

@@ -110,7 +110,7 @@ BEGIN
     ), d AS (
         SELECT h.lexeme, pg_catalog.count(*)::float8 AS df FROM h GROUP BY h.lexeme
     ), b AS (
-        SELECT h.id, pg_catalog.sum(pymem._bm25(pymem._bm25_idf(n.docs, d.df), h.tf, h.dl, n.avgdl)) AS bm25
+        SELECT h.id, pg_catalog.sum(pymem._bm25(pymem._bm25_idf(n.docs, d.df), h.tf, h.dl, n.avgdl, 0.75)) AS bm25
           FROM h JOIN d ON d.lexeme = h.lexeme CROSS JOIN n
          GROUP BY h.id
     ), r AS (

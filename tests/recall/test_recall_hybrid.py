@@ -75,7 +75,7 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
         s = 0.0
         for t in terms:
             if t in d[6]:  # a term counts once per message (tf 1)
-                # BM25 k1 1.2, b 0.3 (pymem._bm25_message)
+                # BM25 k1 1.2, b 0.3 (pymem._bm25 as recall calls it)
                 s += math.log(1 + (n - df[t] + 0.5) / (df[t] + 0.5)) * 2.2 / (1 + 1.2 * (0.7 + 0.3 * d[5] / avgdl))
         return s
 

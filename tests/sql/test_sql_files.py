@@ -88,8 +88,7 @@ UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "py
             "pymem._cosine_distance(vector,vector)", "pymem._vector_dims(vector)", "pymem._vector_norm(vector)",
             "pymem._vector_match(double precision)", "pymem._term_quoted(text)",
             "pymem._bm25_idf(double precision,double precision)",
-            "pymem._bm25(double precision,double precision,double precision,double precision)",
-            "pymem._bm25_message(double precision,double precision,double precision,double precision)",
+            "pymem._bm25(double precision,double precision,double precision,double precision,double precision)",
             "pymem._recency(double precision,double precision)", "pymem._fact_live(timestamp with time zone,timestamp with time zone)",
             "pymem._fact_valid(timestamp with time zone,timestamp with time zone,timestamp with time zone)"}
 SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in", "least", "greatest",
