@@ -17,6 +17,8 @@ import itertools
 import threading
 import time
 
+from datetime import datetime, timezone
+
 import psycopg
 import pytest
 from psycopg import sql
@@ -187,8 +189,8 @@ def test_migrate_distributes_pymem_idempotently_and_check_knows(fresh_db):
                                       FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL""").fetchall())
         ctx = next(k for k in delegated if k.startswith("pymem.context_read("))
         assert delegated[ctx] == 0  # by user_id
-        assert delegated["pymem.fact_add(text,text,text,text,double precision,text,text,jsonb,integer,vector,text,"
-                         "timestamp with time zone,timestamp with time zone,interval)"] == 1
+        fact_add = next(k for k in delegated if k.startswith("pymem.fact_add("))
+        assert delegated[fact_add] == 1  # by scope_id
         assert delegated["pymem.store_read(text,text,text)"] == 0
         # policies without the sub-select Citus refuses
         assert c.execute("SELECT count(*) FROM pg_policies WHERE schemaname = 'pymem' AND qual LIKE '%SELECT%'").fetchone()[0] == 0
@@ -388,6 +390,35 @@ def test_agent_and_project_facts_reach_users_on_every_worker(pymem_cluster):
             == [("project", "p1", "Acme sells anvils")]
 
 
+def test_facts_at_a_point_in_time_on_the_cluster(pymem_cluster):
+    """Valid time (0043_valid_time) on the cluster: a user's and the agent's facts (the agent's
+    from the copies on the user's worker) as they held in 2020 and as they hold now, one
+    delegated call each, for users on both workers; a restatement and a supersede with valid_from
+    keep their history there too."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        agent, near, far = _agent_and_users(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Open on Sundays', 'p1', valid_to => '2022-01-01')", (agent,))
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Open every day', 'p1', valid_to => '2030-01-01')", (agent,))
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Open every day', 'p1', valid_from => '2022-01-01')", (agent,))
+        for u in (near, far):
+            c.execute("SELECT pymem.fact_add('user', %s, 'Lives in Oslo', 'p1', valid_from => '2019-08-01', "
+                      "created_at => '2019-08-02')", (u,))
+            c.execute("SELECT pymem.fact_supersede('user', %s, 'Lives in Berlin', old_content => 'Lives in Oslo', "
+                      "project_id => 'p1', valid_from => '2024-05-01')", (u,))
+            then = c.execute("SELECT pymem.context_read(%s, %s, 'p1', valid_at => '2020-06-01')", (u, agent)).fetchone()[0]
+            now = c.execute("SELECT pymem.context_read(%s, %s, 'p1')", (u, agent)).fetchone()[0]
+            assert [f["content"] for f in then["user_facts"]] == ["Lives in Oslo"]
+            assert [f["content"] for f in then["agent_facts"]] == ["Open on Sundays"]
+            assert [f["content"] for f in now["user_facts"]] == ["Lives in Berlin"]
+            assert [f["content"] for f in now["agent_facts"]] == ["Open every day"]
+            assert [r[0] for r in c.execute("SELECT content FROM pymem.facts_at('user', %s, valid_at => '2020-06-01', "
+                                            "project_id => 'p1')", (u,))] == ["Lives in Oslo"]
+        history = c.execute("SELECT id, content, valid_from FROM pymem.fact_history('agent', %s, 'p1')", (agent,)).fetchall()
+        assert [r[2] for r in sorted(history) if r[1] == "Open every day"] == [None, datetime(2022, 1, 1, tzinfo=timezone.utc)]
+
+
 def test_agent_fact_writes_copy_only_the_facts_they_change(pymem_cluster):
     """Each write of an agent's facts refreshes only the copies of the facts it changed (the old
     sync re-made every copy of the agent's facts: a write cost grew with the agent), a re-add
@@ -462,11 +493,12 @@ def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_clust
             assert job["Task Count"] == 1 and f"port={ports[u]} " in job["Tasks"][0]["Node"] + " "
             for _ in range(7):  # past the plan cache's five custom plans
                 ctx = c.execute(query, (u, agent)).fetchone()[0]
-                assert [m["content"] for m in ctx["recalled"]] == ["I moved to Bergen last year"]
+                # the match, and the turn after it (next_turn_weight's default): both from this worker
+                assert [m["content"] for m in ctx["recalled"]] == ["I moved to Bergen last year", "I like hiking"]
                 assert [f["content"] for f in ctx["user_facts"]][0] == "lives in Bergen"
                 assert [f["content"] for f in ctx["agent_facts"]] == ["Support hours are 9 to 5 CET"]
             recalled = c.execute("SELECT content FROM pymem.messages_recall(%s, project_id => 'p1', "
-                                 "query_text => 'Bergen hiking', window_size => 0)", (u,)).fetchall()
+                                 "query_text => 'Bergen hiking', window_size => 0, next_turn_weight => 0)", (u,)).fetchall()
             assert sorted(r[0] for r in recalled) == ["I like hiking", "I moved to Bergen last year"]
 
 
