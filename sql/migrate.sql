@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('56a1e0658d1b07b823e0c1d12dbc63385412d293582d16ee644051c23d190e65')
+SELECT pymem.migration_api_applied('3c3034e5de41578392fc6cee253a47e6503f157710a9a398add017e66c0924b6')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -181,11 +181,15 @@ DECLARE
     v_expired bigint[];          -- expired facts found holding a key
     v_now timestamptz;
     v_restated bigint;           -- the version an add's valid time gave its fact
+    v_froms timestamptz[] := '{}';  -- each of v_contents' valid time (an add's; NULL for a learned fact)
+    v_tos timestamptz[] := '{}';
 BEGIN
     -- learned facts: the checks of fact_add, one fact at a time (an invalid one is skipped) ...
     FOREACH v_fact IN ARRAY coalesce(_turn_learn.learned, '{}') LOOP
         BEGIN
             v_contents := v_contents || pymem._fact_check_values(v_fact, 0.6, 'learned', NULL, '{}');
+            v_froms := v_froms || NULL::timestamptz;
+            v_tos := v_tos || NULL::timestamptz;
         EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
             RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
         END;
@@ -199,6 +203,8 @@ BEGIN
         CONTINUE WHEN v_change ->> 'op' <> 'add';
         BEGIN
             v_contents := v_contents || pymem._fact_check_values(v_change ->> 'content', 0.6, 'learned', NULL, '{}');
+            v_froms := v_froms || (v_change ->> 'valid_from')::timestamptz;
+            v_tos := v_tos || (v_change ->> 'valid_to')::timestamptz;
             v_add_at[v_i] := pg_catalog.cardinality(v_contents);
         EXCEPTION WHEN invalid_parameter_value OR null_value_not_allowed THEN
             RAISE WARNING 'pymem: skipped a learned fact: %', SQLERRM;
@@ -220,15 +226,16 @@ BEGIN
         -- superseded or forgotten in between: try again.
         LOOP
             WITH todo AS (
-                SELECT DISTINCT ON (u.k) u.k, u.c, u.n
-                  FROM ROWS FROM (pg_catalog.unnest(v_keys), pg_catalog.unnest(v_contents)) WITH ORDINALITY AS u(k, c, n)
+                SELECT DISTINCT ON (u.k) u.k, u.c, u.n, u.vf, u.vt
+                  FROM ROWS FROM (pg_catalog.unnest(v_keys), pg_catalog.unnest(v_contents), pg_catalog.unnest(v_froms),
+                                  pg_catalog.unnest(v_tos)) WITH ORDINALITY AS u(k, c, vf, vt, n)
                  WHERE u.k <> ALL (v_got_keys)
                  ORDER BY u.k, u.n
             ), ins AS (
                 INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source,
-                                              metadata)
+                                              metadata, valid_from, valid_to)
                 SELECT _turn_learn.project_id, 'user', _turn_learn.user_id, t.c, t.k, 0.6, 'learned',
-                       pg_catalog.jsonb_build_object('turn', v_turn)
+                       pg_catalog.jsonb_build_object('turn', v_turn), t.vf, t.vt
                   FROM todo AS t ORDER BY t.n
                 ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
                 RETURNING f.content_key, f.id
@@ -278,9 +285,10 @@ BEGIN
             END IF;
         END IF;
     END IF;
-    -- the adds that say when their fact holds: a new fact was inserted without it, a fact there
-    -- already may hold another; _fact_restate gives each its valid time (a new version where it
-    -- differs, as fact_add's re-add does)
+    -- the adds that say when their fact holds: a new fact was inserted with it (by its first
+    -- mention); a fact there already, or mentioned again with another, may hold another, which
+    -- _fact_restate gives it (a new version where it differs, as fact_add's re-add does; nothing
+    -- where it is the same)
     FOR v_i IN 1 .. coalesce(pg_catalog.jsonb_array_length(_turn_learn.fact_changes), 0) LOOP
         v_change := _turn_learn.fact_changes -> (v_i - 1);
         CONTINUE WHEN v_add_at[v_i] IS NULL OR (v_change ->> 'valid_from' IS NULL AND v_change ->> 'valid_to' IS NULL);

@@ -162,6 +162,9 @@ def test_learned_changes_carry_a_valid_time(dsn):
         assert row[0][2]["id"] != row[0][1]["id"] and row[0][2]["id"] in (
             r[0] for r in c.execute("SELECT id FROM pymem.facts_newest('user', 'alice')"))
         assert set(at(c, valid_at="2025-01-01")) == {"Lives in Oslo", "Plays chess"}
+        # a new fact is written with its valid time: one version, not a version restated at once
+        assert [r[0] for r in c.execute("SELECT content FROM pymem.fact_history('user', 'alice')")].count(
+            "Works at a bakery") == 1
 
 
 @pytest.mark.parametrize(
