@@ -65,12 +65,9 @@ def duration(value: Any, what: str) -> timedelta | None:
 
 def valid_time(valid_from: Any, valid_to: Any) -> dict[str, Any]:
     """When a fact holds in the world, as the SQL takes it: ``valid_from`` and ``valid_to``
-    (timezone-aware; None: open on that side), ``valid_from`` before ``valid_to``. The SQL checks
-    the rest (pymem._valid_time: finite times)."""
-    start, end = timestamp(valid_from, "valid_from"), timestamp(valid_to, "valid_to")
-    if start is not None and end is not None and start >= end:
-        raise ValidationError(f"valid_from ({start.isoformat()}) must be before valid_to ({end.isoformat()})")
-    return {"valid_from": start, "valid_to": end}
+    (timezone-aware; None: open on that side). The SQL checks the rest (pymem._valid_time: finite
+    times, valid_from before valid_to)."""
+    return {"valid_from": timestamp(valid_from, "valid_from"), "valid_to": timestamp(valid_to, "valid_to")}
 
 
 def expiry(ttl: Any, expires_at: Any) -> dict[str, Any]:
