@@ -972,9 +972,22 @@ def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_on
     PostgreSQL refuses that under FORCE ROW LEVEL SECURITY ("user pymem_owner cannot replicate
     into relation with row-level security enabled"); the move retries forever
     (docs/scaling-out.md, Rebalancing). The statement timeout turns such a hang into a failure."""
-    admin, app, _ = pymem_cluster
+    admin, app, app_role = pymem_cluster
     new_port, add_db = third_worker_db
-    add_db(psycopg.conninfo.conninfo_to_dict(admin)["dbname"])
+    node = add_db(psycopg.conninfo.conninfo_to_dict(admin)["dbname"])
+    # docs/scaling-out.md, Rebalancing: the roles that connect to nodes exist on the new node
+    # before citus_add_node. Citus creates them there in the same transaction, but that
+    # transaction commits node by node (two-phase commit): a call that reaches a worker which
+    # already sees the new node may connect to it before its roles are committed there (seen
+    # once in CI: 'role "pymem_owner" does not exist' from a fact_add's reference-table write).
+    with psycopg.connect(admin, autocommit=True) as c:
+        roles = c.execute("""SELECT rolname, rolcanlogin FROM pg_roles
+                             WHERE rolname IN ('pymem_owner', 'pymem_app', %s)""", (app_role,)).fetchall()
+    assert len(roles) == 3, roles
+    with psycopg.connect(node, autocommit=True) as c:
+        for name, login in roles:
+            if not c.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,)).fetchone():
+                c.execute(sql.SQL("CREATE ROLE {} " + ("LOGIN" if login else "NOLOGIN")).format(sql.Identifier(name)))
     users = [f"rb{i}" for i in range(24)]
     with psycopg.connect(app, autocommit=True) as c:  # every user exists before the move
         for u in users:
