@@ -1001,7 +1001,9 @@ def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_on
 
     refused: list[str] = []
 
-    def call(c: psycopg.Connection, query: str, params: tuple) -> None:
+    deadlocks: list[str] = []
+
+    def send(c: psycopg.Connection, query: str, params: tuple) -> None:
         """As pymem's Python sends a call on Citus (pymem.connection.execute): alone, and once
         more inside a transaction when refused with 0A000 "without its tenant" (nothing done)."""
         try:
@@ -1012,6 +1014,20 @@ def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_on
             refused.append(query)
             with c.transaction():
                 c.execute(query, params)
+
+    def call(c: psycopg.Connection, query: str, params: tuple) -> None:
+        """send, and again when Citus's distributed deadlock detection cancelled the call (40P01,
+        pymem.ConflictError in Python: the transaction rolled back, nothing written), as
+        docs/errors.md asks of any caller: an agent fact's write to the reference copies can wait
+        on the rebalancer's copy of those tables while holding its subject's lock."""
+        for attempt in range(5):
+            try:
+                send(c, query, params)
+                return
+            except psycopg.errors.DeadlockDetected:
+                if attempt == 4:
+                    raise
+                deadlocks.append(query)
 
     def writer(w: int) -> None:
         mine = users[w::4]
