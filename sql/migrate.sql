@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('3c3034e5de41578392fc6cee253a47e6503f157710a9a398add017e66c0924b6')
+SELECT pymem.migration_api_applied('a60a203f6947f286d236ae10ae0c8b6be5d488650c460e2fc23b77f153e8d38c')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

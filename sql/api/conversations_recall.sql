@@ -99,25 +99,27 @@ AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
 -- spec's metadata, and, when min_score is not NULL, scoring at least that. An exact scan of the
 -- user's rows: exactly k rows come back whenever that many are eligible.
 --
--- How: one read of the user's rows (with a vector, each vector row carries its message's lexemes
--- and length, 0017_lexemes_beside_vectors; a vector stored before that has NULL there and its
--- message's lexemes are read by primary key; without a vector, the user's rows of message_lexemes),
--- kept in memory with each row's similarity, length and eligibility, and the lexemes of the rows
--- sharing a term only. The score splits into a part every row has and a lexical bonus (>= 0) that
--- only the rows sharing a term have:
+-- How: the terms, the window's bound and the weights first (plain variables), then one statement.
+-- Without terms (a vector alone): the k best eligible rows, read and sorted in one pass with no
+-- row kept but the best. With terms: one read of the user's rows (with a vector, each vector row
+-- carries its message's lexemes and length, 0017_lexemes_beside_vectors; a vector stored before
+-- that has NULL there and its message's lexemes are read by primary key; without a vector, the
+-- user's rows of message_lexemes), kept in memory with each row's similarity, length and
+-- eligibility, and the lexemes of the rows sharing a term only. The score splits into a part
+-- every row has and a lexical bonus (>= 0) that only the rows sharing a term have:
 --   base  = (1 - rw - iw) * (1 - lw') * cosine + rw * recency + iw * importance
 --   bonus = (1 - rw - iw) * lw' * lexical        (lw' = lw with a vector and terms, 0 with a vector
 --                                                 and no terms, 1 without a vector)
--- so the top k are among the k best rows by base with a positive cosine and the rows sharing a
--- term (the floor keeps the rest out): a row with no term
--- that belongs in the top k has at most k - 1 rows above it by base (a row above it by base
--- scores at least as much). Only those few rows are scored in full; the rest are read once and
--- sorted once. Without a term (vector recall alone) the rows are not kept: the best are picked while
--- they are read (the CTE top). No join of the user's rows with each other: planned
--- generically (statistics saying "a row or two"), such a join ran as a nested loop, 17 ms for
--- 1,000 messages. The document count and total length kept per user on write would spare keeping
--- the rows (the k best by base in one streamed pass, the rows sharing a term in a second), but
--- that second read costs nearly as much: measured and not adopted (bench/README.md, "Heavy users").
+-- so the top k are among the rows sharing a term (each scored in full) and the k best by base of
+-- the others with a positive cosine (the floor keeps the rest out; two disjoint sets, so no row is
+-- counted twice and nothing is grouped). Each (row, term) pair that matches is found once and
+-- gives both each term's document frequency and each row's BM25 weight. No join of the user's
+-- rows with each other: planned generically (statistics saying "a row or two"), such a join ran
+-- as a nested loop, 17 ms for 1,000 messages. The document count and total length kept per user
+-- on write would spare keeping the rows (the k best by base in one streamed pass, the rows
+-- sharing a term in a second), but that second read costs nearly as much: measured and not
+-- adopted (bench/README.md, "Heavy users"). One statement per case, not one for all three:
+-- 0.3-0.5 ms less per hybrid call of a 1,000-message user (bench/reports/2026-12-04-recall-cost).
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_spec pymem.recall_spec)
@@ -133,7 +135,6 @@ DECLARE  -- the spec's fields as plain variables: a field of a composite paramet
          -- out of it again for every row a condition tests (1-5% of a 1,000-message recall)
     v_k integer := p_spec.k;
     v_min_chars integer := p_spec.min_content_chars;
-    v_window integer := p_spec.window_size;
     v_rw double precision := p_spec.recency_weight;
     v_iw double precision := p_spec.importance_weight;
     v_lw double precision := p_spec.lexical_weight;
@@ -143,136 +144,144 @@ DECLARE  -- the spec's fields as plain variables: a field of a composite paramet
     v_since timestamptz := p_spec.since;
     v_until timestamptz := p_spec.until;
     v_filter jsonb := p_spec.metadata;
+    v_terms tsquery[];
+    v_any tsquery;
+    v_window_after bigint;
+    v_wv double precision;
+    v_wl double precision;
 BEGIN
+    IF p_text IS NOT NULL THEN  -- the query's terms, one tsquery per term, and one matching any of them
+        v_terms := ARRAY(SELECT pymem._term_quoted(x.x)::tsquery
+                           FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
+                                    pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x));
+        IF pg_catalog.cardinality(v_terms) > 0 THEN
+            v_any := pg_catalog.array_to_string(v_terms, ' | ')::tsquery;
+        END IF;
+    END IF;
+    IF p_query IS NULL AND v_any IS NULL THEN
+        RETURN;
+    END IF;
+    v_window_after := coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
+                                 WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
+                                   AND ts.thread_id = p_thread_id), 0) - p_spec.window_size;
+    v_wv := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 0 WHEN v_any IS NULL THEN 1 ELSE 1 - v_lw END;
+    v_wl := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 1 WHEN v_any IS NULL THEN 0 ELSE v_lw END;
+    IF v_any IS NULL THEN  -- a vector alone: the k best eligible rows in one pass (1.4 ms instead of
+                           -- 2.6 for 1,000 messages when the rows were kept)
+        RETURN QUERY
+        SELECT s.thread_id, s.seq, s.similarity, s.base
+          FROM (SELECT c.thread_id, c.seq, c.created_at, c.similarity,
+                       v_wv * c.similarity
+                       + CASE WHEN v_rw = 0 THEN 0 ELSE v_rw * pymem._recency(
+                             pg_catalog.date_part('epoch', coalesce(v_as_of, pg_catalog.now()) - c.created_at), v_half_life) END
+                       + v_iw * c.importance AS base
+                  FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance,
+                               1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
+                          FROM pymem.message_embeddings AS e
+                         WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+                           AND (v_as_of IS NULL OR e.created_at <= v_as_of)
+                           AND e.chars >= v_min_chars
+                           AND (v_since IS NULL OR e.created_at >= v_since)
+                           AND (v_until IS NULL OR e.created_at < v_until)
+                           AND NOT (e.thread_id = p_thread_id AND e.seq > v_window_after)
+                           AND (v_filter IS NULL OR EXISTS (
+                                   SELECT 1 FROM pymem.messages AS m
+                                    WHERE m.project_id = p_project_id AND m.user_id = p_user_id
+                                      AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> v_filter))
+                        OFFSET 0) AS c) AS s
+         WHERE pymem._vector_match(s.similarity)  -- the floor: no term to share, so a vector match or nothing
+           AND (v_min_score IS NULL OR s.base >= v_min_score)
+         ORDER BY s.base DESC, s.created_at DESC, s.thread_id, s.seq DESC
+         LIMIT v_k;
+        RETURN;
+    END IF;
     RETURN QUERY
-        WITH q AS MATERIALIZED (  -- the query's terms, one tsquery per term, one matching any of them,
-                                  -- the weights of the cosine and of the lexical score
-            SELECT t.each_term, t.any_term,
-                   (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 0 WHEN t.any_term IS NULL THEN 1 ELSE 1 - v_lw END AS wv,
-                   (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 1 WHEN t.any_term IS NULL THEN 0 ELSE v_lw END AS wl,
-                   coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
-                              WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
-                                AND ts.thread_id = p_thread_id), 0) - v_window AS window_after
-              FROM (SELECT u.each_term,
-                           CASE WHEN pg_catalog.cardinality(u.each_term) > 0
-                                THEN pg_catalog.array_to_string(u.each_term, ' | ')::tsquery END AS any_term
-                      FROM (SELECT CASE WHEN p_text IS NOT NULL THEN ARRAY(
-                                   SELECT pymem._term_quoted(x.x)::tsquery
-                                     FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
-                                   END AS each_term
-                            OFFSET 0) AS u) AS t),  -- OFFSET 0: the terms computed once, not once per use
-        base AS MATERIALIZED (  -- the user's rows as of v_as_of, read once
+        WITH base AS MATERIALIZED (  -- the user's rows as of v_as_of, read once
             SELECT r.thread_id, r.seq, r.created_at, r.similarity, r.tokens, r.lexemes, r.stale,
-                   -- eligible (as of v_as_of is the read's condition)
                    r.chars >= v_min_chars
                    AND (v_since IS NULL OR r.created_at >= v_since)
                    AND (v_until IS NULL OR r.created_at < v_until)
-                   AND NOT (r.thread_id = p_thread_id AND r.seq > (SELECT q.window_after FROM q))
+                   AND NOT (r.thread_id = p_thread_id AND r.seq > v_window_after)
                    AND (v_filter IS NULL OR EXISTS (
                            SELECT 1 FROM pymem.messages AS m
                             WHERE m.project_id = p_project_id AND m.user_id = p_user_id
                               AND m.thread_id = r.thread_id AND m.seq = r.seq AND m.metadata @> v_filter)) AS ok,
-                   (SELECT q.wv FROM q) * coalesce(r.similarity, 0)
+                   v_wv * coalesce(r.similarity, 0)
                    + CASE WHEN v_rw = 0 THEN 0 ELSE v_rw * pymem._recency(
                          pg_catalog.date_part('epoch', coalesce(v_as_of, pg_catalog.now()) - r.created_at), v_half_life) END
                    + v_iw * r.importance AS base
               FROM (-- with a vector: every vector of the user's from p_embedder
                     SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
                            1 - pymem._cosine_distance(e.embedding, p_query) AS similarity, e.tokens,
-                           CASE WHEN e.lexemes @@ (SELECT q.any_term FROM q) THEN e.lexemes END AS lexemes,
+                           CASE WHEN e.lexemes @@ v_any THEN e.lexemes END AS lexemes,
                            e.lexemes IS NULL AS stale
                       FROM pymem.message_embeddings AS e
-                     WHERE p_query IS NOT NULL AND (SELECT q.any_term FROM q) IS NOT NULL
+                     WHERE p_query IS NOT NULL
                        AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
                        AND (v_as_of IS NULL OR e.created_at <= v_as_of)
                     UNION ALL
-                    -- without: every message of the user's (none when the text has no term)
+                    -- without: every message of the user's
                     SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, NULL::float8, l.tokens,
-                           CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END, false
+                           CASE WHEN l.lexemes @@ v_any THEN l.lexemes END, false
                       FROM pymem.message_lexemes AS l
-                     WHERE p_query IS NULL AND (SELECT q.any_term FROM q) IS NOT NULL
+                     WHERE p_query IS NULL
                        AND l.project_id = p_project_id AND l.user_id = p_user_id
                        AND (v_as_of IS NULL OR l.created_at <= v_as_of)) AS r),
-        top AS (  -- with a vector and no term: the v_k best eligible rows, read and sorted in one pass,
-                  -- with no row kept in memory but the best (1.4 ms instead of 2.6 for 1,000 messages)
-            SELECT s.thread_id, s.seq, s.created_at, s.similarity,
-                   (SELECT q.wv FROM q) * s.similarity
-                   + CASE WHEN v_rw = 0 THEN 0 ELSE v_rw * pymem._recency(
-                         pg_catalog.date_part('epoch', coalesce(v_as_of, pg_catalog.now()) - s.created_at), v_half_life) END
-                   + v_iw * s.importance AS base
-              FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
-                      FROM pymem.message_embeddings AS e
-                     WHERE p_query IS NOT NULL AND (SELECT q.any_term FROM q) IS NULL
-                       AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-                       AND (v_as_of IS NULL OR e.created_at <= v_as_of)
-                       AND e.chars >= v_min_chars
-                       AND (v_since IS NULL OR e.created_at >= v_since)
-                       AND (v_until IS NULL OR e.created_at < v_until)
-                       AND NOT (e.thread_id = p_thread_id AND e.seq > (SELECT q.window_after FROM q))
-                       AND (v_filter IS NULL OR EXISTS (
-                               SELECT 1 FROM pymem.messages AS m
-                                WHERE m.project_id = p_project_id AND m.user_id = p_user_id
-                                  AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> v_filter))
-                    OFFSET 0) AS s
-             WHERE pymem._vector_match(s.similarity)  -- the floor: no term to share, so a vector match or nothing
-             ORDER BY base DESC, s.created_at DESC, s.thread_id, s.seq DESC
-             LIMIT v_k),
-        stale AS MATERIALIZED (  -- vectors stored before 0017: their messages' lexemes by primary key (with terms only)
+        stale AS MATERIALIZED (  -- vectors stored before 0017: their messages' lexemes by primary key
             SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, l.tokens,
-                   CASE WHEN l.lexemes @@ (SELECT q.any_term FROM q) THEN l.lexemes END AS lexemes
+                   CASE WHEN l.lexemes @@ v_any THEN l.lexemes END AS lexemes
               FROM base AS b
               JOIN pymem.message_lexemes AS l
                 ON l.project_id = p_project_id AND l.user_id = p_user_id AND l.thread_id = b.thread_id AND l.seq = b.seq
-             WHERE b.stale AND (SELECT q.any_term FROM q) IS NOT NULL),
+             WHERE b.stale),
         hits AS MATERIALIZED (  -- the rows sharing a term with the text
             SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, b.tokens, b.lexemes
               FROM base AS b WHERE b.lexemes IS NOT NULL
             UNION ALL
             SELECT s.thread_id, s.seq, s.created_at, s.similarity, s.ok, s.base, s.tokens, s.lexemes
               FROM stale AS s WHERE s.lexemes IS NOT NULL),
-        qs AS MATERIALIZED (  -- BM25's statistics over the rows read: average length, each term's idf (with terms only)
-            SELECT q.each_term, GREATEST(coalesce((n.tokens + o.tokens) / NULLIF(n.known + o.known, 0), 1), 1) AS avgdl,
+        matches AS MATERIALIZED (  -- (hit, term) for each query term a hit holds
+            SELECT h.thread_id, h.seq, t.i
+              FROM hits AS h CROSS JOIN pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+             WHERE h.lexemes @@ v_terms[t.i]),
+        st AS MATERIALIZED (  -- BM25's statistics over the rows read: average length, each term's idf
+            SELECT GREATEST(coalesce((n.tokens + o.tokens) / NULLIF(n.known + o.known, 0), 1), 1) AS avgdl,
                    ARRAY(SELECT pymem._bm25_idf(n.docs, coalesce(d.df, 0))
-                           FROM pg_catalog.generate_subscripts(q.each_term, 1) AS t(i)
-                           LEFT JOIN (SELECT t2.i, pg_catalog.count(*)::float8 AS df
-                                        FROM hits AS h CROSS JOIN pg_catalog.generate_subscripts(q.each_term, 1) AS t2(i)
-                                       WHERE h.lexemes @@ q.each_term[t2.i]
-                                       GROUP BY t2.i) AS d ON d.i = t.i
+                           FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
+                           LEFT JOIN (SELECT m.i, pg_catalog.count(*)::float8 AS df FROM matches AS m GROUP BY m.i) AS d ON d.i = t.i
                           ORDER BY t.i) AS idf
-              FROM q
-             CROSS JOIN (SELECT pg_catalog.count(*)::float8 AS docs, coalesce(pg_catalog.sum(b.tokens), 0)::float8 AS tokens,
-                                pg_catalog.count(b.tokens)::float8 AS known FROM base AS b) AS n
+              FROM (SELECT pg_catalog.count(*)::float8 AS docs, coalesce(pg_catalog.sum(b.tokens), 0)::float8 AS tokens,
+                           pg_catalog.count(b.tokens)::float8 AS known FROM base AS b) AS n
              CROSS JOIN (SELECT coalesce(pg_catalog.sum(s.tokens), 0)::float8 AS tokens, pg_catalog.count(s.tokens)::float8 AS known
-                           FROM stale AS s) AS o
-             WHERE q.any_term IS NOT NULL),
+                           FROM stale AS s) AS o),
         lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.3, a term counted once per message)
             SELECT h.thread_id, h.seq, h.created_at, h.similarity, h.base,
-                   pymem._bm25((SELECT pg_catalog.sum(s.idf[t.i]) FROM pg_catalog.generate_subscripts(s.each_term, 1) AS t(i)
-                                 WHERE h.lexemes @@ s.each_term[t.i]), 1, h.tokens, s.avgdl, 0.3) AS bm25
-              FROM hits AS h CROSS JOIN qs AS s
+                   pymem._bm25(w.weight, 1, h.tokens, s.avgdl, 0.3) AS bm25
+              FROM hits AS h
+              JOIN (SELECT m.thread_id, m.seq, pg_catalog.sum(s2.idf[m.i]) AS weight
+                      FROM matches AS m CROSS JOIN st AS s2 GROUP BY m.thread_id, m.seq) AS w
+                ON w.thread_id = h.thread_id AND w.seq = h.seq
+             CROSS JOIN st AS s
              WHERE h.ok),
-        cand AS (  -- the k best eligible rows by base, and the eligible rows sharing a term
-            (SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base, NULL::float8 AS bm25
+        cand AS (  -- the k best eligible rows by base sharing no term, and the eligible rows sharing one
+            (SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base AS score
                FROM base AS b
-              WHERE b.ok AND p_query IS NOT NULL AND pymem._vector_match(b.similarity)  -- the floor (rows sharing a term follow)
+              WHERE b.ok AND p_query IS NOT NULL AND pymem._vector_match(b.similarity)
+                AND b.lexemes IS NULL
+                AND NOT (b.stale AND EXISTS (SELECT 1 FROM hits AS x WHERE x.thread_id = b.thread_id AND x.seq = b.seq))
               ORDER BY b.base DESC, b.created_at DESC, b.thread_id, b.seq DESC
               LIMIT v_k)
             UNION ALL
-            SELECT l.thread_id, l.seq, l.created_at, l.similarity, l.base, l.bm25 FROM lex AS l
-            UNION ALL
-            SELECT t.thread_id, t.seq, t.created_at, t.similarity, t.base, NULL FROM top AS t),
-        scored AS (  -- a row in both sets once, with its bonus
-            SELECT c.thread_id, c.seq, pg_catalog.max(c.created_at) AS created_at, pg_catalog.max(c.similarity) AS similarity,
-                   pg_catalog.max(c.base) + (SELECT q.wl FROM q)
-                       * coalesce(pg_catalog.max(c.bm25) / NULLIF((SELECT pg_catalog.max(l.bm25) FROM lex AS l), 0), 0) AS score
-              FROM cand AS c
-             GROUP BY c.thread_id, c.seq)
-        SELECT r.thread_id, r.seq, r.similarity, r.score FROM scored AS r
-         WHERE v_min_score IS NULL OR r.score >= v_min_score
-         ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC
+            SELECT l.thread_id, l.seq, l.created_at, l.similarity,
+                   l.base + v_wl * coalesce(l.bm25 / NULLIF((SELECT pg_catalog.max(x.bm25) FROM lex AS x), 0), 0)
+              FROM lex AS l)
+        SELECT c.thread_id, c.seq, c.similarity, c.score FROM cand AS c
+         WHERE v_min_score IS NULL OR c.score >= v_min_score
+         ORDER BY c.score DESC, c.created_at DESC, c.thread_id, c.seq DESC
          LIMIT v_k;
 END;
 $$;
+
 
 -- _recall: the ranking messages_recall and context_read use: _recall_ranked's (the exact scan),
 -- or, for a user with a valid per-user recall index (pymem.recall_indexes, recall_index_plan), the

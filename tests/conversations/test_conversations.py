@@ -402,6 +402,29 @@ def test_recalled_messages_already_injected_as_facts_are_dropped_and_counted(db)
     assert off.read("vegetarian food ideas", user="alice").deduped == 0
 
 
+def test_context_read_fills_k_past_deduped_candidates_in_recall_order(dsn):
+    """context_read ranks messages_recall's k first and asks for more only when the dedupe dropped
+    some: the k it keeps are still the best k of the ranking that are not deduped, in its order
+    (here the two best are copies of a fact, so both come from the second, wider ranking)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'I am vegetarian')")
+        for text in ("I am vegetarian", "I am  VEGETARIAN", "I enjoy vegetarian pasta on Fridays",
+                     "A vegetarian lasagna recipe with spinach and ricotta", "The vegetarian place downtown closed",
+                     "My sister is not vegetarian at all", "Bees dislike rain"):
+            c.execute("SELECT pymem.message_add(user_id => 'alice', content => %s)", (text,))
+        ranked = [r[0] for r in c.execute("""SELECT content FROM pymem.messages_recall(
+                      user_id => 'alice', query_text => 'vegetarian', k => 10, window_size => 0)""")]
+        assert sorted(ranked[:2]) == ["I am  VEGETARIAN", "I am vegetarian"]
+        for k in (1, 2, 3):
+            ctx = c.execute("""SELECT pymem.context_read(user_id => 'alice', agent_id => NULL, query_text => 'vegetarian',
+                                                         k => %s, window_size => 0)""", (k,)).fetchone()[0]
+            assert [m["content"] for m in ctx["recalled"]] == ranked[2:2 + k], k
+            assert ctx["deduped"] == 2
+        ctx = c.execute("""SELECT pymem.context_read(user_id => 'alice', agent_id => NULL, query_text => 'vegetarian',
+                                                     k => 5, window_size => 0, dedupe => false)""").fetchone()[0]
+        assert [m["content"] for m in ctx["recalled"]] == ranked[:5] and ctx["deduped"] == 0
+
+
 def test_context_read_runs_generic_plans_from_its_first_call(db, dsn):
     """context_read pins plan_cache_mode: every statement inside reads one user's rows through a
     btree, and re-planning them per call cost 0.15-0.2 ms at 10M rows (bench/README.md)."""
