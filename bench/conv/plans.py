@@ -24,11 +24,17 @@ def _function_body(conn: psycopg.Connection, name: str) -> str:
     return conn.execute("SELECT prosrc FROM pg_proc WHERE oid = %s::regproc", (name,)).fetchone()[0]
 
 
+class _Raw(str):
+    """SQL written into a statement as it is (an expression, not a literal)."""
+
+
 def _with_literals(conn: psycopg.Connection, body: str, values: dict[str, Any]) -> str:
     """A SQL function's body (or a PL/pgSQL function's statement) with its p_* parameters (and v_*
     variables) replaced by literals."""
     def sub(m: re.Match[str]) -> str:
         v = values[m.group(0)]
+        if isinstance(v, _Raw):
+            return str(v)
         if isinstance(v, Vector):
             return sql.SQL("{}::vector").format(sql.Literal(v.to_text())).as_string(conn)
         if isinstance(v, str):  # typed: f('...') of a name that is also a type's (an array type _t) is a cast
@@ -153,18 +159,27 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
             else:
                 out[f"context_read_nested_{name}"] = {"statements": summarize_nested(nested, user.messages),
                                                       "plans": nested}
-    # _recall_ranked is PL/pgSQL: its one statement is what follows RETURN QUERY
-    recall_body = _function_body(conn, "pymem._recall_ranked").split("RETURN QUERY", 1)[1].rsplit("END;", 1)[0]
+    # _recall_ranked is PL/pgSQL: its hybrid statement (a vector and terms) follows the last RETURN QUERY
+    recall_body = _function_body(conn, "pymem._recall_ranked").rsplit("RETURN QUERY", 1)[1].rsplit("END;", 1)[0]
     unembedded_body = _function_body(conn, "pymem._messages_unembedded")
     for name, user in (("probe", probe), ("heavy_user", heavy)):
         if user is None:
             continue
-        # the spec's fields, which the body reads as the variables v_* (conversations_recall.sql)
+        # the spec's fields and what the function computes before the statement, which the body
+        # reads as the variables v_* (conversations_recall.sql)
+        lw = DEFAULTS.recall.lexical_weight
+        terms = _Raw(sql.SQL("(ARRAY(SELECT pymem._term_quoted(x.x)::tsquery FROM pg_catalog.unnest(pg_catalog.tsvector_to_array("
+                             "pymem._lexemes(pymem._text_search_config({}), {}))) AS x(x)))").format(
+                                 sql.Literal(user.project_id), sql.Literal(PROBE_QUERIES[0])).as_string(conn))
+        last = conn.execute("SELECT last_seq FROM pymem.threads WHERE project_id = %s AND user_id = %s AND thread_id = 'default'",
+                            (user.project_id, user.user_id)).fetchone()
         values = {"p_project_id": user.project_id, "p_user_id": user.user_id, "p_thread_id": "default",
                   "p_query": qvec, "p_embedder": embedder.name, "p_text": PROBE_QUERIES[0],
                   "v_k": RECALL_K + 20, "v_min_chars": MIN_CHARS, "v_window": WINDOW, "v_rw": 0.0, "v_iw": 0.0,
-                  "v_half_life": 3600.0, "v_min_score": None, "v_lw": DEFAULTS.recall.lexical_weight,
-                  "v_as_of": None, "v_since": None, "v_until": None, "v_filter": None}
+                  "v_half_life": 3600.0, "v_min_score": None, "v_lw": lw,
+                  "v_as_of": None, "v_since": None, "v_until": None, "v_filter": None,
+                  "v_terms": terms, "v_any": _Raw(f"pg_catalog.array_to_string({terms}, ' | ')::tsquery"),
+                  "v_window_after": (last[0] if last else 0) - WINDOW, "v_wv": 1.0 - lw, "v_wl": lw}
         e = common.explain_or_reason(conn, citus, _with_literals(conn, recall_body, values))
         if "plan" in e:
             e["sorts"] = _sort_inputs(e["plan"]["Plan"])
