@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a60a203f6947f286d236ae10ae0c8b6be5d488650c460e2fc23b77f153e8d38c')
+SELECT pymem.migration_api_applied('753008f686ff7189736df8cbca930c8ef97e9cf249c3c643a297f9ae8c25b7c9')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -78,6 +78,18 @@ RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
 
+-- _query_terms(project_id, text): a recall query's terms, one tsquery per distinct lexeme of the
+-- text in the project's text search configuration (empty for stop words alone).
+CREATE OR REPLACE FUNCTION pymem._query_terms(p_project_id text, p_text text)
+RETURNS tsquery[]
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT ARRAY(SELECT pymem._term_quoted(x.x)::tsquery
+                   FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
+                            pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
+$$;
+
 -- _recall_ranked: a user's recall candidates ranked by
 --   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
 -- (age measured from the spec's as_of, default now; ties: newer first, then thread and seq), where
@@ -150,10 +162,8 @@ DECLARE  -- the spec's fields as plain variables: a field of a composite paramet
     v_wv double precision;
     v_wl double precision;
 BEGIN
-    IF p_text IS NOT NULL THEN  -- the query's terms, one tsquery per term, and one matching any of them
-        v_terms := ARRAY(SELECT pymem._term_quoted(x.x)::tsquery
-                           FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
-                                    pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x));
+    IF p_text IS NOT NULL THEN  -- the query's terms, and one tsquery matching any of them
+        v_terms := pymem._query_terms(p_project_id, p_text);
         IF pg_catalog.cardinality(v_terms) > 0 THEN
             v_any := pg_catalog.array_to_string(v_terms, ' | ')::tsquery;
         END IF;
@@ -353,10 +363,8 @@ BEGIN
     v_window_after := coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
                                  WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
                                    AND ts.thread_id = p_thread_id), 0) - p_spec.window_size;
-    IF p_text IS NOT NULL THEN  -- the query's terms, as _recall_ranked computes them
-        v_terms := ARRAY(SELECT pymem._term_quoted(x.x)::tsquery
-                           FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
-                                    pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x));
+    IF p_text IS NOT NULL THEN  -- the query's terms, as _recall_ranked's
+        v_terms := pymem._query_terms(p_project_id, p_text);
         IF pg_catalog.cardinality(v_terms) > 0 THEN
             v_any := pg_catalog.array_to_string(v_terms, ' | ')::tsquery;
         END IF;
