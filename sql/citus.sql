@@ -21,6 +21,8 @@
 --    (create_distributed_function with that argument, colocated with the tables): the whole
 --    call runs on the worker that holds the key, where the tenant set by _tenant_enter is
 --    local and every statement reads a local shard.
+-- 7. On a Citus whose local plan cache leaks (before 13.5 / 14.3), pymem's PL/pgSQL functions
+--    plan each statement per call (see the end of this file).
 SET LOCAL citus.enable_unsafe_triggers = on;  -- the lexeme statement triggers: see below
 SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one transaction
 
@@ -452,5 +454,37 @@ BEGIN
                       AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
 END;
 $b$$f$, v_shard, v_shard);
+END;
+$do$;
+
+-- 7. Citus's local plan cache grows without bound before 13.5 on 13.x and before 14.3 on 14.x
+--    (citusdata/citus#8824, fixed upstream on 2026-09-03): a statement planned generically
+--    whose shard is on the node (every statement of a delegated call) misses the cache on
+--    every execution, is planned again and adds another plan to it. On 14.0.1 a worker's
+--    backend grew from 50 MB to 913 MB over 3,000 context_read calls (~300 kB a call), never
+--    given back while the coordinator keeps its connection. On those versions every PL/pgSQL
+--    function of pymem plans its statements for each call (force_custom_plan: no generic plan,
+--    so nothing is cached); measured 1.2-1.6x per call on 14.0.1 (bench/reports/2026-12-04-citus-cost,
+--    "The local plan cache"). A fixed Citus keeps the functions as the API files declare them
+--    (the refresh re-created them before this file ran).
+DO $do$
+DECLARE
+    v_version text := (SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname = 'citus');
+    v_major integer := pg_catalog.split_part(v_version, '.', 1)::integer;
+    v_minor integer := pg_catalog.split_part(pg_catalog.split_part(v_version, '.', 2), '-', 1)::integer;
+    v_function regprocedure;
+BEGIN
+    IF v_major > 14 OR (v_major = 14 AND v_minor >= 3) OR (v_major = 13 AND v_minor >= 5) THEN
+        RETURN;
+    END IF;
+    FOR v_function IN
+        SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc AS p
+          JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
+         WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND l.lanname = 'plpgsql'
+           AND p.prokind = 'f'
+         ORDER BY p.oid
+    LOOP
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', v_function);
+    END LOOP;
 END;
 $do$;

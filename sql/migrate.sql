@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('753008f686ff7189736df8cbca930c8ef97e9cf249c3c643a297f9ae8c25b7c9')
+SELECT pymem.migration_api_applied('7e60922f363f3c1f3a74d5ab0eb110eb9c70c7a1b870d157e62989bdcb24a0a9')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

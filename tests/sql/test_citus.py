@@ -18,6 +18,7 @@ import threading
 import time
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -388,6 +389,58 @@ def test_agent_and_project_facts_reach_users_on_every_worker(pymem_cluster):
         c.execute("SET pymem.tenant = 'p:p1'")
         assert c.execute("SELECT scope, scope_id, content FROM pymem.shared_facts WHERE superseded_by IS NULL").fetchall() \
             == [("project", "p1", "Acme sells anvils")]
+
+
+def _private_kb(pid: int) -> int:
+    """A backend's private memory (RssAnon: not the shared buffers it touched), in kB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no RssAnon for {pid}")
+
+
+def test_a_worker_does_not_grow_with_calls(citus_cluster, pymem_cluster):
+    """Citus before 13.5 / 14.3 (the vendored 14.0.1 included) adds a local plan to its cache on
+    every execution of a generic plan whose shard is on the node, and never frees it
+    (citusdata/citus#8824): a worker backend grew by ~300 kB per context_read, 913 MB after 3,000.
+    citus.sql step 7 makes pymem's PL/pgSQL functions plan per call there. 400 context_read and
+    turn_record calls through one coordinator connection leave the worker backends that served
+    them within a few MB (a leak would add ~100 MB)."""
+    admin, app, _ = pymem_cluster
+    dbname = psycopg.conninfo.conninfo_to_dict(admin)["dbname"]
+    with psycopg.connect(admin, autocommit=True) as c:
+        version = c.execute("SELECT extversion FROM pg_extension WHERE extname = 'citus'").fetchone()[0]
+        modes = {r[0] for r in c.execute("""SELECT coalesce((SELECT x FROM unnest(p.proconfig) AS x WHERE x LIKE 'plan_cache_mode=%%'), '')
+                                             FROM pg_proc AS p JOIN pg_language AS l ON l.oid = p.prolang
+                                            WHERE p.pronamespace = 'pymem'::regnamespace AND l.lanname = 'plpgsql'""")}
+    major, minor = (int(x) for x in version.split("-")[0].split(".")[:2])
+    leaks = not (major > 14 or (major, minor) >= (14, 3) or (major == 13 and minor >= 5))
+    assert modes == ({"plan_cache_mode=force_custom_plan"} if leaks else modes), modes
+    workers = [make_conninfo(w, dbname=dbname) for w in citus_cluster.worker_dsns]
+
+    def backends() -> dict[int, int]:
+        out = {}
+        for w in workers:
+            with psycopg.connect(w, autocommit=True) as c:
+                for (pid,) in c.execute("""SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+                                              AND backend_type = 'client backend' AND pid <> pg_backend_pid()"""):
+                    out[pid] = _private_kb(pid)
+        return out
+
+    with psycopg.connect(app, autocommit=True) as c:
+        def calls(n: int) -> None:
+            for i in range(n):
+                c.execute("SELECT * FROM pymem.turn_record(%s, %s, 'noted', project_id => 'p1')", ("grow", f"turn {i} about gardens"))
+                c.execute("SELECT pymem.context_read(%s, 'bot', 'p1', query_text => 'gardens')", ("grow",))
+
+        calls(30)  # connections opened, catalogs and plans cached
+        before = backends()
+        calls(200)
+        after = backends()
+    kept = set(before) & set(after)
+    assert kept, (before, after)  # the coordinator kept its connection to the user's worker
+    growth_mb = max(after[p] - before[p] for p in kept) / 1024
+    assert growth_mb < 25, (version, growth_mb, before, after)
 
 
 def test_facts_at_a_point_in_time_on_the_cluster(pymem_cluster):
