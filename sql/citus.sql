@@ -464,7 +464,7 @@ $do$;
 --    backend grew from 50 MB to 913 MB over 3,000 context_read calls (~300 kB a call), never
 --    given back while the coordinator keeps its connection. On those versions every PL/pgSQL
 --    function of pymem plans its statements for each call (force_custom_plan: no generic plan,
---    so nothing is cached); measured 1.2-1.6x per call on 14.0.1 (bench/reports/2026-12-04-citus-cost,
+--    so nothing is cached); measured 0.91-1.19x per call on 14.0.1 (bench/reports/2026-12-04-citus-cost,
 --    "The local plan cache"). A fixed Citus keeps the functions as the API files declare them
 --    (the refresh re-created them before this file ran).
 DO $do$

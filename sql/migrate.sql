@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('7e60922f363f3c1f3a74d5ab0eb110eb9c70c7a1b870d157e62989bdcb24a0a9')
+SELECT pymem.migration_api_applied('20c29431a9c5557e94dc1212e8f64c8c7f664eb6344bfbbf90e66e4db69c5ba4')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
