@@ -50,8 +50,8 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
           until=None, metadata=None, thread="other", window=0, min_chars=10, floor=True, next_weight=0.8):
     """The ranking recomputed in Python. ``floor``: a message with no term in common and no
     positive cosine is not eligible (issue 29); False counts them, to show the floor cut some.
-    ``next_weight`` (next_turn_weight, default 0.8): the message after each of the top k by own
-    score, in its thread, when it passes the filters, scores at least next_weight times that one."""
+    ``next_weight`` (next_turn_weight, default 0.8): the two messages after each of the top k by
+    own score, in its thread, when they pass the filters, score at least next_weight times that one."""
     with psycopg.connect(dsn, autocommit=True) as c:
         terms = c.execute("SELECT coalesce(tsvector_to_array(to_tsvector('english', %s)), '{}')", (text,)).fetchone()[0] \
             if text is not None else []
@@ -121,8 +121,9 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
     if next_weight:
         best = {(t, s): (score, when) for score, when, t, s in scored[:k]}
         for score, _, t, s in scored[:k]:
-            if (t, s + 1) in passing and next_weight * score > best.get((t, s + 1), (-math.inf,))[0]:
-                best[(t, s + 1)] = (next_weight * score, passing[(t, s + 1)])
+            for after in (s + 1, s + 2):
+                if (t, after) in passing and next_weight * score > best.get((t, after), (-math.inf,))[0]:
+                    best[(t, after)] = (next_weight * score, passing[(t, after)])
         scored = sorted(((score, when, t, s) for (t, s), (score, when) in best.items()), key=order)
     return [(t, s, score) for score, _, t, s in scored[:k]]
 
