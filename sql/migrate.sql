@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('9252ca66efc5b24e4da6a44a6f148a6f2d770e3d1b6c5dced75e11b0a5eb8798')
+SELECT pymem.migration_api_applied('a12f262fae1c3602e20c5967dee177154b30902c45b3228a970a3a3415463a37')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -29,7 +29,7 @@
 -- recall@5 from 0.61 to 0.65 (the turn before, or both neighbours, measured worse: multi-hop
 -- questions lost the distinct turns they need); tw 0.2 with the times Memory reads in questions,
 -- to 0.67. The second turn after (bench/reports/2026-12-04-recall5): recall@5 / @10 0.665 / 0.747
--- to REAL_FIGURES (a third turn after measured worse).
+-- to 0.680 / 0.772 (a third turn after measured worse).
 CREATE OR REPLACE FUNCTION pymem._recall_turns(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_spec pymem.recall_spec)
