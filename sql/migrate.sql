@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a12f262fae1c3602e20c5967dee177154b30902c45b3228a970a3a3415463a37')
+SELECT pymem.migration_api_applied('c8f4c6772699b7e168fa2523ea5e78c30af2b01204af2d4a4e247682f67559a0')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

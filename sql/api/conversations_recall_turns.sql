@@ -11,7 +11,9 @@
 --   max(own (when eligible and matching, as _recall ranks it),
 --       w * the own score of a message one or two before it in its thread (seq - 1 or seq - 2),
 --           when that one is among the top k by own score)
--- and the top k by that score come back (ties as _recall: newer first, then thread and seq). A
+-- and the top k by that score come back (scores equal to 9 decimals tie; in a tie a message by
+-- its own score first, then the turn right after a recalled one before the turn two after it,
+-- then as _recall's ties: newer first, then thread and seq). A
 -- message brought as a next turn must be eligible as _recall's are (min_content_chars, outside
 -- the current thread's window, as of as_of, in [since, until), containing the metadata filter,
 -- w * that score at least min_score) but need not match the query nor have a vector: its
@@ -100,7 +102,8 @@ BEGIN
          ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC
          LIMIT p_spec.k),
     nxt AS (  -- the two turns after each of them, eligible as _recall's rows are
-        SELECT c.thread_id, c.seq, NULL::float8 AS similarity, v_w * o.score AS score, c.created_at
+        SELECT c.thread_id, c.seq, NULL::float8 AS similarity, v_w * o.score AS score, c.created_at,
+               c.seq - o.seq AS hop
           FROM own AS o
           JOIN c ON c.thread_id = o.thread_id AND c.from_seq = o.seq AND c.seq > o.seq
          WHERE v_w > 0
@@ -111,12 +114,17 @@ BEGIN
            AND NOT (c.thread_id = p_thread_id AND c.seq > v_window_after)
            AND (p_spec.metadata IS NULL OR c.metadata @> p_spec.metadata)
            AND (p_spec.min_score IS NULL OR v_w * o.score >= p_spec.min_score))
-    SELECT a.thread_id, a.seq, pg_catalog.max(a.similarity), pg_catalog.max(a.score)
-      FROM (SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at FROM own AS o
-            UNION ALL
-            SELECT n.thread_id, n.seq, n.similarity, n.score, n.created_at FROM nxt AS n) AS a
-     GROUP BY a.thread_id, a.seq
-     ORDER BY pg_catalog.max(a.score) DESC, pg_catalog.max(a.created_at) DESC, a.thread_id, a.seq DESC
+    SELECT g.thread_id, g.seq, g.similarity, g.score
+      FROM (SELECT a.thread_id, a.seq, pg_catalog.max(a.similarity) AS similarity, pg_catalog.max(a.score) AS score,
+                   pg_catalog.max(a.created_at) AS created_at,
+                   (pg_catalog.array_agg(a.hop ORDER BY a.score DESC, a.hop))[1] AS hop  -- that of its best score
+              FROM (SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at, 0::bigint AS hop FROM own AS o
+                    UNION ALL
+                    SELECT n.thread_id, n.seq, n.similarity, n.score, n.created_at, n.hop FROM nxt AS n) AS a
+             GROUP BY a.thread_id, a.seq) AS g
+     -- scores equal to 9 decimals tie (below that: the rounding of float4 vectors and of sums added
+     -- in another order); in a tie the nearer turn first, then as _recall's ties
+     ORDER BY pg_catalog.round(g.score::numeric, 9) DESC, g.hop, g.created_at DESC, g.thread_id, g.seq DESC
      LIMIT p_spec.k;
 END;
 $$;
