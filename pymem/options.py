@@ -48,8 +48,8 @@ class RecallOptions:
     embedder a text query ranks by its words alone), skipping messages shorter than
     ``min_content_chars`` and, when ``min_score`` is set (-1..1), those scoring below it: fewer
     than ``k`` come back when fewer are relevant enough (docs/sql.md "Recall"). With
-    ``next_turn_weight`` (0..1, 0: off) the message after each of the top ``k`` in its thread
-    scores at least ``next_turn_weight`` times that one's score (the answer to a recalled question
+    ``next_turn_weight`` (0..1, 0: off) the two messages after each of the top ``k`` in its thread
+    score at least ``next_turn_weight`` times that one's score (the answer to a recalled question
     often sits there), before the cut at ``k``. When a text query names a time ("in May 2023",
     "last week": :func:`pymem.timeref.named_time`), the messages created then score
     ``time_weight`` (0..1, 0: off) more. The SQL checks the ranges on every call."""

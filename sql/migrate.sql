@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('20c29431a9c5557e94dc1212e8f64c8c7f664eb6344bfbbf90e66e4db69c5ba4')
+SELECT pymem.migration_api_applied('37bd719d55fd2a51f3cd762dcf4183ab238f18758a2ec7ba624c1ab0c677c808')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -1,17 +1,19 @@
 -- conversations_recall_turns.sql: what recall adds around _recall's ranking (issue 32): a time
--- the question names and the turn after each recalled turn (_recall_turns, which messages_recall
+-- the question names and the two turns after each recalled turn (_recall_turns, which messages_recall
 -- and context_read call; conversations_recall.sql has the ranking itself). Re-applied on every
 -- migrate.
 
--- _recall_turns: _recall's ranking with a time the question names and the turn after each
+-- _recall_turns: _recall's ranking with a time the question names and the two turns after each
 -- recalled turn (issue 32, items 3 and 4). With tw = the spec's time_weight when it names a time
 -- (time_from and time_to; else 0) and w = its next_turn_weight, a message's own score is
 --   own = _recall's score + tw when it was created in [time_from, time_to)
 -- (min_score applies to _recall's score, before the bonus), and its score is
 --   max(own (when eligible and matching, as _recall ranks it),
---       w * the own score of the message before it in its thread (seq - 1), when that one is among
---           the top k by own score)
--- and the top k by that score come back (ties as _recall: newer first, then thread and seq). A
+--       w * the own score of a message one or two before it in its thread (seq - 1 or seq - 2),
+--           when that one is among the top k by own score)
+-- and the top k by that score come back (scores equal to 9 decimals tie; in a tie a message by
+-- its own score first, then the turn right after a recalled one before the turn two after it,
+-- then as _recall's ties: newer first, then thread and seq). A
 -- message brought as a next turn must be eligible as _recall's are (min_content_chars, outside
 -- the current thread's window, as of as_of, in [since, until), containing the metadata filter,
 -- w * that score at least min_score) but need not match the query nor have a vector: its
@@ -22,12 +24,14 @@
 -- k messages above it by own score, so fewer above it by _recall's score; one inside, fewer inside
 -- above it. Only the top k by own score are needed for the next turns: a message outside them
 -- scores at most the k-th own score, and w times its predecessor's less, so the rows it could
--- displace from the k best are never ones the definition keeps. Each candidate and the message
--- after it are read by one range of the primary key. tw = 0 and w = 0 (or k = 0): _recall's
+-- displace from the k best are never ones the definition keeps. Each candidate and the two
+-- messages after it are read by one range of the primary key. tw = 0 and w = 0 (or k = 0): _recall's
 -- ranking unchanged, no second statement. Measured on the development data (LoCoMo, three
--- conversations; bench/reports/2026-12-04-recall4): w 0.8 raised evidence recall@5 from 0.61 to
--- 0.65 (the turn before, or both neighbours, measured worse: multi-hop questions lost the
--- distinct turns they need); tw 0.2 with the times Memory reads in questions, to 0.67.
+-- conversations; bench/reports/2026-12-04-recall4): w 0.8 for the turn after raised evidence
+-- recall@5 from 0.61 to 0.65 (the turn before, or both neighbours, measured worse: multi-hop
+-- questions lost the distinct turns they need); tw 0.2 with the times Memory reads in questions,
+-- to 0.67. The second turn after (bench/reports/2026-12-04-recall5): recall@5 / @10 0.665 / 0.747
+-- to 0.680 / 0.772 (a third turn after measured worse).
 CREATE OR REPLACE FUNCTION pymem._recall_turns(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_spec pymem.recall_spec)
@@ -75,8 +79,8 @@ BEGIN
                                  WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
                                    AND ts.thread_id = p_thread_id), 0) - p_spec.window_size;
     RETURN QUERY
-    WITH c AS MATERIALIZED (  -- each candidate (from_seq) and the message after it: one range of the
-                              -- primary key each (LIMIT 2 keeps it a nested loop: as a join, a generic
+    WITH c AS MATERIALIZED (  -- each candidate (from_seq) and the two messages after it: one range of the
+                              -- primary key each (LIMIT 3 keeps it a nested loop: as a join, a generic
                               -- plan hashed all of the user's messages, 1.4 ms for 1,000)
         SELECT r.thread_id, r.seq AS from_seq, r.similarity, r.score, m.seq, m.created_at, m.content, m.metadata
           FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
@@ -85,8 +89,8 @@ BEGIN
          CROSS JOIN LATERAL (
                SELECT m.seq, m.created_at, m.content, m.metadata FROM pymem.messages AS m
                 WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.thread_id = r.thread_id
-                  AND m.seq >= r.seq AND m.seq <= r.seq + 1
-                ORDER BY m.seq LIMIT 2) AS m),
+                  AND m.seq >= r.seq AND m.seq <= r.seq + 2
+                ORDER BY m.seq LIMIT 3) AS m),
     own AS MATERIALIZED (  -- the top k by own score (a candidate of both lists once)
         SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at
           FROM (SELECT c.thread_id, c.seq, pg_catalog.max(c.similarity) AS similarity, pg_catalog.max(c.created_at) AS created_at,
@@ -97,10 +101,11 @@ BEGIN
                  GROUP BY c.thread_id, c.seq) AS o
          ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC
          LIMIT p_spec.k),
-    nxt AS (  -- the turn after each of them, eligible as _recall's rows are
-        SELECT c.thread_id, c.seq, NULL::float8 AS similarity, v_w * o.score AS score, c.created_at
+    nxt AS (  -- the two turns after each of them, eligible as _recall's rows are
+        SELECT c.thread_id, c.seq, NULL::float8 AS similarity, v_w * o.score AS score, c.created_at,
+               c.seq - o.seq AS hop
           FROM own AS o
-          JOIN c ON c.thread_id = o.thread_id AND c.from_seq = o.seq AND c.seq = o.seq + 1
+          JOIN c ON c.thread_id = o.thread_id AND c.from_seq = o.seq AND c.seq > o.seq
          WHERE v_w > 0
            AND pg_catalog.length(c.content) >= p_spec.min_content_chars
            AND (p_spec.as_of IS NULL OR c.created_at <= p_spec.as_of)
@@ -109,12 +114,17 @@ BEGIN
            AND NOT (c.thread_id = p_thread_id AND c.seq > v_window_after)
            AND (p_spec.metadata IS NULL OR c.metadata @> p_spec.metadata)
            AND (p_spec.min_score IS NULL OR v_w * o.score >= p_spec.min_score))
-    SELECT a.thread_id, a.seq, pg_catalog.max(a.similarity), pg_catalog.max(a.score)
-      FROM (SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at FROM own AS o
-            UNION ALL
-            SELECT n.thread_id, n.seq, n.similarity, n.score, n.created_at FROM nxt AS n) AS a
-     GROUP BY a.thread_id, a.seq
-     ORDER BY pg_catalog.max(a.score) DESC, pg_catalog.max(a.created_at) DESC, a.thread_id, a.seq DESC
+    SELECT g.thread_id, g.seq, g.similarity, g.score
+      FROM (SELECT a.thread_id, a.seq, pg_catalog.max(a.similarity) AS similarity, pg_catalog.max(a.score) AS score,
+                   pg_catalog.max(a.created_at) AS created_at,
+                   (pg_catalog.array_agg(a.hop ORDER BY a.score DESC, a.hop))[1] AS hop  -- that of its best score
+              FROM (SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at, 0::bigint AS hop FROM own AS o
+                    UNION ALL
+                    SELECT n.thread_id, n.seq, n.similarity, n.score, n.created_at, n.hop FROM nxt AS n) AS a
+             GROUP BY a.thread_id, a.seq) AS g
+     -- scores equal to 9 decimals tie (below that: the rounding of float4 vectors and of sums added
+     -- in another order); in a tie the nearer turn first, then as _recall's ties
+     ORDER BY pg_catalog.round(g.score::numeric, 9) DESC, g.hop, g.created_at DESC, g.thread_id, g.seq DESC
      LIMIT p_spec.k;
 END;
 $$;

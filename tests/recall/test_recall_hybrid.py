@@ -50,8 +50,8 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
           until=None, metadata=None, thread="other", window=0, min_chars=10, floor=True, next_weight=0.8):
     """The ranking recomputed in Python. ``floor``: a message with no term in common and no
     positive cosine is not eligible (issue 29); False counts them, to show the floor cut some.
-    ``next_weight`` (next_turn_weight, default 0.8): the message after each of the top k by own
-    score, in its thread, when it passes the filters, scores at least next_weight times that one."""
+    ``next_weight`` (next_turn_weight, default 0.8): the two messages after each of the top k by
+    own score, in its thread, when they pass the filters, score at least next_weight times that one."""
     with psycopg.connect(dsn, autocommit=True) as c:
         terms = c.execute("SELECT coalesce(tsvector_to_array(to_tsvector('english', %s)), '{}')", (text,)).fetchone()[0] \
             if text is not None else []
@@ -114,17 +114,21 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
         age = max(((as_of or now) - d[4]).total_seconds(), 0)
         score = (1 - rw - iw) * rel + (rw * 0.5 ** min(age / half_life, 1000) if rw else 0) + iw * d[3]
         scored.append((score, d[4], d[0], d[1]))
-    def order(s):  # six significant digits (the vectors are float4): scores of 1e-7 (recency alone) still order
-        return (-float(f"{s[0]:.6g}"), -s[1].timestamp(), s[2], -s[3])
+    def order(s):  # six significant digits (the vectors are float4): scores of 1e-7 (recency alone) still order;
+        # in a tie a message by its own score (hop 0) first, then the turn right after one (1), then two after (2)
+        return (-float(f"{s[0]:.6g}"), s[4], -s[1].timestamp(), s[2], -s[3])
 
-    scored.sort(key=order)
+    scored = sorted(((*row, 0) for row in scored), key=order)
     if next_weight:
-        best = {(t, s): (score, when) for score, when, t, s in scored[:k]}
-        for score, _, t, s in scored[:k]:
-            if (t, s + 1) in passing and next_weight * score > best.get((t, s + 1), (-math.inf,))[0]:
-                best[(t, s + 1)] = (next_weight * score, passing[(t, s + 1)])
-        scored = sorted(((score, when, t, s) for (t, s), (score, when) in best.items()), key=order)
-    return [(t, s, score) for score, _, t, s in scored[:k]]
+        best = {(t, s): (score, when, 0) for score, when, t, s, _ in scored[:k]}
+        for score, _, t, s, _ in scored[:k]:
+            for hop in (1, 2):
+                after = (t, s + hop)
+                old = best.get(after, (-math.inf, None, 0))
+                if after in passing and (next_weight * score > old[0] or (next_weight * score == old[0] and hop < old[2])):
+                    best[after] = (next_weight * score, passing[after], hop)
+        scored = sorted(((score, when, t, s, hop) for (t, s), (score, when, hop) in best.items()), key=order)
+    return [(t, s, score) for score, _, t, s, _ in scored[:k]]
 
 
 def check(got, expected):

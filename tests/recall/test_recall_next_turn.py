@@ -1,6 +1,6 @@
-"""The turn after a recalled turn (issue 32, item 4: next_turn_weight, default 0.8): the message
-after each of the top k in its thread scores at least next_turn_weight times that one's score,
-before the cut at k; it must pass recall's filters but need not match the query. Never another
+"""The turns after a recalled turn (issue 32, item 4: next_turn_weight, default 0.8): the two
+messages after each of the top k in its thread score at least next_turn_weight times that one's
+score, before the cut at k (tied, the nearer first); it must pass recall's filters but need not match the query. Never another
 user's or another project's message, whatever their sequence numbers. (The brute-force oracle of
 tests/recall/test_recall_hybrid.py checks the ranking itself, default weight included.)"""
 
@@ -44,23 +44,27 @@ def _recall(dsn, **kw):
 
 def test_the_answer_after_a_recalled_question_comes_with_it(db, dsn):
     _talk(Memory(db=db), "alice")
-    got = _recall(dsn)
-    assert [(s, c) for s, c, *_ in got] == [(2, QUESTION), (3, ANSWER)]
-    (_, _, sim, score), (_, _, next_sim, next_score) = got
-    assert sim is None and next_sim is None  # recall by words alone: no cosine
-    assert next_score == pytest.approx(0.8 * score)
+    got = _recall(dsn, k=3)
+    # the match, then the two turns after it at 0.8 times its score (tied: the nearer first)
+    assert [(s, c) for s, c, *_ in got] == [(2, QUESTION), (3, ANSWER),
+                                            (4, "Tomorrow the garden needs watering again.")]
+    (_, _, sim, score), (_, _, sim3, score3), (_, _, sim4, score4) = got
+    assert sim is None and sim3 is None and sim4 is None  # recall by words alone: no cosine
+    assert score3 == pytest.approx(0.8 * score) and score4 == score3
     # off: the match alone (the answer shares no word with the query)
     assert [s for s, *_ in _recall(dsn, next_turn_weight=0)] == [2]
-    assert [s for s, *_ in _recall(dsn, next_turn_weight=0.5)] == [2, 3]
-    assert _recall(dsn, next_turn_weight=0.5)[1][3] == pytest.approx(0.5 * score)
-    # the budget counts it: k 1 keeps the match
+    assert [s for s, *_ in _recall(dsn, k=3, next_turn_weight=0.5)] == [2, 3, 4]
+    assert _recall(dsn, k=3, next_turn_weight=0.5)[1][3] == pytest.approx(0.5 * score)
+    # the budget counts them: k 1 keeps the match, k 2 the match and the turn right after; never a third turn after
     assert [s for s, *_ in _recall(dsn, k=1)] == [2]
+    assert [s for s, *_ in _recall(dsn, k=2)] == [2, 3]
+    assert [s for s, *_ in _recall(dsn, k=5)] == [2, 3, 4]
     # Memory's option, and the context's recall block, give the same
-    assert [m.seq for m in Memory(db=db, recall_k=2).recall("concert birthday", user="alice", thread="x")] == [2, 3]
-    assert [m.seq for m in Memory(db=db, recall_k=2, next_turn_weight=0).recall(
+    assert [m.seq for m in Memory(db=db, recall_k=3).recall("concert birthday", user="alice", thread="x")] == [2, 3, 4]
+    assert [m.seq for m in Memory(db=db, recall_k=3, next_turn_weight=0).recall(
         "concert birthday", user="alice", thread="x")] == [2]
-    ctx = Memory(db=db, recall_k=2).read("concert birthday", user="alice", thread="x")
-    assert [m.seq for m in ctx.recalled] == [2, 3]
+    ctx = Memory(db=db, recall_k=3).read("concert birthday", user="alice", thread="x")
+    assert sorted(m.seq for m in ctx.recalled) == [2, 3, 4]
 
 
 def test_a_next_turn_passes_the_filters(db, dsn):
@@ -94,8 +98,9 @@ def test_a_next_turn_is_never_another_users_or_projects(db, dsn, as_role):
         c.execute("SELECT pymem.tenant_bind('next_turn_app', 'other')")
     with psycopg.connect(app, autocommit=True) as c:
         got = c.execute("SELECT seq, content FROM pymem.messages_recall(user_id => 'alice', project_id => 'other', "
-                        "query_text => 'concert birthday', thread_id => 'x', k => 2)").fetchall()
-        assert got == [(2, QUESTION + " (other)"), (3, ANSWER + " (other)")]
+                        "query_text => 'concert birthday', thread_id => 'x', k => 3)").fetchall()
+        assert got == [(2, QUESTION + " (other)"), (3, ANSWER + " (other)"),
+                       (4, "Tomorrow the garden needs watering again. (other)")]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
             c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'concert', k => 2)")
 

@@ -546,8 +546,9 @@ def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_clust
             assert job["Task Count"] == 1 and f"port={ports[u]} " in job["Tasks"][0]["Node"] + " "
             for _ in range(7):  # past the plan cache's five custom plans
                 ctx = c.execute(query, (u, agent)).fetchone()[0]
-                # the match, and the turn after it (next_turn_weight's default): both from this worker
-                assert [m["content"] for m in ctx["recalled"]] == ["I moved to Bergen last year", "I like hiking"]
+                # the match, and the two turns after it (next_turn_weight's default): all from this worker
+                assert [m["content"] for m in ctx["recalled"]] == ["I moved to Bergen last year", "I like hiking",
+                                                                   "The weather is fine"]
                 assert [f["content"] for f in ctx["user_facts"]][0] == "lives in Bergen"
                 assert [f["content"] for f in ctx["agent_facts"]] == ["Support hours are 9 to 5 CET"]
             recalled = c.execute("SELECT content FROM pymem.messages_recall(%s, project_id => 'p1', "
