@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('37bd719d55fd2a51f3cd762dcf4183ab238f18758a2ec7ba624c1ab0c677c808')
+SELECT pymem.migration_api_applied('676f68918039d4607537f2990a621d8956f091753d73e73dea5d8fcfa27bbf0b')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

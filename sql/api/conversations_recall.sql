@@ -90,6 +90,22 @@ AS $$
                             pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
 $$;
 
+-- _window_after(project_id, user_id, thread_id, window_size): the seq after which a thread's
+-- messages are its current window (its newest window_size), which recall leaves out: a message of
+-- that thread with a greater seq is in the window (no thread yet: 0 - window_size). PL/pgSQL, not
+-- SQL: Citus cannot plan a parameterised SQL function's read of a distributed table generically.
+CREATE OR REPLACE FUNCTION pymem._window_after(p_project_id text, p_user_id text, p_thread_id text, p_window_size integer)
+RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
+                      WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
+                        AND ts.thread_id = p_thread_id), 0) - p_window_size;
+END;
+$$;
+
 -- _recall_ranked: a user's recall candidates ranked by
 --   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
 -- (age measured from the spec's as_of, default now; ties: newer first, then thread and seq), where
@@ -171,9 +187,7 @@ BEGIN
     IF p_query IS NULL AND v_any IS NULL THEN
         RETURN;
     END IF;
-    v_window_after := coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
-                                 WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
-                                   AND ts.thread_id = p_thread_id), 0) - p_spec.window_size;
+    v_window_after := pymem._window_after(p_project_id, p_user_id, p_thread_id, p_spec.window_size);
     v_wv := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 0 WHEN v_any IS NULL THEN 1 ELSE 1 - v_lw END;
     v_wl := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 1 WHEN v_any IS NULL THEN 0 ELSE v_lw END;
     IF v_any IS NULL THEN  -- a vector alone: the k best eligible rows in one pass (1.4 ms instead of
@@ -360,9 +374,7 @@ BEGIN
     SELECT pg_catalog.format_type(a.atttypid, v_dims) INTO v_type
       FROM pg_catalog.pg_attribute AS a
      WHERE a.attrelid = 'pymem.message_embeddings'::pg_catalog.regclass AND a.attname = 'embedding';
-    v_window_after := coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
-                                 WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
-                                   AND ts.thread_id = p_thread_id), 0) - p_spec.window_size;
+    v_window_after := pymem._window_after(p_project_id, p_user_id, p_thread_id, p_spec.window_size);
     IF p_text IS NOT NULL THEN  -- the query's terms, as _recall_ranked's
         v_terms := pymem._query_terms(p_project_id, p_text);
         IF pg_catalog.cardinality(v_terms) > 0 THEN

@@ -75,9 +75,7 @@ BEGIN
     IF v_threads IS NULL THEN
         RETURN;
     END IF;
-    v_window_after := coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
-                                 WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
-                                   AND ts.thread_id = p_thread_id), 0) - p_spec.window_size;
+    v_window_after := pymem._window_after(p_project_id, p_user_id, p_thread_id, p_spec.window_size);
     RETURN QUERY
     WITH c AS MATERIALIZED (  -- each candidate (from_seq) and the two messages after it: one range of the
                               -- primary key each (LIMIT 3 keeps it a nested loop: as a join, a generic
