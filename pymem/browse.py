@@ -98,7 +98,7 @@ def search_facts(db: Database, scope: str, scope_id: str, query: str, project_id
 
     if embedder is None:
         return search(k), []
-    (vector,) = vectors(embedder, [query])
+    (vector,) = vectors(embedder, [query], query=True)
     rows = search(k, vector, embedder.name)
     missing = {r["id"] for r in rows if r["similarity"] is None}  # facts_search lists them first, unranked
     ranked = [r for r in rows if r["similarity"] is not None]
@@ -123,7 +123,7 @@ def recall_messages(db: Database, user_id: str, query: str, project_id: str = ""
               "time_from": None, "time_to": None}
     if embedder is None:
         return db.query(calls.messages_recall(**params)), []
-    (vector,) = vectors(embedder, [query])
+    (vector,) = vectors(embedder, [query], query=True)
     ranked = db.query(calls.messages_recall(**params | {"query_vector": vector, "embedder": embedder.name}))
     missing = {(m["thread_id"], m["seq"]) for m in db.query(calls.messages_unembedded(
         user_id=user_id, project_id=project_id, embedder=embedder.name, min_chars=options.min_content_chars,

@@ -148,7 +148,7 @@ class _Context:
         if "recall" not in order:  # not shown: not ranked, and the query needs no vector
             params["k"] = 0
         if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:
-            (qvec,) = yield Embed([query], None if embedding is None else [embedding])
+            (qvec,) = yield Embed([query], None if embedding is None else [embedding], query=True)
             params |= {"query_vector": qvec, "embedder": o.embedder_name}
         rows = yield calls.context_read(**params)
         data = rows[0]["context"]

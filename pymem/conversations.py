@@ -385,7 +385,7 @@ class _Conversations:
         )
         if missing:
             yield from self._catch_up(where["user_id"], missing)
-        (qvec,) = yield Embed([query if given is None else "the query vector"], given)
+        (qvec,) = yield Embed([query if given is None else "the query vector"], given, query=True)
         rows = yield Query(
             "messages_recall",
             {**where, "query_vector": qvec, "embedder": o.embedder.name, "query_text": query if given is None else None,

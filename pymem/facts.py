@@ -238,7 +238,7 @@ class _Facts:
             rows = yield calls.facts_search(**params)
             return [_fact(r, subject["scope"]) for r in rows]
         params["embedder"] = embedder.name
-        (params["query_vector"],) = yield Embed([query if given is None else "the query vector"], given)
+        (params["query_vector"],) = yield Embed([query if given is None else "the query vector"], given, query=True)
         rows = yield calls.facts_search(**params)
         missing = [r for r in rows if r["similarity"] is None]
         if missing:

@@ -41,7 +41,7 @@ from pgvector import Vector
 from . import tracing
 from .database import AsyncCallerConnection, AsyncDatabase, CallerConnection, Database
 from .embedders import Embedder, aembed, validate_vectors
-from .embedders.base import MAX_DIMENSION, _check_name
+from .embedders.base import MAX_DIMENSION, _check_name, embed
 from .errors import InTransactionError, ValidationError
 from .types import Query  # noqa: F401  (re-exported: operations yield it)
 
@@ -59,6 +59,9 @@ class Embed:
 
     texts: list[str]
     given: Sequence[Any] | None = None
+    #: texts to search with (a recall's or a search's query): the embedder's ``embed_query``
+    #: when it has one (:func:`pymem.embedders.base.embed`)
+    query: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,11 +151,12 @@ def _checked(embedder: Embedder, texts: Sequence[str], answer: Any) -> list[Vect
     return out
 
 
-def vectors(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
-    """``embedder``'s vectors for ``texts``, checked (:func:`validate_vectors`) and converted
-    to pgvector ``Vector`` query parameters: the one place a vector is validated."""
+def vectors(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> list[Vector]:
+    """``embedder``'s vectors for ``texts`` (texts to search with when ``query``), checked
+    (:func:`validate_vectors`) and converted to pgvector ``Vector`` query parameters: the one
+    place a vector is validated."""
     texts = list(texts)
-    return _checked(embedder, texts, embedder.embed(texts))
+    return _checked(embedder, texts, embed(embedder, texts, query=query))
 
 
 def given_vectors(embedder: Embedder | None, texts: Sequence[str], given: Sequence[Any]) -> list[Vector]:
@@ -170,10 +174,10 @@ def given_vectors(embedder: Embedder | None, texts: Sequence[str], given: Sequen
         raise ValidationError(f"a precomputed vector (embedding=) does not fit the Memory's embedder: {exc}") from None
 
 
-async def avectors(embedder: Embedder, texts: Sequence[str]) -> list[Vector]:
+async def avectors(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> list[Vector]:
     """The asyncio twin of :func:`vectors` (the embedder runs through :func:`aembed`)."""
     texts = list(texts)
-    return _checked(embedder, texts, await aembed(embedder, texts))
+    return _checked(embedder, texts, await aembed(embedder, texts, query=query))
 
 
 def _advance(operation: Operation[Any], step: Step, reply: Any = None, error: Exception | None = None) -> Step:
@@ -239,7 +243,7 @@ def run(operation: Operation[T], db: Database | CallerConnection, embedder: Embe
                     elif isinstance(step, Embed) and step.given is not None:
                         reply = given_vectors(embedder, step.texts, step.given)
                     elif isinstance(step, Embed):
-                        reply = vectors(embedder, step.texts)  # type: ignore[arg-type]
+                        reply = vectors(embedder, step.texts, query=step.query)  # type: ignore[arg-type]
                     else:
                         reply = step.fn(*step.args)
             except Exception as exc:
@@ -266,7 +270,7 @@ async def arun(operation: Operation[T], db: AsyncDatabase | AsyncCallerConnectio
                     elif isinstance(step, Embed) and step.given is not None:
                         reply = given_vectors(embedder, step.texts, step.given)
                     elif isinstance(step, Embed):
-                        reply = await avectors(embedder, step.texts)  # type: ignore[arg-type]
+                        reply = await avectors(embedder, step.texts, query=step.query)  # type: ignore[arg-type]
                     elif inspect.iscoroutinefunction(step.fn):
                         reply = await step.fn(*step.args)
                     else:

@@ -43,6 +43,7 @@ imported by the class that needs it, when it needs it: ``import pymem`` works wi
 """
 
 from .base import MAX_DIMENSION, MAX_NAME_LENGTH, Embedder, aembed, validate_vectors
+from .e5_small import E5SmallEmbedder
 from .hashing import HashEmbedder
 from .onnx_minilm import OnnxMiniLMEmbedder
 from .openai_compat import OPENAI_DIMENSIONS as OPENAI_DIMENSIONS  # importable as before, not in __all__
@@ -52,6 +53,7 @@ from .sentence_transformer import SentenceTransformerEmbedder
 __all__ = [
     "MAX_DIMENSION",
     "MAX_NAME_LENGTH",
+    "E5SmallEmbedder",
     "Embedder",
     "HashEmbedder",
     "OnnxMiniLMEmbedder",

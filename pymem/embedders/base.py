@@ -31,6 +31,11 @@ class Embedder(Protocol):
     # that embedding a text costs less than a round trip to the database (HashEmbedder: ~15 us).
     # ``Memory.persist`` then embeds and adds in one call; otherwise it asks the database first
     # (``pymem.fact_lookup``) and embeds only a fact that is not there yet.
+    # Optional too: ``embed_query(texts)`` (and its coroutine ``aembed_query``), for a model
+    # trained to embed a search differently from what it searches (e5's "query: " and
+    # "passage: "). pymem calls it for the texts it searches with (recall, retrieve, context,
+    # the memory page's search) and ``embed`` for every text it stores; without it, ``embed``
+    # for both. Both must return vectors of the same space (same ``name`` and ``dimension``).
 
     name: str
     dimension: int
@@ -40,15 +45,24 @@ class Embedder(Protocol):
         ...
 
 
-async def aembed(embedder: Embedder, texts: Sequence[str]) -> list[list[float]]:
-    """Embed from asyncio: the embedder's own ``aembed`` coroutine if it has one, else its
-    ``embed`` in a worker thread. Returns what the embedder returned: pymem checks it with
-    :func:`validate_vectors` where it becomes query parameters (:func:`pymem.runner.avectors`)."""
+def embed(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> Any:
+    """``embedder.embed(texts)``, or with ``query=True`` (texts to search with) its
+    ``embed_query`` when it has one. Returns what the embedder returned, unchecked."""
     texts = list(texts)
-    own = getattr(embedder, "aembed", None)
+    own = getattr(embedder, "embed_query", None) if query else None
+    return own(texts) if own is not None else embedder.embed(texts)
+
+
+async def aembed(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
+    """Embed from asyncio: the embedder's own ``aembed`` coroutine if it has one (``aembed_query``
+    with ``query=True``, texts to search with), else :func:`embed` in a worker thread. Returns
+    what the embedder returned: pymem checks it with :func:`validate_vectors` where it becomes
+    query parameters (:func:`pymem.runner.avectors`)."""
+    texts = list(texts)
+    own = getattr(embedder, "aembed_query" if query and hasattr(embedder, "embed_query") else "aembed", None)
     if own is not None and inspect.iscoroutinefunction(own):
         return await own(texts)
-    return await asyncio.to_thread(embedder.embed, texts)
+    return await asyncio.to_thread(embed, embedder, texts, query=query)
 
 
 def _check_dimension(dimension: object, what: str = "dimension") -> int:

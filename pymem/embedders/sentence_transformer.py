@@ -16,7 +16,11 @@ class SentenceTransformerEmbedder:
     from ``get_sentence_embedding_dimension()``. ``name`` defaults to ``st:<model name>``;
     for a model object pass ``name`` unless it knows its own (``model_card_data.base_model``).
     ``encode_kwargs`` go to every ``encode`` call (e.g. ``{"normalize_embeddings": True}``):
-    options that change the vectors need a name of their own.
+    options that change the vectors need a name of their own. ``query_kwargs`` go on top of them
+    when pymem embeds a search (:meth:`embed_query`): for a model trained with a prompt for
+    searches, e.g. ``{"prompt_name": "query"}`` (a prompt of the model's configuration) or
+    ``{"prompt": "query: "}`` (e5), with ``encode_kwargs={"prompt": "passage: "}`` for what is
+    stored; without them a search is encoded as a stored text.
     """
 
     def __init__(
@@ -25,6 +29,7 @@ class SentenceTransformerEmbedder:
         name: str | None = None,
         *,
         encode_kwargs: dict[str, Any] | None = None,
+        query_kwargs: dict[str, Any] | None = None,
     ) -> None:
         if isinstance(model_or_name, str):
             try:
@@ -53,15 +58,23 @@ class SentenceTransformerEmbedder:
         self.name: str = _check_name(name)
         self.dimension: int = _check_dimension(get_dimension(), f"{self.name!r}'s dimension")
         self.encode_kwargs: dict[str, Any] = dict(encode_kwargs or {})
+        self.query_kwargs: dict[str, Any] = dict(query_kwargs or {})
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(name={self.name!r}, dimension={self.dimension})"
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        """``model.encode(texts)`` as lists (pymem checks the vectors where they become query
-        parameters: :mod:`pymem.runner`)."""
+        """``model.encode(texts, **encode_kwargs)`` as lists (pymem checks the vectors where they
+        become query parameters: :mod:`pymem.runner`)."""
+        return self._encode(texts, self.encode_kwargs)
+
+    def embed_query(self, texts: list[str]) -> list[list[float]]:
+        """The texts of a search: ``model.encode(texts, **(encode_kwargs | query_kwargs))``."""
+        return self._encode(texts, self.encode_kwargs | self.query_kwargs)
+
+    def _encode(self, texts: list[str], kwargs: dict[str, Any]) -> list[list[float]]:
         texts = list(texts)
         if not texts:
             return []
-        vectors = self.model.encode(texts, **self.encode_kwargs)
+        vectors = self.model.encode(texts, **kwargs)
         return vectors.tolist() if hasattr(vectors, "tolist") else vectors

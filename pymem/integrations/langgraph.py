@@ -214,7 +214,7 @@ class PymemStore(BaseStore):
     def _search(self, op: SearchOp) -> Operation[list[SearchItem]]:
         query = None
         if op.query and self._query_embedder is not None:
-            query = (yield Embed([op.query]))[0]
+            query = (yield Embed([op.query], query=True))[0]
         rows = yield calls.store_items_search(
             **self._where(), namespace_prefix=list(op.namespace_prefix), filter=_json(op.filter or {}),
             query_vector=query, embedder=self._query_embedder.name if query is not None else None,

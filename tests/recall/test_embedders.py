@@ -501,6 +501,14 @@ def test_sentence_transformer_adapter_contract() -> None:
     assert emb.embed(["a b", "c"]) == HashEmbedder(5).embed(["a b", "c"])
     assert emb.embed([]) == []
     assert model.calls == [(["a b", "c"], {"normalize_embeddings": True})]
+    # a search: query_kwargs on top of encode_kwargs (none given: encoded as a stored text)
+    assert emb.embed_query(["a"]) == HashEmbedder(5).embed(["a"])
+    prompted = SentenceTransformerEmbedder(model, name="st:duck-e5", encode_kwargs={"prompt": "passage: "},
+                                           query_kwargs={"prompt": "query: "})
+    prompted.embed(["x"])
+    [v.to_list() for v in vectors(prompted, ["y"], query=True)]
+    assert model.calls[-3:] == [(["a"], {"normalize_embeddings": True}), (["x"], {"prompt": "passage: "}),
+                                (["y"], {"prompt": "query: "})]
     with pytest.raises(pymem.ValidationError, match="dimension 4 for text 0; expected 5"):
         vectors(SentenceTransformerEmbedder(DuckModel(wrong=True), name="st:bad"), ["a"])
     with pytest.raises(pymem.ValidationError, match="pass name="):
