@@ -49,7 +49,7 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from . import browse
 from .database import Database
-from .embedders import Embedder, HashEmbedder, OnnxMiniLMEmbedder
+from .embedders import E5SmallEmbedder, Embedder, HashEmbedder, OnnxMiniLMEmbedder
 from .errors import ConfigError, ConnectionError, Error, MigrationError, NotFoundError, ValidationError
 from .memory import Memory
 from .learning import status as learning_status
@@ -530,13 +530,14 @@ def not_yet_embedded(embedder: Embedder | None, what: str, rows_table: str) -> s
 def builtin_embedder(name: str, dimension: int) -> Embedder | None:
     """The embedder pymem ships that makes the vectors named ``name``, ready to run, or None when
     pymem ships none by that name (a custom or remote model). ConfigError: it needs the
-    ``[embed]`` extra, which is not installed."""
+    ``[embed]`` (or ``[e5]``) extra, which is not installed."""
     if name == f"hash-{dimension}-v1":
         return HashEmbedder(dimension)
-    if name == OnnxMiniLMEmbedder.name:
-        embedder = OnnxMiniLMEmbedder()
-        embedder.load()
-        return embedder
+    for shipped in (OnnxMiniLMEmbedder, E5SmallEmbedder):
+        if name == shipped.name:
+            embedder = shipped()
+            embedder.load()
+            return embedder
     return None
 
 

