@@ -56,6 +56,10 @@ class Context:
     deduped: int = 0
     user_resolved: bool = True
     blocks: list[BlockOutput] = field(default_factory=list)
+    #: the query's vector the read embedded (None when it embedded none): a turn stores it with
+    #: the user's message when the embedder has one side (no ``embed_query``), instead of
+    #: embedding the same text again
+    query_vector: Any = field(default=None, repr=False, compare=False)
 
     def block(self, name: str) -> BlockOutput | None:
         """The output of the block named ``name`` (the first one of that name), or None."""
@@ -147,6 +151,7 @@ class _Context:
         params |= time_params(query if user_id is not None else None, params["as_of"], o.recall.time_weight)
         if "recall" not in order:  # not shown: not ranked, and the query needs no vector
             params["k"] = 0
+        qvec = None
         if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:
             (qvec,) = yield Embed([query], None if embedding is None else [embedding], query=True)
             params |= {"query_vector": qvec, "embedder": o.embedder_name}
@@ -189,12 +194,13 @@ class _Context:
         summary = found.get("summary")
         return Context(messages, found.get("agent_facts", []), found.get("user_facts", []),
                        summary[0] if summary else None, found.get("recall", []), found.get("window", []), deduped,
-                       user_id is not None, [output(p) for p in parts])
+                       user_id is not None, [output(p) for p in parts], qvec if embedding is None else None)
 
-    def _recorded(self, user_id: str, thread: str | None, query: str, answer: str, *args: Any) -> Operation[TurnResult]:
+    def _recorded(self, user_id: str, thread: str | None, query: str, answer: str, *args: Any,
+                  **kw: Any) -> Operation[TurnResult]:
         """Record a turn (``_record``), then tell the custom blocks that have ``on_message``
         about its two messages; a block that fails is logged, the turn stays recorded."""
-        result = yield from self._record(user_id, thread, query, answer, *args)  # type: ignore[attr-defined]
+        result = yield from self._record(user_id, thread, query, answer, *args, **kw)  # type: ignore[attr-defined]
         listeners = [b for b in self.options.blocks or () if callable(getattr(b, "on_message", None))]
         if listeners:
             where = thread if thread is not None else self.options.thread

@@ -140,7 +140,7 @@ class _Conversations:
 
     # -- operations -----------------------------------------------------------------------
     def _record(self, user_id, thread, query, answer, user_importance, assistant_importance, metadata=None,
-                answer_metadata=None, created_at=None, embeddings=None) -> Operation[TurnResult]:
+                answer_metadata=None, created_at=None, embeddings=None, query_vector=None) -> Operation[TurnResult]:
         o = self.options
         where = self._where(user_id, thread)
         text(query, "the user's message")
@@ -167,7 +167,11 @@ class _Conversations:
             except Exception:  # the turn happened; a broken extractor must not lose it
                 _warn_failed("the fact extractor failed; the turn is recorded without learned facts", failures)
         vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
-        if o.embedder is not None or embeddings is not None:
+        if embeddings is None and query_vector is not None and getattr(o.embedder, "embed_query", None) is None:
+            # the turn's context read embedded the user's message already, on the only side there is
+            (a,) = yield Embed([answer])
+            vectors = {"embedder": o.embedder_name, "user_embedding": query_vector, "assistant_embedding": a}
+        elif o.embedder is not None or embeddings is not None:
             u, a = yield Embed([query, answer], None if embeddings is None else list(embeddings))
             vectors = {"embedder": o.embedder_name, "user_embedding": u, "assistant_embedding": a}
         rows = yield Query(

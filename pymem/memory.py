@@ -500,7 +500,8 @@ class Turn:
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None and self.answer is not None and self.user_id is not None:
             self.result = self.memory._run(
-                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0), self.conn
+                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0,
+                                      query_vector=self.context.query_vector if self.context else None), self.conn
             )
 
 
@@ -714,7 +715,8 @@ class AsyncTurn:
     async def __aexit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if exc_type is None and self.answer is not None and self.user_id is not None:
             self.result = await self.memory._run(
-                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0), self.conn
+                self.memory._recorded(self.user_id, self.thread, self.query, self.answer, 1.0, 1.0,
+                                      query_vector=self.context.query_vector if self.context else None), self.conn
             )
 
 

@@ -218,3 +218,50 @@ def test_e5_through_memory(db, e5: E5SmallEmbedder) -> None:
         mem.add_message(text, user="alice", thread="old")
     got = mem.recall("Which city do I live in now?", user="alice", thread="now", k=1)
     assert [m.content for m in got] == ["I moved to Oslo last spring"]
+
+
+def _stored_vectors(dsn: str, project: str) -> dict[str, list[float]]:
+    import psycopg
+    from pgvector.psycopg import register_vector
+
+    with psycopg.connect(dsn) as c:
+        register_vector(c)
+        rows = c.execute("SELECT m.content, e.embedding FROM pymem.messages AS m JOIN pymem.message_embeddings AS e "
+                         "USING (project_id, user_id, thread_id, seq) WHERE m.project_id = %s", (project,)).fetchall()
+    return {content: vector.to_list() for content, vector in rows}
+
+
+def test_a_turn_embeds_the_users_message_once_with_a_one_sided_embedder(dsn, db):
+    flat = OneSided()
+    mem = Memory(db=db, embedder=flat, project_id="turn-one")
+    mem.add_message("Lives in Oslo since the spring", user="alice", thread="old")  # something to recall
+    with mem.turn("What should I cook tonight", user="alice") as turn:
+        turn.answer = "Try the lentil soup"
+    # the context read embedded the message; the record stored that vector and embedded the answer
+    assert flat.stored.count("What should I cook tonight") == 1 and flat.stored.count("Try the lentil soup") == 1
+    stored = _stored_vectors(dsn, "turn-one")
+    for content in ("What should I cook tonight", "Try the lentil soup"):
+        assert stored[content] == pytest.approx(HashEmbedder(64).embed([content])[0], abs=1e-6)
+
+    async def run() -> None:
+        amem = AsyncMemory(db=await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn)), embedder=flat,
+                           project_id="turn-one")
+        try:
+            async with amem.turn("And for dessert", user="alice") as aturn:
+                aturn.answer = "A baked apple"
+        finally:
+            await amem.db.close()
+
+    asyncio.run(run())
+    assert flat.stored.count("And for dessert") == 1 and flat.stored.count("A baked apple") == 1
+    assert _stored_vectors(dsn, "turn-one")["And for dessert"] == pytest.approx(
+        HashEmbedder(64).embed(["And for dessert"])[0], abs=1e-6)
+
+    # two sides: the read searched with the message, the record stored it (each side once)
+    two = TwoSided()
+    with Memory(db=db, embedder=two, project_id="turn-two").turn("What should I cook tonight", user="alice") as turn:
+        turn.answer = "Try the lentil soup"
+    assert two.searched == ["What should I cook tonight"]
+    assert two.stored == ["What should I cook tonight", "Try the lentil soup"]
+    assert _stored_vectors(dsn, "turn-two")["What should I cook tonight"] == pytest.approx(
+        HashEmbedder(64).embed(["What should I cook tonight"])[0], abs=1e-6)
