@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('676f68918039d4607537f2990a621d8956f091753d73e73dea5d8fcfa27bbf0b')
+SELECT pymem.migration_api_applied('f52833b6a6ee40198d3c01926c7f4ab584f0bcd7437e85fac5b202b4647bd5e9')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -83,7 +83,10 @@ BEGIN
 END;
 $$;
 
--- _message_insert: appends one message to a thread (creating the thread), returns its seq.
+-- _message_insert: appends one message to a thread (creating the thread), returns its seq; with
+-- reply_content, also the answer to it (role 'assistant', the next seq) in the same statement, as
+-- turn_record's two messages (one row of the thread updated and one insert, so the messages'
+-- statement trigger runs once: on a Citus worker each of those statements is routed, ~0.2 ms).
 -- created_at NULL: now. A given created_at (importing a history with its real times) must be
 -- finite, at most 5 minutes ahead of the server's clock (clock skew between an app server and the
 -- database), and not earlier than the thread's newest message: a thread's messages stay in time
@@ -92,7 +95,9 @@ $$;
 -- interleave out of order.
 CREATE OR REPLACE FUNCTION pymem._message_insert(
     project_id text, user_id text, thread_id text, role text, content text,
-    importance double precision, metadata jsonb, embedded_by text, created_at timestamptz)
+    importance double precision, metadata jsonb, embedded_by text, created_at timestamptz,
+    reply_content text DEFAULT NULL, reply_importance double precision DEFAULT NULL,
+    reply_metadata jsonb DEFAULT NULL, reply_embedded_by text DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -101,7 +106,9 @@ AS $$
 DECLARE
     v_seq bigint;
     v_previous timestamptz;
+    v_at timestamptz;
     v_now timestamptz := pg_catalog.clock_timestamp();
+    v_n integer := CASE WHEN reply_content IS NULL THEN 1 ELSE 2 END;
 BEGIN
     IF thread_id IS NULL THEN
         RAISE EXCEPTION 'pymem: a message needs a thread_id' USING ERRCODE = '22023';
@@ -113,10 +120,10 @@ BEGIN
                   HINT = 'created_at is the time a message was written: at most 5 minutes ahead of the database''s clock. Leave it NULL for now.';
     END IF;
     INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)
-    VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, 1)
+    VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, v_n)
     ON CONFLICT (project_id, user_id, thread_id)
-    DO UPDATE SET last_seq = t.last_seq + 1, updated_at = v_now  -- a variable: Citus refuses volatile calls here
-    RETURNING t.last_seq INTO v_seq;
+    DO UPDATE SET last_seq = t.last_seq + v_n, updated_at = v_now  -- a variable: Citus refuses volatile calls here
+    RETURNING t.last_seq - v_n + 1 INTO v_seq;
     IF _message_insert.created_at IS NOT NULL AND v_seq > 1 THEN
         SELECT m.created_at INTO v_previous FROM pymem.messages AS m
          WHERE m.project_id = _message_insert.project_id AND m.user_id = _message_insert.user_id
@@ -128,12 +135,25 @@ BEGIN
                       HINT = 'A thread''s messages are kept in time order: import a history oldest first, into a thread of its own.';
         END IF;
     END IF;
-    INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, embedded_by,
-                                created_at)
-    VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, v_seq,
-            _message_insert.role, _message_insert.content, _message_insert.importance,
-            coalesce(_message_insert.metadata, '{}'::jsonb), _message_insert.embedded_by,
-            coalesce(_message_insert.created_at, pg_catalog.clock_timestamp()));
+    IF v_n = 1 THEN
+        INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, embedded_by,
+                                    created_at)
+        VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, v_seq,
+                _message_insert.role, _message_insert.content, _message_insert.importance,
+                coalesce(_message_insert.metadata, '{}'::jsonb), _message_insert.embedded_by,
+                coalesce(_message_insert.created_at, pg_catalog.clock_timestamp()));
+    ELSE
+        v_at := coalesce(_message_insert.created_at, pg_catalog.clock_timestamp());
+        INSERT INTO pymem.messages (project_id, user_id, thread_id, seq, role, content, importance, metadata, embedded_by,
+                                    created_at)
+        VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, v_seq,
+                _message_insert.role, _message_insert.content, _message_insert.importance,
+                coalesce(_message_insert.metadata, '{}'::jsonb), _message_insert.embedded_by, v_at),
+               (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, v_seq + 1,
+                'assistant', _message_insert.reply_content, _message_insert.reply_importance,
+                coalesce(_message_insert.reply_metadata, '{}'::jsonb), _message_insert.reply_embedded_by,
+                CASE WHEN _message_insert.created_at IS NULL THEN pg_catalog.clock_timestamp() ELSE v_at END);
+    END IF;
     RETURN v_seq;
 END;
 $$;

@@ -78,7 +78,7 @@ END;
 $$;
 
 -- _turn_messages: turn_record's second job: the user's message and the answer, one after the
--- other (consecutive seqs), each with its vector from embedder when given (registered first).
+-- other (consecutive seqs, one insert), each with its vector from embedder when given (registered first).
 -- Its arguments are checked by turn_record.
 CREATE OR REPLACE FUNCTION pymem._turn_messages(
     project_id text, user_id text, thread_id text, user_content text, assistant_content text,
@@ -96,12 +96,13 @@ BEGIN
     user_seq := pymem._message_insert(_turn_messages.project_id, _turn_messages.user_id, _turn_messages.thread_id, 'user',
                                       _turn_messages.user_content, _turn_messages.user_importance, _turn_messages.user_metadata,
                                       CASE WHEN _turn_messages.user_embedding IS NOT NULL THEN _turn_messages.embedder END,
-                                      _turn_messages.created_at);
-    assistant_seq := pymem._message_insert(_turn_messages.project_id, _turn_messages.user_id, _turn_messages.thread_id,
-                                           'assistant', _turn_messages.assistant_content,
-                                           _turn_messages.assistant_importance, _turn_messages.assistant_metadata,
-                                           CASE WHEN _turn_messages.assistant_embedding IS NOT NULL THEN _turn_messages.embedder END,
-                                           _turn_messages.created_at);
+                                      _turn_messages.created_at,
+                                      reply_content => _turn_messages.assistant_content,
+                                      reply_importance => _turn_messages.assistant_importance,
+                                      reply_metadata => _turn_messages.assistant_metadata,
+                                      reply_embedded_by => CASE WHEN _turn_messages.assistant_embedding IS NOT NULL
+                                                                THEN _turn_messages.embedder END);
+    assistant_seq := user_seq + 1;
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
     -- each new message and its lexemes (which the messages' trigger just stored; 0017: kept
