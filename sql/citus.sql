@@ -156,7 +156,7 @@ SET citus.allow_nested_distributed_execution = on
 AS $$
 DECLARE
     v_p text[]; v_s text[]; v_i text[]; v_id bigint[]; v_content text[];
-    v_config text;
+    v_config regconfig;
 BEGIN
     SELECT pg_catalog.array_agg(n.project_id), pg_catalog.array_agg(n.scope), pg_catalog.array_agg(n.scope_id),
            pg_catalog.array_agg(n.id), pg_catalog.array_agg(n.content)
@@ -164,11 +164,11 @@ BEGIN
     IF v_p IS NULL THEN
         RETURN NULL;
     END IF;
-    SELECT c.config INTO v_config FROM pymem.text_search AS c WHERE c.project_id = v_p[1];  -- one project per transaction
+    v_config := pymem._text_search_config(v_p[1]);  -- one project per transaction
     INSERT INTO pymem.fact_lexemes AS l (project_id, scope, scope_id, fact_id, lexemes, tokens)
     SELECT u.p, u.s, u.i, u.id, v.lexemes, pymem._lexeme_tokens(v.lexemes)
       FROM unnest(v_p, v_s, v_i, v_id, v_content) AS u(p, s, i, id, content)
-     CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config::pg_catalog.regconfig, u.content) AS lexemes OFFSET 0) AS v;
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, u.content) AS lexemes OFFSET 0) AS v;
     RETURN NULL;
 END;
 $$;
@@ -182,7 +182,7 @@ AS $$
 DECLARE
     v_p text[]; v_u text[]; v_t text[]; v_seq bigint[]; v_content text[]; v_imp double precision[];
     v_at timestamptz[];
-    v_config text;
+    v_config regconfig;
 BEGIN
     SELECT pg_catalog.array_agg(n.project_id), pg_catalog.array_agg(n.user_id), pg_catalog.array_agg(n.thread_id),
            pg_catalog.array_agg(n.seq), pg_catalog.array_agg(n.content), pg_catalog.array_agg(n.importance),
@@ -191,12 +191,12 @@ BEGIN
     IF v_p IS NULL THEN
         RETURN NULL;
     END IF;
-    SELECT c.config INTO v_config FROM pymem.text_search AS c WHERE c.project_id = v_p[1];
+    v_config := pymem._text_search_config(v_p[1]);
     INSERT INTO pymem.message_lexemes AS l
         (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
     SELECT x.p, x.u, x.t, x.seq, pg_catalog.length(x.content), x.imp, x.at, pymem._lexeme_tokens(v.lexemes), v.lexemes
       FROM unnest(v_p, v_u, v_t, v_seq, v_content, v_imp, v_at) AS x(p, u, t, seq, content, imp, at)
-     CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config::pg_catalog.regconfig, x.content) AS lexemes OFFSET 0) AS v;
+     CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v;
     RETURN NULL;
 END;
 $$;
@@ -406,8 +406,10 @@ $$;
 -- Citus table, even a local read inside a delegated call, with a deparse, parse and plan per
 -- execution (~0.025 ms on the test cluster, against ~0.003 ms for the same read of the shard,
 -- which PostgreSQL plans once per session), and the policies call tenant_allowed 50-60 times
--- per context_read or turn_record (bench/reports/2026-12-04-citus-cost). A node without that
--- placement (a coordinator that is not in the metadata) reads the table through Citus as before.
+-- per context_read or turn_record (bench/reports/2026-12-04-citus-cost). _text_search_config and
+-- _embedder_dimension read text_search and embedders the same way (two and four reads per
+-- turn_record, two per fact_add). A node without a placement (a coordinator that is not in the
+-- metadata) reads the table through Citus as before.
 DO $do$
 DECLARE
     v_shard text := (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard AS s
@@ -454,6 +456,46 @@ BEGIN
                       AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
 END;
 $b$$f$, v_shard, v_shard);
+END;
+$do$;
+
+DO $do$
+DECLARE
+    v_text_search text := (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard AS s
+                            WHERE s.logicalrelid = 'pymem.text_search'::pg_catalog.regclass);
+    v_embedders text := (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard AS s
+                          WHERE s.logicalrelid = 'pymem.embedders'::pg_catalog.regclass);
+BEGIN
+    IF v_text_search IS NOT NULL THEN
+        EXECUTE pg_catalog.format($f$
+CREATE OR REPLACE FUNCTION pymem._text_search_config(project_id text)
+RETURNS regconfig
+LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $b$
+BEGIN
+    IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
+        RETURN (SELECT t.config::pg_catalog.regconfig FROM %2$s AS t WHERE t.project_id = _text_search_config.project_id);
+    END IF;
+    RETURN (SELECT t.config::pg_catalog.regconfig FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id);
+END;
+$b$$f$, v_text_search, v_text_search);
+    END IF;
+    IF v_embedders IS NOT NULL THEN
+        EXECUTE pg_catalog.format($f$
+CREATE OR REPLACE FUNCTION pymem._embedder_dimension(p_project_id text, p_name text)
+RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $b$
+BEGIN
+    IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
+        RETURN (SELECT e.dimension FROM %2$s AS e WHERE e.project_id = p_project_id AND e.name = p_name);
+    END IF;
+    RETURN (SELECT e.dimension FROM pymem.embedders AS e WHERE e.project_id = p_project_id AND e.name = p_name);
+END;
+$b$$f$, v_embedders, v_embedders);
+    END IF;
 END;
 $do$;
 

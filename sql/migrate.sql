@@ -854,7 +854,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f52833b6a6ee40198d3c01926c7f4ab584f0bcd7437e85fac5b202b4647bd5e9')
+SELECT pymem.migration_api_applied('0640f28b952e0932180f6ad86e2e52bc5aaca7877563b9ad233b5d3dc57920dd')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -278,6 +278,19 @@ BEGIN
 END;
 $$;
 
+-- _embedder_dimension(project_id, name): the dimension a project's embedder was registered with
+-- (pymem.embedders), NULL when it is not registered. On Citus, citus.sql reads the node's own copy
+-- of that reference table instead (one read of a shard, not a statement Citus routes).
+CREATE OR REPLACE FUNCTION pymem._embedder_dimension(p_project_id text, p_name text)
+RETURNS integer
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN (SELECT e.dimension FROM pymem.embedders AS e WHERE e.project_id = p_project_id AND e.name = p_name);
+END;
+$$;
+
 -- _embedding_register: registers an embedder's dimension (per project) on first use and refuses
 -- a vector of another size, or a zero vector (its cosine distance is NaN). pgvector itself
 -- refuses NaN and Infinity (22000). NULL embedding: nothing to check.
@@ -301,13 +314,11 @@ BEGIN
             USING ERRCODE = '22023';
     END IF;
     -- a known embedder (every write but its first) is one read; the first registers it
-    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.project_id = _embedding_register.project_id
-       AND e.name = embedder;
-    IF NOT FOUND THEN
+    v_dim := pymem._embedder_dimension(_embedding_register.project_id, embedder);
+    IF v_dim IS NULL THEN
         INSERT INTO pymem.embedders AS e (project_id, name, dimension) VALUES (project_id, embedder, pymem._vector_dims(embedding))
         ON CONFLICT ON CONSTRAINT embedders_pkey DO NOTHING;
-        SELECT e.dimension INTO v_dim FROM pymem.embedders AS e WHERE e.project_id = _embedding_register.project_id
-           AND e.name = embedder;
+        v_dim := pymem._embedder_dimension(_embedding_register.project_id, embedder);
     END IF;
     IF v_dim <> pymem._vector_dims(embedding) THEN
         RAISE EXCEPTION 'pymem: embedder % makes % dimensions; this vector has %', embedder, v_dim, pymem._vector_dims(embedding)
@@ -338,8 +349,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: an embedding needs the name of the embedder that made it (1..200 characters)'
             USING ERRCODE = '22023';
     END IF;
-    SELECT e.dimension INTO v_dim FROM pymem.embedders AS e
-     WHERE e.project_id = _embeddings_validate.project_id AND e.name = embedder;
+    v_dim := pymem._embedder_dimension(_embeddings_validate.project_id, embedder);
     -- by index: a DECLAREd variable could not name pgvector's type (it is not on search_path)
     -- each error names the element (the batch writers' arrays run in parallel with it)
     FOR i IN 1 .. pg_catalog.cardinality(embeddings) LOOP

@@ -90,6 +90,13 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
+DECLARE
+    v_chars integer[];
+    v_importances double precision[];
+    v_created timestamptz[];
+    v_tokens integer[];
+    v_lexemes tsvector[];
+    v_i integer;
 BEGIN
     PERFORM pymem._embedding_register(_turn_messages.project_id, _turn_messages.embedder, _turn_messages.user_embedding);
     PERFORM pymem._embedding_register(_turn_messages.project_id, _turn_messages.embedder, _turn_messages.assistant_embedding);
@@ -103,25 +110,36 @@ BEGIN
                                       reply_embedded_by => CASE WHEN _turn_messages.assistant_embedding IS NOT NULL
                                                                 THEN _turn_messages.embedder END);
     assistant_seq := user_seq + 1;
-    INSERT INTO pymem.message_embeddings
-        (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
-    -- each new message and its lexemes (which the messages' trigger just stored; 0017: kept
-    -- beside the vector for recall) by primary key, one lookup per seq: as `seq = ANY (...)`, or
-    -- as a join, generic plans read every message or lexeme row of the thread and matched the
-    -- seqs as a filter (14 ms for a 7,300-message thread)
-    SELECT m.project_id, m.user_id, _turn_messages.embedder, m.thread_id, m.seq, pg_catalog.length(m.content),
-           m.importance, m.created_at, s.embedding, l.lexemes, l.tokens
-      FROM (VALUES (user_seq, _turn_messages.user_embedding), (assistant_seq, _turn_messages.assistant_embedding))
-           AS s(seq, embedding)
-     CROSS JOIN LATERAL (SELECT m.* FROM pymem.messages AS m
-                          WHERE m.project_id = _turn_messages.project_id AND m.user_id = _turn_messages.user_id
-                            AND m.thread_id = _turn_messages.thread_id AND m.seq = s.seq
-                          LIMIT 1) AS m
-      LEFT JOIN LATERAL (SELECT l.lexemes, l.tokens FROM pymem.message_lexemes AS l
-                          WHERE l.project_id = _turn_messages.project_id AND l.user_id = _turn_messages.user_id
-                            AND l.thread_id = _turn_messages.thread_id AND l.seq = s.seq
-                          LIMIT 1) AS l ON true
-     WHERE s.embedding IS NOT NULL;
+    IF _turn_messages.user_embedding IS NULL AND _turn_messages.assistant_embedding IS NULL THEN
+        RETURN;
+    END IF;
+    -- the vectors beside what the messages' trigger just stored of each message (0017: its
+    -- lexemes kept beside the vector for recall): one read of the two rows by primary key, then
+    -- an insert of values. One INSERT ... SELECT joining them cost a full plan on every call on a
+    -- Citus worker (0.6 ms of a 4 ms turn; bench/reports/2026-12-04-citus-cost)
+    SELECT pg_catalog.array_agg(l.chars ORDER BY l.seq), pg_catalog.array_agg(l.importance ORDER BY l.seq),
+           pg_catalog.array_agg(l.created_at ORDER BY l.seq), pg_catalog.array_agg(l.tokens ORDER BY l.seq),
+           pg_catalog.array_agg(l.lexemes ORDER BY l.seq)
+      INTO v_chars, v_importances, v_created, v_tokens, v_lexemes
+      FROM pymem.message_lexemes AS l
+     WHERE l.project_id = _turn_messages.project_id AND l.user_id = _turn_messages.user_id
+       AND l.thread_id = _turn_messages.thread_id AND l.seq >= user_seq AND l.seq <= assistant_seq;
+    IF _turn_messages.user_embedding IS NOT NULL AND _turn_messages.assistant_embedding IS NOT NULL THEN
+        INSERT INTO pymem.message_embeddings
+            (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
+        VALUES (_turn_messages.project_id, _turn_messages.user_id, _turn_messages.embedder, _turn_messages.thread_id,
+                user_seq, v_chars[1], v_importances[1], v_created[1], _turn_messages.user_embedding, v_lexemes[1], v_tokens[1]),
+               (_turn_messages.project_id, _turn_messages.user_id, _turn_messages.embedder, _turn_messages.thread_id,
+                assistant_seq, v_chars[2], v_importances[2], v_created[2], _turn_messages.assistant_embedding, v_lexemes[2],
+                v_tokens[2]);
+    ELSE
+        v_i := CASE WHEN _turn_messages.user_embedding IS NOT NULL THEN 1 ELSE 2 END;
+        INSERT INTO pymem.message_embeddings
+            (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
+        VALUES (_turn_messages.project_id, _turn_messages.user_id, _turn_messages.embedder, _turn_messages.thread_id,
+                user_seq + v_i - 1, v_chars[v_i], v_importances[v_i], v_created[v_i],
+                coalesce(_turn_messages.user_embedding, _turn_messages.assistant_embedding), v_lexemes[v_i], v_tokens[v_i]);
+    END IF;
 END;
 $$;
 

@@ -13,6 +13,7 @@ from datetime import datetime, timedelta, timezone
 
 import psycopg
 from pgvector import Vector
+from pgvector.psycopg import register_vector
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -467,6 +468,34 @@ def test_a_turn_reads_its_two_messages_by_key_not_the_thread(dsn):
     assert any(s["Relation Name"] == "message_lexemes" for s in scans), "no statement read pymem.message_lexemes"
     for s in scans:
         assert s["Actual Rows"] <= 2, json.dumps(s)  # rows per loop; the thread holds 80 messages
+
+
+def test_a_turn_stores_the_vectors_it_is_given_beside_each_messages_lexemes(dsn):
+    """Both vectors, the user's alone or the answer's alone: each stored row is its message's
+    (seq, length, importance, time, lexemes and tokens as the messages' trigger wrote them)."""
+    a, b = (Vector(v) for v in HashEmbedder().embed(["a garden", "a tomato"]))
+    turn = ("SELECT user_seq, assistant_seq FROM pymem.turn_record(user_id => 'vera', thread_id => %s, "
+            "user_content => %s, assistant_content => %s, user_importance => 0.25, assistant_importance => 0.75, "
+            "embedder => %s, user_embedding => %s, assistant_embedding => %s)")
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        for thread, u, v in (("both", a, b), ("user", a, None), ("answer", None, b)):
+            c.execute(turn, (thread, f"where is the garden ({thread})", "behind the house, with tomatoes",
+                             HashEmbedder().name, u, v))
+            rows = c.execute(
+                """SELECT e.seq, e.embedding, e.chars = length(m.content), e.importance = m.importance,
+                          e.created_at = m.created_at, e.lexemes = l.lexemes, e.tokens = l.tokens, m.embedded_by
+                     FROM pymem.message_embeddings AS e
+                     JOIN pymem.messages AS m USING (project_id, user_id, thread_id, seq)
+                     JOIN pymem.message_lexemes AS l USING (project_id, user_id, thread_id, seq)
+                    WHERE e.user_id = 'vera' AND e.thread_id = %s ORDER BY e.seq""", (thread,)).fetchall()
+            want = [(seq, vec) for seq, vec in ((1, u), (2, v)) if vec is not None]
+            assert [(r[0], r[1]) for r in rows] == want
+            assert all(r[2:7] == (True,) * 5 and r[7] == HashEmbedder().name for r in rows), rows
+            embedded_by = c.execute("SELECT seq, embedded_by FROM pymem.messages WHERE user_id = 'vera' "
+                                    "AND thread_id = %s ORDER BY seq", (thread,)).fetchall()
+            assert embedded_by == [(seq, HashEmbedder().name if vec is not None else None)
+                                   for seq, vec in ((1, u), (2, v))]
 
 
 def test_storing_vectors_later_reads_those_messages_by_key(dsn):
