@@ -506,6 +506,7 @@ AS $$
         ('pymem.message_embeddings', 'hash', 'user_id'),
         ('pymem.message_lexemes', 'hash', 'user_id'),
         ('pymem.recall_indexes', 'hash', 'user_id'),
+        ('pymem.recall_terms', 'hash', 'user_id'),
         ('pymem.facts', 'hash', 'scope_id'),
         ('pymem.fact_embeddings', 'hash', 'scope_id'),
         ('pymem.fact_lexemes', 'hash', 'scope_id'),

@@ -796,6 +796,29 @@ COMMIT;
 \echo pymem: applied 0044_recall_turns_times
 \endif
 
+-- 0045_recall_terms
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0045_recall_terms', '71b722f4ea19259e6b08bca5f7e4e79f4de96e46522903be6779b8d2aa680fa2') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0045_recall_terms.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0045_recall_terms', '71b722f4ea19259e6b08bca5f7e4e79f4de96e46522903be6779b8d2aa680fa2', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0045_recall_terms
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -816,6 +839,7 @@ SELECT pymem.migration_types_path()
 \ir api/conversations_embeddings.sql
 \ir api/conversations_recall.sql
 \ir api/conversations_recall_indexes.sql
+\ir api/conversations_recall_terms.sql
 \ir api/conversations_recall_turns.sql
 \ir api/conversations_summaries.sql
 \ir api/conversations_turns.sql
@@ -854,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('676f68918039d4607537f2990a621d8956f091753d73e73dea5d8fcfa27bbf0b')
+SELECT pymem.migration_api_applied('261fa0b8bf171b0a403154673155bfcdd3c089ad393aa7201d1421b9bcee4614')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -432,6 +432,7 @@ $$;
 -- words), e.g. 'german', 'simple' or a DBA's own; re-indexes the project's stored messages and
 -- facts with it in the same transaction (a long one for a big project: every message and fact is
 -- read) and returns how many rows it re-indexed (0 when the configuration was already that one).
+-- Heavy users' words (pymem.recall_terms) are rebuilt from the new lexemes too (not counted).
 -- Writes to messages, vectors and facts (of every project) wait while it runs. An unknown
 -- configuration is refused (22023); a DBA's own is named with its schema ('public.mine').
 -- Administrators only (the owner role and its members), like store_configure: a change costs a
@@ -484,6 +485,7 @@ BEGIN
      WHERE l.project_id = text_search_configure.project_id AND e.project_id = l.project_id
        AND e.user_id = l.user_id AND e.thread_id = l.thread_id AND e.seq = l.seq;
     GET DIAGNOSTICS v_vectors = ROW_COUNT;
+    PERFORM pymem._recall_terms_refill(text_search_configure.project_id);  -- heavy users' words follow
     UPDATE pymem.fact_lexemes AS l
        SET lexemes = v.lexemes, tokens = pymem._lexeme_tokens(v.lexemes)
       FROM pymem.facts AS f CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, f.content) AS lexemes OFFSET 0) AS v

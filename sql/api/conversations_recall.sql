@@ -320,12 +320,15 @@ $$;
 -- filters still leave enough): 2 * k of them for a vector alone (the index orders by its
 -- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
 -- among repeated texts, come out in either order; the exact distance picks among twice as many),
--- max(k, 200) with query terms. Every eligibility condition of _recall_ranked applies to
--- them exactly; they are scored as _recall_ranked scores, except that BM25's statistics (document
--- count, average length, each term's document frequency) are the candidates' and not all of the
--- user's rows'. Approximate: a row the index does not reach, or for hybrid ranking a lexical
--- match outside the candidates, is missed (bench/README.md, "Heavy users", has its recall against
--- the exact ranking).
+-- max(k, 200) with query terms, and then also the eligible rows holding a query term that at most
+-- 100 of the user's messages hold (_recall_lexical: the user's postings in pymem.recall_terms,
+-- 0045_recall_terms), however far from the query vector. Every eligibility condition of
+-- _recall_ranked applies to them exactly; they are scored as _recall_ranked scores, except that
+-- BM25's statistics (document count, average length, each term's document frequency) are the
+-- candidates' and not all of the user's rows'. Approximate: a row the index does not reach, or for
+-- hybrid ranking a match by common words alone outside the candidates, is missed
+-- (bench/README.md, "Heavy users", and bench/reports/2026-12-04-heavy-lexical have its recall
+-- against the exact ranking).
 -- Dynamic SQL: the partial index's predicate matches only literal values of the user, and
 -- ivfflat's ORDER BY needs the vector with its dimensions (the type of the column, with typmod).
 CREATE OR REPLACE FUNCTION pymem._recall(
@@ -416,6 +419,15 @@ BEGIN
     v_floor_reached := EXISTS (SELECT 1 FROM pg_catalog.unnest(v_similarities) AS s(s) WHERE NOT pymem._vector_match(s.s));
     PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
+    IF v_any IS NOT NULL THEN  -- and the eligible rows holding a rare query term, wherever they lie
+        SELECT v_threads || pg_catalog.array_agg(x.thread_id), v_seqs || pg_catalog.array_agg(x.seq),
+               v_created || pg_catalog.array_agg(x.created_at), v_similarities || pg_catalog.array_agg(x.similarity),
+               v_tokens || pg_catalog.array_agg(x.tokens), v_lexemes || pg_catalog.array_agg(x.lexemes)
+          INTO v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes
+          FROM pymem._recall_lexical(p_project_id, p_user_id, p_thread_id, p_query, p_embedder,
+                                     pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text)),
+                                     p_spec, v_window_after, v_threads, v_seqs) AS x;
+    END IF;
     WITH c AS MATERIALIZED (
         SELECT c.thread_id, c.seq, c.created_at, c.similarity, c.tokens,
                CASE WHEN c.lexemes @@ v_any THEN c.lexemes END AS lexemes
