@@ -18,7 +18,7 @@
 -- user's postings from message_lexemes and deletes them when the user's last index is dropped;
 -- text_search_configure rebuilds them with the lexemes. A message's postings go with it (foreign
 -- key to message_lexemes, which goes with the message): erasure, forgetting and retention need
--- nothing more. The second index serves that cascade (and the re-fill), by message.
+-- nothing more.
 --
 -- recall_indexes.terms_filled records that the user's postings were filled (by the plan, or
 -- here for the users already registered): false means the next plan fills them.
@@ -33,7 +33,10 @@ CREATE TABLE pymem.recall_terms (
         REFERENCES pymem.message_lexemes (project_id, user_id, thread_id, seq) ON DELETE CASCADE
 );
 
-CREATE INDEX recall_terms_message ON pymem.recall_terms (project_id, user_id, thread_id, seq);
+-- by message, for the cascade; its leading columns are the message's (thread_id, seq), not the
+-- user's: with (project_id, user_id) first, a planner without statistics read a term's postings
+-- through it (the user's whole range, filtered by lexeme) instead of the primary key
+CREATE INDEX recall_terms_message ON pymem.recall_terms (thread_id, seq, user_id, project_id);
 
 COMMENT ON TABLE pymem.recall_terms IS 'Heavy users'' message words, one row per (message, lexeme): the lexical candidates of recall through a recall index';
 
