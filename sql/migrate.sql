@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('261fa0b8bf171b0a403154673155bfcdd3c089ad393aa7201d1421b9bcee4614')
+SELECT pymem.migration_api_applied('2fcc11ffe39d883e9013be97dcc0d057c96bcdbd0ccfb8f8af67e05ff11e346d')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -13,10 +13,11 @@
 -- round(sqrt(vectors)) (at most what this session's maintenance_work_mem lets the build sample); it is rebuilt (DROP, then CREATE) once the user has twice the vectors it
 -- was planned for, or when a build left it invalid or missing; a recorded user below min_messages
 -- loses it, and so does an erased user (user_forget removes the registration; the plan drops an
--- index of the project that nothing registers, with user_id and embedder NULL). In its own
--- transaction it also fills a newly registered user's words (pymem.recall_terms, the lexical
--- candidates of the user's recall: _recall_terms_fill) and deletes those of a user it leaves with
--- no index. Each statement is CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
+-- index of the project that nothing registers, with user_id and embedder NULL). A registered
+-- user whose words (pymem.recall_terms, the lexical candidates of the user's hybrid recall) were
+-- never filled gets a step of its own, action 'fill' (embedder NULL): SELECT
+-- pymem.recall_terms_fill(...); a user left with no index loses them in the plan's transaction.
+-- The other statements are CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
 -- function and no transaction block can run and which only the owner of pymem's tables may run:
 -- `pymem recall-indexes` runs them, or psql:
 --   SELECT statement FROM pymem.recall_index_plan(project_id => 'acme') \gexec
@@ -139,15 +140,19 @@ BEGIN
             RETURN NEXT;
         END IF;
     END LOOP;
-    -- the words of the heavy users (pymem.recall_terms, 0045_recall_terms): a user registered now
-    -- whose postings were never filled gets them, in this transaction (so a dry run fills and
-    -- rolls back); a user with no registration left loses them
-    FOR v_user IN
-        SELECT DISTINCT ri.user_id FROM pymem.recall_indexes AS ri
-         WHERE ri.project_id = recall_index_plan.project_id AND NOT ri.terms_filled
+    -- the words of the heavy users (pymem.recall_terms, 0045_recall_terms): a registered user
+    -- whose words were never filled gets a 'fill' step (recall_terms_fill: a long statement of
+    -- its own); a user with no registration left loses them here
+    FOR r IN
+        SELECT ri.user_id, pg_catalog.max(ri.vectors) AS vectors FROM pymem.recall_indexes AS ri
+         WHERE ri.project_id = recall_index_plan.project_id
+         GROUP BY ri.user_id HAVING NOT pg_catalog.bool_and(ri.terms_filled)
          ORDER BY 1
     LOOP
-        PERFORM pymem._recall_terms_fill(recall_index_plan.project_id, v_user);
+        user_id := r.user_id; embedder := NULL; vectors := r.vectors; action := 'fill';
+        statement := pg_catalog.format('SELECT pymem.recall_terms_fill(user_id => %L, project_id => %L)',
+                                       r.user_id, recall_index_plan.project_id);
+        RETURN NEXT;
     END LOOP;
     FOREACH v_user IN ARRAY v_unregistered LOOP
         CONTINUE WHEN EXISTS (SELECT 1 FROM pymem.recall_indexes AS ri

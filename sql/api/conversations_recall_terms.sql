@@ -1,10 +1,11 @@
 -- conversations_recall_terms.sql: heavy users' words (pymem.recall_terms, migrations/
--- 0045_recall_terms.sql): filling a user's postings (recall_index_plan when it registers the
--- user, text_search_configure after a re-index) and reading the lexical candidates of a heavy
--- user's hybrid recall (_recall, conversations_recall.sql). New messages of a registered user get
--- their postings from the lexeme trigger (_message_lexemes_add, conversations_embeddings.sql).
--- Part of conversation memory (conversations.sql). Re-applied on every migrate; internal: called
--- by the functions named here only.
+-- 0045_recall_terms.sql): filling a registered user's postings (recall_terms_fill, the fill step
+-- of recall_index_plan; text_search_configure refills them after a re-index) and reading the
+-- lexical candidates of a heavy user's hybrid recall (_recall_lexical, for _recall in
+-- conversations_recall.sql). New messages of a registered user get their postings from the
+-- lexeme trigger (_message_lexemes_add, conversations_embeddings.sql).
+-- Part of conversation memory (conversations.sql). Re-applied on every migrate; recall_terms_fill
+-- is run by `pymem recall-indexes` (or psql, as recall_index_plan returns it); the rest is internal.
 --
 -- Errors: none of its own.
 
@@ -34,26 +35,27 @@ BEGIN
 END;
 $$;
 
--- _recall_terms_refill(project_id): every heavy user's postings of a project again, from the
--- lexemes as they are now (text_search_configure, after re-indexing them with another
--- configuration: the words change).
-CREATE OR REPLACE FUNCTION pymem._recall_terms_refill(p_project_id text)
+-- recall_terms_fill(user_id, project_id): a registered heavy user's words (pymem.recall_terms),
+-- filled from the stored lexemes: the 'fill' step of recall_index_plan, which returns
+--   SELECT pymem.recall_terms_fill(user_id => ..., project_id => ...)
+-- for each registered user whose words were never filled (a statement, not a step of the plan's
+-- own transaction: about 10 rows per message, ~40 s for 160,000 messages on 2 busy cores, longer
+-- than a pool's statement timeout, and a dry run must not pay it). Returns how many rows it added;
+-- 0 for a user with no recall index (only registered users' words are kept up to date).
+-- Idempotent. For administrators (not granted to the app role), like recall_index_plan.
+CREATE OR REPLACE FUNCTION pymem.recall_terms_fill(user_id text, project_id text DEFAULT '')
 RETURNS bigint
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-DECLARE
-    v_users text[];
-    v_user text;
-    v_count bigint := 0;
+#variable_conflict use_column
 BEGIN
-    DELETE FROM pymem.recall_terms AS t WHERE t.project_id = p_project_id;
-    SELECT pg_catalog.array_agg(DISTINCT r.user_id) INTO v_users
-      FROM pymem.recall_indexes AS r WHERE r.project_id = p_project_id;
-    FOREACH v_user IN ARRAY coalesce(v_users, '{}') LOOP
-        v_count := v_count + pymem._recall_terms_fill(p_project_id, v_user);
-    END LOOP;
-    RETURN v_count;
+    PERFORM pymem._tenant_enter(recall_terms_fill.project_id);
+    IF NOT EXISTS (SELECT 1 FROM pymem.recall_indexes AS r
+                    WHERE r.project_id = recall_terms_fill.project_id AND r.user_id = recall_terms_fill.user_id) THEN
+        RETURN 0;
+    END IF;
+    RETURN pymem._recall_terms_fill(recall_terms_fill.project_id, recall_terms_fill.user_id);
 END;
 $$;
 

@@ -2,7 +2,7 @@
 only, one row per (message, lexeme), and a heavy user's hybrid recall adds the messages holding a
 rare query term (read through the postings' primary key) to the index's nearest candidates. So a
 message that shares a rare word with the query but lies far from it in vector space is recalled,
-as the exact scan recalls it. The heavy user here has 300 messages, more than the 200 nearest
+as the exact scan recalls it, with the same score. The heavy user here has 300 messages, more than the 200 nearest
 candidates, and one of them is that message (its vector is that of an unrelated text)."""
 
 from __future__ import annotations
@@ -81,7 +81,9 @@ def _distinct_lexemes(dsn: str, user: str, project: str = "") -> int:
 
 def test_the_plan_fills_the_heavy_users_postings_only_and_drops_them_with_the_index(db, dsn):
     assert _terms(dsn, "heavy") == 0  # nobody is heavy yet: no write added a posting
-    assert [(s["user_id"], s["action"]) for s in recall_indexes(db, "", 200)] == [("heavy", "create")]
+    plan = recall_indexes(db, "", 200)
+    assert [(s["user_id"], s["action"]) for s in plan] == [("heavy", "create"), ("heavy", "fill")]
+    assert plan[1]["statement"] == "SELECT pymem.recall_terms_fill(user_id => 'heavy', project_id => '')"
     assert _terms(dsn, "heavy") == _distinct_lexemes(dsn, "heavy") > 300
     assert _terms(dsn, "light") == 0 and _terms(dsn, "heavy", "other") == 0  # another project: not planned
     with psycopg.connect(dsn) as c:
@@ -103,8 +105,13 @@ def test_a_lexical_only_match_is_recalled_through_the_postings_as_the_exact_scan
         assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
         postings = _scans(log, "recall_terms_pkey")
         assert postings and all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in postings)
-        assert any(r[3] == RARE for r in got), "the rare word's message was not recalled"
-        assert [(t, s) for t, s, *_ in got] == [(t, s) for t, s, _ in exact]
+        # first in both rankings, with the same score (its BM25 is the best of either set's, so
+        # its normalised lexical score is 1 in both); the rows after it are the 300 near ones,
+        # which the IVFFlat index (17 lists, 10 probed) finds approximately: not compared here
+        # (test_recall_indexes.py compares whole rankings where the index is exact)
+        assert got[0][3] == RARE, "the rare word's message was not recalled first"
+        assert got[0][:2] == exact[0][:2] and round(got[0][2], 9) == round(exact[0][2], 9)
+        assert len(got) == len(exact) == 5
         # without the postings (what recall did before them) the message is out of reach
         c.execute("DELETE FROM pymem.recall_terms")
         assert not any(r[3] == RARE for r in c.execute(RECALL, p).fetchall())
@@ -182,5 +189,8 @@ def test_users_registered_before_the_postings_get_them_from_the_next_plan(db, ds
         c.execute("DELETE FROM pymem.recall_terms")
         c.execute("UPDATE pymem.recall_indexes SET terms_filled = false")
         c.commit()
-    assert recall_indexes(db, "", 200) == []
+    assert [s["action"] for s in recall_indexes(db, "", 200, dry_run=True)] == ["fill"]
+    assert _terms(dsn, "heavy") == 0  # a dry run fills nothing
+    assert [s["action"] for s in recall_indexes(db, "", 200)] == ["fill"]
     assert _terms(dsn, "heavy") == _distinct_lexemes(dsn, "heavy")
+    assert recall_indexes(db, "", 200) == []
