@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2fcc11ffe39d883e9013be97dcc0d057c96bcdbd0ccfb8f8af67e05ff11e346d')
+SELECT pymem.migration_api_applied('c548a4869fd539331e3e17f0027dd01d6936a4c1e6855d3796d9fa3cd0b4ac51')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -86,14 +86,11 @@ DECLARE
     v_min_chars integer := p_spec.min_content_chars;
     v_filter jsonb := p_spec.metadata;
 BEGIN
+    -- LATERAL both ways: each term's postings by the primary key, then each message's vector by
+    -- primary key; a plain join of the postings with message_embeddings was planned once as a
+    -- scan of the user's 160,000 vectors, filtered (0.9 s: bench/reports/2026-12-04-heavy-lexical)
     RETURN QUERY
-    SELECT e.thread_id, e.seq, e.created_at, 1 - pymem._cosine_distance(e.embedding, p_query),
-           coalesce(e.tokens, CASE WHEN e.lexemes IS NULL THEN (
-               SELECT l.tokens FROM pymem.message_lexemes AS l
-                WHERE l.project_id = p_project_id AND l.user_id = p_user_id AND l.thread_id = e.thread_id AND l.seq = e.seq) END),
-           coalesce(e.lexemes, (
-               SELECT l.lexemes FROM pymem.message_lexemes AS l
-                WHERE l.project_id = p_project_id AND l.user_id = p_user_id AND l.thread_id = e.thread_id AND l.seq = e.seq))
+    SELECT x.thread_id, x.seq, x.created_at, x.similarity, x.tokens, x.lexemes
       FROM (SELECT DISTINCT h.thread_id, h.seq
               FROM pg_catalog.unnest(p_lexemes) AS q(lexeme)
              CROSS JOIN LATERAL (
@@ -102,18 +99,29 @@ BEGIN
                             WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.lexeme = q.lexeme
                             LIMIT 101) AS t) AS a
              CROSS JOIN LATERAL ROWS FROM (pg_catalog.unnest(a.threads), pg_catalog.unnest(a.seqs)) AS h(thread_id, seq)
-             WHERE pg_catalog.cardinality(a.threads) <= 100) AS p
-      JOIN pymem.message_embeddings AS e
-        ON e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-       AND e.thread_id = p.thread_id AND e.seq = p.seq
-     WHERE (v_as_of IS NULL OR e.created_at <= v_as_of) AND e.chars >= v_min_chars
-       AND (v_since IS NULL OR e.created_at >= v_since) AND (v_until IS NULL OR e.created_at < v_until)
-       AND NOT (e.thread_id = p_thread_id AND e.seq > p_window_after)
-       AND (v_filter IS NULL OR EXISTS (
-               SELECT 1 FROM pymem.messages AS m
-                WHERE m.project_id = p_project_id AND m.user_id = p_user_id
-                  AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> v_filter))
-       AND NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(p_threads), pg_catalog.unnest(p_seqs)) AS c(t, s)
-                        WHERE c.t = e.thread_id AND c.s = e.seq);
+             WHERE pg_catalog.cardinality(a.threads) <= 100
+               AND NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(p_threads), pg_catalog.unnest(p_seqs)) AS c(t, s)
+                                WHERE c.t = h.thread_id AND c.s = h.seq)) AS p
+     CROSS JOIN LATERAL (
+           SELECT e.thread_id, e.seq, e.created_at, 1 - pymem._cosine_distance(e.embedding, p_query) AS similarity,
+                  coalesce(e.tokens, CASE WHEN e.lexemes IS NULL THEN (
+                      SELECT l.tokens FROM pymem.message_lexemes AS l
+                       WHERE l.project_id = p_project_id AND l.user_id = p_user_id AND l.thread_id = e.thread_id
+                         AND l.seq = e.seq) END) AS tokens,
+                  coalesce(e.lexemes, (
+                      SELECT l.lexemes FROM pymem.message_lexemes AS l
+                       WHERE l.project_id = p_project_id AND l.user_id = p_user_id AND l.thread_id = e.thread_id
+                         AND l.seq = e.seq)) AS lexemes
+             FROM pymem.message_embeddings AS e
+            WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+              AND e.thread_id = p.thread_id AND e.seq = p.seq
+              AND (v_as_of IS NULL OR e.created_at <= v_as_of) AND e.chars >= v_min_chars
+              AND (v_since IS NULL OR e.created_at >= v_since) AND (v_until IS NULL OR e.created_at < v_until)
+              AND NOT (e.thread_id = p_thread_id AND e.seq > p_window_after)
+              AND (v_filter IS NULL OR EXISTS (
+                      SELECT 1 FROM pymem.messages AS m
+                       WHERE m.project_id = p_project_id AND m.user_id = p_user_id
+                         AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> v_filter))
+           OFFSET 0) AS x;  -- a fence: not flattened into a join the planner may turn around
 END;
 $$;

@@ -105,6 +105,11 @@ def test_a_lexical_only_match_is_recalled_through_the_postings_as_the_exact_scan
         assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
         postings = _scans(log, "recall_terms_pkey")
         assert postings and all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in postings)
+        lexical = [x for x in log.plans if "pymem.recall_terms AS t" in x.get("Query Text", "")]
+        vectors = [n for x in lexical for n in plan_nodes(x["Plan"]) if n.get("Relation Name") == "message_embeddings"]
+        print("NODES", [(n["Node Type"], n.get("Index Name"), n.get("Index Cond")) for n in vectors])
+        assert vectors and all(n["Node Type"] == "Index Scan" and "seq" in n.get("Index Cond", "")
+                               for n in vectors), "the vectors were not read by the message's key"
         # first in both rankings, with the same score (its BM25 is the best of either set's, so
         # its normalised lexical score is 1 in both); the rows after it are the 300 near ones,
         # which the IVFFlat index (17 lists, 10 probed) finds approximately: not compared here
