@@ -59,6 +59,25 @@ BEGIN
 END;
 $$;
 
+-- _recall_term_counts(project_id, user_id, lexemes): how many of the user's messages hold each
+-- lexeme (in order), from its words, counted up to 10,000 (an index-only range of the primary key:
+-- ~0.1 ms per 1,000 postings; beyond 10,000 the count says 10,000, an idf a little too high for
+-- the commonest words). BM25's document frequencies of a heavy user's hybrid recall (_recall).
+CREATE OR REPLACE FUNCTION pymem._recall_term_counts(p_project_id text, p_user_id text, p_lexemes text[])
+RETURNS double precision[]
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN ARRAY(SELECT (SELECT pg_catalog.count(*) FROM (
+                             SELECT 1 FROM pymem.recall_terms AS t
+                              WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.lexeme = w.w
+                              LIMIT 10000) AS x)::float8
+                   FROM pg_catalog.unnest(p_lexemes) WITH ORDINALITY AS w(w, i)
+                  ORDER BY w.i);
+END;
+$$;
+
 -- _recall_lexical: the lexical candidates of a heavy user's hybrid recall (_recall): the user's
 -- messages holding one of the query's lexemes (p_lexemes), read through recall_terms' primary key
 -- (one index range per term), each with its vector of p_embedder by primary key, and every
