@@ -139,7 +139,7 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
-    v_heavy text[];
+    v_heavy boolean;
 BEGIN
     INSERT INTO pymem.message_lexemes AS l
         (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
@@ -148,18 +148,18 @@ BEGIN
       FROM new_messages AS n
       LEFT JOIN pymem.text_search AS c ON c.project_id = n.project_id  -- the project's configuration, one read per statement
      CROSS JOIN LATERAL (SELECT pymem._lexemes(c.config::pg_catalog.regconfig, n.content) AS lexemes OFFSET 0) AS v;
-    SELECT pg_catalog.array_agg(DISTINCT r.user_id) INTO v_heavy
-      FROM pymem.recall_indexes AS r
-     WHERE (r.project_id, r.user_id) IN (SELECT n.project_id, n.user_id FROM new_messages AS n);
-    IF v_heavy IS NOT NULL THEN  -- their postings, from the lexemes just stored
+    SELECT true INTO v_heavy  -- a registry probe per new message (one, for a turn's user)
+      FROM new_messages AS n
+      JOIN pymem.recall_indexes AS r ON r.project_id = n.project_id AND r.user_id = n.user_id
+     LIMIT 1;
+    IF v_heavy THEN  -- their postings, from the lexemes just stored
         INSERT INTO pymem.recall_terms AS t (project_id, user_id, lexeme, thread_id, seq)
         SELECT l.project_id, l.user_id, w.lexeme, l.thread_id, l.seq
           FROM new_messages AS n
           JOIN pymem.message_lexemes AS l
             ON l.project_id = n.project_id AND l.user_id = n.user_id AND l.thread_id = n.thread_id AND l.seq = n.seq
          CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.tsvector_to_array(l.lexemes)) AS w(lexeme)
-         WHERE n.user_id = ANY (v_heavy)
-           AND EXISTS (SELECT 1 FROM pymem.recall_indexes AS r WHERE r.project_id = n.project_id AND r.user_id = n.user_id)
+         WHERE EXISTS (SELECT 1 FROM pymem.recall_indexes AS r WHERE r.project_id = n.project_id AND r.user_id = n.user_id)
         ON CONFLICT DO NOTHING;
     END IF;
     RETURN NULL;
