@@ -694,6 +694,18 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
             if scans(a) > before:
                 break
         assert scans(a) > before, "the recall did not read the user's index"
+        # the user's words (recall_terms, colocated by user_id): filled by the plan's fill step, a
+        # new message's added by the lexeme trigger on the worker, read by the hybrid recall there
+        c.execute("SELECT count(*) FROM pymem.messages_add_many(user_id => 'heavy', thread_id => 'default', "
+                  "roles => ARRAY['user'], contents => ARRAY['the zanzibar ferry is late'], project_id => 'p1', "
+                  "embeddings => %s, embedder => %s)", ([Vector(emb.embed(["qqq vvv www"])[0])], emb.name))
+        words = a.execute("SELECT (SELECT count(*) FROM pymem.recall_terms WHERE project_id = 'p1' AND user_id = 'heavy'), "
+                          "(SELECT sum(cardinality(tsvector_to_array(lexemes))) FROM pymem.message_lexemes "
+                          "WHERE project_id = 'p1' AND user_id = 'heavy')").fetchone()
+        assert words[0] == words[1] > 90
+        hybrid = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar garden'"),
+                           (Vector(emb.embed(["zanzibar garden"])[0]), emb.name)).fetchall()
+        assert len(hybrid) == 5 and hybrid[0][1] == 91  # the far message sharing the rare word, first
         a.execute("DELETE FROM pymem.recall_indexes")  # unregistered: the exact scan
         exact = c.execute(recall, (query, emb.name)).fetchall()
         assert [(t, s) for t, s, _ in indexed] == [(t, s) for t, s, _ in exact] and len(exact) == 5
