@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c09a4ec1ea644976c9285ca340378d1f56eaf00c44bd23fb773bbe188d34a567')
+SELECT pymem.migration_api_applied('c49e0652f85757a44b3947bf23fe3ef3ca55321d2f879f47a1e41cd9f258ccad')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -125,11 +125,13 @@ BEGIN
             RETURN NEXT;
         END IF;
         IF r.action IN ('create', 'rebuild') THEN
+            -- the user's words are there already (a rebuild, or another embedder's index); a
+            -- statement of its own: Citus takes no sub-select in an INSERT ... VALUES
+            v_filled := coalesce(v_filled, false) OR EXISTS (
+                SELECT 1 FROM pymem.recall_indexes AS ri
+                 WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.terms_filled);
             INSERT INTO pymem.recall_indexes (project_id, user_id, embedder, index_name, dims, lists, vectors, terms_filled)
-            VALUES (recall_index_plan.project_id, r.user_id, r.embedder, r.index_name, r.dims, r.lists, r.vectors,
-                    coalesce(v_filled, false) OR EXISTS (
-                        SELECT 1 FROM pymem.recall_indexes AS ri
-                         WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.terms_filled));
+            VALUES (recall_index_plan.project_id, r.user_id, r.embedder, r.index_name, r.dims, r.lists, r.vectors, v_filled);
             user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'create';
             statement := pg_catalog.format(
                 'CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON pymem.message_embeddings USING ivfflat '
