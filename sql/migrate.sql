@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c49e0652f85757a44b3947bf23fe3ef3ca55321d2f879f47a1e41cd9f258ccad')
+SELECT pymem.migration_api_applied('c3a0b5b85b0dd17445a02483d495718c31559fe155a685b7d5e138981dd10a52')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

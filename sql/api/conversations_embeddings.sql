@@ -171,7 +171,8 @@ $$;
 -- then copies the lexemes of up to max_messages messages beside their vectors where they are
 -- missing (vectors stored before 0017_lexemes_beside_vectors: recall reads those lexemes by
 -- primary key until then); returns how many rows it wrote. Call it until it returns 0: each call
--- is one short transaction.
+-- is one short transaction. Heavy users' words miss the messages it indexes until the next
+-- recall_index_plan, whose fill step adds them (it marks the project's registered users unfilled).
 --   SELECT pymem.message_lexemes_backfill(project_id => '', max_messages => 10000);
 CREATE OR REPLACE FUNCTION pymem.message_lexemes_backfill(project_id text DEFAULT '', max_messages integer DEFAULT 10000)
 RETURNS integer
@@ -198,6 +199,10 @@ BEGIN
      CROSS JOIN LATERAL (SELECT pymem._lexemes(pymem._text_search_config(message_lexemes_backfill.project_id), m.content) AS lexemes OFFSET 0) AS v
     ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN  -- heavy users' words (recall_terms) lack these: the next plan fills them again
+        UPDATE pymem.recall_indexes AS r SET terms_filled = false
+         WHERE r.project_id = message_lexemes_backfill.project_id AND r.terms_filled;
+    END IF;
     IF v_count < message_lexemes_backfill.max_messages THEN
         UPDATE pymem.message_embeddings AS e
            SET lexemes = l.lexemes, tokens = l.tokens

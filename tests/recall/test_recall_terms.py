@@ -199,3 +199,16 @@ def test_users_registered_before_the_postings_get_them_from_the_next_plan(db, ds
     assert [s["action"] for s in recall_indexes(db, "", 200)] == ["fill"]
     assert _terms(dsn, "heavy") == _distinct_lexemes(dsn, "heavy")
     assert recall_indexes(db, "", 200) == []
+
+
+def test_messages_indexed_by_the_backfill_get_their_words_from_the_next_plan(db, dsn):
+    recall_indexes(db, "", 200)
+    full = _terms(dsn, "heavy")
+    with psycopg.connect(dsn) as c:  # as messages stored before 0015 by a role that RLS binds
+        c.execute("DELETE FROM pymem.message_lexemes WHERE user_id = 'heavy' AND project_id = '' AND seq <= 50")
+        c.commit()
+        assert _terms(dsn, "heavy") < full  # their words went with their lexemes
+        assert c.execute("SELECT pymem.message_lexemes_backfill(max_messages => 100)").fetchone()[0] == 50
+        c.commit()
+    assert [s["action"] for s in recall_indexes(db, "", 200)] == ["fill"]
+    assert _terms(dsn, "heavy") == full
