@@ -798,7 +798,7 @@ COMMIT;
 
 -- 0045_recall_terms
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0045_recall_terms', 'a878e498162dd6ef7fa3dea806562e2d52a332e5d08177a0f2b16bcdc334174f') AS pending
+SELECT pymem.migration_pending('0045_recall_terms', '401c6292551823b6599c0148f94578b6a3b87a36936fc06b2f92607d1b810d0b') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -813,7 +813,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0045_recall_terms', 'a878e498162dd6ef7fa3dea806562e2d52a332e5d08177a0f2b16bcdc334174f', '0.2.0.dev0')
+SELECT pymem.migration_applied('0045_recall_terms', '401c6292551823b6599c0148f94578b6a3b87a36936fc06b2f92607d1b810d0b', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0045_recall_terms

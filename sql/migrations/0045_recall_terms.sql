@@ -14,14 +14,15 @@
 --
 -- Only heavy users: ordinary users' writes add nothing here (the statement trigger that fills
 -- message_lexemes, _message_lexemes_add, looks the registry up once per statement and adds
--- postings only for registered users' messages). recall_index_plan fills a newly registered
--- user's postings from message_lexemes and deletes them when the user's last index is dropped;
+-- postings only for registered users' messages). recall_index_plan returns a fill step for a
+-- newly registered user (recall_terms_fill: its postings from message_lexemes) and deletes them
+-- when the user's last index is dropped;
 -- text_search_configure rebuilds them with the lexemes. A message's postings go with it (foreign
 -- key to message_lexemes, which goes with the message): erasure, forgetting and retention need
 -- nothing more.
 --
--- recall_indexes.terms_filled records that the user's postings were filled (by the plan, or
--- here for the users already registered): false means the next plan fills them.
+-- recall_indexes.terms_filled records that the user's postings were filled (by the fill step, or
+-- here for the users already registered): false means the next plan has a fill step for them.
 CREATE TABLE pymem.recall_terms (
     project_id text   NOT NULL,
     user_id    text   NOT NULL,
