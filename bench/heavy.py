@@ -8,8 +8,9 @@
     PYMEM_DATA_DIR=/tmp/bench-heavy python bench/heavy.py --hnsw --sweep 400:1,4,10,20,40   # the decision data
 
 It measures, for that user:
-1. the shipped path: ``pymem.conversations.recall_indexes`` builds the user's index (as ``pymem
-   recall-indexes --min-messages <the user's vectors>`` would: time, size), then ``context_read``
+1. the shipped path: ``pymem.conversations.recall_indexes`` builds the user's index and fills its
+   words (as ``pymem recall-indexes --min-messages <the user's vectors>`` would: the time of both,
+   the index's size), then ``context_read``
    and ``messages_recall`` (k = 5), with the query's vector alone and hybrid (vector and text,
    Memory's default), in alternating rounds: the exact scan (the call inside a transaction that
    deletes the user's row of pymem.recall_indexes, rolled back) and the index. Each call's wall
@@ -139,6 +140,9 @@ def build_index(conn: psycopg.Connection, db: Any, args: argparse.Namespace, emb
 
 def drop_index(conn: psycopg.Connection, args: argparse.Namespace, emb: HashEmbedder, index: str) -> None:
     conn.execute(UNREGISTER, {"p": args.project, "u": args.user, "e": emb.name})
+    if not conn.execute("SELECT 1 FROM pymem.recall_indexes WHERE project_id = %s AND user_id = %s",
+                        (args.project, args.user)).fetchone():  # the user's words (0045), as the plan deletes them
+        conn.execute("DELETE FROM pymem.recall_terms WHERE project_id = %s AND user_id = %s", (args.project, args.user))
     conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS pymem.{}").format(sql.Identifier(index)))
 
 

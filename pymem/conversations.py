@@ -410,7 +410,8 @@ def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000
                    report: Callable[[Mapping[str, Any]], None] | None = None,
                    lock_timeout: float = 10.0) -> list[dict[str, Any]]:
     """Bring a project's per-user recall indexes up to date (docs/recall-indexes.md): the steps of
-    ``pymem.recall_index_plan`` (one row per CREATE or DROP INDEX CONCURRENTLY), each reported to
+    ``pymem.recall_index_plan`` (one row per CREATE or DROP INDEX CONCURRENTLY, or per heavy user's
+    words to fill: SELECT pymem.recall_terms_fill(...)), each reported to
     ``report`` and then run, one at a time, outside any transaction, under the search path
     ``migrate`` pins (``pg_catalog, pymem, pg_temp``; the connection's own is put back after).
     ``dry_run`` plans and reports in a transaction that is rolled back: nothing is recorded or

@@ -388,7 +388,7 @@ AS $$
                      'retention_policy', 'learning_status', 'learning_limits', 'fact_duplicates',
                      'change_position', 'change_feed_enabled']::name[] AS read,
                ARRAY['tenant_bind', 'tenant_unbind', 'store_configure', 'text_search_configure',
-                     'recall_index_plan', 'erasures', 'retention_configure',
+                     'recall_index_plan', 'recall_terms_fill', 'erasures', 'retention_configure',
                      'learning_limits_configure', 'change_feed_configure']::name[] AS admin,
                ARRAY['current_tenant', 'tenant_allowed']::name[] AS public
     ),
@@ -506,6 +506,7 @@ AS $$
         ('pymem.message_embeddings', 'hash', 'user_id'),
         ('pymem.message_lexemes', 'hash', 'user_id'),
         ('pymem.recall_indexes', 'hash', 'user_id'),
+        ('pymem.recall_terms', 'hash', 'user_id'),
         ('pymem.facts', 'hash', 'scope_id'),
         ('pymem.fact_embeddings', 'hash', 'scope_id'),
         ('pymem.fact_lexemes', 'hash', 'scope_id'),

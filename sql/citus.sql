@@ -183,6 +183,7 @@ DECLARE
     v_p text[]; v_u text[]; v_t text[]; v_seq bigint[]; v_content text[]; v_imp double precision[];
     v_at timestamptz[];
     v_config regconfig;
+    v_heavy text[];
 BEGIN
     SELECT pg_catalog.array_agg(n.project_id), pg_catalog.array_agg(n.user_id), pg_catalog.array_agg(n.thread_id),
            pg_catalog.array_agg(n.seq), pg_catalog.array_agg(n.content), pg_catalog.array_agg(n.importance),
@@ -197,6 +198,18 @@ BEGIN
     SELECT x.p, x.u, x.t, x.seq, pg_catalog.length(x.content), x.imp, x.at, pymem._lexeme_tokens(v.lexemes), v.lexemes
       FROM unnest(v_p, v_u, v_t, v_seq, v_content, v_imp, v_at) AS x(p, u, t, seq, content, imp, at)
      CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v;
+    -- heavy users' words (recall_terms), from the arrays too
+    SELECT pg_catalog.array_agg(DISTINCT r.user_id) INTO v_heavy
+      FROM pymem.recall_indexes AS r WHERE r.project_id = v_p[1] AND r.user_id = ANY (v_u);
+    IF v_heavy IS NOT NULL THEN
+        INSERT INTO pymem.recall_terms AS t (project_id, user_id, lexeme, thread_id, seq)
+        SELECT x.p, x.u, w.lexeme, x.t, x.seq
+          FROM unnest(v_p, v_u, v_t, v_seq, v_content) AS x(p, u, t, seq, content)
+         CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v
+         CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.tsvector_to_array(v.lexemes)) AS w(lexeme)
+         WHERE x.u = ANY (v_heavy)
+        ON CONFLICT DO NOTHING;
+    END IF;
     RETURN NULL;
 END;
 $$;

@@ -796,6 +796,29 @@ COMMIT;
 \echo pymem: applied 0044_recall_turns_times
 \endif
 
+-- 0045_recall_terms
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0045_recall_terms', '401c6292551823b6599c0148f94578b6a3b87a36936fc06b2f92607d1b810d0b') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0045_recall_terms.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0045_recall_terms', '401c6292551823b6599c0148f94578b6a3b87a36936fc06b2f92607d1b810d0b', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0045_recall_terms
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -816,6 +839,7 @@ SELECT pymem.migration_types_path()
 \ir api/conversations_embeddings.sql
 \ir api/conversations_recall.sql
 \ir api/conversations_recall_indexes.sql
+\ir api/conversations_recall_terms.sql
 \ir api/conversations_recall_turns.sql
 \ir api/conversations_summaries.sql
 \ir api/conversations_turns.sql
@@ -854,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('0640f28b952e0932180f6ad86e2e52bc5aaca7877563b9ad233b5d3dc57920dd')
+SELECT pymem.migration_api_applied('b9cc8831e38ceef29c62a4e2154145eb33b1de99dc30391c296e2c976d1f14b2')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

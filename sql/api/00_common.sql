@@ -442,6 +442,7 @@ $$;
 -- words), e.g. 'german', 'simple' or a DBA's own; re-indexes the project's stored messages and
 -- facts with it in the same transaction (a long one for a big project: every message and fact is
 -- read) and returns how many rows it re-indexed (0 when the configuration was already that one).
+-- Heavy users' words (pymem.recall_terms) are rebuilt from the new lexemes too (not counted).
 -- Writes to messages, vectors and facts (of every project) wait while it runs. An unknown
 -- configuration is refused (22023); a DBA's own is named with its schema ('public.mine').
 -- Administrators only (the owner role and its members), like store_configure: a change costs a
@@ -494,6 +495,16 @@ BEGIN
      WHERE l.project_id = text_search_configure.project_id AND e.project_id = l.project_id
        AND e.user_id = l.user_id AND e.thread_id = l.thread_id AND e.seq = l.seq;
     GET DIAGNOSTICS v_vectors = ROW_COUNT;
+    -- heavy users' words (recall_terms, 0045_recall_terms) follow the new lexemes
+    DELETE FROM pymem.recall_terms AS t WHERE t.project_id = text_search_configure.project_id;
+    INSERT INTO pymem.recall_terms AS t (project_id, user_id, lexeme, thread_id, seq)
+    SELECT l.project_id, l.user_id, w.lexeme, l.thread_id, l.seq
+      FROM pymem.message_lexemes AS l
+     CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.tsvector_to_array(l.lexemes)) AS w(lexeme)
+     WHERE l.project_id = text_search_configure.project_id
+       AND l.user_id IN (SELECT r.user_id FROM pymem.recall_indexes AS r WHERE r.project_id = text_search_configure.project_id);
+    UPDATE pymem.recall_indexes AS r SET terms_filled = true
+     WHERE r.project_id = text_search_configure.project_id AND NOT r.terms_filled;
     UPDATE pymem.fact_lexemes AS l
        SET lexemes = v.lexemes, tokens = pymem._lexeme_tokens(v.lexemes)
       FROM pymem.facts AS f CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, f.content) AS lexemes OFFSET 0) AS v

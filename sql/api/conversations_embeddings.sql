@@ -130,12 +130,16 @@ END;
 $$;
 
 -- _message_lexemes_add: the statement trigger messages_lexemes (migrations/0015_message_lexical.sql):
--- indexes the messages one statement inserted, in one INSERT.
+-- indexes the messages one statement inserted, in one INSERT; then, when one of their users is a
+-- heavy user (registered in pymem.recall_indexes: one lookup per statement, nothing more for
+-- ordinary users), adds those users' messages' words to pymem.recall_terms (0045_recall_terms).
 CREATE OR REPLACE FUNCTION pymem._message_lexemes_add()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
+DECLARE
+    v_heavy boolean;
 BEGIN
     INSERT INTO pymem.message_lexemes AS l
         (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
@@ -144,6 +148,20 @@ BEGIN
       FROM new_messages AS n
       LEFT JOIN pymem.text_search AS c ON c.project_id = n.project_id  -- the project's configuration, one read per statement
      CROSS JOIN LATERAL (SELECT pymem._lexemes(c.config::pg_catalog.regconfig, n.content) AS lexemes OFFSET 0) AS v;
+    SELECT true INTO v_heavy  -- a registry probe per new message (one, for a turn's user)
+      FROM new_messages AS n
+      JOIN pymem.recall_indexes AS r ON r.project_id = n.project_id AND r.user_id = n.user_id
+     LIMIT 1;
+    IF v_heavy THEN  -- their postings, from the lexemes just stored
+        INSERT INTO pymem.recall_terms AS t (project_id, user_id, lexeme, thread_id, seq)
+        SELECT l.project_id, l.user_id, w.lexeme, l.thread_id, l.seq
+          FROM new_messages AS n
+          JOIN pymem.message_lexemes AS l
+            ON l.project_id = n.project_id AND l.user_id = n.user_id AND l.thread_id = n.thread_id AND l.seq = n.seq
+         CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.tsvector_to_array(l.lexemes)) AS w(lexeme)
+         WHERE EXISTS (SELECT 1 FROM pymem.recall_indexes AS r WHERE r.project_id = n.project_id AND r.user_id = n.user_id)
+        ON CONFLICT DO NOTHING;
+    END IF;
     RETURN NULL;
 END;
 $$;
@@ -153,7 +171,8 @@ $$;
 -- then copies the lexemes of up to max_messages messages beside their vectors where they are
 -- missing (vectors stored before 0017_lexemes_beside_vectors: recall reads those lexemes by
 -- primary key until then); returns how many rows it wrote. Call it until it returns 0: each call
--- is one short transaction.
+-- is one short transaction. Heavy users' words miss the messages it indexes until the next
+-- recall_index_plan, whose fill step adds them (it marks the project's registered users unfilled).
 --   SELECT pymem.message_lexemes_backfill(project_id => '', max_messages => 10000);
 CREATE OR REPLACE FUNCTION pymem.message_lexemes_backfill(project_id text DEFAULT '', max_messages integer DEFAULT 10000)
 RETURNS integer
@@ -180,6 +199,10 @@ BEGIN
      CROSS JOIN LATERAL (SELECT pymem._lexemes(pymem._text_search_config(message_lexemes_backfill.project_id), m.content) AS lexemes OFFSET 0) AS v
     ON CONFLICT DO NOTHING;
     GET DIAGNOSTICS v_count = ROW_COUNT;
+    IF v_count > 0 THEN  -- heavy users' words (recall_terms) lack these: the next plan fills them again
+        UPDATE pymem.recall_indexes AS r SET terms_filled = false
+         WHERE r.project_id = message_lexemes_backfill.project_id AND r.terms_filled;
+    END IF;
     IF v_count < message_lexemes_backfill.max_messages THEN
         UPDATE pymem.message_embeddings AS e
            SET lexemes = l.lexemes, tokens = l.tokens

@@ -320,12 +320,19 @@ $$;
 -- filters still leave enough): 2 * k of them for a vector alone (the index orders by its
 -- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
 -- among repeated texts, come out in either order; the exact distance picks among twice as many),
--- max(k, 200) with query terms. Every eligibility condition of _recall_ranked applies to
--- them exactly; they are scored as _recall_ranked scores, except that BM25's statistics (document
--- count, average length, each term's document frequency) are the candidates' and not all of the
--- user's rows'. Approximate: a row the index does not reach, or for hybrid ranking a lexical
--- match outside the candidates, is missed (bench/README.md, "Heavy users", has its recall against
--- the exact ranking).
+-- max(k, 200) with query terms, and then also the eligible rows holding a query term that at most
+-- 100 of the user's messages hold (_recall_lexical: the user's postings in pymem.recall_terms,
+-- 0045_recall_terms), however far from the query vector. Every eligibility condition of
+-- _recall_ranked applies to them exactly; they are scored as _recall_ranked scores, except that
+-- BM25's statistics are approximate: the average length is the candidates'; the document count
+-- is the user's vectors when its index was planned, and each term's document frequency its count
+-- in the user's words (at most 10,000, _recall_term_counts), once those are filled (before: both
+-- the candidates'; the candidates' alone made the common words of a query that its 200 nearest
+-- all hold worth nothing, so that a rare word's far match outranked them where the exact ranking
+-- does not: bench/reports/2026-12-04-heavy-lexical). Approximate: a row the index does not
+-- reach, or for hybrid ranking a match by common words alone outside the candidates, is missed
+-- (bench/README.md, "Heavy users", and bench/reports/2026-12-04-heavy-lexical have its recall
+-- against the exact ranking).
 -- Dynamic SQL: the partial index's predicate matches only literal values of the user, and
 -- ivfflat's ORDER BY needs the vector with its dimensions (the type of the column, with typmod).
 CREATE OR REPLACE FUNCTION pymem._recall(
@@ -338,6 +345,9 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_index text;
+    v_docs double precision;   -- the user's vectors when planned, when its words are filled
+    v_words text[];
+    v_df double precision[];   -- each query term's messages, from the user's words (at most 10,000)
     v_dims integer;
     v_lists integer;
     v_type text;
@@ -362,7 +372,7 @@ BEGIN
     IF p_query IS NULL OR p_spec.k < 1 OR p_spec.recency_weight <> 0 OR p_spec.importance_weight <> 0 THEN
         EXIT candidates;
     END IF;
-    SELECT r.index_name, r.dims, r.lists INTO v_index, v_dims, v_lists
+    SELECT r.index_name, r.dims, r.lists, CASE WHEN r.terms_filled THEN r.vectors END INTO v_index, v_dims, v_lists, v_docs
       FROM pymem.recall_indexes AS r
      WHERE r.project_id = p_project_id AND r.user_id = p_user_id AND r.embedder = p_embedder;
     IF v_index IS NULL OR pymem._vector_dims(p_query) <> v_dims OR NOT EXISTS (
@@ -416,15 +426,27 @@ BEGIN
     v_floor_reached := EXISTS (SELECT 1 FROM pg_catalog.unnest(v_similarities) AS s(s) WHERE NOT pymem._vector_match(s.s));
     PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
+    IF v_any IS NOT NULL THEN  -- and the eligible rows holding a rare query term, wherever they lie
+        v_words := pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text));
+        IF v_docs IS NOT NULL THEN
+            v_df := pymem._recall_term_counts(p_project_id, p_user_id, v_words);
+        END IF;
+        SELECT v_threads || pg_catalog.array_agg(x.thread_id), v_seqs || pg_catalog.array_agg(x.seq),
+               v_created || pg_catalog.array_agg(x.created_at), v_similarities || pg_catalog.array_agg(x.similarity),
+               v_tokens || pg_catalog.array_agg(x.tokens), v_lexemes || pg_catalog.array_agg(x.lexemes)
+          INTO v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes
+          FROM pymem._recall_lexical(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, v_words,
+                                     p_spec, v_window_after, v_threads, v_seqs) AS x;
+    END IF;
     WITH c AS MATERIALIZED (
         SELECT c.thread_id, c.seq, c.created_at, c.similarity, c.tokens,
                CASE WHEN c.lexemes @@ v_any THEN c.lexemes END AS lexemes
           FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs), pg_catalog.unnest(v_created),
                           pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
                AS c(thread_id, seq, created_at, similarity, tokens, lexemes)),
-    st AS (  -- BM25's statistics over the candidates
+    st AS (  -- BM25's statistics: the candidates' length; the user's counts where its words tell
         SELECT GREATEST(coalesce(pg_catalog.avg(c.tokens), 1), 1)::float8 AS avgdl,
-               ARRAY(SELECT pymem._bm25_idf(n.docs, d.df)
+               ARRAY(SELECT pymem._bm25_idf(GREATEST(n.docs, coalesce(v_docs, 0)), GREATEST(d.df, coalesce(v_df[t.i], 0)))
                        FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
                       CROSS JOIN LATERAL (SELECT pg_catalog.count(*)::float8 AS df FROM c AS h
                                            WHERE h.lexemes @@ v_terms[t.i]) AS d

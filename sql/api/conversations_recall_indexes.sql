@@ -13,7 +13,11 @@
 -- round(sqrt(vectors)) (at most what this session's maintenance_work_mem lets the build sample); it is rebuilt (DROP, then CREATE) once the user has twice the vectors it
 -- was planned for, or when a build left it invalid or missing; a recorded user below min_messages
 -- loses it, and so does an erased user (user_forget removes the registration; the plan drops an
--- index of the project that nothing registers, with user_id and embedder NULL). Each statement is CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
+-- index of the project that nothing registers, with user_id and embedder NULL). A registered
+-- user whose words (pymem.recall_terms, the lexical candidates of the user's hybrid recall) were
+-- never filled gets a step of its own, action 'fill' (embedder NULL): SELECT
+-- pymem.recall_terms_fill(...); a user left with no index loses them in the plan's transaction.
+-- The other statements are CREATE INDEX CONCURRENTLY or DROP INDEX CONCURRENTLY, which no
 -- function and no transaction block can run and which only the owner of pymem's tables may run:
 -- `pymem recall-indexes` runs them, or psql:
 --   SELECT statement FROM pymem.recall_index_plan(project_id => 'acme') \gexec
@@ -36,6 +40,9 @@ DECLARE
     v_holders text;
     v_registered text[];
     v_dropped text[] := '{}';  -- the indexes the plan above drops already
+    v_unregistered text[] := '{}';  -- the users whose registration the plan deletes
+    v_filled boolean;
+    v_user text;
     r record;
 BEGIN
     PERFORM pymem._tenant_enter(recall_index_plan.project_id);
@@ -104,17 +111,27 @@ BEGIN
          ORDER BY 1, 2
     LOOP
         CONTINUE WHEN r.action IS NULL;
+        v_filled := false;
         IF r.action IN ('drop', 'rebuild') THEN
             DELETE FROM pymem.recall_indexes AS ri
-             WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.embedder = r.embedder;
+             WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.embedder = r.embedder
+            RETURNING ri.terms_filled INTO v_filled;
+            IF r.action = 'drop' THEN
+                v_unregistered := v_unregistered || r.user_id;
+            END IF;
             user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'drop';
             statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.old_name);
             v_dropped := v_dropped || r.old_name;
             RETURN NEXT;
         END IF;
         IF r.action IN ('create', 'rebuild') THEN
-            INSERT INTO pymem.recall_indexes (project_id, user_id, embedder, index_name, dims, lists, vectors)
-            VALUES (recall_index_plan.project_id, r.user_id, r.embedder, r.index_name, r.dims, r.lists, r.vectors);
+            -- the user's words are there already (a rebuild, or another embedder's index); a
+            -- statement of its own: Citus takes no sub-select in an INSERT ... VALUES
+            v_filled := coalesce(v_filled, false) OR EXISTS (
+                SELECT 1 FROM pymem.recall_indexes AS ri
+                 WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = r.user_id AND ri.terms_filled);
+            INSERT INTO pymem.recall_indexes (project_id, user_id, embedder, index_name, dims, lists, vectors, terms_filled)
+            VALUES (recall_index_plan.project_id, r.user_id, r.embedder, r.index_name, r.dims, r.lists, r.vectors, v_filled);
             user_id := r.user_id; embedder := r.embedder; vectors := r.vectors; action := 'create';
             statement := pg_catalog.format(
                 'CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON pymem.message_embeddings USING ivfflat '
@@ -124,6 +141,25 @@ BEGIN
                 recall_index_plan.project_id, r.user_id, r.embedder);
             RETURN NEXT;
         END IF;
+    END LOOP;
+    -- the words of the heavy users (pymem.recall_terms, 0045_recall_terms): a registered user
+    -- whose words were never filled gets a 'fill' step (recall_terms_fill: a long statement of
+    -- its own); a user with no registration left loses them here
+    FOR r IN
+        SELECT ri.user_id, pg_catalog.max(ri.vectors) AS vectors FROM pymem.recall_indexes AS ri
+         WHERE ri.project_id = recall_index_plan.project_id
+         GROUP BY ri.user_id HAVING NOT pg_catalog.bool_and(ri.terms_filled)
+         ORDER BY 1
+    LOOP
+        user_id := r.user_id; embedder := NULL; vectors := r.vectors; action := 'fill';
+        statement := pg_catalog.format('SELECT pymem.recall_terms_fill(user_id => %L, project_id => %L)',
+                                       r.user_id, recall_index_plan.project_id);
+        RETURN NEXT;
+    END LOOP;
+    FOREACH v_user IN ARRAY v_unregistered LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pymem.recall_indexes AS ri
+                               WHERE ri.project_id = recall_index_plan.project_id AND ri.user_id = v_user);
+        DELETE FROM pymem.recall_terms AS t WHERE t.project_id = recall_index_plan.project_id AND t.user_id = v_user;
     END LOOP;
     -- an index of this project that nothing registers any more: its user was erased (user_forget
     -- deletes the registration; only a statement outside a transaction may drop the index).

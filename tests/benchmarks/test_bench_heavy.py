@@ -29,7 +29,8 @@ def test_heavy_user_benchmark_on_a_small_user(dsn):
                       "--quiet"])
     r = out["recall_index"]
     assert r["vectors"] == 300 and r["lists"] == 17 and r["bytes"] > 0
-    assert [s.split(" ", 3)[:3] for s in r["statements"]] == [["CREATE", "INDEX", "CONCURRENTLY"]]
+    assert [s.split(" ", 3)[:3] for s in r["statements"]] == [["CREATE", "INDEX", "CONCURRENTLY"],
+                                                              ["SELECT", "pymem.recall_terms_fill(user_id", "=>"]]
     assert set(out["costs"]) == {"context_read vector", "context_read hybrid", "messages_recall vector",
                                  "messages_recall hybrid"}
     for figures in out["costs"].values():
@@ -48,5 +49,6 @@ def test_heavy_user_benchmark_on_a_small_user(dsn):
     assert sweep["probes"]["4 off"]["recall@25"] == 1.0  # every list probed: exact
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM pymem.recall_terms").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM pg_indexes WHERE schemaname = 'pymem' AND (indexname LIKE 'bench%' "
                          "OR indexname LIKE 'message_embeddings_recall%')").fetchone()[0] == 0

@@ -83,7 +83,7 @@ def _index_scans(log: PlanLog) -> list[str]:
 
 def test_plan_records_and_builds_the_heavy_users_index_only(db, dsn):
     plan = _build(db)
-    assert [(s["user_id"], s["action"]) for s in plan] == [("heavy", "create")]
+    assert [(s["user_id"], s["action"]) for s in plan] == [("heavy", "create"), ("heavy", "fill")]  # fill: its words
     assert plan[0]["vectors"] == 90
     assert "CREATE INDEX CONCURRENTLY" in plan[0]["statement"] and "lists = 9" in plan[0]["statement"]
     with psycopg.connect(dsn) as c:
@@ -273,10 +273,10 @@ def test_a_held_plan_lock_times_out_naming_its_holder(db, dsn, as_role):
     with psycopg.connect(dsn) as c:  # nothing was recorded; and once the lock is free, the plan runs
         assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
         c.execute("SET lock_timeout = 0")
-        assert len(c.execute("SELECT * FROM pymem.recall_index_plan(min_messages => 60)").fetchall()) == 1
+        assert len(c.execute("SELECT * FROM pymem.recall_index_plan(min_messages => 60)").fetchall()) == 2  # create, fill
         assert c.execute("SHOW lock_timeout").fetchone()[0] == "0"  # the SQL's 60 s was for the lock only
         c.rollback()
-    assert [s["action"] for s in recall_indexes(db, "", 60)] == ["create"]
+    assert [s["action"] for s in recall_indexes(db, "", 60)] == ["create", "fill"]
 
 
 def test_the_index_ddl_runs_under_the_pinned_search_path(db, dsn, admin):
@@ -292,7 +292,7 @@ def test_the_index_ddl_runs_under_the_pinned_search_path(db, dsn, admin):
         c.execute("CREATE OPERATOR plant.= (LEFTARG = text, RIGHTARG = text, FUNCTION = plant.text_eq)")
     caller = psycopg.conninfo.make_conninfo(dsn, options="-c search_path=plant,pg_catalog,public")
     with pymem.Database(pymem.Settings(dsn=caller, pool_min_size=1, pool_max_size=1)) as planted:
-        assert [s["action"] for s in recall_indexes(planted, "", 60)] == ["create"]
+        assert [s["action"] for s in recall_indexes(planted, "", 60)] == ["create", "fill"]
         with planted.connection() as conn:
             assert conn.execute("SHOW search_path").fetchone()[0] == "plant,pg_catalog,public"
     with psycopg.connect(dsn) as c:

@@ -294,7 +294,7 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
     assert out.returncode == 0, out.stderr
     assert pymem.migrations.check(fresh_db) == []
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 27
+        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 28
         assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
 
 
@@ -674,7 +674,7 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
                   "roles => %s, contents => %s, project_id => 'p1', embeddings => %s, embedder => %s)",
                   (["user"] * 90, texts, [Vector(v) for v in emb.embed(texts)], emb.name))
     with pymem.Database(pymem.Settings(dsn=admin)) as db:
-        assert [s["action"] for s in recall_indexes(db, "p1", 60)] == ["create"]
+        assert [s["action"] for s in recall_indexes(db, "p1", 60)] == ["create", "fill"]
 
     def scans(c: psycopg.Connection) -> int:
         return sum(int(r[0] or 0) for r in c.execute(
@@ -694,6 +694,18 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
             if scans(a) > before:
                 break
         assert scans(a) > before, "the recall did not read the user's index"
+        # the user's words (recall_terms, colocated by user_id): filled by the plan's fill step, a
+        # new message's added by the lexeme trigger on the worker, read by the hybrid recall there
+        c.execute("SELECT count(*) FROM pymem.messages_add_many(user_id => 'heavy', thread_id => 'default', "
+                  "roles => ARRAY['user'], contents => ARRAY['the zanzibar ferry is late'], project_id => 'p1', "
+                  "embeddings => %s, embedder => %s)", ([Vector(emb.embed(["qqq vvv www"])[0])], emb.name))
+        words = a.execute("SELECT (SELECT count(*) FROM pymem.recall_terms WHERE project_id = 'p1' AND user_id = 'heavy'), "
+                          "(SELECT sum(cardinality(tsvector_to_array(lexemes))) FROM pymem.message_lexemes "
+                          "WHERE project_id = 'p1' AND user_id = 'heavy')").fetchone()
+        assert words[0] == words[1] > 90
+        hybrid = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry'"),
+                           (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
+        assert len(hybrid) == 5 and hybrid[0][1] == 91  # the far message sharing the rare word, first
         a.execute("DELETE FROM pymem.recall_indexes")  # unregistered: the exact scan
         exact = c.execute(recall, (query, emb.name)).fetchall()
         assert [(t, s) for t, s, _ in indexed] == [(t, s) for t, s, _ in exact] and len(exact) == 5

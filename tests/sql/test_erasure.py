@@ -273,8 +273,8 @@ def test_a_heavy_users_recall_index_is_dropped_by_the_next_plan(db, dsn):
     for i in range(6):
         mem.record(f"heavy question {i}", f"answer {i}", user="alice")
         other.record(f"heavy question {i}", f"answer {i}", user="alice")  # the same id, another project
-    assert [s["action"] for s in recall_indexes(db, "", 4)] == ["create"]
-    assert [s["action"] for s in recall_indexes(db, "acme", 4)] == ["create"]
+    assert [s["action"] for s in recall_indexes(db, "", 4)] == ["create", "fill"]
+    assert [s["action"] for s in recall_indexes(db, "acme", 4)] == ["create", "fill"]
     with psycopg.connect(dsn, autocommit=True) as c:
         index = c.execute("SELECT index_name FROM pymem.recall_indexes WHERE user_id = 'alice'").fetchone()[0]
         assert "alice" in c.execute("SELECT pg_get_indexdef(%s::regclass)", (f"pymem.{index}",)).fetchone()[0]

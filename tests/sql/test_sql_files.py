@@ -157,7 +157,7 @@ def test_grants_follow_the_catalog(dsn):
     are a subset of them that cannot write (none is VOLATILE but set_tenant, which only sets
     the caller's own setting)."""
     admin = {"tenant_bind", "tenant_unbind", "store_configure", "text_search_configure", "recall_index_plan",
-             "erasures", "retention_configure", "learning_limits_configure", "change_feed_configure", "current_tenant",
+             "recall_terms_fill", "erasures", "retention_configure", "learning_limits_configure", "change_feed_configure", "current_tenant",
              "tenant_allowed"}
     with psycopg.connect(dsn) as c:
         rows = c.execute(
