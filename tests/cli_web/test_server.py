@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+from pathlib import Path
 
 import psycopg
 
@@ -26,7 +29,10 @@ START = textwrap.dedent(
 
 
 def test_simultaneous_starts_share_one_server_and_second_start_reuses_it(tmp_path):
-    data_dir = tmp_path / "data"
+    # the server's data not under tmp_path: another xdist worker's first tmp_path closes
+    # /tmp/pytest-of-root to other users again, and as root the server's OS user could no longer
+    # reach it (test_security's immediate shutdown saw pg_ctl's "Permission denied" in CI)
+    data_dir = Path(tempfile.mkdtemp(prefix="pymem-server-")) / "data"
     gate = tmp_path / "go"
     procs = [
         subprocess.Popen(
@@ -67,6 +73,7 @@ def test_simultaneous_starts_share_one_server_and_second_start_reuses_it(tmp_pat
         server.stop(data_dir)
     assert server.status(data_dir) is None
     assert server.stop(data_dir) is False
+    shutil.rmtree(data_dir.parent, ignore_errors=True)
 
 
 def test_status_of_a_directory_without_a_server_is_none(tmp_path):

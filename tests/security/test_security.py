@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import tempfile
 import threading
 import time
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -414,11 +417,14 @@ def test_a_backend_killed_in_the_middle_of_a_supersede_leaves_no_dangling_pointe
 
 
 @pytest.mark.slow
-def test_immediate_shutdown_under_write_load_loses_no_acknowledged_write(tmp_path):
+def test_immediate_shutdown_under_write_load_loses_no_acknowledged_write():
     """A durable server of its own (the session server runs with fsync off), a concurrent write
     load, `pg_ctl stop -m immediate` in the middle, a restart: every write that was
     acknowledged is there, and a pool opened before the crash recovers by itself."""
-    data = tmp_path / "durable"
+    # not under tmp_path: another xdist worker's first tmp_path closes /tmp/pytest-of-root to
+    # other users again (pytest keeps it 0700), and the server's OS user (as root: embedded_postgres)
+    # could no longer reach its data to stop it (seen in CI: pg_ctl "Permission denied")
+    data = Path(tempfile.mkdtemp(prefix="pymem-durable-"))
     info = server.start(data)
     try:
         pymem.migrate(info.uri)
@@ -465,6 +471,7 @@ def test_immediate_shutdown_under_write_load_loses_no_acknowledged_write(tmp_pat
         db.close()
     finally:
         server.stop(data)
+        shutil.rmtree(data, ignore_errors=True)
 
 
 # --- 7. concurrency ---------------------------------------------------------------------
