@@ -165,10 +165,14 @@ BEGIN
         RETURN NULL;
     END IF;
     v_config := pymem._text_search_config(v_p[1]);  -- one project per transaction
-    INSERT INTO pymem.fact_lexemes AS l (project_id, scope, scope_id, fact_id, lexemes, tokens)
-    SELECT u.p, u.s, u.i, u.id, v.lexemes, pymem._lexeme_tokens(v.lexemes)
-      FROM unnest(v_p, v_s, v_i, v_id, v_content) AS u(p, s, i, id, content)
-     CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, u.content) AS lexemes OFFSET 0) AS v;
+    -- the rows as literal VALUES: Citus routes a multi-row INSERT ... VALUES to the shards, where
+    -- an INSERT ... SELECT from the arrays goes through its coordinator path (0.56 ms of a
+    -- fact_add's 1.7 on the worker: bench/reports/2026-12-04-citus-cost)
+    EXECUTE 'INSERT INTO pymem.fact_lexemes (project_id, scope, scope_id, fact_id, lexemes, tokens) VALUES '
+         || (SELECT pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L, %s, %L::tsvector, %s)', u.p, u.s, u.i, u.id,
+                                                           v.lexemes, pymem._lexeme_tokens(v.lexemes)), ', ')
+               FROM unnest(v_p, v_s, v_i, v_id, v_content) AS u(p, s, i, id, content)
+              CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, u.content) AS lexemes OFFSET 0) AS v);
     RETURN NULL;
 END;
 $$;
@@ -193,14 +197,23 @@ BEGIN
         RETURN NULL;
     END IF;
     v_config := pymem._text_search_config(v_p[1]);
-    INSERT INTO pymem.message_lexemes AS l
-        (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes)
-    SELECT x.p, x.u, x.t, x.seq, pg_catalog.length(x.content), x.imp, x.at, pymem._lexeme_tokens(v.lexemes), v.lexemes
-      FROM unnest(v_p, v_u, v_t, v_seq, v_content, v_imp, v_at) AS x(p, u, t, seq, content, imp, at)
-     CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v;
-    -- heavy users' words (recall_terms), from the arrays too
-    SELECT pg_catalog.array_agg(DISTINCT r.user_id) INTO v_heavy
-      FROM pymem.recall_indexes AS r WHERE r.project_id = v_p[1] AND r.user_id = ANY (v_u);
+    EXECUTE 'INSERT INTO pymem.message_lexemes '
+         || '(project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes) VALUES '
+         || (SELECT pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L, %s, %s, %L::float8, %L::timestamptz, %s, %L::tsvector)',
+                                                           x.p, x.u, x.t, x.seq, pg_catalog.length(x.content), x.imp, x.at,
+                                                           pymem._lexeme_tokens(v.lexemes), v.lexemes), ', ')
+               FROM unnest(v_p, v_u, v_t, v_seq, v_content, v_imp, v_at) AS x(p, u, t, seq, content, imp, at)
+              CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v);
+    -- heavy users' words (recall_terms), from the arrays too; the registry read by the user's
+    -- key when the statement wrote one user's messages (every call but a multi-user import):
+    -- Citus routes an equality by its fast path, = ANY by its router planner (0.25 ms a turn)
+    IF v_u <@ ARRAY[v_u[1]] THEN
+        SELECT ARRAY[r.user_id] INTO v_heavy
+          FROM pymem.recall_indexes AS r WHERE r.project_id = v_p[1] AND r.user_id = v_u[1] LIMIT 1;
+    ELSE
+        SELECT pg_catalog.array_agg(DISTINCT r.user_id) INTO v_heavy
+          FROM pymem.recall_indexes AS r WHERE r.project_id = v_p[1] AND r.user_id = ANY (v_u);
+    END IF;
     IF v_heavy IS NOT NULL THEN
         INSERT INTO pymem.recall_terms AS t (project_id, user_id, lexeme, thread_id, seq)
         SELECT x.p, x.u, w.lexeme, x.t, x.seq
@@ -528,18 +541,33 @@ DECLARE
     v_major integer := pg_catalog.split_part(v_version, '.', 1)::integer;
     v_minor integer := pg_catalog.split_part(pg_catalog.split_part(v_version, '.', 2), '-', 1)::integer;
     v_function regprocedure;
+    v_mode text;
 BEGIN
     IF v_major > 14 OR (v_major = 14 AND v_minor >= 3) OR (v_major = 13 AND v_minor >= 5) THEN
         RETURN;
     END IF;
-    FOR v_function IN
-        SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc AS p
+    FOR v_function, v_mode IN
+        SELECT p.oid::pg_catalog.regprocedure,
+               -- auto for the readers of the node's own copy of a reference table (above): a
+               -- shard read by its name is a plain table to the planner, so nothing enters
+               -- Citus's local plan cache, and PL/pgSQL keeps their plans (the policies call
+               -- tenant_allowed ~20 times a turn: its read planned each time cost 0.4 ms of a
+               -- turn_record on the worker). Set, not left out: a function runs with its
+               -- caller's plan_cache_mode unless it sets its own. A node without the copy reads
+               -- through Citus remotely, which caches no local plan either.
+               CASE WHEN p.oid IN ('pymem.tenant_allowed(text)'::pg_catalog.regprocedure,
+                                   'pymem._tenant_allowed_bound(text)'::pg_catalog.regprocedure,
+                                   'pymem._text_search_config(text)'::pg_catalog.regprocedure,
+                                   'pymem._embedder_dimension(text, text)'::pg_catalog.regprocedure)
+                         AND p.prosrc LIKE '%pg_catalog.to_regclass(%'  -- the body that reads the copy
+                    THEN 'auto' ELSE 'force_custom_plan' END
+          FROM pg_catalog.pg_proc AS p
           JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
          WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND l.lanname = 'plpgsql'
            AND p.prokind = 'f'
          ORDER BY p.oid
     LOOP
-        EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', v_function);
+        EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = %s', v_function, v_mode);
     END LOOP;
 END;
 $do$;

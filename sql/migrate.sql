@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('b9cc8831e38ceef29c62a4e2154145eb33b1de99dc30391c296e2c976d1f14b2')
+SELECT pymem.migration_api_applied('b8c09cb949aee561311924f752225a497920c1c4bed0735767127bb74bdab95c')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
