@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('b8c09cb949aee561311924f752225a497920c1c4bed0735767127bb74bdab95c')
+SELECT pymem.migration_api_applied('d20b653e7170c0c7abee3b1a17f39cdf0917df44e6842be134389d4813ec83ac')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

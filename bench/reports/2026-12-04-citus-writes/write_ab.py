@@ -1,4 +1,4 @@
-"""The three writes of issue 35 (fact_add, fact_supersede, turn_record) on two databases (two
+"""Three writes of issue 35 (fact_add, fact_supersede, turn_record) and context_read on two databases (two
 schema versions: old and new) through one server or one Citus coordinator, in alternating
 rounds: wall time per call, median of the rounds, and new / old.
 
@@ -6,7 +6,8 @@ rounds: wall time per call, median of the rounds, and new / old.
 
 Each round of a database: N fact_add of user 'ab' in project 'ab' (a new fact each), then N
 fact_supersede of those facts, then N turn_record (two messages, two 384-d HashEmbedder vectors,
-50 turns per thread). Autocommit, one statement per call (what Citus delegates). Nothing here
+50 turns per thread), then N context_read of the user (hybrid recall over the turns so far: the
+same writes on both databases). Autocommit, one statement per call (what Citus delegates). Nothing here
 asserts a duration.
 """
 import statistics
@@ -37,7 +38,10 @@ SUPERSEDE = ("SELECT * FROM pymem.fact_supersede(id => %s, new_content => %s, sc
              "project_id => 'ab')")
 TURN = ("SELECT * FROM pymem.turn_record(user_id => 'ab', thread_id => %s, project_id => 'ab', user_content => %s, "
         "assistant_content => %s, embedder => %s, user_embedding => %s, assistant_embedding => %s)")
-CALLS = ("fact_add", "supersede", "turn_record")
+CONTEXT = ("SELECT pymem.context_read(user_id => 'ab', agent_id => 'ab-agent', project_id => 'ab', query_vector => %s, "
+           "embedder => %s, query_text => %s)")
+qv = Vector(emb.embed(["what about the garden"])[0])
+CALLS = ("fact_add", "supersede", "turn_record", "context_read")
 wall = {(n, k): [] for n in conns for k in CALLS}
 stamp = int(time.time())
 for r in range(R + 1):  # round 0 warms up
@@ -57,6 +61,10 @@ for r in range(R + 1):  # round 0 warms up
             c.execute(TURN, (f"t{stamp}-{r}-{i // 50}", f"question {r} {i} about the garden", f"answer {i} about tomatoes",
                              emb.name, tv[0], tv[1])).fetchall()
         t["turn_record"] = time.perf_counter() - w0
+        w0 = time.perf_counter()
+        for i in range(N):
+            c.execute(CONTEXT, (qv, emb.name, "what about the garden")).fetchall()
+        t["context_read"] = time.perf_counter() - w0
         if r:
             for k in CALLS:
                 wall[(name, k)].append(t[k] / N * 1000)
