@@ -145,9 +145,31 @@ BEGIN
 END;
 $$;
 
+-- _local_shard(table, key): the name of the table's shard for a distribution key when that
+-- shard is a table on this node, else the table's. For the lexeme triggers below, which fire on
+-- a shard of facts or messages: the colocated shard of fact_lexemes, message_lexemes or
+-- recall_indexes (the same hash range) is on the same node, moved with it, and written or read
+-- while Citus holds the write to the triggering shard (a shard move blocks both alike), so the
+-- trigger uses it as a plain table: ~0.1 ms less a statement than a statement Citus routes
+-- (bench/reports/2026-12-04-citus-writes). The shards carry the tables' row-level security.
+CREATE OR REPLACE FUNCTION pymem._local_shard(p_table regclass, p_key text)
+RETURNS text
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_name text := pg_catalog.shard_name(p_table, pg_catalog.get_shard_id_for_distribution_column(p_table, p_key));
+BEGIN
+    IF pg_catalog.to_regclass(v_name) IS NOT NULL THEN
+        RETURN v_name;
+    END IF;
+    RETURN p_table::text;
+END;
+$$;
+
 -- The lexeme statement triggers: Citus cannot plan a query that joins the transition table
 -- ("unrecognized RTE kind: 7"). Read it alone into arrays, the project's configuration in its
--- own statement, then insert from the arrays (into the colocated shard on the same node).
+-- own statement, then insert from the arrays into the colocated shard (_local_shard).
 CREATE OR REPLACE FUNCTION pymem._fact_lexemes_add()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -165,10 +187,11 @@ BEGIN
         RETURN NULL;
     END IF;
     v_config := pymem._text_search_config(v_p[1]);  -- one project per transaction
-    -- the rows as literal VALUES: Citus routes a multi-row INSERT ... VALUES to the shards, where
-    -- an INSERT ... SELECT from the arrays goes through its coordinator path (0.56 ms of a
-    -- fact_add's 1.7 on the worker: bench/reports/2026-12-04-citus-cost)
-    EXECUTE 'INSERT INTO pymem.fact_lexemes (project_id, scope, scope_id, fact_id, lexemes, tokens) VALUES '
+    -- the rows as literal VALUES (an INSERT ... SELECT from the arrays into the distributed table
+    -- took Citus's coordinator path: 0.56 ms of a fact_add's 1.7 on the worker); the trigger's
+    -- rows are of one shard, so v_i[1] names their colocated shard
+    EXECUTE 'INSERT INTO ' || pymem._local_shard('pymem.fact_lexemes', v_i[1])
+         || ' (project_id, scope, scope_id, fact_id, lexemes, tokens) VALUES '
          || (SELECT pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L, %s, %L::tsvector, %s)', u.p, u.s, u.i, u.id,
                                                            v.lexemes, pymem._lexeme_tokens(v.lexemes)), ', ')
                FROM unnest(v_p, v_s, v_i, v_id, v_content) AS u(p, s, i, id, content)
@@ -197,19 +220,20 @@ BEGIN
         RETURN NULL;
     END IF;
     v_config := pymem._text_search_config(v_p[1]);
-    EXECUTE 'INSERT INTO pymem.message_lexemes '
-         || '(project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes) VALUES '
+    EXECUTE 'INSERT INTO ' || pymem._local_shard('pymem.message_lexemes', v_u[1])
+         || ' (project_id, user_id, thread_id, seq, chars, importance, created_at, tokens, lexemes) VALUES '
          || (SELECT pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L, %s, %s, %L::float8, %L::timestamptz, %s, %L::tsvector)',
                                                            x.p, x.u, x.t, x.seq, pg_catalog.length(x.content), x.imp, x.at,
                                                            pymem._lexeme_tokens(v.lexemes), v.lexemes), ', ')
                FROM unnest(v_p, v_u, v_t, v_seq, v_content, v_imp, v_at) AS x(p, u, t, seq, content, imp, at)
               CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v);
-    -- heavy users' words (recall_terms), from the arrays too; the registry read by the user's
-    -- key when the statement wrote one user's messages (every call but a multi-user import):
-    -- Citus routes an equality by its fast path, = ANY by its router planner (0.25 ms a turn)
+    -- heavy users' words (recall_terms), from the arrays too; the registry read in the user's
+    -- colocated shard when the statement wrote one user's messages (every call but a multi-user
+    -- import; its = ANY through Citus's router planner cost 0.25 ms a turn)
     IF v_u <@ ARRAY[v_u[1]] THEN
-        SELECT ARRAY[r.user_id] INTO v_heavy
-          FROM pymem.recall_indexes AS r WHERE r.project_id = v_p[1] AND r.user_id = v_u[1] LIMIT 1;
+        EXECUTE pg_catalog.format('SELECT ARRAY[r.user_id] FROM %s AS r WHERE r.project_id = $1 AND r.user_id = $2 LIMIT 1',
+                                  pymem._local_shard('pymem.recall_indexes', v_u[1]))
+           INTO v_heavy USING v_p[1], v_u[1];
     ELSE
         SELECT pg_catalog.array_agg(DISTINCT r.user_id) INTO v_heavy
           FROM pymem.recall_indexes AS r WHERE r.project_id = v_p[1] AND r.user_id = ANY (v_u);

@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('d20b653e7170c0c7abee3b1a17f39cdf0917df44e6842be134389d4813ec83ac')
+SELECT pymem.migration_api_applied('37e1fe9e33a58f6a8a6b08eb6d49ff638a850b015697da24eaa9911a107f83b0')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
