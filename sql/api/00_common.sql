@@ -79,6 +79,19 @@ RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 AS $$ SELECT expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) at $$;
 
+-- _local_shard(table, key): on Citus (sql/citus.sql) the name of the table's shard for a
+-- distribution key when that shard is on the node, for the lexeme triggers, which fire on a
+-- colocated shard; on one server the table itself.
+CREATE OR REPLACE FUNCTION pymem._local_shard(p_table regclass, p_key text)
+RETURNS text
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN p_table::text;
+END;
+$$;
+
 -- _fact_valid(valid_from, valid_to, at): the one definition of "holds at `at`" of a fact's valid
 -- time, the half-open range [valid_from, valid_to) with NULL open on its side
 -- (migrations/0043_valid_time.sql; pymem.active_facts says it in its own words, with at = now()).

@@ -1,4 +1,4 @@
-"""Three writes of issue 35 (fact_add, fact_supersede, turn_record) and context_read on two databases (two
+"""Three writes of issue 35 (fact_add, fact_supersede, turn_record) context_read and facts_newest on two databases (two
 schema versions: old and new) through one server or one Citus coordinator, in alternating
 rounds: wall time per call, median of the rounds, and new / old.
 
@@ -7,7 +7,7 @@ rounds: wall time per call, median of the rounds, and new / old.
 Each round of a database: N fact_add of user 'ab' in project 'ab' (a new fact each), then N
 fact_supersede of those facts, then N turn_record (two messages, two 384-d HashEmbedder vectors,
 50 turns per thread), then N context_read of the user (hybrid recall over the turns so far: the
-same writes on both databases). Autocommit, one statement per call (what Citus delegates). Nothing here
+same writes on both databases), then N facts_newest of the user (50 facts). Autocommit, one statement per call (what Citus delegates). Nothing here
 asserts a duration.
 """
 import statistics
@@ -41,7 +41,8 @@ TURN = ("SELECT * FROM pymem.turn_record(user_id => 'ab', thread_id => %s, proje
 CONTEXT = ("SELECT pymem.context_read(user_id => 'ab', agent_id => 'ab-agent', project_id => 'ab', query_vector => %s, "
            "embedder => %s, query_text => %s)")
 qv = Vector(emb.embed(["what about the garden"])[0])
-CALLS = ("fact_add", "supersede", "turn_record", "context_read")
+NEWEST = "SELECT * FROM pymem.facts_newest('user', 'ab', 'ab', max_facts => 50)"
+CALLS = ("fact_add", "supersede", "turn_record", "context_read", "newest50")
 wall = {(n, k): [] for n in conns for k in CALLS}
 stamp = int(time.time())
 for r in range(R + 1):  # round 0 warms up
@@ -65,6 +66,10 @@ for r in range(R + 1):  # round 0 warms up
         for i in range(N):
             c.execute(CONTEXT, (qv, emb.name, "what about the garden")).fetchall()
         t["context_read"] = time.perf_counter() - w0
+        w0 = time.perf_counter()
+        for i in range(N):
+            c.execute(NEWEST).fetchall()
+        t["newest50"] = time.perf_counter() - w0
         if r:
             for k in CALLS:
                 wall[(name, k)].append(t[k] / N * 1000)
