@@ -321,8 +321,9 @@ $$;
 -- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
 -- among repeated texts, come out in either order; the exact distance picks among twice as many),
 -- max(k, 200) with query terms, and then also the eligible rows holding a query term that at most
--- 100 of the user's messages hold (_recall_lexical: the user's postings in pymem.recall_terms,
--- 0045_recall_terms), however far from the query vector. Every eligibility condition of
+-- 400 of the user's messages hold, the rarest terms first while their postings come to at most 400
+-- in all (_recall_lexical: the user's postings in pymem.recall_terms, 0045_recall_terms), however
+-- far from the query vector. Every eligibility condition of
 -- _recall_ranked applies to them exactly; they are scored as _recall_ranked scores, except that
 -- BM25's statistics are approximate: the average length is the candidates'; the document count
 -- is the user's vectors when its index was planned, and each term's document frequency its count
@@ -347,6 +348,7 @@ DECLARE
     v_index text;
     v_docs double precision;   -- the user's vectors when planned, when its words are filled
     v_words text[];
+    v_rare text[];             -- the terms whose holders join the candidates
     v_df double precision[];   -- each query term's messages, from the user's words (at most 10,000)
     v_dims integer;
     v_lists integer;
@@ -428,14 +430,22 @@ BEGIN
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
     IF v_any IS NOT NULL THEN  -- and the eligible rows holding a rare query term, wherever they lie
         v_words := pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text));
+        v_rare := v_words;
         IF v_docs IS NOT NULL THEN
             v_df := pymem._recall_term_counts(p_project_id, p_user_id, v_words);
+            -- the rarest terms first, while their postings come to at most 400 in all (each
+            -- posting is a vector read by key): the highest idf within a bounded cost
+            v_rare := ARRAY(SELECT r.w FROM (
+                                SELECT t.w, pg_catalog.sum(t.df) OVER (ORDER BY t.df, t.w) AS running
+                                  FROM ROWS FROM (pg_catalog.unnest(v_words), pg_catalog.unnest(v_df)) AS t(w, df)
+                                 WHERE t.df > 0) AS r
+                             WHERE r.running <= 400);
         END IF;
         SELECT v_threads || pg_catalog.array_agg(x.thread_id), v_seqs || pg_catalog.array_agg(x.seq),
                v_created || pg_catalog.array_agg(x.created_at), v_similarities || pg_catalog.array_agg(x.similarity),
                v_tokens || pg_catalog.array_agg(x.tokens), v_lexemes || pg_catalog.array_agg(x.lexemes)
           INTO v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes
-          FROM pymem._recall_lexical(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, v_words,
+          FROM pymem._recall_lexical(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, v_rare,
                                      p_spec, v_window_after, v_threads, v_seqs) AS x;
     END IF;
     WITH c AS MATERIALIZED (

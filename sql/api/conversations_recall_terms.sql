@@ -83,10 +83,11 @@ $$;
 -- (one index range per term), each with its vector of p_embedder by primary key, and every
 -- eligibility condition of _recall_ranked (as_of, min_content_chars, since / until, the current
 -- thread's window, the metadata filter), leaving out the rows already among the vector
--- candidates (p_threads, p_seqs). A term held by more than 100 of the user's messages gives
+-- candidates (p_threads, p_seqs). A term held by more than 400 of the user's messages gives
 -- none: a common word has a small idf, its holders rank by their vector (the index's
--- candidates), and reading its postings would cost more than the whole recall
--- (bench/reports/2026-12-04-heavy-lexical). Returns what _recall keeps of a candidate: the
+-- candidates), and each holder costs a read of its vector by key (~12 us: a term held by 1,000
+-- messages added ~8 ms to a 7 ms recall, bench/reports/2026-12-04-heavy-lexical, "The cap").
+-- _recall passes the rarest terms first within 400 postings in all. Returns what _recall keeps of a candidate: the
 -- cosine with the query, the length in tokens and the lexemes (vectors stored before 0017: their
 -- message's, by primary key).
 CREATE OR REPLACE FUNCTION pymem._recall_lexical(
@@ -116,9 +117,9 @@ BEGIN
                    SELECT pg_catalog.array_agg(t.thread_id) AS threads, pg_catalog.array_agg(t.seq) AS seqs
                      FROM (SELECT t.thread_id, t.seq FROM pymem.recall_terms AS t
                             WHERE t.project_id = p_project_id AND t.user_id = p_user_id AND t.lexeme = q.lexeme
-                            LIMIT 101) AS t) AS a
+                            LIMIT 401) AS t) AS a
              CROSS JOIN LATERAL ROWS FROM (pg_catalog.unnest(a.threads), pg_catalog.unnest(a.seqs)) AS h(thread_id, seq)
-             WHERE pg_catalog.cardinality(a.threads) <= 100
+             WHERE pg_catalog.cardinality(a.threads) <= 400
                AND NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(p_threads), pg_catalog.unnest(p_seqs)) AS c(t, s)
                                 WHERE c.t = h.thread_id AND c.s = h.seq)) AS p
      CROSS JOIN LATERAL (

@@ -241,3 +241,40 @@ def test_messages_indexed_by_the_backfill_get_their_words_from_the_next_plan(db,
         c.commit()
     assert [s["action"] for s in recall_indexes(db, "", 200)] == ["fill"]
     assert _terms(dsn, "heavy") == full
+
+
+def test_a_word_held_by_up_to_400_messages_joins_the_candidates_rarest_words_first(dsn):
+    """A query word held by 120 of the user's messages (more than the first cap of 100, bench/
+    reports/2026-12-04-heavy-lexical "The cap") brings its messages into the candidates though
+    their vectors lie far from the query, so the index path's top 5 is the exact scan's. The words
+    are taken rarest first while their messages come to at most 400: 'garden' (held by the 350 near
+    messages) would pass that, so only 'quasar''s postings are read."""
+    emb = HashEmbedder()
+    near = [f"note {i}: garden {' '.join(random.Random(i).sample(WORDS[1:], 2))}" for i in range(350)]
+    far = [f"quasar sighting number {i}" for i in range(120)]
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        vectors = emb.embed(near) + emb.embed([f"{i} zz yy xx ww vv" for i in range(120)])  # far from every query
+        c.execute("SELECT count(*) FROM pymem.messages_add_many(user_id => 'mid', thread_id => 'default', roles => %s, "
+                  "contents => %s, embeddings => %s, embedder => %s)",
+                  (["user"] * 470, near + far, [Vector(v) for v in vectors], emb.name))
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=2)) as d:
+        assert [s["action"] for s in recall_indexes(d, "", 400)] == ["create", "fill"]
+    p = _params("quasar garden", user="mid")
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        exact = c.execute(EXACT, p).fetchall()
+        assert all(r[0] == "default" for r in exact)
+        want = [r[1] for r in exact]
+        contents = dict(c.execute("SELECT seq, content FROM pymem.messages WHERE user_id = 'mid'").fetchall())
+        assert all(contents[s].startswith("quasar") for s in want), "the exact top 5 is not the quasar messages"
+        log = PlanLog(c)
+        got = c.execute(RECALL, p).fetchall()
+        assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+        assert [r[1] for r in got] == want
+        # _recall_lexical read one term's range ('quasar'), not 'garden''s: one loop of its scan of
+        # the postings (the counts of both words are read before, by _recall_term_counts)
+        lexical = [x for x in log.plans if "cardinality(a.threads)" in x.get("Query Text", "")]
+        loops = [n["Actual Loops"] for x in lexical for n in plan_nodes(x["Plan"])
+                 if n.get("Index Name") == "recall_terms_pkey"]
+        assert loops == [1], loops
