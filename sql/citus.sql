@@ -180,8 +180,8 @@ $$;
 
 -- _local_shard(table, key): the name of the table's shard for a distribution key when that
 -- shard is a table on this node, else the table's. For the lexeme triggers below, which fire on
--- a shard of facts or messages: the colocated shard of fact_lexemes, message_lexemes or
--- recall_indexes (the same hash range) is on the same node, moved with it, and written or read
+-- a shard of facts or messages: the colocated shard of fact_lexemes, message_lexemes,
+-- recall_indexes or recall_terms (the same hash range) is on the same node, moved with it, and written or read
 -- while Citus holds the write to the triggering shard (a shard move blocks both alike), so the
 -- trigger uses it as a plain table: ~0.1 ms less a statement than a statement Citus routes
 -- (bench/reports/2026-12-04-citus-writes). The shards carry the tables' row-level security.
@@ -271,14 +271,16 @@ BEGIN
         SELECT pg_catalog.array_agg(DISTINCT r.user_id) INTO v_heavy
           FROM pymem.recall_indexes AS r WHERE r.project_id = v_p[1] AND r.user_id = ANY (v_u);
     END IF;
-    IF v_heavy IS NOT NULL THEN
-        INSERT INTO pymem.recall_terms AS t (project_id, user_id, lexeme, thread_id, seq)
+    IF v_heavy IS NOT NULL THEN  -- into the colocated shard: a plain INSERT ... SELECT there
+        EXECUTE pg_catalog.format($i$
+        INSERT INTO %s AS t (project_id, user_id, lexeme, thread_id, seq)
         SELECT x.p, x.u, w.lexeme, x.t, x.seq
-          FROM unnest(v_p, v_u, v_t, v_seq, v_content) AS x(p, u, t, seq, content)
-         CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v
+          FROM unnest($1, $2, $3, $4, $5) AS x(p, u, t, seq, content)
+         CROSS JOIN LATERAL (SELECT pymem._lexemes($6, x.content) AS lexemes OFFSET 0) AS v
          CROSS JOIN LATERAL pg_catalog.unnest(pg_catalog.tsvector_to_array(v.lexemes)) AS w(lexeme)
-         WHERE x.u = ANY (v_heavy)
-        ON CONFLICT DO NOTHING;
+         WHERE x.u = ANY ($7)
+        ON CONFLICT DO NOTHING$i$, pymem._local_shard('pymem.recall_terms', v_u[1]))
+        USING v_p, v_u, v_t, v_seq, v_content, v_config, v_heavy;
     END IF;
     RETURN NULL;
 END;
