@@ -330,6 +330,22 @@ AS $$
      ORDER BY w.seq;
 $$;
 
+-- _window_after(project_id, user_id, thread_id, window_size): the seq after which a thread's
+-- messages are its current window (its newest window_size), which recall leaves out: a message of
+-- that thread with a greater seq is in the window (no thread yet: 0 - window_size). PL/pgSQL, not
+-- SQL: Citus cannot plan a parameterised SQL function's read of a distributed table generically.
+CREATE OR REPLACE FUNCTION pymem._window_after(p_project_id text, p_user_id text, p_thread_id text, p_window_size integer)
+RETURNS bigint
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
+                      WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
+                        AND ts.thread_id = p_thread_id), 0) - p_window_size;
+END;
+$$;
+
 -- window_read: the last max_messages messages of a thread, oldest first, with their metadata.
 --   SELECT seq, role, content FROM pymem.window_read(user_id => 'alice', max_messages => 20);
 CREATE OR REPLACE FUNCTION pymem.window_read(

@@ -90,22 +90,6 @@ AS $$
                             pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
 $$;
 
--- _window_after(project_id, user_id, thread_id, window_size): the seq after which a thread's
--- messages are its current window (its newest window_size), which recall leaves out: a message of
--- that thread with a greater seq is in the window (no thread yet: 0 - window_size). PL/pgSQL, not
--- SQL: Citus cannot plan a parameterised SQL function's read of a distributed table generically.
-CREATE OR REPLACE FUNCTION pymem._window_after(p_project_id text, p_user_id text, p_thread_id text, p_window_size integer)
-RETURNS bigint
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-BEGIN
-    RETURN coalesce((SELECT ts.last_seq FROM pymem.threads AS ts
-                      WHERE ts.project_id = p_project_id AND ts.user_id = p_user_id
-                        AND ts.thread_id = p_thread_id), 0) - p_window_size;
-END;
-$$;
-
 -- _recall_ranked: a user's recall candidates ranked by
 --   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
 -- (age measured from the spec's as_of, default now; ties: newer first, then thread and seq), where
@@ -125,11 +109,13 @@ $$;
 -- min_content_chars characters, outside the newest window_size messages of the current thread,
 -- created at or before as_of, at or after since and before until, whose metadata contains the
 -- spec's metadata, and, when min_score is not NULL, scoring at least that. An exact scan of the
--- user's rows: exactly k rows come back whenever that many are eligible.
+-- user's rows: exactly k rows come back whenever that many are eligible. When the spec names a
+-- time (time_from and time_to, time_weight > 0: _recall_turns' bonus), the k best of the eligible
+-- messages created in it come back too, after the k best (the same scores; a row can be in both).
 --
 -- How: the terms, the window's bound and the weights first (plain variables), then one statement.
 -- Without terms (a vector alone): the k best eligible rows, read and sorted in one pass with no
--- row kept but the best. With terms: one read of the user's rows (with a vector, each vector row
+-- row kept but the best (a second pass for a named time). With terms: one read of the user's rows (with a vector, each vector row
 -- carries its message's lexemes and length, 0017_lexemes_beside_vectors; a vector stored before
 -- that has NULL there and its message's lexemes are read by primary key; without a vector, the
 -- user's rows of message_lexemes), kept in memory with each row's similarity, length and
@@ -140,14 +126,12 @@ $$;
 --                                                 and no terms, 1 without a vector)
 -- so the top k are among the rows sharing a term (each scored in full) and the k best by base of
 -- the others with a positive cosine (the floor keeps the rest out; two disjoint sets, so no row is
--- counted twice and nothing is grouped). Each (row, term) pair that matches is found once and
+-- counted twice and nothing is grouped); for a named time, also the k best others created in it
+-- (one read for both lists: 0.3 ms less than a ranking each). Each (row, term) pair that matches is found once and
 -- gives both each term's document frequency and each row's BM25 weight. No join of the user's
 -- rows with each other: planned generically (statistics saying "a row or two"), such a join ran
--- as a nested loop, 17 ms for 1,000 messages. The document count and total length kept per user
--- on write would spare keeping the rows (the k best by base in one streamed pass, the rows
--- sharing a term in a second), but that second read costs nearly as much: measured and not
--- adopted (bench/README.md, "Heavy users"). One statement per case, not one for all three:
--- 0.3-0.5 ms less per hybrid call of a 1,000-message user (bench/reports/2026-12-04-recall-cost).
+-- as a nested loop, 17 ms for 1,000 messages. Counts kept per user on write would spare keeping
+-- the rows, but the second read they need costs nearly as much (bench/README.md, "Heavy users").
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
     p_spec pymem.recall_spec)
@@ -177,6 +161,10 @@ DECLARE  -- the spec's fields as plain variables: a field of a composite paramet
     v_window_after bigint;
     v_wv double precision;
     v_wl double precision;
+    v_pass integer;
+    v_span boolean := p_spec.time_from IS NOT NULL AND p_spec.time_weight > 0;  -- a named time: two lists
+    v_from timestamptz := p_spec.time_from;
+    v_to timestamptz := p_spec.time_to;
 BEGIN
     IF p_text IS NOT NULL THEN  -- the query's terms, and one tsquery matching any of them
         v_terms := pymem._query_terms(p_project_id, p_text);
@@ -191,7 +179,9 @@ BEGIN
     v_wv := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 0 WHEN v_any IS NULL THEN 1 ELSE 1 - v_lw END;
     v_wl := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 1 WHEN v_any IS NULL THEN 0 ELSE v_lw END;
     IF v_any IS NULL THEN  -- a vector alone: the k best eligible rows in one pass (1.4 ms instead of
-                           -- 2.6 for 1,000 messages when the rows were kept)
+                           -- 2.6 for 1,000 messages when the rows were kept); with a named time, a
+                           -- second pass for the k best of those created in it
+      FOR v_pass IN 1 .. CASE WHEN v_span THEN 2 ELSE 1 END LOOP
         RETURN QUERY
         SELECT s.thread_id, s.seq, s.similarity, s.base
           FROM (SELECT c.thread_id, c.seq, c.created_at, c.similarity,
@@ -212,11 +202,13 @@ BEGIN
                                    SELECT 1 FROM pymem.messages AS m
                                     WHERE m.project_id = p_project_id AND m.user_id = p_user_id
                                       AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> v_filter))
+                           AND (v_pass = 1 OR (e.created_at >= v_from AND e.created_at < v_to))
                         OFFSET 0) AS c) AS s
          WHERE pymem._vector_match(s.similarity)  -- the floor: no term to share, so a vector match or nothing
            AND (v_min_score IS NULL OR s.base >= v_min_score)
          ORDER BY s.base DESC, s.created_at DESC, s.thread_id, s.seq DESC
          LIMIT v_k;
+      END LOOP;
         RETURN;
     END IF;
     RETURN QUERY
@@ -287,22 +279,30 @@ BEGIN
                 ON w.thread_id = h.thread_id AND w.seq = h.seq
              CROSS JOIN st AS s
              WHERE h.ok),
-        cand AS (  -- the k best eligible rows by base sharing no term, and the eligible rows sharing one
-            (SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base AS score
-               FROM base AS b
-              WHERE b.ok AND p_query IS NOT NULL AND pymem._vector_match(b.similarity)
-                AND b.lexemes IS NULL
-                AND NOT (b.stale AND EXISTS (SELECT 1 FROM hits AS x WHERE x.thread_id = b.thread_id AND x.seq = b.seq))
-              ORDER BY b.base DESC, b.created_at DESC, b.thread_id, b.seq DESC
-              LIMIT v_k)
+        other AS NOT MATERIALIZED (  -- the eligible rows sharing no term (a cosine above the floor)
+            SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base AS score
+              FROM base AS b
+             WHERE b.ok AND p_query IS NOT NULL AND pymem._vector_match(b.similarity)
+               AND b.lexemes IS NULL
+               AND NOT (b.stale AND EXISTS (SELECT 1 FROM hits AS x WHERE x.thread_id = b.thread_id AND x.seq = b.seq))),
+        cand AS (  -- the k best of those (and the k best created in a named time), and the eligible rows sharing a term
+            (SELECT o.* FROM other AS o ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC LIMIT v_k)
+            UNION
+            (SELECT o.* FROM other AS o WHERE v_span AND o.created_at >= v_from AND o.created_at < v_to
+              ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC LIMIT v_k)
             UNION ALL
             SELECT l.thread_id, l.seq, l.created_at, l.similarity,
                    l.base + v_wl * coalesce(l.bm25 / NULLIF((SELECT pg_catalog.max(x.bm25) FROM lex AS x), 0), 0)
               FROM lex AS l)
-        SELECT c.thread_id, c.seq, c.similarity, c.score FROM cand AS c
-         WHERE v_min_score IS NULL OR c.score >= v_min_score
-         ORDER BY c.score DESC, c.created_at DESC, c.thread_id, c.seq DESC
-         LIMIT v_k;
+        (SELECT c.thread_id, c.seq, c.similarity, c.score FROM cand AS c
+          WHERE v_min_score IS NULL OR c.score >= v_min_score
+          ORDER BY c.score DESC, c.created_at DESC, c.thread_id, c.seq DESC
+          LIMIT v_k)
+        UNION ALL  -- with a named time: the k best of those created in it too
+        (SELECT c.thread_id, c.seq, c.similarity, c.score FROM cand AS c
+          WHERE v_span AND c.created_at >= v_from AND c.created_at < v_to AND (v_min_score IS NULL OR c.score >= v_min_score)
+          ORDER BY c.score DESC, c.created_at DESC, c.thread_id, c.seq DESC
+          LIMIT v_k);
 END;
 $$;
 
@@ -313,9 +313,9 @@ $$;
 -- no index, when p_query is NULL or of other dimensions than the index, with a recency or
 -- importance weight (such a ranking reaches rows far from the query vector, which the candidates
 -- miss: bench/README.md, "Heavy users"), and whenever the candidates leave fewer than k
--- rows (filters, min_score), so that k rows come back whenever k are eligible. The
--- candidates are the user's
--- eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
+-- rows (filters, min_score), so that k rows come back whenever k are eligible. A named time's k
+-- best (see _recall_ranked) come from a second ranking of candidates, since and until narrowed to
+-- it. The candidates are the user's eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
 -- max(min(lists, 10), lists / 40) for this statement, iterative scan on so that the eligibility
 -- filters still leave enough): 2 * k of them for a vector alone (the index orders by its
 -- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
@@ -332,9 +332,7 @@ $$;
 -- all hold worth nothing, so that a rare word's far match outranked them where the exact ranking
 -- does not: bench/reports/2026-12-04-heavy-lexical). Approximate: a row the index does not
 -- reach, or for hybrid ranking a match by common words alone outside the candidates, is missed
--- (bench/README.md, "Heavy users", and bench/reports/2026-12-04-heavy-lexical have its recall
--- against the exact ranking).
--- Dynamic SQL: the partial index's predicate matches only literal values of the user, and
+-- (bench/README.md, "Heavy users", and bench/reports/2026-12-04-heavy-lexical: its recall). Dynamic SQL: the partial index's predicate matches only literal values of the user, and
 -- ivfflat's ORDER BY needs the vector with its dimensions (the type of the column, with typmod).
 CREATE OR REPLACE FUNCTION pymem._recall(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
@@ -366,6 +364,7 @@ DECLARE
     v_lexemes tsvector[];
     v_scores double precision[];
     v_floor_reached boolean;   -- a candidate has no positive cosine (so none farther has)
+    v_in pymem.recall_spec;
 BEGIN
   <<candidates>>
   BEGIN
@@ -492,6 +491,17 @@ BEGIN
         RETURN QUERY SELECT u.t, u.s, u.sim, u.sc
                        FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
                                        pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores)) AS u(t, s, sim, sc);
+        IF p_spec.time_from IS NOT NULL AND p_spec.time_weight > 0 THEN  -- a named time: and the k best
+            v_in := p_spec;                                                -- created in it, from candidates of their own
+            v_in.since := GREATEST(p_spec.since, p_spec.time_from);
+            v_in.until := LEAST(p_spec.until, p_spec.time_to);
+            v_in.time_from := NULL;
+            v_in.time_to := NULL;
+            IF v_in.since < v_in.until THEN
+                RETURN QUERY SELECT r.thread_id, r.seq, r.similarity, r.score
+                               FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, v_in) AS r;
+            END IF;
+        END IF;
         RETURN;
     END IF;
   END candidates;

@@ -20,7 +20,7 @@
 -- similarity is its own cosine when it was ranked itself, else NULL; it is always the same
 -- user's in the same project (the lookup names both).
 -- How: the top k by own score are among _recall's top k and _recall's top k within the named time
--- (since and until narrowed to it): a message outside the named time in the top k has fewer than
+-- (one call: _recall returns both lists for a spec naming a time): a message outside the named time in the top k has fewer than
 -- k messages above it by own score, so fewer above it by _recall's score; one inside, fewer inside
 -- above it. Only the top k by own score are needed for the next turns: a message outside them
 -- scores at most the k-th own score, and w times its predecessor's less, so the rows it could
@@ -47,7 +47,6 @@ DECLARE
     v_scores double precision[];
     v_w double precision := coalesce(p_spec.next_turn_weight, 0);
     v_tw double precision := CASE WHEN p_spec.time_from IS NULL THEN 0 ELSE coalesce(p_spec.time_weight, 0) END;
-    v_in pymem.recall_spec;
     v_window_after bigint;
 BEGIN
     IF (v_w = 0 AND v_tw = 0) OR p_spec.k < 1 THEN
@@ -59,19 +58,6 @@ BEGIN
            pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
       INTO v_threads, v_seqs, v_similarities, v_scores
       FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec) WITH ORDINALITY AS r;
-    IF v_tw > 0 THEN  -- the top k within the named time
-        v_in := p_spec;
-        v_in.since := GREATEST(p_spec.since, p_spec.time_from);
-        v_in.until := LEAST(p_spec.until, p_spec.time_to);
-        IF v_in.since < v_in.until THEN
-            SELECT v_threads || pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality),
-                   v_seqs || pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
-                   v_similarities || pg_catalog.array_agg(r.similarity ORDER BY r.ordinality),
-                   v_scores || pg_catalog.array_agg(r.score ORDER BY r.ordinality)
-              INTO v_threads, v_seqs, v_similarities, v_scores
-              FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, v_in) WITH ORDINALITY AS r;
-        END IF;
-    END IF;
     IF v_threads IS NULL THEN
         RETURN;
     END IF;

@@ -6,6 +6,7 @@ here recomputes every score in Python from the stored lexemes and vectors."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from datetime import UTC, datetime, timedelta
 
@@ -47,11 +48,13 @@ def load(mem):
 
 
 def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.0, as_of=None, since=None,
-          until=None, metadata=None, thread="other", window=0, min_chars=10, floor=True, next_weight=0.8):
+          until=None, metadata=None, thread="other", window=0, min_chars=10, floor=True, next_weight=0.8,
+          time_from=None, time_to=None, time_weight=0.2):
     """The ranking recomputed in Python. ``floor``: a message with no term in common and no
     positive cosine is not eligible (issue 29); False counts them, to show the floor cut some.
     ``next_weight`` (next_turn_weight, default 0.8): the two messages after each of the top k by
-    own score, in its thread, when they pass the filters, score at least next_weight times that one."""
+    own score, in its thread, when they pass the filters, score at least next_weight times that one.
+    ``time_from`` / ``time_to``: a named time; a message created in it scores time_weight more (its own score)."""
     with psycopg.connect(dsn, autocommit=True) as c:
         terms = c.execute("SELECT coalesce(tsvector_to_array(to_tsvector('english', %s)), '{}')", (text,)).fetchone()[0] \
             if text is not None else []
@@ -113,6 +116,8 @@ def brute(dsn, embedder, *, text, vector, k, lw, rw=0.0, iw=0.0, half_life=3600.
         rel = lexn if sim is None else (sim if not terms else (1 - lw) * sim + lw * lexn)
         age = max(((as_of or now) - d[4]).total_seconds(), 0)
         score = (1 - rw - iw) * rel + (rw * 0.5 ** min(age / half_life, 1000) if rw else 0) + iw * d[3]
+        if time_from is not None and time_from <= d[4] < time_to:
+            score += time_weight
         scored.append((score, d[4], d[0], d[1]))
     def order(s):  # six significant digits (the vectors are float4): scores of 1e-7 (recency alone) still order;
         # in a tie a message by its own score (hop 0) first, then the turn right after one (1), then two after (2)
@@ -383,3 +388,37 @@ def test_rare_terms_hybrid_is_the_brute_force_top_k(db, dsn, options, stale):
     # the floor cut rows here: without it the ranking would have had more to give
     everything = brute(dsn, emb.name, text=query, vector=vec, k=1000, as_of=as_of, floor=False, **kw)
     assert len(mem.recall(query, user="alice", thread="other", k=1000, as_of=as_of)) < len(everything)
+
+
+@pytest.mark.parametrize("next_weight", [0.8, 0])
+def test_a_named_time_adds_time_weight_to_the_same_score(db, dsn, next_weight):
+    """A named time (time_from / time_to): the exact top k of the ranking's own score plus
+    time_weight for the messages created in it, for hybrid, vector and text recall alike; the
+    lexical part is normalised by the best eligible match of all, inside the named time or not."""
+    import numpy as np
+    from pgvector.psycopg import register_vector
+
+    mem = make(db)
+    load(mem)
+    emb = mem.embedder
+    query = "charlie delta note"
+    vec = emb.embed([query])[0]
+    mem.recall(query, user="alice", thread="other", k=1)  # embeds the messages
+    # hours 7-9: two messages sharing only "note" with the query (its best matches lie outside)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        register_vector(c)
+        for (h0, h1), text, vector in itertools.product(((30, 60), (7, 9)), (query, None), (vec, None)):
+            if text is None and vector is None:
+                continue
+            time_from, time_to = T0 + timedelta(hours=h0), T0 + timedelta(hours=h1)
+            for k in (1, 5, 12, 40):
+                got = c.execute(
+                    "SELECT thread_id, seq, score FROM pymem.messages_recall(user_id => 'alice', query_vector => %s, "
+                    "embedder => %s, query_text => %s, thread_id => 'other', k => %s, time_from => %s, time_to => %s, "
+                    "next_turn_weight => %s)",
+                    (None if vector is None else np.asarray(vector, dtype=np.float32), emb.name, text, k,
+                     time_from, time_to, next_weight)).fetchall()
+                expected = brute(dsn, emb.name, text=text or "", vector=vector, k=k, lw=0.4, next_weight=next_weight,
+                                 time_from=time_from, time_to=time_to)
+                assert [(t, s) for t, s, _ in got] == [(t, s) for t, s, _ in expected], (h0, text is not None, vector is not None, k)
+                assert [x for *_, x in got] == pytest.approx([x for *_, x in expected], abs=1e-6)
