@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('16400606afe4983352acbc3a4f3869e717ae1c035e380005b818a5b36d1a9696')
+SELECT pymem.migration_api_applied('cff9a01e8e6503d71cd3d5cfcc3f785c47411d68a8401589d76b13535211e52e')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

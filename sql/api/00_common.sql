@@ -56,6 +56,15 @@ AS $$
                 ((b OPERATOR(pg_catalog.*) dl) OPERATOR(pg_catalog./) avgdl))))
 $$;
 
+-- _vector_match: recall's floor for a cosine: a message matches the query vector when its cosine
+-- is above 1e-5, not merely above 0 (a pair with nothing in common, e.g. HashEmbedder's vectors of
+-- texts sharing no n-gram, comes out of float4 arithmetic a few 1e-7 either side of 0). No SET
+-- clause, so that it inlines into recall's queries: the operator is named with its schema.
+CREATE OR REPLACE FUNCTION pymem._vector_match(similarity double precision)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
+
 -- _recency(age_seconds, half_life): recall's recency of a message age_seconds old, halving every
 -- half_life seconds: 1 now, 0.5 one half-life ago; a message from the future counts as now, and
 -- the exponent is capped at 1000 (very old messages score 0.5^1000, not an underflow).

@@ -69,15 +69,6 @@ BEGIN
 END;
 $$;
 
--- _vector_match: recall's floor for a cosine: a message matches the query vector when its cosine
--- is above 1e-5, not merely above 0 (a pair with nothing in common, e.g. HashEmbedder's vectors of
--- texts sharing no n-gram, comes out of float4 arithmetic a few 1e-7 either side of 0). No SET
--- clause, so that it inlines into recall's queries: the operator is named with its schema.
-CREATE OR REPLACE FUNCTION pymem._vector_match(similarity double precision)
-RETURNS boolean
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
-AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
-
 -- _query_terms(project_id, text): a recall query's terms, one tsquery per distinct lexeme of the
 -- text in the project's text search configuration (empty for stop words alone).
 CREATE OR REPLACE FUNCTION pymem._query_terms(p_project_id text, p_text text)
@@ -314,8 +305,8 @@ $$;
 -- importance weight (such a ranking reaches rows far from the query vector, which the candidates
 -- miss: bench/README.md, "Heavy users"), and whenever the candidates leave fewer than k
 -- rows (filters, min_score), so that k rows come back whenever k are eligible. A named time's k
--- best (see _recall_ranked) come from a second ranking of candidates, since and until narrowed to
--- it. The candidates are the user's eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
+-- best (see _recall_ranked) are ranked with the others, with candidates of their own added (the
+-- nearest among those created in it). The candidates are the user's eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
 -- max(min(lists, 10), lists / 40) for this statement, iterative scan on so that the eligibility
 -- filters still leave enough): 2 * k of them for a vector alone (the index orders by its
 -- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
@@ -364,7 +355,14 @@ DECLARE
     v_lexemes tsvector[];
     v_scores double precision[];
     v_floor_reached boolean;   -- a candidate has no positive cosine (so none farther has)
-    v_in pymem.recall_spec;
+    v_span boolean := p_spec.time_from IS NOT NULL AND p_spec.time_weight > 0;  -- a named time: two lists
+    v_since timestamptz := GREATEST(p_spec.since, p_spec.time_from);  -- the named time within since / until
+    v_until timestamptz := LEAST(p_spec.until, p_spec.time_to);
+    v_floor_in boolean;        -- the same, for the candidates created in the named time
+    v_pass integer;
+    v_floor boolean;
+    v_n integer;               -- how many of the k best the candidates give, and of a named time's
+    v_n_in integer;
 BEGIN
   <<candidates>>
   BEGIN
@@ -396,14 +394,17 @@ BEGIN
     v_iterative := pg_catalog.current_setting('ivfflat.iterative_scan', true);
     PERFORM pg_catalog.set_config('ivfflat.probes', GREATEST(LEAST(v_lists, 10), v_lists / 40)::text, true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', 'relaxed_order', true);
+    v_span := v_span AND v_since < v_until;  -- a named time outside since / until has no k best
+    FOR v_pass IN 1 .. CASE WHEN v_span THEN 2 ELSE 1 END LOOP  -- the nearest, then the nearest in the named time
     EXECUTE pg_catalog.format($q$
-        SELECT pg_catalog.array_agg(c.thread_id), pg_catalog.array_agg(c.seq), pg_catalog.array_agg(c.created_at),
-               pg_catalog.array_agg(c.similarity),
+        SELECT $11 || pg_catalog.array_agg(c.thread_id), $12 || pg_catalog.array_agg(c.seq),
+               $13 || pg_catalog.array_agg(c.created_at), $14 || pg_catalog.array_agg(c.similarity),
+               coalesce(pg_catalog.bool_or(NOT pymem._vector_match(c.similarity)), false),
                -- vectors stored before 0017: their message's lexemes (with terms only)
-               pg_catalog.array_agg(coalesce(c.tokens, CASE WHEN c.lexemes IS NULL AND $10 THEN (
+               $15 || pg_catalog.array_agg(coalesce(c.tokens, CASE WHEN c.lexemes IS NULL AND $10 THEN (
                    SELECT l.tokens FROM pymem.message_lexemes AS l
                     WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END)),
-               pg_catalog.array_agg(coalesce(c.lexemes, CASE WHEN c.lexemes IS NULL AND $10 THEN (
+               $16 || pg_catalog.array_agg(coalesce(c.lexemes, CASE WHEN c.lexemes IS NULL AND $10 THEN (
                    SELECT l.lexemes FROM pymem.message_lexemes AS l
                     WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END))
           FROM (SELECT e.thread_id, e.seq, e.created_at, e.tokens, e.lexemes,
@@ -420,11 +421,14 @@ BEGIN
                  ORDER BY pymem._cosine_distance(e.embedding::%1$s, $1::%1$s)
                  LIMIT $9) AS c$q$,
         v_type, p_project_id, p_user_id, p_embedder)
-      INTO v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes
-      USING p_query, p_spec.as_of, p_spec.min_content_chars, p_spec.since, p_spec.until, p_thread_id, v_window_after, p_spec.metadata,
+      INTO v_threads, v_seqs, v_created, v_similarities, v_floor, v_tokens, v_lexemes
+      USING p_query, p_spec.as_of, p_spec.min_content_chars, CASE WHEN v_pass = 1 THEN p_spec.since ELSE v_since END,
+            CASE WHEN v_pass = 1 THEN p_spec.until ELSE v_until END, p_thread_id, v_window_after, p_spec.metadata,
             CASE WHEN v_any IS NULL THEN 2 * p_spec.k ELSE GREATEST(p_spec.k, 200) END,
-            v_any IS NOT NULL;
-    v_floor_reached := EXISTS (SELECT 1 FROM pg_catalog.unnest(v_similarities) AS s(s) WHERE NOT pymem._vector_match(s.s));
+            v_any IS NOT NULL, v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes;
+    v_floor_reached := CASE WHEN v_pass = 1 THEN v_floor ELSE v_floor_reached END;
+    v_floor_in := CASE WHEN v_pass = 2 THEN v_floor END;
+    END LOOP;
     PERFORM pg_catalog.set_config('ivfflat.probes', coalesce(v_probes, '1'), true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', coalesce(v_iterative, 'off'), true);
     IF v_any IS NOT NULL THEN  -- and the eligible rows holding a rare query term, wherever they lie
@@ -447,8 +451,8 @@ BEGIN
           FROM pymem._recall_lexical(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, v_rare,
                                      p_spec, v_window_after, v_threads, v_seqs) AS x;
     END IF;
-    WITH c AS MATERIALIZED (
-        SELECT c.thread_id, c.seq, c.created_at, c.similarity, c.tokens,
+    WITH c AS MATERIALIZED (  -- each candidate once (the two passes can find the same)
+        SELECT DISTINCT ON (c.thread_id, c.seq) c.thread_id, c.seq, c.created_at, c.similarity, c.tokens,
                CASE WHEN c.lexemes @@ v_any THEN c.lexemes END AS lexemes
           FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs), pg_catalog.unnest(v_created),
                           pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
@@ -476,32 +480,25 @@ BEGIN
           FROM c LEFT JOIN lex AS x ON x.thread_id = c.thread_id AND x.seq = c.seq
          WHERE pymem._vector_match(c.similarity) OR x.bm25 IS NOT NULL)  -- the floor: a vector match or a term in common
     SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.o), pg_catalog.array_agg(r.seq ORDER BY r.o),
-           pg_catalog.array_agg(r.similarity ORDER BY r.o), pg_catalog.array_agg(r.score ORDER BY r.o)
-      INTO v_threads, v_seqs, v_similarities, v_scores
-      FROM (SELECT r.thread_id, r.seq, r.similarity, r.score,
-                   pg_catalog.row_number() OVER (ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC) AS o
-              FROM scored AS r
-             WHERE p_spec.min_score IS NULL OR r.score >= p_spec.min_score) AS r
-     WHERE r.o <= p_spec.k;
+           pg_catalog.array_agg(r.similarity ORDER BY r.o), pg_catalog.array_agg(r.score ORDER BY r.o),
+           pg_catalog.count(*) FILTER (WHERE r.o <= p_spec.k), pg_catalog.count(*) FILTER (WHERE r.i <= p_spec.k)
+      INTO v_threads, v_seqs, v_similarities, v_scores, v_n, v_n_in
+      FROM (SELECT r.*, CASE WHEN r.inside THEN pg_catalog.row_number() OVER (PARTITION BY r.inside ORDER BY r.o) END AS i
+              FROM (SELECT r.thread_id, r.seq, r.similarity, r.score,  -- the k best, and a named time's k best
+                           v_span AND r.created_at >= p_spec.time_from AND r.created_at < p_spec.time_to AS inside,
+                           pg_catalog.row_number() OVER (ORDER BY r.score DESC, r.created_at DESC, r.thread_id, r.seq DESC) AS o
+                      FROM scored AS r
+                     WHERE p_spec.min_score IS NULL OR r.score >= p_spec.min_score) AS r) AS r
+     WHERE r.o <= p_spec.k OR r.i <= p_spec.k;
     -- enough rows; or fewer because the floor left candidates out, and the nearest of those
     -- missing had no positive cosine: no row farther from the query has one either (the exact
-    -- scan would find only lexical matches outside the candidates, which are approximate here)
-    IF coalesce(pg_catalog.cardinality(v_threads), 0) >= p_spec.k
-       OR (p_spec.min_score IS NULL AND v_floor_reached) THEN
+    -- scan would find only lexical matches outside the candidates, which are approximate here);
+    -- the same for the named time's
+    IF (v_n >= p_spec.k OR (p_spec.min_score IS NULL AND v_floor_reached))
+       AND (NOT v_span OR v_n_in >= p_spec.k OR (p_spec.min_score IS NULL AND v_floor_in)) THEN
         RETURN QUERY SELECT u.t, u.s, u.sim, u.sc
                        FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
                                        pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores)) AS u(t, s, sim, sc);
-        IF p_spec.time_from IS NOT NULL AND p_spec.time_weight > 0 THEN  -- a named time: and the k best
-            v_in := p_spec;                                                -- created in it, from candidates of their own
-            v_in.since := GREATEST(p_spec.since, p_spec.time_from);
-            v_in.until := LEAST(p_spec.until, p_spec.time_to);
-            v_in.time_from := NULL;
-            v_in.time_to := NULL;
-            IF v_in.since < v_in.until THEN
-                RETURN QUERY SELECT r.thread_id, r.seq, r.similarity, r.score
-                               FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, v_in) AS r;
-            END IF;
-        END IF;
         RETURN;
     END IF;
   END candidates;

@@ -128,6 +128,35 @@ def test_recall_through_the_index_returns_the_exact_ranking(db, dsn, hybrid):
             assert [round(x, 9) for _, _, x in got] == [round(x, 9) for _, _, x in exact]
 
 
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_a_named_time_through_the_index_returns_the_exact_ranking(db, dsn, hybrid):
+    """A named time (time_from / time_to, issue 32): the k best and the named time's k best come
+    from one ranking of the index's candidates, with the candidates created in the named time
+    added, and equal the exact scan's: the same rows, the same scores (the time bonus on top)."""
+    with psycopg.connect(dsn, autocommit=True) as c:  # thread t1 was written in May 2024
+        for table in ("messages", "message_embeddings", "message_lexemes"):
+            c.execute(f"UPDATE pymem.{table} SET created_at = '2024-05-10' "
+                      "WHERE project_id = '' AND user_id = 'heavy' AND thread_id = 't1'")
+    _build(db)
+    timed = RECALL.replace("next_turn_weight => 0", "next_turn_weight => 0, time_from => '2024-05-01', "
+                           "time_to => '2024-06-01'")
+    got = {}
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        for q in QUERIES:
+            for k in (3, 8):
+                log = PlanLog(c)
+                got[q, k] = c.execute(timed, _params(q, hybrid=hybrid, window=0, k=k)).fetchall()
+                assert _index_scans(log), "the recall did not read the user's index"
+                assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+                assert any(t == "t1" for t, _, _ in got[q, k]) and len(got[q, k]) == k
+        c.execute("DELETE FROM pymem.recall_indexes")  # unregistered: the exact scan
+        for (q, k), rows in got.items():
+            exact = c.execute(timed, _params(q, hybrid=hybrid, window=0, k=k)).fetchall()
+            assert [(t, s) for t, s, _ in rows] == [(t, s) for t, s, _ in exact]
+            assert [round(x, 9) for _, _, x in rows] == [round(x, 9) for _, _, x in exact]
+
+
 def test_filters_still_apply_and_k_rows_come_back(db, dsn):
     _build(db)
     with pymem.connect(dsn) as c:

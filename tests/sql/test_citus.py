@@ -565,6 +565,13 @@ def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_clust
             recalled = c.execute("SELECT content FROM pymem.messages_recall(%s, project_id => 'p1', "
                                  "query_text => 'Bergen hiking', window_size => 0, next_turn_weight => 0)", (u,)).fetchall()
             assert sorted(r[0] for r in recalled) == ["I like hiking", "I moved to Bergen last year"]
+            # a named time (issue 32): both lists from one ranking, still one task on this worker
+            timed = query.replace("window_size => 1", "window_size => 1, time_from => now() - interval '1 hour', "
+                                  "time_to => now() + interval '1 hour'")
+            job = _citus_job(c, timed, (u, agent))
+            assert job["Task Count"] == 1 and f"port={ports[u]} " in job["Tasks"][0]["Node"] + " "
+            assert [m["content"] for m in c.execute(timed, (u, agent)).fetchone()[0]["recalled"]] == [
+                "I moved to Bergen last year", "I like hiking", "The weather is fine"]
 
 
 @pytest.mark.parametrize("statement_timeout_ms", [0, 30_000])
@@ -714,6 +721,14 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
         hybrid = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry'"),
                            (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
         assert len(hybrid) == 5 and hybrid[0][1] == 91  # the far message sharing the rare word, first
+        # a named time holding every message: the same ranking, each score time_weight (0.2) more
+        timed = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry', next_turn_weight => 0, "
+                                         "time_from => now() - interval '1 day', time_to => now() + interval '1 day'"),
+                          (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
+        plain = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry', next_turn_weight => 0"),
+                          (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
+        assert [(t, s) for t, s, _ in timed] == [(t, s) for t, s, _ in plain]
+        assert [x for *_, x in timed] == pytest.approx([x + 0.2 for *_, x in plain])
         a.execute("DELETE FROM pymem.recall_indexes")  # unregistered: the exact scan
         exact = c.execute(recall, (query, emb.name)).fetchall()
         assert [(t, s) for t, s, _ in indexed] == [(t, s) for t, s, _ in exact] and len(exact) == 5
