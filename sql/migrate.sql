@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('cff9a01e8e6503d71cd3d5cfcc3f785c47411d68a8401589d76b13535211e52e')
+SELECT pymem.migration_api_applied('2690ed1b689ed2b67736277c247afe6f9507f4118a47c8525a67afb11dfadcff')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -118,7 +118,8 @@ $$;
 -- so the top k are among the rows sharing a term (each scored in full) and the k best by base of
 -- the others with a positive cosine (the floor keeps the rest out; two disjoint sets, so no row is
 -- counted twice and nothing is grouped); for a named time, also the k best others created in it
--- (one read for both lists: 0.3 ms less than a ranking each). Each (row, term) pair that matches is found once and
+-- (one read for both lists: a named time costs what a call without it costs, where two rankings
+-- cost 1.5x, bench/reports/2026-12-04-recall-named-time). Each (row, term) pair that matches is found once and
 -- gives both each term's document frequency and each row's BM25 weight. No join of the user's
 -- rows with each other: planned generically (statistics saying "a row or two"), such a join ran
 -- as a nested loop, 17 ms for 1,000 messages. Counts kept per user on write would spare keeping

@@ -37,7 +37,7 @@ CASES = {
 
 
 def body(n: int, expr: str) -> str:
-    return f"DO $$ DECLARE v vector; BEGIN v := {PRE}; FOR i IN 1..{n} LOOP PERFORM count(*) FROM ({expr}) s; END LOOP; END $$"
+    return f"DO $$ DECLARE v vector; BEGIN v := {PRE}; FOR i IN 1..{n} LOOP PERFORM count(*) FROM ({expr}) s WHERE s IS NOT NULL; END LOOP; END $$"
 
 
 conns = {}
