@@ -179,7 +179,8 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
                   "v_half_life": 3600.0, "v_min_score": None, "v_lw": lw,
                   "v_as_of": None, "v_since": None, "v_until": None, "v_filter": None,
                   "v_terms": terms, "v_any": _Raw(f"pg_catalog.array_to_string({terms}, ' | ')::tsquery"),
-                  "v_window_after": (last[0] if last else 0) - WINDOW, "v_wv": 1.0 - lw, "v_wl": lw}
+                  "v_window_after": (last[0] if last else 0) - WINDOW, "v_wv": 1.0 - lw, "v_wl": lw,
+                  "v_span": False, "v_from": None, "v_to": None}  # no named time
         e = common.explain_or_reason(conn, citus, _with_literals(conn, recall_body, values))
         if "plan" in e:
             e["sorts"] = _sort_inputs(e["plan"]["Plan"])
