@@ -154,7 +154,7 @@ DECLARE  -- the spec's fields as plain variables: a field of a composite paramet
     v_wv double precision;
     v_wl double precision;
     v_pass integer;
-    v_span boolean := p_spec.time_from IS NOT NULL AND p_spec.time_weight > 0;  -- a named time: two lists
+    v_span boolean := pymem._names_time(p_spec);  -- a named time: two lists
     v_from timestamptz := p_spec.time_from;
     v_to timestamptz := p_spec.time_to;
 BEGIN
@@ -356,7 +356,7 @@ DECLARE
     v_lexemes tsvector[];
     v_scores double precision[];
     v_floor_reached boolean;   -- a candidate has no positive cosine (so none farther has)
-    v_span boolean := p_spec.time_from IS NOT NULL AND p_spec.time_weight > 0;  -- a named time: two lists
+    v_span boolean := pymem._names_time(p_spec);  -- a named time: two lists
     v_since timestamptz := GREATEST(p_spec.since, p_spec.time_from);  -- the named time within since / until
     v_until timestamptz := LEAST(p_spec.until, p_spec.time_to);
     v_floor_in boolean;        -- the same, for the candidates created in the named time

@@ -3,6 +3,15 @@
 -- and context_read call; conversations_recall.sql has the ranking itself). Re-applied on every
 -- migrate.
 
+-- _names_time(spec): whether a recall spec names a time that counts: time_from and time_to given
+-- (_recall_spec checks them together) and a time_weight above 0. Then _recall_turns adds the bonus,
+-- and _recall / _recall_ranked return the named time's k best beside the k best.
+CREATE OR REPLACE FUNCTION pymem._names_time(p_spec pymem.recall_spec)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$ SELECT p_spec.time_from IS NOT NULL AND coalesce(p_spec.time_weight > 0, false) $$;
+
 -- _recall_turns: _recall's ranking with a time the question names and the two turns after each
 -- recalled turn (issue 32, items 3 and 4). With tw = the spec's time_weight when it names a time
 -- (time_from and time_to; else 0) and w = its next_turn_weight, a message's own score is
@@ -46,7 +55,7 @@ DECLARE
     v_similarities double precision[];
     v_scores double precision[];
     v_w double precision := coalesce(p_spec.next_turn_weight, 0);
-    v_tw double precision := CASE WHEN p_spec.time_from IS NULL THEN 0 ELSE coalesce(p_spec.time_weight, 0) END;
+    v_tw double precision := CASE WHEN pymem._names_time(p_spec) THEN p_spec.time_weight ELSE 0 END;
     v_window_after bigint;
 BEGIN
     IF (v_w = 0 AND v_tw = 0) OR p_spec.k < 1 THEN
