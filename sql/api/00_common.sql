@@ -444,6 +444,18 @@ AS $$
     SELECT t.config::pg_catalog.regconfig FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id;
 $$;
 
+-- _query_terms(project_id, text): a recall query's terms, one tsquery per distinct lexeme of the
+-- text in the project's text search configuration (empty for stop words alone).
+CREATE OR REPLACE FUNCTION pymem._query_terms(p_project_id text, p_text text)
+RETURNS tsquery[]
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT ARRAY(SELECT pymem._term_quoted(x.x)::tsquery
+                   FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
+                            pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
+$$;
+
 -- _shared_facts_sync(project_id, scope, scope_id, ids): on a Citus cluster, refreshes the copies
 -- of a subject's agent or project facts that every worker reads for context_read (citus.sql
 -- replaces this body; scope_id '*': every subject of the scope, scope '*': every agent and project

@@ -7,80 +7,6 @@
 --
 -- Errors: 22023 invalid argument.
 
--- _recall_spec: recall's parameters checked, as the one value _recall takes (pymem.recall_spec,
--- migrations/0036_recall_spec.sql). k, min_content_chars, window_size: 0..the limit of
--- _check_limit. recency_weight and importance_weight in 0..1, summing to at most 1.
--- half_life_seconds positive. min_score NULL (no threshold) or in -1..1, the range of a score.
--- lexical_weight, next_turn_weight and time_weight in 0..1. as_of, since and until: finite when
--- given; time_from and time_to both NULL or both finite, time_from first. metadata NULL or an object.
-CREATE OR REPLACE FUNCTION pymem._recall_spec(
-    k integer, min_content_chars integer, window_size integer, recency_weight double precision,
-    importance_weight double precision, lexical_weight double precision, half_life_seconds double precision,
-    min_score double precision, as_of timestamptz, since timestamptz, until timestamptz, metadata jsonb,
-    next_turn_weight double precision DEFAULT 0, time_from timestamptz DEFAULT NULL, time_to timestamptz DEFAULT NULL,
-    time_weight double precision DEFAULT 0)
-RETURNS pymem.recall_spec
-LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-BEGIN
-    PERFORM pymem._check_limit('k', k);
-    PERFORM pymem._check_limit('min_content_chars', min_content_chars);
-    PERFORM pymem._check_limit('window_size', window_size);
-    IF recency_weight IS NULL OR importance_weight IS NULL
-       OR NOT (recency_weight >= 0 AND recency_weight <= 1) OR NOT (importance_weight >= 0 AND importance_weight <= 1)
-       OR recency_weight + importance_weight > 1 THEN
-        RAISE EXCEPTION 'pymem: recency_weight and importance_weight must each be in 0..1 and sum to at most 1 (got % and %)',
-                recency_weight, importance_weight
-            USING ERRCODE = '22023';
-    END IF;
-    IF half_life_seconds IS NULL OR NOT (half_life_seconds > 0 AND half_life_seconds < 'Infinity'::float8) THEN
-        RAISE EXCEPTION 'pymem: half_life_seconds must be a positive number' USING ERRCODE = '22023';
-    END IF;
-    IF min_score IS NOT NULL AND NOT (min_score >= -1 AND min_score <= 1) THEN
-        RAISE EXCEPTION 'pymem: min_score must be between -1 and 1, or NULL for no threshold (got %)', min_score
-            USING ERRCODE = '22023';
-    END IF;
-    IF lexical_weight IS NULL OR NOT (lexical_weight >= 0 AND lexical_weight <= 1) THEN
-        RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1 (got %)', lexical_weight USING ERRCODE = '22023';
-    END IF;
-    IF next_turn_weight IS NULL OR NOT (next_turn_weight >= 0 AND next_turn_weight <= 1) THEN
-        RAISE EXCEPTION 'pymem: next_turn_weight must be between 0 and 1 (got %)', next_turn_weight USING ERRCODE = '22023';
-    END IF;
-    IF time_weight IS NULL OR NOT (time_weight >= 0 AND time_weight <= 1) THEN
-        RAISE EXCEPTION 'pymem: time_weight must be between 0 and 1 (got %)', time_weight USING ERRCODE = '22023';
-    END IF;
-    IF (time_from IS NULL) <> (time_to IS NULL) OR NOT pg_catalog.isfinite(coalesce(time_from, '2000-01-01'))
-       OR NOT pg_catalog.isfinite(coalesce(time_to, '2000-01-01')) OR time_from >= time_to THEN
-        RAISE EXCEPTION 'pymem: time_from and time_to name a time together, finite, time_from before time_to (got % and %)',
-                time_from, time_to USING ERRCODE = '22023';
-    END IF;
-    IF NOT pg_catalog.isfinite(coalesce(as_of, '2000-01-01')) OR NOT pg_catalog.isfinite(coalesce(since, '2000-01-01'))
-       OR NOT pg_catalog.isfinite(coalesce(until, '2000-01-01')) THEN
-        RAISE EXCEPTION 'pymem: as_of, since and until must be finite times (or NULL)' USING ERRCODE = '22023';
-    END IF;
-    IF metadata IS NOT NULL AND pg_catalog.jsonb_typeof(metadata) <> 'object' THEN
-        RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(metadata)
-            USING ERRCODE = '22023';
-    END IF;
-    RETURN ROW(k, min_content_chars, window_size, recency_weight, importance_weight, lexical_weight,
-               half_life_seconds, min_score, as_of, since, until, metadata, next_turn_weight, time_from, time_to,
-               time_weight)::pymem.recall_spec;
-END;
-$$;
-
--- _query_terms(project_id, text): a recall query's terms, one tsquery per distinct lexeme of the
--- text in the project's text search configuration (empty for stop words alone).
-CREATE OR REPLACE FUNCTION pymem._query_terms(p_project_id text, p_text text)
-RETURNS tsquery[]
-LANGUAGE sql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-    SELECT ARRAY(SELECT pymem._term_quoted(x.x)::tsquery
-                   FROM pg_catalog.unnest(pg_catalog.tsvector_to_array(
-                            pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
-$$;
-
 -- _recall_ranked: a user's recall candidates ranked by
 --   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
 -- (age measured from the spec's as_of, default now; ties: newer first, then thread and seq), where
@@ -304,27 +230,27 @@ $$;
 -- same ranking from candidates instead of all of the user's rows. The exact scan when the user has
 -- no index, when p_query is NULL or of other dimensions than the index, with a recency or
 -- importance weight (such a ranking reaches rows far from the query vector, which the candidates
--- miss: bench/README.md, "Heavy users"), and whenever the candidates leave fewer than k
--- rows (filters, min_score), so that k rows come back whenever k are eligible. A named time's k
--- best (see _recall_ranked) are ranked with the others, with candidates of their own added (the
--- nearest among those created in it). The candidates are the user's eligible rows nearest the query vector by the index (IVFFlat, ivfflat.probes =
--- max(min(lists, 10), lists / 40) for this statement, iterative scan on so that the eligibility
--- filters still leave enough): 2 * k of them for a vector alone (the index orders by its
--- own float4 arithmetic on normalized vectors, so rows within ~1e-7 of the k-th distance, common
--- among repeated texts, come out in either order; the exact distance picks among twice as many),
--- max(k, 200) with query terms, and then also the eligible rows holding a query term that at most
--- 400 of the user's messages hold, the rarest terms first while their postings come to at most 400
--- in all (_recall_lexical: the user's postings in pymem.recall_terms, 0045_recall_terms), however
--- far from the query vector. Every eligibility condition of
--- _recall_ranked applies to them exactly; they are scored as _recall_ranked scores, except that
--- BM25's statistics are approximate: the average length is the candidates'; the document count
--- is the user's vectors when its index was planned, and each term's document frequency its count
--- in the user's words (at most 10,000, _recall_term_counts), once those are filled (before: both
--- the candidates'; the candidates' alone made the common words of a query that its 200 nearest
--- all hold worth nothing, so that a rare word's far match outranked them where the exact ranking
--- does not: bench/reports/2026-12-04-heavy-lexical). Approximate: a row the index does not
--- reach, or for hybrid ranking a match by common words alone outside the candidates, is missed
--- (bench/README.md, "Heavy users", and bench/reports/2026-12-04-heavy-lexical: its recall). Dynamic SQL: the partial index's predicate matches only literal values of the user, and
+-- miss: bench/README.md, "Heavy users"), and whenever the candidates leave fewer than k rows
+-- (filters, min_score), so that k rows come back whenever k are eligible. A named time's k best
+-- (see _recall_ranked) are ranked with the others, with candidates of their own (the nearest
+-- among those created in it). The candidates are the user's eligible rows nearest the query
+-- vector by the index (IVFFlat, ivfflat.probes = max(min(lists, 10), lists / 40) for this
+-- statement, iterative scan on so that the eligibility filters still leave enough), or, for a
+-- since / until or named time holding at most 5,000 of the user's vectors, by exact distance
+-- among those (read through the user's time index, _recall_time_index): 2 * k of them for a
+-- vector alone (the index orders by its own float4 arithmetic, so rows within ~1e-7 of the k-th
+-- distance come out in either order; the exact distance picks among twice as many), max(k, 200)
+-- with query terms, and then also the eligible rows holding a query term that at most 400 of the
+-- user's messages hold, the rarest terms first while their postings come to at most 400 in all
+-- (_recall_lexical: the user's postings in pymem.recall_terms), however far from the query
+-- vector. Every eligibility condition of _recall_ranked applies to them exactly; they are scored
+-- as _recall_ranked scores, except that BM25's statistics are approximate: the average length
+-- is the candidates'; the document count is the user's vectors when its index was planned, and
+-- each term's document frequency its count in the user's words (at most 10,000,
+-- _recall_term_counts), once those are filled (before: both the candidates'). Approximate: a row
+-- the index does not reach, or for hybrid ranking a match by common words alone outside the
+-- candidates, is missed (bench/README.md, "Heavy users"; bench/reports/2026-12-04-heavy-lexical).
+-- Dynamic SQL: a partial index's predicate matches only literal values of the user, and
 -- ivfflat's ORDER BY needs the vector with its dimensions (the type of the column, with typmod).
 CREATE OR REPLACE FUNCTION pymem._recall(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
@@ -364,6 +290,12 @@ DECLARE
     v_floor boolean;
     v_n integer;               -- how many of the k best the candidates give, and of a named time's
     v_n_in integer;
+    v_time_index text;         -- the user's time index (_recall_time_index), valid
+    v_lo timestamptz;          -- a pass's since / until
+    v_hi timestamptz;
+    v_exact boolean;           -- a pass through the time index, by exact distance
+    v_before integer;          -- the candidates before a pass
+    v_limit integer;           -- and how many a pass asks for
 BEGIN
   <<candidates>>
   BEGIN
@@ -396,7 +328,27 @@ BEGIN
     PERFORM pg_catalog.set_config('ivfflat.probes', GREATEST(LEAST(v_lists, 10), v_lists / 40)::text, true);
     PERFORM pg_catalog.set_config('ivfflat.iterative_scan', 'relaxed_order', true);
     v_span := v_span AND v_since < v_until;  -- a named time outside since / until has no k best
+    IF v_span OR p_spec.since IS NOT NULL OR p_spec.until IS NOT NULL THEN
+        SELECT pymem._recall_time_index(v_index) INTO v_time_index
+          FROM pg_catalog.pg_index AS i
+         WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(pymem._recall_time_index(v_index)))
+           AND i.indisvalid AND i.indisready;
+    END IF;
     FOR v_pass IN 1 .. CASE WHEN v_span THEN 2 ELSE 1 END LOOP  -- the nearest, then the nearest in the named time
+    v_lo := CASE WHEN v_pass = 1 THEN p_spec.since ELSE v_since END;
+    v_hi := CASE WHEN v_pass = 1 THEN p_spec.until ELSE v_until END;
+    v_before := coalesce(pg_catalog.cardinality(v_threads), 0);
+    v_limit := CASE WHEN v_any IS NULL THEN 2 * p_spec.k ELSE GREATEST(p_spec.k, 200) END;
+    v_exact := false;
+    -- a time holding at most 5,000 of the user's vectors: those by the time index, by exact
+    -- distance (an IVFFlat scan for the nearest among few rows runs through the whole index)
+    IF v_time_index IS NOT NULL AND (v_lo IS NOT NULL OR v_hi IS NOT NULL) THEN
+        EXECUTE pg_catalog.format($q$SELECT pg_catalog.count(*) <= 5000 FROM (
+                SELECT FROM pymem.message_embeddings AS e
+                 WHERE e.project_id = %1$L AND e.user_id = %2$L AND e.embedder = %3$L AND e.created_at > '-infinity'
+                   AND ($1::timestamptz IS NULL OR e.created_at >= $1) AND ($2::timestamptz IS NULL OR e.created_at < $2)
+                 LIMIT 5001) AS s$q$, p_project_id, p_user_id, p_embedder) INTO v_exact USING v_lo, v_hi;
+    END IF;
     EXECUTE pg_catalog.format($q$
         SELECT $11 || pg_catalog.array_agg(c.thread_id), $12 || pg_catalog.array_agg(c.seq),
                $13 || pg_catalog.array_agg(c.created_at), $14 || pg_catalog.array_agg(c.similarity),
@@ -411,7 +363,7 @@ BEGIN
           FROM (SELECT e.thread_id, e.seq, e.created_at, e.tokens, e.lexemes,
                        1 - pymem._cosine_distance(e.embedding::%1$s, $1::%1$s) AS similarity
                   FROM pymem.message_embeddings AS e
-                 WHERE e.project_id = %2$L AND e.user_id = %3$L AND e.embedder = %4$L
+                 WHERE e.project_id = %2$L AND e.user_id = %3$L AND e.embedder = %4$L%6$s
                    AND ($2::timestamptz IS NULL OR e.created_at <= $2) AND e.chars >= $3
                    AND ($4::timestamptz IS NULL OR e.created_at >= $4) AND ($5::timestamptz IS NULL OR e.created_at < $5)
                    AND NOT (e.thread_id = $6 AND e.seq > $7)
@@ -419,14 +371,16 @@ BEGIN
                            SELECT 1 FROM pymem.messages AS m
                             WHERE m.project_id = %2$L AND m.user_id = %3$L
                               AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> $8))
-                 ORDER BY pymem._cosine_distance(e.embedding::%1$s, $1::%1$s)
+                 ORDER BY pymem._cosine_distance(e.embedding::%1$s, $1::%1$s)%5$s
                  LIMIT $9) AS c$q$,
-        v_type, p_project_id, p_user_id, p_embedder)
+        v_type, p_project_id, p_user_id, p_embedder,
+        CASE WHEN v_exact THEN ' + 0' END,  -- + 0: an order the IVFFlat index cannot give
+        CASE WHEN v_exact THEN ' AND e.created_at > ''-infinity''' END)  -- the time index's predicate
       INTO v_threads, v_seqs, v_created, v_similarities, v_floor, v_tokens, v_lexemes
-      USING p_query, p_spec.as_of, p_spec.min_content_chars, CASE WHEN v_pass = 1 THEN p_spec.since ELSE v_since END,
-            CASE WHEN v_pass = 1 THEN p_spec.until ELSE v_until END, p_thread_id, v_window_after, p_spec.metadata,
-            CASE WHEN v_any IS NULL THEN 2 * p_spec.k ELSE GREATEST(p_spec.k, 200) END,
-            v_any IS NOT NULL, v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes;
+      USING p_query, p_spec.as_of, p_spec.min_content_chars, v_lo, v_hi, p_thread_id, v_window_after, p_spec.metadata,
+            v_limit, v_any IS NOT NULL, v_threads, v_seqs, v_created, v_similarities, v_tokens, v_lexemes;
+    -- an exact pass that found fewer than it asked for holds every eligible row of its time
+    v_floor := v_floor OR (v_exact AND coalesce(pg_catalog.cardinality(v_threads), 0) - v_before < v_limit);
     v_floor_reached := CASE WHEN v_pass = 1 THEN v_floor ELSE v_floor_reached END;
     v_floor_in := CASE WHEN v_pass = 2 THEN v_floor END;
     END LOOP;

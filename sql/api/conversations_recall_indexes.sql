@@ -6,6 +6,18 @@
 --
 -- Errors: 22023 invalid argument; 55P03 when the plan's lock is held too long.
 
+-- _recall_time_index: the name of the time index beside a heavy user's recall index p_index: a
+-- partial btree on created_at over the same rows, through which _recall finds the messages of a
+-- narrow time (since / until, a named time) instead of an IVFFlat scan that would run through
+-- the whole index looking for them. Its predicate also says created_at > '-infinity', which only
+-- _recall's statements say: no other plan reads the user's rows through it (with stale
+-- statistics a planner took it for a small table and scanned it once per looked-up message).
+CREATE OR REPLACE FUNCTION pymem._recall_time_index(p_index text)
+RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pymem, pg_temp
+RETURN p_index || '_time';
+
 -- recall_index_plan: the statements that bring a project's per-user recall indexes up to date
 -- (heavy users; docs/recall-indexes.md), in the order to run them, after recording the plan in
 -- pymem.recall_indexes. A user with at least min_messages vectors from one embedder (of at most
@@ -13,7 +25,9 @@
 -- round(sqrt(vectors)) (at most what this session's maintenance_work_mem lets the build sample); it is rebuilt (DROP, then CREATE) once the user has twice the vectors it
 -- was planned for, or when a build left it invalid or missing; a recorded user below min_messages
 -- loses it, and so does an erased user (user_forget removes the registration; the plan drops an
--- index of the project that nothing registers, with user_id and embedder NULL). A registered
+-- index of the project that nothing registers, with user_id and embedder NULL). Beside it, a
+-- registered user gets its time index (_recall_time_index: a partial btree on created_at, created
+-- once, dropped with the user, built again when missing or invalid). A registered
 -- user whose words (pymem.recall_terms, the lexical candidates of the user's hybrid recall) were
 -- never filled gets a step of its own, action 'fill' (embedder NULL): SELECT
 -- pymem.recall_terms_fill(...); a user left with no index loses them in the plan's transaction.
@@ -123,6 +137,12 @@ BEGIN
             statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.old_name);
             v_dropped := v_dropped || r.old_name;
             RETURN NEXT;
+            IF r.action = 'drop' THEN  -- and its time index (a rebuild keeps it: a btree needs none)
+                statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I',
+                                               pymem._recall_time_index(r.old_name));
+                v_dropped := v_dropped || pymem._recall_time_index(r.old_name);
+                RETURN NEXT;
+            END IF;
         END IF;
         IF r.action IN ('create', 'rebuild') THEN
             -- the user's words are there already (a rebuild, or another embedder's index); a
@@ -141,6 +161,31 @@ BEGIN
                 recall_index_plan.project_id, r.user_id, r.embedder);
             RETURN NEXT;
         END IF;
+    END LOOP;
+    -- each registered user's time index (_recall_time_index), when missing or left invalid by a
+    -- build that failed
+    FOR r IN
+        SELECT ri.user_id, ri.embedder, ri.vectors, pymem._recall_time_index(ri.index_name) AS time_index,
+               (SELECT i.indisvalid FROM pg_catalog.pg_index AS i
+                 WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(
+                                          pymem._recall_time_index(ri.index_name)))) AS valid
+          FROM pymem.recall_indexes AS ri
+         WHERE ri.project_id = recall_index_plan.project_id
+         ORDER BY 1, 2
+    LOOP
+        CONTINUE WHEN r.valid;
+        user_id := r.user_id; embedder := r.embedder; vectors := r.vectors;
+        IF r.valid IS NOT NULL THEN
+            action := 'drop';
+            statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.time_index);
+            RETURN NEXT;
+        END IF;
+        action := 'create';
+        statement := pg_catalog.format(
+            'CREATE INDEX CONCURRENTLY IF NOT EXISTS %I ON pymem.message_embeddings (created_at) '
+            'WHERE project_id = %L AND user_id = %L AND embedder = %L AND created_at > ''-infinity''',
+            r.time_index, recall_index_plan.project_id, r.user_id, r.embedder);
+        RETURN NEXT;
     END LOOP;
     -- the words of the heavy users (pymem.recall_terms, 0045_recall_terms): a registered user
     -- whose words were never filled gets a 'fill' step (recall_terms_fill: a long statement of
@@ -165,7 +210,8 @@ BEGIN
     -- deletes the registration; only a statement outside a transaction may drop the index).
     -- Registered names first, in a statement of their own: Citus joins no catalog with a
     -- distributed table.
-    SELECT coalesce(pg_catalog.array_agg(ri.index_name), '{}') INTO v_registered
+    SELECT coalesce(pg_catalog.array_agg(ri.index_name) || pg_catalog.array_agg(pymem._recall_time_index(ri.index_name)), '{}')
+      INTO v_registered
       FROM pymem.recall_indexes AS ri WHERE ri.project_id = recall_index_plan.project_id;
     FOR r IN
         SELECT c.relname::text AS old_name

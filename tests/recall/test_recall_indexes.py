@@ -76,23 +76,30 @@ def _params(q: str, *, user: str = "heavy", project: str = "", k: int = 5, hybri
             "k": k, "w": window, "m": metadata}
 
 
-def _index_scans(log: PlanLog) -> list[str]:
+def _index_scans(log: PlanLog, time: bool = False) -> list[str]:
+    """The user's IVFFlat index scans; time: its time index's (pymem._recall_time_index)."""
     return [n["Index Name"] for p in log.plans for n in plan_nodes(p["Plan"])
-            if n.get("Index Name", "").startswith("message_embeddings_recall_")]
+            if n.get("Index Name", "").startswith("message_embeddings_recall_")
+            and n["Index Name"].endswith("_time") == time]
 
 
 def test_plan_records_and_builds_the_heavy_users_index_only(db, dsn):
     plan = _build(db)
-    assert [(s["user_id"], s["action"]) for s in plan] == [("heavy", "create"), ("heavy", "fill")]  # fill: its words
+    # the IVFFlat index, its time index, and the user's words
+    assert [(s["user_id"], s["action"]) for s in plan] == [("heavy", "create"), ("heavy", "create"), ("heavy", "fill")]
     assert plan[0]["vectors"] == 90
     assert "CREATE INDEX CONCURRENTLY" in plan[0]["statement"] and "lists = 9" in plan[0]["statement"]
+    assert plan[1]["statement"].startswith("CREATE INDEX CONCURRENTLY IF NOT EXISTS message_embeddings_recall_")
+    assert "_time ON pymem.message_embeddings (created_at) WHERE project_id = '' AND user_id = 'heavy'" in plan[1]["statement"]
     with psycopg.connect(dsn) as c:
-        rows = c.execute("SELECT r.project_id, r.user_id, r.lists, r.vectors, i.indisvalid FROM pymem.recall_indexes AS r "
-                         "JOIN pg_index AS i ON i.indexrelid = ('pymem.' || r.index_name)::regclass").fetchall()
-    assert rows == [("", "heavy", 9, 90, True)]  # superuser: RLS does not hide the other projects
+        rows = c.execute("SELECT r.project_id, r.user_id, r.lists, r.vectors, i.indisvalid, t.indisvalid "
+                         "FROM pymem.recall_indexes AS r "
+                         "JOIN pg_index AS i ON i.indexrelid = ('pymem.' || r.index_name)::regclass "
+                         "JOIN pg_index AS t ON t.indexrelid = ('pymem.' || r.index_name || '_time')::regclass").fetchall()
+    assert rows == [("", "heavy", 9, 90, True, True)]  # superuser: RLS does not hide the other projects
     assert _build(db) == []  # up to date: nothing to run
     drop = _build(db, min_messages=91)  # below the threshold now: dropped and forgotten
-    assert [(s["user_id"], s["action"]) for s in drop] == [("heavy", "drop")]
+    assert [(s["user_id"], s["action"]) for s in drop] == [("heavy", "drop"), ("heavy", "drop")]
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'message_embeddings_recall_%'").fetchone()[0] == 0
@@ -107,7 +114,20 @@ def test_an_invalid_or_missing_index_is_rebuilt_and_not_used_meanwhile(db, dsn):
         log = PlanLog(c, analyze=False)
         c.execute(RECALL, _params("coffee in paris")).fetchall()
         assert _index_scans(log) == []  # recorded, but no valid index: the exact scan
-    assert [s["action"] for s in _build(db)] == ["drop", "create"]
+    assert [s["action"] for s in _build(db)] == ["drop", "create"]  # the time index is still there
+    with psycopg.connect(dsn, autocommit=True) as c:  # a time index a failed build left invalid
+        c.execute(f"UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'pymem.{name}_time'::regclass")
+        register_vector(c)
+        log = PlanLog(c, analyze=False)
+        since = RECALL.replace("metadata =>", "since => now() - interval '1 hour', metadata =>")
+        assert len(c.execute(since, _params("coffee in paris")).fetchall()) == 5
+        assert _index_scans(log, time=True) == []  # not used meanwhile
+    plan = _build(db)
+    assert [(s["action"], s["statement"]) for s in plan] == [
+        ("drop", f"DROP INDEX CONCURRENTLY IF EXISTS pymem.{name}_time"),
+        ("create", f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {name}_time ON pymem.message_embeddings (created_at) "
+                   "WHERE project_id = '' AND user_id = 'heavy' AND embedder = 'hash-384-v1' AND created_at > '-infinity'")]
+    assert _build(db) == []
 
 
 @pytest.mark.parametrize("hybrid", [False, True])
@@ -128,16 +148,23 @@ def test_recall_through_the_index_returns_the_exact_ranking(db, dsn, hybrid):
             assert [round(x, 9) for _, _, x in got] == [round(x, 9) for _, _, x in exact]
 
 
+@pytest.mark.parametrize("time_index", [True, False])
 @pytest.mark.parametrize("hybrid", [False, True])
-def test_a_named_time_through_the_index_returns_the_exact_ranking(db, dsn, hybrid):
+def test_a_named_time_through_the_index_returns_the_exact_ranking(db, dsn, hybrid, time_index):
     """A named time (time_from / time_to, issue 32): the k best and the named time's k best come
     from one ranking of the index's candidates, with the candidates created in the named time
-    added, and equal the exact scan's: the same rows, the same scores (the time bonus on top)."""
+    added, and equal the exact scan's: the same rows, the same scores (the time bonus on top).
+    Those of the named time are all of its rows by the time index (at most 5,000 here), or, without
+    the time index, the nearest by a second IVFFlat pass."""
     with psycopg.connect(dsn, autocommit=True) as c:  # thread t1 was written in May 2024
         for table in ("messages", "message_embeddings", "message_lexemes"):
             c.execute(f"UPDATE pymem.{table} SET created_at = '2024-05-10' "
                       "WHERE project_id = '' AND user_id = 'heavy' AND thread_id = 't1'")
     _build(db)
+    if not time_index:
+        with psycopg.connect(dsn, autocommit=True) as c:
+            name = c.execute("SELECT pymem._recall_time_index(index_name) FROM pymem.recall_indexes").fetchone()[0]
+            c.execute(f"DROP INDEX pymem.{name}")
     timed = RECALL.replace("next_turn_weight => 0", "next_turn_weight => 0, time_from => '2024-05-01', "
                            "time_to => '2024-06-01'")
     got = {}
@@ -148,6 +175,7 @@ def test_a_named_time_through_the_index_returns_the_exact_ranking(db, dsn, hybri
                 log = PlanLog(c)
                 got[q, k] = c.execute(timed, _params(q, hybrid=hybrid, window=0, k=k)).fetchall()
                 assert _index_scans(log), "the recall did not read the user's index"
+                assert bool(_index_scans(log, time=True)) == time_index
                 assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
                 assert any(t == "t1" for t, _, _ in got[q, k]) and len(got[q, k]) == k
         c.execute("DELETE FROM pymem.recall_indexes")  # unregistered: the exact scan
@@ -155,6 +183,35 @@ def test_a_named_time_through_the_index_returns_the_exact_ranking(db, dsn, hybri
             exact = c.execute(timed, _params(q, hybrid=hybrid, window=0, k=k)).fetchall()
             assert [(t, s) for t, s, _ in rows] == [(t, s) for t, s, _ in exact]
             assert [round(x, 9) for _, _, x in rows] == [round(x, 9) for _, _, x in exact]
+
+
+@pytest.mark.parametrize("hybrid", [False, True])
+def test_a_narrow_time_is_read_through_the_time_index(db, dsn, hybrid):
+    """since / until holding few of a heavy user's messages: those rows by the user's time index,
+    by exact distance, and no exact scan of all of the user's rows. Before the time index, the
+    IVFFlat scan ran through the whole index looking for them and, finding fewer than k, fell back
+    to the exact scan (0.6 s for a day holding 20 of 160,000 messages: bench/reports/
+    2026-12-04-recall-time-index)."""
+    with psycopg.connect(dsn, autocommit=True) as c:  # three messages of thread t2 from last week
+        for table in ("messages", "message_embeddings", "message_lexemes"):
+            c.execute(f"UPDATE pymem.{table} SET created_at = now() - interval '7 days' "
+                      "WHERE project_id = '' AND user_id = 'heavy' AND thread_id = 't2' AND seq <= 3")
+    _build(db)
+    span = ("since => now() - interval '8 days', until => now() - interval '6 days'")
+    recall = RECALL.replace("metadata =>", f"{span}, metadata =>")
+    exact = EXACT.replace("since => NULL, until => NULL", span)
+    with pymem.connect(dsn) as c:
+        register_vector(c)
+        for q in QUERIES:
+            p = _params(q, hybrid=hybrid, window=0)
+            log = PlanLog(c)
+            got = c.execute(recall, p).fetchall()
+            assert _index_scans(log, time=True), "the recall did not read the user's time index"
+            assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+            assert 0 < len(got) <= 3 and {t for t, _, _ in got} == {"t2"}
+            want = c.execute(exact, p).fetchall()
+            assert [(t, s) for t, s, _ in got] == [(t, s) for t, s, _ in want]
+            assert [round(x, 9) for _, _, x in got] == [round(x, 9) for _, _, x in want]
 
 
 def test_filters_still_apply_and_k_rows_come_back(db, dsn):
@@ -302,10 +359,10 @@ def test_a_held_plan_lock_times_out_naming_its_holder(db, dsn, as_role):
     with psycopg.connect(dsn) as c:  # nothing was recorded; and once the lock is free, the plan runs
         assert c.execute("SELECT count(*) FROM pymem.recall_indexes").fetchone()[0] == 0
         c.execute("SET lock_timeout = 0")
-        assert len(c.execute("SELECT * FROM pymem.recall_index_plan(min_messages => 60)").fetchall()) == 2  # create, fill
+        assert len(c.execute("SELECT * FROM pymem.recall_index_plan(min_messages => 60)").fetchall()) == 3  # create x 2, fill
         assert c.execute("SHOW lock_timeout").fetchone()[0] == "0"  # the SQL's 60 s was for the lock only
         c.rollback()
-    assert [s["action"] for s in recall_indexes(db, "", 60)] == ["create", "fill"]
+    assert [s["action"] for s in recall_indexes(db, "", 60)] == ["create", "create", "fill"]
 
 
 def test_the_index_ddl_runs_under_the_pinned_search_path(db, dsn, admin):
@@ -321,7 +378,7 @@ def test_the_index_ddl_runs_under_the_pinned_search_path(db, dsn, admin):
         c.execute("CREATE OPERATOR plant.= (LEFTARG = text, RIGHTARG = text, FUNCTION = plant.text_eq)")
     caller = psycopg.conninfo.make_conninfo(dsn, options="-c search_path=plant,pg_catalog,public")
     with pymem.Database(pymem.Settings(dsn=caller, pool_min_size=1, pool_max_size=1)) as planted:
-        assert [s["action"] for s in recall_indexes(planted, "", 60)] == ["create", "fill"]
+        assert [s["action"] for s in recall_indexes(planted, "", 60)] == ["create", "create", "fill"]
         with planted.connection() as conn:
             assert conn.execute("SHOW search_path").fetchone()[0] == "plant,pg_catalog,public"
     with psycopg.connect(dsn) as c:
@@ -330,4 +387,4 @@ def test_the_index_ddl_runs_under_the_pinned_search_path(db, dsn, admin):
                          "AND d.refobjid = 'plant.=(text,text)'::regoperator").fetchone()[0]
         assert uses == 0, f"an index of {dbname} uses the planted operator"
         assert c.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE 'message_embeddings_recall_%'"
-                         ).fetchone()[0] == 1
+                         ).fetchone()[0] == 2  # the IVFFlat index and its time index

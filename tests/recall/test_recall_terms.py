@@ -82,14 +82,14 @@ def _distinct_lexemes(dsn: str, user: str, project: str = "") -> int:
 def test_the_plan_fills_the_heavy_users_postings_only_and_drops_them_with_the_index(db, dsn):
     assert _terms(dsn, "heavy") == 0  # nobody is heavy yet: no write added a posting
     plan = recall_indexes(db, "", 200)
-    assert [(s["user_id"], s["action"]) for s in plan] == [("heavy", "create"), ("heavy", "fill")]
-    assert plan[1]["statement"] == "SELECT pymem.recall_terms_fill(user_id => 'heavy', project_id => '')"
+    assert [(s["user_id"], s["action"]) for s in plan] == [("heavy", "create"), ("heavy", "create"), ("heavy", "fill")]
+    assert plan[2]["statement"] == "SELECT pymem.recall_terms_fill(user_id => 'heavy', project_id => '')"
     assert _terms(dsn, "heavy") == _distinct_lexemes(dsn, "heavy") > 300
     assert _terms(dsn, "light") == 0 and _terms(dsn, "heavy", "other") == 0  # another project: not planned
     with psycopg.connect(dsn) as c:
         assert c.execute("SELECT terms_filled FROM pymem.recall_indexes").fetchall() == [(True,)]
     assert recall_indexes(db, "", 200) == []  # up to date: nothing filled again
-    assert [s["action"] for s in recall_indexes(db, "", 301)] == ["drop"]  # below the threshold now
+    assert [s["action"] for s in recall_indexes(db, "", 301)] == ["drop", "drop"]  # below the threshold now (and its time index)
     assert _terms(dsn, "heavy") == 0
 
 
@@ -107,7 +107,6 @@ def test_a_lexical_only_match_is_recalled_through_the_postings_as_the_exact_scan
         assert postings and all(n["Node Type"] in ("Index Scan", "Index Only Scan") for n in postings)
         lexical = [x for x in log.plans if "pymem.recall_terms AS t" in x.get("Query Text", "")]
         vectors = [n for x in lexical for n in plan_nodes(x["Plan"]) if n.get("Relation Name") == "message_embeddings"]
-        print("NODES", [(n["Node Type"], n.get("Index Name"), n.get("Index Cond")) for n in vectors])
         assert vectors and all(n["Node Type"] == "Index Scan" and "seq" in n.get("Index Cond", "")
                                for n in vectors), "the vectors were not read by the message's key"
         # first in both rankings, with the same score (its BM25 is the best of either set's, so
@@ -259,7 +258,7 @@ def test_a_word_held_by_up_to_400_messages_joins_the_candidates_rarest_words_fir
                   "contents => %s, embeddings => %s, embedder => %s)",
                   (["user"] * 470, near + far, [Vector(v) for v in vectors], emb.name))
     with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=2)) as d:
-        assert [s["action"] for s in recall_indexes(d, "", 400)] == ["create", "fill"]
+        assert [s["action"] for s in recall_indexes(d, "", 400)] == ["create", "create", "fill"]
     p = _params("quasar garden", user="mid")
     with pymem.connect(dsn) as c:
         register_vector(c)

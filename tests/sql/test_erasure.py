@@ -273,8 +273,8 @@ def test_a_heavy_users_recall_index_is_dropped_by_the_next_plan(db, dsn):
     for i in range(6):
         mem.record(f"heavy question {i}", f"answer {i}", user="alice")
         other.record(f"heavy question {i}", f"answer {i}", user="alice")  # the same id, another project
-    assert [s["action"] for s in recall_indexes(db, "", 4)] == ["create", "fill"]
-    assert [s["action"] for s in recall_indexes(db, "acme", 4)] == ["create", "fill"]
+    assert [s["action"] for s in recall_indexes(db, "", 4)] == ["create", "create", "fill"]
+    assert [s["action"] for s in recall_indexes(db, "acme", 4)] == ["create", "create", "fill"]
     with psycopg.connect(dsn, autocommit=True) as c:
         index = c.execute("SELECT index_name FROM pymem.recall_indexes WHERE user_id = 'alice'").fetchone()[0]
         assert "alice" in c.execute("SELECT pg_get_indexdef(%s::regclass)", (f"pymem.{index}",)).fetchone()[0]
@@ -284,9 +284,11 @@ def test_a_heavy_users_recall_index_is_dropped_by_the_next_plan(db, dsn):
     assert recall_indexes(db, "acme", 4) == []  # another project's index is not this one's orphan
     steps = recall_indexes(db, "", 4)
     assert [(s["action"], s["user_id"], s["statement"]) for s in steps] == [
-        ("drop", None, f"DROP INDEX CONCURRENTLY IF EXISTS pymem.{index}")]
+        ("drop", None, f"DROP INDEX CONCURRENTLY IF EXISTS pymem.{index}"),
+        ("drop", None, f"DROP INDEX CONCURRENTLY IF EXISTS pymem.{index}_time")]  # and its time index
     with psycopg.connect(dsn, autocommit=True) as c:
         assert c.execute("SELECT to_regclass(%s)", (f"pymem.{index}",)).fetchone()[0] is None
+        assert c.execute("SELECT to_regclass(%s)", (f"pymem.{index}_time",)).fetchone()[0] is None
         assert c.execute("SELECT project_id FROM pymem.recall_indexes").fetchall() == [("acme",)]
     assert recall_indexes(db, "", 4) == [] and recall_indexes(db, "acme", 4) == []
 
