@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('9097dcbda2a8622f72d0e30ce21d0b5a4560ac34b8fa53faafc723838b260d75')
+SELECT pymem.migration_api_applied('0fb8e74cc90977a492dd0249a56243d534032f96ab73871f42eba737f42f5df3')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -56,6 +56,7 @@ DECLARE
     v_dropped text[] := '{}';  -- the indexes the plan above drops already
     v_unregistered text[] := '{}';  -- the users whose registration the plan deletes
     v_filled boolean;
+    v_valid boolean;           -- a time index's state: valid, invalid, NULL when missing
     v_user text;
     r record;
 BEGIN
@@ -163,19 +164,19 @@ BEGIN
         END IF;
     END LOOP;
     -- each registered user's time index (_recall_time_index), when missing or left invalid by a
-    -- build that failed
+    -- build that failed (its state in a statement of its own: Citus joins no catalog with a
+    -- distributed table)
     FOR r IN
-        SELECT ri.user_id, ri.embedder, ri.vectors, pymem._recall_time_index(ri.index_name) AS time_index,
-               (SELECT i.indisvalid FROM pg_catalog.pg_index AS i
-                 WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(
-                                          pymem._recall_time_index(ri.index_name)))) AS valid
+        SELECT ri.user_id, ri.embedder, ri.vectors, pymem._recall_time_index(ri.index_name) AS time_index
           FROM pymem.recall_indexes AS ri
          WHERE ri.project_id = recall_index_plan.project_id
          ORDER BY 1, 2
     LOOP
-        CONTINUE WHEN r.valid;
+        v_valid := (SELECT i.indisvalid FROM pg_catalog.pg_index AS i
+                     WHERE i.indexrelid = pg_catalog.to_regclass('pymem.' || pg_catalog.quote_ident(r.time_index)));
+        CONTINUE WHEN v_valid;
         user_id := r.user_id; embedder := r.embedder; vectors := r.vectors;
-        IF r.valid IS NOT NULL THEN
+        IF v_valid IS NOT NULL THEN
             action := 'drop';
             statement := pg_catalog.format('DROP INDEX CONCURRENTLY IF EXISTS pymem.%I', r.time_index);
             RETURN NEXT;
