@@ -143,7 +143,9 @@ def drop_index(conn: psycopg.Connection, args: argparse.Namespace, emb: HashEmbe
     if not conn.execute("SELECT 1 FROM pymem.recall_indexes WHERE project_id = %s AND user_id = %s",
                         (args.project, args.user)).fetchone():  # the user's words (0045), as the plan deletes them
         conn.execute("DELETE FROM pymem.recall_terms WHERE project_id = %s AND user_id = %s", (args.project, args.user))
-    conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS pymem.{}").format(sql.Identifier(index)))
+    time_index = conn.execute("SELECT pymem._recall_time_index(%s)", (index,)).fetchone()[0]
+    for name in (index, time_index):  # the recall index and the time index beside it
+        conn.execute(sql.SQL("DROP INDEX CONCURRENTLY IF EXISTS pymem.{}").format(sql.Identifier(name)))
 
 
 def shipped_costs(conn: psycopg.Connection, args: argparse.Namespace, emb: HashEmbedder) -> dict[str, Any]:
