@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('0fb8e74cc90977a492dd0249a56243d534032f96ab73871f42eba737f42f5df3')
+SELECT pymem.migration_api_applied('a776ac170b85038240b2c0623f077b080e2fe90d0936fe1c0ff89fc03ec811bc')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

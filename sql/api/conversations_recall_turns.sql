@@ -98,7 +98,7 @@ AS $$ SELECT p_spec.time_from IS NOT NULL AND coalesce(p_spec.time_weight > 0, f
 -- above it. Only the top k by own score are needed for the next turns: a message outside them
 -- scores at most the k-th own score, and w times its predecessor's less, so the rows it could
 -- displace from the k best are never ones the definition keeps. Each candidate and the two
--- messages after it are read by one range of the primary key. tw = 0 and w = 0 (or k = 0): _recall's
+-- messages after it are read in one statement on the messages table. tw = 0 and w = 0 (or k = 0): _recall's
 -- ranking unchanged, no second statement. Measured on the development data (LoCoMo, three
 -- conversations; bench/reports/2026-12-04-recall4): w 0.8 for the turn after raised evidence
 -- recall@5 from 0.61 to 0.65 (the turn before, or both neighbours, measured worse: multi-hop
@@ -121,6 +121,11 @@ DECLARE
     v_w double precision := coalesce(p_spec.next_turn_weight, 0);
     v_tw double precision := CASE WHEN pymem._names_time(p_spec) THEN p_spec.time_weight ELSE 0 END;
     v_window_after bigint;
+    v_m_threads text[];         -- the candidates' messages and the two after each
+    v_m_seqs bigint[];
+    v_m_created timestamptz[];
+    v_m_ok boolean[];
+    v_wanted bigint[];          -- every candidate's seq to seq + 2
 BEGIN
     IF (v_w = 0 AND v_tw = 0) OR p_spec.k < 1 THEN
         RETURN QUERY SELECT r.thread_id, r.seq, r.similarity, r.score
@@ -135,19 +140,33 @@ BEGIN
         RETURN;
     END IF;
     v_window_after := pymem._window_after(p_project_id, p_user_id, p_thread_id, p_spec.window_size);
+    -- each candidate's message and the two after it, in one read of the user's messages by key
+    -- (their threads and every candidate's seq to seq + 2: a superset, matched below), each with
+    -- whether it may come back as a turn after: a statement on one table, which Citus runs by its
+    -- fast path on the local shard (as a join with the candidates it planned it in full: 1.1 ms
+    -- of a worker's context_read against 0.2 for the shard's read, bench/reports/
+    -- 2026-12-04-citus-context-profile)
+    v_wanted := ARRAY(SELECT s.s + d.d FROM pg_catalog.unnest(v_seqs) AS s(s) CROSS JOIN pg_catalog.generate_series(0, 2) AS d(d));
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at),
+           pg_catalog.array_agg(pg_catalog.length(m.content) >= p_spec.min_content_chars
+                                AND (p_spec.as_of IS NULL OR m.created_at <= p_spec.as_of)
+                                AND (p_spec.since IS NULL OR m.created_at >= p_spec.since)
+                                AND (p_spec.until IS NULL OR m.created_at < p_spec.until)
+                                AND NOT (m.thread_id = p_thread_id AND m.seq > v_window_after)
+                                AND (p_spec.metadata IS NULL OR m.metadata @> p_spec.metadata))
+      INTO v_m_threads, v_m_seqs, v_m_created, v_m_ok
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.thread_id = ANY (v_threads)
+       AND m.seq = ANY (v_wanted);
     RETURN QUERY
-    WITH c AS MATERIALIZED (  -- each candidate (from_seq) and the two messages after it: one range of the
-                              -- primary key each (LIMIT 3 keeps it a nested loop: as a join, a generic
-                              -- plan hashed all of the user's messages, 1.4 ms for 1,000)
-        SELECT r.thread_id, r.seq AS from_seq, r.similarity, r.score, m.seq, m.created_at, m.content, m.metadata
+    WITH c AS MATERIALIZED (  -- each candidate (from_seq) and the two messages after it
+        SELECT r.thread_id, r.seq AS from_seq, r.similarity, r.score, m.seq, m.created_at, m.ok
           FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
                           pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores))
                AS r(thread_id, seq, similarity, score)
-         CROSS JOIN LATERAL (
-               SELECT m.seq, m.created_at, m.content, m.metadata FROM pymem.messages AS m
-                WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.thread_id = r.thread_id
-                  AND m.seq >= r.seq AND m.seq <= r.seq + 2
-                ORDER BY m.seq LIMIT 3) AS m),
+          JOIN ROWS FROM (pg_catalog.unnest(v_m_threads), pg_catalog.unnest(v_m_seqs), pg_catalog.unnest(v_m_created),
+                          pg_catalog.unnest(v_m_ok)) AS m(thread_id, seq, created_at, ok)
+            ON m.thread_id = r.thread_id AND m.seq >= r.seq AND m.seq <= r.seq + 2),
     own AS MATERIALIZED (  -- the top k by own score (a candidate of both lists once)
         SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at
           FROM (SELECT c.thread_id, c.seq, pg_catalog.max(c.similarity) AS similarity, pg_catalog.max(c.created_at) AS created_at,
@@ -163,13 +182,7 @@ BEGIN
                c.seq - o.seq AS hop
           FROM own AS o
           JOIN c ON c.thread_id = o.thread_id AND c.from_seq = o.seq AND c.seq > o.seq
-         WHERE v_w > 0
-           AND pg_catalog.length(c.content) >= p_spec.min_content_chars
-           AND (p_spec.as_of IS NULL OR c.created_at <= p_spec.as_of)
-           AND (p_spec.since IS NULL OR c.created_at >= p_spec.since)
-           AND (p_spec.until IS NULL OR c.created_at < p_spec.until)
-           AND NOT (c.thread_id = p_thread_id AND c.seq > v_window_after)
-           AND (p_spec.metadata IS NULL OR c.metadata @> p_spec.metadata)
+         WHERE v_w > 0 AND c.ok
            AND (p_spec.min_score IS NULL OR v_w * o.score >= p_spec.min_score))
     SELECT g.thread_id, g.seq, g.similarity, g.score
       FROM (SELECT a.thread_id, a.seq, pg_catalog.max(a.similarity) AS similarity, pg_catalog.max(a.score) AS score,
