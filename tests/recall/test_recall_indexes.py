@@ -76,6 +76,25 @@ def _params(q: str, *, user: str = "heavy", project: str = "", k: int = 5, hybri
             "k": k, "w": window, "m": metadata}
 
 
+def _exact_scan_ran(log: PlanLog) -> bool:
+    """Whether the recall fell back to the exact scan (_recall_ranked)."""
+    return any("_recall_ranked" in x.get("Query Text", "") for x in log.plans)
+
+
+def _same_ranking(got: list, want: list) -> None:
+    """The same rows in the same order, the same scores (to 9 decimals)."""
+    assert [(t, s) for t, s, _ in got] == [(t, s) for t, s, _ in want]
+    assert [round(x, 9) for _, _, x in got] == [round(x, 9) for _, _, x in want]
+
+
+def _written_at(dsn: str, when: str, where: str) -> None:
+    """Give the heavy user's messages matching `where` (and their vectors and lexemes) the time `when`."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        for table in ("messages", "message_embeddings", "message_lexemes"):
+            c.execute(f"UPDATE pymem.{table} SET created_at = {when} "
+                      f"WHERE project_id = '' AND user_id = 'heavy' AND {where}")
+
+
 def _index_scans(log: PlanLog, time: bool = False) -> list[str]:
     """The user's IVFFlat index scans; time: its time index's (pymem._recall_time_index)."""
     return [n["Index Name"] for p in log.plans for n in plan_nodes(p["Plan"])
@@ -142,10 +161,8 @@ def test_recall_through_the_index_returns_the_exact_ranking(db, dsn, hybrid):
             log = PlanLog(c)
             got = c.execute(RECALL, p).fetchall()
             assert _index_scans(log), "the recall did not read the user's index"
-            assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
-            exact = c.execute(EXACT, p).fetchall()
-            assert [(t, s) for t, s, _ in got] == [(t, s) for t, s, _ in exact]
-            assert [round(x, 9) for _, _, x in got] == [round(x, 9) for _, _, x in exact]
+            assert not _exact_scan_ran(log), "the exact scan ran"
+            _same_ranking(got, c.execute(EXACT, p).fetchall())
 
 
 @pytest.mark.parametrize("time_index", [True, False])
@@ -156,10 +173,7 @@ def test_a_named_time_through_the_index_returns_the_exact_ranking(db, dsn, hybri
     added, and equal the exact scan's: the same rows, the same scores (the time bonus on top).
     Those of the named time are all of its rows by the time index (at most 5,000 here), or, without
     the time index, the nearest by a second IVFFlat pass."""
-    with psycopg.connect(dsn, autocommit=True) as c:  # thread t1 was written in May 2024
-        for table in ("messages", "message_embeddings", "message_lexemes"):
-            c.execute(f"UPDATE pymem.{table} SET created_at = '2024-05-10' "
-                      "WHERE project_id = '' AND user_id = 'heavy' AND thread_id = 't1'")
+    _written_at(dsn, "'2024-05-10'", "thread_id = 't1'")  # thread t1 was written in May 2024
     _build(db)
     if not time_index:
         with psycopg.connect(dsn, autocommit=True) as c:
@@ -176,13 +190,11 @@ def test_a_named_time_through_the_index_returns_the_exact_ranking(db, dsn, hybri
                 got[q, k] = c.execute(timed, _params(q, hybrid=hybrid, window=0, k=k)).fetchall()
                 assert _index_scans(log), "the recall did not read the user's index"
                 assert bool(_index_scans(log, time=True)) == time_index
-                assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+                assert not _exact_scan_ran(log), "the exact scan ran"
                 assert any(t == "t1" for t, _, _ in got[q, k]) and len(got[q, k]) == k
         c.execute("DELETE FROM pymem.recall_indexes")  # unregistered: the exact scan
         for (q, k), rows in got.items():
-            exact = c.execute(timed, _params(q, hybrid=hybrid, window=0, k=k)).fetchall()
-            assert [(t, s) for t, s, _ in rows] == [(t, s) for t, s, _ in exact]
-            assert [round(x, 9) for _, _, x in rows] == [round(x, 9) for _, _, x in exact]
+            _same_ranking(rows, c.execute(timed, _params(q, hybrid=hybrid, window=0, k=k)).fetchall())
 
 
 @pytest.mark.parametrize("hybrid", [False, True])
@@ -192,10 +204,7 @@ def test_a_narrow_time_is_read_through_the_time_index(db, dsn, hybrid):
     IVFFlat scan ran through the whole index looking for them and, finding fewer than k, fell back
     to the exact scan (0.6 s for a day holding 20 of 160,000 messages: bench/reports/
     2026-12-04-recall-time-index)."""
-    with psycopg.connect(dsn, autocommit=True) as c:  # three messages of thread t2 from last week
-        for table in ("messages", "message_embeddings", "message_lexemes"):
-            c.execute(f"UPDATE pymem.{table} SET created_at = now() - interval '7 days' "
-                      "WHERE project_id = '' AND user_id = 'heavy' AND thread_id = 't2' AND seq <= 3")
+    _written_at(dsn, "now() - interval '7 days'", "thread_id = 't2' AND seq <= 3")  # three of t2, last week
     _build(db)
     span = ("since => now() - interval '8 days', until => now() - interval '6 days'")
     recall = RECALL.replace("metadata =>", f"{span}, metadata =>")
@@ -207,11 +216,9 @@ def test_a_narrow_time_is_read_through_the_time_index(db, dsn, hybrid):
             log = PlanLog(c)
             got = c.execute(recall, p).fetchall()
             assert _index_scans(log, time=True), "the recall did not read the user's time index"
-            assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+            assert not _exact_scan_ran(log), "the exact scan ran"
             assert 0 < len(got) <= 3 and {t for t, _, _ in got} == {"t2"}
-            want = c.execute(exact, p).fetchall()
-            assert [(t, s) for t, s, _ in got] == [(t, s) for t, s, _ in want]
-            assert [round(x, 9) for _, _, x in got] == [round(x, 9) for _, _, x in want]
+            _same_ranking(got, c.execute(exact, p).fetchall())
 
 
 def test_filters_still_apply_and_k_rows_come_back(db, dsn):
@@ -224,7 +231,7 @@ def test_filters_still_apply_and_k_rows_come_back(db, dsn):
             log = PlanLog(c)
             got = c.execute(RECALL, p).fetchall()
             assert _index_scans(log)
-            assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+            assert not _exact_scan_ran(log), "the exact scan ran"
             assert len(got) == 10
             assert got == c.execute(EXACT, p).fetchall()
         # fewer eligible rows than k (45 'x' rows, 15 of them in thread 'default', all in the
@@ -235,14 +242,14 @@ def test_filters_still_apply_and_k_rows_come_back(db, dsn):
         log = PlanLog(c, analyze=False)
         got = c.execute(RECALL, p).fetchall()
         assert _index_scans(log)
-        assert not any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "the exact scan ran"
+        assert not _exact_scan_ran(log), "the exact scan ran"
         exact = c.execute(EXACT, p).fetchall()
         assert 0 < len(got) == len(exact) < 30
         assert got == exact
         # with a min_score the candidates cannot tell: fewer than k, the exact scan runs
         log = PlanLog(c, analyze=False)
         scored = c.execute(RECALL.replace("metadata =>", "min_score => -1, metadata =>"), p).fetchall()
-        assert any("_recall_ranked" in x.get("Query Text", "") for x in log.plans), "no exact fallback"
+        assert _exact_scan_ran(log), "no exact fallback"
         assert scored == exact
 
 
@@ -267,7 +274,7 @@ def test_recency_or_importance_weights_take_the_exact_scan(db, dsn):
             got = c.execute(RECALL.replace("k => %(k)s", f"k => %(k)s, {weights}"), _params("coffee in paris")).fetchall()
             assert len(got) == 5
             assert _index_scans(log) == []
-            assert any("_recall_ranked" in x.get("Query Text", "") for x in log.plans)
+            assert _exact_scan_ran(log)
 
 
 def test_light_users_and_other_projects_keep_the_exact_scan(db, dsn):
