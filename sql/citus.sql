@@ -178,6 +178,75 @@ BEGIN
 END;
 $$;
 
+-- _recall_rows: the rows _recall_ranked ranks, as the plain SQL body defines them, read by
+-- single-table statements (Citus's fast path on the local shard) into arrays and returned from
+-- them: the ranking statement then names no Citus table, where the plain body, inlined into it,
+-- made Citus plan the whole statement in full on every call (~3 ms of a context_read on the
+-- worker). Vectors stored before 0017 (rare) take their lexemes in a join, and a metadata filter
+-- reads the keys of the user's messages that pass it.
+SELECT pymem.migration_types_path();  -- its signature names pgvector's type
+CREATE OR REPLACE FUNCTION pymem._recall_rows(
+    p_project_id text, p_user_id text, p_embedder text, p_query vector, p_any tsquery, p_as_of timestamptz,
+    p_metadata jsonb)
+RETURNS TABLE (thread_id text, seq bigint, chars integer, importance double precision, created_at timestamptz,
+               similarity double precision, tokens integer, lexemes tsvector, metadata_ok boolean)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_thread text[]; v_seq bigint[]; v_chars integer[]; v_importance double precision[]; v_at timestamptz[];
+    v_sim double precision[]; v_tokens integer[]; v_lexemes tsvector[]; v_stale boolean[];
+    v_f_thread text[]; v_f_seq bigint[];
+BEGIN
+    IF p_query IS NOT NULL THEN
+        SELECT pg_catalog.array_agg(e.thread_id), pg_catalog.array_agg(e.seq), pg_catalog.array_agg(e.chars),
+               pg_catalog.array_agg(e.importance), pg_catalog.array_agg(e.created_at),
+               pg_catalog.array_agg(1 - pymem._cosine_distance(e.embedding, p_query)), pg_catalog.array_agg(e.tokens),
+               pg_catalog.array_agg(CASE WHEN e.lexemes @@ p_any THEN e.lexemes END), pg_catalog.array_agg(e.lexemes IS NULL)
+          INTO v_thread, v_seq, v_chars, v_importance, v_at, v_sim, v_tokens, v_lexemes, v_stale
+          FROM pymem.message_embeddings AS e
+         WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+           AND (p_as_of IS NULL OR e.created_at <= p_as_of);
+    ELSE
+        SELECT pg_catalog.array_agg(l.thread_id), pg_catalog.array_agg(l.seq), pg_catalog.array_agg(l.chars),
+               pg_catalog.array_agg(l.importance), pg_catalog.array_agg(l.created_at), pg_catalog.array_agg(l.tokens),
+               pg_catalog.array_agg(CASE WHEN l.lexemes @@ p_any THEN l.lexemes END)
+          INTO v_thread, v_seq, v_chars, v_importance, v_at, v_tokens, v_lexemes
+          FROM pymem.message_lexemes AS l
+         WHERE l.project_id = p_project_id AND l.user_id = p_user_id
+           AND (p_as_of IS NULL OR l.created_at <= p_as_of);
+    END IF;
+    IF v_thread IS NULL THEN
+        RETURN;
+    END IF;
+    IF true = ANY (v_stale) THEN
+        SELECT pg_catalog.array_agg(coalesce(x.tokens, r.tokens) ORDER BY r.o),
+               pg_catalog.array_agg(CASE WHEN x.lexemes @@ p_any THEN x.lexemes ELSE r.lexemes END ORDER BY r.o)
+          INTO v_tokens, v_lexemes
+          FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_tokens),
+                          pg_catalog.unnest(v_lexemes), pg_catalog.unnest(v_stale)) WITH ORDINALITY
+               AS r(thread_id, seq, tokens, lexemes, stale, o)
+          LEFT JOIN pymem.message_lexemes AS x
+            ON r.stale AND x.project_id = p_project_id AND x.user_id = p_user_id AND x.thread_id = r.thread_id AND x.seq = r.seq;
+    END IF;
+    IF p_metadata IS NOT NULL THEN
+        SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq) INTO v_f_thread, v_f_seq
+          FROM pymem.messages AS m
+         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.metadata @> p_metadata;
+    END IF;
+    RETURN QUERY
+    SELECT r.thread_id, r.seq, r.chars, r.importance, r.created_at, r.similarity, r.tokens, r.lexemes,
+           p_metadata IS NULL OR (r.thread_id, r.seq) IN (
+               SELECT f.thread_id, f.seq FROM ROWS FROM (pg_catalog.unnest(v_f_thread), pg_catalog.unnest(v_f_seq)) AS f(thread_id, seq))
+      FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_chars),
+                      pg_catalog.unnest(v_importance), pg_catalog.unnest(v_at), pg_catalog.unnest(v_sim),
+                      pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
+           AS r(thread_id, seq, chars, importance, created_at, similarity, tokens, lexemes);
+END;
+$$;
+SELECT pymem.migration_search_path();
+
 -- _local_shard(table, key): the name of the table's shard for a distribution key when that
 -- shard is a table on this node, else the table's. For the lexeme triggers below, which fire on
 -- a shard of facts or messages: the colocated shard of fact_lexemes, message_lexemes,

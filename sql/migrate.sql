@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a776ac170b85038240b2c0623f077b080e2fe90d0936fe1c0ff89fc03ec811bc')
+SELECT pymem.migration_api_applied('deccfdad9e7bf66e5f75007389f590fc58babf397b426e74d2310bf022e7fbeb')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -7,6 +7,59 @@
 --
 -- Errors: 22023 invalid argument.
 
+-- _recall_rows: the user's rows that recall with terms ranks (_recall_ranked), as of p_as_of: with
+-- a vector (p_query), every vector of the user's from p_embedder with its cosine; without, every
+-- message of the user's (similarity NULL). Each with its length in tokens and, when they share a
+-- term with p_any, its lexemes (else NULL); a vector stored before 0017 (no lexemes beside it:
+-- stale) takes both from its message's row of message_lexemes, by primary key. metadata_ok: the
+-- message's metadata contains p_metadata (NULL: no filter). One home for the read, apart from the
+-- ranking: on plain PostgreSQL this SQL function is inlined into _recall_ranked's statement (no
+-- SET clause, so the planner may: UNPINNED in tests/sql/test_sql_files.py; every name is
+-- schema-qualified), which plans exactly as the read written in place; on Citus, sql/citus.sql
+-- gives it a PL/pgSQL body of single-table reads, so that the ranking statement names no Citus
+-- table and Citus does not plan it in full on every call.
+CREATE OR REPLACE FUNCTION pymem._recall_rows(
+    p_project_id text, p_user_id text, p_embedder text, p_query vector, p_any tsquery, p_as_of timestamptz,
+    p_metadata jsonb)
+RETURNS TABLE (thread_id text, seq bigint, chars integer, importance double precision, created_at timestamptz,
+               similarity double precision, tokens integer, lexemes tsvector, metadata_ok boolean)
+LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT r.thread_id, r.seq, r.chars, r.importance, r.created_at, r.similarity,
+           CASE WHEN r.stale THEN (SELECT l.tokens FROM pymem.message_lexemes AS l
+                                    WHERE l.project_id OPERATOR(pg_catalog.=) p_project_id
+                                      AND l.user_id OPERATOR(pg_catalog.=) p_user_id
+                                      AND l.thread_id OPERATOR(pg_catalog.=) r.thread_id AND l.seq OPERATOR(pg_catalog.=) r.seq)
+                ELSE r.tokens END,
+           CASE WHEN r.stale THEN (SELECT l.lexemes FROM pymem.message_lexemes AS l
+                                    WHERE l.project_id OPERATOR(pg_catalog.=) p_project_id
+                                      AND l.user_id OPERATOR(pg_catalog.=) p_user_id
+                                      AND l.thread_id OPERATOR(pg_catalog.=) r.thread_id AND l.seq OPERATOR(pg_catalog.=) r.seq
+                                      AND l.lexemes OPERATOR(pg_catalog.@@) p_any)
+                ELSE r.lexemes END,
+           p_metadata IS NULL OR EXISTS (
+               SELECT 1 FROM pymem.messages AS m
+                WHERE m.project_id OPERATOR(pg_catalog.=) p_project_id AND m.user_id OPERATOR(pg_catalog.=) p_user_id
+                  AND m.thread_id OPERATOR(pg_catalog.=) r.thread_id AND m.seq OPERATOR(pg_catalog.=) r.seq
+                  AND m.metadata OPERATOR(pg_catalog.@>) p_metadata)
+      FROM (SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
+                   1::pg_catalog.float8 OPERATOR(pg_catalog.-) pymem._cosine_distance(e.embedding, p_query) AS similarity,
+                   e.tokens, CASE WHEN e.lexemes OPERATOR(pg_catalog.@@) p_any THEN e.lexemes END AS lexemes,
+                   e.lexemes IS NULL AS stale
+              FROM pymem.message_embeddings AS e
+             WHERE p_query IS NOT NULL
+               AND e.project_id OPERATOR(pg_catalog.=) p_project_id AND e.user_id OPERATOR(pg_catalog.=) p_user_id
+               AND e.embedder OPERATOR(pg_catalog.=) p_embedder
+               AND (p_as_of IS NULL OR e.created_at OPERATOR(pg_catalog.<=) p_as_of)
+            UNION ALL
+            SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, NULL::pg_catalog.float8, l.tokens,
+                   CASE WHEN l.lexemes OPERATOR(pg_catalog.@@) p_any THEN l.lexemes END, false
+              FROM pymem.message_lexemes AS l
+             WHERE p_query IS NULL
+               AND l.project_id OPERATOR(pg_catalog.=) p_project_id AND l.user_id OPERATOR(pg_catalog.=) p_user_id
+               AND (p_as_of IS NULL OR l.created_at OPERATOR(pg_catalog.<=) p_as_of)) AS r
+$$;
+
 -- _recall_ranked: a user's recall candidates ranked by
 --   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
 -- (age measured from the spec's as_of, default now; ties: newer first, then thread and seq), where
@@ -130,64 +183,33 @@ BEGIN
         RETURN;
     END IF;
     RETURN QUERY
-        WITH base AS MATERIALIZED (  -- the user's rows as of v_as_of, read once
-            SELECT r.thread_id, r.seq, r.created_at, r.similarity, r.tokens, r.lexemes, r.stale,
+        WITH base AS MATERIALIZED (  -- the user's rows as of v_as_of, read once (_recall_rows)
+            SELECT r.thread_id, r.seq, r.created_at, r.similarity, r.tokens, r.lexemes,
                    r.chars >= v_min_chars
                    AND (v_since IS NULL OR r.created_at >= v_since)
                    AND (v_until IS NULL OR r.created_at < v_until)
                    AND NOT (r.thread_id = p_thread_id AND r.seq > v_window_after)
-                   AND (v_filter IS NULL OR EXISTS (
-                           SELECT 1 FROM pymem.messages AS m
-                            WHERE m.project_id = p_project_id AND m.user_id = p_user_id
-                              AND m.thread_id = r.thread_id AND m.seq = r.seq AND m.metadata @> v_filter)) AS ok,
+                   AND r.metadata_ok AS ok,
                    v_wv * coalesce(r.similarity, 0)
                    + CASE WHEN v_rw = 0 THEN 0 ELSE v_rw * pymem._recency(
                          pg_catalog.date_part('epoch', coalesce(v_as_of, pg_catalog.now()) - r.created_at), v_half_life) END
                    + v_iw * r.importance AS base
-              FROM (-- with a vector: every vector of the user's from p_embedder
-                    SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
-                           1 - pymem._cosine_distance(e.embedding, p_query) AS similarity, e.tokens,
-                           CASE WHEN e.lexemes @@ v_any THEN e.lexemes END AS lexemes,
-                           e.lexemes IS NULL AS stale
-                      FROM pymem.message_embeddings AS e
-                     WHERE p_query IS NOT NULL
-                       AND e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-                       AND (v_as_of IS NULL OR e.created_at <= v_as_of)
-                    UNION ALL
-                    -- without: every message of the user's
-                    SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, NULL::float8, l.tokens,
-                           CASE WHEN l.lexemes @@ v_any THEN l.lexemes END, false
-                      FROM pymem.message_lexemes AS l
-                     WHERE p_query IS NULL
-                       AND l.project_id = p_project_id AND l.user_id = p_user_id
-                       AND (v_as_of IS NULL OR l.created_at <= v_as_of)) AS r),
-        stale AS MATERIALIZED (  -- vectors stored before 0017: their messages' lexemes by primary key
-            SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, l.tokens,
-                   CASE WHEN l.lexemes @@ v_any THEN l.lexemes END AS lexemes
-              FROM base AS b
-              JOIN pymem.message_lexemes AS l
-                ON l.project_id = p_project_id AND l.user_id = p_user_id AND l.thread_id = b.thread_id AND l.seq = b.seq
-             WHERE b.stale),
+              FROM pymem._recall_rows(p_project_id, p_user_id, p_embedder, p_query, v_any, v_as_of, v_filter) AS r),
         hits AS MATERIALIZED (  -- the rows sharing a term with the text
             SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, b.tokens, b.lexemes
-              FROM base AS b WHERE b.lexemes IS NOT NULL
-            UNION ALL
-            SELECT s.thread_id, s.seq, s.created_at, s.similarity, s.ok, s.base, s.tokens, s.lexemes
-              FROM stale AS s WHERE s.lexemes IS NOT NULL),
+              FROM base AS b WHERE b.lexemes IS NOT NULL),
         matches AS MATERIALIZED (  -- (hit, term) for each query term a hit holds
             SELECT h.thread_id, h.seq, t.i
               FROM hits AS h CROSS JOIN pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
              WHERE h.lexemes @@ v_terms[t.i]),
         st AS MATERIALIZED (  -- BM25's statistics over the rows read: average length, each term's idf
-            SELECT GREATEST(coalesce((n.tokens + o.tokens) / NULLIF(n.known + o.known, 0), 1), 1) AS avgdl,
+            SELECT GREATEST(coalesce(n.tokens / NULLIF(n.known, 0), 1), 1) AS avgdl,
                    ARRAY(SELECT pymem._bm25_idf(n.docs, coalesce(d.df, 0))
                            FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
                            LEFT JOIN (SELECT m.i, pg_catalog.count(*)::float8 AS df FROM matches AS m GROUP BY m.i) AS d ON d.i = t.i
                           ORDER BY t.i) AS idf
               FROM (SELECT pg_catalog.count(*)::float8 AS docs, coalesce(pg_catalog.sum(b.tokens), 0)::float8 AS tokens,
-                           pg_catalog.count(b.tokens)::float8 AS known FROM base AS b) AS n
-             CROSS JOIN (SELECT coalesce(pg_catalog.sum(s.tokens), 0)::float8 AS tokens, pg_catalog.count(s.tokens)::float8 AS known
-                           FROM stale AS s) AS o),
+                           pg_catalog.count(b.tokens)::float8 AS known FROM base AS b) AS n),
         lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.3, a term counted once per message)
             SELECT h.thread_id, h.seq, h.created_at, h.similarity, h.base,
                    pymem._bm25(w.weight, 1, h.tokens, s.avgdl, 0.3) AS bm25
@@ -201,8 +223,7 @@ BEGIN
             SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base AS score
               FROM base AS b
              WHERE b.ok AND p_query IS NOT NULL AND pymem._vector_match(b.similarity)
-               AND b.lexemes IS NULL
-               AND NOT (b.stale AND EXISTS (SELECT 1 FROM hits AS x WHERE x.thread_id = b.thread_id AND x.seq = b.seq))),
+               AND b.lexemes IS NULL),
         cand AS (  -- the k best of those (and the k best created in a named time), and the eligible rows sharing a term
             (SELECT o.* FROM other AS o ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC LIMIT v_k)
             UNION

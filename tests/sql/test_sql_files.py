@@ -90,9 +90,10 @@ UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "py
             "pymem._bm25_idf(double precision,double precision)",
             "pymem._bm25(double precision,double precision,double precision,double precision,double precision)",
             "pymem._recency(double precision,double precision)", "pymem._fact_live(timestamp with time zone,timestamp with time zone)",
-            "pymem._fact_valid(timestamp with time zone,timestamp with time zone,timestamp with time zone)"}
+            "pymem._fact_valid(timestamp with time zone,timestamp with time zone,timestamp with time zone)",
+            "pymem._recall_rows(text,text,text,vector,tsquery,timestamp with time zone,jsonb)"}
 SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in", "least", "greatest",
-             "operator", "all", "array"}
+             "operator", "all", "array", "exists"}
 # The only schemas a pinned pymem function may resolve names in: none of them can be written by
 # anyone but pymem's owner (pg_temp is the caller's own, searched for tables only, and last).
 TRUSTED_PATH = {"pg_catalog", "pymem", "pg_temp"}
