@@ -486,6 +486,66 @@ BEGIN
 END;
 $$;
 
+-- _fact_candidates (a subject's facts, for _facts_ranked: facts_search and context_read's user
+-- facts): the plain body's join of the subject's active facts, vectors and lexemes, as three
+-- single-table reads (Citus's fast path on the local shard; the active facts with the predicates
+-- of pymem.active_facts, as facts_newest above) into arrays, joined by hash in a statement that
+-- names no Citus table; the join took Citus's full router planner on every call. Defined after
+-- the copies above, which derive from the plain body.
+CREATE OR REPLACE FUNCTION pymem._fact_candidates(
+    p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_metadata jsonb)
+RETURNS TABLE (id bigint, scope_id text, content text, confidence double precision, source text, metadata jsonb,
+               created_at timestamptz, eligible boolean, dist double precision, lexemes tsvector, tokens integer)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+SET enable_nestloop = off
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_id bigint[]; v_content text[]; v_confidence double precision[]; v_source text[]; v_metadata jsonb[];
+    v_at timestamptz[];
+    v_e_id bigint[]; v_e_dist double precision[];
+    v_l_id bigint[]; v_l_lexemes tsvector[]; v_l_tokens integer[];
+BEGIN
+    IF p_scope_id = '*' THEN
+        RETURN QUERY SELECT * FROM pymem._scope_fact_candidates(p_project_id, p_scope, p_query, p_embedder, p_metadata);
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(f.id), pg_catalog.array_agg(f.content), pg_catalog.array_agg(f.confidence),
+           pg_catalog.array_agg(f.source), pg_catalog.array_agg(f.metadata), pg_catalog.array_agg(f.created_at)
+      INTO v_id, v_content, v_confidence, v_source, v_metadata, v_at
+      FROM pymem.facts AS f
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.superseded_by IS NULL
+       AND pymem._fact_live(f.expires_at, pg_catalog.now()) AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now());
+    IF v_id IS NULL THEN
+        RETURN;
+    END IF;
+    IF p_query IS NOT NULL THEN  -- without a vector every distance is NULL
+        SELECT pg_catalog.array_agg(e.fact_id), pg_catalog.array_agg(pymem._cosine_distance(e.embedding, p_query))
+          INTO v_e_id, v_e_dist
+          FROM pymem.fact_embeddings AS e
+         WHERE e.project_id = p_project_id AND e.scope = p_scope AND e.scope_id = p_scope_id
+           AND e.embedder = coalesce(p_embedder, '');
+    END IF;
+    SELECT pg_catalog.array_agg(l.fact_id), pg_catalog.array_agg(l.lexemes), pg_catalog.array_agg(l.tokens)
+      INTO v_l_id, v_l_lexemes, v_l_tokens
+      FROM pymem.fact_lexemes AS l
+     WHERE l.project_id = p_project_id AND l.scope = p_scope AND l.scope_id = p_scope_id;
+    RETURN QUERY
+    SELECT f.id, p_scope_id, f.content, f.confidence, f.source, f.metadata, f.created_at,
+           p_metadata IS NULL OR f.metadata @> p_metadata,
+           e.dist,
+           coalesce(l.lexemes, pymem._lexemes(pymem._text_search_config(p_project_id), f.content)),
+           coalesce(l.tokens, pymem._lexeme_tokens(pymem._lexemes(pymem._text_search_config(p_project_id), f.content)))
+      FROM ROWS FROM (pg_catalog.unnest(v_id), pg_catalog.unnest(v_content), pg_catalog.unnest(v_confidence),
+                      pg_catalog.unnest(v_source), pg_catalog.unnest(v_metadata), pg_catalog.unnest(v_at))
+           AS f(id, content, confidence, source, metadata, created_at)
+      LEFT JOIN ROWS FROM (pg_catalog.unnest(v_e_id), pg_catalog.unnest(v_e_dist)) AS e(id, dist) ON e.id = f.id
+      LEFT JOIN ROWS FROM (pg_catalog.unnest(v_l_id), pg_catalog.unnest(v_l_lexemes), pg_catalog.unnest(v_l_tokens))
+           AS l(id, lexemes, tokens) ON l.id = f.id;
+END;
+$$;
+
 SELECT pymem.migration_search_path();
 
 -- Policies: project_id = current_tenant() without the sub-select (Citus: "Subqueries are not
