@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('5b9156ee4ed273de30a5df0ebf82e4df7897edee8d3759dd833bf550a0b14eb0')
+SELECT pymem.migration_api_applied('2a5fd0497d204d9ea3a89eb7d7e650bd7510f6eb57a6849439038a56361f1ccd')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

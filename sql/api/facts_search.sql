@@ -77,7 +77,8 @@ $$;
 -- score = (1 - p_lw) * cosine + p_lw * lexical with a query vector, lexical alone without one,
 -- best first, ties to the higher id; top p_k. p_everyone false (facts_search): with a vector, the
 -- facts that have none from p_embedder come first, unranked (similarity and score NULL), and the
--- facts that have one are ranked; without a vector, the facts sharing a word with the text.
+-- facts that have one are ranked (the unranked newest first); without a vector, the facts sharing a
+-- word with the text.
 -- p_everyone true (a context read): every eligible fact is ranked, a missing score counting 0.
 CREATE OR REPLACE FUNCTION pymem._facts_ranked(
     p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_text text,
@@ -120,7 +121,9 @@ BEGIN
          WHERE c.eligible
     )
     (SELECT r.id, r.scope_id, r.content, r.confidence, r.source, r.metadata, r.created_at, NULL::float8, NULL::float8
-       FROM r WHERE v_vector AND NOT p_everyone AND r.dist IS NULL LIMIT 1000)
+       FROM r WHERE v_vector AND NOT p_everyone AND r.dist IS NULL
+      ORDER BY r.created_at DESC, r.id DESC  -- newest first, whatever order the candidates came in
+      LIMIT 1000)
     UNION ALL
     (SELECT s.id, s.scope_id, s.content, s.confidence, s.source, s.metadata, s.created_at, s.similarity, s.score
        FROM (SELECT r.id, r.scope_id, r.content, r.confidence, r.source, r.metadata, r.created_at,

@@ -17,7 +17,7 @@ import itertools
 import threading
 import time
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import psycopg
@@ -1189,3 +1189,86 @@ def test_adding_a_worker_and_rebalancing_under_writes_loses_nothing_and_keeps_on
             assert facts == {f"fact {k}" for k in acked[u]}, u
             ctx = c.execute("SELECT pymem.context_read(%s, 'bot', 'p1', max_facts => 1000)", (u,)).fetchone()[0]
             assert {f["content"] for f in ctx["agent_facts"]} >= {"agent fact before", *agent_acked}, u
+
+
+def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
+    """On Citus, recall's rows (_recall_rows) and a subject's fact candidates (_fact_candidates)
+    have bodies of their own (sql/citus.sql: single-table reads into arrays, so that the ranking
+    statements name no Citus table). The same data on the cluster and on a plain database (no
+    Citus) ranks the same: hybrid, vector-only and lexical-only recall, with a metadata filter,
+    as of a past time, with vectors stored before 0017 (no lexemes beside them), for users on
+    both workers; facts_search and the user facts of context_read."""
+    from pgvector import Vector
+    from pgvector.psycopg import register_vector
+
+    admin, app, _ = pymem_cluster
+    name = f"plain_t{next(_counter)}"
+    with psycopg.connect(citus_cluster.dsn, autocommit=True) as c:
+        c.execute("SET citus.enable_create_database_propagation = off")
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    plain = make_conninfo(citus_cluster.dsn, dbname=name)
+    try:
+        pymem.migrate(plain)
+        emb = pymem.HashEmbedder()
+        words = "garden tomato bergen paris coffee bicycle piano invoice holiday dentist meeting recipe".split()
+        texts = [f"note {i}: {words[i % 12]} {words[(i * 5) % 12]} and {words[(i * 7 + 3) % 12]}" for i in range(40)]
+        at = [datetime(2026, 1, 1, tzinfo=timezone.utc) + timedelta(hours=12 * i) for i in range(40)]  # 20 days
+        meta = [psycopg.types.json.Jsonb({"topic": "travel" if i % 3 == 0 else "home"}) for i in range(40)]
+        facts = [f"{words[i % 12]} matters, and so does {words[(i * 7) % 12]}" for i in range(12)]
+        with psycopg.connect(admin, autocommit=True) as a:
+            users = _users_on_both_workers(a)
+        calls = []
+        for u in users:
+            common = "user_id => %s, project_id => 'p1', k => 6, window_size => 0, min_content_chars => 0"
+            calls += [
+                (f"SELECT content, round(score::numeric, 9) FROM pymem.messages_recall({common}, query_vector => %s, "
+                 "embedder => %s, query_text => 'coffee in paris')", "q"),
+                (f"SELECT content, round(score::numeric, 9) FROM pymem.messages_recall({common}, query_vector => %s, "
+                 "embedder => %s, query_text => 'bergen piano', metadata => '{\"topic\": \"travel\"}', "
+                 "as_of => '2026-01-12')", "q"),
+                (f"SELECT content, round(score::numeric, 9) FROM pymem.messages_recall({common}, query_vector => %s, "
+                 "embedder => %s, next_turn_weight => 0)", "q"),
+                (f"SELECT content, round(score::numeric, 9) FROM pymem.messages_recall({common}, "
+                 "query_text => 'holiday dentist')", ""),
+                ("SELECT content, round(score::numeric, 9) FROM pymem.facts_search('user', %s, %s, %s, 'p1', k => 5, "
+                 "query_text => 'coffee garden')", "q"),
+                ("SELECT pymem.context_read(%s, 'bot', 'p1', query_vector => %s, embedder => %s, "
+                 "query_text => 'coffee garden', max_facts => 4, window_size => 2)", "q"),
+            ]
+        query = Vector(emb.embed(["coffee in paris, piano"])[0])
+
+        def load_and_ask(dsn: str) -> list:
+            with psycopg.connect(dsn, autocommit=True) as c:
+                register_vector(c)
+                for u in users:
+                    c.execute("SELECT count(*) FROM pymem.messages_add_many(%s, 'default', %s, %s, 'p1', metadata => %s, "
+                              "created_ats => %s, embeddings => %s, embedder => %s)",
+                              (u, ["user", "assistant"] * 20, texts, meta, at, [Vector(v) for v in emb.embed(texts)], emb.name))
+                    for i, f in enumerate(facts):
+                        if i % 4 == 3:  # a fact without a vector
+                            c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1')", (u, f))
+                        else:
+                            c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1', embedding => %s, embedder => %s)",
+                                      (u, f, Vector(emb.embed([f])[0]), emb.name))
+            with psycopg.connect(admin if dsn == app else dsn, autocommit=True) as a:  # vectors stored before 0017
+                a.execute("UPDATE pymem.message_embeddings SET lexemes = NULL, tokens = NULL WHERE seq % 3 = 0")
+            out = []
+            with psycopg.connect(dsn, autocommit=True) as c:
+                register_vector(c)
+                for u in users:
+                    for statement, with_vector in calls[:len(calls) // len(users)]:
+                        args = (u, query, emb.name) if with_vector else (u,)
+                        rows = c.execute(statement, args).fetchall()
+                        if "context_read" in statement:  # a call alone (delegated); its facts and recalled messages
+                            rows = [[f["content"] for f in rows[0][0]["user_facts"]],
+                                    [m["content"] for m in rows[0][0]["recalled"]]]
+                        out.append(rows)
+            return out
+
+        on_cluster, on_one_server = load_and_ask(app), load_and_ask(plain)
+        assert all(on_one_server) and len(on_one_server) == 12
+        assert on_cluster == on_one_server
+    finally:
+        with psycopg.connect(citus_cluster.dsn, autocommit=True) as c:
+            c.execute("SET citus.enable_create_database_propagation = off")
+            c.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
