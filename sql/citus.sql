@@ -247,6 +247,57 @@ END;
 $$;
 SELECT pymem.migration_search_path();
 
+-- _messages_unembedded (context_read's and messages_unembedded's catch-up list): the plain body's
+-- three index ranges as three single-table reads (Citus's fast path; its UNION ALL took the full
+-- router planner, twice a context_read), all empty when nothing is missing; only when one is not,
+-- the user's vectors of the embedder among them, and the order and limit, in a statement that
+-- names no Citus table.
+CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
+    p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
+RETURNS TABLE (thread_id text, seq bigint, content text)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_thread text[]; v_seq bigint[]; v_at timestamptz[]; v_content text[];
+    v_h_thread text[]; v_h_seq bigint[];  -- those with a vector of p_embedder already
+BEGIN
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at),
+           pg_catalog.array_agg(m.content)
+      INTO v_thread, v_seq, v_at, v_content
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
+           v_at || pg_catalog.array_agg(m.created_at), v_content || pg_catalog.array_agg(m.content)
+      INTO v_thread, v_seq, v_at, v_content
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
+           v_at || pg_catalog.array_agg(m.created_at), v_content || pg_catalog.array_agg(m.content)
+      INTO v_thread, v_seq, v_at, v_content
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    IF v_thread IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(e.thread_id), pg_catalog.array_agg(e.seq) INTO v_h_thread, v_h_seq
+      FROM pymem.message_embeddings AS e
+     WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder AND e.seq = ANY (v_seq);
+    RETURN QUERY
+    SELECT c.thread_id, c.seq, c.content
+      FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_at),
+                      pg_catalog.unnest(v_content)) AS c(thread_id, seq, created_at, content)
+     WHERE NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq)) AS h(thread_id, seq)
+                        WHERE h.thread_id = c.thread_id AND h.seq = c.seq)
+     ORDER BY c.created_at DESC, c.thread_id, c.seq DESC
+     LIMIT p_limit;
+END;
+$$;
+
 -- _local_shard(table, key): the name of the table's shard for a distribution key when that
 -- shard is a table on this node, else the table's. For the lexeme triggers below, which fire on
 -- a shard of facts or messages: the colocated shard of fact_lexemes, message_lexemes,

@@ -1197,7 +1197,8 @@ def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
     statements name no Citus table). The same data on the cluster and on a plain database (no
     Citus) ranks the same: hybrid, vector-only and lexical-only recall, with a metadata filter,
     as of a past time, with vectors stored before 0017 (no lexemes beside them), for users on
-    both workers; facts_search and the user facts of context_read."""
+    both workers; facts_search and the user facts of context_read; the messages an embedder has
+    not embedded yet (_messages_unembedded, also Citus-shaped)."""
     from pgvector import Vector
     from pgvector.psycopg import register_vector
 
@@ -1234,6 +1235,7 @@ def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
                  "query_text => 'coffee garden')", "q"),
                 ("SELECT pymem.context_read(%s, 'bot', 'p1', query_vector => %s, embedder => %s, "
                  "query_text => 'coffee garden', max_facts => 4, window_size => 2)", "q"),
+                ("SELECT thread_id, content FROM pymem.messages_unembedded(%s, %s, 'p1', max_messages => 3)", "e"),
             ]
         query = Vector(emb.embed(["coffee in paris, piano"])[0])
 
@@ -1250,6 +1252,15 @@ def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
                         else:
                             c.execute("SELECT pymem.fact_add('user', %s, %s, 'p1', embedding => %s, embedder => %s)",
                                       (u, f, Vector(emb.embed([f])[0]), emb.name))
+                    # messages the embedder has not embedded: none embedded them, or another one did
+                    for i, other in enumerate(["", "", "aa-other", "zz-other", "aa-other"]):
+                        text = f"later note {i} about coffee"
+                        if other:
+                            c.execute("SELECT count(*) FROM pymem.messages_add_many(%s, 'default', ARRAY['user'], ARRAY[%s], "
+                                      "'p1', embeddings => ARRAY[%s], embedder => %s)", (u, text, Vector([1.0, 0.5, i]), other))
+                        else:
+                            c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => %s, "
+                                      "project_id => 'p1')", (u, text))
             with psycopg.connect(admin if dsn == app else dsn, autocommit=True) as a:  # vectors stored before 0017
                 a.execute("UPDATE pymem.message_embeddings SET lexemes = NULL, tokens = NULL WHERE seq % 3 = 0")
             out = []
@@ -1257,16 +1268,18 @@ def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
                 register_vector(c)
                 for u in users:
                     for statement, with_vector in calls[:len(calls) // len(users)]:
-                        args = (u, query, emb.name) if with_vector else (u,)
+                        args = {"q": (u, query, emb.name), "e": (u, emb.name), "": (u,)}[with_vector]
                         rows = c.execute(statement, args).fetchall()
                         if "context_read" in statement:  # a call alone (delegated); its facts and recalled messages
                             rows = [[f["content"] for f in rows[0][0]["user_facts"]],
-                                    [m["content"] for m in rows[0][0]["recalled"]]]
+                                    [m["content"] for m in rows[0][0]["recalled"]],
+                                    [m["content"] for m in rows[0][0]["unembedded"]]]
                         out.append(rows)
             return out
 
         on_cluster, on_one_server = load_and_ask(app), load_and_ask(plain)
-        assert all(on_one_server) and len(on_one_server) == 12
+        assert all(on_one_server) and len(on_one_server) == 14
+        assert [len(x) for x in on_one_server[5]] == [4, 5, 5]  # context_read: its facts, recalled, unembedded
         assert on_cluster == on_one_server
     finally:
         with psycopg.connect(citus_cluster.dsn, autocommit=True) as c:
