@@ -9,7 +9,8 @@ Each target gets the same data (loaded through pymem's API, delegated on the clu
 with ``--agent-facts`` facts, the probe user with ``--facts`` facts and ``--messages`` messages
 (turns of bench/conv/texts.py's probe conversation, with 384-d HashEmbedder vectors; the
 facts are sentences of its pool), and ``--other-users`` small users (2 turns, 2 facts
-each) spread over the workers. Then, per round and per target, ``--per-round`` calls of each
+each) spread over the workers; with ``--fill-messages N``, N more messages (with vectors) over
+N / 1,000 fill users, so that the tables are large. Then, per round and per target, ``--per-round`` calls of each
 measurement, sent as pymem's named queries (sql/queries.sql), each alone in autocommit (what
 Citus delegates):
 
@@ -68,6 +69,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--other-users", type=int, default=20)
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--per-round", type=int, default=50)
+    p.add_argument("--fill-messages", type=int, default=0,
+                   help="background messages (with vectors) for fill users, 1,000 each, so that the tables are "
+                        "large (issue 35 measures at 1M rows); loaded after the probe, also with --no-load")
     p.add_argument("--no-load", action="store_true", help="the data is there already (an earlier run)")
     p.add_argument("--no-migrate", action="store_true",
                    help="load without migrating first (the databases were migrated by the pymem version to measure)")
@@ -93,6 +97,29 @@ def load(dsn: str, args: argparse.Namespace, embedder: HashEmbedder) -> None:
             other.persist(f"user {u} likes tea")
             other.record("hello", "hi")
             other.record("how are you", "fine")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("VACUUM ANALYZE")
+
+
+def fill(dsn: str, messages: int, embedder: HashEmbedder) -> None:
+    """``messages`` more messages over fill users (1,000 each, user and assistant turns with
+    vectors, one messages_add_many call per user: one delegated call on the cluster), skipping
+    the fill users a run before already wrote."""
+    words = [w for s in pool_sentences(200, 3) for w in s.lower().split()]
+    with psycopg.connect(dsn, autocommit=True) as c:
+        register_vector(c)
+        have = {u for (u,) in c.execute("SELECT DISTINCT user_id FROM pymem.threads WHERE project_id = %s "
+                                         "AND user_id LIKE 'fill-%%'", (PROJECT,))}
+    with psycopg.connect(dsn, autocommit=True) as c:
+        register_vector(c)
+        for u in range(messages // 1000):
+            user = f"fill-{u:05d}"
+            if user in have:
+                continue
+            texts = [" ".join(words[(u * 7919 + i * 31 + j * 17) % len(words)] for j in range(8)) for i in range(1000)]
+            c.execute("SELECT count(*) FROM pymem.messages_add_many(%s, 'default', %s, %s, %s, embeddings => %s, "
+                      "embedder => %s)", (user, ["user", "assistant"] * 500, texts, PROJECT,
+                                          [Vector(v) for v in embedder.embed(texts)], embedder.name))
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("VACUUM ANALYZE")
 
@@ -173,6 +200,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             t = time.monotonic()
             load(dsn, args, embedder)
             print(f"loaded {conninfo_to_dict(dsn).get('port')} in {time.monotonic() - t:.1f} s", file=sys.stderr)
+    if args.fill_messages:
+        for dsn in (args.single, args.cluster):
+            t = time.monotonic()
+            fill(dsn, args.fill_messages, embedder)
+            print(f"filled {conninfo_to_dict(dsn).get('port')} in {time.monotonic() - t:.1f} s", file=sys.stderr)
     token = f"{int(time.time())}"
     worker = args.worker or probe_worker(args.cluster)
     targets = {"single": args.single, "cluster": args.cluster, "hop": worker}

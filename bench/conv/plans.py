@@ -168,9 +168,14 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
         # the spec's fields and what the function computes before the statement, which the body
         # reads as the variables v_* (conversations_recall.sql)
         lw = DEFAULTS.recall.lexical_weight
-        terms = _Raw(sql.SQL("(ARRAY(SELECT pymem._term_quoted(x.x)::tsquery FROM pg_catalog.unnest(pg_catalog.tsvector_to_array("
-                             "pymem._lexemes(pymem._text_search_config({}), {}))) AS x(x)))").format(
-                                 sql.Literal(user.project_id), sql.Literal(PROBE_QUERIES[0])).as_string(conn))
+        # the query's terms computed first and written in as literals, as the function's variables
+        # hold them: an argument with a sub-select would keep _recall_rows from being inlined
+        terms_sql = sql.SQL("(ARRAY(SELECT pymem._term_quoted(x.x)::tsquery FROM pg_catalog.unnest(pg_catalog.tsvector_to_array("
+                            "pymem._lexemes(pymem._text_search_config({}), {}))) AS x(x)))").format(
+                                sql.Literal(user.project_id), sql.Literal(PROBE_QUERIES[0]))
+        terms_text, any_text = conn.execute(sql.SQL("SELECT {t}::text, pg_catalog.array_to_string({t}, ' | ')").format(
+            t=terms_sql)).fetchone()
+        terms = _Raw(sql.SQL("({}::tsquery[])").format(sql.Literal(terms_text)).as_string(conn))
         last = conn.execute("SELECT last_seq FROM pymem.threads WHERE project_id = %s AND user_id = %s AND thread_id = 'default'",
                             (user.project_id, user.user_id)).fetchone()
         values = {"p_project_id": user.project_id, "p_user_id": user.user_id, "p_thread_id": "default",
@@ -178,7 +183,7 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
                   "v_k": RECALL_K + 20, "v_min_chars": MIN_CHARS, "v_window": WINDOW, "v_rw": 0.0, "v_iw": 0.0,
                   "v_half_life": 3600.0, "v_min_score": None, "v_lw": lw,
                   "v_as_of": None, "v_since": None, "v_until": None, "v_filter": None,
-                  "v_terms": terms, "v_any": _Raw(f"pg_catalog.array_to_string({terms}, ' | ')::tsquery"),
+                  "v_terms": terms, "v_any": _Raw(sql.SQL("{}::tsquery").format(sql.Literal(any_text)).as_string(conn)),
                   "v_window_after": (last[0] if last else 0) - WINDOW, "v_wv": 1.0 - lw, "v_wl": lw,
                   "v_span": False, "v_from": None, "v_to": None}  # no named time
         e = common.explain_or_reason(conn, citus, _with_literals(conn, recall_body, values))
