@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('17fe34a6ee816b0b73e86f69ea17dc26f07a229c8ee000f019d1b46c37cc84ec')
+SELECT pymem.migration_api_applied('a149946fd1b998f208e6b9b896c0f3dd84988bdef2c4b5703988f47bd0a35921')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

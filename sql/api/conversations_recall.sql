@@ -85,7 +85,8 @@ $$;
 --
 -- How: the terms, the window's bound and the weights first (plain variables), then one statement.
 -- Without terms (a vector alone): the k best eligible rows, read and sorted in one pass with no
--- row kept but the best (a second pass for a named time). With terms: one read of the user's rows (with a vector, each vector row
+-- row kept but the best (a second pass for a named time). With terms: one read of the user's rows
+-- (_recall_rows; with a vector, each vector row
 -- carries its message's lexemes and length, 0017_lexemes_beside_vectors; a vector stored before
 -- that has NULL there and its message's lexemes are read by primary key; without a vector, the
 -- user's rows of message_lexemes), kept in memory with each row's similarity, length and
