@@ -249,9 +249,10 @@ SELECT pymem.migration_search_path();
 
 -- _messages_unembedded (context_read's and messages_unembedded's catch-up list): the plain body's
 -- three index ranges as three single-table reads (Citus's fast path; its UNION ALL took the full
--- router planner, twice a context_read), all empty when nothing is missing; only when one is not,
--- the user's vectors of the embedder among them, and the order and limit, in a statement that
--- names no Citus table.
+-- router planner, twice a context_read), all empty when nothing is missing, of the keys only (a
+-- backlog of messages imported without vectors may be long); only when one is not, the user's
+-- vectors of the embedder among them, the order and the limit in a statement that names no Citus
+-- table, and the contents of those kept.
 CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
     p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, content text)
@@ -260,24 +261,24 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_thread text[]; v_seq bigint[]; v_at timestamptz[]; v_content text[];
-    v_h_thread text[]; v_h_seq bigint[];  -- those with a vector of p_embedder already
+    v_thread text[]; v_seq bigint[]; v_at timestamptz[];  -- the keys only: a backlog may be long
+    v_h_thread text[]; v_h_seq bigint[];  -- those with a vector of p_embedder already; then the messages read
+    v_content text[];
 BEGIN
-    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at),
-           pg_catalog.array_agg(m.content)
-      INTO v_thread, v_seq, v_at, v_content
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
       FROM pymem.messages AS m
      WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
        AND pg_catalog.length(m.content) >= p_min_chars;
     SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
-           v_at || pg_catalog.array_agg(m.created_at), v_content || pg_catalog.array_agg(m.content)
-      INTO v_thread, v_seq, v_at, v_content
+           v_at || pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
       FROM pymem.messages AS m
      WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
        AND pg_catalog.length(m.content) >= p_min_chars;
     SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
-           v_at || pg_catalog.array_agg(m.created_at), v_content || pg_catalog.array_agg(m.content)
-      INTO v_thread, v_seq, v_at, v_content
+           v_at || pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
       FROM pymem.messages AS m
      WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder
        AND pg_catalog.length(m.content) >= p_min_chars;
@@ -287,14 +288,30 @@ BEGIN
     SELECT pg_catalog.array_agg(e.thread_id), pg_catalog.array_agg(e.seq) INTO v_h_thread, v_h_seq
       FROM pymem.message_embeddings AS e
      WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder AND e.seq = ANY (v_seq);
+    -- the first p_limit of those without one, newest first; then their contents
+    SELECT pg_catalog.array_agg(c.thread_id ORDER BY c.o), pg_catalog.array_agg(c.seq ORDER BY c.o)
+      INTO v_thread, v_seq
+      FROM (SELECT u.thread_id, u.seq,
+                   pg_catalog.row_number() OVER (ORDER BY u.created_at DESC, u.thread_id, u.seq DESC) AS o
+              FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_at))
+                   AS u(thread_id, seq, created_at)
+             WHERE NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq)) AS h(thread_id, seq)
+                                WHERE h.thread_id = u.thread_id AND h.seq = u.seq)
+             ORDER BY o
+             LIMIT p_limit) AS c;
+    IF v_thread IS NULL THEN  -- every one had a vector already
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.content)
+      INTO v_h_thread, v_h_seq, v_content
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.seq = ANY (v_seq);
     RETURN QUERY
-    SELECT c.thread_id, c.seq, c.content
-      FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_at),
-                      pg_catalog.unnest(v_content)) AS c(thread_id, seq, created_at, content)
-     WHERE NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq)) AS h(thread_id, seq)
-                        WHERE h.thread_id = c.thread_id AND h.seq = c.seq)
-     ORDER BY c.created_at DESC, c.thread_id, c.seq DESC
-     LIMIT p_limit;
+    SELECT k.thread_id, k.seq, m.content
+      FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq)) WITH ORDINALITY AS k(thread_id, seq, o)
+      JOIN ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq), pg_catalog.unnest(v_content))
+           AS m(thread_id, seq, content) ON m.thread_id = k.thread_id AND m.seq = k.seq
+     ORDER BY k.o;
 END;
 $$;
 

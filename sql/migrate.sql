@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a149946fd1b998f208e6b9b896c0f3dd84988bdef2c4b5703988f47bd0a35921')
+SELECT pymem.migration_api_applied('971082df6a733e363c04bec7e4336b49a9f2e5df43c212abcfffe95738420af7')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -1261,6 +1261,9 @@ def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
                         else:
                             c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => %s, "
                                       "project_id => 'p1')", (u, text))
+                    # embedded by this embedder, then last by another: not in the list
+                    c.execute("SELECT pymem.message_embeddings_put(%s, 'zz-other', ARRAY['default'], ARRAY[3::bigint], "
+                              "ARRAY[%s], 'p1')", (u, Vector([0.5, 0.5, 0.5])))
             with psycopg.connect(admin if dsn == app else dsn, autocommit=True) as a:  # vectors stored before 0017
                 a.execute("UPDATE pymem.message_embeddings SET lexemes = NULL, tokens = NULL WHERE seq % 3 = 0")
             out = []
