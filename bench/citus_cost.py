@@ -110,8 +110,6 @@ def fill(dsn: str, messages: int, embedder: HashEmbedder) -> None:
         register_vector(c)
         have = {u for (u,) in c.execute("SELECT DISTINCT user_id FROM pymem.threads WHERE project_id = %s "
                                          "AND user_id LIKE 'fill-%%'", (PROJECT,))}
-    with psycopg.connect(dsn, autocommit=True) as c:
-        register_vector(c)
         for u in range(messages // 1000):
             user = f"fill-{u:05d}"
             if user in have:
@@ -120,7 +118,6 @@ def fill(dsn: str, messages: int, embedder: HashEmbedder) -> None:
             c.execute("SELECT count(*) FROM pymem.messages_add_many(%s, 'default', %s, %s, %s, embeddings => %s, "
                       "embedder => %s)", (user, ["user", "assistant"] * 500, texts, PROJECT,
                                           [Vector(v) for v in embedder.embed(texts)], embedder.name))
-    with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("VACUUM ANALYZE")
 
 
