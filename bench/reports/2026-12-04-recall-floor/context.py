@@ -26,7 +26,8 @@ CONTEXT = ("SELECT pymem.context_read(user_id => 'probe', agent_id => 'bench-age
            " k => 5{x})")
 HYBRID = CONTEXT.format(x=f", query_text => '{TEXT}'")
 CASES = {"context_read, vector": ("", CONTEXT.format(x="")), "hybrid, shipped": ("", HYBRID),
-         "hybrid, row-local (slots)": ("local", HYBRID), "hybrid, row-local (sum)": ("localsum", HYBRID)}
+         "hybrid, row-local (slots)": ("local", HYBRID), "hybrid, row-local (sum)": ("localsum", HYBRID),
+         "hybrid, exact, counts read": ("heap", HYBRID)}
 
 
 def main(argv: list[str]) -> None:

@@ -14,7 +14,9 @@ sql/api/conversations_recall.sql, so that only the part under test differs.
              two tables (_rr_stats_users, _rr_stats_terms, built below from message_embeddings: what
              statistics kept on write would hold), BM25 normalised by the sum of the query terms' idfs;
              each hit's weight from eight static term slots (a query of up to eight terms);
-- _rr_local_sum: the same, each hit's weight by a sub-select over the terms (any number of them).
+- _rr_local_sum: the same, each hit's weight by a sub-select over the terms (any number of them);
+- _rr_heap:  the shipped ranking exactly (BM25 / the best match), statistics from those tables:
+             one pass and one bounded sort (the rows sharing a term, then the k best others).
 
 `dispatch`: renames the shipped function _rr_ship and puts in its place one that calls _rr_local or
 _rr_local_sum instead when the setting pymem.variant says so (context.py), so that context_read
@@ -143,7 +145,7 @@ GRANT SELECT ON pymem._rr_stats_users, pymem._rr_stats_terms TO PUBLIC;
                    FROM pg_catalog.unnest(v_terms) WITH ORDINALITY AS t(q, i)
                    LEFT JOIN pymem._rr_stats_terms AS c
                      ON c.project_id = p_project_id AND c.user_id = p_user_id AND c.embedder = p_embedder
-                    AND c.lexeme = pg_catalog.querytree(t.q)::text COLLATE "C"
+                    AND c.lexeme = pg_catalog.btrim(pg_catalog.querytree(t.q)::text, '''''') COLLATE "C"
                   ORDER BY t.i)
       FROM pymem._rr_stats_users AS u
      WHERE u.project_id = p_project_id AND u.user_id = p_user_id AND u.embedder = p_embedder INTO v_docs, v_avgdl, v_idf;
@@ -168,6 +170,47 @@ GRANT SELECT ON pymem._rr_stats_users, pymem._rr_stats_terms TO PUBLIC;
 """)
 
 
+def heap(name: str = "_rr_heap") -> str:
+    """The shipped ranking exactly (BM25 / the best eligible match), statistics from the tables of
+    local(): one pass, every eligible row sharing a term plus the k best others by base in one
+    bounded sort (at most k + the sum of the terms' document frequencies rows), then the best
+    match among those and the final order."""
+    return replace_statement(renamed(name), """    SELECT u.docs, GREATEST(coalesce(u.tokens / NULLIF(u.docs, 0), 1), 1),
+           ARRAY(SELECT pymem._bm25_idf(u.docs, coalesce(c.n, 0))
+                   FROM pg_catalog.unnest(v_terms) WITH ORDINALITY AS t(q, i)
+                   LEFT JOIN pymem._rr_stats_terms AS c
+                     ON c.project_id = p_project_id AND c.user_id = p_user_id AND c.embedder = p_embedder
+                    AND c.lexeme = pg_catalog.btrim(pg_catalog.querytree(t.q)::text, '''''') COLLATE "C"
+                  ORDER BY t.i),
+           (SELECT pg_catalog.sum(c.n) FROM pymem._rr_stats_terms AS c
+             WHERE c.project_id = p_project_id AND c.user_id = p_user_id AND c.embedder = p_embedder
+               AND c.lexeme = ANY (ARRAY(SELECT pg_catalog.btrim(pg_catalog.querytree(q)::text, '''''') COLLATE "C" FROM pg_catalog.unnest(v_terms) AS q)))
+      FROM pymem._rr_stats_users AS u
+     WHERE u.project_id = p_project_id AND u.user_id = p_user_id AND u.embedder = p_embedder INTO v_docs, v_avgdl, v_idf, v_n;
+    RETURN QUERY
+    SELECT x.thread_id, x.seq, x.similarity, x.score FROM (
+        SELECT c.thread_id, c.seq, c.created_at, c.similarity,
+               c.base + CASE WHEN c.w IS NULL THEN 0 ELSE v_wl * coalesce(pymem._bm25(c.w, 1, c.tokens, v_avgdl, 0.3)
+                          / NULLIF(pg_catalog.max(pymem._bm25(c.w, 1, c.tokens, v_avgdl, 0.3)) OVER (), 0), 0) END AS score
+          FROM (SELECT e.thread_id, e.seq, e.created_at, e.tokens, e.similarity, e.w,
+                       v_wv * e.similarity + v_iw * e.importance AS base
+                  FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance, e.tokens,
+                               1 - pymem._cosine_distance(e.embedding, p_query) AS similarity,
+                               CASE WHEN e.lexemes @@ v_any THEN """ + SUM_WEIGHT + """ END AS w
+                          FROM pymem.message_embeddings AS e
+                         WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
+                           AND (v_as_of IS NULL OR e.created_at <= v_as_of)
+                           AND e.chars >= v_min_chars
+                           AND NOT (e.thread_id = p_thread_id AND e.seq > v_window_after)
+                        OFFSET 0) AS e
+                 WHERE e.w IS NOT NULL OR pymem._vector_match(e.similarity)
+                 ORDER BY e.w IS NULL, v_wv * e.similarity + v_iw * e.importance DESC, e.created_at DESC, e.thread_id, e.seq DESC
+                 LIMIT v_k + coalesce(v_n, 0)::integer) AS c) AS x
+     ORDER BY x.score DESC, x.created_at DESC, x.thread_id, x.seq DESC
+     LIMIT v_k;
+""")
+
+
 def dispatch() -> str:
     return shipped().replace("pymem._recall_ranked(", "pymem._rr_ship(") + """
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
@@ -180,6 +223,8 @@ AS $$
 BEGIN
     IF p_text IS NOT NULL AND current_setting('pymem.variant', true) = 'local' THEN
         RETURN QUERY SELECT * FROM pymem._rr_local(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec);
+    ELSIF p_text IS NOT NULL AND current_setting('pymem.variant', true) = 'heap' THEN
+        RETURN QUERY SELECT * FROM pymem._rr_heap(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec);
     ELSIF p_text IS NOT NULL AND current_setting('pymem.variant', true) = 'localsum' THEN
         RETURN QUERY SELECT * FROM pymem._rr_local_sum(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec);
     ELSE
@@ -224,4 +269,4 @@ if __name__ == "__main__":
     elif what == "counts":
         print(COUNTS)
     else:
-        print("\n".join([read_only(), keep(), lists(), slots(), local(), local("_rr_local_sum", SUM_WEIGHT, False)]))
+        print("\n".join([read_only(), keep(), lists(), slots(), local(), local("_rr_local_sum", SUM_WEIGHT, False), heap()]))
