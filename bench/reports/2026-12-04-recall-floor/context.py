@@ -10,17 +10,15 @@ Nothing here asserts a duration.
 
 from __future__ import annotations
 
-import statistics
 import sys
-
-import psycopg
+from pathlib import Path
 
 import pymem
 from pymem.connection import resolve_conninfo
 
-TEXT = "which hotel did I book in Kyoto"
-VECTOR = ("(SELECT embedding FROM pymem.message_embeddings WHERE user_id = 'probe' AND project_id = 'acme'"
-          " ORDER BY seq LIMIT 1 OFFSET 17)")
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from parts import TEXT, measure, report  # noqa: E402
+
 CONTEXT = ("SELECT pymem.context_read(user_id => 'probe', agent_id => 'bench-agent', project_id => 'acme',"
            " thread_id => 'default', query_vector => v, embedder => 'hash-384-v1', max_facts => 50, window_size => 20,"
            " k => 5{x})")
@@ -34,27 +32,7 @@ def main(argv: list[str]) -> None:
     dsn = resolve_conninfo(pymem.Settings(data_dir=argv[0]))
     n = int(argv[1]) if len(argv) > 1 else 100
     rounds = int(argv[2]) if len(argv) > 2 else 7
-    out: dict[str, list[float]] = {k: [] for k in CASES}
-    with psycopg.connect(dsn, autocommit=True) as c:
-        pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
-
-        def cpu() -> float:
-            with open(f"/proc/{pid}/schedstat") as f:
-                return int(f.read().split()[0]) / 1e6
-
-        loop = "DO $$ DECLARE v vector; BEGIN v := {}; FOR i IN 1..{} LOOP PERFORM count(s.*) FROM ({}) s; END LOOP; END $$"
-        for _ in range(rounds):
-            for name, (variant, expr) in CASES.items():
-                c.execute(f"SET pymem.variant = '{variant}'")
-                c.execute(loop.format(VECTOR, 3, expr))
-                t0 = cpu()
-                c.execute(loop.format(VECTOR, n, expr))
-                out[name].append((cpu() - t0) / n)
-    first = None
-    for name, v in out.items():
-        m = statistics.median(v)
-        first = first or m
-        print(f"{name:28s} {m:8.3f} ms  min {min(v):8.3f}  {m / first:5.2f}x")
+    report(measure(dsn, CASES, n, rounds), 28)
 
 
 if __name__ == "__main__":

@@ -28,13 +28,12 @@ def call(fn: str, text: str) -> str:
     return f"SELECT * FROM pymem.{fn}('acme', 'probe', 'default', v, 'hash-384-v1', {text}, {SPEC})"
 
 
-def main(argv: list[str]) -> None:
-    dsn = resolve_conninfo(pymem.Settings(data_dir=argv[0]))
-    n = int(argv[1]) if len(argv) > 1 else 200
-    rounds = int(argv[2]) if len(argv) > 2 else 5
-    cases = {"vector": call("_recall_ranked", "NULL"), "hybrid": call("_recall_ranked", repr(TEXT)),
-             **{fn: call(fn, repr(TEXT)) for fn in argv[3:]}}
+def measure(dsn: str, cases: dict[str, tuple[str, str]], n: int, rounds: int) -> dict[str, list[float]]:
+    """Server CPU ms per call of each case (variant, SQL using the vector v), in alternating rounds:
+    pymem.variant set to the case's variant (read by variants.py's dispatch), 3 warm-up calls, then
+    n calls in one PL/pgSQL loop."""
     out: dict[str, list[float]] = {k: [] for k in cases}
+    loop = "DO $$ DECLARE v vector; BEGIN v := {}; FOR i IN 1..{} LOOP PERFORM count(s.*) FROM ({}) s; END LOOP; END $$"
     with psycopg.connect(dsn, autocommit=True) as c:
         pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
 
@@ -43,17 +42,31 @@ def main(argv: list[str]) -> None:
                 return int(f.read().split()[0]) / 1e6
 
         for _ in range(rounds):
-            for name, expr in cases.items():
-                loop = "DO $$ DECLARE v vector; BEGIN v := {}; FOR i IN 1..{} LOOP PERFORM count(s.*) FROM ({}) s; END LOOP; END $$"
+            for name, (variant, expr) in cases.items():
+                c.execute("SELECT pg_catalog.set_config('pymem.variant', %s, false)", (variant,))
                 c.execute(loop.format(VECTOR, 3, expr))
                 t0 = cpu()
                 c.execute(loop.format(VECTOR, n, expr))
                 out[name].append((cpu() - t0) / n)
+    return out
+
+
+def report(out: dict[str, list[float]], width: int) -> None:
+    """Median (and min) per case, and its ratio to the first case's median."""
     first = None
     for name, v in out.items():
         m = statistics.median(v)
         first = first or m
-        print(f"{name:12s} {m:8.3f} ms  min {min(v):8.3f}  {m / first:5.2f}x")
+        print(f"{name:{width}s} {m:8.3f} ms  min {min(v):8.3f}  {m / first:5.2f}x")
+
+
+def main(argv: list[str]) -> None:
+    dsn = resolve_conninfo(pymem.Settings(data_dir=argv[0]))
+    n = int(argv[1]) if len(argv) > 1 else 200
+    rounds = int(argv[2]) if len(argv) > 2 else 5
+    cases = {"vector": ("", call("_recall_ranked", "NULL")), "hybrid": ("", call("_recall_ranked", repr(TEXT))),
+             **{fn: ("", call(fn, repr(TEXT))) for fn in argv[3:]}}
+    report(measure(dsn, cases, n, rounds), 12)
 
 
 if __name__ == "__main__":

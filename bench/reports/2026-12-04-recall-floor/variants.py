@@ -124,6 +124,22 @@ def slots() -> str:
     return replace_bookkeeping(renamed("_rr_slots"), middle, "AND b.lexemes IS NULL)")
 
 
+def stats(extra: str = "", into: str = "") -> str:
+    """The statistics' read of the row-local variants: the user's document count and average length,
+    each query term's idf (in v_docs, v_avgdl, v_idf), and optional extra columns into `into`."""
+    return ("""    SELECT u.docs, GREATEST(coalesce(u.tokens / NULLIF(u.docs, 0), 1), 1),
+           ARRAY(SELECT pymem._bm25_idf(u.docs, coalesce(c.n, 0))
+                   FROM pg_catalog.unnest(v_terms) WITH ORDINALITY AS t(q, i)
+                   LEFT JOIN pymem._rr_stats_terms AS c
+                     ON c.project_id = p_project_id AND c.user_id = p_user_id AND c.embedder = p_embedder
+                    AND c.lexeme = pg_catalog.btrim(pg_catalog.querytree(t.q)::text, '''''') COLLATE "C"
+                  ORDER BY t.i)""" + extra + """
+      FROM pymem._rr_stats_users AS u
+     WHERE u.project_id = p_project_id AND u.user_id = p_user_id AND u.embedder = p_embedder
+      INTO v_docs, v_avgdl, v_idf""" + (", " + into if into else "") + """;
+""")
+
+
 SLOT_WEIGHT = " + ".join(f"CASE WHEN (e.lexemes @@ v_terms[{i}]) THEN v_idf[{i}] ELSE 0 END" for i in SLOTS)
 SUM_WEIGHT = "(SELECT pg_catalog.sum(v_idf[t.i]) FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i) WHERE e.lexemes @@ v_terms[t.i])"
 
@@ -140,16 +156,7 @@ CREATE TABLE pymem._rr_stats_terms AS
 ALTER TABLE pymem._rr_stats_terms ADD PRIMARY KEY (project_id, user_id, embedder, lexeme);
 ANALYZE pymem._rr_stats_users, pymem._rr_stats_terms;
 GRANT SELECT ON pymem._rr_stats_users, pymem._rr_stats_terms TO PUBLIC;
-""" if tables else "") + replace_statement(renamed(name), """    SELECT u.docs, GREATEST(coalesce(u.tokens / NULLIF(u.docs, 0), 1), 1),
-           ARRAY(SELECT pymem._bm25_idf(u.docs, coalesce(c.n, 0))
-                   FROM pg_catalog.unnest(v_terms) WITH ORDINALITY AS t(q, i)
-                   LEFT JOIN pymem._rr_stats_terms AS c
-                     ON c.project_id = p_project_id AND c.user_id = p_user_id AND c.embedder = p_embedder
-                    AND c.lexeme = pg_catalog.btrim(pg_catalog.querytree(t.q)::text, '''''') COLLATE "C"
-                  ORDER BY t.i)
-      FROM pymem._rr_stats_users AS u
-     WHERE u.project_id = p_project_id AND u.user_id = p_user_id AND u.embedder = p_embedder INTO v_docs, v_avgdl, v_idf;
-    v_norm := (SELECT pg_catalog.sum(x) FROM pg_catalog.unnest(v_idf) AS x);
+""" if tables else "") + replace_statement(renamed(name), stats() + """    v_norm := (SELECT pg_catalog.sum(x) FROM pg_catalog.unnest(v_idf) AS x);
     RETURN QUERY
     SELECT s.thread_id, s.seq, s.similarity, s.score
       FROM (SELECT c.thread_id, c.seq, c.created_at, c.similarity, c.w IS NOT NULL AS hit,
@@ -175,19 +182,10 @@ def heap(name: str = "_rr_heap") -> str:
     local(): one pass, every eligible row sharing a term plus the k best others by base in one
     bounded sort (at most k + the sum of the terms' document frequencies rows), then the best
     match among those and the final order."""
-    return replace_statement(renamed(name), """    SELECT u.docs, GREATEST(coalesce(u.tokens / NULLIF(u.docs, 0), 1), 1),
-           ARRAY(SELECT pymem._bm25_idf(u.docs, coalesce(c.n, 0))
-                   FROM pg_catalog.unnest(v_terms) WITH ORDINALITY AS t(q, i)
-                   LEFT JOIN pymem._rr_stats_terms AS c
-                     ON c.project_id = p_project_id AND c.user_id = p_user_id AND c.embedder = p_embedder
-                    AND c.lexeme = pg_catalog.btrim(pg_catalog.querytree(t.q)::text, '''''') COLLATE "C"
-                  ORDER BY t.i),
+    return replace_statement(renamed(name), stats(""",
            (SELECT pg_catalog.sum(c.n) FROM pymem._rr_stats_terms AS c
              WHERE c.project_id = p_project_id AND c.user_id = p_user_id AND c.embedder = p_embedder
-               AND c.lexeme = ANY (ARRAY(SELECT pg_catalog.btrim(pg_catalog.querytree(q)::text, '''''') COLLATE "C" FROM pg_catalog.unnest(v_terms) AS q)))
-      FROM pymem._rr_stats_users AS u
-     WHERE u.project_id = p_project_id AND u.user_id = p_user_id AND u.embedder = p_embedder INTO v_docs, v_avgdl, v_idf, v_n;
-    RETURN QUERY
+               AND c.lexeme = ANY (ARRAY(SELECT pg_catalog.btrim(pg_catalog.querytree(q)::text, '''''') COLLATE "C" FROM pg_catalog.unnest(v_terms) AS q)))""", "v_n") + """    RETURN QUERY
     SELECT x.thread_id, x.seq, x.similarity, x.score FROM (
         SELECT c.thread_id, c.seq, c.created_at, c.similarity,
                c.base + CASE WHEN c.w IS NULL THEN 0 ELSE v_wl * coalesce(pymem._bm25(c.w, 1, c.tokens, v_avgdl, 0.3)
