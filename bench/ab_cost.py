@@ -8,7 +8,7 @@ versions: e.g. before and after a change to recall), in alternating rounds on on
 
 For each database it calls context_read for the benchmark's 1,000-message probe with the query's
 vector (what both schemas accept), and on the newer one also with the query's text (hybrid, the
-default of Memory). It reports per call the server's CPU time (from /proc/<backend pid>/schedstat:
+default of Memory) and with its text at lexical weight 0 (hybrid off: the text is not read). It reports per call the server's CPU time (from /proc/<backend pid>/schedstat:
 what the backend itself ran, less disturbed by other load on a shared machine than wall time) and
 the wall time, median and minimum over rounds, and the ratios. Needs both servers on this machine
 (embedded, started on demand). Nothing here asserts a duration.
@@ -56,7 +56,9 @@ def main(argv: list[str] | None = None) -> None:
     vecs = [np.asarray(emb.embed([q])[0], dtype=np.float32) for q in PROBE_QUERIES]
     cases = [("old: context_read, vector", "old", CONTEXT.format(x="")),
              ("new: context_read, vector", "new", CONTEXT.format(x="")),
-             ("new: context_read, vector + text", "new", CONTEXT.format(x=", query_text => %(t)s"))]
+             ("new: context_read, vector + text", "new", CONTEXT.format(x=", query_text => %(t)s")),
+             # hybrid turned off (the text not read: the vector's cost)
+             ("new: context_read, text, lw 0", "new", CONTEXT.format(x=", query_text => %(t)s, lexical_weight => 0"))]
     if args.old_hybrid:  # the old schema takes query_text too (since 0015_message_lexical)
         cases.insert(1, ("old: context_read, vector + text", "old", CONTEXT.format(x=", query_text => %(t)s")))
     if args.named_time:  # a question naming a time (0044_recall_turns_times): the last 7 days

@@ -45,7 +45,8 @@ class RecallOptions:
     rw * 0.5 ^ (age / half_life_seconds) + iw * importance``, where relevance is
     ``(1 - lexical_weight) * cosine + lexical_weight * lexical`` (lexical: the message's BM25 for
     the query's words over the best one's; a vector query alone ranks by cosine, and without an
-    embedder a text query ranks by its words alone), skipping messages shorter than
+    embedder a text query ranks by its words alone; ``lexical_weight`` 0 with an embedder: by cosine,
+    the words not read, at the vector's cost), skipping messages shorter than
     ``min_content_chars`` and, when ``min_score`` is set (-1..1), those scoring below it: fewer
     than ``k`` come back when fewer are relevant enough (docs/sql.md "Recall"). With
     ``next_turn_weight`` (0..1, 0: off) the two messages after each of the top ``k`` in its thread

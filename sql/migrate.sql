@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('971082df6a733e363c04bec7e4336b49a9f2e5df43c212abcfffe95738420af7')
+SELECT pymem.migration_api_applied('8419a4217fa8f630c514452163151ce82db97ad83f8d06b12843cd8bcd578ad9')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -64,7 +64,9 @@ $$;
 --   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
 -- (age measured from the spec's as_of, default now; ties: newer first, then thread and seq), where
 --   relevance = (1 - lw) * cosine + lw * lexical   with a query vector and query terms,
---             = cosine                             with a vector and no terms (no text, or only stop words),
+--             = cosine                             with a vector and no terms (no text, only stop words, or
+--                                                  lw 0: the text is then not read, and the call costs what
+--                                                  the vector alone costs),
 --             = lexical                            with terms and no vector;
 --   lexical   = BM25 (k1 1.2, b 0.3: _bm25) of the query text's lexemes in each message, divided by the
 --               best eligible message's (the best lexical match has 1, a message sharing no term 0).
@@ -138,7 +140,7 @@ DECLARE  -- the spec's fields as plain variables: a field of a composite paramet
     v_from timestamptz := p_spec.time_from;
     v_to timestamptz := p_spec.time_to;
 BEGIN
-    IF p_text IS NOT NULL THEN  -- the query's terms, and one tsquery matching any of them
+    IF p_text IS NOT NULL AND (p_query IS NULL OR v_lw > 0) THEN  -- the query's terms, and one tsquery matching any of them
         v_terms := pymem._query_terms(p_project_id, p_text);
         IF pg_catalog.cardinality(v_terms) > 0 THEN
             v_any := pg_catalog.array_to_string(v_terms, ' | ')::tsquery;
@@ -339,7 +341,7 @@ BEGIN
       FROM pg_catalog.pg_attribute AS a
      WHERE a.attrelid = 'pymem.message_embeddings'::pg_catalog.regclass AND a.attname = 'embedding';
     v_window_after := pymem._window_after(p_project_id, p_user_id, p_thread_id, p_spec.window_size);
-    IF p_text IS NOT NULL THEN  -- the query's terms, as _recall_ranked's
+    IF p_text IS NOT NULL AND p_spec.lexical_weight > 0 THEN  -- the query's terms, as _recall_ranked's (none at lw 0)
         v_terms := pymem._query_terms(p_project_id, p_text);
         IF pg_catalog.cardinality(v_terms) > 0 THEN
             v_any := pg_catalog.array_to_string(v_terms, ' | ')::tsquery;

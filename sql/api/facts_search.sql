@@ -92,8 +92,10 @@ DECLARE
     v_match tsquery;
     v_vector boolean := p_query IS NOT NULL;
 BEGIN
-    -- the query's distinct lexemes, and a tsquery that matches a fact having any of them
-    v_terms := coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text)), '{}');
+    -- the query's distinct lexemes, and a tsquery that matches a fact having any of them; none with
+    -- a vector and lexical weight 0, where the text changes no score (the vector's cost alone)
+    v_terms := CASE WHEN v_vector AND p_lw = 0 THEN '{}'
+                    ELSE coalesce(pg_catalog.tsvector_to_array(pymem._lexemes(pymem._text_search_config(p_project_id), p_text)), '{}') END;
     IF pg_catalog.cardinality(v_terms) > 0 THEN
         SELECT pg_catalog.string_agg(pymem._term_quoted(t.term), ' | ')::tsquery
           INTO v_match FROM pg_catalog.unnest(v_terms) AS t(term);

@@ -158,6 +158,7 @@ def test_weight_zero_orders_by_cosine_alone(facts):
     got = search(facts, query=[1, 1, 0], text="alice tea", k=200, weight=0)
     cos = [r for r in got if r[1] is not None]
     assert [r[0] for r in cos] == [r[0] for r in sorted(cos, key=lambda r: (-round(r[1], 12), -r[0]))]
+    assert got == search(facts, query=[1, 1, 0], k=200, weight=0)  # the text is not read: the vector's result
 
 
 def test_bad_arguments(facts):

@@ -169,6 +169,28 @@ def test_hybrid_recall_is_the_brute_force_top_k(db, dsn, options):
     check(got, brute(dsn, emb.name, text=query, vector=vec, k=300, **kw))
 
 
+def test_lexical_weight_zero_ranks_by_the_vector_alone(db, dsn):
+    """lexical_weight 0 with a vector: the text is not read (the call costs what the vector's
+    does), so the result is the vector's, and a message sharing a word with the text but with no
+    positive cosine, past the floor with a lexical weight, is not recalled."""
+    hybrid = make(db, next_turn_weight=0)  # no next turns: they may bring any message
+    load(hybrid)
+    plain = make(db, lexical_weight=0, next_turn_weight=0)
+    query = "charlie delta note"
+    vec = plain.embedder.embed([query])[0]
+    got = plain.recall(query, user="alice", thread="other", k=300)
+    check(got, brute(dsn, plain.embedder.name, text=None, vector=vec, k=300, lw=0, next_weight=0))
+    words_only = {(m.thread, m.seq) for m in hybrid.recall(query, user="alice", thread="other", k=300)
+                  if m.similarity is not None and m.similarity <= 1e-5}
+    assert words_only - {(m.thread, m.seq) for m in got}  # reached through their words only: not now
+    with psycopg.connect(dsn, autocommit=True) as c:
+        sql = ("SELECT thread_id, seq, score FROM pymem.messages_recall(user_id => 'alice', query_vector => %s::text::vector,"
+               " embedder => %s, thread_id => 'other', k => 300, query_text => %s, lexical_weight => 0,"
+               " next_turn_weight => 0.8)")
+        args = (str(list(vec)), plain.embedder.name)
+        assert c.execute(sql, (*args, query)).fetchall() == c.execute(sql, (*args, None)).fetchall()
+
+
 def test_filters_time_range_metadata_and_the_window(db, dsn):
     mem = make(db, window=5)
     load(mem)
