@@ -76,6 +76,7 @@ def _context_probe(r: Runner, probe: User) -> None:
     assert got.recalled and len(got.user_facts) == min(MAX_FACTS, PROBE_FACTS) and len(got.window) == WINDOW
     r.run("context_memory", lambda i: r.mem_cheap.context(r.query(i), user=probe.user_id))
     r.run("context_memory_hash", lambda i: r.mem_hash.context(r.query(i), user=probe.user_id))
+    r.run("context_memory_vector", lambda i: r.mem_vector.context(r.query(i), user=probe.user_id))
     for mode in ("force_generic_plan", "force_custom_plan"):
         if r.citus:  # Citus delegates a call it can plan for one key; a generic plan of it is not delegated
             r.skipped[f"context_sql_{mode.removeprefix('force_').removesuffix('_plan')}"] = (

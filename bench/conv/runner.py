@@ -61,6 +61,9 @@ class Runner:
         self.cheap = PrecomputedEmbedder(self.real, self.queries + turn_texts)
         self.mem_cheap = pymem.Memory(agent_id=AGENT_ID, project_id=probe.project_id, embedder=self.cheap, db=db)
         self.mem_hash = pymem.Memory(agent_id=AGENT_ID, project_id=probe.project_id, embedder=self.real, db=db)
+        # hybrid recall off (lexical weight 0: the text is not read): what hybrid costs over the vector
+        self.mem_vector = pymem.Memory(agent_id=AGENT_ID, project_id=probe.project_id, embedder=self.cheap, db=db,
+                                       lexical_weight=0, fact_lexical_weight=0)
         self.out: dict[str, dict[str, Any]] = {}
         self.cur = conn.cursor(row_factory=dict_row)
 

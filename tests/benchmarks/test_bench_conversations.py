@@ -49,7 +49,8 @@ def _ordered(name: str, m: dict) -> None:
 def check_measurements(result: dict) -> None:
     measured = result["measurements"]
     expected = set(bench_conv.REQUIRED) | {
-        "floor_pool", "floor_end", "context_embed_query", "context_memory_hash", "context_sql_generic",
+        "floor_pool", "floor_end", "context_embed_query", "context_memory_hash", "context_memory_vector",
+        "context_sql_generic",
         "context_sql_custom", "context_sql_heavy_user", "context_memory_heavy_user", "recall_sql_heavy_user",
         "turn_memory_precomputed", "part_user_facts", "part_agent_facts", "part_summary", "part_window",
         "part_recall_ranked", "part_unembedded", "turn_sql_heavy_user_thread",
