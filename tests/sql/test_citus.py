@@ -681,6 +681,13 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
     from pymem.conversations import recall_indexes
 
     admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as a:
+        # no auto-analyze in the middle of the test: at 90 vectors the analyzed planner rightly
+        # prefers the exact scan (as in tests/recall/test_recall_indexes.py); Citus sets it on the shards
+        a.execute("ALTER TABLE pymem.message_embeddings SET (autovacuum_enabled = false)")
+        assert all("autovacuum_enabled=false" in (r[0] or "") for r in a.execute(
+            "SELECT result FROM run_command_on_workers($$SELECT string_agg(array_to_string(reloptions, ','), ';')"
+            " FROM pg_class WHERE relname LIKE 'message\\_embeddings\\_1%' AND relkind = 'r'$$)"))
     emb = pymem.HashEmbedder()
     words = "garden tomato berlin paris coffee bicycle piano invoice holiday dentist meeting recipe".split()
     texts = [f"note {i}: {words[i % 12]} {words[(i * 5) % 12]} {words[(i * 7 + 3) % 12]}" for i in range(90)]
