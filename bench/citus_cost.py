@@ -50,6 +50,7 @@ from psycopg.types.json import Jsonb
 import pymem
 from bench.conv.texts import PROBE_QUERIES, pool_sentences, probe_conversation
 from pymem.embedders import HashEmbedder
+from pymem.options import RecallOptions
 from pymem.queries import Q
 
 PROJECT = "cost"
@@ -128,7 +129,7 @@ def calls(conn: psycopg.Connection, embedder: HashEmbedder, token: str) -> dict[
            "query_vector": qv, "embedder": embedder.name, "max_facts": 50, "window_size": 20, "k": 5,
            "min_content_chars": 10, "recency_weight": 0.0, "importance_weight": 0.0, "half_life_seconds": 3600.0,
            "dedupe": True, "max_unembedded": 100, "min_score": None,
-           "query_text": PROBE_QUERIES[0], "lexical_weight": 0.4,
+           "query_text": PROBE_QUERIES[0], "lexical_weight": RecallOptions().lexical_weight,
            "as_of": None, "since": None, "until": None, "metadata": None, "valid_at": None,
            "next_turn_weight": 0.8, "time_from": None, "time_to": None, "time_weight": 0.2}
     fact = {"scope": "user", "scope_id": PROBE, "project_id": PROJECT, "confidence": 1.0, "source": "manual",

@@ -61,7 +61,7 @@ class RecallOptions:
     importance_weight: float = 0.0
     half_life_seconds: float = 3600.0
     min_score: float | None = None
-    lexical_weight: float = 0.4
+    lexical_weight: float = 0.33
     next_turn_weight: float = 0.8
     time_weight: float = 0.2
 

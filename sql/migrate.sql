@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8419a4217fa8f630c514452163151ce82db97ad83f8d06b12843cd8bcd578ad9')
+SELECT pymem.migration_api_applied('c78c5b0c81e049bebfe1b0d2255932265fa3d7a329a3c62664d44facf97c3921')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -57,7 +57,7 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     max_unembedded integer DEFAULT 100,
     min_score double precision DEFAULT NULL,
     query_text text DEFAULT NULL,
-    lexical_weight double precision DEFAULT 0.4,
+    lexical_weight double precision DEFAULT 0.33,
     as_of timestamptz DEFAULT NULL,
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,

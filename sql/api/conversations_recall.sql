@@ -511,7 +511,7 @@ CREATE OR REPLACE FUNCTION pymem.messages_recall(
     half_life_seconds double precision DEFAULT 3600,
     min_score double precision DEFAULT NULL,
     query_text text DEFAULT NULL,
-    lexical_weight double precision DEFAULT 0.4,
+    lexical_weight double precision DEFAULT 0.33,
     as_of timestamptz DEFAULT NULL,
     since timestamptz DEFAULT NULL,
     until timestamptz DEFAULT NULL,

@@ -17,9 +17,11 @@ import pymem
 from pymem import AsyncMemory, Memory
 from pymem.embedders import HashEmbedder
 from pymem.errors import ValidationError
+from pymem.options import RecallOptions
 
 WORDS = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
 T0 = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+LW = RecallOptions().lexical_weight  # the default lexical weight (SQL: the same default)
 
 
 @pytest.fixture
@@ -143,7 +145,7 @@ def check(got, expected):
 
 
 @pytest.mark.parametrize("options", [
-    {},  # the defaults: lexical_weight 0.4, no recency, no importance
+    {},  # the defaults: lexical_weight LW, no recency, no importance
     {"lexical_weight": 0.7, "recency_weight": 0.2, "importance_weight": 0.1, "half_life_seconds": 36000},
     {"lexical_weight": 1.0},
 ])
@@ -153,7 +155,7 @@ def test_hybrid_recall_is_the_brute_force_top_k(db, dsn, options):
     emb = mem.embedder
     query = "charlie delta note"
     as_of = T0 + timedelta(hours=90)
-    kw = {"lw": options.get("lexical_weight", 0.4), "rw": options.get("recency_weight", 0.0),
+    kw = {"lw": options.get("lexical_weight", LW), "rw": options.get("recency_weight", 0.0),
           "iw": options.get("importance_weight", 0.0), "half_life": options.get("half_life_seconds", 3600.0)}
     vec = emb.embed([query])[0]
     for k in (1, 7, 40):
@@ -201,12 +203,12 @@ def test_filters_time_range_metadata_and_the_window(db, dsn):
     for k in (3, 20):
         got = mem.recall(query, user="alice", thread="main", k=k, since=since, until=until, metadata={"speaker": "Bo"},
                          skip_window=True)
-        expected = brute(dsn, emb.name, text=query, vector=vec, k=k, lw=0.4, since=since, until=until,
+        expected = brute(dsn, emb.name, text=query, vector=vec, k=k, lw=LW, since=since, until=until,
                          metadata={"speaker": "Bo"}, thread="main", window=5)
         check(got, expected)
         assert all(since <= m.created_at < until and m.metadata["speaker"] == "Bo" for m in got)
     # every eligible one, and no more
-    eligible = brute(dsn, emb.name, text=query, vector=vec, k=1000, lw=0.4, since=since, until=until,
+    eligible = brute(dsn, emb.name, text=query, vector=vec, k=1000, lw=LW, since=since, until=until,
                      metadata={"speaker": "Bo"}, thread="main", window=5)
     got = mem.recall(query, user="alice", thread="main", k=1000, since=since, until=until, metadata={"speaker": "Bo"},
                      skip_window=True)
@@ -246,7 +248,7 @@ def test_sql_callers_without_a_vector_get_lexical_recall_and_without_text_vector
             c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'x', metadata => '[1]')")
         stop_words_only = c.execute("""SELECT count(*) FROM pymem.messages_recall(
                                            user_id => 'alice', query_text => 'the and of', k => 5)""").fetchone()[0]
-    expected = brute(dsn, emb.name, text="golf hotel", vector=None, k=500, lw=0.4)
+    expected = brute(dsn, emb.name, text="golf hotel", vector=None, k=500, lw=LW)
     # only the messages sharing a word with the text, each scored by its words alone
     assert [(t, s) for t, s, _, _ in lexical] == [(t, s) for t, s, _ in expected]
     assert all(sim is None for *_, sim in lexical) and lexical[0][2] == pytest.approx(1.0)
@@ -400,7 +402,7 @@ def test_rare_terms_hybrid_is_the_brute_force_top_k(db, dsn, options, stale):
     if stale:
         with psycopg.connect(dsn, autocommit=True) as c:
             c.execute("UPDATE pymem.message_embeddings SET lexemes = NULL, tokens = NULL WHERE seq % 2 = 0")
-    kw = {"lw": options.get("lexical_weight", 0.4), "rw": options.get("recency_weight", 0.0),
+    kw = {"lw": options.get("lexical_weight", LW), "rw": options.get("recency_weight", 0.0),
           "iw": options.get("importance_weight", 0.0), "half_life": options.get("half_life_seconds", 3600.0)}
     as_of = T0 + timedelta(hours=140)
     for k in (1, 3, 7, 20, 60):
@@ -440,7 +442,7 @@ def test_a_named_time_adds_time_weight_to_the_same_score(db, dsn, next_weight):
                     "next_turn_weight => %s)",
                     (None if vector is None else np.asarray(vector, dtype=np.float32), emb.name, text, k,
                      time_from, time_to, next_weight)).fetchall()
-                expected = brute(dsn, emb.name, text=text or "", vector=vector, k=k, lw=0.4, next_weight=next_weight,
+                expected = brute(dsn, emb.name, text=text or "", vector=vector, k=k, lw=LW, next_weight=next_weight,
                                  time_from=time_from, time_to=time_to)
                 assert [(t, s) for t, s, _ in got] == [(t, s) for t, s, _ in expected], (h0, text is not None, vector is not None, k)
                 assert [x for *_, x in got] == pytest.approx([x for *_, x in expected], abs=1e-6)

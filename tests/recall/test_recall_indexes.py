@@ -22,6 +22,7 @@ import pymem
 from conftest import PlanLog, plan_nodes
 from pymem import HashEmbedder
 from pymem.conversations import recall_indexes
+from pymem.options import RecallOptions
 
 EMB = HashEmbedder()
 WORDS = ("garden tomato berlin paris coffee bicycle piano invoice holiday dentist meeting recipe "
@@ -32,7 +33,7 @@ RECALL = ("SELECT r.thread_id, r.seq, r.score FROM pymem.messages_recall(user_id
           "min_content_chars => 0, metadata => %(m)s, next_turn_weight => 0) AS r")  # the index path alone
 EXACT = ("SELECT r.thread_id, r.seq, r.score FROM pymem._recall_ranked(%(p)s, %(u)s, 'default', %(v)s, %(e)s, %(t)s, "
          "pymem._recall_spec(k => %(k)s, min_content_chars => 0, window_size => %(w)s, recency_weight => 0, "
-         "importance_weight => 0, lexical_weight => 0.4, half_life_seconds => 3600, min_score => NULL, as_of => NULL, "
+         f"importance_weight => 0, lexical_weight => {RecallOptions().lexical_weight}, half_life_seconds => 3600, min_score => NULL, as_of => NULL, "
          "since => NULL, until => NULL, metadata => %(m)s)) AS r")
 
 
