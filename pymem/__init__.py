@@ -38,7 +38,7 @@ from .errors import (  # noqa: E402
 from .blocks import Block, BlockOutput, StaticBlock, Upstream  # noqa: E402
 from .context import Context  # noqa: E402
 from .embedders import Embedder, HashEmbedder  # noqa: E402
-from .memory import AsyncMemory, Memory, context, default_memory, record  # noqa: E402
+from .memory import AsyncMemory, Memory, acontext, arecord, context, default_async_memory, default_memory, record  # noqa: E402
 from .migrations import check as check_migrations  # noqa: E402
 from .migrations import migrate  # noqa: E402
 from .options import MemoryOptions, RecallOptions  # noqa: E402
@@ -61,7 +61,10 @@ __all__ = [
     "Embedder",
     "Message",
     "TurnResult",
+    "acontext",
+    "arecord",
     "context",
+    "default_async_memory",
     "default_memory",
     "record",
     "Erasure",

@@ -29,6 +29,7 @@ import asyncio
 import contextvars
 import logging
 import threading
+import weakref
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeAlias, TypeVar
@@ -68,18 +69,6 @@ class _Unset:
 
 
 _UNSET: Any = _Unset()
-
-
-class _Required:
-    """The default of the one-liners' arguments: none, they must be given by name."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "<required>"
-
-
-_REQUIRED: Any = _Required()
 
 
 class Binding:
@@ -725,10 +714,24 @@ tracing.instrument_memory(Memory, Turn)
 tracing.instrument_memory(AsyncMemory, AsyncTurn)
 
 
-# -- module-level shortcuts: pymem.context(user=, query=) and pymem.record(...) -------------
+# -- module-level shortcuts: pymem.context(user, query), pymem.record(user, query, answer) ------
 
 _default: Memory | None = None
 _default_lock = threading.Lock()
+#: the AsyncMemory behind acontext/arecord, one per event loop (a pool belongs to its loop)
+_async_defaults: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncMemory] = weakref.WeakKeyDictionary()
+
+
+def _default_options() -> tuple[Settings, dict[str, Any]]:
+    """The settings of the one-liners' Memory and its keywords: the agent and project from the
+    settings, the built-in HashEmbedder for recall, and a configured chat model's learner."""
+    settings = Settings()
+    keywords: dict[str, Any] = {"agent_id": settings.agent_id, "project_id": settings.project_id,
+                                "embedder": HashEmbedder()}
+    if settings.llm_model:
+        learner = ChatLearner(ChatClient(settings=settings))
+        keywords.update(learner=learner, summarizer=learner.summarize)
+    return settings, keywords
 
 
 def default_memory() -> Memory:
@@ -739,42 +742,44 @@ def default_memory() -> Memory:
     global _default
     with _default_lock:
         if _default is None:
-            settings = Settings()
-            learning: dict[str, Any] = {}
-            if settings.llm_model:
-                learner = ChatLearner(ChatClient(settings=settings))
-                learning = {"learner": learner, "summarizer": learner.summarize}
-            _default = Memory(
-                db=Database(settings),
-                agent_id=settings.agent_id,
-                project_id=settings.project_id,
-                embedder=HashEmbedder(),
-                **learning,
-            )
+            settings, keywords = _default_options()
+            _default = Memory(db=Database(settings), **keywords)
         return _default
 
 
-def _by_name(name: str, args: tuple[Any, ...], usage: str, **given: Any) -> None:
-    """The one-liners take their arguments by name: ``Memory.context`` takes the query first and
-    the user by name, so a positional ``pymem.context("hi", "alice")`` would read user "hi" in
-    silence."""
-    missing = [k for k, v in given.items() if v is _REQUIRED]
-    if args or missing:
-        raise ValidationError(f"pymem.{name} takes its arguments by name: pymem.{usage} "
-                              f"(Memory.{name} takes the query first, the user as user=)")
+def default_async_memory() -> AsyncMemory:
+    """The AsyncMemory behind :func:`acontext` and :func:`arecord`: built like
+    :func:`default_memory`, once per running event loop (its pool belongs to that loop)."""
+    loop = asyncio.get_running_loop()
+    with _default_lock:
+        memory = _async_defaults.get(loop)
+        if memory is None:
+            memory = _async_defaults[loop] = AsyncMemory(**_default_options()[1])  # opens AsyncDatabase(Settings())
+        return memory
 
 
-def context(*args: Any, user: str | None = _REQUIRED, query: str = _REQUIRED, **options: Any) -> list[dict[str, str]]:
-    """The messages to send to a chat model for ``user``'s ``query`` (default Memory):
-    ``pymem.context(user="alice", query="Where do I live?")``."""
-    _by_name("context", args, 'context(user="alice", query="Where do I live?")', user=user, query=query)
+def context(user: str | None, query: str, **options: Any) -> list[dict[str, str]]:
+    """The messages to send to a chat model for ``user``'s ``query``, from the default Memory
+    (:func:`default_memory`): ``pymem.context("alice", "Where do I live?")``. The user comes
+    first (``Memory.context`` takes the query first and the user as ``user=``); keywords work
+    too. ``options``: those of :meth:`Memory.context` (``thread=``, ``as_of=``, ...)."""
     return default_memory().context(query, user=user, **options)
 
 
-def record(*args: Any, user: str | None = _REQUIRED, query: str = _REQUIRED, answer: str = _REQUIRED,
-           **options: Any) -> TurnResult | None:
-    """Store one successful turn of ``user`` (default Memory); None when ``user`` is empty:
-    ``pymem.record(user="alice", query="I moved to Oslo", answer="Noted.")``."""
-    _by_name("record", args, 'record(user="alice", query="I moved to Oslo", answer="Noted.")', user=user,
-             query=query, answer=answer)
+def record(user: str | None, query: str, answer: str, **options: Any) -> TurnResult | None:
+    """Store one successful turn of ``user`` in the default Memory; None when ``user`` is empty:
+    ``pymem.record("alice", "I moved to Oslo", "Noted.")``. ``options``: those of
+    :meth:`Memory.record`."""
     return default_memory().record(query, answer, user=user, **options)
+
+
+async def acontext(user: str | None, query: str, **options: Any) -> list[dict[str, str]]:
+    """:func:`context`, awaited, on the default AsyncMemory of the running event loop:
+    ``await pymem.acontext("alice", "Where do I live?")``."""
+    return await default_async_memory().context(query, user=user, **options)
+
+
+async def arecord(user: str | None, query: str, answer: str, **options: Any) -> TurnResult | None:
+    """:func:`record`, awaited, on the default AsyncMemory of the running event loop:
+    ``await pymem.arecord("alice", "I moved to Oslo", "Noted.")``."""
+    return await default_async_memory().record(query, answer, user=user, **options)

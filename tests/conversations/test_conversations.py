@@ -859,20 +859,60 @@ def test_module_level_context_and_record_use_the_default_memory(dsn, monkeypatch
     monkeypatch.setattr(pymem.memory, "_default", None)
     try:
         pymem.default_memory().persist("Office hours are 9 to 5", tier="global")
-        assert pymem.record(user="alice", query="I work nights", answer="Noted.").assistant_seq == 2
-        messages = pymem.context(user="alice", query="when can I call?")
+        # the call as the design writes it: pymem.context(user, query), positionally
+        assert pymem.record("alice", "I work nights", "Noted.").assistant_seq == 2
+        messages = pymem.context("alice", "when can I call?")
         assert messages[0]["content"].endswith("- Office hours are 9 to 5")
         assert {"role": "user", "content": "I work nights"} in messages
-        assert pymem.record(user="", query="anonymous words", answer="ok") is None
-        # by name only: the swap pymem.context("when can I call?", "alice") cannot happen in silence
-        with pytest.raises(pymem.ValidationError, match=r"by name: pymem\.context\(user="):
-            pymem.context("alice", "when can I call?")
-        with pytest.raises(pymem.ValidationError, match=r"by name: pymem\.record\(user="):
-            pymem.record("alice", "I work nights", "Noted.")
+        # by name too, in any order
+        assert pymem.record(answer="Sure.", query="and weekends", user="alice").user_seq == 3
+        assert pymem.context(query="when can I call?", user="alice") == pymem.context("alice", "when can I call?")
+        assert pymem.record("", "anonymous words", "ok") is None
+        # the user's own messages, not another user's: bob reads the office hours, never alice's words
+        bob = pymem.context("bob", "when can I call?")
+        assert all("I work nights" not in m["content"] for m in bob)
+        with pytest.raises(pymem.ValidationError, match="query must be a string"):
+            pymem.context("alice", 42)
+        with pytest.raises(TypeError):
+            pymem.context("alice")  # the query is required
     finally:
         if pymem.memory._default is not None:
             pymem.memory._default.close()
         monkeypatch.setattr(pymem.memory, "_default", None)
+
+
+def test_async_one_liners_use_a_default_async_memory_per_event_loop(dsn, monkeypatch):
+    """Issue 59, item 1: pymem.acontext(user, query) / pymem.arecord(user, query, answer), awaited,
+    each event loop with its own default AsyncMemory (a pool belongs to the loop it was opened in)."""
+    import asyncio
+
+    import pymem.memory
+
+    monkeypatch.setenv("PYMEM_DSN", dsn)
+    monkeypatch.setenv("PYMEM_AGENT_ID", "helper")
+    seen: list[pymem.AsyncMemory] = []
+
+    async def first() -> None:
+        result = await pymem.arecord("alice", "I work nights", "Noted.")
+        assert result is not None and result.assistant_seq == 2
+        messages = await pymem.acontext("alice", "when can I call?")
+        assert {"role": "user", "content": "I work nights"} in messages
+        assert await pymem.arecord(user="", query="anonymous", answer="ok") is None
+        seen.append(pymem.default_async_memory())
+        assert pymem.default_async_memory() is seen[0]  # one per loop
+        await seen[0].aclose()
+
+    async def second() -> None:
+        messages = await pymem.acontext(query="when can I call?", user="alice")
+        assert {"role": "assistant", "content": "Noted."} in messages
+        seen.append(pymem.default_async_memory())
+        await seen[1].aclose()
+
+    asyncio.run(first())
+    asyncio.run(second())  # a new loop: a new default, not the closed pool of the first
+    assert seen[0] is not seen[1]
+    with pytest.raises(RuntimeError):
+        pymem.default_async_memory()  # outside a running loop
 
 
 def test_the_default_memory_learns_and_summarizes_with_a_configured_model(dsn, monkeypatch):
