@@ -45,7 +45,6 @@ def _decision(changes: Any, keep_id: int, keep_content: str) -> tuple[str, str]:
         content = text(change.content, "a learner's fact").strip()
         return ("reworded" if content and content != keep_content else "same"), (content or keep_content)
     return "different", keep_content
-SOURCES = ("manual", "learned", "trace")
 
 
 _FIELDS = tuple(Fact.__dataclass_fields__)
