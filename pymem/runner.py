@@ -349,6 +349,23 @@ def run(operation: Operation[T], db: Database | CallerConnection, embedder: Embe
         return done.value
 
 
+def _one(query: Query) -> Operation[list[Any]]:
+    return (yield query)
+
+
+def fetch(query: Query, db: Database | CallerConnection, *, conn: psycopg.Connection | None = None,
+         owner: Any = None) -> list[Any]:
+    """The rows of one named query (a generated call of :mod:`pymem.calls`), run as an operation
+    of that one step: :func:`run` with its caller's connection and its span."""
+    return run(_one(query), db, conn=conn, owner=owner)
+
+
+async def afetch(query: Query, db: AsyncDatabase | AsyncCallerConnection, *,
+                conn: psycopg.AsyncConnection | None = None, owner: Any = None) -> list[Any]:
+    """The asyncio twin of :func:`fetch`."""
+    return await arun(_one(query), db, conn=conn, owner=owner)
+
+
 async def arun(operation: Operation[T], db: AsyncDatabase | AsyncCallerConnection,
                embedder: Embedder | None = None, *, conn: psycopg.AsyncConnection | None = None,
                owner: Any = None) -> T:

@@ -129,50 +129,46 @@ class _Store:
         self.keep_versions = False
         self.read_only_prefixes: list[str] = []
 
-    @property
-    def _where(self) -> dict[str, Any]:
-        return {"store_key": self.key, "project_id": self.project_id}
-
     def _open(self, create: bool, audit, keep_versions, read_only_prefixes) -> Operation[Any]:
         if read_only_prefixes is not None:
             read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
-        rows = yield calls.store_open(**self._where, audit=audit, keep_versions=keep_versions,
+        rows = yield calls.store_open(store_key=self.key, project_id=self.project_id, audit=audit, keep_versions=keep_versions,
                                          read_only_prefixes=read_only_prefixes, create=create)
         row = rows[0]
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
         yield from self._load()
         return self
 
-    def _protections(self, query, audit, keep_versions, read_only_prefixes, actor, reason) -> Operation[bool]:
+    def _protections(self, query: Callable[..., Query], audit, keep_versions, read_only_prefixes, actor,
+                     reason) -> Operation[bool]:
+        """``query``: calls.store_protect or calls.store_configure (the same parameters)."""
         if read_only_prefixes is not None:
             read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
-        rows = yield Query(
-            query,
-            {**self._where, "audit": audit, "keep_versions": keep_versions, "read_only_prefixes": read_only_prefixes,
-             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
-             "reason": text(reason, "reason", allow_none=True)},
-        )
+        rows = yield query(store_key=self.key, project_id=self.project_id, audit=audit, keep_versions=keep_versions,
+                           read_only_prefixes=read_only_prefixes,
+                           actor=text(actor if actor is not None else self.actor, "actor", allow_none=True),
+                           reason=text(reason, "reason", allow_none=True))
         row = rows[0]
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
         return bool(row["changed"])
 
     def _load(self) -> Operation[None]:
-        rows = yield calls.store_messages_read(**self._where)
+        rows = yield calls.store_messages_read(store_key=self.key, project_id=self.project_id)
         self.messages = [r["message"] for r in rows]
         self._saved = len(self.messages)
 
     def _write(self, path, content, kind, expected_sha, actor, reason, ttl=None, expires_at=None) -> Operation[str]:
-        rows = yield Query(
-            "store_write",
-            {**self._where, "path": text(path, "path"), "content": text(content, "content"), "kind": kind,
-             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
-             "reason": text(reason, "reason", allow_none=True),
-             "expected_sha": text(expected_sha, "expected_sha", allow_none=True), **expiry(ttl, expires_at)},
-        )
+        path, content = text(path, "path"), text(content, "content")
+        actor = text(actor if actor is not None else self.actor, "actor", allow_none=True)
+        reason = text(reason, "reason", allow_none=True)
+        expected_sha, ex = text(expected_sha, "expected_sha", allow_none=True), expiry(ttl, expires_at)
+        rows = yield calls.store_write(store_key=self.key, project_id=self.project_id, path=path, content=content,
+                                       kind=kind, actor=actor, reason=reason, expected_sha=expected_sha, ttl=ex.ttl,
+                                       expires_at=ex.expires_at)
         return rows[0]["sha"]
 
     def _read(self, path) -> Operation[dict[str, Any] | None]:
-        rows = yield calls.store_read(**self._where, path=text(path, "path"))
+        rows = yield calls.store_read(store_key=self.key, project_id=self.project_id, path=text(path, "path"))
         return rows[0] if rows else None
 
     def _read_entry(self, path) -> Operation[StoreEntry | None]:
@@ -215,52 +211,51 @@ class _Store:
             f"retry later or pass a larger retries=", sqlstate="PM401") from conflict
 
     def _meta(self, path) -> Operation[EntryMeta | None]:
-        rows = yield calls.store_meta(**self._where, path=text(path, "path"))
+        rows = yield calls.store_meta(store_key=self.key, project_id=self.project_id, path=text(path, "path"))
         return EntryMeta(path=path, **rows[0]) if rows else None
 
     def _list(self, prefix) -> Operation[list[str]]:
-        rows = yield calls.store_list(**self._where, prefix=text(prefix, "prefix"))
+        rows = yield calls.store_list(store_key=self.key, project_id=self.project_id, prefix=text(prefix, "prefix"))
         return [r["path"] for r in rows]
 
     def _delete(self, path, expected_sha, actor, reason) -> Operation[bool]:
-        rows = yield Query(
-            "store_delete",
-            {**self._where, "path": text(path, "path"),
-             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
-             "reason": text(reason, "reason", allow_none=True),
-             "expected_sha": text(expected_sha, "expected_sha", allow_none=True)},
-        )
+        rows = yield calls.store_delete(store_key=self.key, project_id=self.project_id, path=text(path, "path"),
+                                        actor=text(actor if actor is not None else self.actor, "actor",
+                                                   allow_none=True),
+                                        reason=text(reason, "reason", allow_none=True),
+                                        expected_sha=text(expected_sha, "expected_sha", allow_none=True))
         return bool(rows[0]["deleted"])
 
     def _audit_tail(self, n) -> Operation[list[AuditRecord]]:
-        rows = yield calls.store_audit_tail(**self._where, n=n)
+        rows = yield calls.store_audit_tail(store_key=self.key, project_id=self.project_id, n=n)
         return [AuditRecord(**r) for r in rows]
 
     def _versions(self, path) -> Operation[list[Version]]:
-        rows = yield calls.store_versions(**self._where, path=text(path, "path"))
+        rows = yield calls.store_versions(store_key=self.key, project_id=self.project_id, path=text(path, "path"))
         return [Version(**r) for r in rows]
 
     def _read_version(self, path, version) -> Operation[str]:
-        rows = yield calls.store_version_read(**self._where, path=text(path, "path"), version=version)
+        rows = yield calls.store_version_read(store_key=self.key, project_id=self.project_id, path=text(path, "path"),
+                                              version=version)
         if not rows:
             raise NotFoundError(f"no version {version} of {path!r}", sqlstate="P0002")
         return rows[0]["content"]
 
     def _restore(self, path, version, expected_sha, actor, reason) -> Operation[str]:
-        rows = yield Query(
-            "store_restore",
-            {**self._where, "path": text(path, "path"), "version": version,
-             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
-             "reason": text(reason, "reason", allow_none=True),
-             "expected_sha": text(expected_sha, "expected_sha", allow_none=True)},
-        )
+        rows = yield calls.store_restore(store_key=self.key, project_id=self.project_id, path=text(path, "path"),
+                                         version=version,
+                                         actor=text(actor if actor is not None else self.actor, "actor",
+                                                    allow_none=True),
+                                         reason=text(reason, "reason", allow_none=True),
+                                         expected_sha=text(expected_sha, "expected_sha", allow_none=True))
         return rows[0]["sha"]
 
     def _save(self) -> Operation[int]:
         pending = self.messages[self._saved:]
         if not pending:
             return self._saved
-        rows = yield calls.store_messages_append(**self._where, messages=Jsonb(pending))
+        rows = yield calls.store_messages_append(store_key=self.key, project_id=self.project_id,
+                                                 messages=Jsonb(pending))
         self._saved = len(self.messages)
         return rows[0]["length"]
 
@@ -427,7 +422,7 @@ class MemoryStore(_Store):
         """Tighten the store's protections: turn audit or keep_versions on, or set read-only
         prefixes that cover every current one (None keeps a setting). PermissionError (42501)
         if it would weaken anything. Logged to the audit log; returns whether anything changed."""
-        return self._run(self._protections("store_protect", audit, keep_versions,
+        return self._run(self._protections(calls.store_protect, audit, keep_versions,
                                            None if read_only_prefixes is None else list(read_only_prefixes),
                                            actor, reason), conn)
 
@@ -438,7 +433,7 @@ class MemoryStore(_Store):
         Needs the owner role (administrators): PermissionError for the app role. Logged to
         the audit log before it applies, even when it turns audit off; returns whether anything
         changed."""
-        return self._run(self._protections("store_configure", audit, keep_versions,
+        return self._run(self._protections(calls.store_configure, audit, keep_versions,
                                            None if read_only_prefixes is None else list(read_only_prefixes),
                                            actor, reason), conn)
 
@@ -572,14 +567,14 @@ class AsyncMemoryStore(_Store):
     async def protect(self, *, audit: bool | None = None, keep_versions: bool | None = None,
                       read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
                       reason: str | None = None, conn: psycopg.AsyncConnection | None = None) -> bool:
-        return await self._run(self._protections("store_protect", audit, keep_versions,
+        return await self._run(self._protections(calls.store_protect, audit, keep_versions,
                                                  None if read_only_prefixes is None else list(read_only_prefixes),
                                                  actor, reason), conn)
 
     async def configure(self, *, audit: bool | None = None, keep_versions: bool | None = None,
                         read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
                         reason: str | None = None, conn: psycopg.AsyncConnection | None = None) -> bool:
-        return await self._run(self._protections("store_configure", audit, keep_versions,
+        return await self._run(self._protections(calls.store_configure, audit, keep_versions,
                                                  None if read_only_prefixes is None else list(read_only_prefixes),
                                                  actor, reason), conn)
 
