@@ -260,7 +260,10 @@ def caller(owner: Any, conn: Any = None, *, asynchronous: bool = False
     """The caller's connection a call of ``owner`` runs on: ``conn=`` (model calls allowed when an
     entered ``bound(conn, allow_model_calls=True)`` of this owner names the same connection), else
     the innermost entered ``bound()`` of ``owner`` in this context; None: the owner's pool."""
-    found = [b for b in _bindings.get() if b.owner is owner]
+    bindings = _bindings.get()
+    if conn is None and not bindings:  # the common case: the pool
+        return None
+    found = [b for b in bindings if b.owner is owner]
     if conn is None:
         if not found:
             return None
