@@ -28,12 +28,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from psycopg.types.json import Jsonb
 
-from .connection import execute, one_value
-from .queries import Q
 from .errors import InTransactionError, ValidationError
 from .llm import FactChange
 from .options import MemoryOptions
-from .runner import Callback, Embed, Operation, Query
+from .runner import Callback, Embed, Operation, Query, run
 from .timeref import named_time
 from .types import Extractor, Message, Summarizer, TurnResult  # noqa: F401  (Extractor, Summarizer: re-exported)
 from .values import number, text
@@ -403,6 +401,12 @@ class _Conversations:
         return int(rows[0]["deleted"])
 
 
+def _index_plan(project: str, min_messages: int, lock_timeout: float) -> Operation[list[dict[str, Any]]]:
+    """recall_index_plan, after the transaction's lock timeout (its plan lock: an advisory lock)."""
+    yield calls.lock_timeout_local(timeout=f"{max(1, round(lock_timeout * 1000))}ms")
+    return (yield calls.recall_index_plan(project_id=project, min_messages=min_messages))
+
+
 def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000, *, dry_run: bool = False,
                    report: Callable[[Mapping[str, Any]], None] | None = None,
                    lock_timeout: float = 10.0) -> list[dict[str, Any]]:
@@ -417,27 +421,18 @@ def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000
     who holds it. Needs the owner of pymem's tables (the role ``pymem migrate`` runs as)."""
     if not lock_timeout > 0:
         raise ValidationError(f"lock_timeout must be a positive number of seconds, not {lock_timeout!r}")
-    params = {"project_id": text(project_id, "project id"), "min_messages": min_messages}
-    with db.connection() as conn:
-        with conn.transaction(force_rollback=dry_run):
-            conn.execute(Q["lock_timeout_local"], {"timeout": f"{max(1, round(lock_timeout * 1000))}ms"})
-            plan = execute(conn, "recall_index_plan", params, db.settings)
-        if not plan or dry_run:
-            for step in plan:
-                if report is not None:
-                    report(step)
-            return plan
-        # a build takes as long as it takes: not the pool's statement timeout; and its names are
-        # resolved as a migrate resolves them, never through the caller's search path
-        conn.execute(Q["statement_timeout_off"])
-        previous = one_value(conn.execute(Q["search_path_pin"]).fetchone())
-        try:
-            for step in plan:
-                if report is not None:
-                    report(step)
-                conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
-        finally:
-            if not conn.closed:
-                conn.execute(Q["search_path_restore"], {"path": previous})
-                conn.execute(Q["statement_timeout_reset"])
+    project = text(project_id, "project id")
+    with db.connection() as conn, conn.transaction(force_rollback=dry_run):  # the lock timeout, then the plan
+        plan = run(_index_plan(project, min_messages, lock_timeout), db, conn=conn)
+    if not plan or dry_run:
+        for step in plan:
+            if report is not None:
+                report(step)
+        return plan
+    # a build takes as long as it takes, and its names are resolved as a migrate resolves them
+    with db.unbounded() as conn:
+        for step in plan:
+            if report is not None:
+                report(step)
+            conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
     return plan

@@ -17,7 +17,6 @@ import psycopg
 from . import calls
 from .database import Database
 from .errors import ValidationError
-from .queries import Q
 from .runner import Operation, run
 from .values import duration, text
 
@@ -52,13 +51,7 @@ def configure_retention(db: Database, project_id: str = "", *, messages_max_age:
     if age is not None:
         # the index an age policy reads, built once for the database (not by the migration: every
         # message write pays for it); CONCURRENTLY: autocommit, and as long as it takes
-        with db.connection() as conn:
-            conn.execute(Q["statement_timeout_off"])
-            try:
-                conn.execute(Q["messages_created_index"])
-            finally:
-                if not conn.closed:
-                    conn.execute(Q["statement_timeout_reset"])
+        db.maintain(calls.messages_created_index())
     return run(_configure(project, age, messages_max_per_thread), db)
 
 
