@@ -39,6 +39,7 @@ from .blocks import Block, BlockOutput, StaticBlock, Upstream  # noqa: E402
 from .context import Context  # noqa: E402
 from .embedders import Embedder, HashEmbedder  # noqa: E402
 from .memory import AsyncMemory, Memory, acontext, arecord, context, default_async_memory, default_memory, record  # noqa: E402
+from .runner import bound  # noqa: E402
 from .migrations import check as check_migrations  # noqa: E402
 from .migrations import migrate  # noqa: E402
 from .options import MemoryOptions, RecallOptions  # noqa: E402
@@ -93,6 +94,7 @@ __all__ = [
     "TimeoutError",
     "ValidationError",
     "__version__",
+    "bound",
     "check_migrations",
     "connect",
     "migrate",

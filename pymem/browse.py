@@ -16,7 +16,7 @@ from typing import Any
 from .database import Database
 from .embedders import Embedder
 from .options import RecallOptions
-from .runner import vectors
+from .runner import Embed, Operation, Query, fetch, run
 from .values import text
 from . import calls
 
@@ -28,59 +28,78 @@ UNEMBEDDED_MAX = 1000
 
 def subjects(db: Database, project_id: str = "", max_rows: int = 1000) -> Rows:
     """The project's fact subjects (scope, scope_id) with active/superseded counts, newest first."""
-    return db.query(calls.browse_subjects(project_id=text(project_id, "project_id"), max_rows=max_rows))
+    return fetch(calls.browse_subjects(project_id=text(project_id, "project_id"), max_rows=max_rows), db)
 
 
 def users(db: Database, project_id: str = "", max_rows: int = 1000) -> Rows:
     """The project's users with conversation threads, most recently active first."""
-    return db.query(calls.browse_users(project_id=text(project_id, "project_id"), max_rows=max_rows))
+    return fetch(calls.browse_users(project_id=text(project_id, "project_id"), max_rows=max_rows), db)
 
 
 def threads(db: Database, user_id: str, project_id: str = "") -> Rows:
     """A user's threads with their message counts, most recently active first."""
-    return db.query(calls.browse_threads(user_id=text(user_id, "user id"),
-                                       project_id=text(project_id, "project_id")))
+    return fetch(calls.browse_threads(user_id=text(user_id, "user id"),
+                                      project_id=text(project_id, "project_id")), db)
 
 
 def messages(db: Database, user_id: str, thread_id: str, from_seq: int, project_id: str = "",
              max_rows: int = 20) -> Rows:
     """A thread's messages (seq, role, content, created_at, metadata) from ``from_seq`` on, oldest
     first: ``max_rows=2`` from a learned fact's turn (``metadata["turn"]``) is that turn."""
-    return db.query(calls.browse_messages(user_id=text(user_id, "user id"), thread_id=text(thread_id, "thread"),
-                                        from_seq=from_seq, project_id=text(project_id, "project_id"),
-                                        max_rows=max_rows))
+    return fetch(calls.browse_messages(user_id=text(user_id, "user id"), thread_id=text(thread_id, "thread"),
+                                      from_seq=from_seq, project_id=text(project_id, "project_id"),
+                                      max_rows=max_rows), db)
 
 
 def stores(db: Database, project_id: str = "", max_rows: int = 1000) -> Rows:
     """The project's keyed stores with entry counts and protections, by key."""
-    return db.query(calls.browse_stores(project_id=text(project_id, "project_id"), max_rows=max_rows))
+    return fetch(calls.browse_stores(project_id=text(project_id, "project_id"), max_rows=max_rows), db)
 
 
 def store_paths(db: Database, key: str, project_id: str = "") -> Rows:
     """A store's entries (path, kind, sha, size, version, actor, updated_at), by path."""
-    return db.query(calls.store_list(store_key=key, prefix="", project_id=project_id))
+    return fetch(calls.store_list(store_key=key, prefix="", project_id=project_id), db)
 
 
 def store_audit(db: Database, key: str, project_id: str = "", n: int = 20) -> Rows:
     """A store's last ``n`` audit records, oldest first."""
-    return db.query(calls.store_audit_tail(store_key=key, n=n, project_id=project_id))
+    return fetch(calls.store_audit_tail(store_key=key, n=n, project_id=project_id), db)
 
 
 def store_entry(db: Database, key: str, path: str, project_id: str = "") -> dict[str, Any] | None:
     """One entry with its content; None when the path does not exist."""
-    rows = db.query(calls.store_read(store_key=key, path=path, project_id=project_id))
-    return rows[0] if rows else None
+    found = fetch(calls.store_read(store_key=key, path=path, project_id=project_id), db)
+    return found[0] if found else None
 
 
 def store_versions(db: Database, key: str, path: str, project_id: str = "") -> Rows:
     """The kept versions of an entry, oldest first."""
-    return db.query(calls.store_versions(store_key=key, path=path, project_id=project_id))
+    return fetch(calls.store_versions(store_key=key, path=path, project_id=project_id), db)
 
 
 def embedders(db: Database, project_id: str = "") -> Rows:
     """The embedders (name, dimension) the project has stored vectors from, most recently
     registered first."""
-    return db.query(calls.browse_embedders(project_id=text(project_id, "project_id")))
+    return fetch(calls.browse_embedders(project_id=text(project_id, "project_id")), db)
+
+
+def _search_facts(scope: str, scope_id: str, query: str, project: str, embedder: Embedder | None, k: int,
+                  lexical_weight: float) -> Operation[tuple[Rows, Rows]]:
+    def search(k: int, vector: Any = None, embedder_name: str | None = None) -> Query:
+        return calls.facts_search(scope=scope, scope_id=scope_id, project_id=project, k=k, query_vector=vector,
+                                  embedder=embedder_name, query_text=query, metadata=None,
+                                  lexical_weight=lexical_weight)
+
+    if embedder is None:
+        return (yield search(k)), []
+    (vector,) = yield Embed([query], query=True)
+    rows = yield search(k, vector, embedder.name)
+    missing = {r["id"] for r in rows if r["similarity"] is None}  # facts_search lists them first, unranked
+    ranked = [r for r in rows if r["similarity"] is not None]
+    if not missing:
+        return ranked, []
+    words = yield search(UNEMBEDDED_MAX)
+    return ranked, [r for r in words if r["id"] in missing][:k]
 
 
 def search_facts(db: Database, scope: str, scope_id: str, query: str, project_id: str = "",
@@ -89,23 +108,8 @@ def search_facts(db: Database, scope: str, scope_id: str, query: str, project_id
     ``embedder``, ranked by the query's vector and its words (``facts_search`` with both, as
     ``Memory.retrieve``); the facts with no vector from it are not ranked there, so the best ``k``
     of them by words alone come back as ``words_only``. Without, ranked by words alone."""
-    project, words_of = text(project_id, "project_id"), text(query, "query")
-
-    def search(k: int, vector: Any = None, embedder_name: str | None = None) -> Rows:
-        return db.query(calls.facts_search(scope=scope, scope_id=scope_id, project_id=project, k=k,
-                                           query_vector=vector, embedder=embedder_name, query_text=words_of,
-                                           metadata=None, lexical_weight=lexical_weight))
-
-    if embedder is None:
-        return search(k), []
-    (vector,) = vectors(embedder, [query], query=True)
-    rows = search(k, vector, embedder.name)
-    missing = {r["id"] for r in rows if r["similarity"] is None}  # facts_search lists them first, unranked
-    ranked = [r for r in rows if r["similarity"] is not None]
-    if not missing:
-        return ranked, []
-    words = search(UNEMBEDDED_MAX)
-    return ranked, [r for r in words if r["id"] in missing][:k]
+    return run(_search_facts(scope, scope_id, text(query, "query"), text(project_id, "project_id"), embedder, k,
+                             lexical_weight), db, embedder)
 
 
 def recall_messages(db: Database, user_id: str, query: str, project_id: str = "", thread_id: str = "default",
@@ -121,14 +125,20 @@ def recall_messages(db: Database, user_id: str, query: str, project_id: str = ""
               "window_size": 0, "as_of": None, "since": None, "until": None, "metadata": None,
               "query_vector": None, "embedder": None, "query_text": text(query, "query"),
               "time_from": None, "time_to": None}
+    return run(_recall_messages(params, embedder, options.min_content_chars, k), db, embedder)
+
+
+def _recall_messages(params: dict[str, Any], embedder: Embedder | None, min_chars: int,
+                     k: int) -> Operation[tuple[Rows, Rows]]:
     if embedder is None:
-        return db.query(calls.messages_recall(**params)), []
-    (vector,) = vectors(embedder, [query], query=True)
-    ranked = db.query(calls.messages_recall(**params | {"query_vector": vector, "embedder": embedder.name}))
-    missing = {(m["thread_id"], m["seq"]) for m in db.query(calls.messages_unembedded(
-        user_id=user_id, project_id=project_id, embedder=embedder.name, min_chars=options.min_content_chars,
-        max_messages=UNEMBEDDED_MAX))}
+        return (yield calls.messages_recall(**params)), []
+    (vector,) = yield Embed([params["query_text"]], query=True)
+    ranked = yield calls.messages_recall(**params | {"query_vector": vector, "embedder": embedder.name})
+    unembedded = yield calls.messages_unembedded(user_id=params["user_id"], project_id=params["project_id"],
+                                                 embedder=embedder.name, min_chars=min_chars,
+                                                 max_messages=UNEMBEDDED_MAX)
+    missing = {(m["thread_id"], m["seq"]) for m in unembedded}
     if not missing:
         return ranked, []
-    words = db.query(calls.messages_recall(**params | {"k": UNEMBEDDED_MAX}))
+    words = yield calls.messages_recall(**params | {"k": UNEMBEDDED_MAX})
     return ranked, [m for m in words if (m["thread_id"], m["seq"]) in missing][:k]

@@ -30,6 +30,7 @@ from . import calls
 from .connection import connect_kwargs, errors
 from .database import AsyncDatabase, Database
 from .errors import ConfigError, ValidationError
+from .runner import Operation, arun, run
 from .values import text
 
 
@@ -66,35 +67,56 @@ def _checked(after: Any, batch: Any, poll_seconds: Any) -> None:
         raise ValidationError(f"poll_seconds must be between 0.01 and 3600, not {poll_seconds!r}")
 
 
-def enabled(db: Database) -> bool:
+def _enabled() -> Operation[bool]:
+    rows = yield calls.change_feed_enabled()
+    return bool(rows[0]["enabled"])
+
+
+def _configure(enabled: bool) -> Operation[bool]:
+    rows = yield calls.change_feed_configure(enabled=enabled)
+    return bool(rows[0]["enabled"])
+
+
+def _since(project_id: str, after: int, max_changes: int) -> Operation[list[Change]]:
+    rows = yield calls.changes_since(project_id=project_id, after=after, max_changes=max_changes)
+    return [Change(**r) for r in rows]
+
+
+def _position(project_id: str) -> Operation[int]:
+    rows = yield calls.change_position(project_id=project_id)
+    return int(rows[0]["position"])
+
+
+def enabled(db: Database, *, conn: psycopg.Connection | None = None) -> bool:
     """Whether writes append to the change feed (off until :func:`configure` turns it on)."""
-    return bool(db.query(calls.change_feed_enabled())[0]["enabled"])
+    return run(_enabled(), db, conn=conn)
 
 
-def configure(db: Database, *, enabled: bool) -> bool:
+def configure(db: Database, *, enabled: bool, conn: psycopg.Connection | None = None) -> bool:
     """Turn the change feed on or off for the whole database: every write of every project pays
     for it while it is on (docs/sql.md "Change feed"). Needs the owner role
-    (``pymem.change_feed_configure`` is an administrators' function). Returns whether it is on."""
+    (``pymem.change_feed_configure`` is an administrators' function). Returns whether it is on.
+    ``conn=`` (or ``with pymem.bound(db, conn):``): inside your own transaction (this function
+    and the others of this module but :func:`watch` / :func:`awatch`)."""
     if not isinstance(enabled, bool):
         raise ValidationError("enabled must be True or False")
-    return bool(db.query(calls.change_feed_configure(enabled=enabled))[0]["enabled"])
+    return run(_configure(enabled), db, conn=conn)
 
 
 _OFF = ("the change feed is off: writes append nothing to watch. An administrator turns it on with "
         "pymem.changes.configure(db, enabled=True) or SELECT pymem.change_feed_configure(enabled => true)")
 
 
-def changes_since(db: Database, project_id: str = "", after: int = 0, max_changes: int = 1000) -> list[Change]:
+def changes_since(db: Database, project_id: str = "", after: int = 0, max_changes: int = 1000, *,
+                  conn: psycopg.Connection | None = None) -> list[Change]:
     """The project's changes after position ``after`` (0: from the start), in order, at most
     ``max_changes``; publishes what has become safe to read first (``pymem.changes_since``)."""
-    rows = db.query(calls.changes_since(project_id=text(project_id, "project_id"), after=after,
-                                        max_changes=max_changes))
-    return [Change(**r) for r in rows]
+    return run(_since(text(project_id, "project_id"), after, max_changes), db, conn=conn)
 
 
-def position(db: Database, project_id: str = "") -> int:
+def position(db: Database, project_id: str = "", *, conn: psycopg.Connection | None = None) -> int:
     """The last position published in the project's feed (0: none yet)."""
-    return int(db.query(calls.change_position(project_id=text(project_id, "project_id")))[0]["position"])
+    return run(_position(text(project_id, "project_id")), db, conn=conn)
 
 
 def watch(db: Database, project_id: str = "", *, after: int | None = None, poll_seconds: float = 1.0,
@@ -124,23 +146,19 @@ async def awatch(db: AsyncDatabase, project_id: str = "", *, after: int | None =
                  batch: int = 1000, stop: asyncio.Event | None = None) -> AsyncIterator[Change]:
     """The asyncio twin of :func:`watch`."""
     _checked(after, batch, poll_seconds)
-    if not (await db.query(calls.change_feed_enabled()))[0]["enabled"]:
+    if not await arun(_enabled(), db):
         raise ConfigError(_OFF)
-    if after is None:
-        rows = await db.query(calls.change_position(project_id=text(project_id, "project_id")))
-        current = int(rows[0]["position"])
-    else:
-        current = after
+    current = await arun(_position(text(project_id, "project_id")), db) if after is None else after
     with errors(db.conninfo):
         listener = await psycopg.AsyncConnection.connect(db.conninfo, autocommit=True,
                                                          **connect_kwargs(db.settings, db.conninfo))
     async with listener:
         await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(project_id))))
         while stop is None or not stop.is_set():
-            rows = await db.query(calls.changes_since(project_id=project_id, after=current, max_changes=batch))
-            for r in rows:
-                current = r["position"]
-                yield Change(**r)
-            if len(rows) < batch:
+            found = await arun(_since(project_id, current, batch), db)
+            for change in found:
+                current = change.position
+                yield change
+            if len(found) < batch:
                 async for _ in listener.notifies(timeout=poll_seconds, stop_after=1):
                     pass

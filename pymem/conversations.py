@@ -24,16 +24,14 @@ import logging
 import sys
 from collections.abc import Callable, Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from psycopg.types.json import Jsonb
 
-from .connection import execute, one_value
-from .queries import Q
 from .errors import InTransactionError, ValidationError
 from .llm import FactChange
 from .options import MemoryOptions
-from .runner import Callback, Embed, Operation, Query
+from .runner import Callback, Embed, Operation, Query, run
 from .timeref import named_time
 from .types import Extractor, Message, Summarizer, TurnResult  # noqa: F401  (Extractor, Summarizer: re-exported)
 from .values import number, text
@@ -128,15 +126,31 @@ def _message(r: Mapping[str, Any], thread: str | None = None) -> Message:
                    r.get("importance", 1.0), r.get("similarity"), r.get("score"), r.get("metadata") or {})
 
 
+class Where(NamedTuple):
+    """Whose thread a conversation call is about: the keywords every thread's query takes."""
+
+    user_id: str
+    thread_id: str
+    project_id: str
+
+    def claim(self, o: MemoryOptions) -> Query:
+        """The query claiming the thread's due summary span (``summary_claim``)."""
+        return calls.summary_claim(user_id=self.user_id, thread_id=self.thread_id, project_id=self.project_id,
+                                   keep_last=o.keep_last, summarize_every=o.summarize_every,
+                                   lease_seconds=o.summary_lease_seconds)
+
+    def release(self, token: Any) -> Query:
+        """The query giving a summary claim back (``summary_release``)."""
+        return calls.summary_release(user_id=self.user_id, thread_id=self.thread_id, project_id=self.project_id,
+                                     claim_token=token)
+
+
 class _Conversations:
     options: MemoryOptions  # set by pymem.memory.MemoryBase
 
-    def _where(self, user_id: str, thread: str | None) -> dict[str, Any]:
-        return {
-            "user_id": text(user_id, "user id"),
-            "thread_id": text(thread if thread is not None else self.options.thread, "thread"),
-            "project_id": self.options.project_id,
-        }
+    def _where(self, user_id: str, thread: str | None) -> Where:
+        return Where(text(user_id, "user id"), text(thread if thread is not None else self.options.thread, "thread"),
+                     self.options.project_id)
 
     # -- operations -----------------------------------------------------------------------
     def _record(self, user_id, thread, query, answer, user_importance, assistant_importance, metadata=None,
@@ -145,9 +159,8 @@ class _Conversations:
         where = self._where(user_id, thread)
         text(query, "the user's message")
         text(answer, "the answer")
-        stored = {"user_metadata": _metadata(metadata),
-                  "assistant_metadata": _metadata(answer_metadata, "answer_metadata"),
-                  "created_at": _created_at(created_at)}
+        user_metadata, assistant_metadata = _metadata(metadata), _metadata(answer_metadata, "answer_metadata")
+        when = _created_at(created_at)
         if embeddings is not None and (isinstance(embeddings, (str, bytes)) or len(embeddings) != 2):
             raise ValidationError("embeddings must be a pair: the vectors of the user's message and of the answer")
         learned: list[str] | None = None
@@ -158,7 +171,7 @@ class _Conversations:
             pass
         elif o.learner is not None:
             try:
-                changes = yield from self._reconciled(where["user_id"], query)
+                changes = yield from self._reconciled(where.user_id, query)
             except Exception:  # the turn happened; a failing or malformed learner must not lose it
                 _warn_failed("the learner failed; the turn is recorded without learning", failures)
         elif o.extractor is not None:
@@ -166,33 +179,23 @@ class _Conversations:
                 learned = yield from self._extracted(query)
             except Exception:  # the turn happened; a broken extractor must not lose it
                 _warn_failed("the fact extractor failed; the turn is recorded without learned facts", failures)
-        vectors: dict[str, Any] = {"embedder": None, "user_embedding": None, "assistant_embedding": None}
+        embedder, u, a = None, None, None
         if embeddings is None and query_vector is not None and getattr(o.embedder, "embed_query", None) is None:
             # the turn's context read embedded the user's message already, on the only side there is
             (a,) = yield Embed([answer])
-            vectors = {"embedder": o.embedder_name, "user_embedding": query_vector, "assistant_embedding": a}
+            embedder, u = o.embedder_name, query_vector
         elif o.embedder is not None or embeddings is not None:
             u, a = yield Embed([query, answer], None if embeddings is None else list(embeddings))
-            vectors = {"embedder": o.embedder_name, "user_embedding": u, "assistant_embedding": a}
-        rows = yield Query(
-            "turn_record",
-            {
-                **where,
-                "user_content": query,
-                "assistant_content": answer,
-                "user_importance": number(user_importance, "importance"),
-                "assistant_importance": number(assistant_importance, "importance"),
-                **vectors,
-                "learned": learned,
-                "max_learned": o.max_learned_facts,
-                "keep_last": o.keep_last,
-                "summarize_every": o.summarize_every if o.summarizer is not None and not deferred else None,
-                "lease_seconds": o.summary_lease_seconds,
-                "fact_changes": None if not changes else Jsonb([c.as_json() for c in changes]),
-                "defer_learning": deferred,
-                **stored,
-            },
-        )
+            embedder = o.embedder_name
+        rows = yield calls.turn_record(
+            user_id=where.user_id, thread_id=where.thread_id, project_id=where.project_id, user_content=query,
+            assistant_content=answer, user_importance=number(user_importance, "importance"),
+            assistant_importance=number(assistant_importance, "importance"), embedder=embedder, user_embedding=u,
+            assistant_embedding=a, learned=learned, max_learned=o.max_learned_facts, keep_last=o.keep_last,
+            summarize_every=o.summarize_every if o.summarizer is not None and not deferred else None,
+            lease_seconds=o.summary_lease_seconds,
+            fact_changes=None if not changes else Jsonb([c.as_json() for c in changes]), defer_learning=deferred,
+            user_metadata=user_metadata, assistant_metadata=assistant_metadata, created_at=when)
         row = rows[0]
         summarized = False
         if row["claim_token"] is not None:
@@ -245,7 +248,7 @@ class _Conversations:
                 raise ValidationError(f"the learner's {c.op} names fact {c.fact_id}, which it was not shown")
         return decided[:MAX_LEARNED_PER_TURN]
 
-    def _fold(self, where: dict[str, Any], claim: Mapping[str, Any],
+    def _fold(self, where: Where, claim: Mapping[str, Any],
               failures: list[str] | None = None, asked: bool = False) -> Operation[bool]:
         """Run the summarizer on a claimed span and commit (or release) the claim. Inside the
         transaction of a caller's connection the summarizer is not called (pymem.runner.refusal):
@@ -262,25 +265,25 @@ class _Conversations:
                 raise ValidationError("the summarizer returned an empty summary")
         except InTransactionError:
             log.info("a summary is due; it waits for a turn outside the caller's transaction (or summarize())")
-            yield calls.summary_release(**where, claim_token=token)
+            yield where.release(token)
             if asked:
                 raise
             return False
         except Exception:
             _warn_failed("the summarizer failed; the previous summary stays", failures)
             try:
-                yield calls.summary_release(**where, claim_token=token)
+                yield where.release(token)
             except Exception:
                 _warn_failed("releasing the summary claim failed; its lease will expire")
             return False
         try:
-            rows = yield Query(
-                "summary_commit", {**where, "claim_token": token, "summary": summary, "max_chars": max_chars}
-            )
+            rows = yield calls.summary_commit(user_id=where.user_id, thread_id=where.thread_id,
+                                              project_id=where.project_id, claim_token=token, summary=summary,
+                                              max_chars=max_chars)
         except Exception:  # the turn is stored: report, give the span back, never raise
             _warn_failed("storing the new summary failed; the previous summary stays", failures)
             try:
-                yield calls.summary_release(**where, claim_token=token)
+                yield where.release(token)
             except Exception:
                 _warn_failed("releasing the summary claim failed; its lease will expire")
             return False
@@ -292,23 +295,18 @@ class _Conversations:
         if o.summarizer is None:
             raise ValidationError("summarize() needs Memory(summarizer=...)")
         where = self._where(user_id, thread)
-        rows = yield Query(
-            "summary_claim",
-            {**where, "keep_last": o.keep_last, "summarize_every": o.summarize_every,
-             "lease_seconds": o.summary_lease_seconds},
-        )
+        rows = yield where.claim(o)
         if not rows:
             return False
         return (yield from self._fold(where, rows[0], asked=True))
 
     def _add_message(self, user_id, thread, role, content, importance, metadata=None,
                      created_at=None) -> Operation[int]:
-        rows = yield Query(
-            "message_add",
-            {**self._where(user_id, thread), "role": text(role, "role"), "content": text(content, "content"),
-             "importance": number(importance, "importance"), "metadata": _metadata(metadata),
-             "created_at": _created_at(created_at)},
-        )
+        where = self._where(user_id, thread)
+        rows = yield calls.message_add(user_id=where.user_id, thread_id=where.thread_id, project_id=where.project_id,
+                                       role=text(role, "role"), content=text(content, "content"),
+                                       importance=number(importance, "importance"), metadata=_metadata(metadata),
+                                       created_at=_created_at(created_at))
         return rows[0]["seq"]
 
     def _add_messages(self, user_id, thread, messages) -> Operation[list[int]]:
@@ -333,21 +331,26 @@ class _Conversations:
             times.append(_created_at(m.get("created_at")))
         if not contents:
             return []
-        params = {**self._where(user_id, thread), "roles": roles, "contents": contents, "importances": importances,
-                  "metadata": metadata, "created_ats": times, "embeddings": None, "embedder": None}
+        where = self._where(user_id, thread)
+        embedder, vectors = None, None
         if self.options.embedder is not None:
-            params["embeddings"] = yield Embed(contents)
-            params["embedder"] = self.options.embedder.name
-        rows = yield calls.messages_add_many(**params)
+            vectors = yield Embed(contents)
+            embedder = self.options.embedder.name
+        rows = yield calls.messages_add_many(user_id=where.user_id, thread_id=where.thread_id,
+                                             project_id=where.project_id, roles=roles, contents=contents,
+                                             importances=importances, metadata=metadata, created_ats=times,
+                                             embeddings=vectors, embedder=embedder)
         return [r["seq"] for r in rows]
 
     def _window(self, user_id, thread, size) -> Operation[list[Message]]:
         where = self._where(user_id, thread)
-        rows = yield calls.window_read(**where, max_messages=size)
-        return [_message(r, where["thread_id"]) for r in rows]
+        rows = yield calls.window_read(user_id=where.user_id, thread_id=where.thread_id, project_id=where.project_id,
+                                       max_messages=size)
+        return [_message(r, where.thread_id) for r in rows]
 
     def _summary(self, user_id, thread) -> Operation[str | None]:
-        rows = yield calls.summary_read(**self._where(user_id, thread))
+        where = self._where(user_id, thread)
+        rows = yield calls.summary_read(user_id=where.user_id, thread_id=where.thread_id, project_id=where.project_id)
         return rows[0]["summary"] if rows else None
 
     def _catch_up(self, user_id, missing) -> Operation[None]:
@@ -356,12 +359,9 @@ class _Conversations:
         if embedder is None:  # nothing to catch up with
             return
         vectors = yield Embed([m["content"] for m in missing])
-        yield Query(
-            "message_embeddings_put",
-            {"user_id": user_id, "project_id": self.options.project_id, "embedder": embedder.name,
-             "thread_ids": [m["thread_id"] for m in missing],
-             "seqs": [m["seq"] for m in missing], "embeddings": vectors},
-        )
+        yield calls.message_embeddings_put(user_id=user_id, project_id=self.options.project_id, embedder=embedder.name,
+                                           thread_ids=[m["thread_id"] for m in missing],
+                                           seqs=[m["seq"] for m in missing], embeddings=vectors)
 
     def _recall(self, user_id, thread, query, k, filters=None, skip_window=False) -> Operation[list[Message]]:
         o = self.options
@@ -379,31 +379,32 @@ class _Conversations:
         if o.embedder is None:
             if given is not None:
                 raise ValidationError("recall by a vector needs Memory(embedder=...)")
-            rows = yield calls.messages_recall(**where, query_vector=None, embedder=None, query_text=query,
+            rows = yield calls.messages_recall(**where._asdict(), query_vector=None, embedder=None, query_text=query,
                                                    **recall, window_size=window)
             return [_message(r) for r in rows]
-        missing = yield Query(
-            "messages_unembedded",
-            {"user_id": where["user_id"], "project_id": o.project_id, "embedder": o.embedder.name,
-             "min_chars": o.recall.min_content_chars, "max_messages": RECALL_CATCH_UP},
-        )
+        missing = yield calls.messages_unembedded(user_id=where.user_id, project_id=o.project_id,
+                                                  embedder=o.embedder.name, min_chars=o.recall.min_content_chars,
+                                                  max_messages=RECALL_CATCH_UP)
         if missing:
-            yield from self._catch_up(where["user_id"], missing)
+            yield from self._catch_up(where.user_id, missing)
         (qvec,) = yield Embed([query if given is None else "the query vector"], given, query=True)
         rows = yield Query(
             "messages_recall",
-            {**where, "query_vector": qvec, "embedder": o.embedder.name, "query_text": query if given is None else None,
+            {**where._asdict(), "query_vector": qvec, "embedder": o.embedder.name, "query_text": query if given is None else None,
              **recall, "window_size": window},
         )
         return [_message(r) for r in rows]
 
     def _forget_conversation(self, user_id, thread) -> Operation[int]:
-        rows = yield Query(
-            "conversation_forget",
-            {"user_id": text(user_id, "user id"), "thread_id": text(thread, "thread"),
-             "project_id": self.options.project_id},
-        )
+        rows = yield calls.conversation_forget(user_id=text(user_id, "user id"), thread_id=text(thread, "thread"),
+                                               project_id=self.options.project_id)
         return int(rows[0]["deleted"])
+
+
+def _index_plan(project: str, min_messages: int, lock_timeout: float) -> Operation[list[dict[str, Any]]]:
+    """recall_index_plan, after the transaction's lock timeout (its plan lock: an advisory lock)."""
+    yield calls.lock_timeout_local(timeout=f"{max(1, round(lock_timeout * 1000))}ms")
+    return (yield calls.recall_index_plan(project_id=project, min_messages=min_messages))
 
 
 def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000, *, dry_run: bool = False,
@@ -420,27 +421,18 @@ def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000
     who holds it. Needs the owner of pymem's tables (the role ``pymem migrate`` runs as)."""
     if not lock_timeout > 0:
         raise ValidationError(f"lock_timeout must be a positive number of seconds, not {lock_timeout!r}")
-    params = {"project_id": text(project_id, "project id"), "min_messages": min_messages}
-    with db.connection() as conn:
-        with conn.transaction(force_rollback=dry_run):
-            conn.execute(Q["lock_timeout_local"], {"timeout": f"{max(1, round(lock_timeout * 1000))}ms"})
-            plan = execute(conn, "recall_index_plan", params, db.settings)
-        if not plan or dry_run:
-            for step in plan:
-                if report is not None:
-                    report(step)
-            return plan
-        # a build takes as long as it takes: not the pool's statement timeout; and its names are
-        # resolved as a migrate resolves them, never through the caller's search path
-        conn.execute(Q["statement_timeout_off"])
-        previous = one_value(conn.execute(Q["search_path_pin"]).fetchone())
-        try:
-            for step in plan:
-                if report is not None:
-                    report(step)
-                conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
-        finally:
-            if not conn.closed:
-                conn.execute(Q["search_path_restore"], {"path": previous})
-                conn.execute(Q["statement_timeout_reset"])
+    project = text(project_id, "project id")
+    with db.connection() as conn, conn.transaction(force_rollback=dry_run):  # the lock timeout, then the plan
+        plan = run(_index_plan(project, min_messages, lock_timeout), db, conn=conn)
+    if not plan or dry_run:
+        for step in plan:
+            if report is not None:
+                report(step)
+        return plan
+    # a build takes as long as it takes, and its names are resolved as a migrate resolves them
+    with db.unbounded() as conn:
+        for step in plan:
+            if report is not None:
+                report(step)
+            conn.execute(step["statement"])  # CONCURRENTLY: autocommit, one statement at a time
     return plan

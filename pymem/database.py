@@ -49,6 +49,7 @@ from .connection import (
     errors,
     execute,
     is_citus,
+    one_value,
     refused_option,
     register_types,
     resolve_conninfo,
@@ -57,6 +58,7 @@ from .connection import (
     type_infos,
 )
 from .errors import MIGRATE_HINT, ConnectionError, Error, redact
+from .queries import Q
 from .settings import Settings
 from .types import Query
 
@@ -274,6 +276,29 @@ class Database:
                 self._recover(exc)
             _explain(exc)
             raise
+
+    @contextlib.contextmanager
+    def unbounded(self) -> Iterator[psycopg.Connection]:
+        """A pooled autocommit connection (:meth:`connection`) for maintenance that takes as long as
+        it takes (CREATE INDEX CONCURRENTLY, one statement at a time): without the pool's statement
+        timeout, and with the search path ``migrate`` pins (``pg_catalog, pymem, pg_temp``), so its
+        names are never resolved through the caller's path; both put back before it returns to
+        the pool."""
+        with self.connection() as conn:
+            conn.execute(Q["statement_timeout_off"])
+            previous = one_value(conn.execute(Q["search_path_pin"]).fetchone())
+            try:
+                yield conn
+            finally:
+                if not conn.closed:
+                    conn.execute(Q["search_path_restore"], {"path": previous})
+                    conn.execute(Q["statement_timeout_reset"])
+
+    def maintain(self, query: Query) -> None:
+        """Run a named statement that returns no rows and takes as long as it takes (a CREATE
+        INDEX CONCURRENTLY of :mod:`pymem.calls`) on an :meth:`unbounded` connection."""
+        with self.unbounded() as conn:
+            conn.execute(Q[query.name], query.params)
 
     def _recover(self, exc: Error) -> None:
         if self.settings.dsn is None:

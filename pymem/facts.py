@@ -15,7 +15,7 @@ from __future__ import annotations
 import operator
 import warnings
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
 
@@ -94,13 +94,30 @@ def fact_rows(cursor: Any) -> Any:
     return make
 
 
+class Subject(NamedTuple):
+    """Whose facts a call is about: the keywords every fact query takes."""
+
+    scope: str
+    scope_id: str
+    project_id: str
+
+
+class Values(NamedTuple):
+    """What a fact write carries beside its content (checked)."""
+
+    confidence: float
+    source: str
+    trace_id: str | None
+    metadata: Jsonb
+
+
 class _Facts:
     """What Memory and AsyncMemory share: argument mapping and the operations."""
 
     options: MemoryOptions  # set by pymem.memory.MemoryBase
 
     # -- mapping --------------------------------------------------------------------------
-    def _subject(self, tier: str, id: str | None, *, writing: bool) -> dict[str, Any]:
+    def _subject(self, tier: str, id: str | None, *, writing: bool) -> Subject:
         scope = TIERS.get(tier) if isinstance(tier, str) else None
         if scope is None:
             raise ValidationError(f"tier must be one of {sorted(TIERS)}, not {tier!r}")
@@ -119,28 +136,24 @@ class _Facts:
             scope_id = self.options.project_id if id is None else id
         else:
             scope_id = "" if id is None else id
-        return {"scope": scope, "scope_id": text(scope_id, "id"), "project_id": self.options.project_id}
+        return Subject(scope, text(scope_id, "id"), self.options.project_id)
 
-    def _values(self, confidence: float, source: str, trace_id: str | None, metadata: Any) -> dict[str, Any]:
+    def _values(self, confidence: float, source: str, trace_id: str | None, metadata: Any) -> Values:
         if metadata is not None and not isinstance(metadata, Mapping):
             raise ValidationError("metadata must be a mapping (a JSON object)")
-        return {
-            "confidence": number(confidence, "confidence"),
-            "source": text(source, "source"),
-            "trace_id": text(trace_id, "trace_id", allow_none=True),
-            "metadata": Jsonb(dict(metadata or {})),
-        }
+        return Values(number(confidence, "confidence"), text(source, "source"),
+                      text(trace_id, "trace_id", allow_none=True), Jsonb(dict(metadata or {})))
 
-    def _vector(self, content: str, given: Any = None) -> Operation[dict[str, Any]]:
-        """The fact's vector: ``given`` (a caller's precomputed vector, checked against the
-        Memory's embedder), else the embedder's, else none."""
+    def _vector(self, content: str, given: Any = None) -> Operation[tuple[Any, str | None]]:
+        """The fact's vector and its embedder's name: ``given`` (a caller's precomputed vector,
+        checked against the Memory's embedder), else the embedder's, else none."""
         embedder = self.options.embedder
         if embedder is None and given is None:
-            return {"embedding": None, "embedder": None}
+            return None, None
         (vec,) = yield Embed([content.strip()], None if given is None else [given])
-        return {"embedding": vec, "embedder": self.options.embedder_name}
+        return vec, self.options.embedder_name
 
-    def _embed_missing(self, subject: dict[str, Any], missing: list[dict[str, Any]]) -> Operation[None]:
+    def _embed_missing(self, subject: Subject, missing: list[dict[str, Any]]) -> Operation[None]:
         """Store the vectors of facts that have none from the Memory's embedder yet (written by SQL,
         learned, by another process, before a restart), embedded in one batch: ``missing`` are
         rows with ``id``, ``content`` and, for a '*' subject, ``scope_id``. The store is the
@@ -150,34 +163,41 @@ class _Facts:
         embedder = self.options.embedder
         assert embedder is not None  # the callers embed only with one
         vectors = yield Embed([r["content"] for r in missing])
-        for owner in sorted({r.get("scope_id", subject["scope_id"]) for r in missing}):
-            mine = [(r, v) for r, v in zip(missing, vectors) if r.get("scope_id", subject["scope_id"]) == owner]
-            yield Query("fact_embeddings_put",
-                        {**subject, "scope_id": owner, "embedder": embedder.name,
-                         "ids": [r["id"] for r, _ in mine], "embeddings": [v for _, v in mine]})
+        for owner in sorted({r.get("scope_id", subject.scope_id) for r in missing}):
+            mine = [(r, v) for r, v in zip(missing, vectors) if r.get("scope_id", subject.scope_id) == owner]
+            yield calls.fact_embeddings_put(scope=subject.scope, scope_id=owner, project_id=subject.project_id,
+                                            embedder=embedder.name, ids=[r["id"] for r, _ in mine],
+                                            embeddings=[v for _, v in mine])
 
     # -- operations -----------------------------------------------------------------------
     def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None,
                  created_at=None, ttl=None, expires_at=None, valid_from=None, valid_to=None) -> Operation[FactId]:
-        params = {**self._subject(tier, id, writing=True), "content": text(content, "content")}
-        params |= self._values(confidence, source, trace_id, metadata)
-        params["created_at"] = timestamp(created_at)
-        params["max_learned"] = self.options.max_learned_facts
-        expiring = expiry(ttl, expires_at) | valid_time(valid_from, valid_to)
+        s, content = self._subject(tier, id, writing=True), text(content, "content")
+        v, at = self._values(confidence, source, trace_id, metadata), timestamp(created_at)
+        ex, vt = expiry(ttl, expires_at), valid_time(valid_from, valid_to)
         embedder = self.options.embedder
+
+        def add(vector: Any, embedder_name: str | None) -> Query:
+            return calls.fact_add(
+                scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content,
+                confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata,
+                max_learned=self.options.max_learned_facts, embedding=vector, embedder=embedder_name, created_at=at,
+                ttl=ex.ttl, expires_at=ex.expires_at, valid_from=vt.valid_from, valid_to=vt.valid_to)
+
         if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
             # a fact that is there with its vector already is one read, and no call of the embedder
             # (a model's call costs more than the read; a cheap embedder's does not); with an
             # expiry or a valid time to give it, fact_add still runs (without a vector)
-            rows = yield calls.fact_lookup(**params, embedder=embedder.name)
+            rows = yield calls.fact_lookup(
+                scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content,
+                confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata,
+                max_learned=self.options.max_learned_facts, embedder=embedder.name, created_at=at)
             if rows and rows[0]["embedded"]:
-                if all(v is None for v in expiring.values()):
+                if all(x is None for x in (*ex, *vt)):
                     return FactId(rows[0]["id"], False)
-                rows = yield calls.fact_add(**params, **expiring, embedding=None, embedder=None)
+                rows = yield add(None, None)
                 return FactId(rows[0]["id"], rows[0]["created"])
-        params |= expiring
-        params |= yield from self._vector(content, embedding)
-        rows = yield calls.fact_add(**params)
+        rows = yield add(*(yield from self._vector(content, embedding)))
         return FactId(rows[0]["id"], rows[0]["created"])
 
     def _persist_many(self, contents, tier, id, confidence, source, metadata, embeddings=None,
@@ -191,21 +211,21 @@ class _Facts:
         subject = self._subject(tier, id, writing=True)
         values = self._values(confidence, source, None, metadata)
         n = len(items)
-        params = {"scope": subject["scope"], "project_id": subject["project_id"],
-                  "scope_ids": [subject["scope_id"]] * n, "contents": items,
-                  "confidences": [values["confidence"]] * n, "sources": [values["source"]] * n,
-                  "metadata": [values["metadata"]] * n, "created_ats": [timestamp(created_at)] * n,
-                  "embeddings": None, "embedder": None, **expiry(ttl, expires_at),
-                  **valid_time(valid_from, valid_to)}
+        at, ex, vt = timestamp(created_at), expiry(ttl, expires_at), valid_time(valid_from, valid_to)
+        vectors, embedder = None, None
         if self.options.embedder is None:
             if embeddings is not None:
                 raise ValidationError("embeddings= needs the Memory's embedder (Memory(embedder=...)): it checks them")
         elif n:
-            params["embeddings"] = yield Embed([c.strip() for c in items], None if embeddings is None else list(embeddings))
-            params["embedder"] = self.options.embedder.name
+            vectors = yield Embed([c.strip() for c in items], None if embeddings is None else list(embeddings))
+            embedder = self.options.embedder.name
         if not n:
             return []
-        rows = yield calls.facts_add_many(**params)
+        rows = yield calls.facts_add_many(
+            scope=subject.scope, project_id=subject.project_id, scope_ids=[subject.scope_id] * n, contents=items,
+            confidences=[values.confidence] * n, sources=[values.source] * n, metadata=[values.metadata] * n,
+            created_ats=[at] * n, embeddings=vectors, embedder=embedder, ttl=ex.ttl, expires_at=ex.expires_at,
+            valid_from=vt.valid_from, valid_to=vt.valid_to)
         return [FactId(r["id"], r["created"]) for r in rows]
 
     def _retrieve(self, query, tier, id, limit, k, metadata=None, valid_at=None, as_of=None) -> Operation[list[Fact]]:
@@ -214,47 +234,56 @@ class _Facts:
             if query is not None or metadata is not None:
                 raise ValidationError("retrieve(valid_at=/as_of=) reads the newest facts at that time: "
                                       "pass no query or metadata with it")
-            return (yield calls.facts_at(**subject, valid_at=timestamp(valid_at, "valid_at"),
-                                         as_of=timestamp(as_of, "as_of"), max_facts=limit).rows_as(fact_rows))
+            return (yield calls.facts_at(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id,
+                                         valid_at=timestamp(valid_at, "valid_at"), as_of=timestamp(as_of, "as_of"),
+                                         max_facts=limit).rows_as(fact_rows))
         if metadata is not None and not isinstance(metadata, Mapping):
             raise ValidationError("metadata must be a mapping (a JSON object): the facts returned contain it")
         if query is None:
             if metadata is not None:
                 raise ValidationError("retrieve(metadata=...) filters a ranked retrieval: pass a query too")
-            return (yield calls.facts_newest(**subject, max_facts=limit).rows_as(fact_rows))
+            return (yield calls.facts_newest(scope=subject.scope, scope_id=subject.scope_id,
+                                             project_id=subject.project_id, max_facts=limit).rows_as(fact_rows))
         # a query is its text (ranked by its words and, with an embedder, by meaning too), or its
         # vector (computed by the caller with the Memory's embedder: ranked by meaning alone)
         given = None if isinstance(query, str) else [query]
         if given is None:
             text(query, "query")
         embedder = self.options.embedder
-        params = {**subject, "k": k, "query_vector": None, "embedder": None, "query_text": query if given is None else None,
-                  "metadata": None if metadata is None else Jsonb(dict(metadata)),
-                  "lexical_weight": self.options.fact_lexical_weight}
+
+        def search(vector: Any, embedder_name: str | None) -> Query:
+            return calls.facts_search(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id,
+                                      k=k, query_vector=vector, embedder=embedder_name,
+                                      query_text=query if given is None else None,
+                                      metadata=None if metadata is None else Jsonb(dict(metadata)),
+                                      lexical_weight=self.options.fact_lexical_weight)
+
         if embedder is None and given is not None:
             raise ValidationError("retrieve(query vector) needs Memory(embedder=...): the embedder the vector is from")
         if embedder is None:  # no embedder: ranked by the words alone
-            rows = yield calls.facts_search(**params)
-            return [_fact(r, subject["scope"]) for r in rows]
-        params["embedder"] = embedder.name
-        (params["query_vector"],) = yield Embed([query if given is None else "the query vector"], given, query=True)
-        rows = yield calls.facts_search(**params)
+            rows = yield search(None, None)
+            return [_fact(r, subject.scope) for r in rows]
+        (vector,) = yield Embed([query if given is None else "the query vector"], given, query=True)
+        rows = yield search(vector, embedder.name)
         missing = [r for r in rows if r["similarity"] is None]
         if missing:
             yield from self._embed_missing(subject, missing)
-            rows = yield calls.facts_search(**params)
-        return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
+            rows = yield search(vector, embedder.name)
+        return [_fact(r, subject.scope) for r in rows if r["similarity"] is not None]
 
     def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
                 embedding=None, created_at=None, ttl=None, expires_at=None, valid_from=None,
                 valid_to=None) -> Operation[FactId]:
-        params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}
-        params |= expiry(ttl, expires_at) | valid_time(valid_from, valid_to)
-        params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
-        params |= self._values(confidence, source, trace_id, metadata)
-        params["created_at"] = timestamp(created_at)
-        params |= yield from self._vector(new, embedding)
-        rows = yield calls.fact_supersede(**params)
+        s, new = self._subject(tier, id, writing=True), text(new, "new content")
+        ex, vt = expiry(ttl, expires_at), valid_time(valid_from, valid_to)
+        old = text(old, "old content", allow_none=True)
+        v, at = self._values(confidence, source, trace_id, metadata), timestamp(created_at)
+        vector, embedder = yield from self._vector(new, embedding)
+        rows = yield calls.fact_supersede(
+            scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, new_content=new, id=fact_id, old_content=old,
+            confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata, embedding=vector,
+            embedder=embedder, created_at=at, ttl=ex.ttl, expires_at=ex.expires_at, valid_from=vt.valid_from,
+            valid_to=vt.valid_to)
         return FactId(rows[0]["id"], rows[0]["created"])
 
     def _consolidate(self, tier, id, dry_run, min_similarity, min_overlap, decide, max_pairs) -> Operation[list[Merge]]:
@@ -272,9 +301,13 @@ class _Facts:
         subject = self._subject(tier, id, writing=not dry_run)
         embedder = self.options.embedder
         if embedder is not None:  # the facts written without a vector (learned, by SQL) get one first
-            missing = yield calls.facts_unembedded(**subject, embedder=embedder.name, max_facts=MAX_COMPARED)
+            missing = yield calls.facts_unembedded(scope=subject.scope, scope_id=subject.scope_id,
+                                                   project_id=subject.project_id, embedder=embedder.name,
+                                                   max_facts=MAX_COMPARED)
             yield from self._embed_missing(subject, missing)
-        pairs = yield calls.fact_duplicates(**subject, embedder=None if embedder is None else embedder.name,
+        pairs = yield calls.fact_duplicates(scope=subject.scope, scope_id=subject.scope_id,
+                                            project_id=subject.project_id,
+                                            embedder=None if embedder is None else embedder.name,
                                             min_similarity=min_similarity, min_overlap=min_overlap,
                                             max_facts=MAX_COMPARED, max_pairs=max_pairs)
         out: list[Merge] = []
@@ -308,14 +341,16 @@ class _Facts:
     def _forget(self, tier, id, fact_id, content) -> Operation[int]:
         subject = self._subject(tier, id, writing=False)
         if fact_id is None and content is None:
-            rows = yield calls.facts_forget(**subject)
+            rows = yield calls.facts_forget(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id)
         else:
-            params = {**subject, "id": fact_id, "content": text(content, "content", allow_none=True)}
-            rows = yield calls.fact_forget(**params)
+            rows = yield calls.fact_forget(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id,
+                                           id=fact_id, content=text(content, "content", allow_none=True))
         return rows[0]["deleted"]
 
     def _history(self, tier, id, fact_id, limit) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
         if fact_id is None:
-            return (yield calls.fact_history(**subject, max_facts=limit).rows_as(fact_rows))
-        return (yield calls.fact_chain(**subject, id=fact_id).rows_as(fact_rows))
+            return (yield calls.fact_history(scope=subject.scope, scope_id=subject.scope_id,
+                                             project_id=subject.project_id, max_facts=limit).rows_as(fact_rows))
+        return (yield calls.fact_chain(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id,
+                                       id=fact_id).rows_as(fact_rows))

@@ -43,7 +43,8 @@ from . import calls, llm
 from .database import Database
 from .errors import ValidationError
 from .options import MemoryOptions
-from .runner import Callback, Operation, Query
+from .conversations import Where
+from .runner import Callback, Operation, fetch
 from .types import LearningReport, LearningStatus
 from .values import text
 
@@ -131,8 +132,6 @@ class _Learning:
         job completes, so its model calls count with the job's."""
         o = self.options
         user_id, thread_id = job["user_id"], job["thread_id"]
-        lease = {"user_id": user_id, "job_id": job["job_id"], "lease_token": job["lease_token"],
-                 "project_id": o.project_id}
         counted = [0]
         failures: list[str] = []
         meter = llm.Usage()
@@ -147,22 +146,24 @@ class _Learning:
                     elif o.extractor is not None:
                         learned = yield from _counting(self._extracted(job["content"]), counted)  # type: ignore[attr-defined]
                 if o.summarizer is not None:
-                    where = {"user_id": user_id, "thread_id": thread_id, "project_id": o.project_id}
-                    claim = yield calls.summary_claim(**where, keep_last=o.keep_last, summarize_every=o.summarize_every,
-                                                      lease_seconds=o.summary_lease_seconds)
+                    where = Where(user_id, thread_id, o.project_id)
+                    claim = yield where.claim(o)
                     if claim:
                         yield from _counting(self._fold(where, claim[0], failures), counted)  # type: ignore[attr-defined]
                 spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
-                rows = yield Query("learning_complete", {
-                    **lease, "learned": learned, "max_learned": o.max_learned_facts,
-                    "fact_changes": None if not changes else Jsonb([c.as_json() for c in changes]), **spent})
+                rows = yield calls.learning_complete(
+                    user_id=user_id, job_id=job["job_id"], lease_token=job["lease_token"], project_id=o.project_id,
+                    learned=learned, max_learned=o.max_learned_facts,
+                    fact_changes=None if not changes else Jsonb([c.as_json() for c in changes]),
+                    calls=spent["calls"], tokens=spent["tokens"])
             except Exception as exc:
                 kind = type(exc).__name__
                 line = f"{kind}: {exc}"[:MAX_ERROR_CHARS]
                 spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
-                state = (yield Query("learning_fail", {**lease, "error_kind": kind, "error": line,
-                                                       "max_attempts": max_attempts, "backoff_seconds": backoff_seconds,
-                                                       **spent}))[0]["state"]
+                state = (yield calls.learning_fail(
+                    user_id=user_id, job_id=job["job_id"], lease_token=job["lease_token"], project_id=o.project_id,
+                    error_kind=kind, error=line, max_attempts=max_attempts, backoff_seconds=backoff_seconds,
+                    calls=spent["calls"], tokens=spent["tokens"]))[0]["state"]
                 report.calls += spent["calls"]
                 report.tokens += spent["tokens"]
                 if state == "lost":
@@ -222,29 +223,34 @@ def configure_limits(db: Database, project_id: str = "", *, user_calls_per_day: 
     for name, value in caps.items():
         if value is not None:
             _check(name, value, 0, 2**31 - 1 if "calls" in name else 2**62)
-    return _limits(db.query(calls.learning_limits_configure(project_id=text(project_id, "project_id"), **caps))[0])
+    query = calls.learning_limits_configure(
+        project_id=text(project_id, "project_id"), user_calls_per_day=user_calls_per_day,
+        project_calls_per_day=project_calls_per_day, user_tokens_per_day=user_tokens_per_day,
+        project_tokens_per_day=project_tokens_per_day)
+    return _limits(fetch(query, db)[0])
 
 
 def limits(db: Database, project_id: str = "") -> LearningLimits:
     """The project's cost caps on learning (every field None: no cap)."""
-    return _limits(db.query(calls.learning_limits(project_id=text(project_id, "project_id")))[0])
+    return _limits(fetch(calls.learning_limits(project_id=text(project_id, "project_id")), db)[0])
 
 
 def status(db: Database, project_id: str = "") -> LearningStatus:
     """The project's learning queue at a glance (no content, no user ids)."""
-    return _status(db.query(calls.learning_status(project_id=text(project_id, "project_id")))[0])
+    return _status(fetch(calls.learning_status(project_id=text(project_id, "project_id")), db)[0])
 
 
 def jobs(db: Database, project_id: str = "", *, state: str | None = None, max_jobs: int = 100) -> list[dict[str, Any]]:
     """The project's learning jobs in ``state`` ('pending', 'running', 'dead', 'skipped'; None:
     every one), oldest first, with their last error."""
-    return db.query(calls.learning_jobs(project_id=text(project_id, "project_id"), job_state=state, max_jobs=max_jobs))
+    return fetch(calls.learning_jobs(project_id=text(project_id, "project_id"), job_state=state, max_jobs=max_jobs),
+                db)
 
 
 def requeue(db: Database, project_id: str = "", *, state: str = "dead") -> int:
     """Make the project's dead (or skipped) jobs pending again, from their first attempt, in
     their place in each user's order; returns how many."""
-    return int(db.query(calls.learning_requeue(project_id=text(project_id, "project_id"), state=state))[0]["requeued"])
+    return int(fetch(calls.learning_requeue(project_id=text(project_id, "project_id"), state=state), db)[0]["requeued"])
 
 
 def work(memory: Memory, *, drain: bool = False, poll_seconds: float = 1.0, batch: int = 10,

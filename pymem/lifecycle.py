@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import psycopg
+
 from . import calls
 from .database import Database
 from .errors import ValidationError
-from .queries import Q
+from .runner import Operation, run
 from .values import duration, text
 
 
@@ -49,34 +51,42 @@ def configure_retention(db: Database, project_id: str = "", *, messages_max_age:
     if age is not None:
         # the index an age policy reads, built once for the database (not by the migration: every
         # message write pays for it); CONCURRENTLY: autocommit, and as long as it takes
-        with db.connection() as conn:
-            conn.execute(Q["statement_timeout_off"])
-            try:
-                conn.execute(Q["messages_created_index"])
-            finally:
-                if not conn.closed:
-                    conn.execute(Q["statement_timeout_reset"])
-    rows = db.query(calls.retention_configure(project_id=project, messages_max_age=age,
-                                              messages_max_per_thread=messages_max_per_thread))
+        db.maintain(calls.messages_created_index())
+    return run(_configure(project, age, messages_max_per_thread), db)
+
+
+def _configure(project: str, age: timedelta | None, per_thread: int | None) -> Operation[RetentionPolicy]:
+    rows = yield calls.retention_configure(project_id=project, messages_max_age=age, messages_max_per_thread=per_thread)
     return _policy(rows[0])
 
 
-def retention_policy(db: Database, project_id: str = "") -> RetentionPolicy:
+def _policy_read(project: str) -> Operation[RetentionPolicy]:
+    rows = yield calls.retention_policy(project_id=project)
+    return _policy(rows[0])
+
+
+def retention_policy(db: Database, project_id: str = "", *, conn: psycopg.Connection | None = None) -> RetentionPolicy:
     """The project's retention policy for messages (every field None: every message is kept)."""
-    return _policy(db.query(calls.retention_policy(project_id=text(project_id, "project_id")))[0])
+    return run(_policy_read(text(project_id, "project_id")), db, conn=conn)
 
 
-def purge(db: Database, project_id: str = "", *, max_rows: int = 1000, until_done: bool = False) -> dict[str, int]:
-    """Delete up to ``max_rows`` expired rows of the project per call of ``pymem.purge`` (each its
-    own short transaction; ``max_rows`` bounds each kind), once, or with ``until_done`` until a
-    call deletes fewer than ``max_rows`` of every kind. Returns how many rows of each kind were
-    deleted: ``{"facts": n, "store_entries": m, "messages": k, "changes": c}`` (messages: those out
-    of the project's retention policy; changes: the change feed's rows older than its age)."""
-    project = text(project_id, "project_id")
+def _purge(project: str, max_rows: int, until_done: bool) -> Operation[dict[str, int]]:
     total: dict[str, int] = {}
     while True:
-        rows = db.query(calls.purge(project_id=project, max_rows=max_rows))
+        rows = yield calls.purge(project_id=project, max_rows=max_rows)
         for r in rows:
             total[r["kind"]] = total.get(r["kind"], 0) + r["purged"]
         if not until_done or all(r["purged"] < max_rows for r in rows) or max_rows == 0:
             return total
+
+
+def purge(db: Database, project_id: str = "", *, max_rows: int = 1000, until_done: bool = False,
+          conn: psycopg.Connection | None = None) -> dict[str, int]:
+    """Delete up to ``max_rows`` expired rows of the project per call of ``pymem.purge`` (each its
+    own short transaction; ``max_rows`` bounds each kind), once, or with ``until_done`` until a
+    call deletes fewer than ``max_rows`` of every kind. Returns how many rows of each kind were
+    deleted: ``{"facts": n, "store_entries": m, "messages": k, "changes": c}`` (messages: those out
+    of the project's retention policy; changes: the change feed's rows older than its age).
+    ``conn=`` (or ``with pymem.bound(db, conn):``): on your own psycopg connection, inside its
+    transaction (each call of ``pymem.purge`` then in that one transaction)."""
+    return run(_purge(text(project_id, "project_id"), max_rows, until_done), db, conn=conn)

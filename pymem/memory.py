@@ -18,15 +18,15 @@ Ownership: ``Memory()`` opens its own :class:`Database` and ``close()`` closes i
 ``AsyncMemory`` with ``aclose()`` / ``async with``.
 
 The caller's transaction: a call given ``conn=`` (the caller's own psycopg connection), or made
-inside ``with mem.bound(conn):`` in the same thread or task (a contextvar holds its :class:`Binding`),
-runs on that connection instead of the pool (:class:`pymem.database.CallerConnection`), inside
-its transaction; :func:`pymem.runner.refusal` keeps models from running while it is open.
+inside ``with mem.bound(conn):`` in the same thread or task, runs on that connection instead of the
+pool, inside its transaction: :mod:`pymem.runner` owns that binding (:class:`pymem.runner.Binding`,
+:func:`pymem.runner.caller`), and :func:`pymem.runner.refusal` keeps models from running while it
+is open.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
 import threading
 import weakref
@@ -39,7 +39,7 @@ import psycopg
 from . import tracing
 from .context import Context, _Context
 from .conversations import Message, TurnResult, _Conversations
-from .database import AsyncCallerConnection, AsyncDatabase, CallerConnection, Database
+from .database import AsyncDatabase, Database
 from .embedders import HashEmbedder
 from .errors import ValidationError
 from .facts import Fact, FactId, _Facts
@@ -48,7 +48,7 @@ from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
 from .portability import _forget_user
 from .types import Erasure, LearningReport, LearningStatus, Merge
-from .runner import Operation, arun, run
+from .runner import Binding, Operation, arun, binding, caller, run
 from .settings import Settings
 from .values import text
 
@@ -71,39 +71,6 @@ class _Unset:
 _UNSET: Any = _Unset()
 
 
-class Binding:
-    """What :meth:`Memory.bound` and :meth:`AsyncMemory.bound` return: while it is entered
-    (``with``, or ``async with``), every call of that Memory made in this thread or asyncio task
-    runs on ``connection``, inside its transaction. A contextvar holds it, so other threads and
-    tasks using the same Memory are not affected (a task created inside the block inherits it:
-    asyncio copies the context). Blocks nest; the innermost binding of a Memory wins."""
-
-    __slots__ = ("memory", "connection", "allow_model_calls", "_token")
-
-    def __init__(self, memory: MemoryBase, connection: Any, allow_model_calls: bool) -> None:
-        self.memory, self.connection, self.allow_model_calls = memory, connection, allow_model_calls
-        self._token: contextvars.Token[tuple[Binding, ...]] | None = None
-
-    def __enter__(self) -> Any:
-        if self._token is not None:
-            raise ValidationError("this bound(...) block is already entered: call mem.bound(conn) again for another")
-        self._token = _bindings.set((*_bindings.get(), self))
-        return self.memory
-
-    def __exit__(self, *exc: object) -> None:
-        token, self._token = self._token, None
-        if token is not None:
-            _bindings.reset(token)
-
-    async def __aenter__(self) -> Any:
-        return self.__enter__()
-
-    async def __aexit__(self, *exc: object) -> None:
-        self.__exit__()
-
-
-#: the bindings entered in this context (thread, asyncio task), innermost last
-_bindings: contextvars.ContextVar[tuple[Binding, ...]] = contextvars.ContextVar("pymem_bindings", default=())
 
 
 class MemoryBase(_Facts, _Conversations, _Context, _Learning):
@@ -169,27 +136,6 @@ class MemoryBase(_Facts, _Conversations, _Context, _Learning):
             return id
         return self._need_user(user, ctx, "; a fact for everyone using the agent is tier=\"global\"")
 
-    #: the connection class ``bound()`` and ``conn=`` take (psycopg.AsyncConnection for AsyncMemory)
-    _connection_type: type = psycopg.Connection
-
-    def _checked_connection(self, conn: Any) -> Any:
-        if not isinstance(conn, self._connection_type):
-            want = self._connection_type.__name__
-            raise ValidationError(f"{type(self).__name__} runs on a psycopg.{want} of yours (bound(conn), conn=), "
-                                  f"not on a {type(conn).__module__}.{type(conn).__name__}")
-        return conn
-
-    def _binding(self, conn: Any) -> tuple[Any, bool] | None:
-        """The caller's connection a call runs on and whether it may call models in its
-        transaction: ``conn=`` (allowed when an entered ``bound(conn, allow_model_calls=True)``
-        of this Memory names the same connection), else the innermost entered ``bound()`` of this
-        Memory in this context; None: the Memory's pool."""
-        found = [b for b in _bindings.get() if b.memory is self]
-        if conn is None:
-            return (found[-1].connection, found[-1].allow_model_calls) if found else None
-        self._checked_connection(conn)
-        return conn, any(b.connection is conn and b.allow_model_calls for b in found)
-
 
 class Memory(MemoryBase):
     """Memory for one agent, sync API. See the module docstring and docs/python.md.
@@ -208,10 +154,7 @@ class Memory(MemoryBase):
         self.db = db if db is not None else Database()
 
     def _run(self, operation: Operation[T], conn: psycopg.Connection | None = None) -> T:
-        caller = self._binding(conn)
-        if caller is not None:
-            return run(operation, CallerConnection(*caller), self.options.embedder)
-        return run(operation, self.db, self.options.embedder)
+        return run(operation, self.db, self.options.embedder, conn=conn, owner=self)
 
     def bound(self, conn: psycopg.Connection, *, allow_model_calls: bool = False) -> Binding:
         """``with mem.bound(conn):`` every call of this Memory in the block, in this thread, runs
@@ -226,7 +169,7 @@ class Memory(MemoryBase):
         summary waits for a turn outside the transaction. ``allow_model_calls=True`` lets them
         run, holding the transaction open while the model answers. docs/python.md, "Writes in
         your own transaction"."""
-        return Binding(self, self._checked_connection(conn), bool(allow_model_calls))
+        return binding(self, conn, allow_model_calls=allow_model_calls)
 
     # -- durable facts --------------------------------------------------------------------
     def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
@@ -514,19 +457,17 @@ class AsyncMemory(MemoryBase):
                     self.db = await AsyncDatabase.open()
         return self.db
 
-    _connection_type = psycopg.AsyncConnection
-
     async def _run(self, operation: Operation[T], conn: psycopg.AsyncConnection | None = None) -> T:
-        caller = self._binding(conn)
-        if caller is not None:  # no pool is opened for it
-            return await arun(operation, AsyncCallerConnection(*caller), self.options.embedder)
+        on = caller(self, conn, asynchronous=True)
+        if on is not None:  # no pool is opened for it
+            return await arun(operation, on, self.options.embedder)  # type: ignore[arg-type]
         return await arun(operation, await self._database(), self.options.embedder)
 
     def bound(self, conn: psycopg.AsyncConnection, *, allow_model_calls: bool = False) -> Binding:
         """``async with amem.bound(aconn):`` (or ``with``): :meth:`Memory.bound` for your own
         ``psycopg.AsyncConnection``, in this asyncio task (and the tasks it creates inside the
         block, which inherit it)."""
-        return Binding(self, self._checked_connection(conn), bool(allow_model_calls))
+        return binding(self, conn, allow_model_calls=allow_model_calls, asynchronous=True)
 
     async def persist(self, content: str, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                       id: str | None = None, confidence: float = 1.0, source: str = "manual",

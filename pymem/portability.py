@@ -8,11 +8,12 @@ from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from .database import Database
 from .errors import ValidationError
-from .runner import Operation, Query, run
+from .runner import Operation, run
 from .types import Erasure
 from .values import text
 from . import calls
@@ -25,23 +26,22 @@ def _export(user_id: str, project_id: str) -> Operation[dict[str, Any]]:
 
 def _import(document: dict[str, Any], project_id: str | None, user_id: str | None,
             replace: bool) -> Operation[dict[str, Any]]:
-    rows = yield Query(
-        "user_import",
-        {"document": Jsonb(document), "project_id": text(project_id, "project_id", allow_none=True),
-         "user_id": text(user_id, "user id", allow_none=True), "replace": bool(replace)},
-    )
+    rows = yield calls.user_import(document=Jsonb(document), project_id=text(project_id, "project_id", allow_none=True),
+                                   user_id=text(user_id, "user id", allow_none=True), replace=bool(replace))
     return rows[0]["imported"]
 
 
-def export_user(db: Database, user_id: str, project_id: str = "") -> dict[str, Any]:
+def export_user(db: Database, user_id: str, project_id: str = "", *,
+                conn: psycopg.Connection | None = None) -> dict[str, Any]:
     """The user's facts (with history), threads, messages and summaries as one JSON object."""
-    return run(_export(user_id, project_id), db)
+    return run(_export(user_id, project_id), db, conn=conn)
 
 
 def import_user(db: Database, document: dict[str, Any], *, project_id: str | None = None,
-                user_id: str | None = None, replace: bool = False) -> dict[str, Any]:
-    """Load an exported document (in one transaction); returns what was imported."""
-    return run(_import(document, project_id, user_id, replace), db)
+                user_id: str | None = None, replace: bool = False,
+                conn: psycopg.Connection | None = None) -> dict[str, Any]:
+    """Load an exported document (in one transaction: ``conn=``, yours); returns what was imported."""
+    return run(_import(document, project_id, user_id, replace), db, conn=conn)
 
 
 def _erasure(row: Mapping[str, Any], project_id: str) -> Erasure:
@@ -64,17 +64,23 @@ def _forget_user(user_id: str, project_id: str, stores: Iterable[str]) -> Operat
     return _erasure(rows[0]["receipt"], project)
 
 
-def forget_user(db: Database, user_id: str, project_id: str = "", *, stores: Iterable[str] = ()) -> Erasure:
+def forget_user(db: Database, user_id: str, project_id: str = "", *, stores: Iterable[str] = (),
+                conn: psycopg.Connection | None = None) -> Erasure:
     """Erase a user of a project in one transaction: the user's facts with their history, every
     conversation (messages, vectors, summaries), the stores named in ``stores`` whole, and the
     user's name as the actor of other stores' rows. Returns the receipt, which
-    ``pymem.erasures`` keeps (see :func:`erasures`)."""
-    return run(_forget_user(user_id, project_id, stores), db)
+    ``pymem.erasures`` keeps (see :func:`erasures`). ``conn=`` (or ``with pymem.bound(db,
+    conn):``): inside your own transaction, so a rollback takes the erasure and its receipt back."""
+    return run(_forget_user(user_id, project_id, stores), db, conn=conn)
 
 
-def erasures(db: Database, project_id: str = "", *, user_id: str | None = None) -> list[Erasure]:
+def _erasures(project: str, user_id: str | None) -> Operation[list[Erasure]]:
+    rows = yield calls.erasures(project_id=project, user_id=user_id)
+    return [_erasure(r, project) for r in rows]
+
+
+def erasures(db: Database, project_id: str = "", *, user_id: str | None = None,
+             conn: psycopg.Connection | None = None) -> list[Erasure]:
     """The receipts of a project's erasures, newest first; with ``user_id``, that user's. Needs
     the owner role (``pymem.erasures`` is not granted to the app or reader role)."""
-    project = text(project_id, "project_id")
-    rows = db.query(calls.erasures(project_id=project, user_id=text(user_id, "user id", allow_none=True)))
-    return [_erasure(r, project) for r in rows]
+    return run(_erasures(text(project_id, "project_id"), text(user_id, "user id", allow_none=True)), db, conn=conn)

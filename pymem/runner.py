@@ -9,8 +9,15 @@ Steps:
   ``Vector`` per text, ready to be a query parameter;
 * :class:`Callback` (user code: a summarizer, an extractor) -> what it returned.
 
-On a caller's connection (:class:`pymem.database.CallerConnection`, ``Memory.bound(conn)``,
-``conn=``) whose transaction is open, a step that would call a model (an Embed the embedder
+The caller's transaction: every run takes the caller's own psycopg connection, given per call
+(``conn=``) or for a block (``with owner.bound(conn):``, a :class:`Binding` held by a contextvar,
+so other threads and tasks are not affected); :func:`caller` finds it, and the operation runs on
+it (:class:`pymem.database.CallerConnection`) instead of the pool, inside its transaction. The
+owner of a binding is the object whose calls it captures: a Memory, a MemoryStore, or the
+Database that module functions (``pymem.purge``, ``pymem.changes``, ``pymem.forget_user``, ...)
+are given (``pymem.bound(db, conn)``).
+
+On a caller's connection whose transaction is open, a step that would call a model (an Embed the embedder
 must answer, unless it says it is ``cheap``; a Callback of the learner, the extractor or the
 summarizer) is refused with :class:`pymem.errors.InTransactionError` before the model is called
 (:func:`refusal`), unless the caller allowed it: a transaction must not hold its locks and its
@@ -26,6 +33,7 @@ embedders and :func:`pymem.embedders.aembed` return what the model gave. Vectors
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import functools
 import inspect
 import math
@@ -36,6 +44,7 @@ from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, TypeVar
 
+import psycopg
 from pgvector import Vector
 
 from . import tracing
@@ -180,6 +189,91 @@ async def avectors(embedder: Embedder, texts: Sequence[str], *, query: bool = Fa
     return _checked(embedder, texts, await aembed(embedder, texts, query=query))
 
 
+class Binding:
+    """What ``bound(conn)`` returns (:meth:`pymem.Memory.bound`, :meth:`pymem.MemoryStore.bound`,
+    :func:`bound`): while it is entered (``with``, or ``async with``), every call of its owner
+    made in this thread or asyncio task runs on ``connection``, inside its transaction. A
+    contextvar holds it, so other threads and tasks using the same owner are not affected (a task
+    created inside the block inherits it: asyncio copies the context). Blocks nest; the innermost
+    binding of an owner wins."""
+
+    __slots__ = ("owner", "connection", "allow_model_calls", "_token")
+
+    def __init__(self, owner: Any, connection: Any, allow_model_calls: bool) -> None:
+        self.owner, self.connection, self.allow_model_calls = owner, connection, allow_model_calls
+        self._token: contextvars.Token[tuple[Binding, ...]] | None = None
+
+    @property
+    def memory(self) -> Any:  # the name of the owner when only a Memory could be bound
+        return self.owner
+
+    def __enter__(self) -> Any:
+        if self._token is not None:
+            raise ValidationError("this bound(...) block is already entered: call bound(conn) again for another")
+        self._token = _bindings.set((*_bindings.get(), self))
+        return self.owner
+
+    def __exit__(self, *exc: object) -> None:
+        token, self._token = self._token, None
+        if token is not None:
+            _bindings.reset(token)
+
+    async def __aenter__(self) -> Any:
+        return self.__enter__()
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.__exit__()
+
+
+#: the bindings entered in this context (thread, asyncio task), innermost last
+_bindings: contextvars.ContextVar[tuple[Binding, ...]] = contextvars.ContextVar("pymem_bindings", default=())
+
+
+def checked_connection(conn: Any, asynchronous: bool, who: str) -> Any:
+    """``conn`` if it is a psycopg connection of the kind ``who`` runs on (an AsyncConnection
+    for the asyncio twins); ValidationError otherwise."""
+    want = psycopg.AsyncConnection if asynchronous else psycopg.Connection
+    if not isinstance(conn, want):
+        raise ValidationError(f"{who} runs on a psycopg.{want.__name__} of yours (bound(conn), conn=), "
+                              f"not on a {type(conn).__module__}.{type(conn).__name__}")
+    return conn
+
+
+def binding(owner: Any, conn: Any, *, allow_model_calls: bool = False, asynchronous: bool = False) -> Binding:
+    """A :class:`Binding` of ``owner``'s calls to ``conn`` (checked: a psycopg connection, an
+    AsyncConnection when ``asynchronous``): what each ``bound(conn)`` returns."""
+    return Binding(owner, checked_connection(conn, asynchronous, type(owner).__name__), bool(allow_model_calls))
+
+
+def bound(db: Database | AsyncDatabase, conn: psycopg.Connection | psycopg.AsyncConnection, *,
+          allow_model_calls: bool = False) -> Binding:
+    """``with pymem.bound(db, conn):`` every call of a module function given ``db`` (``pymem.purge``,
+    ``pymem.forget_user``, ``pymem.changes.changes_since``, ...), in this thread or asyncio task, runs
+    on ``conn`` (your own psycopg connection, an AsyncConnection for an AsyncDatabase) inside its
+    transaction, as :meth:`pymem.Memory.bound` does for a Memory's calls. Each of those functions
+    also takes ``conn=`` for itself alone."""
+    return binding(db, conn, allow_model_calls=allow_model_calls, asynchronous=isinstance(db, AsyncDatabase))
+
+
+def caller(owner: Any, conn: Any = None, *, asynchronous: bool = False
+           ) -> CallerConnection | AsyncCallerConnection | None:
+    """The caller's connection a call of ``owner`` runs on: ``conn=`` (model calls allowed when an
+    entered ``bound(conn, allow_model_calls=True)`` of this owner names the same connection), else
+    the innermost entered ``bound()`` of ``owner`` in this context; None: the owner's pool."""
+    bindings = _bindings.get()
+    if conn is None and not bindings:  # the common case: the pool
+        return None
+    found = [b for b in bindings if b.owner is owner]
+    if conn is None:
+        if not found:
+            return None
+        conn, allow = found[-1].connection, found[-1].allow_model_calls
+    else:
+        checked_connection(conn, asynchronous, type(owner).__name__)
+        allow = any(b.connection is conn and b.allow_model_calls for b in found)
+    return AsyncCallerConnection(conn, allow) if asynchronous else CallerConnection(conn, allow)
+
+
 def _advance(operation: Operation[Any], step: Step, reply: Any = None, error: Exception | None = None) -> Step:
     """The operation's next step once ``step`` answered ``reply`` or failed with ``error``: a
     Query's or a Callback's error is thrown into the operation, which may handle it or let it
@@ -226,10 +320,14 @@ def _refused(operation: Operation[Any], step: Step, error: InTransactionError) -
     raise error
 
 
-def run(operation: Operation[T], db: Database | CallerConnection, embedder: Embedder | None = None) -> T:
+def run(operation: Operation[T], db: Database | CallerConnection, embedder: Embedder | None = None, *,
+        conn: psycopg.Connection | None = None, owner: Any = None) -> T:
     """Drive an operation: each Query on a connection checked out for that statement only (an
     operation never holds a pooled connection while user code, an embedder or an LLM runs), or
-    on the caller's connection (:func:`refusal`); errors as :func:`_advance` says."""
+    on the caller's connection (``conn=``, or a ``bound()`` of ``owner``, default ``db``:
+    :func:`caller`, :func:`refusal`); errors as :func:`_advance` says."""
+    if not isinstance(db, CallerConnection):
+        db = caller(db if owner is None else owner, conn) or db  # type: ignore[assignment]
     try:
         step = next(operation)
         while True:
@@ -254,9 +352,29 @@ def run(operation: Operation[T], db: Database | CallerConnection, embedder: Embe
         return done.value
 
 
+def _one(query: Query) -> Operation[list[Any]]:
+    return (yield query)
+
+
+def fetch(query: Query, db: Database | CallerConnection, *, conn: psycopg.Connection | None = None,
+         owner: Any = None) -> list[Any]:
+    """The rows of one named query (a generated call of :mod:`pymem.calls`), run as an operation
+    of that one step: :func:`run` with its caller's connection and its span."""
+    return run(_one(query), db, conn=conn, owner=owner)
+
+
+async def afetch(query: Query, db: AsyncDatabase | AsyncCallerConnection, *,
+                conn: psycopg.AsyncConnection | None = None, owner: Any = None) -> list[Any]:
+    """The asyncio twin of :func:`fetch`."""
+    return await arun(_one(query), db, conn=conn, owner=owner)
+
+
 async def arun(operation: Operation[T], db: AsyncDatabase | AsyncCallerConnection,
-               embedder: Embedder | None = None) -> T:
+               embedder: Embedder | None = None, *, conn: psycopg.AsyncConnection | None = None,
+               owner: Any = None) -> T:
     """The asyncio twin of :func:`run`; a sync Callback runs in a worker thread."""
+    if not isinstance(db, AsyncCallerConnection):
+        db = caller(db if owner is None else owner, conn, asynchronous=True) or db  # type: ignore[assignment]
     try:
         step = next(operation)
         while True:

@@ -34,12 +34,13 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
+import psycopg
 from psycopg.types.json import Jsonb
 
 from . import tracing
 from .database import AsyncDatabase, Database
 from .errors import ConcurrencyError, NotFoundError, ValidationError
-from .runner import Callback, Operation, Query, arun, run
+from .runner import Binding, Callback, Operation, Query, arun, binding, run
 from .values import expiry, text
 from . import calls
 
@@ -128,50 +129,46 @@ class _Store:
         self.keep_versions = False
         self.read_only_prefixes: list[str] = []
 
-    @property
-    def _where(self) -> dict[str, Any]:
-        return {"store_key": self.key, "project_id": self.project_id}
-
     def _open(self, create: bool, audit, keep_versions, read_only_prefixes) -> Operation[Any]:
         if read_only_prefixes is not None:
             read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
-        rows = yield calls.store_open(**self._where, audit=audit, keep_versions=keep_versions,
+        rows = yield calls.store_open(store_key=self.key, project_id=self.project_id, audit=audit, keep_versions=keep_versions,
                                          read_only_prefixes=read_only_prefixes, create=create)
         row = rows[0]
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
         yield from self._load()
         return self
 
-    def _protections(self, query, audit, keep_versions, read_only_prefixes, actor, reason) -> Operation[bool]:
+    def _protections(self, query: Callable[..., Query], audit, keep_versions, read_only_prefixes, actor,
+                     reason) -> Operation[bool]:
+        """``query``: calls.store_protect or calls.store_configure (the same parameters)."""
         if read_only_prefixes is not None:
             read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
-        rows = yield Query(
-            query,
-            {**self._where, "audit": audit, "keep_versions": keep_versions, "read_only_prefixes": read_only_prefixes,
-             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
-             "reason": text(reason, "reason", allow_none=True)},
-        )
+        rows = yield query(store_key=self.key, project_id=self.project_id, audit=audit, keep_versions=keep_versions,
+                           read_only_prefixes=read_only_prefixes,
+                           actor=text(actor if actor is not None else self.actor, "actor", allow_none=True),
+                           reason=text(reason, "reason", allow_none=True))
         row = rows[0]
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
         return bool(row["changed"])
 
     def _load(self) -> Operation[None]:
-        rows = yield calls.store_messages_read(**self._where)
+        rows = yield calls.store_messages_read(store_key=self.key, project_id=self.project_id)
         self.messages = [r["message"] for r in rows]
         self._saved = len(self.messages)
 
     def _write(self, path, content, kind, expected_sha, actor, reason, ttl=None, expires_at=None) -> Operation[str]:
-        rows = yield Query(
-            "store_write",
-            {**self._where, "path": text(path, "path"), "content": text(content, "content"), "kind": kind,
-             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
-             "reason": text(reason, "reason", allow_none=True),
-             "expected_sha": text(expected_sha, "expected_sha", allow_none=True), **expiry(ttl, expires_at)},
-        )
+        path, content = text(path, "path"), text(content, "content")
+        actor = text(actor if actor is not None else self.actor, "actor", allow_none=True)
+        reason = text(reason, "reason", allow_none=True)
+        expected_sha, ex = text(expected_sha, "expected_sha", allow_none=True), expiry(ttl, expires_at)
+        rows = yield calls.store_write(store_key=self.key, project_id=self.project_id, path=path, content=content,
+                                       kind=kind, actor=actor, reason=reason, expected_sha=expected_sha, ttl=ex.ttl,
+                                       expires_at=ex.expires_at)
         return rows[0]["sha"]
 
     def _read(self, path) -> Operation[dict[str, Any] | None]:
-        rows = yield calls.store_read(**self._where, path=text(path, "path"))
+        rows = yield calls.store_read(store_key=self.key, project_id=self.project_id, path=text(path, "path"))
         return rows[0] if rows else None
 
     def _read_entry(self, path) -> Operation[StoreEntry | None]:
@@ -214,52 +211,51 @@ class _Store:
             f"retry later or pass a larger retries=", sqlstate="PM401") from conflict
 
     def _meta(self, path) -> Operation[EntryMeta | None]:
-        rows = yield calls.store_meta(**self._where, path=text(path, "path"))
+        rows = yield calls.store_meta(store_key=self.key, project_id=self.project_id, path=text(path, "path"))
         return EntryMeta(path=path, **rows[0]) if rows else None
 
     def _list(self, prefix) -> Operation[list[str]]:
-        rows = yield calls.store_list(**self._where, prefix=text(prefix, "prefix"))
+        rows = yield calls.store_list(store_key=self.key, project_id=self.project_id, prefix=text(prefix, "prefix"))
         return [r["path"] for r in rows]
 
     def _delete(self, path, expected_sha, actor, reason) -> Operation[bool]:
-        rows = yield Query(
-            "store_delete",
-            {**self._where, "path": text(path, "path"),
-             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
-             "reason": text(reason, "reason", allow_none=True),
-             "expected_sha": text(expected_sha, "expected_sha", allow_none=True)},
-        )
+        rows = yield calls.store_delete(store_key=self.key, project_id=self.project_id, path=text(path, "path"),
+                                        actor=text(actor if actor is not None else self.actor, "actor",
+                                                   allow_none=True),
+                                        reason=text(reason, "reason", allow_none=True),
+                                        expected_sha=text(expected_sha, "expected_sha", allow_none=True))
         return bool(rows[0]["deleted"])
 
     def _audit_tail(self, n) -> Operation[list[AuditRecord]]:
-        rows = yield calls.store_audit_tail(**self._where, n=n)
+        rows = yield calls.store_audit_tail(store_key=self.key, project_id=self.project_id, n=n)
         return [AuditRecord(**r) for r in rows]
 
     def _versions(self, path) -> Operation[list[Version]]:
-        rows = yield calls.store_versions(**self._where, path=text(path, "path"))
+        rows = yield calls.store_versions(store_key=self.key, project_id=self.project_id, path=text(path, "path"))
         return [Version(**r) for r in rows]
 
     def _read_version(self, path, version) -> Operation[str]:
-        rows = yield calls.store_version_read(**self._where, path=text(path, "path"), version=version)
+        rows = yield calls.store_version_read(store_key=self.key, project_id=self.project_id, path=text(path, "path"),
+                                              version=version)
         if not rows:
             raise NotFoundError(f"no version {version} of {path!r}", sqlstate="P0002")
         return rows[0]["content"]
 
     def _restore(self, path, version, expected_sha, actor, reason) -> Operation[str]:
-        rows = yield Query(
-            "store_restore",
-            {**self._where, "path": text(path, "path"), "version": version,
-             "actor": text(actor if actor is not None else self.actor, "actor", allow_none=True),
-             "reason": text(reason, "reason", allow_none=True),
-             "expected_sha": text(expected_sha, "expected_sha", allow_none=True)},
-        )
+        rows = yield calls.store_restore(store_key=self.key, project_id=self.project_id, path=text(path, "path"),
+                                         version=version,
+                                         actor=text(actor if actor is not None else self.actor, "actor",
+                                                    allow_none=True),
+                                         reason=text(reason, "reason", allow_none=True),
+                                         expected_sha=text(expected_sha, "expected_sha", allow_none=True))
         return rows[0]["sha"]
 
     def _save(self) -> Operation[int]:
         pending = self.messages[self._saved:]
         if not pending:
             return self._saved
-        rows = yield calls.store_messages_append(**self._where, messages=Jsonb(pending))
+        rows = yield calls.store_messages_append(store_key=self.key, project_id=self.project_id,
+                                                 messages=Jsonb(pending))
         self._saved = len(self.messages)
         return rows[0]["length"]
 
@@ -300,69 +296,79 @@ class MemoryStore(_Store):
         self._own_db = db is None
         self.db = db if db is not None else Database()
 
-    def _run(self, operation: Operation[T]) -> T:
-        return run(operation, self.db)
+    def _run(self, operation: Operation[T], conn: psycopg.Connection | None = None) -> T:
+        return run(operation, self.db, conn=conn, owner=self)
+
+    def bound(self, conn: psycopg.Connection) -> Binding:
+        """``with store.bound(conn):`` every call of this store in the block, in this thread, runs
+        on ``conn`` (your own ``psycopg.Connection``), inside its transaction: a rollback takes back
+        the store's writes with yours, a commit keeps both (pymem never commits, rolls back or
+        closes ``conn``). Each call also takes ``conn=`` for itself alone. A rollback does not
+        rewind this object's transcript (``messages``): :meth:`reload` reads it again."""
+        return binding(self, conn)
 
     @classmethod
     def get_or_create(cls, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None,
                       audit: bool | None = None, keep_versions: bool | None = None,
-                      read_only_prefixes: Iterable[str] | None = None) -> MemoryStore:
+                      read_only_prefixes: Iterable[str] | None = None,
+                      conn: psycopg.Connection | None = None) -> MemoryStore:
         """Load the store ``key`` (creating it if needed) with its transcript. Options given
         here are a new store's protections (None: audit on, no versions, no read-only prefixes).
         An existing store keeps its own: an option given that differs from it raises
         ConflictError (PM404); change them with :meth:`protect` or :meth:`configure`."""
         store = cls(key, project_id=project_id, db=db, actor=actor)
         return store._run(store._open(True, audit, keep_versions,
-                                      None if read_only_prefixes is None else list(read_only_prefixes)))
+                                      None if read_only_prefixes is None else list(read_only_prefixes)), conn)
 
     @classmethod
-    def get(cls, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None) -> MemoryStore:
+    def get(cls, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None,
+            conn: psycopg.Connection | None = None) -> MemoryStore:
         """Load an existing store; NotFoundError when there is none."""
         store = cls(key, project_id=project_id, db=db, actor=actor)
-        return store._run(store._open(False, None, None, None))
+        return store._run(store._open(False, None, None, None), conn)
 
     @staticmethod
-    def drop(key: str, *, project_id: str = "", db: Database) -> int:
+    def drop(key: str, *, project_id: str = "", db: Database, conn: psycopg.Connection | None = None) -> int:
         """Delete a store with its transcript, entries, audit and versions; '' deletes nothing,
         '*' deletes every store of the project. Returns the number of stores deleted."""
-        return run(_drop(key, project_id), db)
+        return run(_drop(key, project_id), db, conn=conn)
 
-    def read_text(self, path: str, default: Any = None) -> Any:
-        row = self._run(self._read(path))
+    def read_text(self, path: str, default: Any = None, *, conn: psycopg.Connection | None = None) -> Any:
+        row = self._run(self._read(path), conn)
         return default if row is None else row["content"]
 
     def write_text(self, path: str, content: str, *, expected_sha: str | None = None, actor: str | None = None,
                    reason: str | None = None, ttl: float | timedelta | None = None,
-                   expires_at: datetime | None = None) -> str:
+                   expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> str:
         """Write text at ``path``; returns its sha256. ConcurrencyError when ``expected_sha``
         (the sha you read, or MUST_NOT_EXIST) is no longer current. ``ttl`` (seconds, or a
         timedelta) or ``expires_at`` (timezone-aware): when the entry expires (ValidationError
         for both, a ttl not positive or beyond 100 years, an expires_at not in the future);
         neither: never."""
-        return self._run(self._write(path, content, "text", expected_sha, actor, reason, ttl, expires_at))
+        return self._run(self._write(path, content, "text", expected_sha, actor, reason, ttl, expires_at), conn)
 
-    def read_json(self, path: str, default: Any = None) -> Any:
-        row = self._run(self._read(path))
+    def read_json(self, path: str, default: Any = None, *, conn: psycopg.Connection | None = None) -> Any:
+        row = self._run(self._read(path), conn)
         return default if row is None else _decode_json(path, row["content"])
 
     def write_json(self, path: str, value: Any, *, expected_sha: str | None = None, actor: str | None = None,
                    reason: str | None = None, ttl: float | timedelta | None = None,
-                   expires_at: datetime | None = None) -> str:
+                   expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> str:
         """Write ``value`` as JSON at ``path``; returns its sha256 (``ttl``, ``expires_at``: as
         :meth:`write_text`)."""
         return self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason, ttl,
-                                     expires_at))
+                                     expires_at), conn)
 
-    def read_entry(self, path: str) -> StoreEntry | None:
+    def read_entry(self, path: str, *, conn: psycopg.Connection | None = None) -> StoreEntry | None:
         """The entry at ``path`` (None when it does not exist): content, sha, kind, version,
         actor, reason and times, read in one statement, so ``sha`` is the sha of ``content``.
         Write it back with ``expected_sha=entry.sha`` (or use :meth:`update_json` /
         :meth:`update_text`, which do that and retry)."""
-        return self._run(self._read_entry(path))
+        return self._run(self._read_entry(path), conn)
 
     def update_json(self, path: str, fn: Callable[[Any], Any], *, default: Any = _MISSING, actor: str | None = None,
                     reason: str | None = None, retries: int = 10, ttl: float | timedelta | None = None,
-                    expires_at: datetime | None = None) -> Any:
+                    expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> Any:
         """Read-modify-write the JSON at ``path`` without losing a concurrent update: read the
         value and its sha in one statement, call ``fn(value)``, write what it returns with that
         sha as ``expected_sha``; if another writer got there first (ConcurrencyError), wait a
@@ -374,75 +380,75 @@ class MemoryStore(_Store):
         when every attempt lost; an exception from ``fn`` propagates and writes nothing.
         ``ttl`` / ``expires_at``: the written entry's expiry, as in :meth:`write_text` (neither:
         it never expires, whatever expiry the entry had)."""
-        return self._run(self._update(path, fn, default, "json", retries, actor, reason, ttl, expires_at))
+        return self._run(self._update(path, fn, default, "json", retries, actor, reason, ttl, expires_at), conn)
 
     def update_text(self, path: str, fn: Callable[[str], str], *, default: Any = _MISSING, actor: str | None = None,
                     reason: str | None = None, retries: int = 10, ttl: float | timedelta | None = None,
-                    expires_at: datetime | None = None) -> str:
+                    expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> str:
         """:meth:`update_json` for text: ``fn`` gets the current text (or ``default``) and
         returns the new text."""
-        return self._run(self._update(path, fn, default, "text", retries, actor, reason, ttl, expires_at))
+        return self._run(self._update(path, fn, default, "text", retries, actor, reason, ttl, expires_at), conn)
 
-    def list_paths(self, prefix: str = "") -> list[str]:
-        return self._run(self._list(prefix))
+    def list_paths(self, prefix: str = "", *, conn: psycopg.Connection | None = None) -> list[str]:
+        return self._run(self._list(prefix), conn)
 
-    def get_meta(self, path: str) -> EntryMeta | None:
-        return self._run(self._meta(path))
+    def get_meta(self, path: str, *, conn: psycopg.Connection | None = None) -> EntryMeta | None:
+        return self._run(self._meta(path), conn)
 
-    def current_sha(self, path: str) -> str | None:
-        meta = self.get_meta(path)
+    def current_sha(self, path: str, *, conn: psycopg.Connection | None = None) -> str | None:
+        meta = self.get_meta(path, conn=conn)
         return None if meta is None else meta.sha
 
     def delete(self, path: str, *, expected_sha: str | None = None, actor: str | None = None,
-               reason: str | None = None) -> bool:
-        return self._run(self._delete(path, expected_sha, actor, reason))
+               reason: str | None = None, conn: psycopg.Connection | None = None) -> bool:
+        return self._run(self._delete(path, expected_sha, actor, reason), conn)
 
-    def audit_tail(self, n: int = 20) -> list[AuditRecord]:
-        return self._run(self._audit_tail(n))
+    def audit_tail(self, n: int = 20, *, conn: psycopg.Connection | None = None) -> list[AuditRecord]:
+        return self._run(self._audit_tail(n), conn)
 
-    def versions(self, path: str) -> list[Version]:
-        return self._run(self._versions(path))
+    def versions(self, path: str, *, conn: psycopg.Connection | None = None) -> list[Version]:
+        return self._run(self._versions(path), conn)
 
-    def read_version(self, path: str, version: int) -> str:
-        return self._run(self._read_version(path, version))
+    def read_version(self, path: str, version: int, *, conn: psycopg.Connection | None = None) -> str:
+        return self._run(self._read_version(path, version), conn)
 
     def restore(self, path: str, version: int, *, expected_sha: str | None = None, actor: str | None = None,
-                reason: str | None = None) -> str:
-        return self._run(self._restore(path, version, expected_sha, actor, reason))
+                reason: str | None = None, conn: psycopg.Connection | None = None) -> str:
+        return self._run(self._restore(path, version, expected_sha, actor, reason), conn)
 
     def protect(self, *, audit: bool | None = None, keep_versions: bool | None = None,
                 read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
-                reason: str | None = None) -> bool:
+                reason: str | None = None, conn: psycopg.Connection | None = None) -> bool:
         """Tighten the store's protections: turn audit or keep_versions on, or set read-only
         prefixes that cover every current one (None keeps a setting). PermissionError (42501)
         if it would weaken anything. Logged to the audit log; returns whether anything changed."""
-        return self._run(self._protections("store_protect", audit, keep_versions,
+        return self._run(self._protections(calls.store_protect, audit, keep_versions,
                                            None if read_only_prefixes is None else list(read_only_prefixes),
-                                           actor, reason))
+                                           actor, reason), conn)
 
     def configure(self, *, audit: bool | None = None, keep_versions: bool | None = None,
                   read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
-                  reason: str | None = None) -> bool:
+                  reason: str | None = None, conn: psycopg.Connection | None = None) -> bool:
         """Set the store's protections either way (``read_only_prefixes=[]`` removes them all).
         Needs the owner role (administrators): PermissionError for the app role. Logged to
         the audit log before it applies, even when it turns audit off; returns whether anything
         changed."""
-        return self._run(self._protections("store_configure", audit, keep_versions,
+        return self._run(self._protections(calls.store_configure, audit, keep_versions,
                                            None if read_only_prefixes is None else list(read_only_prefixes),
-                                           actor, reason))
+                                           actor, reason), conn)
 
-    def save(self) -> int:
+    def save(self, *, conn: psycopg.Connection | None = None) -> int:
         """Write the transcript messages added since loading, in one call; returns its length."""
-        return self._run(self._save())
+        return self._run(self._save(), conn)
 
-    def append_run(self, messages: Iterable[Mapping[str, Any]]) -> int:
+    def append_run(self, messages: Iterable[Mapping[str, Any]], *, conn: psycopg.Connection | None = None) -> int:
         """Append a run's new messages and save them, in one call."""
         self.extend(messages)
-        return self.save()
+        return self.save(conn=conn)
 
-    def reload(self) -> MemoryStore:
+    def reload(self, *, conn: psycopg.Connection | None = None) -> MemoryStore:
         """Re-read the transcript and options (unsaved messages are dropped)."""
-        return self._run(self._open(False, None, None, None))
+        return self._run(self._open(False, None, None, None), conn)
 
     def close(self) -> None:
         if self._own_db:
@@ -467,110 +473,121 @@ class AsyncMemoryStore(_Store):
         self._init(key, project_id, actor)
         self.db = db
 
-    async def _run(self, operation: Operation[T]) -> T:
-        return await arun(operation, self.db)
+    async def _run(self, operation: Operation[T], conn: psycopg.AsyncConnection | None = None) -> T:
+        return await arun(operation, self.db, conn=conn, owner=self)
+
+    def bound(self, conn: psycopg.AsyncConnection) -> Binding:
+        """``async with store.bound(aconn):`` (or ``with``): :meth:`MemoryStore.bound` for your own
+        ``psycopg.AsyncConnection``, in this asyncio task."""
+        return binding(self, conn, asynchronous=True)
 
     @classmethod
     async def get_or_create(cls, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None,
                             audit: bool | None = None, keep_versions: bool | None = None,
-                            read_only_prefixes: Iterable[str] | None = None) -> AsyncMemoryStore:
+                            read_only_prefixes: Iterable[str] | None = None,
+                            conn: psycopg.AsyncConnection | None = None) -> AsyncMemoryStore:
         store = cls(key, db=db, project_id=project_id, actor=actor)
         return await store._run(store._open(True, audit, keep_versions,
-                                            None if read_only_prefixes is None else list(read_only_prefixes)))
+                                            None if read_only_prefixes is None else list(read_only_prefixes)), conn)
 
     @classmethod
-    async def get(cls, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None) -> AsyncMemoryStore:
+    async def get(cls, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None,
+                  conn: psycopg.AsyncConnection | None = None) -> AsyncMemoryStore:
         store = cls(key, db=db, project_id=project_id, actor=actor)
-        return await store._run(store._open(False, None, None, None))
+        return await store._run(store._open(False, None, None, None), conn)
 
     @staticmethod
-    async def drop(key: str, *, db: AsyncDatabase, project_id: str = "") -> int:
-        return await arun(_drop(key, project_id), db)
+    async def drop(key: str, *, db: AsyncDatabase, project_id: str = "",
+                   conn: psycopg.AsyncConnection | None = None) -> int:
+        return await arun(_drop(key, project_id), db, conn=conn)
 
-    async def read_text(self, path: str, default: Any = None) -> Any:
-        row = await self._run(self._read(path))
+    async def read_text(self, path: str, default: Any = None, *, conn: psycopg.AsyncConnection | None = None) -> Any:
+        row = await self._run(self._read(path), conn)
         return default if row is None else row["content"]
 
     async def write_text(self, path: str, content: str, *, expected_sha: str | None = None, actor: str | None = None,
                          reason: str | None = None, ttl: float | timedelta | None = None,
-                         expires_at: datetime | None = None) -> str:
-        return await self._run(self._write(path, content, "text", expected_sha, actor, reason, ttl, expires_at))
+                         expires_at: datetime | None = None, conn: psycopg.AsyncConnection | None = None) -> str:
+        return await self._run(self._write(path, content, "text", expected_sha, actor, reason, ttl, expires_at), conn)
 
-    async def read_json(self, path: str, default: Any = None) -> Any:
-        row = await self._run(self._read(path))
+    async def read_json(self, path: str, default: Any = None, *, conn: psycopg.AsyncConnection | None = None) -> Any:
+        row = await self._run(self._read(path), conn)
         return default if row is None else _decode_json(path, row["content"])
 
     async def write_json(self, path: str, value: Any, *, expected_sha: str | None = None, actor: str | None = None,
                          reason: str | None = None, ttl: float | timedelta | None = None,
-                         expires_at: datetime | None = None) -> str:
+                         expires_at: datetime | None = None, conn: psycopg.AsyncConnection | None = None) -> str:
         return await self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason, ttl,
-                                           expires_at))
+                                           expires_at), conn)
 
-    async def read_entry(self, path: str) -> StoreEntry | None:
-        return await self._run(self._read_entry(path))
+    async def read_entry(self, path: str, *, conn: psycopg.AsyncConnection | None = None) -> StoreEntry | None:
+        return await self._run(self._read_entry(path), conn)
 
     async def update_json(self, path: str, fn: Callable[[Any], Any], *, default: Any = _MISSING,
                           actor: str | None = None, reason: str | None = None, retries: int = 10,
-                          ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> Any:
+                          ttl: float | timedelta | None = None, expires_at: datetime | None = None,
+                          conn: psycopg.AsyncConnection | None = None) -> Any:
         """See :meth:`MemoryStore.update_json`; ``fn`` may be a coroutine function (a plain
         function runs in a worker thread)."""
-        return await self._run(self._update(path, fn, default, "json", retries, actor, reason, ttl, expires_at))
+        return await self._run(self._update(path, fn, default, "json", retries, actor, reason, ttl, expires_at), conn)
 
     async def update_text(self, path: str, fn: Callable[[str], str], *, default: Any = _MISSING,
                           actor: str | None = None, reason: str | None = None, retries: int = 10,
-                          ttl: float | timedelta | None = None, expires_at: datetime | None = None) -> str:
-        return await self._run(self._update(path, fn, default, "text", retries, actor, reason, ttl, expires_at))
+                          ttl: float | timedelta | None = None, expires_at: datetime | None = None,
+                          conn: psycopg.AsyncConnection | None = None) -> str:
+        return await self._run(self._update(path, fn, default, "text", retries, actor, reason, ttl, expires_at), conn)
 
-    async def list_paths(self, prefix: str = "") -> list[str]:
-        return await self._run(self._list(prefix))
+    async def list_paths(self, prefix: str = "", *, conn: psycopg.AsyncConnection | None = None) -> list[str]:
+        return await self._run(self._list(prefix), conn)
 
-    async def get_meta(self, path: str) -> EntryMeta | None:
-        return await self._run(self._meta(path))
+    async def get_meta(self, path: str, *, conn: psycopg.AsyncConnection | None = None) -> EntryMeta | None:
+        return await self._run(self._meta(path), conn)
 
-    async def current_sha(self, path: str) -> str | None:
-        meta = await self.get_meta(path)
+    async def current_sha(self, path: str, *, conn: psycopg.AsyncConnection | None = None) -> str | None:
+        meta = await self.get_meta(path, conn=conn)
         return None if meta is None else meta.sha
 
     async def delete(self, path: str, *, expected_sha: str | None = None, actor: str | None = None,
-                     reason: str | None = None) -> bool:
-        return await self._run(self._delete(path, expected_sha, actor, reason))
+                     reason: str | None = None, conn: psycopg.AsyncConnection | None = None) -> bool:
+        return await self._run(self._delete(path, expected_sha, actor, reason), conn)
 
-    async def audit_tail(self, n: int = 20) -> list[AuditRecord]:
-        return await self._run(self._audit_tail(n))
+    async def audit_tail(self, n: int = 20, *, conn: psycopg.AsyncConnection | None = None) -> list[AuditRecord]:
+        return await self._run(self._audit_tail(n), conn)
 
-    async def versions(self, path: str) -> list[Version]:
-        return await self._run(self._versions(path))
+    async def versions(self, path: str, *, conn: psycopg.AsyncConnection | None = None) -> list[Version]:
+        return await self._run(self._versions(path), conn)
 
-    async def read_version(self, path: str, version: int) -> str:
-        return await self._run(self._read_version(path, version))
+    async def read_version(self, path: str, version: int, *, conn: psycopg.AsyncConnection | None = None) -> str:
+        return await self._run(self._read_version(path, version), conn)
 
     async def restore(self, path: str, version: int, *, expected_sha: str | None = None, actor: str | None = None,
-                      reason: str | None = None) -> str:
-        return await self._run(self._restore(path, version, expected_sha, actor, reason))
+                      reason: str | None = None, conn: psycopg.AsyncConnection | None = None) -> str:
+        return await self._run(self._restore(path, version, expected_sha, actor, reason), conn)
 
     async def protect(self, *, audit: bool | None = None, keep_versions: bool | None = None,
                       read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
-                      reason: str | None = None) -> bool:
-        return await self._run(self._protections("store_protect", audit, keep_versions,
+                      reason: str | None = None, conn: psycopg.AsyncConnection | None = None) -> bool:
+        return await self._run(self._protections(calls.store_protect, audit, keep_versions,
                                                  None if read_only_prefixes is None else list(read_only_prefixes),
-                                                 actor, reason))
+                                                 actor, reason), conn)
 
     async def configure(self, *, audit: bool | None = None, keep_versions: bool | None = None,
                         read_only_prefixes: Iterable[str] | None = None, actor: str | None = None,
-                        reason: str | None = None) -> bool:
-        return await self._run(self._protections("store_configure", audit, keep_versions,
+                        reason: str | None = None, conn: psycopg.AsyncConnection | None = None) -> bool:
+        return await self._run(self._protections(calls.store_configure, audit, keep_versions,
                                                  None if read_only_prefixes is None else list(read_only_prefixes),
-                                                 actor, reason))
+                                                 actor, reason), conn)
 
-    async def save(self) -> int:
-        return await self._run(self._save())
+    async def save(self, *, conn: psycopg.AsyncConnection | None = None) -> int:
+        return await self._run(self._save(), conn)
 
-    async def append_run(self, messages: Iterable[Mapping[str, Any]]) -> int:
+    async def append_run(self, messages: Iterable[Mapping[str, Any]], *,
+                         conn: psycopg.AsyncConnection | None = None) -> int:
         self.extend(messages)
-        return await self.save()
+        return await self.save(conn=conn)
 
-    async def reload(self) -> AsyncMemoryStore:
-        return await self._run(self._open(False, None, None, None))
+    async def reload(self, *, conn: psycopg.AsyncConnection | None = None) -> AsyncMemoryStore:
+        return await self._run(self._open(False, None, None, None), conn)
 
 
 # OpenTelemetry spans on every public call (pymem.tracing; nothing without opentelemetry-api)

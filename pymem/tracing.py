@@ -331,7 +331,7 @@ STORE_SPANS: dict[str, tuple[str, Describe | None]] = {
     "versions": ("store.versions", _length("pymem.store.versions")),
     "drop": ("store.drop", _count("pymem.store.dropped")),
 }
-STORE_UNTRACED = frozenset({"append", "extend", "unsaved", "close"})
+STORE_UNTRACED = frozenset({"append", "extend", "unsaved", "bound", "close"})
 
 
 # -- applying the spans --------------------------------------------------------------------------

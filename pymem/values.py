@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
-from typing import Any, Literal, overload
+from typing import Any, Literal, NamedTuple, overload
 
 from .errors import ValidationError
 
@@ -63,18 +63,28 @@ def duration(value: Any, what: str) -> timedelta | None:
         raise ValidationError(f"{what} must be at most 100 years") from exc
 
 
-def valid_time(valid_from: Any, valid_to: Any) -> dict[str, Any]:
+class ValidTime(NamedTuple):
+    valid_from: datetime | None
+    valid_to: datetime | None
+
+
+class Expiry(NamedTuple):
+    ttl: timedelta | None
+    expires_at: datetime | None
+
+
+def valid_time(valid_from: Any, valid_to: Any) -> ValidTime:
     """When a fact holds in the world, as the SQL takes it: ``valid_from`` and ``valid_to``
     (timezone-aware; None: open on that side). The SQL checks the rest (pymem._valid_time: finite
     times, valid_from before valid_to)."""
-    return {"valid_from": timestamp(valid_from, "valid_from"), "valid_to": timestamp(valid_to, "valid_to")}
+    return ValidTime(timestamp(valid_from, "valid_from"), timestamp(valid_to, "valid_to"))
 
 
-def expiry(ttl: Any, expires_at: Any) -> dict[str, Any]:
+def expiry(ttl: Any, expires_at: Any) -> Expiry:
     """The expiry a write asks for, as the SQL takes it (``ttl`` an interval, ``expires_at`` a
     time): ``ttl`` in seconds (a finite number) or a timedelta, or ``expires_at`` (timezone-aware),
     not both; neither: no expiry. The SQL checks the rest (pymem._expiry: positive, within 100
     years, in the future)."""
     if ttl is not None and expires_at is not None:
         raise ValidationError("pass ttl or expires_at, not both")
-    return {"ttl": duration(ttl, "ttl"), "expires_at": timestamp(expires_at, "expires_at")}
+    return Expiry(duration(ttl, "ttl"), timestamp(expires_at, "expires_at"))

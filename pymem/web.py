@@ -53,6 +53,7 @@ from .embedders import E5SmallEmbedder, Embedder, HashEmbedder, OnnxMiniLMEmbedd
 from .errors import ConfigError, ConnectionError, Error, MigrationError, NotFoundError, ValidationError
 from .memory import Memory
 from .learning import status as learning_status
+from .runner import fetch
 from .settings import Settings
 from . import calls
 
@@ -583,7 +584,7 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
     reader_dsn = settings.reader_dsn
     if not reader_dsn and settings.dsn is None:  # the embedded server, pymem's own: its reader login
         try:
-            (made,) = login.query(calls.page_reader_login(login=PAGE_READER))
+            (made,) = fetch(calls.page_reader_login(login=PAGE_READER), login)
             reader_dsn = make_conninfo(login.conninfo, user=made["login"])
         except Error as exc:
             print(f"pymem serve: cannot create the reader login {PAGE_READER} ({exc}).", file=sys.stderr)
@@ -594,7 +595,7 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
             login.close()
             raise
         try:
-            (who,) = reader.query(calls.reader_login(reader_role=role))
+            (who,) = fetch(calls.reader_login(reader_role=role), reader)
         except Error:
             reader.close()
             login.close()

@@ -43,6 +43,7 @@ from fastaiagent.learn import Fact
 from psycopg.types.json import Jsonb
 
 from ..database import Database
+from ..runner import fetch
 from .. import calls
 
 __all__ = ["PymemFactStore"]
@@ -87,19 +88,20 @@ class PymemFactStore:
         source = fact.source or ""
         created = (datetime.fromtimestamp(fact.created_at, timezone.utc)
                    if fact.created_at is not None else None)
-        row = self.db.query(calls.fact_add(
+        row = fetch(calls.fact_add(
             scope=fact.scope, scope_id=fact.scope_id, content=fact.fact,
             project_id=self._project(fact.project_id), confidence=fact.confidence,
             source="learned" if source == "learned" else "manual", trace_id=fact.source_trace_id,
             metadata=Jsonb({} if source in ("", "learned") else {"fastaiagent_source": source}),
-            max_learned=None, embedding=None, embedder=None, created_at=created, expires_at=None, ttl=None, valid_from=None, valid_to=None))[0]
+            max_learned=None, embedding=None, embedder=None, created_at=created, expires_at=None, ttl=None,
+            valid_from=None, valid_to=None), self.db)[0]
         return int(row["id"])
 
     def _get(self, fact_id: int) -> tuple[dict[str, Any], str] | None:
         with self._lock:
             projects = list(self._projects)
         for project in projects:
-            rows = self.db.query(calls.fact_get(id=fact_id, project_id=project))
+            rows = fetch(calls.fact_get(id=fact_id, project_id=project), self.db)
             if rows:
                 return rows[0], project
         return None
@@ -112,9 +114,9 @@ class PymemFactStore:
                     limit: int | None = None) -> list[Fact]:
         """The subject's active facts, newest first (``'*'``: every subject of the scope)."""
         project = self._project(project_id)
-        rows = self.db.query(calls.facts_newest(scope=scope, scope_id=self._scope_id(scope, scope_id),
-                                              project_id=project,
-                                              max_facts=_ALL if limit is None else limit))
+        rows = fetch(calls.facts_newest(scope=scope, scope_id=self._scope_id(scope, scope_id),
+                                        project_id=project,
+                                        max_facts=_ALL if limit is None else limit), self.db)
         return [self._fact(r, project) for r in rows]
 
     def supersede(self, old_id: int, new_id: int) -> None:
@@ -125,11 +127,11 @@ class PymemFactStore:
         (o, project), (n, new_project) = old, new
         if (project, o["scope"], o["scope_id"]) != (new_project, n["scope"], n["scope_id"]):
             raise ValueError(f"supersede: facts {old_id} and {new_id} belong to different subjects")
-        self.db.query(calls.fact_supersede(
+        fetch(calls.fact_supersede(
             scope=o["scope"], scope_id=o["scope_id"], new_content=n["content"], id=old_id,
             old_content=None, project_id=project, confidence=n["confidence"], source=n["source"],
             trace_id=n["trace_id"], metadata=Jsonb(n["metadata"]), embedding=None, embedder=None,
-            created_at=None, expires_at=None, ttl=None, valid_from=None, valid_to=None))
+            created_at=None, expires_at=None, ttl=None, valid_from=None, valid_to=None), self.db)
 
     def delete(self, scope: str, scope_id: str = "", project_id: str = "", fact: str | None = None) -> int:
         """Hard-delete the subject's facts (with their history), or only the fact ``fact``."""
@@ -138,15 +140,15 @@ class PymemFactStore:
         project = self._project(project_id)
         scope_id = self._scope_id(scope, scope_id)
         if fact is None:
-            return int(self.db.query(calls.facts_forget(scope=scope, scope_id=scope_id,
-                                                      project_id=project))[0]["deleted"])
+            return int(fetch(calls.facts_forget(scope=scope, scope_id=scope_id,
+                                                project_id=project), self.db)[0]["deleted"])
         subjects = [scope_id]
         if scope_id == "*":  # fact_forget names one subject: the subjects holding that text
-            subjects = sorted({r["scope_id"] for r in self.db.query(
-                calls.facts_newest(scope=scope, scope_id="*", project_id=project, max_facts=_ALL))
+            subjects = sorted({r["scope_id"] for r in fetch(
+                calls.facts_newest(scope=scope, scope_id="*", project_id=project, max_facts=_ALL), self.db)
                 if r["content"] == fact})
-        return sum(int(self.db.query(calls.fact_forget(scope=scope, scope_id=s, id=None, content=fact,
-                                                     project_id=project))[0]["deleted"]) for s in subjects)
+        return sum(int(fetch(calls.fact_forget(scope=scope, scope_id=s, id=None, content=fact,
+                                               project_id=project), self.db)[0]["deleted"]) for s in subjects)
 
     def close(self) -> None:
         """Close the Database this store opened itself (one passed as ``db=`` stays open)."""

@@ -157,22 +157,20 @@ class PymemStore(BaseStore):
             self._fields = [(f, f if f == "$" else tokenize_path(f)) for f in fields]
 
     # -- operations: each op is one generator of pymem steps, run sync or async -------------
-    def _where(self) -> dict[str, Any]:
-        return {"store_key": self.store_key, "project_id": self.project_id}
-
     def _open(self) -> Operation[None]:
-        yield calls.store_open(**self._where(), audit=None, keep_versions=None,
-                                   read_only_prefixes=None, create=True)
+        yield calls.store_open(store_key=self.store_key, project_id=self.project_id, audit=None, keep_versions=None,
+                               read_only_prefixes=None, create=True)
 
     def _refresh(self, items: list[tuple[tuple[str, ...], str]]) -> Operation[None]:
         """Move on the expiry of these items (those that expire; the SQL leaves the ones written
         without a ttl alone)."""
         if items:
-            yield calls.store_items_refresh(**self._where(), items=_json(
+            yield calls.store_items_refresh(store_key=self.store_key, project_id=self.project_id, items=_json(
                 [{"namespace": list(namespace), "key": key} for namespace, key in items]))
 
     def _get(self, op: GetOp) -> Operation[Item | None]:
-        rows = yield calls.store_item_get(**self._where(), namespace=list(op.namespace), key=op.key)
+        rows = yield calls.store_item_get(store_key=self.store_key, project_id=self.project_id,
+                                          namespace=list(op.namespace), key=op.key)
         if not rows:
             return None
         r = rows[0]
@@ -199,16 +197,17 @@ class PymemStore(BaseStore):
     def _put(self, op: PutOp) -> Operation[None]:
         ttl = _minutes(getattr(op, "ttl", None))
         if op.value is None:
-            yield calls.store_item_delete(**self._where(), namespace=list(op.namespace), key=op.key,
-                                              actor=self.actor)
+            yield calls.store_item_delete(store_key=self.store_key, project_id=self.project_id,
+                                          namespace=list(op.namespace), key=op.key, actor=self.actor)
             return None
         pairs = self._texts(op)
         vectors = (yield Embed([t for _, t in pairs])) if pairs else []
-        yield calls.store_item_put(**self._where(), namespace=list(op.namespace), key=op.key,
-                                       value=_json(op.value), actor=self.actor,
-                                       embedder=self._embedder.name if vectors else None,
-                                       fields=[f for f, _ in pairs] or None, embeddings=vectors or None,
-                                       **expiry(ttl, None))
+        ex = expiry(ttl, None)
+        yield calls.store_item_put(store_key=self.store_key, project_id=self.project_id, namespace=list(op.namespace),
+                                   key=op.key, value=_json(op.value), actor=self.actor,
+                                   embedder=self._embedder.name if vectors else None,
+                                   fields=[f for f, _ in pairs] or None, embeddings=vectors or None, ttl=ex.ttl,
+                                   expires_at=ex.expires_at)
         return None
 
     def _search(self, op: SearchOp) -> Operation[list[SearchItem]]:
@@ -216,7 +215,7 @@ class PymemStore(BaseStore):
         if op.query and self._query_embedder is not None:
             query = (yield Embed([op.query], query=True))[0]
         rows = yield calls.store_items_search(
-            **self._where(), namespace_prefix=list(op.namespace_prefix), filter=_json(op.filter or {}),
+            store_key=self.store_key, project_id=self.project_id, namespace_prefix=list(op.namespace_prefix), filter=_json(op.filter or {}),
             query_vector=query, embedder=self._query_embedder.name if query is not None else None,
             max_items=op.limit, skip=op.offset)
         if getattr(op, "refresh_ttl", True):
@@ -244,9 +243,9 @@ class PymemStore(BaseStore):
                     return []
             if cond.match_type == "suffix":
                 have.reverse()
-        rows = yield calls.store_namespaces(**self._where(), prefix=merged["prefix"],
-                                                suffix=merged["suffix"], max_depth=op.max_depth,
-                                                max_items=op.limit, skip=op.offset)
+        rows = yield calls.store_namespaces(store_key=self.store_key, project_id=self.project_id,
+                                            prefix=merged["prefix"], suffix=merged["suffix"], max_depth=op.max_depth,
+                                            max_items=op.limit, skip=op.offset)
         return [tuple(r["namespace"]) for r in rows]
 
     def _plan(self, ops: Iterable[Op]) -> list[tuple[int | None, Operation[Any], Any]]:

@@ -335,3 +335,128 @@ def test_the_connection_must_be_psycopgs_and_of_the_right_kind(app, db, dsn, emp
             mem.persist("x", user="alice", conn=conn)
         assert missing.value.hint == pymem.errors.MIGRATE_HINT
         assert conn.info.transaction_status == INERROR
+
+
+# -- the other write paths take the caller's transaction too (issue 55, item 2): the runner owns
+# the binding, so a MemoryStore, pymem.lifecycle.purge, the change feed and erasure join it
+
+
+def entries(dsn, key="notes"):
+    with psycopg.connect(dsn) as c:
+        return c.execute("SELECT path FROM pymem.store_entries WHERE store_key = %s ORDER BY 1", (key,)).fetchall()
+
+
+def test_a_store_write_with_conn_is_rolled_back_with_the_callers_transaction_and_kept_by_its_commit(app, db, dsn):
+    store = pymem.MemoryStore.get_or_create("notes", db=db)
+    with psycopg.connect(app) as conn:
+        conn.execute("INSERT INTO orders VALUES (1, 'a kettle')")
+        sha = store.write_text("orders/1.md", "a kettle", conn=conn)
+        assert conn.info.transaction_status == INTRANS  # pymem committed nothing
+        assert store.read_entry("orders/1.md", conn=conn).sha == sha  # its own write, inside
+        assert store.read_text("orders/1.md") is None and entries(dsn) == []  # nothing outside
+        conn.rollback()
+        assert store.read_text("orders/1.md") is None and entries(dsn) == []
+        assert counts(dsn)["orders"] == 0
+
+        conn.execute("INSERT INTO orders VALUES (1, 'a kettle')")
+        store.write_json("orders/1.json", {"item": "a kettle"}, conn=conn)
+        store.append({"role": "user", "content": "a kettle, please"})
+        assert store.save(conn=conn) == 1
+        conn.commit()
+    assert entries(dsn) == [("orders/1.json",)] and counts(dsn)["orders"] == 1
+    assert pymem.MemoryStore.get("notes", db=db).messages == [{"role": "user", "content": "a kettle, please"}]
+
+
+def test_a_store_bound_to_the_callers_connection(app, db, dsn):
+    store = pymem.MemoryStore.get_or_create("notes", db=db)
+    other = pymem.MemoryStore.get_or_create("other", db=db)
+    with psycopg.connect(app, autocommit=True) as conn:
+        with pytest.raises(ZeroDivisionError):
+            with conn.transaction(), store.bound(conn) as bound:
+                assert bound is store
+                store.write_text("a.md", "one")
+                store.update_json("b.json", lambda v: v + 1, default=0)
+                other.write_text("c.md", "outside the block's store: the pool")
+                assert store.list_paths() == ["a.md", "b.json"]
+                1 / 0
+        assert entries(dsn) == [] and entries(dsn, "other") == [("c.md",)]
+        with conn.transaction(), store.bound(conn):
+            store.write_text("a.md", "one")
+        assert entries(dsn) == [("a.md",)]
+    with pytest.raises(pymem.ValidationError, match="psycopg.Connection"):
+        store.write_text("x.md", "x", conn=object())
+
+
+def test_an_async_store_joins_the_callers_transaction(app, dsn):
+    async def main():
+        async with await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn, pool_max_size=2)) as adb:
+            store = await pymem.AsyncMemoryStore.get_or_create("notes", db=adb)
+            async with await psycopg.AsyncConnection.connect(app) as aconn:
+                await store.write_text("a.md", "one", conn=aconn)
+                async with store.bound(aconn):
+                    await store.write_text("b.md", "two")
+                    assert await store.list_paths() == ["a.md", "b.md"]
+                assert await store.list_paths() == []
+                await aconn.rollback()
+                async with store.bound(aconn):
+                    await store.write_text("c.md", "three")
+                await aconn.commit()
+            assert await store.list_paths() == ["c.md"]
+    asyncio.run(main())
+
+
+def test_purge_in_the_callers_transaction(app, db, dsn):
+    from pymem import lifecycle
+
+    mem = Memory(db=db, agent_id="shop-bot")
+    mem.persist("A short-lived fact", user="alice", ttl=3600)
+    with psycopg.connect(dsn) as c:
+        c.execute("UPDATE pymem.facts SET expires_at = now() - interval '1 second' WHERE expires_at IS NOT NULL")
+    with psycopg.connect(dsn) as conn:
+        assert lifecycle.purge(db, conn=conn)["facts"] == 1
+        assert counts(dsn)["facts"] == 1  # not yet committed
+        conn.rollback()
+        assert counts(dsn)["facts"] == 1
+        with pymem.bound(db, conn):
+            assert lifecycle.purge(db)["facts"] == 1
+        conn.commit()
+    assert counts(dsn)["facts"] == 0
+
+
+def test_the_change_feed_in_the_callers_transaction(db, dsn):
+    from pymem import changes
+
+    with psycopg.connect(dsn) as conn:
+        assert changes.configure(db, enabled=True, conn=conn) is True
+        assert changes.enabled(db, conn=conn) and not changes.enabled(db)
+        conn.rollback()
+        assert not changes.enabled(db)
+        with pymem.bound(db, conn):
+            changes.configure(db, enabled=True)
+            Memory(db=db, agent_id="shop-bot").persist("Likes tea", user="alice", conn=conn)
+            assert changes.position(db) == 0
+        conn.commit()
+        assert changes.enabled(db)
+        # a read of the feed runs in a transaction that has not written yet: the caller's may be one
+        assert [c.kind for c in changes.changes_since(db, conn=conn)] == ["fact"]
+        conn.rollback()
+
+
+def test_forget_user_in_the_callers_transaction(app, db, dsn):
+    mem = Memory(db=db, agent_id="shop-bot")
+    mem.persist("Likes tea", user="alice")
+    with psycopg.connect(dsn) as conn:
+        receipt = pymem.portability.forget_user(db, "alice", conn=conn)
+        assert receipt.counts["facts"] == 1 and counts(dsn)["facts"] == 1
+        conn.rollback()
+        assert counts(dsn)["facts"] == 1
+        with pymem.bound(db, conn):
+            pymem.portability.forget_user(db, "alice")
+            assert counts(dsn)["facts"] == 1
+        conn.commit()
+    assert counts(dsn)["facts"] == 0
+    with psycopg.connect(app) as conn:  # Memory.forget_user takes conn= too
+        mem.persist("Likes coffee", user="alice")
+        mem.forget_user(user="alice", conn=conn)
+        conn.rollback()
+    assert counts(dsn)["facts"] == 1
