@@ -373,7 +373,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp_token(args: argparse.Namespace) -> int:
-    settings = _settings()
+    settings = _settings("managing MCP tokens on")
     project = settings.project_id if args.project is None else args.project
     with Database(settings) as db:
         if args.action == "create":
