@@ -369,7 +369,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         return 1
     settings = _settings("serving MCP from")
     return int(mcp_server.main(settings, http=args.http, host=args.host, port=args.port, user=args.user,
-                               project=args.project, agent=args.agent))
+                               project=args.project, agent=args.agent, allowed_hosts=args.allowed_host))
 
 
 def cmd_mcp_token(args: argparse.Namespace) -> int:
@@ -508,6 +508,9 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp (each request as its token's user)")
     q.add_argument("--host", default="127.0.0.1", help="with --http: address to listen on (default 127.0.0.1)")
     q.add_argument("--port", type=int, default=8766, help="with --http: port (default 8766; 0 picks a free one)")
+    q.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="with --http: a name clients reach the server by, accepted in Host and Origin besides "
+                        "loopback names and the bound address (repeatable)")
     q.add_argument("--user", help="stdio: the user every call serves (required)")
     q.add_argument("--project", help="stdio: the project (tenant); default PYMEM_PROJECT_ID or ''")
     q.add_argument("--agent", help="stdio: the agent; default PYMEM_AGENT_ID")

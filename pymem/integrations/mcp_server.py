@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Annotated, Any
 
@@ -34,7 +34,7 @@ from mcp.server.auth.settings import AuthSettings
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
 from mcp.server.transport_security import TransportSecuritySettings
-from pydantic import Field
+from pydantic import AnyHttpUrl, Field
 
 from .. import __version__
 from ..database import AsyncDatabase
@@ -184,25 +184,27 @@ class TokenVerifier:
                                    "pymem_agent_id": found.agent_id})
 
 
-def transport_security(host: str) -> TransportSecuritySettings:
-    """Host and Origin checks against DNS rebinding (the MCP specification's): on a loopback bind
-    only loopback names are answered; on another address, that address or a loopback name."""
+def transport_security(host: str, allowed_hosts: Sequence[str] = ()) -> TransportSecuritySettings:
+    """Host and Origin checks against DNS rebinding (the MCP specification's): loopback names,
+    the bound address (unless a wildcard) and ``allowed_hosts`` (the names clients reach it by,
+    e.g. behind a proxy: ``--allowed-host``); a request naming another is refused."""
     names = ["127.0.0.1", "localhost", "[::1]"]
-    if not is_loopback(host.strip("[]")) and host not in ("0.0.0.0", "::"):
-        names.append(f"[{host}]" if ":" in host else host)
+    for name in [host, *allowed_hosts]:
+        if not is_loopback(name.strip("[]")) and name not in ("0.0.0.0", "::", "[::]"):
+            names.append(f"[{name.strip('[]')}]" if ":" in name else name)
     return TransportSecuritySettings(enable_dns_rebinding_protection=True,
                                      allowed_hosts=[f"{n}:*" for n in names] + names,
                                      allowed_origins=[f"{scheme}://{n}:*" for n in names for scheme in ("http", "https")]
                                      + [f"{scheme}://{n}" for n in names for scheme in ("http", "https")])
 
 
-def http_app(memory_server: MemoryServer, host: str) -> Any:
+def http_app(memory_server: MemoryServer, host: str, allowed_hosts: Sequence[str] = ()) -> Any:
     """The Starlette app of the streamable HTTP transport at ``/mcp``: bearer tokens required
     (401 before any tool runs), Host and Origin checked, stateless (each request stands alone)."""
-    auth = AuthSettings(issuer_url="http://127.0.0.1", resource_server_url=None, required_scopes=[])
+    auth = AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None, required_scopes=[])
     return memory_server.server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
-        transport_security=transport_security(host), auth=auth, token_verifier=TokenVerifier(memory_server.db))
+        transport_security=transport_security(host, allowed_hosts), auth=auth, token_verifier=TokenVerifier(memory_server.db))
 
 
 def warning_for(host: str) -> str | None:
@@ -220,11 +222,11 @@ async def serve_stdio(db: AsyncDatabase, identity: Identity) -> None:
         await memory_server.server.run(read, write, memory_server.server.create_initialization_options())
 
 
-async def serve_http(db: AsyncDatabase, host: str, port: int) -> None:
+async def serve_http(db: AsyncDatabase, host: str, port: int, allowed_hosts: Sequence[str] = ()) -> None:
     """Serve streamable HTTP on ``host:port`` (0: a free port); prints the URL on stdout once
     listening."""
     memory_server = MemoryServer(db)
-    app = http_app(memory_server, host)
+    app = http_app(memory_server, host, allowed_hosts)
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -242,7 +244,7 @@ async def serve_http(db: AsyncDatabase, host: str, port: int) -> None:
 
 
 def main(settings: Any, *, http: bool, host: str, port: int, user: str | None, project: str | None,
-         agent: str | None) -> int:
+         agent: str | None, allowed_hosts: Sequence[str] = ()) -> int:
     """``pymem mcp``: the exit code."""
     import asyncio
 
@@ -266,7 +268,7 @@ def main(settings: Any, *, http: bool, host: str, port: int, user: str | None, p
         db = await AsyncDatabase.open(settings)
         try:
             if http:
-                await serve_http(db, host, port)
+                await serve_http(db, host, port, allowed_hosts)
             else:
                 await serve_stdio(db, identity)
         finally:

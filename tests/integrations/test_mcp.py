@@ -262,6 +262,10 @@ def test_http_refuses_identity_options_and_warns_off_loopback(dsn):
     from pymem.integrations.mcp_server import warning_for
     assert warning_for("127.0.0.1") is None and warning_for("::1") is None
     assert "WARNING" in warning_for("0.0.0.0")
+    from pymem.integrations.mcp_server import transport_security
+    wide = transport_security("0.0.0.0", ["memory.internal"])
+    assert "memory.internal:*" in wide.allowed_hosts and "https://memory.internal" in wide.allowed_origins
+    assert not any("0.0.0.0" in h for h in wide.allowed_hosts)
 
 
 def test_missing_extra_says_which_to_install(dsn, tmp_path):
