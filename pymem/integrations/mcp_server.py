@@ -48,6 +48,8 @@ from ..web import is_loopback
 #: argument names that would choose whose memory a call reads: refused with their own message
 IDENTITY_ARGUMENTS = frozenset({"user", "user_id", "userId", "project", "project_id", "projectId", "agent",
                                 "agent_id", "agentId", "tier", "scope", "scope_id", "tenant"})
+#: the largest HTTP request body served (413 past it): a tool call's texts are at most 2,000 characters
+MAX_REQUEST_BODY = 256 * 1024
 #: the most facts list_memories reaches (offset + limit): a page of a long list is cheap, a huge offset not
 MAX_LISTED = 10_000
 
@@ -200,10 +202,12 @@ def transport_security(host: str, allowed_hosts: Sequence[str] = ()) -> Transpor
 
 def http_app(memory_server: MemoryServer, host: str, allowed_hosts: Sequence[str] = ()) -> Any:
     """The Starlette app of the streamable HTTP transport at ``/mcp``: bearer tokens required
-    (401 before any tool runs), Host and Origin checked, stateless (each request stands alone)."""
+    (401 before any tool runs), Host and Origin checked, bodies bounded (``MAX_REQUEST_BODY``),
+    stateless (each request stands alone, as the user of its own token)."""
     auth = AuthSettings(issuer_url=AnyHttpUrl("http://127.0.0.1"), resource_server_url=None, required_scopes=[])
     return memory_server.server.streamable_http_app(
         streamable_http_path="/mcp", stateless_http=True, json_response=True, host=host,
+        max_request_body_size=MAX_REQUEST_BODY,
         transport_security=transport_security(host, allowed_hosts), auth=auth, token_verifier=TokenVerifier(memory_server.db))
 
 

@@ -229,16 +229,18 @@ def test_http_tokens_two_users_at_once_and_revocation(dsn, http_server):
 
     asyncio.run(main())
 
-    async def status(token: str | None, **headers: str) -> int:
+    async def status(token: str | None, fact: str | None = None, **headers: str) -> int:
         auth = {"Authorization": f"Bearer {token}"} if token else {}
-        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": "list_memories", "arguments": {}}}
+        call = {"name": "remember", "arguments": {"fact": fact}} if fact else {"name": "list_memories", "arguments": {}}
+        body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": call}
         async with httpx2.AsyncClient(timeout=30) as c:
             r = await c.post(http_server, json=body, headers={**auth, "Accept": "application/json, text/event-stream",
                                                                 "MCP-Protocol-Version": "2025-06-18", **headers})
             return r.status_code
 
     assert asyncio.run(status(None)) == 401
+    assert asyncio.run(status(None, "x" * 1_000_000)) == 401  # before anything reads the body
+    assert asyncio.run(status(t_other, "x" * 1_000_000)) == 413
     assert asyncio.run(status("pymem_mcp_wrong")) == 401
     assert asyncio.run(status("x" * 10_000)) == 401
     revoke = _cli(dsn, "mcp-token", "revoke", t_bob)
