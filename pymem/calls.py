@@ -1083,3 +1083,32 @@ def migration_role_setting(*, key: Any, name: Any) -> Query:
     """Name a pymem role for this session's migrate (pymem.owner_role, pymem.app_role,
     pymem.reader_role)."""
     return Query("migration_role_setting", {"key": key, "name": name})
+
+
+def mcp_token_create(
+    *,
+    project_id: str | None,
+    user_id: str | None,
+    agent_id: str | None,
+    token_hash: Any,
+) -> Query:
+    """Record a new MCP bearer token (its sha256 only) for one user of a project; returns its id and
+    creation time."""
+    return Query("mcp_token_create", {"project_id": project_id, "user_id": user_id, "agent_id": agent_id, "token_hash": token_hash})
+
+
+def mcp_token_lookup(*, token_hash: Any) -> Query:
+    """The id, project, user and agent an MCP bearer token serves, by its sha256 (no row: unknown or
+    revoked)."""
+    return Query("mcp_token_lookup", {"token_hash": token_hash})
+
+
+def mcp_token_list(*, project_id: str | None, max_rows: int | None) -> Query:
+    """A project's MCP bearer tokens, newest first (never a hash)."""
+    return Query("mcp_token_list", {"project_id": project_id, "max_rows": max_rows})
+
+
+def mcp_token_revoke(*, project_id: str | None, id: int | None) -> Query:
+    """Revoke a project's MCP bearer token by id; the revocation time, or no row when there was none
+    to revoke."""
+    return Query("mcp_token_revoke", {"project_id": project_id, "id": id})

@@ -1,5 +1,5 @@
 """The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, retention,
-recall-indexes, worker, consolidate, watch, demo, serve.
+recall-indexes, worker, consolidate, watch, demo, serve, mcp, mcp-token.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -27,6 +27,7 @@ from .embedders import HashEmbedder
 from .llm import ChatClient, ChatLearner
 from .memory import Memory
 from .errors import ConfigError, Error, ValidationError
+from .mcp import create_token, list_tokens, revoke_token
 from .portability import erasures, export_user, forget_user, import_user
 from .settings import Settings
 from .types import Erasure
@@ -354,6 +355,44 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return web.main(_settings("serving"), args.host, args.port, args.allow_edit, args.project)
 
 
+#: what `pymem mcp` needs beyond the core (the [mcp] extra)
+_MCP_MODULES = frozenset({"mcp", "mcp_types", "uvicorn", "starlette", "sse_starlette", "httpx", "httpx2", "anyio"})
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    try:
+        mcp_server = importlib.import_module("pymem.integrations.mcp_server")
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in _MCP_MODULES:
+            raise
+        print("pymem mcp needs the mcp extra: pip install 'pymem-pg[mcp]'", file=sys.stderr)
+        return 1
+    settings = _settings("serving MCP from")
+    return int(mcp_server.main(settings, http=args.http, host=args.host, port=args.port, user=args.user,
+                               project=args.project, agent=args.agent, allowed_hosts=args.allowed_host))
+
+
+def cmd_mcp_token(args: argparse.Namespace) -> int:
+    settings = _settings("managing MCP tokens on")
+    project = settings.project_id if args.project is None else args.project
+    with Database(settings) as db:
+        if args.action == "create":
+            token, record = create_token(db, user=args.user, project_id=project, agent_id=args.agent)
+            print(token)
+            print(f"pymem: token {record.id} for user {record.user_id!r} of project {record.project_id!r}"
+                  f"{f' (agent {record.agent_id!r})' if record.agent_id else ''}; shown once: only its hash is "
+                  "stored", file=sys.stderr)
+        elif args.action == "list":
+            for t in list_tokens(db, project):
+                print(json.dumps({"id": t.id, "project_id": t.project_id, "user_id": t.user_id,
+                                  "agent_id": t.agent_id, "created_at": t.created_at.isoformat() if t.created_at else None,
+                                  "revoked_at": t.revoked_at.isoformat() if t.revoked_at else None}))
+        else:
+            done = revoke_token(db, args.token, project)
+            print(f"revoked {done if isinstance(done, int) else done.id}")
+    return 0
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -465,6 +504,29 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--backoff", type=float, default=10.0, metavar="SECONDS",
                    help="wait before a failed job's next attempt, doubled per attempt (default 10)")
     k.set_defaults(func=cmd_worker)
+    q = sub.add_parser("mcp", help="an MCP server with the memory tools (stdio; --http: streamable HTTP with tokens)")
+    q.add_argument("--http", action="store_true", help="serve streamable HTTP at /mcp (each request as its token's user)")
+    q.add_argument("--host", default="127.0.0.1", help="with --http: address to listen on (default 127.0.0.1)")
+    q.add_argument("--port", type=int, default=8766, help="with --http: port (default 8766; 0 picks a free one)")
+    q.add_argument("--allowed-host", action="append", default=[], metavar="NAME",
+                   help="with --http: a name clients reach the server by, accepted in Host and Origin besides "
+                        "loopback names and the bound address (repeatable)")
+    q.add_argument("--user", help="stdio: the user every call serves (required)")
+    q.add_argument("--project", help="stdio: the project (tenant); default PYMEM_PROJECT_ID or ''")
+    q.add_argument("--agent", help="stdio: the agent; default PYMEM_AGENT_ID")
+    q.set_defaults(func=cmd_mcp)
+    n = sub.add_parser("mcp-token", help="create, list or revoke the bearer tokens of pymem mcp --http")
+    nsub = n.add_subparsers(dest="action", required=True)
+    nc = nsub.add_parser("create", help="print a new token (once: only its hash is stored)")
+    nc.add_argument("--user", required=True, help="the user its requests serve")
+    nc.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    nc.add_argument("--agent", help="the agent (default: none)")
+    nl = nsub.add_parser("list", help="a project's tokens as JSON lines (never a token or a hash)")
+    nl.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    nr = nsub.add_parser("revoke", help="revoke a token, named by itself or by its id")
+    nr.add_argument("token", metavar="TOKEN_OR_ID", help="the token, or its id (with --project)")
+    nr.add_argument("--project", help="the project of a token given by id; default PYMEM_PROJECT_ID or ''")
+    n.set_defaults(func=cmd_mcp_token)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
     d.set_defaults(func=cmd_demo)
     return p

@@ -85,10 +85,11 @@ TOOLS: list[dict[str, Any]] = [
 NAMES = frozenset(_TOOLS)
 
 
-def _parse(name: Any, arguments: Any) -> _Args:
-    """The call's arguments checked against its tool's schema; ValidationError naming what is wrong."""
-    if not isinstance(name, str) or name not in _TOOLS:
-        raise ValidationError(f"no memory tool {str(name)[:80]!r}; the tools are {', '.join(sorted(_TOOLS))}")
+def _parse(name: Any, arguments: Any, tools: Mapping[str, tuple[type[_Args], str]] = _TOOLS) -> _Args:
+    """The call's arguments checked against its tool's schema (of ``tools``: these tools, or
+    the MCP server's, which adds its own); ValidationError naming what is wrong."""
+    if not isinstance(name, str) or name not in tools:
+        raise ValidationError(f"no memory tool {str(name)[:80]!r}; the tools are {', '.join(sorted(tools))}")
     if isinstance(arguments, (str, bytes)):
         try:
             arguments = json.loads(arguments or "{}")
@@ -97,7 +98,7 @@ def _parse(name: Any, arguments: Any) -> _Args:
     if not isinstance(arguments, Mapping):
         raise ValidationError(f"{name}: the arguments must be a JSON object, not {type(arguments).__name__}")
     try:
-        return _TOOLS[name][0].model_validate(dict(arguments))
+        return tools[name][0].model_validate(dict(arguments))
     except SchemaError as exc:
         problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
         raise ValidationError(f"{name}: {problems[:500]}") from None

@@ -524,7 +524,8 @@ AS $$
         ('pymem.retention', 'reference', NULL),
         ('pymem.learning_jobs', 'hash', 'user_id'),
         ('pymem.learning_usage', 'hash', 'user_id'),
-        ('pymem.learning_limits', 'reference', NULL)) AS v(t, method, key)
+        ('pymem.learning_limits', 'reference', NULL),
+        ('pymem.mcp_tokens', 'reference', NULL)) AS v(t, method, key)
      WHERE pg_catalog.to_regclass(v.t) IS NOT NULL;
 $$;
 
@@ -532,6 +533,7 @@ $$;
 -- key: the first of user_id, scope_id, store_key among their input arguments (0-based index).
 -- Not user_forget: it writes rows of other keys too (the stores it is given, other stores'
 -- actors, the receipt in a reference table), so it runs on the coordinator, in a transaction.
+-- Nor mcp_token_create: its user_id is a token's, written to a reference table.
 CREATE OR REPLACE FUNCTION pymem._citus_functions()
 RETURNS TABLE (fn pg_catalog.regprocedure, arg text, idx integer)
 LANGUAGE sql STABLE SECURITY INVOKER
@@ -543,7 +545,7 @@ AS $$
      WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND p.prosecdef
        AND (p.proargmodes IS NULL OR p.proargmodes[1:p.pronargs] <@ ARRAY['i']::"char"[])
        AND a.name IN ('user_id', 'scope_id', 'store_key')
-       AND p.proname NOT LIKE 'browse%' AND p.proname <> 'user_forget'
+       AND p.proname NOT LIKE 'browse%' AND p.proname <> 'user_forget' AND p.proname <> 'mcp_token_create'
      ORDER BY p.oid, a.n;
 $$;
 

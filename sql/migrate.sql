@@ -819,6 +819,29 @@ COMMIT;
 \echo pymem: applied 0045_recall_terms
 \endif
 
+-- 0047_mcp_tokens
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0047_mcp_tokens', 'e05493f32fa4f1cb0824c8e573dd76618b4087d5289335ee34965ea98dc3452a') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0047_mcp_tokens.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0047_mcp_tokens', 'e05493f32fa4f1cb0824c8e573dd76618b4087d5289335ee34965ea98dc3452a', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0047_mcp_tokens
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -851,6 +874,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts_versions.sql
 \ir api/learning.sql
 \ir api/lifecycle.sql
+\ir api/mcp.sql
 \ir api/meta.sql
 \ir api/portability.sql
 \ir api/stores.sql
@@ -878,7 +902,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c78c5b0c81e049bebfe1b0d2255932265fa3d7a329a3c62664d44facf97c3921')
+SELECT pymem.migration_api_applied('314bd5742cedbaf38b2ec843292e4ca50ffc7e99cda33a5d89122021fc37580d')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

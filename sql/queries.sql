@@ -644,3 +644,22 @@ SELECT b.name, b.dimension FROM pymem.browse_embedders(project_id => %(project_i
 -- name: migration_role_setting
 -- Name a pymem role for this session's migrate (pymem.owner_role, pymem.app_role, pymem.reader_role).
 SELECT pg_catalog.set_config(%(key)s, %(name)s, false);
+
+-- name: mcp_token_create
+-- Record a new MCP bearer token (its sha256 only) for one user of a project; returns its id and creation time.
+SELECT t.id, t.created_at
+FROM pymem.mcp_token_create(project_id => %(project_id)s, user_id => %(user_id)s, agent_id => %(agent_id)s,
+                            token_hash => %(token_hash)s::bytea) AS t;
+
+-- name: mcp_token_lookup
+-- The id, project, user and agent an MCP bearer token serves, by its sha256 (no row: unknown or revoked).
+SELECT t.id, t.project_id, t.user_id, t.agent_id FROM pymem.mcp_token_lookup(token_hash => %(token_hash)s::bytea) AS t;
+
+-- name: mcp_token_list
+-- A project's MCP bearer tokens, newest first (never a hash).
+SELECT t.id, t.user_id, t.agent_id, t.created_at, t.revoked_at
+FROM pymem.mcp_token_list(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS t;
+
+-- name: mcp_token_revoke
+-- Revoke a project's MCP bearer token by id; the revocation time, or no row when there was none to revoke.
+SELECT t.revoked_at FROM pymem.mcp_token_revoke(project_id => %(project_id)s, id => %(id)s::bigint) AS t;

@@ -252,6 +252,10 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT * FROM pymem.browse_messages('ann', from_seq => 1, max_rows => 2)")
     c.execute("SELECT * FROM pymem.browse_stores()")
     c.execute("SELECT * FROM pymem.browse_embedders()")
+    token = c.execute("SELECT id FROM pymem.mcp_token_create(user_id => 'ann', token_hash => pg_catalog.sha256('t'))").fetchone()[0]
+    assert c.execute("SELECT user_id FROM pymem.mcp_token_lookup(pg_catalog.sha256('t'))").fetchone() == ("ann",)
+    c.execute("SELECT * FROM pymem.mcp_token_list()")
+    assert c.execute("SELECT * FROM pymem.mcp_token_revoke(id => %s)", (token,)).fetchone()
     c.execute("SELECT pymem.store_item_put('notes', '{users,ann}', 'prefs', '{\"theme\": \"dark\", \"n\": 1}', "
               "embedder => 'e3', fields => '{$}', embeddings => ARRAY['[1,2,3]']::text[]::vector[])")
     c.execute("SELECT * FROM pymem.store_item_get('notes', '{users,ann}', 'prefs')")
