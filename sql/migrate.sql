@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c78c5b0c81e049bebfe1b0d2255932265fa3d7a329a3c62664d44facf97c3921')
+SELECT pymem.migration_api_applied('8d3ac22d74eb1f2a722943474186fbd70e2274c5c0d940510276748518bb8424')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
