@@ -31,7 +31,7 @@ pymem recorded can be continued by an agent of the SDK.
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ..memory import AsyncMemory
 from ..runner import Operation
@@ -86,9 +86,10 @@ def _item_of(message: Message) -> TResponseInputItem:
     """The item a stored message holds; a message written another way as an easy input message."""
     raw = message.metadata.get(ITEM_KEY)
     if isinstance(raw, str):
-        return json.loads(raw)  # type: ignore[no-any-return]
+        return cast("TResponseInputItem", json.loads(raw))
     role = message.role if message.role in ("user", "assistant", "system") else "assistant"
-    return {"role": role, "content": message.content}  # type: ignore[return-value]
+    item: dict[str, Any] = {"role": role, "content": message.content}
+    return cast("TResponseInputItem", item)
 
 
 class PymemSession:

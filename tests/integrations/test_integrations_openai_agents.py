@@ -18,6 +18,8 @@ import pymem
 from pymem import AsyncMemory, HashEmbedder
 from pymem.integrations.openai_agents import ITEM_KEY, PymemSession
 
+from conftest import blocks as doc_blocks
+
 PROJECT = "agents-sdk"
 set_tracing_disabled(True)  # no trace export (it would try the network)
 
@@ -218,3 +220,15 @@ def test_an_agent_runs_with_the_session(dsn):
     assert [i.get("type", "message") for i in sent] == kinds[:5]
     assert [m.role for m in window] == ["user", "assistant", "tool", "assistant", "user", "assistant"]
     assert window[3].content == "It is sunny in Oslo."
+
+
+def test_the_docs_example_runs(dsn, monkeypatch, capsys):
+    """docs/integrations.md "OpenAI Agents SDK": the block runs as written (PYMEM_DSN) and prints
+    what its comments say."""
+    monkeypatch.setenv("PYMEM_DSN", dsn)
+    [block] = [b for b in doc_blocks("python", "Integrations") if "openai_agents" in b]
+    exec(compile(block, "docs/integrations.md", "exec"), {"__name__": "docs"})  # noqa: S102 - our own docs
+    assert capsys.readouterr().out.splitlines() == [
+        "In Oslo.", "['user', 'assistant', 'user', 'assistant']", "chat-1 user I live in Oslo."]
+    with psycopg.connect(dsn) as c:  # nothing left behind
+        assert c.execute("SELECT count(*) FROM pymem.threads WHERE project_id = 'readme-agents'").fetchone() == (0,)
