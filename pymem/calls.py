@@ -748,6 +748,11 @@ def recall_index_plan(*, project_id: str | None, min_messages: int | None) -> Qu
     return Query("recall_index_plan", {"project_id": project_id, "min_messages": min_messages})
 
 
+def message_pop(*, user_id: str | None, thread_id: str | None, project_id: str | None) -> Query:
+    """Delete a thread's newest message and return it (no row: the thread has none)."""
+    return Query("message_pop", {"user_id": user_id, "thread_id": thread_id, "project_id": project_id})
+
+
 def conversation_forget(
     *,
     user_id: str | None,

@@ -12,7 +12,10 @@ The policies here:
 * opening makes one direct connection first, so a wrong host, password or database name fails
   at once with the server's own message (pymem.ConnectionError), not after the pool timeout;
 * a call that gets no working connection says why: the embedded server this process uses is
-  started again when it stopped, and a pool timeout is checked with one direct connection;
+  started again when it stopped, and a pool timeout is checked with one direct connection, one
+  at a time per pool: callers that time out together share it, and its outcome answers the
+  timeouts of the next second too (:class:`_SingleProbe`; issue 56: a burst of timeouts opened
+  a probe each and used up the server's ``max_connections``);
 * pgvector's types are looked up again while they are missing, so a pool opened before
   ``pymem migrate`` sends vectors after it.
 * a pooler that refuses the timeout's startup option, or takes it without setting it on the
@@ -27,11 +30,14 @@ Imports run one way: connection <- migrations <- database.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import copy
 import logging
 import threading
+import time
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import psycopg
@@ -201,6 +207,90 @@ async def _aprobe(settings: Settings, conninfo: str) -> _Probe:
     return found
 
 
+#: seconds a probe's outcome (after a pool timeout) answers later timeouts without a new probe
+PROBE_FRESH = 1.0
+
+
+class _SingleProbe:
+    """The direct connection that checks the server after a pool timeout, one at a time (issue
+    56). Every caller whose pool wait timed out used to open its own: a burst of timeouts
+    (thousands of tasks waiting on a small pool) opened hundreds at once, past the server's
+    ``max_connections``, locking every other client out. Now the first caller probes; those
+    that time out while it runs wait for its outcome, and those of the next
+    :data:`PROBE_FRESH` seconds take it as it was. Each caller gets the outcome as its own
+    exception (a copy): the server's reason when it is unreachable, else nothing (the caller's
+    own TimeoutError goes on). The sync and async pools each hold one."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._flight: concurrent.futures.Future[None] | None = None
+        self._task: asyncio.Task[Any] | None = None
+        self._last: tuple[float, BaseException | None] | None = None
+
+    def _fresh(self) -> tuple[bool, BaseException | None]:
+        if self._last is not None and time.monotonic() - self._last[0] < PROBE_FRESH:
+            return True, self._last[1]
+        return False, None
+
+    def _done(self, outcome: BaseException | None) -> None:
+        self._last = (time.monotonic(), outcome)
+
+    @staticmethod
+    def _raise(outcome: BaseException | None) -> None:
+        if outcome is not None:
+            raise copy.copy(outcome)  # one instance per caller: tracebacks and causes stay apart
+
+    def run(self, probe: Callable[[], object]) -> None:
+        """Probe with ``probe`` unless another thread is (then wait for its outcome) or just did."""
+        with self._lock:
+            fresh, outcome = self._fresh()
+            flight, mine = self._flight, False
+            if not fresh and flight is None:
+                flight = self._flight = concurrent.futures.Future()
+                mine = True
+        if fresh:
+            return self._raise(outcome)
+        assert flight is not None
+        if mine:
+            try:
+                probe()
+            except Exception as exc:  # noqa: BLE001 - handed to every waiter
+                found: BaseException | None = exc
+            else:
+                found = None
+            with self._lock:
+                self._done(found)
+                self._flight = None
+            if found is None:
+                flight.set_result(None)
+            else:
+                flight.set_exception(found)
+        self._raise(flight.exception())
+
+    async def arun(self, probe: Callable[[], Awaitable[object]]) -> None:
+        """See :meth:`run`; the probe is a task of its own, so a caller cancelled while it runs
+        leaves it to the others."""
+        fresh, outcome = self._fresh()
+        if fresh:
+            return self._raise(outcome)
+        if self._task is None:
+            async def flight() -> object:
+                try:
+                    result = await probe()
+                except Exception as exc:
+                    self._done(exc)
+                    raise
+                finally:
+                    self._task = None
+                self._done(None)
+                return result
+
+            self._task = asyncio.ensure_future(flight())
+        task = self._task
+        await asyncio.wait([task])
+        self._raise(task.exception())
+
+
 def _no_connection(exc: Error) -> bool:
     """Whether a call failed for want of a working connection (rather than by its SQL)."""
     return isinstance(exc, ConnectionError) or isinstance(exc.__cause__, PoolTimeout)
@@ -236,6 +326,7 @@ class Database:
         self._per_call = self._probe.per_call and not self._citus
         self._typed: weakref.WeakSet[psycopg.Connection] = weakref.WeakSet()
         self._recovering = threading.Lock()
+        self._single_probe = _SingleProbe()
         self.pool = self._new_pool()
 
     def _new_pool(self) -> ConnectionPool:
@@ -310,8 +401,8 @@ class Database:
                     raise _restarted(self.settings, exc) from exc
         if isinstance(exc, ConnectionError):
             self.pool.check()
-        else:  # the pool timed out: is the server reachable at all?
-            _probe(self.settings, self.conninfo)
+        else:  # the pool timed out: is the server reachable at all? (one probe at a time)
+            self._single_probe.run(lambda: _probe(self.settings, self.conninfo))
 
     def query(self, query: Query) -> list[dict[str, Any]]:
         """Send a named query of sql/queries.sql (made by :mod:`pymem.calls`, e.g.
@@ -344,6 +435,7 @@ class AsyncDatabase:
         self._per_call = probe.per_call and not self._citus
         self._typed: weakref.WeakSet[psycopg.AsyncConnection] = weakref.WeakSet()
         self._recovering = asyncio.Lock()
+        self._single_probe = _SingleProbe()
         self.pool: AsyncConnectionPool
 
     @classmethod
@@ -397,7 +489,7 @@ class AsyncDatabase:
         if isinstance(exc, ConnectionError):
             await self.pool.check()
         else:
-            await _aprobe(self.settings, self.conninfo)
+            await self._single_probe.arun(lambda: _aprobe(self.settings, self.conninfo))
 
     async def query(self, query: Query) -> list[dict[str, Any]]:
         """See :meth:`Database.query`."""

@@ -902,7 +902,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('314bd5742cedbaf38b2ec843292e4ca50ffc7e99cda33a5d89122021fc37580d')
+SELECT pymem.migration_api_applied('ca9fc35005572e2ff94043205447bc7024daeae817646e62817382010087158e')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

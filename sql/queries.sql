@@ -450,6 +450,11 @@ SELECT pymem.change_feed_configure(enabled => %(enabled)s::boolean) AS enabled;
 SELECT p.user_id, p.embedder, p.vectors, p.action, p.statement
 FROM pymem.recall_index_plan(project_id => %(project_id)s, min_messages => %(min_messages)s::integer) AS p;
 
+-- name: message_pop
+-- Delete a thread's newest message and return it (no row: the thread has none).
+SELECT p.seq, p.role, p.content, p.importance, p.created_at, p.metadata
+FROM pymem.message_pop(user_id => %(user_id)s, thread_id => %(thread_id)s, project_id => %(project_id)s) AS p;
+
 -- name: conversation_forget
 -- Delete a user's thread (or every thread with '*'); returns the number of messages deleted.
 SELECT pymem.conversation_forget(user_id => %(user_id)s, thread_id => %(thread_id)s,

@@ -28,13 +28,21 @@ unless ``refresh_ttl=False`` or the store's ``ttl={"refresh_on_read": False}`` s
 ``ttl={"default_ttl": minutes}`` is the ttl of a put that gives none. An expired item is gone for
 every read at once (LangGraph's ``omit_expired``, always on); ``pymem purge`` deletes it later
 (docs/sql.md "Expire and purge"): ``sweep_interval_minutes`` is accepted and ignored, as pymem
-runs no sweeper of its own.
+runs no sweeper of its own, and ``start_ttl_sweeper`` / ``stop_ttl_sweeper`` (``PostgresStore``'s)
+do nothing: called or awaited, as either of LangGraph's Postgres stores is.
+
+``index=`` takes LangGraph's ``IndexConfig`` (``dims``, ``embed``, ``fields``) and, from
+``PostgresIndexConfig``, ``distance_type="cosine"`` (what pymem ranks by); another distance,
+an ``ann_index_config`` (pymem chooses its own indexes) or an unknown key is refused
+(``pymem.ValidationError``), rather than accepted and ignored.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
+from collections.abc import Generator
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
@@ -104,6 +112,53 @@ def _minutes(ttl: Any) -> float | None:
     return ttl * 60
 
 
+_INDEX_KEYS = ("dims", "embed", "fields", "distance_type")
+
+
+def _check_index(index: Any) -> None:
+    """Refuse what PymemStore would otherwise accept and ignore (issue 56): one line each."""
+    if not isinstance(index, dict):
+        raise ValidationError(f"index must be an IndexConfig (a dict), not {type(index).__name__}")
+    if index.get("ann_index_config") is not None:
+        raise ValidationError("index: ann_index_config is not supported: pymem chooses the indexes of its store "
+                              "vectors itself; leave it out")
+    if index.get("distance_type", "cosine") not in (None, "cosine"):
+        raise ValidationError(f"index: distance_type={index['distance_type']!r} is not supported: PymemStore ranks "
+                              "by cosine similarity; leave it out or pass \"cosine\"")
+    unknown = sorted(set(index) - {*_INDEX_KEYS, "ann_index_config"})
+    if unknown:
+        raise ValidationError(f"index: unknown keys {unknown}; PymemStore takes {list(_INDEX_KEYS)}")
+
+
+class _NoSweeper(concurrent.futures.Future[None]):
+    """What ``start_ttl_sweeper`` returns: a sweeper already done (pymem runs none; module
+    docstring). A ``concurrent.futures.Future`` as ``PostgresStore``'s, and awaitable, as
+    ``AsyncPostgresStore``'s task is."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.set_result(None)
+
+    def __await__(self) -> Generator[Any, None, None]:
+        return None
+        yield  # a generator: awaiting it returns at once
+
+
+class _Stopped(int):
+    """What ``stop_ttl_sweeper`` returns: true (``PostgresStore``'s bool), and awaitable to true
+    (``AsyncPostgresStore``'s coroutine)."""
+
+    def __new__(cls) -> _Stopped:
+        return super().__new__(cls, 1)
+
+    def __repr__(self) -> str:
+        return "True"
+
+    def __await__(self) -> Generator[Any, None, bool]:
+        return True
+        yield  # a generator: awaiting it returns at once
+
+
 class PymemStore(BaseStore):
     """A LangGraph store kept in pymem (module docstring). ``db``: a ``pymem.Database`` (sync
     calls; async calls run them in a worker thread) or a ``pymem.AsyncDatabase`` (async calls
@@ -121,6 +176,8 @@ class PymemStore(BaseStore):
                  actor: str | None = "langgraph", ttl: dict[str, Any] | None = None) -> None:
         if embedder is not None and index is not None:
             raise ValidationError("pass embedder= or index=, not both")
+        if index is not None:
+            _check_index(index)
         if ttl is not None:
             if not isinstance(ttl, dict):
                 raise ValidationError(f"ttl must be a TTLConfig (a dict), not {type(ttl).__name__}")
@@ -295,6 +352,16 @@ class PymemStore(BaseStore):
             if i is not None:
                 results[i] = result
         return results
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> _NoSweeper:
+        """Does nothing (``PostgresStore``'s API, for code that calls it): an expired item is
+        hidden from every read when it expires, and ``pymem purge`` deletes it later. Returns a
+        future already done, which may also be awaited."""
+        return _NoSweeper()
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> _Stopped:
+        """Does nothing (see :meth:`start_ttl_sweeper`); true, and awaitable to true."""
+        return _Stopped()
 
     def close(self) -> None:
         """Close the Database this store opened itself (one passed as ``db=`` stays open)."""

@@ -1,5 +1,6 @@
 -- conversations.sql: the SQL API for conversation memory (tables in
--- migrations/0003_conversations.sql): messages, the window, forgetting a conversation. The rest
+-- migrations/0003_conversations.sql): messages, the window, taking back a thread's newest
+-- message, forgetting a conversation. The rest
 -- of the capability is beside it: conversations_turns.sql (turn_record),
 -- conversations_summaries.sql (running summaries), conversations_embeddings.sql (vectors and
 -- lexemes of messages), conversations_recall.sql (recall), conversations_recall_turns.sql (a
@@ -370,6 +371,55 @@ BEGIN
     SELECT w.seq, w.role, w.content, w.importance, w.created_at, w.metadata
       FROM pymem._window(window_read.project_id, window_read.user_id, window_read.thread_id,
                          window_read.max_messages) AS w;
+END;
+$$;
+
+-- message_pop: deletes a thread's newest message and returns it (no row: the thread has no
+-- message), a session's undo (the OpenAI Agents SDK's pop_item: pymem.integrations.openai_agents).
+-- The thread's counter steps back to the message before it, so the next message takes its number;
+-- a summary, or a summary claim, that reached it now ends before it (the summary keeps what it
+-- folded in). Its vector and lexemes go with it; the change feed records the delete. Locks the
+-- thread row first, as message_add does, so it waits for a concurrent append and then takes the
+-- append's message.
+--   SELECT seq, role, content FROM pymem.message_pop(user_id => 'alice', thread_id => 'default');
+CREATE OR REPLACE FUNCTION pymem.message_pop(user_id text, thread_id text DEFAULT 'default', project_id text DEFAULT '')
+RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz,
+               metadata jsonb)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_seq bigint;
+BEGIN
+    PERFORM pymem._tenant_enter(message_pop.project_id);
+    PERFORM pymem._conv_check(message_pop.project_id, message_pop.user_id, message_pop.thread_id, 'exact');
+    PERFORM 1 FROM pymem.threads AS t
+     WHERE t.project_id = message_pop.project_id AND t.user_id = message_pop.user_id
+       AND t.thread_id = message_pop.thread_id
+       FOR UPDATE;
+    IF NOT FOUND THEN
+        RETURN;
+    END IF;
+    SELECT m.seq INTO v_seq FROM pymem.messages AS m
+     WHERE m.project_id = message_pop.project_id AND m.user_id = message_pop.user_id
+       AND m.thread_id = message_pop.thread_id
+     ORDER BY m.seq DESC
+     LIMIT 1;
+    IF v_seq IS NULL THEN
+        RETURN;
+    END IF;
+    UPDATE pymem.threads AS t
+       SET last_seq = v_seq - 1,
+           summary_through = LEAST(t.summary_through, v_seq - 1),
+           claim_through = CASE WHEN t.claim_through IS NOT NULL THEN LEAST(t.claim_through, v_seq - 1) END
+     WHERE t.project_id = message_pop.project_id AND t.user_id = message_pop.user_id
+       AND t.thread_id = message_pop.thread_id;
+    RETURN QUERY
+    DELETE FROM pymem.messages AS m
+     WHERE m.project_id = message_pop.project_id AND m.user_id = message_pop.user_id
+       AND m.thread_id = message_pop.thread_id AND m.seq = v_seq
+    RETURNING m.seq, m.role, m.content, m.importance, m.created_at, m.metadata;
 END;
 $$;
 

@@ -27,6 +27,7 @@ import math
 import random
 import re
 import runpy
+import time
 import uuid
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -559,7 +560,8 @@ def test_example_agent_runs(dsn, monkeypatch):
 def test_readme_integrations_examples_run(dsn, monkeypatch, capsys, tmp_path):
     monkeypatch.chdir(tmp_path)  # fastaiagent keeps its traces in ./.fastaiagent
     monkeypatch.setenv("PYMEM_DSN", dsn)
-    blocks = doc_blocks("python", "Integrations")  # docs/integrations.md
+    # docs/integrations.md; the Agents SDK's block runs in test_integrations_openai_agents.py
+    blocks = [b for b in doc_blocks("python", "Integrations") if "openai_agents" not in b]
     assert len(blocks) == 2
     for block in blocks:
         exec(compile(block, "docs/integrations.md", "exec"), {})  # noqa: S102 - our own docs
@@ -639,3 +641,43 @@ def test_the_reader_role_reads_items_and_writes_none(dsn, as_role):
         for write in ("SELECT pymem.store_item_put('r', '{a}', 'k', '{}')", "SELECT pymem.store_item_delete('r', '{a}', 'k')"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 c.execute(write)
+
+
+# --- what a user moving from LangGraph's PostgresStore meets (issue 56, item 3) ------------------
+
+
+def test_index_options_pymem_does_not_honour_are_refused_in_one_line(make, fake_embeddings):
+    base = {"dims": fake_embeddings.dims, "embed": fake_embeddings}
+    for extra, said in [({"distance_type": "l2"}, "distance_type='l2' is not supported"),
+                        ({"distance_type": "inner_product"}, "ranks by cosine similarity"),
+                        ({"ann_index_config": {"kind": "hnsw", "m": 16}}, "ann_index_config is not supported"),
+                        ({"ann_index_config": {"kind": "flat"}}, "chooses the indexes"),
+                        ({"field": ["text"]}, "unknown keys ['field']")]:
+        with pytest.raises(pymem.ValidationError, match=re.escape(said)) as caught:
+            make({**base, **extra})
+        assert "\n" not in str(caught.value)
+    with pytest.raises(pymem.ValidationError, match="a dict"):
+        make(["dims", 3])
+    # what it does honour: cosine, said or not, and None for the optional keys
+    for ok in ({"distance_type": "cosine"}, {"distance_type": None, "ann_index_config": None}, {}):
+        store = make({**base, **ok})
+        store.put(("a",), "k", {"text": "hello"})
+        assert store.search(("a",), query="hello")[0].key == "k"
+
+
+def test_ttl_sweeper_calls_are_no_ops_called_or_awaited(make):
+    store = make(ttl={"default_ttl": 1, "sweep_interval_minutes": 5})
+    future = store.start_ttl_sweeper()
+    assert future.done() and future.result() is None and future.result(timeout=0) is None
+    assert store.start_ttl_sweeper(sweep_interval_minutes=1).done()
+    assert store.stop_ttl_sweeper() and store.stop_ttl_sweeper(timeout=1) == True  # noqa: E712
+
+    async def twin():  # as AsyncPostgresStore's are used
+        assert await store.start_ttl_sweeper() is None
+        return await store.stop_ttl_sweeper()
+
+    assert asyncio.run(twin()) is True
+    # and an expired item is hidden at once, with no sweeper
+    store.put(("t",), "gone", {"v": 1}, ttl=0.0001)  # ~6 ms
+    time.sleep(0.05)
+    assert store.get(("t",), "gone") is None

@@ -81,7 +81,8 @@ PYTHON_SECTIONS = ["An agent loop in Python", "SQL API", "Python API", "Learning
 # the sections whose ```sql blocks run here (test_sql_api_examples_run_in_psql and the two below it)
 SQL_SECTIONS = ["SQL API", "The same in SQL", "Recall indexes", "Backups and restores"]
 # the sections whose blocks other tests run, where they need what those tests set up
-ELSEWHERE = {("python", "Integrations"): "tests/integrations/test_integrations_langgraph.py (the frameworks)",
+ELSEWHERE = {("python", "Integrations"): "tests/integrations/test_integrations_langgraph.py and "
+                                         "test_integrations_openai_agents.py (the frameworks)",
              ("sql", "Requirements and compatibility"): "tests/sql/test_managed_install.py (roles to drop)",
              ("sql", "Scaling out: pymem on a Citus cluster"): "tests/sql/test_citus.py (the cluster)"}
 

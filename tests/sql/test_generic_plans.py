@@ -109,6 +109,7 @@ CALLS = [
     ("SELECT pymem.message_embeddings_put('heavy', 'other-384', ARRAY['long', 'long'], ARRAY[2 * {i} + 1, 2 * {i} + 2]"
      "::bigint[], ARRAY[%s, %s]::vector[])", (VEC, VEC)),
     ("SELECT * FROM pymem.window_read('heavy', thread_id => 'long', max_messages => 10)", ()),
+    ("SELECT * FROM pymem.message_pop('heavy', thread_id => 'long')", ()),
     ("SELECT * FROM pymem.summary_read('heavy', thread_id => 'long')", ()),
     ("SELECT * FROM pymem.messages_unembedded('heavy', %s, max_messages => 10)", (NAME,)),
     # a light user's reads, beside the heavy user, thread and agent
