@@ -819,6 +819,29 @@ COMMIT;
 \echo pymem: applied 0045_recall_terms
 \endif
 
+-- 0048_feed_and_bounds
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0048_feed_and_bounds', '99d85c3da9dc33cc238327ccfab0897ac55a289d48223fad99aaf174243d23bd') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0048_feed_and_bounds.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0048_feed_and_bounds', '99d85c3da9dc33cc238327ccfab0897ac55a289d48223fad99aaf174243d23bd', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0048_feed_and_bounds
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -878,7 +901,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c78c5b0c81e049bebfe1b0d2255932265fa3d7a329a3c62664d44facf97c3921')
+SELECT pymem.migration_api_applied('e156e725d615775db0d9282896a8613d2d3a2d4b225e5b775f4e8985d7dff7ab')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
