@@ -821,7 +821,7 @@ COMMIT;
 
 -- 0048_feed_and_bounds
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0048_feed_and_bounds', '99d85c3da9dc33cc238327ccfab0897ac55a289d48223fad99aaf174243d23bd') AS pending
+SELECT pymem.migration_pending('0048_feed_and_bounds', '25dc223e5ba9cccdd131a9e1e8704143fb685490c5b3da382634bd0708792e18') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -836,7 +836,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0048_feed_and_bounds', '99d85c3da9dc33cc238327ccfab0897ac55a289d48223fad99aaf174243d23bd', '0.2.0.dev0')
+SELECT pymem.migration_applied('0048_feed_and_bounds', '25dc223e5ba9cccdd131a9e1e8704143fb685490c5b3da382634bd0708792e18', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0048_feed_and_bounds
@@ -901,7 +901,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('e156e725d615775db0d9282896a8613d2d3a2d4b225e5b775f4e8985d7dff7ab')
+SELECT pymem.migration_api_applied('f665fad73f55273f064314f94dc63b5a431f3e964247cb110ce5b9f37e0b432f')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

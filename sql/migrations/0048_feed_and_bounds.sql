@@ -36,3 +36,28 @@ ALTER TABLE pymem.messages ADD CONSTRAINT messages_metadata_bounded
     CHECK (pymem._json_bounded(metadata, 'a message''s metadata')) NOT VALID;
 ALTER TABLE pymem.store_messages ADD CONSTRAINT store_messages_message_bounded
     CHECK (pymem._json_bounded(message, 'a transcript message')) NOT VALID;
+
+-- 2. The change feed gives positions at commit (api/changes.sql, _changes_position). Until now
+--    changes_since published only the rows of transactions older than the oldest transaction
+--    still running on the whole server (pg_snapshot_xmin): any session of any role that held a
+--    transaction id open (BEGIN; SELECT pg_current_xact_id();) stalled every project's feed. Now
+--    a deferred constraint trigger on pymem.changes runs at the writing transaction's commit and
+--    gives its rows the project's next positions under the lock of the project's row of
+--    change_positions, held until the commit is visible: positions follow the commit order of
+--    the project's writers, so nothing else can hold them back, and no later commit can take a
+--    position below one a reader has seen. Rows written before this migration and not yet
+--    published are published by changes_since as before (the trigger's lock on pymem.changes
+--    waits for their writers to end; every row written after it has its position at commit).
+CREATE FUNCTION pymem._changes_position()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    RETURN NULL;
+END;
+$$;
+
+CREATE CONSTRAINT TRIGGER changes_position AFTER INSERT ON pymem.changes
+    DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pymem._changes_position();
+
