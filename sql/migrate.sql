@@ -901,7 +901,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f665fad73f55273f064314f94dc63b5a431f3e964247cb110ce5b9f37e0b432f')
+SELECT pymem.migration_api_applied('d1f691c16691d66142efd8fba08e6e6e4cc57962c4a23844fe3b68f03ab0bb0b')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
