@@ -30,6 +30,7 @@ call of its ``extract`` / ``reconcile`` or of the summarizer counts as one.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 from collections.abc import Callable, Generator
@@ -53,7 +54,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("pymem")
 
-#: a job's error as kept in pymem.learning_jobs (the SQL keeps at most 500 characters)
+#: a job's error as kept in pymem.learning_jobs (the SQL keeps at most 500 characters): its kind,
+#: SQLSTATE and HTTP status, never its text (_error_summary)
 MAX_ERROR_CHARS = 500
 
 
@@ -158,7 +160,7 @@ class _Learning:
                     calls=spent["calls"], tokens=spent["tokens"])
             except Exception as exc:
                 kind = type(exc).__name__
-                line = f"{kind}: {exc}"[:MAX_ERROR_CHARS]
+                line = _error_summary(exc)
                 spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
                 state = (yield calls.learning_fail(
                     user_id=user_id, job_id=job["job_id"], lease_token=job["lease_token"], project_id=o.project_id,
@@ -189,6 +191,21 @@ class _Learning:
     def _learning_status(self) -> Operation[LearningStatus]:
         rows = yield calls.learning_status(project_id=self.options.project_id)
         return _status(rows[0])
+
+
+def _error_summary(exc: BaseException) -> str:
+    """What a failed job keeps (``learning_jobs.error``) and the worker logs: the error's kind, its
+    SQLSTATE and the HTTP status it came with, never its text. A model endpoint's error may quote
+    its input (the user's message), and a reply that is not JSON is quoted in pymem's own errors:
+    kept on the job, that content would outlive the retention purge and the user's erasure."""
+    parts = [type(exc).__name__]
+    sqlstate = getattr(exc, "sqlstate", None)
+    if isinstance(sqlstate, str) and re.fullmatch(r"[0-9A-Z]{5}", sqlstate):
+        parts.append(f"SQLSTATE {sqlstate}")
+    status = re.search(r"\banswered HTTP ([0-9]{3})\b", str(exc))
+    if status:
+        parts.append(f"HTTP {status.group(1)}")
+    return ", ".join(parts)[:MAX_ERROR_CHARS]
 
 
 def _status(row: dict[str, Any]) -> LearningStatus:

@@ -20,6 +20,9 @@ from .errors import ValidationError
 from .runner import Operation, run
 from .values import duration, text
 
+#: the longest age a retention policy takes: 100 years (36,524 days, the shortest 100 calendar years)
+MAX_AGE = timedelta(days=36524)
+
 
 @dataclass(frozen=True)
 class RetentionPolicy:
@@ -48,6 +51,9 @@ def configure_retention(db: Database, project_id: str = "", *, messages_max_age:
                                                 or not isinstance(messages_max_per_thread, int)):
         raise ValidationError(f"messages_max_per_thread must be an int, not {type(messages_max_per_thread).__name__}")
     project, age = text(project_id, "project_id"), duration(messages_max_age, "messages_max_age")
+    if age is not None and not timedelta(0) < age <= MAX_AGE:
+        # refused before the database-wide index is built for it (the SQL checks again, exactly)
+        raise ValidationError(f"messages_max_age must be a positive interval of at most 100 years, not {age}")
     if age is not None:
         # the index an age policy reads, built once for the database (not by the migration: every
         # message write pays for it); CONCURRENTLY: autocommit, and as long as it takes
@@ -85,8 +91,9 @@ def purge(db: Database, project_id: str = "", *, max_rows: int = 1000, until_don
     """Delete up to ``max_rows`` expired rows of the project per call of ``pymem.purge`` (each its
     own short transaction; ``max_rows`` bounds each kind), once, or with ``until_done`` until a
     call deletes fewer than ``max_rows`` of every kind. Returns how many rows of each kind were
-    deleted: ``{"facts": n, "store_entries": m, "messages": k, "changes": c}`` (messages: those out
-    of the project's retention policy; changes: the change feed's rows older than its age).
+    deleted: ``{"facts": n, "store_entries": m, "messages": k, "changes": c, "learning_usage": u}``
+    (messages: those out of the project's retention policy; changes: the change feed's rows older
+    than its age; learning_usage: learning's daily usage of days that ended before it).
     ``conn=`` (or ``with pymem.bound(db, conn):``): on your own psycopg connection, inside its
     transaction (each call of ``pymem.purge`` then in that one transaction)."""
     return run(_purge(text(project_id, "project_id"), max_rows, until_done), db, conn=conn)

@@ -842,6 +842,29 @@ COMMIT;
 \echo pymem: applied 0047_mcp_tokens
 \endif
 
+-- 0048_feed_and_bounds
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0048_feed_and_bounds', '25dc223e5ba9cccdd131a9e1e8704143fb685490c5b3da382634bd0708792e18') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0048_feed_and_bounds.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0048_feed_and_bounds', '25dc223e5ba9cccdd131a9e1e8704143fb685490c5b3da382634bd0708792e18', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0048_feed_and_bounds
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -902,7 +925,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ca9fc35005572e2ff94043205447bc7024daeae817646e62817382010087158e')
+SELECT pymem.migration_api_applied('6830f57557a4c43233a8c2cb2fc2a60880a8504a588265be9b1c87b59457b262')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -285,6 +285,37 @@ BEGIN
 END;
 $$;
 
+-- _json_bounded(doc, what, max_bytes): true when the JSON document doc (NULL: true) nests at most
+-- 64 objects and arrays deep and its text is at most max_bytes bytes; else 22023 naming `what`.
+-- The one bound of every JSON document pymem stores: the CHECK constraints of facts.metadata,
+-- messages.metadata and store_messages.message (migrations/0048_feed_and_bounds.sql) call it, so
+-- every write path (API calls, bulk writes, imports) is bounded, and _store_put calls it for a
+-- store's json documents. 64 levels: every reader can read back what any writer stored (Python's
+-- json reads ~900 levels under its default recursion limit of 1000, with room left for the
+-- caller's own recursion); a document one client wrote never breaks another's reads. The depth
+-- test reads at most 64 levels of the document, however deep it is.
+CREATE OR REPLACE FUNCTION pymem._json_bounded(doc jsonb, what text, max_bytes integer DEFAULT 1048576)
+RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF doc IS NULL THEN
+        RETURN true;
+    END IF;
+    IF pg_catalog.jsonb_typeof(doc) IN ('object', 'array')
+       AND pg_catalog.jsonb_path_exists(doc, 'strict $.**{64} ? (@.type() == "object" || @.type() == "array")') THEN
+        RAISE EXCEPTION 'pymem: % nests objects and arrays more than 64 deep', what
+            USING ERRCODE = '22023', HINT = 'A stored JSON document nests at most 64 levels (docs/errors.md).';
+    END IF;
+    IF pg_catalog.octet_length(doc::text) > max_bytes THEN
+        RAISE EXCEPTION 'pymem: % is % bytes as JSON text; the limit is %', what, pg_catalog.octet_length(doc::text), max_bytes
+            USING ERRCODE = '22023';
+    END IF;
+    RETURN true;
+END;
+$$;
+
 -- _check_limit: a row limit between 0 and 10000.
 CREATE OR REPLACE FUNCTION pymem._check_limit(name text, value integer)
 RETURNS integer

@@ -1,7 +1,9 @@
 -- changes.sql: the change feed (tables in migrations/0042_change_feed.sql): what every write
 -- changed, by key, in the order readers see it. _changes_log is the triggers' function (one row
--- per statement and subject, and a notification); changes_since publishes what has become safe
--- to read and returns the rows after a position; change_position is the last one published;
+-- per statement and subject, and a notification); _changes_position gives a transaction's rows
+-- their positions at its commit; changes_since returns the rows after a position (and publishes
+-- the rows written before 0048_feed_and_bounds, which had none); change_position is the last one
+-- published;
 -- change_feed_configure turns the feed on or off for the database (off by default: every write
 -- pays for it), change_feed_enabled says whether it is on.
 -- Re-applied on every migrate; called by pymem/changes.py (pymem.changes.watch, `pymem watch`)
@@ -71,17 +73,59 @@ BEGIN
 END;
 $$;
 
+-- _changes_position: the deferred constraint trigger of pymem.changes (0048_feed_and_bounds): it
+-- runs at the writing transaction's commit, after its last write, and gives the transaction's
+-- rows of the project the project's next positions, in the order they were written, under the
+-- lock of the project's row of change_positions. That lock is held until the commit is visible,
+-- so the project's next committer waits for it: positions follow the order in which the
+-- project's writers commit, only the project's own writers (each for the moment of its commit)
+-- wait for one another, and no position below one a reader has seen can still appear. The first
+-- of a transaction's row events does the work; the others find nothing left. SECURITY DEFINER: a
+-- deferred trigger runs at commit as the session's role, outside the API function that wrote.
+-- It names the row's project as the tenant for its own statements (one transaction serves one
+-- project) and puts back what was set.
+CREATE OR REPLACE FUNCTION pymem._changes_position()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_tenant text := pg_catalog.current_setting('pymem.tenant', true);
+    v_last bigint;
+    v_n integer;
+BEGIN
+    PERFORM pg_catalog.set_config('pymem.tenant', 'p:' || NEW.project_id, true);
+    IF EXISTS (SELECT 1 FROM pymem.changes AS c
+                WHERE c.project_id = NEW.project_id AND c.id = NEW.id AND c.position IS NULL) THEN
+        INSERT INTO pymem.change_positions AS p (project_id) VALUES (NEW.project_id) ON CONFLICT (project_id) DO NOTHING;
+        SELECT p.position INTO v_last FROM pymem.change_positions AS p WHERE p.project_id = NEW.project_id FOR UPDATE;
+        WITH todo AS (
+            SELECT c.id, pg_catalog.row_number() OVER (ORDER BY c.id) AS n
+              FROM pymem.changes AS c
+             WHERE c.project_id = NEW.project_id AND c.position IS NULL AND c.xid = pg_catalog.pg_current_xact_id()
+        )
+        UPDATE pymem.changes AS c SET position = v_last + t.n
+          FROM todo AS t WHERE c.project_id = NEW.project_id AND c.id = t.id;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        UPDATE pymem.change_positions AS p SET position = v_last + v_n WHERE p.project_id = NEW.project_id;
+    END IF;
+    PERFORM pg_catalog.set_config('pymem.tenant', coalesce(v_tenant, ''), true);
+    RETURN NULL;
+END;
+$$;
+
 -- changes_since: the project's changes after position `after`, in order, at most max_changes:
 -- (position, kind, op, subject, keys, rows, created_at). kind is 'fact', 'message', 'summary',
 -- 'store_entry' or 'erasure'; op 'add', 'update' or 'delete'; subject the user id (messages,
 -- summaries), 'scope:scope_id' (facts), the store key, or '' (erasures); keys what changed by key
 -- ({"ids"}, {"thread_id", "from_seq", "to_seq"}, {"thread_id", "through_seq"}, {"paths"}); rows
--- how many rows the statement changed. First it publishes: the rows written by transactions
--- older than the oldest one still running get the next positions, in the order those
--- transactions wrote them, so a position is never given to a row after a higher one was read.
--- A change becomes readable once its transaction has committed and every older writing
--- transaction has ended. Pass the last position you saw to catch up: nothing is lost or
--- repeated. Run it in a transaction of its own (25001 when the transaction has written).
+-- how many rows the statement changed. A change is given its position when its transaction
+-- commits (in the order the project's writers commit), so it is readable as soon as the commit
+-- is, whatever other transactions, of this project or any other, stay open; no position is ever
+-- given below one already read. Pass the last position you saw to catch up: nothing is lost or
+-- repeated. (Rows written before migration 0048 had no position: this call publishes them once
+-- every transaction older than them has ended.) Run it in a transaction of its own (25001 when
+-- the transaction has written).
 --   SELECT position, kind, op, subject, keys FROM pymem.changes_since(project_id => '', after => 0);
 CREATE OR REPLACE FUNCTION pymem.changes_since(project_id text DEFAULT '', after bigint DEFAULT 0,
                                                max_changes integer DEFAULT 1000)
@@ -101,7 +145,8 @@ BEGIN
             USING ERRCODE = '25001',
                   HINT = 'It publishes changes by the age of their transactions: call it in a transaction of its own.';
     END IF;
-    -- before this transaction writes (and gets an id of its own): the oldest writer still running
+    -- rows written before 0048 only (every later row has its position from its commit): the
+    -- oldest writer still running, before this transaction writes (and gets an id of its own)
     v_xmin := pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot());
     PERFORM pymem._tenant_enter(v_project);
     PERFORM pymem._project_check(v_project);

@@ -36,6 +36,44 @@ BEGIN
 END;
 $$;
 
+-- _learning_spent_check(calls, tokens): a job's model calls and tokens are counts; 22023 if not.
+CREATE OR REPLACE FUNCTION pymem._learning_spent_check(calls integer, tokens bigint)
+RETURNS void
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF calls IS NULL OR calls < 0 OR tokens IS NULL OR tokens < 0 THEN
+        RAISE EXCEPTION 'pymem: calls and tokens must be counts (>= 0), not % and %',
+                        coalesce(calls::text, 'NULL'), coalesce(tokens::text, 'NULL') USING ERRCODE = '22023';
+    END IF;
+END;
+$$;
+
+-- _learning_spent_lost(project_id, user_id, job_id, calls, tokens): the usage of a worker that
+-- no longer held its job's lease. Counted for the user while the job still exists (another
+-- worker took it after the lease expired, or it was requeued; locked here, so an erasure of the
+-- user waits and then deletes this usage too); not counted once the job is gone (the user was
+-- erased, or the worker that took the job over completed it): no usage row names an erased user.
+CREATE OR REPLACE FUNCTION pymem._learning_spent_lost(project_id text, user_id text, job_id bigint, calls integer,
+                                                      tokens bigint)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+BEGIN
+    PERFORM 1 FROM pymem.learning_jobs AS j
+     WHERE j.project_id = _learning_spent_lost.project_id AND j.user_id = _learning_spent_lost.user_id
+       AND j.id = _learning_spent_lost.job_id
+       FOR KEY SHARE;
+    IF FOUND THEN
+        PERFORM pymem._learning_spent(_learning_spent_lost.project_id, _learning_spent_lost.user_id,
+                                      _learning_spent_lost.calls, _learning_spent_lost.tokens);
+    END IF;
+END;
+$$;
+
 -- _learning_spent(project_id, user_id, calls, tokens): adds a job's model calls and tokens to
 -- today's (UTC) usage of the user, in the caller's transaction. Negative counts: 22023.
 CREATE OR REPLACE FUNCTION pymem._learning_spent(project_id text, user_id text, calls integer, tokens bigint)
@@ -45,10 +83,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 BEGIN
-    IF calls IS NULL OR calls < 0 OR tokens IS NULL OR tokens < 0 THEN
-        RAISE EXCEPTION 'pymem: calls and tokens must be counts (>= 0), not % and %',
-                        coalesce(calls::text, 'NULL'), coalesce(tokens::text, 'NULL') USING ERRCODE = '22023';
-    END IF;
+    PERFORM pymem._learning_spent_check(calls, tokens);
     IF calls = 0 AND tokens = 0 THEN
         RETURN;
     END IF;
@@ -70,6 +105,9 @@ $$;
 --     nothing to learn, complete it);
 --   state 'skipped': the user or the project is past a cost cap of learning_limits today
 --     (reason names it); the job stays, skipped, for learning_requeue;
+-- Under a cap of the project's calls, each job leased and not ended yet (by this claim or
+-- another worker's) counts as one call: a claim leases no more jobs than the calls left, and
+-- leaves the others pending.
 --   state 'dead': its lease expired with max_attempts claims spent (reason says so).
 -- Run it in a transaction of its own, committed at once: the lease starts then.
 --   SELECT * FROM pymem.learning_claim(project_id => '', max_jobs => 10, lease_seconds => 300);
@@ -93,6 +131,7 @@ DECLARE
     v_project_tokens bigint := 0;
     v_user_calls bigint;
     v_user_tokens bigint;
+    v_reserved bigint := 0;  -- jobs leased and not ended yet: at least one model call each
     v_taken integer := 0;
     j record;
     r record;
@@ -105,6 +144,9 @@ BEGIN
         SELECT coalesce(pg_catalog.sum(u.calls), 0), coalesce(pg_catalog.sum(u.tokens), 0)
           INTO v_project_calls, v_project_tokens
           FROM pymem.learning_usage AS u WHERE u.project_id = v_project AND u.day = v_day;
+        -- the jobs other workers hold: each will make at least one model call, not counted yet
+        SELECT pg_catalog.count(*) INTO v_reserved FROM pymem.learning_jobs AS c
+         WHERE c.project_id = v_project AND c.state = 'running' AND c.leased_until > v_now;
     END IF;
     -- the candidates: each user's oldest open job, once claimable, oldest first (read without
     -- locks, a few more than asked: another claim may take some) ...
@@ -173,6 +215,12 @@ BEGIN
                                            v_limits.user_tokens_per_day)
             END;
         END IF;
+        IF reason IS NULL AND v_project_calls + v_reserved >= v_limits.project_calls_per_day THEN
+            -- under the project's cap of calls only with the jobs in hand counted: this job stays
+            -- pending for a later claim, which sees what those jobs spent (one claim never
+            -- leases more jobs than the calls left)
+            EXIT;
+        END IF;
         IF reason IS NOT NULL THEN
             state := 'skipped';
             UPDATE pymem.learning_jobs AS u
@@ -186,6 +234,7 @@ BEGIN
             CONTINUE;
         END IF;
         state := 'running';
+        v_reserved := v_reserved + 1;
         attempts := r.attempts + 1;
         lease_token := pg_catalog.gen_random_uuid();
         leased_until := v_now + pg_catalog.make_interval(secs => learning_claim.lease_seconds);
@@ -227,7 +276,8 @@ $$;
 -- facts naming the turn in their metadata; see there), the job is deleted, and calls and tokens
 -- (the model calls the job spent) are added to today's usage. completed false: the caller no
 -- longer holds the lease (another worker took the job after the lease expired, or it was
--- requeued): nothing is applied, the usage is still counted. A summary that is due is the
+-- requeued): nothing is applied, the usage is still counted while the job exists (not once it is
+-- gone: its user was erased, or the worker that took it over completed it). A summary that is due is the
 -- worker's to fold with summary_claim and summary_commit, as for any turn.
 --   SELECT completed FROM pymem.learning_complete(user_id => 'alice', job_id => 1,
 --       lease_token => '...', fact_changes => '[{"op": "add", "content": "Lives in Oslo"}]');
@@ -253,14 +303,19 @@ BEGIN
     PERFORM pymem._turn_learn_check(learning_complete.learned, learning_complete.max_learned,
                                     learning_complete.fact_changes);
     PERFORM pymem._conv_check(learning_complete.project_id, learning_complete.user_id, NULL, 'exact');
-    PERFORM pymem._learning_spent(learning_complete.project_id, learning_complete.user_id,
-                                  learning_complete.calls, learning_complete.tokens);
+    PERFORM pymem._learning_spent_check(learning_complete.calls, learning_complete.tokens);
+    -- the lease before the usage: a user erased meanwhile (user_forget deleted the job) gets no
+    -- usage row back
     completed := pymem._learning_lease(learning_complete.project_id, learning_complete.user_id,
                                        learning_complete.job_id, learning_complete.lease_token);
     IF NOT completed THEN
+        PERFORM pymem._learning_spent_lost(learning_complete.project_id, learning_complete.user_id,
+                                           learning_complete.job_id, learning_complete.calls, learning_complete.tokens);
         RETURN NEXT;
         RETURN;
     END IF;
+    PERFORM pymem._learning_spent(learning_complete.project_id, learning_complete.user_id,
+                                  learning_complete.calls, learning_complete.tokens);
     DELETE FROM pymem.learning_jobs AS j
      WHERE j.project_id = learning_complete.project_id AND j.user_id = learning_complete.user_id
        AND j.id = learning_complete.job_id
@@ -311,11 +366,14 @@ BEGIN
         RAISE EXCEPTION 'pymem: backoff_seconds must be between 0 and 3600' USING ERRCODE = '22023';
     END IF;
     PERFORM pymem._conv_check(learning_fail.project_id, learning_fail.user_id, NULL, 'exact');
-    PERFORM pymem._learning_spent(learning_fail.project_id, learning_fail.user_id, learning_fail.calls, learning_fail.tokens);
+    PERFORM pymem._learning_spent_check(learning_fail.calls, learning_fail.tokens);
     IF NOT pymem._learning_lease(learning_fail.project_id, learning_fail.user_id, learning_fail.job_id,
-                                 learning_fail.lease_token) THEN
+                                 learning_fail.lease_token) THEN  -- the lease first, as learning_complete
+        PERFORM pymem._learning_spent_lost(learning_fail.project_id, learning_fail.user_id, learning_fail.job_id,
+                                           learning_fail.calls, learning_fail.tokens);
         RETURN 'lost';
     END IF;
+    PERFORM pymem._learning_spent(learning_fail.project_id, learning_fail.user_id, learning_fail.calls, learning_fail.tokens);
     UPDATE pymem.learning_jobs AS j
        SET state = CASE WHEN j.attempts >= learning_fail.max_attempts THEN 'dead' ELSE 'pending' END,
            available_at = v_now + pg_catalog.make_interval(secs => LEAST(

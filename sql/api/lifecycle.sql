@@ -15,7 +15,8 @@
 -- and up to max_rows expired keyed-store entries (items too) with their vectors, and up to
 -- max_rows messages out of the project's retention (retention_configure; _messages_purge), and
 -- returns one row per kind: ('facts', n), ('store_entries', n), ('messages', n), then ('changes', n): the
--- change feed's published rows older than the retention policy's messages_max_age. A purged entry is not logged to its
+-- change feed's published rows older than the retention policy's messages_max_age, and
+-- ('learning_usage', n): learning's daily usage rows of days that ended longer ago than that. A purged entry is not logged to its
 -- store's audit log (an expiry is part of the write that set it: api/stores.sql); its kept
 -- versions stay, as after a delete. A call holds its row locks only
 -- for its own short transaction and skips nothing it cannot lock: safe to run every minute under
@@ -91,6 +92,37 @@ BEGIN
     kind := 'changes';
     purged := pymem._changes_purge(purge.project_id, purge.max_rows, v_now);
     RETURN NEXT;
+    kind := 'learning_usage';
+    purged := pymem._learning_usage_purge(purge.project_id, purge.max_rows, v_now);
+    RETURN NEXT;
+END;
+$$;
+
+-- _learning_usage_purge(project_id, max_rows, now): learning's daily usage (0041_learning_queue)
+-- follows the project's retention policy for messages too: deletes up to max_rows rows of days
+-- that ended more than messages_max_age ago (today's, which the cost caps read, stays), oldest
+-- first, and returns how many. No age: 0.
+CREATE OR REPLACE FUNCTION pymem._learning_usage_purge(p_project_id text, p_max_rows integer, p_now timestamptz)
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_age interval;
+    v_n integer;
+BEGIN
+    SELECT r.messages_max_age INTO v_age FROM pymem.retention AS r WHERE r.project_id = p_project_id;
+    IF v_age IS NULL THEN
+        RETURN 0;
+    END IF;
+    DELETE FROM pymem.learning_usage AS u
+     WHERE u.project_id = p_project_id
+       AND (u.day, u.user_id) IN (SELECT o.day, o.user_id FROM pymem.learning_usage AS o
+                                   WHERE o.project_id = p_project_id
+                                     AND o.day + 1 < ((p_now - v_age) AT TIME ZONE 'UTC')::date
+                                   ORDER BY o.day LIMIT p_max_rows);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    RETURN v_n;
 END;
 $$;
 

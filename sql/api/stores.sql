@@ -286,7 +286,7 @@ BEGIN
     END IF;
     IF p_kind = 'json' THEN
         BEGIN
-            PERFORM p_content::jsonb;
+            PERFORM pymem._json_bounded(p_content::jsonb, 'a json document', 8388608);  -- 64 levels at most
         EXCEPTION WHEN invalid_text_representation THEN
             RAISE EXCEPTION 'pymem: content of kind json is not valid JSON' USING ERRCODE = '22023';
         END;

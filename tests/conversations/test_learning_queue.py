@@ -7,6 +7,7 @@ Against the real server; the model is a learner of the test's own or tests/chat_
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import random
 import re
@@ -150,7 +151,7 @@ def test_a_failing_model_retries_then_dead_letters_without_losing_the_turn(db, d
     server.script = [{"status": 500}, "this is not JSON", {"sleep": 1.5, "content": '{"facts": []}'}]
     report = worker.learn_pending(max_attempts=3, backoff_seconds=0)  # no backoff: each retry at once
     assert (report.claimed, report.done, report.retried, report.dead) == (3, 0, 2, 1)
-    assert [f.split(": ")[1] for f in report.failures] == ["ConnectionError", "ValidationError", "TimeoutError"]
+    assert [f.split(": ")[1] for f in report.failures] == ["ConnectionError, HTTP 500", "ValidationError", "TimeoutError"]
     assert "(attempt 3, dead)" in report.failures[-1]
     st = worker.learning_status()
     assert (st.pending, st.dead) == (0, 1) and st.failures == {"TimeoutError": 1} and st.calls_today == 3
@@ -459,3 +460,89 @@ def test_a_claim_reads_only_open_jobs_through_the_partial_indexes(dsn):
             assert all(n["Node Type"] != "Seq Scan" for n in scans), [n["Node Type"] for n in scans]
             assert all(n.get("Index Name") in ("learning_jobs_open", "learning_jobs_user_open", "learning_jobs_pkey")
                        for n in scans), [n.get("Index Name") for n in scans]
+
+
+def test_an_in_flight_worker_cannot_bring_an_erased_user_back_and_retention_purges_usage(db, dsn):
+    """Issue 58, finding 3: a worker that held a user's job while user_forget ran added a
+    learning_usage row with the erased id when it came back (usage was counted before the lease
+    was checked), and usage rows were never purged."""
+    app = Memory(db=db, agent_id="bot", project_id="q20", deferred_learning=True)
+    app.record("I live in Oslo", "ok", user="eve")
+    app.record("I like tea", "ok", user="max")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        jobs_ = c.execute("SELECT user_id, job_id, lease_token FROM pymem.learning_claim(project_id => 'q20')").fetchall()
+        held = {u: (j, t) for u, j, t in jobs_}
+        receipt = app.forget_user(user="eve")  # while eve's job is in a worker's hands
+        assert receipt.counts["learning_jobs"] == 1
+        j, t = held["eve"]
+        row = c.execute("SELECT completed, learned_ids FROM pymem.learning_complete(user_id => 'eve', job_id => %s, "
+                        "lease_token => %s, project_id => 'q20', learned => ARRAY['Lives in Oslo'], calls => 2, "
+                        "tokens => 300)", (j, t)).fetchone()
+        assert row == (False, None)
+        assert c.execute("SELECT pymem.learning_fail(user_id => 'eve', job_id => %s, lease_token => %s, "
+                         "error_kind => 'X', error => 'late', project_id => 'q20', calls => 1)", (j, t)).fetchone()[0] == "lost"
+        assert c.execute("SELECT count(*) FROM pymem.learning_usage WHERE user_id = 'eve'").fetchone()[0] == 0
+        assert c.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'eve'").fetchone()[0] == 0
+        # input checks still come first (22023), and a worker that holds its lease counts its usage
+        with pytest.raises(psycopg.Error) as e:
+            c.execute("SELECT * FROM pymem.learning_complete(user_id => 'eve', job_id => 1, lease_token => gen_random_uuid(), "
+                      "project_id => 'q20', calls => -1)")
+        assert e.value.sqlstate == "22023"
+        j, t = held["max"]
+        assert c.execute("SELECT completed FROM pymem.learning_complete(user_id => 'max', job_id => %s, lease_token => %s, "
+                         "project_id => 'q20', calls => 1, tokens => 10)", (j, t)).fetchone()[0] is True
+        # retention purges usage of the days past the policy's age, with the project's other rows
+        c.execute("UPDATE pymem.learning_usage SET day = day - 40 WHERE project_id = 'q20'")
+        c.execute("INSERT INTO pymem.learning_usage (project_id, day, user_id, calls) "
+                  "VALUES ('q20', (now() AT TIME ZONE 'UTC')::date, 'max', 1)")
+        c.execute("CREATE INDEX IF NOT EXISTS messages_created ON pymem.messages (project_id, created_at)")
+        c.execute("SELECT * FROM pymem.retention_configure(project_id => 'q20', messages_max_age => '30 days')")
+        got = dict(c.execute("SELECT kind, purged FROM pymem.purge('q20')").fetchall())
+        assert got["learning_usage"] == 1
+        assert c.execute("SELECT count(*) FROM pymem.learning_usage WHERE project_id = 'q20'").fetchone()[0] == 1  # today's
+
+
+def test_a_failed_job_keeps_no_message_content_even_when_the_model_quotes_it(db, caplog):
+    """Issue 58, finding 4: the worker stored the exception's text in learning_jobs.error (and
+    logged it); a model endpoint's error that quotes its input is the user's message."""
+    secret = "My passport number is X1234567"
+    server = ChatServer()
+    app = Memory(db=db, agent_id="bot", project_id="q21", deferred_learning=True)
+    app.record(secret, "ok", user="ina")
+    worker = Memory(db=db, agent_id="bot", project_id="q21", embedder=HashEmbedder(),
+                    learner=ChatLearner(server.client(timeout=5)))
+    quoting = json.dumps({"error": {"message": f"invalid input: {secret}"}}).encode()
+    server.script = [{"status": 400, "raw": quoting}, {"status": 500, "raw": quoting},
+                     {"raw": f"not JSON: {secret}".encode()}]
+    with caplog.at_level("WARNING", logger="pymem"):
+        report = worker.learn_pending(max_attempts=3, backoff_seconds=0)
+    server.httpd.shutdown()
+    assert report.dead == 1
+    everything = json.dumps(jobs(db, "q21", state="dead"), default=str) + " ".join(report.failures) + caplog.text
+    assert "passport" not in everything and "X1234567" not in everything
+    dead = jobs(db, "q21", state="dead")[0]
+    assert dead["error_kind"] == "ValidationError" and dead["error"] == "ValidationError"
+    assert [f.split(": ")[1] for f in report.failures] == ["ConfigError, HTTP 400", "ConnectionError, HTTP 500",
+                                                          "ValidationError"]
+
+
+def test_one_claim_never_leases_more_jobs_than_the_projects_calls_left(db, dsn):
+    """Issue 58, finding 5: with project_calls_per_day = 1, one learn_pending(batch=10) leased four
+    jobs and made four model calls (the cap was compared with the usage before the claim only)."""
+    app = Memory(db=db, agent_id="bot", project_id="q22", deferred_learning=True)
+    for u in ("ann", "ben", "cid", "dot"):
+        app.record(f"a fact of {u}", "ok", user=u)
+    configure_limits(db, "q22", project_calls_per_day=1)
+    learner = Learner()
+    worker = Memory(db=db, agent_id="bot", project_id="q22", embedder=HashEmbedder(), learner=learner)
+    report = worker.learn_pending(batch=10)
+    assert len(learner.seen) == 1 and report.calls == 1  # one model call: the cap
+    assert (report.done, report.skipped) == (1, 3), report
+    assert worker.learning_status().calls_today == 1
+    with psycopg.connect(dsn, autocommit=True) as c:  # another worker's job in hand counts as a call
+        configure_limits(db, "q22", project_calls_per_day=3)
+        assert requeue(db, "q22", state="skipped") == 3
+        first = c.execute("SELECT state FROM pymem.learning_claim(project_id => 'q22', max_jobs => 10)").fetchall()
+        assert first == [("running",), ("running",)]  # 1 spent: 2 calls left, 2 jobs leased
+        # another worker's claim counts those two in hand: nothing left to lease
+        assert c.execute("SELECT count(*) FROM pymem.learning_claim(project_id => 'q22', max_jobs => 10)").fetchone()[0] == 0

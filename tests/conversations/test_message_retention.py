@@ -44,7 +44,7 @@ def seqs(c, user: str, thread: str = "default", project: str = "") -> list[int]:
 
 def test_without_a_policy_purge_keeps_every_message(db, conn):
     add(conn, "alice", 5, days_ago=400)
-    assert purge(db) == {"facts": 0, "store_entries": 0, "messages": 0, "changes": 0}
+    assert purge(db) == {"facts": 0, "store_entries": 0, "messages": 0, "changes": 0, "learning_usage": 0}
     assert seqs(conn, "alice") == [1, 2, 3, 4, 5]
     assert retention_policy(db) == pymem.lifecycle.RetentionPolicy(None, None, None)
 
@@ -59,7 +59,7 @@ def test_messages_older_than_the_max_age_go_with_their_vectors_and_lexemes(db, c
     policy = configure_retention(db, messages_max_age=timedelta(days=30))
     assert policy.messages_max_age == timedelta(days=30) and policy.messages_max_per_thread is None
     assert retention_policy(db) == policy
-    assert purge(db, max_rows=4) == {"facts": 0, "store_entries": 0, "messages": 4, "changes": 0}  # the oldest first: alice's
+    assert purge(db, max_rows=4) == {"facts": 0, "store_entries": 0, "messages": 4, "changes": 0, "learning_usage": 0}  # the oldest first: alice's
     assert seqs(conn, "alice") == [5, 6, 7] and seqs(conn, "bob", "other") == [1, 2]
     assert purge(db, until_done=True)["messages"] == 2
     assert seqs(conn, "bob", "other") == [] and seqs(conn, "alice", project="acme") == [1, 2, 3, 4]
@@ -212,3 +212,16 @@ def test_an_age_needs_its_index_which_only_an_age_builds(db, conn):
     assert configure_retention(db, messages_max_age=3600).messages_max_age == timedelta(hours=1)
     assert conn.execute(index).fetchone() == (True,)
     configure_retention(db, messages_max_age=7200)  # there already: nothing more to build
+
+
+@pytest.mark.parametrize("age", [-1, 0, timedelta(days=-3), timedelta(days=365 * 101)])
+def test_a_refused_age_builds_no_index(db, conn, age):
+    """Issue 58, finding 7: configure_retention(messages_max_age=-1) (or 0, or over 100 years)
+    built the database-wide messages_created index before the SQL refused the age."""
+    index = "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('pymem.messages_created')"
+    assert conn.execute(index).fetchone() is None
+    with pytest.raises(pymem.ValidationError, match="messages_max_age"):
+        configure_retention(db, messages_max_age=age)
+    assert conn.execute(index).fetchone() is None
+    assert retention_policy(db).messages_max_age is None
+

@@ -125,7 +125,7 @@ def test_a_history_expires_with_its_newest_version(dsn):
         with pytest.raises(psycopg.errors.NoDataFound, match="expired"):
             c.execute("SELECT * FROM pymem.fact_supersede('user', 'alice', 'Lives in Porto', old_content => 'Lives in Lisbon')")
         # a purge takes the whole history: no row left, so no pointer to a row that is gone
-        assert c.execute("SELECT kind, purged FROM pymem.purge()").fetchall() == [("facts", 3), ("store_entries", 0), ("messages", 0), ("changes", 0)]
+        assert c.execute("SELECT kind, purged FROM pymem.purge()").fetchall() == [("facts", 3), ("store_entries", 0), ("messages", 0), ("changes", 0), ("learning_usage", 0)]
         assert c.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'alice'").fetchone()[0] == 0
 
 
@@ -138,7 +138,7 @@ def test_a_longer_expiry_for_the_new_version_leaves_the_history_its_own(dsn):
         assert rows[v1] < rows[v2]
         expire(c, f"id = {v1}")  # the old version's day is over; the fact goes on
         assert [r[0] for r in c.execute("SELECT content FROM pymem.fact_history('user', 'alice')")] == ["Lives in Bergen"]
-        assert c.execute("SELECT kind, purged FROM pymem.purge()").fetchall() == [("facts", 1), ("store_entries", 0), ("messages", 0), ("changes", 0)]
+        assert c.execute("SELECT kind, purged FROM pymem.purge()").fetchall() == [("facts", 1), ("store_entries", 0), ("messages", 0), ("changes", 0), ("learning_usage", 0)]
         assert c.execute("SELECT id, superseded_by FROM pymem.facts WHERE scope_id = 'alice'").fetchall() == [(v2, None)]
 
 
@@ -190,12 +190,12 @@ def test_purge_works_in_bounded_batches_and_only_on_what_expired(dsn):
         c.execute("SELECT pymem.fact_add('user', 'alice', 'forever')")
         c.execute("SELECT pymem.fact_add('user', 'alice', 'in another project', 'p2', ttl => '1 day')")
         assert c.execute("SELECT * FROM pymem.purge(max_rows => 10)").fetchall() == \
-            [("facts", 0), ("store_entries", 0), ("messages", 0), ("changes", 0)]  # nothing expired yet
+            [("facts", 0), ("store_entries", 0), ("messages", 0), ("changes", 0), ("learning_usage", 0)]  # nothing expired yet
         expire(c, "content LIKE 'fact %' OR project_id = 'p2'")
         assert [c.execute("SELECT purged FROM pymem.purge(max_rows => 10)").fetchone()[0] for _ in range(4)] == [10, 10, 5, 0]
         assert c.execute("SELECT project_id, content FROM pymem.facts ORDER BY 1").fetchall() == \
             [("", "forever"), ("p2", "in another project")]  # each project purges its own
-        assert c.execute("SELECT * FROM pymem.purge('p2')").fetchall() == [("facts", 1), ("store_entries", 0), ("messages", 0), ("changes", 0)]
+        assert c.execute("SELECT * FROM pymem.purge('p2')").fetchall() == [("facts", 1), ("store_entries", 0), ("messages", 0), ("changes", 0), ("learning_usage", 0)]
         with pytest.raises(psycopg.errors.InvalidParameterValue):
             c.execute("SELECT * FROM pymem.purge(max_rows => -1)")
 
@@ -250,8 +250,8 @@ def test_memory_persist_update_and_purge_with_expiries(mem, dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         expire(c, f"id IN ({int(ids[0])}, {int(ids[1])})")
     assert {f.content for f in mem.retrieve()} == {"Is in Porto this week"}
-    assert purge(mem.db, until_done=True, max_rows=1) == {"facts": 2, "store_entries": 0, "messages": 0, "changes": 0}
-    assert purge(mem.db) == {"facts": 0, "store_entries": 0, "messages": 0, "changes": 0}
+    assert purge(mem.db, until_done=True, max_rows=1) == {"facts": 2, "store_entries": 0, "messages": 0, "changes": 0, "learning_usage": 0}
+    assert purge(mem.db) == {"facts": 0, "store_entries": 0, "messages": 0, "changes": 0, "learning_usage": 0}
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -285,7 +285,7 @@ def test_pymem_purge_on_the_command_line(dsn):
     out = subprocess.run([sys.executable, "-m", "pymem.cli", "purge", "--project", "acme", "--max-rows", "2"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert out.returncode == 0, out.stderr
-    assert json.loads(out.stdout) == {"facts": 3, "store_entries": 0, "messages": 0, "changes": 0}  # batches of 2 until one is not full
+    assert json.loads(out.stdout) == {"facts": 3, "store_entries": 0, "messages": 0, "changes": 0, "learning_usage": 0}  # batches of 2 until one is not full
     bad = subprocess.run([sys.executable, "-m", "pymem.cli", "purge", "--max-rows", "20000"],
                          capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 1 and "max_rows" in bad.stderr

@@ -73,18 +73,19 @@ def test_every_kind_of_write_appears_in_order_by_key_without_content(db, dsn):
     assert changes_since(db, "cf", after=2, max_changes=1)[0].position == 3
 
 
-def test_a_change_is_published_only_once_every_older_writer_has_ended(db, dsn):
-    """The reason for publishing: A starts writing first and commits last. While A is open, B's
-    committed change is not given a position (a reader past it would never see A's); when A
-    commits, A's change comes first, then B's."""
+def test_a_change_gets_its_position_at_commit_in_commit_order_and_no_late_commit_goes_below_a_read(db, dsn):
+    """A starts writing first and commits last. B's change is readable as soon as B commits (A
+    holds nothing back); A's change, committed after a reader went past B's, comes after it: a
+    reader that follows from the last position it saw gets it, once."""
     with psycopg.connect(dsn) as a, psycopg.connect(dsn) as b:
         a.execute("SELECT pymem.fact_add('user', 'a', 'from A', 'cf2')")  # A's xid is the older
         b.execute("SELECT pymem.fact_add('user', 'b', 'from B', 'cf2')")
         b.commit()
-        assert changes_since(db, "cf2") == []  # B committed, but A (older) is still open
+        first = changes_since(db, "cf2")
+        assert [(c.position, c.subject) for c in first] == [(1, "user:b")]  # A (older, open) holds nothing back
         a.commit()
-    seen = changes_since(db, "cf2")
-    assert [(c.position, c.subject) for c in seen] == [(1, "user:a"), (2, "user:b")]
+    assert [(c.position, c.subject) for c in changes_since(db, "cf2", after=1)] == [(2, "user:a")]
+    assert [c.position for c in changes_since(db, "cf2")] == [1, 2]
     with psycopg.connect(dsn) as c:  # publishing inside a transaction that has written would misorder
         c.execute("SELECT pymem.fact_add('user', 'c', 'x', 'cf2')")
         with pytest.raises(psycopg.Error) as e:
@@ -226,3 +227,27 @@ def test_the_feed_follows_the_projects_retention_policy(db, dsn):
     assert purge(db, "cf7", max_rows=2, until_done=True)["changes"] == 3
     assert [c.position for c in changes_since(db, "cf7")] == [4, 5]
     assert [c.position for c in changes_since(db, "cf7", after=3)] == [4, 5]  # a reader past them loses nothing
+
+
+def test_an_open_transaction_of_another_role_or_project_stalls_no_feed(db, dsn, as_role):
+    """Issue 58, finding 1: any login holding a transaction id open (``BEGIN; SELECT
+    pg_current_xact_id();``), with no pymem privilege, stalled every project's feed (changes were
+    published only below the server's oldest running transaction). So did a writer of another
+    project. Now neither holds back a change; a late writer of the same project is not skipped."""
+    stranger = as_role("pymem_feed_stranger")  # no pymem role at all
+    mem = Memory(db=db, agent_id="bot", project_id="cf8")
+    with psycopg.connect(stranger) as s, psycopg.connect(dsn) as other, psycopg.connect(dsn) as late:
+        s.execute("SELECT pg_current_xact_id()")  # idle in transaction, with an xid
+        other.execute("SELECT pymem.fact_add('user', 'o', 'other project', 'cf8-other')")  # open
+        late.execute("SELECT pymem.fact_add('user', 'late', 'same project, commits late', 'cf8')")  # open
+        mem.persist("one", user="al")
+        mem.record("hello", "hi", user="al")
+        seen = changes_since(db, "cf8")
+        assert [(c.position, c.kind) for c in seen] == [(1, "fact"), (2, "message")]
+        late.commit()
+        other.commit()
+        mem.persist("two", user="al")
+        after = changes_since(db, "cf8", after=2)
+        assert [(c.position, c.subject) for c in after] == [(3, "user:late"), (4, "user:al")]
+        assert [c.position for c in changes_since(db, "cf8-other")] == [1]
+        s.rollback()

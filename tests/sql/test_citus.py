@@ -819,7 +819,7 @@ def test_facts_expire_and_purge_on_the_cluster(pymem_cluster):
             assert context["agent_facts"] == [] and [f["content"] for f in context["user_facts"]] == ["Likes tea"]
         assert c.execute("SELECT created FROM pymem.fact_add('user', %s, 'Is in Lisbon', 'p1')", (near,)).fetchone()[0]
     with pymem.Database(pymem.Settings(dsn=app)) as db:
-        assert pymem.lifecycle.purge(db, "p1") == {"facts": 2, "store_entries": 0, "messages": 0, "changes": 0}  # the agent's and far's; near's was replaced
+        assert pymem.lifecycle.purge(db, "p1") == {"facts": 2, "store_entries": 0, "messages": 0, "changes": 0, "learning_usage": 0}  # the agent's and far's; near's was replaced
     with psycopg.connect(admin, autocommit=True) as c:
         assert c.execute("SELECT count(*) FROM pymem.facts WHERE expires_at IS NOT NULL").fetchone()[0] == 0
         assert c.execute("SELECT count(*) FROM pymem.shared_facts WHERE scope_id = %s", (agent,)).fetchone()[0] == 0
@@ -890,7 +890,7 @@ def test_store_entries_expire_and_purge_on_the_cluster(pymem_cluster):
             assert c.execute("SELECT count(*) FROM pymem.store_item_get(%s, '{n}', 'k', 'p1')", (store,)).fetchone()[0] == 0
             c.execute("SELECT pymem.store_write(%s, 'a.md', 'again', expected_sha => '', project_id => 'p1')", (store,))
     with pymem.Database(pymem.Settings(dsn=app)) as db:
-        assert pymem.lifecycle.purge(db, "p1", max_rows=3, until_done=True) == {"facts": 0, "store_entries": 4, "messages": 0, "changes": 0}
+        assert pymem.lifecycle.purge(db, "p1", max_rows=3, until_done=True) == {"facts": 0, "store_entries": 4, "messages": 0, "changes": 0, "learning_usage": 0}
     with psycopg.connect(admin, autocommit=True) as c:
         assert sorted(c.execute("SELECT store_key, path FROM pymem.store_entries").fetchall()) == \
             sorted((store, "a.md") for store in stores)
@@ -915,7 +915,7 @@ def test_message_retention_on_the_cluster(pymem_cluster):
         assert c.execute("SELECT messages_max_per_thread FROM pymem.retention_policy('p1')").fetchone()[0] == 2
     with pymem.Database(pymem.Settings(dsn=app)) as db:
         assert pymem.lifecycle.purge(db, "p1", max_rows=3, until_done=True) == {
-            "facts": 0, "store_entries": 0, "messages": 2 * (1 + 4), "changes": 0}
+            "facts": 0, "store_entries": 0, "messages": 2 * (1 + 4), "changes": 0, "learning_usage": 0}
     with psycopg.connect(admin, autocommit=True) as c:
         for u in users:
             assert c.execute("SELECT thread_id, array_agg(seq ORDER BY seq) FROM pymem.messages WHERE user_id = %s "

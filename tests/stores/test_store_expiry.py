@@ -161,7 +161,7 @@ def test_purge_deletes_expired_entries_in_bounded_batches(dsn):
         c.execute("SELECT pymem.store_open('s1', 'p2')")
         c.execute("SELECT pymem.store_write('s1', 'other.md', 'x', project_id => 'p2', ttl => '1 day')")
         assert c.execute("SELECT * FROM pymem.purge(max_rows => 10)").fetchall() == \
-            [("facts", 0), ("store_entries", 0), ("messages", 0), ("changes", 0)]  # nothing expired yet
+            [("facts", 0), ("store_entries", 0), ("messages", 0), ("changes", 0), ("learning_usage", 0)]  # nothing expired yet
         expire(c, "path <> 'forever.md'")
         audits = c.execute("SELECT count(*) FROM pymem.store_audit").fetchone()[0]
         versions = c.execute("SELECT count(*) FROM pymem.store_versions").fetchone()[0]
@@ -173,7 +173,7 @@ def test_purge_deletes_expired_entries_in_bounded_batches(dsn):
         # no audit row (the audit records callers' acts); kept versions stay, as after a delete
         assert c.execute("SELECT count(*) FROM pymem.store_audit").fetchone()[0] == audits
         assert c.execute("SELECT count(*) FROM pymem.store_versions").fetchone()[0] == versions
-        assert c.execute("SELECT * FROM pymem.purge('p2')").fetchall() == [("facts", 0), ("store_entries", 1), ("messages", 0), ("changes", 0)]
+        assert c.execute("SELECT * FROM pymem.purge('p2')").fetchall() == [("facts", 0), ("store_entries", 1), ("messages", 0), ("changes", 0), ("learning_usage", 0)]
 
 
 def test_a_purge_racing_a_write_keeps_the_entry_the_write_renewed(dsn):
@@ -242,7 +242,7 @@ def test_the_app_role_writes_with_a_ttl_and_refreshes(dsn, as_role):
         assert c.execute("SELECT expires_at > now() FROM pymem.store_meta('s', 'a.md')").fetchone()[0] is True
         assert c.execute("SELECT pymem.store_items_refresh('s', '[{\"namespace\": [\"n\"], \"key\": \"k\"}]')"
                          ).fetchone()[0] == 1
-        assert c.execute("SELECT * FROM pymem.purge()").fetchall() == [("facts", 0), ("store_entries", 0), ("messages", 0), ("changes", 0)]
+        assert c.execute("SELECT * FROM pymem.purge()").fetchall() == [("facts", 0), ("store_entries", 0), ("messages", 0), ("changes", 0), ("learning_usage", 0)]
 
 
 # --- Python -------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_memory_store_writes_with_expiries(db, dsn):
     store.write_text("c.md", "x", ttl=60)
     with psycopg.connect(dsn, autocommit=True) as c:
         expire(c, "path = 'c.md'")
-    assert purge(db, until_done=True, max_rows=1) == {"facts": 0, "store_entries": 1, "messages": 0, "changes": 0}
+    assert purge(db, until_done=True, max_rows=1) == {"facts": 0, "store_entries": 1, "messages": 0, "changes": 0, "learning_usage": 0}
 
 
 @pytest.mark.parametrize("kwargs, match", [
