@@ -100,6 +100,8 @@ def test_stdio_tools_identity_and_hostile_arguments(dsn):
             assert [f["fact"] for f in page["facts"]] == ["Alice keeps bees"] and page["next_offset"] == 1
             page2 = _result(await s.call_tool("list_memories", {"limit": 1, "offset": 1}))
             assert [f["fact"] for f in page2["facts"]] == ["Alice lives in Bergen"] and page2["next_offset"] is None
+            far = _result(await s.call_tool("list_memories", {"limit": 100, "offset": 9_999}))
+            assert far == {"ok": True, "facts": [], "next_offset": None}
             ctx = _result(await s.call_tool("get_context", {"query": "Where do I live?"}))
             assert "Alice lives in Bergen" in ctx["context"]
             upd = _result(await s.call_tool("update_memory", {"fact_id": made["fact_id"], "fact": "Alice lives in Oslo"}))
