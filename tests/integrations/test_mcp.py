@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import psycopg
@@ -183,8 +183,8 @@ def test_tokens_stored_as_hashes_and_bound_to_tenants(dsn, as_role):
             f.execute("SELECT * FROM pymem.mcp_tokens")
 
 
-@pytest.fixture
-def http_server(dsn):
+@contextmanager
+def _serve_http(dsn: str):
     proc = subprocess.Popen([sys.executable, "-m", "pymem.cli", "mcp", "--http", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(dsn), cwd=ROOT)
     try:
@@ -199,6 +199,34 @@ def http_server(dsn):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def http_server(dsn):
+    with _serve_http(dsn) as url:
+        yield url
+
+
+def test_http_server_as_a_bound_role_serves_its_projects_only(dsn, as_role):
+    """The server's login may be a role bound to its projects: a token of another project gets 401."""
+    login = as_role("mcp_server_bound")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO mcp_server_bound")
+        c.execute("SELECT pymem.tenant_bind('mcp_server_bound', %s)", (PROJECT,))
+    mine = _cli(dsn, "mcp-token", "create", "--user", "alice", "--project", PROJECT).stdout.strip()
+    theirs = _cli(dsn, "mcp-token", "create", "--user", "alice", "--project", "other").stdout.strip()
+
+    async def main(url: str):
+        async with _http(url, mine) as s:
+            assert _result(await s.call_tool("remember", {"fact": "Served by a bound role"}))["ok"]
+        async with httpx2.AsyncClient(timeout=30) as c:
+            r = await c.post(url, headers={"Authorization": f"Bearer {theirs}",
+                                           "Accept": "application/json, text/event-stream"},
+                             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert r.status_code == 401
+
+    with _serve_http(login) as url:
+        asyncio.run(main(url))
 
 
 def test_http_tokens_two_users_at_once_and_revocation(dsn, http_server):
