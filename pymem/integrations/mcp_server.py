@@ -152,9 +152,10 @@ class MemoryServer:
         try:
             args = _parse(name, arguments, {**_TOOLS, **_EXTRA})
             if isinstance(args, _List):
-                found = await memory.retrieve(None, user=identity.user_id, limit=args.offset + args.limit + 1)
-                page = found[args.offset:args.offset + args.limit]
-                more = len(found) > args.offset + args.limit and args.offset + args.limit < MAX_LISTED
+                end = args.offset + args.limit
+                found = await memory.retrieve(None, user=identity.user_id, limit=min(end + 1, MAX_LISTED))
+                page = found[args.offset:end]
+                more = len(found) > end
                 return {"ok": True, "facts": [{"fact_id": f.id, "fact": f.content,
                                                "created_at": f.created_at.isoformat() if f.created_at else None}
                                               for f in page],
@@ -167,7 +168,6 @@ class MemoryServer:
                     "agent_facts": list(context.agent_facts), "summary": context.summary}
         except (ValidationError, NotFoundError, ConflictError) as exc:
             return {"ok": False, "error": str(exc)[:500]}
-
 
 
 class TokenVerifier:

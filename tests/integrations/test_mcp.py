@@ -12,7 +12,7 @@ import re
 import subprocess
 import sys
 import time
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import psycopg
@@ -100,6 +100,8 @@ def test_stdio_tools_identity_and_hostile_arguments(dsn):
             assert [f["fact"] for f in page["facts"]] == ["Alice keeps bees"] and page["next_offset"] == 1
             page2 = _result(await s.call_tool("list_memories", {"limit": 1, "offset": 1}))
             assert [f["fact"] for f in page2["facts"]] == ["Alice lives in Bergen"] and page2["next_offset"] is None
+            far = _result(await s.call_tool("list_memories", {"limit": 100, "offset": 9_999}))
+            assert far == {"ok": True, "facts": [], "next_offset": None}
             ctx = _result(await s.call_tool("get_context", {"query": "Where do I live?"}))
             assert "Alice lives in Bergen" in ctx["context"]
             upd = _result(await s.call_tool("update_memory", {"fact_id": made["fact_id"], "fact": "Alice lives in Oslo"}))
@@ -181,8 +183,8 @@ def test_tokens_stored_as_hashes_and_bound_to_tenants(dsn, as_role):
             f.execute("SELECT * FROM pymem.mcp_tokens")
 
 
-@pytest.fixture
-def http_server(dsn):
+@contextmanager
+def _serve_http(dsn: str):
     proc = subprocess.Popen([sys.executable, "-m", "pymem.cli", "mcp", "--http", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(dsn), cwd=ROOT)
     try:
@@ -197,6 +199,34 @@ def http_server(dsn):
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+@pytest.fixture
+def http_server(dsn):
+    with _serve_http(dsn) as url:
+        yield url
+
+
+def test_http_server_as_a_bound_role_serves_its_projects_only(dsn, as_role):
+    """The server's login may be a role bound to its projects: a token of another project gets 401."""
+    login = as_role("mcp_server_bound")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO mcp_server_bound")
+        c.execute("SELECT pymem.tenant_bind('mcp_server_bound', %s)", (PROJECT,))
+    mine = _cli(dsn, "mcp-token", "create", "--user", "alice", "--project", PROJECT).stdout.strip()
+    theirs = _cli(dsn, "mcp-token", "create", "--user", "alice", "--project", "other").stdout.strip()
+
+    async def main(url: str):
+        async with _http(url, mine) as s:
+            assert _result(await s.call_tool("remember", {"fact": "Served by a bound role"}))["ok"]
+        async with httpx2.AsyncClient(timeout=30) as c:
+            r = await c.post(url, headers={"Authorization": f"Bearer {theirs}",
+                                           "Accept": "application/json, text/event-stream"},
+                             json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+            assert r.status_code == 401
+
+    with _serve_http(login) as url:
+        asyncio.run(main(url))
 
 
 def test_http_tokens_two_users_at_once_and_revocation(dsn, http_server):
