@@ -5,10 +5,11 @@ Every write to facts, messages, a thread's summary, store entries and erasure re
 row to ``pymem.changes`` in the writing transaction (one per statement and subject, by key, never
 content). :func:`changes_since` reads them in order after a position; :func:`watch` (and
 :func:`awatch`) catch up from a position, then wait for more: a notification on the project's
-channel wakes them (``LISTEN pymem_changes_<md5 of the project id>``, payload ``{"kind": ...}``),
-and they poll every ``poll_seconds`` in any case. Positions are given when a change is published,
-once every older writing transaction has ended, so a reader that restarts from the last position
-it saw misses nothing and sees nothing twice (docs/sql.md "Change feed"). ``pymem watch`` prints
+channel wakes them (a random name that :func:`channel` hands out to the project's own roles,
+payload ``{"kind": ...}``), and they poll every ``poll_seconds`` in any case. A change gets its
+position when its transaction commits, in the order the project's writers commit, so a reader
+that restarts from the last position it saw misses nothing and sees nothing twice, and no open
+transaction elsewhere holds the feed back (docs/sql.md "Change feed"). ``pymem watch`` prints
 the feed as JSON lines. The feed is off until an administrator turns it on (:func:`configure`):
 every write pays for it.
 """
@@ -16,7 +17,6 @@ every write pays for it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -51,10 +51,11 @@ class Change:
     created_at: datetime
 
 
-def channel(project_id: str = "") -> str:
-    """The channel a project's writes notify: ``pymem_changes_`` and the md5 of the project id
-    (a channel name is at most 63 bytes; the payload names no project)."""
-    return "pymem_changes_" + hashlib.md5(text(project_id, "project_id").encode()).hexdigest()
+def channel(db: Database, project_id: str = "") -> str:
+    """The channel a project's writes notify (``pymem.change_channel``): a random name, made the
+    first time one of the project's roles asks and handed out only to them, so no other login can
+    listen to the project's writes (the payload, ``{"kind": ...}``, names no project)."""
+    return str(db.query(calls.change_channel(project_id=text(project_id, "project_id")))[0]["channel"])
 
 
 def _checked(after: Any, batch: Any, poll_seconds: Any) -> None:
@@ -86,7 +87,7 @@ _OFF = ("the change feed is off: writes append nothing to watch. An administrato
 
 def changes_since(db: Database, project_id: str = "", after: int = 0, max_changes: int = 1000) -> list[Change]:
     """The project's changes after position ``after`` (0: from the start), in order, at most
-    ``max_changes``; publishes what has become safe to read first (``pymem.changes_since``)."""
+    ``max_changes`` (``pymem.changes_since``)."""
     rows = db.query(calls.changes_since(project_id=text(project_id, "project_id"), after=after,
                                         max_changes=max_changes))
     return [Change(**r) for r in rows]
@@ -109,7 +110,7 @@ def watch(db: Database, project_id: str = "", *, after: int | None = None, poll_
     current = position(db, project_id) if after is None else after
     with errors(db.conninfo), psycopg.connect(db.conninfo, autocommit=True,
                                               **connect_kwargs(db.settings, db.conninfo)) as listener:
-        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(project_id))))
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(db, project_id))))
         while stop is None or not stop.is_set():
             found = changes_since(db, project_id, current, batch)
             for change in found:
@@ -131,11 +132,12 @@ async def awatch(db: AsyncDatabase, project_id: str = "", *, after: int | None =
         current = int(rows[0]["position"])
     else:
         current = after
+    name = (await db.query(calls.change_channel(project_id=text(project_id, "project_id"))))[0]["channel"]
     with errors(db.conninfo):
         listener = await psycopg.AsyncConnection.connect(db.conninfo, autocommit=True,
                                                          **connect_kwargs(db.settings, db.conninfo))
     async with listener:
-        await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(project_id))))
+        await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
         while stop is None or not stop.is_set():
             rows = await db.query(calls.changes_since(project_id=project_id, after=current, max_changes=batch))
             for r in rows:

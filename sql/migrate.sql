@@ -821,7 +821,7 @@ COMMIT;
 
 -- 0048_feed_and_bounds
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0048_feed_and_bounds', '25dc223e5ba9cccdd131a9e1e8704143fb685490c5b3da382634bd0708792e18') AS pending
+SELECT pymem.migration_pending('0048_feed_and_bounds', 'b16125446b79079c47126e0ddfac73f6b757ce818113a613af74631a51206e4e') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -836,7 +836,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0048_feed_and_bounds', '25dc223e5ba9cccdd131a9e1e8704143fb685490c5b3da382634bd0708792e18', '0.2.0.dev0')
+SELECT pymem.migration_applied('0048_feed_and_bounds', 'b16125446b79079c47126e0ddfac73f6b757ce818113a613af74631a51206e4e', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0048_feed_and_bounds
@@ -901,7 +901,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('d1f691c16691d66142efd8fba08e6e6e4cc57962c4a23844fe3b68f03ab0bb0b')
+SELECT pymem.migration_api_applied('4eb2060791b304717c1ecd09e4b050016a2b94f590a07ba2089b61c4aa34b6ba')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
