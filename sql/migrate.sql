@@ -901,7 +901,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('4eb2060791b304717c1ecd09e4b050016a2b94f590a07ba2089b61c4aa34b6ba')
+SELECT pymem.migration_api_applied('7265845e1417615de73ffdcea2aefe349c5ac3003a7038fd0ebea4541b22d4c6')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
