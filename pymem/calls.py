@@ -731,6 +731,11 @@ def change_position(*, project_id: str | None) -> Query:
     return Query("change_position", {"project_id": project_id})
 
 
+def change_channel(*, project_id: str | None) -> Query:
+    """The random name of the project's notification channel, to LISTEN on (made on first call)."""
+    return Query("change_channel", {"project_id": project_id})
+
+
 def change_feed_enabled() -> Query:
     """Whether writes append to the change feed."""
     return Query("change_feed_enabled", {})

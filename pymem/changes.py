@@ -5,10 +5,11 @@ Every write to facts, messages, a thread's summary, store entries and erasure re
 row to ``pymem.changes`` in the writing transaction (one per statement and subject, by key, never
 content). :func:`changes_since` reads them in order after a position; :func:`watch` (and
 :func:`awatch`) catch up from a position, then wait for more: a notification on the project's
-channel wakes them (``LISTEN pymem_changes_<md5 of the project id>``, payload ``{"kind": ...}``),
-and they poll every ``poll_seconds`` in any case. Positions are given when a change is published,
-once every older writing transaction has ended, so a reader that restarts from the last position
-it saw misses nothing and sees nothing twice (docs/sql.md "Change feed"). ``pymem watch`` prints
+channel wakes them (a random name that :func:`channel` hands out to the project's own roles,
+payload ``{"kind": ...}``), and they poll every ``poll_seconds`` in any case. A change gets its
+position when its transaction commits, in the order the project's writers commit, so a reader
+that restarts from the last position it saw misses nothing and sees nothing twice, and no open
+transaction elsewhere holds the feed back (docs/sql.md "Change feed"). ``pymem watch`` prints
 the feed as JSON lines. The feed is off until an administrator turns it on (:func:`configure`):
 every write pays for it.
 """
@@ -16,7 +17,6 @@ every write pays for it.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import threading
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -52,10 +52,11 @@ class Change:
     created_at: datetime
 
 
-def channel(project_id: str = "") -> str:
-    """The channel a project's writes notify: ``pymem_changes_`` and the md5 of the project id
-    (a channel name is at most 63 bytes; the payload names no project)."""
-    return "pymem_changes_" + hashlib.md5(text(project_id, "project_id").encode()).hexdigest()
+def channel(db: Database, project_id: str = "", *, conn: psycopg.Connection | None = None) -> str:
+    """The channel a project's writes notify (``pymem.change_channel``): a random name, made the
+    first time one of the project's roles asks and handed out only to them, so no other login can
+    listen to the project's writes (the payload, ``{"kind": ...}``, names no project)."""
+    return run(_channel(text(project_id, "project_id")), db, conn=conn)
 
 
 def _checked(after: Any, batch: Any, poll_seconds: Any) -> None:
@@ -80,6 +81,11 @@ def _configure(enabled: bool) -> Operation[bool]:
 def _since(project_id: str, after: int, max_changes: int) -> Operation[list[Change]]:
     rows = yield calls.changes_since(project_id=project_id, after=after, max_changes=max_changes)
     return [Change(**r) for r in rows]
+
+
+def _channel(project_id: str) -> Operation[str]:
+    rows = yield calls.change_channel(project_id=project_id)
+    return str(rows[0]["channel"])
 
 
 def _position(project_id: str) -> Operation[int]:
@@ -110,7 +116,7 @@ _OFF = ("the change feed is off: writes append nothing to watch. An administrato
 def changes_since(db: Database, project_id: str = "", after: int = 0, max_changes: int = 1000, *,
                   conn: psycopg.Connection | None = None) -> list[Change]:
     """The project's changes after position ``after`` (0: from the start), in order, at most
-    ``max_changes``; publishes what has become safe to read first (``pymem.changes_since``)."""
+    ``max_changes`` (``pymem.changes_since``)."""
     return run(_since(text(project_id, "project_id"), after, max_changes), db, conn=conn)
 
 
@@ -131,7 +137,7 @@ def watch(db: Database, project_id: str = "", *, after: int | None = None, poll_
     current = position(db, project_id) if after is None else after
     with errors(db.conninfo), psycopg.connect(db.conninfo, autocommit=True,
                                               **connect_kwargs(db.settings, db.conninfo)) as listener:
-        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(project_id))))
+        listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(db, project_id))))
         while stop is None or not stop.is_set():
             found = changes_since(db, project_id, current, batch)
             for change in found:
@@ -149,11 +155,12 @@ async def awatch(db: AsyncDatabase, project_id: str = "", *, after: int | None =
     if not await arun(_enabled(), db):
         raise ConfigError(_OFF)
     current = await arun(_position(text(project_id, "project_id")), db) if after is None else after
+    name = await arun(_channel(text(project_id, "project_id")), db)
     with errors(db.conninfo):
         listener = await psycopg.AsyncConnection.connect(db.conninfo, autocommit=True,
                                                          **connect_kwargs(db.settings, db.conninfo))
     async with listener:
-        await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel(project_id))))
+        await listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(name)))
         while stop is None or not stop.is_set():
             found = await arun(_since(project_id, current, batch), db)
             for change in found:

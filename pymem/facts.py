@@ -300,7 +300,9 @@ class _Facts:
                                   "pymem.llm.ChatLearner()")
         subject = self._subject(tier, id, writing=not dry_run)
         embedder = self.options.embedder
-        if embedder is not None:  # the facts written without a vector (learned, by SQL) get one first
+        if embedder is not None and not dry_run:  # the facts written without a vector (learned, by SQL) get one first
+            # (not in a dry run, which writes nothing, the embedder's registration included, and
+            # runs for the reader role: there a fact without a stored vector is compared by its words)
             missing = yield calls.facts_unembedded(scope=subject.scope, scope_id=subject.scope_id,
                                                    project_id=subject.project_id, embedder=embedder.name,
                                                    max_facts=MAX_COMPARED)

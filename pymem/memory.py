@@ -259,7 +259,8 @@ class Memory(MemoryBase):
         pairs whose vectors' cosine is at least ``min_similarity`` (with an embedder) or that share
         at least ``min_overlap`` of the shorter one's words, never one that negates and one that
         does not; each merged into the more specific wording through a supersede, its history kept.
-        ``dry_run``: list the pairs, change nothing. ``decide``: a learner (e.g.
+        ``dry_run``: list the pairs, change nothing (no vector is stored: a fact without one of
+        the embedder's is compared by its words; the reader role may dry-run). ``decide``: a learner (e.g.
         ``pymem.llm.ChatLearner()``) asked about each pair first, which may keep them apart or
         reword them. Returns one :class:`pymem.Merge` per pair (docs/python.md "Consolidation")."""
         return self._run(self._consolidate(tier, self._subject_id(tier, id, user, ctx), dry_run, min_similarity,

@@ -844,7 +844,7 @@ COMMIT;
 
 -- 0048_feed_and_bounds
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0048_feed_and_bounds', '25dc223e5ba9cccdd131a9e1e8704143fb685490c5b3da382634bd0708792e18') AS pending
+SELECT pymem.migration_pending('0048_feed_and_bounds', 'b16125446b79079c47126e0ddfac73f6b757ce818113a613af74631a51206e4e') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -859,7 +859,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0048_feed_and_bounds', '25dc223e5ba9cccdd131a9e1e8704143fb685490c5b3da382634bd0708792e18', '0.2.0.dev0')
+SELECT pymem.migration_applied('0048_feed_and_bounds', 'b16125446b79079c47126e0ddfac73f6b757ce818113a613af74631a51206e4e', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0048_feed_and_bounds
@@ -925,7 +925,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('6830f57557a4c43233a8c2cb2fc2a60880a8504a588265be9b1c87b59457b262')
+SELECT pymem.migration_api_applied('f5e992c75c012abc8684e3caeba910aec42b09e7028895e97185a739ad147ab5')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

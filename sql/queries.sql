@@ -437,6 +437,10 @@ FROM pymem.changes_since(project_id => %(project_id)s, after => %(after)s::bigin
 -- The last position published in the project's change feed (0: none yet).
 SELECT pymem.change_position(project_id => %(project_id)s) AS position;
 
+-- name: change_channel
+-- The random name of the project's notification channel, to LISTEN on (made on first call).
+SELECT pymem.change_channel(project_id => %(project_id)s) AS channel;
+
 -- name: change_feed_enabled
 -- Whether writes append to the change feed.
 SELECT pymem.change_feed_enabled() AS enabled;

@@ -18,8 +18,9 @@
 -- user with the thread and the first and last seq; store entries by store key with their paths;
 -- an erasure receipt by its id (the erased user's id never enters the feed: user_forget deletes
 -- the user's rows of it); a summary by user with its thread and how far it reaches. Then
--- notifies the project's channel, 'pymem_changes_' || md5(project_id), with {"kind": ...}: no id,
--- no content (PostgreSQL delivers it at commit, once per transaction for the same payload).
+-- notifies the project's channel (a random name: change_channel; a project that has none yet has
+-- had no listener: nothing is sent) with {"kind": ...}: no id, no content (PostgreSQL delivers it
+-- at commit, once per transaction for the same payload).
 CREATE OR REPLACE FUNCTION pymem._changes_log()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -29,12 +30,16 @@ DECLARE
     v_op text := CASE TG_OP WHEN 'INSERT' THEN 'add' WHEN 'UPDATE' THEN 'update' ELSE 'delete' END;
     v_kind text;
     v_project text;
+    v_channel text;
 BEGIN
     IF TG_TABLE_NAME = 'threads' THEN  -- the row trigger: a summary written
         INSERT INTO pymem.changes (project_id, kind, op, subject, keys, rows)
         VALUES (NEW.project_id, 'summary', 'update', NEW.user_id,
                 pg_catalog.jsonb_build_object('thread_id', NEW.thread_id, 'through_seq', NEW.summary_through), 1);
-        PERFORM pg_catalog.pg_notify('pymem_changes_' || pg_catalog.md5(NEW.project_id), '{"kind": "summary"}');
+        SELECT ch.channel INTO v_channel FROM pymem.change_channels AS ch WHERE ch.project_id = NEW.project_id;
+        IF v_channel IS NOT NULL THEN
+            PERFORM pg_catalog.pg_notify(v_channel, '{"kind": "summary"}');
+        END IF;
         RETURN NULL;
     END IF;
     IF TG_TABLE_NAME = 'facts' THEN
@@ -65,9 +70,9 @@ BEGIN
     ELSE
         RETURN NULL;
     END IF;
-    FOR v_project IN SELECT DISTINCT c.project_id FROM changed AS c LOOP
-        PERFORM pg_catalog.pg_notify('pymem_changes_' || pg_catalog.md5(v_project),
-                                     pg_catalog.jsonb_build_object('kind', v_kind)::text);
+    FOR v_channel IN SELECT ch.channel FROM pymem.change_channels AS ch
+                      WHERE ch.project_id IN (SELECT DISTINCT c.project_id FROM changed AS c) LOOP
+        PERFORM pg_catalog.pg_notify(v_channel, pg_catalog.jsonb_build_object('kind', v_kind)::text);
     END LOOP;
     RETURN NULL;
 END;
@@ -196,6 +201,37 @@ BEGIN
     PERFORM pymem._tenant_enter(change_position.project_id);
     PERFORM pymem._project_check(change_position.project_id);
     RETURN coalesce((SELECT p.position FROM pymem.change_positions AS p WHERE p.project_id = change_position.project_id), 0);
+END;
+$$;
+
+-- change_channel: the name of the project's notification channel, to LISTEN on: every
+-- transaction that writes to the project's feed notifies it at commit with {"kind": ...} (no id,
+-- no content). A random name ('pymem_changes_' and 32 hex digits), made the first time one of
+-- the project's roles asks and kept in pymem.change_channels: only a role that may serve the
+-- project (42501 for one bound to another project; the reader role and roles without pymem's may
+-- not call it) learns it, so no other login can listen to the project's writes. Call it before
+-- LISTEN, in a transaction of its own (the first call writes the name).
+--   SELECT pymem.change_channel(project_id => '');
+CREATE OR REPLACE FUNCTION pymem.change_channel(project_id text DEFAULT '')
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_channel text;
+BEGIN
+    PERFORM pymem._tenant_enter(change_channel.project_id);
+    PERFORM pymem._project_check(change_channel.project_id);
+    SELECT ch.channel INTO v_channel FROM pymem.change_channels AS ch WHERE ch.project_id = change_channel.project_id;
+    IF v_channel IS NULL THEN
+        INSERT INTO pymem.change_channels AS ch (project_id, channel)
+        VALUES (change_channel.project_id, 'pymem_changes_' || pg_catalog.md5(pg_catalog.gen_random_uuid()::text
+                                                                              || pg_catalog.gen_random_uuid()::text))
+            ON CONFLICT (project_id) DO NOTHING;
+        SELECT ch.channel INTO v_channel FROM pymem.change_channels AS ch WHERE ch.project_id = change_channel.project_id;
+    END IF;
+    RETURN v_channel;
 END;
 $$;
 

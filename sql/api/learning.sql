@@ -107,7 +107,7 @@ $$;
 --     (reason names it); the job stays, skipped, for learning_requeue;
 -- Under a cap of the project's calls, each job leased and not ended yet (by this claim or
 -- another worker's) counts as one call: a claim leases no more jobs than the calls left, and
--- leaves the others pending.
+-- leaves the others pending; the project's claims take turns on its row of learning_limits.
 --   state 'dead': its lease expired with max_attempts claims spent (reason says so).
 -- Run it in a transaction of its own, committed at once: the lease starts then.
 --   SELECT * FROM pymem.learning_claim(project_id => '', max_jobs => 10, lease_seconds => 300);
@@ -140,6 +140,11 @@ BEGIN
     PERFORM pymem._project_check(v_project);
     PERFORM pymem._learning_check(learning_claim.max_jobs, learning_claim.lease_seconds, learning_claim.max_attempts);
     SELECT * INTO v_limits FROM pymem.learning_limits AS l WHERE l.project_id = v_project;
+    IF v_limits.project_calls_per_day IS NOT NULL THEN
+        -- the claims of a project with a cap of calls take turns (each is a short transaction of
+        -- its own): the next one counts the jobs this one leases
+        PERFORM 1 FROM pymem.learning_limits AS l WHERE l.project_id = v_project FOR NO KEY UPDATE;
+    END IF;
     IF v_limits.project_calls_per_day IS NOT NULL OR v_limits.project_tokens_per_day IS NOT NULL THEN
         SELECT coalesce(pg_catalog.sum(u.calls), 0), coalesce(pg_catalog.sum(u.tokens), 0)
           INTO v_project_calls, v_project_tokens

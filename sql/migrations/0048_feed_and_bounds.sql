@@ -61,3 +61,25 @@ $$;
 CREATE CONSTRAINT TRIGGER changes_position AFTER INSERT ON pymem.changes
     DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION pymem._changes_position();
 
+
+-- 3. Each project's notification channel is a random name kept here, handed out by
+--    pymem.change_channel (api/changes.sql) to the roles that may serve the project: the channel
+--    was 'pymem_changes_' || md5(project_id), which any login could compute and LISTEN on
+--    (LISTEN checks no privilege) to learn when, how often and what kind of writes a project
+--    makes. A project gets its channel the first time one of its roles asks for it; writes
+--    notify only a project that has one (no listener has asked before: nobody to wake).
+CREATE TABLE pymem.change_channels (
+    project_id text        NOT NULL,
+    channel    text        NOT NULL,
+    created_at timestamptz NOT NULL DEFAULT pg_catalog.clock_timestamp(),
+    CONSTRAINT change_channels_pkey PRIMARY KEY (project_id),
+    CONSTRAINT change_channels_channel_key UNIQUE (channel),
+    CONSTRAINT change_channels_channel_check CHECK (channel ~ '^pymem_changes_[0-9a-f]{32}$')
+);
+
+COMMENT ON TABLE pymem.change_channels IS 'Per project: the random name of its change feed''s notification channel';
+
+ALTER TABLE pymem.change_channels ENABLE ROW LEVEL SECURITY;
+ALTER TABLE pymem.change_channels FORCE ROW LEVEL SECURITY;
+CREATE POLICY tenant ON pymem.change_channels
+    USING (project_id = (SELECT pymem.current_tenant())) WITH CHECK (project_id = (SELECT pymem.current_tenant()));

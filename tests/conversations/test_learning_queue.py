@@ -546,3 +546,26 @@ def test_one_claim_never_leases_more_jobs_than_the_projects_calls_left(db, dsn):
         assert first == [("running",), ("running",)]  # 1 spent: 2 calls left, 2 jobs leased
         # another worker's claim counts those two in hand: nothing left to lease
         assert c.execute("SELECT count(*) FROM pymem.learning_claim(project_id => 'q22', max_jobs => 10)").fetchone()[0] == 0
+
+
+def test_two_workers_claiming_at_once_lease_no_more_than_the_projects_calls_left(db, dsn):
+    """Finding 5 under concurrency: two claims at the same moment each read the same usage; the
+    project's claims take turns on its row of learning_limits, so the second counts the job the
+    first leased (shown by the lock wait itself)."""
+    from conftest import wait_for_lock
+
+    app = Memory(db=db, agent_id="bot", project_id="q23", deferred_learning=True)
+    for u in ("ann", "ben"):
+        app.record(f"a fact of {u}", "ok", user=u)
+    configure_limits(db, "q23", project_calls_per_day=1)
+    claim = "SELECT state FROM pymem.learning_claim(project_id => 'q23', max_jobs => 10)"
+    got: dict[str, list] = {}
+    with psycopg.connect(dsn) as first, psycopg.connect(dsn, autocommit=True) as second:
+        assert first.execute(claim).fetchall() == [("running",)]  # not committed yet
+        t = threading.Thread(target=lambda: got.update(second=second.execute(claim).fetchall()))
+        t.start()
+        wait_for_lock(dsn, blocked_by=first.info.backend_pid)
+        first.commit()
+        t.join(20)
+    assert got["second"] == []  # the first's job in hand is the one call left
+

@@ -181,3 +181,39 @@ def test_the_command_lists_then_merges_with_apply(db, dsn, capsys, monkeypatch):
     assert main(["consolidate", "--id", "dan", "--project", "cli", "--apply"]) == 0
     assert '"applied": true' in capsys.readouterr().out
     assert [f.content for f in mem.retrieve(user="dan")] == ["Prefers tea over coffee"]
+
+
+def test_a_dry_run_writes_nothing_not_even_vectors_and_the_reader_role_may_run_it(db, dsn, as_role, capsys,
+                                                                                 monkeypatch):
+    """Issue 58, finding 6: Memory.consolidate(dry_run=True) and `pymem consolidate` without
+    --apply stored the vectors of facts that had none and registered the embedder (and failed for
+    the reader role with a PermissionError)."""
+    from pymem.cli import main
+
+    with psycopg.connect(dsn, autocommit=True) as c:  # learned by SQL: no vectors
+        for fact in ("Prefers tea", "Prefers tea over coffee"):
+            c.execute("SELECT pymem.fact_add('user', 'eli', %s, 'dry', source => 'learned')", (fact,))
+    reader = as_role("pymem_dry_reader")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_reader TO pymem_dry_reader")
+
+    def stored(c) -> tuple[int, int]:
+        return (c.execute("SELECT count(*) FROM pymem.fact_embeddings").fetchone()[0],
+                c.execute("SELECT count(*) FROM pymem.embedders").fetchone()[0])
+
+    with psycopg.connect(dsn, autocommit=True) as c:
+        assert stored(c) == (0, 0)
+        listed = Memory(db=db, agent_id="bot", project_id="dry", embedder=HashEmbedder()).consolidate(
+            user="eli", dry_run=True)
+        assert [(m.kept, m.merged, m.applied) for m in listed] == [("Prefers tea over coffee", "Prefers tea", False)]
+        assert stored(c) == (0, 0)
+        with pymem.Database(pymem.Settings(dsn=reader)) as rdb:  # the reader role lists them too
+            listed = Memory(db=rdb, agent_id="bot", project_id="dry", embedder=HashEmbedder()).consolidate(
+                user="eli", dry_run=True)
+            assert [m.merged for m in listed] == ["Prefers tea"]
+        monkeypatch.setenv("PYMEM_DSN", reader)
+        assert main(["consolidate", "--id", "eli", "--project", "dry", "--hash-vectors"]) == 0
+        assert '"applied": false' in capsys.readouterr().out
+        assert stored(c) == (0, 0)
+        assert c.execute("SELECT count(*) FROM pymem.facts WHERE project_id = 'dry' AND superseded_at IS NULL"
+                         ).fetchone()[0] == 2

@@ -149,7 +149,7 @@ def test_8_writers_and_2_readers_one_killed_and_restarted_see_every_change_once_
 
 def test_a_notification_wakes_a_listener_and_names_no_tenant(db, dsn):
     with psycopg.connect(dsn, autocommit=True) as listener:
-        listener.execute(f'LISTEN "{channel("cf4")}"')
+        listener.execute(f'LISTEN "{channel(db, "cf4")}"')
         Memory(db=db, agent_id="bot", project_id="cf4").persist("a fact", user="bo")
         notes = list(listener.notifies(timeout=5, stop_after=1))
     assert [json.loads(n.payload) for n in notes] == [{"kind": "fact"}]
@@ -251,3 +251,41 @@ def test_an_open_transaction_of_another_role_or_project_stalls_no_feed(db, dsn, 
         assert [(c.position, c.subject) for c in after] == [(3, "user:late"), (4, "user:al")]
         assert [c.position for c in changes_since(db, "cf8-other")] == [1]
         s.rollback()
+
+
+def test_only_the_projects_own_roles_learn_its_channel_and_nobody_else_hears_its_writes(db, dsn, as_role):
+    """Issue 58, finding 2: the channel was 'pymem_changes_' + md5(project id), and LISTEN checks
+    no privilege: a role bound to another project, or with no pymem role, listened and learned
+    when, how often and what kind of writes the project made. Now it is a random name, handed out
+    by pymem.change_channel to the project's own roles only."""
+    import hashlib
+
+    acme = as_role("pymem_feed_acme2")
+    other = as_role("pymem_feed_globex2")
+    stranger = as_role("pymem_feed_stranger2")
+    reader = as_role("pymem_feed_reader2")
+    with psycopg.connect(dsn, autocommit=True) as c:
+        c.execute("GRANT pymem_app TO pymem_feed_acme2, pymem_feed_globex2")
+        c.execute("GRANT pymem_reader TO pymem_feed_reader2")
+        c.execute("SELECT pymem.tenant_bind('pymem_feed_acme2', 'acme2')")
+        c.execute("SELECT pymem.tenant_bind('pymem_feed_globex2', 'globex2')")
+    with pymem.Database(pymem.Settings(dsn=acme)) as bound:
+        name = channel(bound, "acme2")
+        assert name == channel(bound, "acme2") == channel(db, "acme2")  # kept: one name per project
+    assert name.startswith("pymem_changes_") and len(name) == len("pymem_changes_") + 32
+    assert name != "pymem_changes_" + hashlib.md5(b"acme2").hexdigest()  # nothing anyone can compute
+    assert channel(db, "globex2") != name
+    for login in (other, stranger, reader):
+        with psycopg.connect(login, autocommit=True) as c:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute("SELECT pymem.change_channel('acme2')")
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute("SELECT * FROM pymem.change_channels")
+    with psycopg.connect(stranger, autocommit=True) as eavesdropper, \
+            psycopg.connect(acme, autocommit=True) as listener:
+        eavesdropper.execute('LISTEN "pymem_changes_%s"' % hashlib.md5(b"acme2").hexdigest())  # the old name
+        listener.execute(f'LISTEN "{name}"')
+        Memory(db=db, agent_id="bot", project_id="acme2").persist("a fact", user="bo")
+        assert [json.loads(n.payload) for n in listener.notifies(timeout=5, stop_after=1)] == [{"kind": "fact"}]
+        assert list(eavesdropper.notifies(timeout=0.5, stop_after=1)) == []
+
