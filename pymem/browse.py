@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from .database import Database
+from .conversations import Filters, Where, recall_query
 from .embedders import Embedder
 from .options import RecallOptions
 from .runner import Embed, Operation, Query, fetch, run
@@ -120,25 +121,28 @@ def recall_messages(db: Database, user_id: str, query: str, project_id: str = ""
     (``messages_recall`` with both, as ``Memory.recall``), which ranks only the messages that have
     a vector from it; the best ``k`` of the others (``messages_unembedded``) by words alone come
     back as ``words_only``. Without, ranked by words alone."""
-    params = {**options.params(), "k": k, "user_id": text(user_id, "user id"),
-              "thread_id": text(thread_id, "thread"), "project_id": text(project_id, "project_id"),
-              "window_size": 0, "as_of": None, "since": None, "until": None, "metadata": None,
-              "query_vector": None, "embedder": None, "query_text": text(query, "query"),
-              "time_from": None, "time_to": None}
-    return run(_recall_messages(params, embedder, options.min_content_chars, k), db, embedder)
+    where = Where(text(user_id, "user id"), text(thread_id, "thread"), text(project_id, "project_id"))
+    return run(_recall_messages(where, text(query, "query"), embedder, k, options), db, embedder)
 
 
-def _recall_messages(params: dict[str, Any], embedder: Embedder | None, min_chars: int,
-                     k: int) -> Operation[tuple[Rows, Rows]]:
+def _recall_messages(where: Where, query: str, embedder: Embedder | None, k: int,
+                     options: RecallOptions) -> Operation[tuple[Rows, Rows]]:
+    def recall(k: int, vector: Any = None, embedder_name: str | None = None) -> Query:  # every message: no window
+        return recall_query(where, options, NO_FILTERS, (None, None), k=k, window_size=0, query_vector=vector,
+                            embedder=embedder_name, query_text=query)
+
     if embedder is None:
-        return (yield calls.messages_recall(**params)), []
-    (vector,) = yield Embed([params["query_text"]], query=True)
-    ranked = yield calls.messages_recall(**params | {"query_vector": vector, "embedder": embedder.name})
-    unembedded = yield calls.messages_unembedded(user_id=params["user_id"], project_id=params["project_id"],
-                                                 embedder=embedder.name, min_chars=min_chars,
+        return (yield recall(k)), []
+    (vector,) = yield Embed([query], query=True)
+    ranked = yield recall(k, vector, embedder.name)
+    unembedded = yield calls.messages_unembedded(user_id=where.user_id, project_id=where.project_id,
+                                                 embedder=embedder.name, min_chars=options.min_content_chars,
                                                  max_messages=UNEMBEDDED_MAX)
     missing = {(m["thread_id"], m["seq"]) for m in unembedded}
     if not missing:
         return ranked, []
-    words = yield calls.messages_recall(**params | {"k": UNEMBEDDED_MAX})
+    words = yield recall(UNEMBEDDED_MAX)
     return ranked, [m for m in words if (m["thread_id"], m["seq"]) in missing][:k]
+
+
+NO_FILTERS = Filters(None, None, None, None)

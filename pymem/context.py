@@ -27,7 +27,7 @@ from .blocks import DEFAULT_BLOCKS, BlockOutput, Limit, Part, Upstream, block_na
 from .conversations import Message, TurnResult, _message, recall_filters, time_params
 from .errors import ValidationError
 from .options import MemoryOptions
-from .runner import Callback, Embed, Operation
+from .runner import Callback, Embed, Operation, Query
 from .values import text, timestamp
 from . import calls
 
@@ -132,49 +132,47 @@ class _Context:
         o = self.options
         order = o.blocks if o.blocks is not None else DEFAULT_BLOCKS
         text(query, "query")
-        params: dict[str, Any] = {
-            "user_id": text(user_id, "user id", allow_none=True),
-            "agent_id": o.agent_id,
-            "project_id": o.project_id,
-            "thread_id": text(thread if thread is not None else o.thread, "thread"),
-            "query_vector": None,
-            "embedder": None,
-            "max_facts": o.max_facts,
-            "window_size": o.window,
-            **o.recall.params(),
-            "dedupe": o.dedupe,
-            "max_unembedded": MAX_UNEMBEDDED,
-            "query_text": query if user_id is not None else None,
-            **recall_filters(filters),
-            "valid_at": timestamp((filters or {}).get("valid_at"), "valid_at"),
-        }
-        params |= time_params(query if user_id is not None else None, params["as_of"], o.recall.time_weight)
-        if "recall" not in order:  # not shown: not ranked, and the query needs no vector
-            params["k"] = 0
-        qvec = None
-        if user_id is not None and (o.embedder is not None or embedding is not None) and params["k"] > 0:
+        uid = text(user_id, "user id", allow_none=True)
+        thread_id = text(thread if thread is not None else o.thread, "thread")
+        r, query_text = o.recall, query if user_id is not None else None
+        f, valid_at = recall_filters(filters), timestamp((filters or {}).get("valid_at"), "valid_at")
+        time_from, time_to = time_params(query_text, f.as_of, r.time_weight)
+        k = r.k if "recall" in order else 0  # not shown: not ranked, and the query needs no vector
+        qvec, embedder = None, None
+        if user_id is not None and (o.embedder is not None or embedding is not None) and k > 0:
             (qvec,) = yield Embed([query], None if embedding is None else [embedding], query=True)
-            params |= {"query_vector": qvec, "embedder": o.embedder_name}
-        rows = yield calls.context_read(**params)
+            embedder = o.embedder_name
+
+        def read() -> Query:
+            return calls.context_read(
+                user_id=uid, agent_id=o.agent_id, project_id=o.project_id, thread_id=thread_id, query_vector=qvec,
+                embedder=embedder, max_facts=o.max_facts, window_size=o.window, k=k,
+                min_content_chars=r.min_content_chars, recency_weight=r.recency_weight,
+                importance_weight=r.importance_weight, half_life_seconds=r.half_life_seconds, min_score=r.min_score,
+                lexical_weight=r.lexical_weight, next_turn_weight=r.next_turn_weight, time_weight=r.time_weight,
+                dedupe=o.dedupe, max_unembedded=MAX_UNEMBEDDED, query_text=query_text, as_of=f.as_of, since=f.since,
+                until=f.until, metadata=f.metadata, valid_at=valid_at, time_from=time_from, time_to=time_to)
+
+        rows = yield read()
         data = rows[0]["context"]
         if data["unembedded"]:
             yield from self._catch_up(user_id, data["unembedded"])  # type: ignore[attr-defined]
-            rows = yield calls.context_read(**params)
+            rows = yield read()
             data = rows[0]["context"]
         parts: list[Part] = []
         deduped = data["deduped"]
         for entry, name in zip(order, unique_names(order)):
             if isinstance(entry, str):
-                part = _builtin(entry, o, data, params["thread_id"])
+                part = _builtin(entry, o, data, thread_id)
                 if entry == "recall" and o.dedupe:  # against the custom blocks above (the built-ins: in SQL)
-                    above = Upstream(query, user_id, params["thread_id"], o.agent_id, o.project_id, None,
+                    above = Upstream(query, user_id, thread_id, o.agent_id, o.project_id, None,
                                      tuple(output(p) for p in parts if p.name not in DEFAULT_BLOCKS))
                     kept = [m for m in part.items if not above.contains(m.content)]
                     deduped += len(part.items) - len(kept)
                     part.items = kept
                 parts.append(part)
                 continue
-            upstream = Upstream(query, user_id, params["thread_id"], o.agent_id, o.project_id,
+            upstream = Upstream(query, user_id, thread_id, o.agent_id, o.project_id,
                                 getattr(self, "db", None), tuple(output(p) for p in parts))
             try:
                 rendered = yield Callback(entry.render, (query, upstream))

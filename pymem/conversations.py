@@ -30,7 +30,7 @@ from psycopg.types.json import Jsonb
 
 from .errors import InTransactionError, ValidationError
 from .llm import FactChange
-from .options import MemoryOptions
+from .options import MemoryOptions, RecallOptions
 from .runner import Callback, Embed, Operation, Query, run
 from .timeref import named_time
 from .types import Extractor, Message, Summarizer, TurnResult  # noqa: F401  (Extractor, Summarizer: re-exported)
@@ -103,21 +103,41 @@ def _time(value: Any, what: str) -> datetime | None:
     return value
 
 
-def recall_filters(filters: Mapping[str, Any] | None) -> dict[str, Any]:
+class Filters(NamedTuple):
     """The SQL parameters of one recall's ``as_of``, ``since``, ``until`` and ``metadata``
-    (messages_recall and context_read)."""
+    (messages_recall and context_read), checked."""
+
+    as_of: datetime | None
+    since: datetime | None
+    until: datetime | None
+    metadata: Any
+
+
+def recall_filters(filters: Mapping[str, Any] | None) -> Filters:
+    """The :class:`Filters` of a call's ``filters=`` (None: none)."""
     f = dict(filters or {})
     metadata = f.get("metadata")
-    return {"as_of": _time(f.get("as_of"), "as_of"), "since": _time(f.get("since"), "since"),
-            "until": _time(f.get("until"), "until"),
-            "metadata": None if metadata is None else _metadata(metadata, "metadata filter")}
+    return Filters(_time(f.get("as_of"), "as_of"), _time(f.get("since"), "since"), _time(f.get("until"), "until"),
+                   None if metadata is None else _metadata(metadata, "metadata filter"))
 
 
-def time_params(query: Any, as_of: datetime | None, weight: float) -> dict[str, Any]:
+def time_params(query: Any, as_of: datetime | None, weight: float) -> tuple[datetime | None, datetime | None]:
     """The SQL parameters ``time_from`` / ``time_to`` of one recall: the time a text query names
     (pymem.timeref.named_time, read from ``as_of``, else now), none for a vector query or a weight of 0."""
     span = named_time(query, as_of) if isinstance(query, str) and weight else None
-    return {"time_from": span[0] if span else None, "time_to": span[1] if span else None}
+    return (span[0], span[1]) if span else (None, None)
+
+
+def recall_query(where: Where, r: RecallOptions, f: Filters, span: tuple[datetime | None, datetime | None], *,
+                 k: int, window_size: int, query_vector: Any, embedder: str | None, query_text: str | None) -> Query:
+    """``messages_recall`` for ``where``'s thread, ranked as ``r`` says but for ``k``."""
+    return calls.messages_recall(
+        user_id=where.user_id, thread_id=where.thread_id, project_id=where.project_id, k=k,
+        min_content_chars=r.min_content_chars, window_size=window_size, recency_weight=r.recency_weight,
+        importance_weight=r.importance_weight, half_life_seconds=r.half_life_seconds, min_score=r.min_score,
+        lexical_weight=r.lexical_weight, next_turn_weight=r.next_turn_weight, time_weight=r.time_weight,
+        query_vector=query_vector, embedder=embedder, query_text=query_text, as_of=f.as_of, since=f.since,
+        until=f.until, metadata=f.metadata, time_from=span[0], time_to=span[1])
 
 
 def _message(r: Mapping[str, Any], thread: str | None = None) -> Message:
@@ -374,13 +394,13 @@ class _Conversations:
         given = None if isinstance(query, str) else [query]
         if given is None:
             text(query, "query")
-        recall = o.recall.params() | ({} if k is None else {"k": k}) | recall_filters(filters)
-        recall |= time_params(query, recall["as_of"], o.recall.time_weight)
+        f = recall_filters(filters)
+        span, k = time_params(query, f.as_of, o.recall.time_weight), o.recall.k if k is None else k
         if o.embedder is None:
             if given is not None:
                 raise ValidationError("recall by a vector needs Memory(embedder=...)")
-            rows = yield calls.messages_recall(**where._asdict(), query_vector=None, embedder=None, query_text=query,
-                                                   **recall, window_size=window)
+            rows = yield recall_query(where, o.recall, f, span, k=k, window_size=window, query_vector=None,
+                                      embedder=None, query_text=query)
             return [_message(r) for r in rows]
         missing = yield calls.messages_unembedded(user_id=where.user_id, project_id=o.project_id,
                                                   embedder=o.embedder.name, min_chars=o.recall.min_content_chars,
@@ -388,11 +408,8 @@ class _Conversations:
         if missing:
             yield from self._catch_up(where.user_id, missing)
         (qvec,) = yield Embed([query if given is None else "the query vector"], given, query=True)
-        rows = yield Query(
-            "messages_recall",
-            {**where._asdict(), "query_vector": qvec, "embedder": o.embedder.name, "query_text": query if given is None else None,
-             **recall, "window_size": window},
-        )
+        rows = yield recall_query(where, o.recall, f, span, k=k, window_size=window, query_vector=qvec,
+                                  embedder=o.embedder.name, query_text=query if given is None else None)
         return [_message(r) for r in rows]
 
     def _pop_message(self, user_id, thread) -> Operation[Message | None]:

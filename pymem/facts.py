@@ -343,9 +343,11 @@ class _Facts:
     def _forget(self, tier, id, fact_id, content) -> Operation[int]:
         subject = self._subject(tier, id, writing=False)
         if fact_id is None and content is None:
-            rows = yield calls.facts_forget(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id)
+            rows = yield calls.facts_forget(scope=subject.scope, scope_id=subject.scope_id,
+                                            project_id=subject.project_id)
         else:
-            rows = yield calls.fact_forget(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id,
+            rows = yield calls.fact_forget(scope=subject.scope, scope_id=subject.scope_id,
+                                           project_id=subject.project_id,
                                            id=fact_id, content=text(content, "content", allow_none=True))
         return rows[0]["deleted"]
 

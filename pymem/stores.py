@@ -132,8 +132,8 @@ class _Store:
     def _open(self, create: bool, audit, keep_versions, read_only_prefixes) -> Operation[Any]:
         if read_only_prefixes is not None:
             read_only_prefixes = [text(p, "read-only prefix") for p in read_only_prefixes]
-        rows = yield calls.store_open(store_key=self.key, project_id=self.project_id, audit=audit, keep_versions=keep_versions,
-                                         read_only_prefixes=read_only_prefixes, create=create)
+        rows = yield calls.store_open(store_key=self.key, project_id=self.project_id, audit=audit,
+                                      keep_versions=keep_versions, read_only_prefixes=read_only_prefixes, create=create)
         row = rows[0]
         self.audit, self.keep_versions, self.read_only_prefixes = row["audit_on"], row["versions_on"], row["read_only"]
         yield from self._load()

@@ -335,12 +335,14 @@ def _public(cls: type) -> set[str]:
 # - AsyncMemoryStore needs db= (an AsyncDatabase: opening one is awaited); MemoryStore opens its own
 #   Database when not given one, so only it has close() and `with`;
 # - AsyncDatabase is opened by `await AsyncDatabase.open(...)` (Database's arguments); its
-#   constructor takes the opened pool; it is an `async with` context manager.
+#   constructor takes the opened pool; it is an `async with` context manager;
+# - Database's maintenance connection (unbounded(), maintain()) serves the sync administration
+#   functions (recall_indexes, configure_retention) only.
 TWINS = [
     (pymem.Memory, pymem.AsyncMemory, {"close"}, {"aclose"}, {}),
     (pymem.MemoryStore, pymem.AsyncMemoryStore, {"close"}, set(),
      {"__init__": ("db",), "get": ("db",), "get_or_create": ("db",)}),
-    (pymem.Database, pymem.AsyncDatabase, set(), {"open"}, {}),
+    (pymem.Database, pymem.AsyncDatabase, {"unbounded", "maintain"}, {"open"}, {}),
 ]
 
 
