@@ -878,7 +878,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8d3ac22d74eb1f2a722943474186fbd70e2274c5c0d940510276748518bb8424')
+SELECT pymem.migration_api_applied('11511339e1b81bb3c35addfc63ed6e2c6c98fbbf18cf6a906803fdbd2a3b6980')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
