@@ -18,7 +18,9 @@ field vectors (``pymem.store_vectors``), computed by the embedder: a pymem embed
 ``embed``: a pymem embedder, a LangChain ``Embeddings`` or a function, ``fields``).
 
 Batches behave like LangGraph's ``InMemoryStore``: the reads of a batch see the store as it was
-before the batch, then its writes apply (the last write of a key wins).
+before the batch, then its writes apply (the last write of a key wins), so identical reads run
+once and a replaced put is not sent. The async calls of one turn of the event loop run as one
+batch (``abatch``), as LangGraph's ``AsyncBatchedBaseStore`` does.
 
 TTL (``supports_ttl = True``), as LangGraph defines it: ``put(..., ttl=minutes)`` makes the item
 expire that many minutes after its last write or read; ``ttl=None`` (or no ttl and no
@@ -130,6 +132,31 @@ def _check_index(index: Any) -> None:
         raise ValidationError(f"index: unknown keys {unknown}; PymemStore takes {list(_INDEX_KEYS)}")
 
 
+def _read_key(op: Op) -> Any:
+    """What makes two reads of one batch the same read (None: never merged)."""
+    if isinstance(op, GetOp):
+        return ("get", op.namespace, op.key, getattr(op, "refresh_ttl", True))
+    if isinstance(op, SearchOp):
+        try:
+            where = json.dumps(op.filter, sort_keys=True, allow_nan=False)
+        except (TypeError, ValueError):
+            return None  # _search refuses it, for this caller
+        return ("search", op.namespace_prefix, where, op.limit, op.offset, op.query, getattr(op, "refresh_ttl", True))
+    if isinstance(op, ListNamespacesOp):
+        return ("namespaces", op.match_conditions, op.max_depth, op.limit, op.offset)
+    return None
+
+
+def _settle(waiter: asyncio.Future[Any], result: Any = None, *, error: BaseException | None = None) -> None:
+    """Hand a caller its result or error (unless it stopped waiting: cancelled)."""
+    if waiter.done():
+        return
+    if error is not None:
+        waiter.set_exception(error)
+    else:
+        waiter.set_result(result)
+
+
 class _NoSweeper(concurrent.futures.Future[None]):
     """What ``start_ttl_sweeper`` returns: a sweeper already done (pymem runs none; module
     docstring). A ``concurrent.futures.Future`` as ``PostgresStore``'s, and awaitable, as
@@ -190,6 +217,10 @@ class PymemStore(BaseStore):
         self.store_key = store_key
         self.actor = actor
         self._opened = False
+        # abatch's queue: the calls of one turn of the event loop, run as one batch by _drain
+        self._queue: list[tuple[list[Op], asyncio.Future[list[Result]]]] = []
+        self._queue_loop: asyncio.AbstractEventLoop | None = None
+        self._drainer: asyncio.Task[None] | None = None
         self.index_config: dict[str, Any] | None = None
         self._embedder: Any = None
         self._query_embedder: Any = None
@@ -305,25 +336,30 @@ class PymemStore(BaseStore):
                                             max_items=op.limit, skip=op.offset)
         return [tuple(r["namespace"]) for r in rows]
 
-    def _plan(self, ops: Iterable[Op]) -> list[tuple[int | None, Operation[Any], Any]]:
-        """The batch as (result index, operation, embedder): reads in order, then the last put
-        of each (namespace, key)."""
-        reads: list[tuple[int | None, Operation[Any], Any]] = []
+    def _plan(self, ops: Iterable[Op]) -> list[tuple[list[int], Operation[Any], Any]]:
+        """The batch as (result indexes, operation, embedder): the reads in order, each distinct
+        read once (they all see the store as it was before the batch, so identical reads give
+        one result), then the last put of each (namespace, key), which no result waits for."""
+        reads: dict[Any, tuple[list[int], Operation[Any], Any]] = {}
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
             _validate_op(op)
-            if isinstance(op, GetOp):
-                reads.append((i, self._get(op), None))
-            elif isinstance(op, SearchOp):
-                reads.append((i, self._search(op), self._query_embedder))
-            elif isinstance(op, ListNamespacesOp):
-                reads.append((i, self._list_namespaces(op), None))
-            elif isinstance(op, PutOp):
+            if isinstance(op, PutOp):
                 puts.pop((op.namespace, op.key), None)  # a later put moves to the end
                 puts[(op.namespace, op.key)] = op
+                continue
+            key = _read_key(op)
+            if key is not None and key in reads:
+                reads[key][0].append(i)
+            elif isinstance(op, GetOp):
+                reads[key if key is not None else i] = ([i], self._get(op), None)
+            elif isinstance(op, SearchOp):
+                reads[key if key is not None else i] = ([i], self._search(op), self._query_embedder)
+            elif isinstance(op, ListNamespacesOp):
+                reads[key if key is not None else i] = ([i], self._list_namespaces(op), None)
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
-        return reads + [(None, self._put(op), self._embedder) for op in puts.values()]
+        return list(reads.values()) + [([], self._put(op), self._embedder) for op in puts.values()]
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         if isinstance(self.db, AsyncDatabase):
@@ -333,24 +369,78 @@ class PymemStore(BaseStore):
             run(self._open(), self.db)
             self._opened = True
         results: list[Result] = [None] * len(ops)
-        for i, operation, embedder in self._plan(ops):
+        for indexes, operation, embedder in self._plan(ops):
             result = run(operation, self.db, embedder)
-            if i is not None:
+            for i in indexes:
                 results[i] = result
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
-        if not isinstance(self.db, AsyncDatabase):
-            return await asyncio.to_thread(self.batch, list(ops))
+        """The async calls that reach it in one turn of the event loop (``aget``, ``aput``, ...
+        from many tasks) run as one batch, as LangGraph's ``AsyncBatchedBaseStore`` does: its
+        identical reads once, its puts of a key the last one only. A batch that fails runs again
+        caller by caller, so an error reaches only the caller whose operation raised it."""
         ops = list(ops)
+        for op in ops:  # an invalid operation fails its own caller, before it joins a batch
+            _validate_op(op)
+        loop = asyncio.get_running_loop()
+        if self._queue_loop is not loop:
+            if self._drainer is not None and not self._drainer.done():  # another loop's batch is running
+                return await self._abatch_now(ops)
+            self._queue_loop, self._queue = loop, []
+        waiter: asyncio.Future[list[Result]] = loop.create_future()
+        self._queue.append((ops, waiter))
+        if self._drainer is None or self._drainer.done():
+            self._drainer = loop.create_task(self._drain())
+        return await waiter
+
+    async def _drain(self) -> None:
+        await asyncio.sleep(0)  # the calls made in this turn of the loop join the batch
+        try:
+            while self._queue:
+                taken, self._queue = self._queue, []
+                try:
+                    results = await self._abatch_now([op for ops, _ in taken for op in ops])
+                except Exception as exc:
+                    if len(taken) == 1:
+                        _settle(taken[0][1], error=exc)
+                        continue
+                    for ops, waiter in taken:  # again, alone: the error reaches its own caller only
+                        try:
+                            _settle(waiter, await self._abatch_now(ops))
+                        except Exception as own:
+                            _settle(waiter, error=own)
+                    continue
+                at = 0
+                for ops, waiter in taken:
+                    _settle(waiter, results[at:at + len(ops)])
+                    at += len(ops)
+        finally:  # cancelled with its loop: no caller waits forever
+            for _, waiter in self._queue:
+                waiter.cancel()
+            self._queue = []
+
+    async def _abatch_now(self, ops: list[Op]) -> list[Result]:
+        if not isinstance(self.db, AsyncDatabase):
+            return await asyncio.to_thread(self.batch, ops)
         if not self._opened:
             await arun(self._open(), self.db)
             self._opened = True
         results: list[Result] = [None] * len(ops)
-        for i, operation, embedder in self._plan(ops):
-            result = await arun(operation, self.db, embedder)
-            if i is not None:
+        plan = self._plan(ops)
+        # the reads at once, then the puts at once (each of another key), as many at a time as
+        # the pool has connections: the reads see the store as it was before the batch
+        limit = asyncio.Semaphore(max(1, self.db.settings.pool_max_size))
+
+        async def one(operation: Operation[Any], embedder: Any) -> Any:
+            async with limit:
+                return await arun(operation, self.db, embedder)  # type: ignore[arg-type]
+
+        reads = [step for step in plan if step[0]]
+        for (indexes, _, _), result in zip(reads, await asyncio.gather(*(one(o, e) for _, o, e in reads))):
+            for i in indexes:
                 results[i] = result
+        await asyncio.gather(*(one(o, e) for indexes, o, e in plan if not indexes))
         return results
 
     def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> _NoSweeper:

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, cast
 
+from ..errors import ValidationError
 from ..memory import AsyncMemory
 from ..runner import Operation
 from ..types import Message
@@ -103,8 +104,6 @@ class PymemSession:
 
     def __init__(self, session_id: str, *, user: str, memory: AsyncMemory | None = None,
                  session_settings: SessionSettings | None = None) -> None:
-        from ..errors import ValidationError
-
         if not isinstance(session_id, str) or session_id.strip() in ("", "*"):
             raise ValidationError(f"session_id must be a non-empty string other than '*', not {session_id!r}")
         if not isinstance(user, str) or user.strip() in ("", "*"):

@@ -279,6 +279,13 @@ BEGIN
     ON CONFLICT (project_id, user_id, thread_id)
     DO UPDATE SET last_seq = t.last_seq + v_n, updated_at = v_now
     RETURNING t.last_seq INTO v_last;
+    -- a batch without times is written at the time this call holds the thread row: a concurrent
+    -- append that took the row first wrote later than this call began, and this batch follows it
+    -- (taken at the start, the time was refused as out of order: issue 56)
+    IF messages_add_many.created_ats IS NULL
+       OR NOT EXISTS (SELECT FROM pg_catalog.unnest(messages_add_many.created_ats) AS a(at) WHERE a.at IS NOT NULL) THEN
+        v_now := pg_catalog.clock_timestamp();
+    END IF;
     IF v_last > v_n THEN
         SELECT m.created_at INTO v_previous FROM pymem.messages AS m
          WHERE m.project_id = messages_add_many.project_id AND m.user_id = messages_add_many.user_id

@@ -232,3 +232,21 @@ def test_the_docs_example_runs(dsn, monkeypatch, capsys):
         "In Oslo.", "['user', 'assistant', 'user', 'assistant']", "chat-1 user I live in Oslo."]
     with psycopg.connect(dsn) as c:  # nothing left behind
         assert c.execute("SELECT count(*) FROM pymem.threads WHERE project_id = 'readme-agents'").fetchone() == (0,)
+
+
+def test_concurrent_appends_to_one_session_all_land(dsn):
+    """Found by the SDK's own test_sqlite_session_concurrent_access: appends racing for one
+    thread each take the time at which they hold its row, so none is refused as out of order."""
+
+    async def go():
+        db = await pymem.AsyncDatabase.open(pymem.Settings(dsn=dsn, pool_max_size=8))
+        session = PymemSession("race", user="fay", memory=AsyncMemory(db=db, project_id=PROJECT))
+        results = await asyncio.gather(*(session.add_items([{"role": "user", "content": f"m{i}"}]) for i in range(40)),
+                                       return_exceptions=True)
+        items = await session.get_items()
+        await db.close()
+        return results, items
+
+    results, items = run(go())
+    assert [r for r in results if r is not None] == []
+    assert sorted(i["content"] for i in items) == sorted(f"m{i}" for i in range(40))
