@@ -415,8 +415,8 @@ class _Conversations:
     def _pop_message(self, user_id, thread) -> Operation[Message | None]:
         """Delete the thread's newest message and return it (None: the thread has none)."""
         where = self._where(user_id, thread)
-        rows = yield calls.message_pop(**where)
-        return _message(rows[0], where["thread_id"]) if rows else None
+        rows = yield calls.message_pop(user_id=where.user_id, thread_id=where.thread_id, project_id=where.project_id)
+        return _message(rows[0], where.thread_id) if rows else None
 
     def _forget_conversation(self, user_id, thread) -> Operation[int]:
         rows = yield calls.conversation_forget(user_id=text(user_id, "user id"), thread_id=text(thread, "thread"),

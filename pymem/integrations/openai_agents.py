@@ -135,7 +135,8 @@ class PymemSession:
         found: list[Message] = []
         after = 0
         while True:
-            rows = yield calls.browse_messages(**where, from_seq=after + 1, max_rows=_PAGE)
+            rows = yield calls.browse_messages(user_id=where.user_id, thread_id=where.thread_id,
+                                                project_id=where.project_id, from_seq=after + 1, max_rows=_PAGE)
             found += [Message(r["role"], r["content"], r["seq"], self.session_id, r["created_at"],
                               metadata=r["metadata"] or {}) for r in rows]
             if len(rows) < _PAGE:
