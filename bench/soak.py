@@ -193,9 +193,9 @@ def _retry(stop: threading.Event, call: Any, until_done: bool = False, seconds: 
 
 
 def client_process(argv: list[str]) -> int:
-    """``soak.py --client-process URI NAME SEED SECONDS OUT SKIP``: two client threads in a process of
-    their own; what they saw acknowledged goes to OUT as JSON."""
-    uri, name, seed, seconds, out, skip = argv
+    """``soak.py --client-process URI NAME SEED UNTIL OUT SKIP``: two client threads in a process of
+    their own until the wall-clock time UNTIL; what they saw acknowledged goes to OUT as JSON."""
+    uri, name, seed, until, out, skip = argv
     db = pymem.Database(pymem.Settings(dsn=uri, pool_min_size=1, pool_max_size=3, pool_timeout=5))
     stop = threading.Event()
     parts = [Acked(), Acked()]
@@ -204,7 +204,7 @@ def client_process(argv: list[str]) -> int:
                for i in range(2)]
     for t in threads:
         t.start()
-    time.sleep(float(seconds))
+    time.sleep(max(0.0, float(until) - time.time()))
     stop.set()
     for t in threads:
         t.join(120)
@@ -453,6 +453,11 @@ def main(argv: list[str] | None = None) -> int:
     (folder / "soak_learner.py").write_text(LEARNER_MODULE.replace("{hold}", HOLD_FILE))
     hold = folder / HOLD_FILE
     result: dict[str, Any] = {"command": "python bench/soak.py " + " ".join(argv)}
+    t0 = time.monotonic()
+
+    def say(line: str) -> None:
+        print(f"soak: {time.monotonic() - t0:6.1f}s {line}", file=sys.stderr, flush=True)
+
     srv = Server(data)
     uri = srv.info.uri
     workers: Workers | None = None
@@ -462,6 +467,8 @@ def main(argv: list[str] | None = None) -> int:
         pymem.migrate(uri)
         db = pymem.Database(pymem.Settings(dsn=uri, pool_min_size=1, pool_max_size=args.clients + 2, pool_timeout=5))
         changes.configure(db, enabled=True)
+        say(f"server up, migrated, change feed on: {args.clients} clients, {args.processes} client processes, "
+            f"{args.workers} workers for {args.seconds:g} s")
         workers = Workers(args.workers, folder, uri)
         follower = Follower(uri)
         follower.thread.start()
@@ -471,13 +478,15 @@ def main(argv: list[str] | None = None) -> int:
                                                     tuple(args.skip)))
                    for i in range(args.clients)]
         procs = []
+        until = time.time() + args.seconds + 1.0  # the processes start first; the threads 1 s later
         for j in range(args.processes):
             out = data / f"client-p{j}.json"
             procs.append((subprocess.Popen([sys.executable, __file__, "--client-process", uri, f"p{j}",
-                                            str(args.seed * 1000 + 500 + j), str(args.seconds), str(out),
+                                            str(args.seed * 1000 + 500 + j), str(until), str(out),
                                             ",".join(args.skip)]), out))
         fault_log: list[str] = []
         fault_thread = threading.Thread(target=faults, args=(args, srv, workers, hold, stop_faults, fault_log))
+        time.sleep(max(0.0, until - args.seconds - time.time()))
         started = time.monotonic()
         for t in threads:
             t.start()
@@ -492,10 +501,12 @@ def main(argv: list[str] | None = None) -> int:
             p.wait(180)
             parts.extend(Acked.from_json(d) for d in json.loads(out.read_text()))
         load_seconds = time.monotonic() - started
-        print(f"soak: load ran {load_seconds:.1f} s; draining the learning queue", file=sys.stderr, flush=True)
+        say(f"load ran {load_seconds:.1f} s; draining the learning queue")
         drained = drain(db, workers, args.drain_timeout)
         workers.stop()
+        say("drained" if drained else "NOT drained")
         caught_up = catch_up(db, follower)
+        say("follower caught up" if caught_up else "follower did NOT catch up")
         follower.stop.set()
         follower.thread.join(30)
         result["load"] = load(args, parts, load_seconds)
@@ -504,6 +515,7 @@ def main(argv: list[str] | None = None) -> int:
                             "follower_reconnects": follower.reconnects, "log": fault_log,
                             "follower_errors": dict(follower.errors.most_common(5))}
         result["invariants"] = check(uri, parts, follower, drained, caught_up)
+        say("checked")
     except BaseException:
         if workers is not None:
             print("\n".join(workers.lines[-40:]), file=sys.stderr)
@@ -545,16 +557,24 @@ def drain(db: pymem.Database, workers: Workers, timeout: float) -> bool:
 
 
 def catch_up(db: pymem.Database, follower: Follower, timeout: float = 60.0) -> bool:
-    """Wait until the follower has seen the last position published (nothing left unpublished)."""
+    """Wait until the follower has seen the last position published (nothing left unpublished).
+    Gives up early when publishing itself keeps failing with anything but a lost connection for
+    10 s: the feed is stuck, and waiting longer would only hide how."""
     deadline = time.monotonic() + timeout
+    failing_since: float | None = None
     while time.monotonic() < deadline:
         try:
             changes.changes_since(db, "", 0, 1)  # publishes what is safe to publish
             last = changes.position(db, "")
+            failing_since = None
             if follower.last >= last:
                 return True
-        except pymem.Error:
+        except (pymem.ConnectionError, pymem.TimeoutError):
             pass
+        except pymem.Error:
+            failing_since = failing_since or time.monotonic()
+            if time.monotonic() - failing_since > 10:
+                return False
         time.sleep(0.2)
     return False
 
