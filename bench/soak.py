@@ -559,7 +559,7 @@ def drain(db: pymem.Database, workers: Workers, timeout: float) -> bool:
 def catch_up(db: pymem.Database, follower: Follower, timeout: float = 60.0) -> bool:
     """Wait until the follower has seen the last position published (nothing left unpublished).
     Gives up early when publishing itself keeps failing with anything but a lost connection for
-    10 s: the feed is stuck, and waiting longer would only hide how."""
+    5 s: the feed is stuck, and waiting longer would only hide how."""
     deadline = time.monotonic() + timeout
     failing_since: float | None = None
     while time.monotonic() < deadline:
@@ -573,7 +573,7 @@ def catch_up(db: pymem.Database, follower: Follower, timeout: float = 60.0) -> b
             pass
         except pymem.Error:
             failing_since = failing_since or time.monotonic()
-            if time.monotonic() - failing_since > 10:
+            if time.monotonic() - failing_since > 5:
                 return False
         time.sleep(0.2)
     return False
