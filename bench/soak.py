@@ -502,7 +502,10 @@ def main(argv: list[str] | None = None) -> int:
             parts.extend(Acked.from_json(d) for d in json.loads(out.read_text()))
         load_seconds = time.monotonic() - started
         say(f"load ran {load_seconds:.1f} s; draining the learning queue")
+        drain_started = time.monotonic()
+        queued = learning.status(db, "")
         drained = drain(db, workers, args.drain_timeout)
+        drain_seconds = time.monotonic() - drain_started
         workers.stop()
         say("drained" if drained else "NOT drained")
         caught_up = catch_up(db, follower)
@@ -510,6 +513,8 @@ def main(argv: list[str] | None = None) -> int:
         follower.stop.set()
         follower.thread.join(30)
         result["load"] = load(args, parts, load_seconds)
+        result["load"]["queue_at_end_of_load"] = queued.pending + queued.running
+        result["load"]["drain_seconds"] = round(drain_seconds, 1)
         result["faults"] = {"server_kills": srv.kills, "server_found_dead": srv.found_dead, "server_down_seconds": round(srv.down_seconds, 1),
                             "worker_kills_mid_job": workers.kills, "worker_restarts_after_server_kill": workers.exits,
                             "follower_reconnects": follower.reconnects, "log": fault_log,
@@ -788,6 +793,7 @@ def report(result: dict[str, Any]) -> None:
     for k in KINDS:
         print(f"| {k} | {ld['acked'][k]} | {ld['acked_per_second'][k]} | {ld['unknown'][k]} |")
     print(f"| all | {sum(ld['acked'].values())} | {ld['total_per_second']} | {sum(ld['unknown'].values())} |\n")
+    print(f"learning queue when the load stopped: {ld['queue_at_end_of_load']} jobs, drained in {ld['drain_seconds']} s\n")
     print("| fault survived | count |")
     print("| --- | --: |")
     print(f"| server kill -9 + crash recovery | {f['server_kills']} ({f['server_down_seconds']} s down in all) |")
