@@ -107,8 +107,8 @@ class Acked:
     chains: list[dict[str, Any]] = field(default_factory=list)               # {"user", "ids", "uncertain"}
     turns: list[tuple[str, int, int, str, str]] = field(default_factory=list)  # (user, user_seq, assistant_seq, q, a)
     erased: list[str] = field(default_factory=list)
-    done: Counter = field(default_factory=Counter)                           # acknowledged ops by kind
-    unknown: Counter = field(default_factory=Counter)                        # ops that raised, by kind
+    done: Counter[str] = field(default_factory=Counter)                      # acknowledged ops by kind
+    unknown: Counter[str] = field(default_factory=Counter)                   # ops that raised, by kind
 
     def as_json(self) -> dict[str, Any]:
         return {"facts": self.facts, "chains": self.chains, "turns": self.turns, "erased": self.erased,
@@ -121,33 +121,37 @@ class Acked:
 
 
 def client(name: str, db: pymem.Database, seed: int, stop: threading.Event, acked: Acked,
-           skip: tuple[str, ...] = ()) -> None:
-    """One client: its own user for turns and facts, its own users to erase."""
+           skip: tuple[str, ...] = (), users: int = 4) -> None:
+    """One client serving ``users`` users of its own (turns and facts; each op picks one), and
+    making users of its own to erase."""
     rnd = random.Random(seed)
     weights = [0 if k in skip else w for k, w in zip(KINDS, WEIGHTS)]
     mem = pymem.Memory(db=db, agent_id="soak", embedder=HashEmbedder(), deferred_learning=True)
-    user = f"{name}"
-    turn_no = fact_no = gone_no = 0
+    turn_nos: Counter[str] = Counter()
+    fact_nos: Counter[str] = Counter()
+    gone_no = 0
     chains: list[dict[str, Any]] = []
     while not stop.is_set():
+        user = f"{name}u{rnd.randrange(users)}"
         kind = rnd.choices(KINDS, weights)[0]
         try:
             if kind == "turn":
-                turn_no += 1
+                turn_nos[user] += 1
+                turn_no = turn_nos[user]
                 q, a = f"turn {user}#{turn_no}: I like topic {turn_no % 17}", f"answer {user}#{turn_no}"
                 r = mem.record(q, a, user=user)
                 assert r is not None
                 acked.turns.append((user, r.user_seq, r.assistant_seq, q, a))
             elif kind == "persist":
-                fact_no += 1
-                content = f"fact {user}/{fact_no} v0"
+                fact_nos[user] += 1
+                content = f"fact {user}/{fact_nos[user]} v0"
                 fid = mem.persist(content, user=user)
                 acked.facts.append((user, int(fid), content))
-                chain = {"user": user, "ids": [int(fid)], "contents": [content], "uncertain": False}
+                chain: dict[str, Any] = {"user": user, "ids": [int(fid)], "contents": [content], "uncertain": False}
                 chains.append(chain)
                 acked.chains.append(chain)
             elif kind == "update":
-                live = [c for c in chains if not c["uncertain"]]
+                live = [c for c in chains if not c["uncertain"] and c["user"] == user]
                 if not live:
                     continue
                 chain = rnd.choice(live)
@@ -161,12 +165,12 @@ def client(name: str, db: pymem.Database, seed: int, stop: threading.Event, acke
                 chain["contents"].append(new)
                 acked.facts.append((user, int(nid), new))
             elif kind == "purge":
-                fact_no += 1
-                mem.persist(f"fact {user}/{fact_no} short-lived", user=user, ttl=0.5)
+                fact_nos[user] += 1
+                mem.persist(f"fact {user}/{fact_nos[user]} short-lived", user=user, ttl=0.5)
                 lifecycle.purge(db, max_rows=500, until_done=True)
             else:  # erase: a user of its own, written to, then erased
                 gone_no += 1
-                gone = f"{user}-gone{gone_no}"
+                gone = f"{name}-gone{gone_no}"
                 _retry(stop, lambda: mem.persist(f"fact {gone}/1 v0", user=gone))
                 _retry(stop, lambda: mem.record(f"turn {gone}#1: erase me", f"answer {gone}#1", user=gone))
                 if not _retry(stop, lambda: mem.forget_user(user=gone), until_done=True):
@@ -193,14 +197,14 @@ def _retry(stop: threading.Event, call: Any, until_done: bool = False, seconds: 
 
 
 def client_process(argv: list[str]) -> int:
-    """``soak.py --client-process URI NAME SEED UNTIL OUT SKIP``: two client threads in a process of
+    """``soak.py --client-process URI NAME SEED UNTIL OUT SKIP USERS``: two client threads in a process of
     their own until the wall-clock time UNTIL; what they saw acknowledged goes to OUT as JSON."""
-    uri, name, seed, until, out, skip = argv
+    uri, name, seed, until, out, skip, users = argv
     db = pymem.Database(pymem.Settings(dsn=uri, pool_min_size=1, pool_max_size=3, pool_timeout=5))
     stop = threading.Event()
     parts = [Acked(), Acked()]
     threads = [threading.Thread(target=client, args=(f"{name}t{i}", db, int(seed) * 100 + i, stop, parts[i],
-                                                     tuple(k for k in skip.split(",") if k)))
+                                                     tuple(k for k in skip.split(",") if k), int(users)))
                for i in range(2)]
     for t in threads:
         t.start()
@@ -380,7 +384,7 @@ class Follower:
         self.seen: list[tuple[int, str, str]] = []   # (position, kind, subject)
         self.last = 0
         self.reconnects = 0
-        self.errors: Counter = Counter()
+        self.errors: Counter[str] = Counter()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -402,6 +406,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seconds", type=float, default=60.0, help="how long the load runs (default 60)")
     p.add_argument("--clients", type=int, default=4, help="client threads in this process (default 4)")
     p.add_argument("--processes", type=int, default=0, help="client processes besides, 2 threads each (default 0)")
+    p.add_argument("--users-per-client", type=int, default=4, help="users each client serves (default 4)")
     p.add_argument("--workers", type=int, default=2, help="pymem worker subprocesses (default 2)")
     p.add_argument("--seed", type=int, default=1, help="seed of the clients' choices and the faults' times")
     p.add_argument("--server-kill-every", type=float, default=10.0, metavar="SECONDS",
@@ -410,7 +415,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
                    help="mean time between two SIGKILLs of a worker mid-job (default 6; 0: never)")
     p.add_argument("--skip", action="append", default=[], choices=KINDS, metavar="KIND",
                    help="leave out an operation (turn, persist, update, purge, erase); repeatable")
-    p.add_argument("--drain-timeout", type=float, default=180.0, help="how long the workers may take to drain")
+    p.add_argument("--drain-timeout", type=float, default=600.0,
+                   help="how long the workers may take to drain the queue after the load (default 600)")
     p.add_argument("--keep", action="store_true", help="keep the temp directory (server stopped) for a look")
     p.add_argument("--json", type=Path, help="write the results here as JSON")
     return p.parse_args(argv)
@@ -475,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         stop_clients, stop_faults = threading.Event(), threading.Event()
         parts = [Acked() for _ in range(args.clients)]
         threads = [threading.Thread(target=client, args=(f"c{i}", db, args.seed * 1000 + i, stop_clients, parts[i],
-                                                    tuple(args.skip)))
+                                                    tuple(args.skip), args.users_per_client))
                    for i in range(args.clients)]
         procs = []
         until = time.time() + args.seconds + 1.0  # the processes start first; the threads 1 s later
@@ -483,7 +489,7 @@ def main(argv: list[str] | None = None) -> int:
             out = data / f"client-p{j}.json"
             procs.append((subprocess.Popen([sys.executable, __file__, "--client-process", uri, f"p{j}",
                                             str(args.seed * 1000 + 500 + j), str(until), str(out),
-                                            ",".join(args.skip)]), out))
+                                            ",".join(args.skip), str(args.users_per_client)]), out))
         fault_log: list[str] = []
         fault_thread = threading.Thread(target=faults, args=(args, srv, workers, hold, stop_faults, fault_log))
         time.sleep(max(0.0, until - args.seconds - time.time()))
@@ -585,7 +591,8 @@ def catch_up(db: pymem.Database, follower: Follower, timeout: float = 60.0) -> b
 
 
 def load(args: argparse.Namespace, parts: list[Acked], seconds: float) -> dict[str, Any]:
-    done, unknown = Counter(), Counter()
+    done: Counter[str] = Counter()
+    unknown: Counter[str] = Counter()
     for a in parts:
         done.update(a.done)
         unknown.update(a.unknown)
@@ -673,10 +680,14 @@ def check(uri: str, parts: list[Acked], follower: Follower, drained: bool, caugh
         add("no half turn (whole pairs, contiguous seqs)", len(messages), wrong)
 
         # 3. every learning job done, exactly once, in each user's order
-        wrong = [f"job {r[0]} of {r[1]} (turn seq {r[2]}) left {r[3]} after {r[4]} attempts: {r[5]}" for r in c.execute(
-            "SELECT id, user_id, seq, state, attempts, error FROM pymem.learning_jobs WHERE project_id = ''")]
+        left = c.execute("SELECT id, user_id, seq, state, attempts, error FROM pymem.learning_jobs "
+                         "WHERE project_id = '' ORDER BY id").fetchall()
+        wrong = [f"job {r[0]} of {r[1]} (turn seq {r[2]}) left {r[3]} after {r[4]} attempts: {r[5]}"
+                 for r in left if r[3] not in ("pending", "running")]
         if not drained:
-            wrong.append("the workers did not drain the queue in time")
+            wrong.append(f"the workers did not drain the queue in time: "
+                         f"{dict(Counter(r[3] for r in left))} jobs left, {wrong[:3]}")
+            del wrong[:-1]
         learned: dict[str, list[tuple[int, int]]] = defaultdict(list)   # user -> [(fact id, turn no)]
         for fid, (user, content, _sup, source) in facts.items():
             m = LEARNED.match(content)
@@ -684,19 +695,23 @@ def check(uri: str, parts: list[Acked], follower: Follower, drained: bool, caugh
                 if m[1] != user:
                     wrong.append(f"learned fact {fid} {content!r} stored for {user}")
                 learned[m[1]].append((fid, int(m[2])))
-        turns_in_db = {(TURN.match(q)[1], int(TURN.match(q)[2])) for (u, t), seqs in messages.items()
-                       for role, q in seqs.values() if role == "user" and TURN.match(q)}
+        turns_in_db: set[tuple[str, int]] = set()
+        for seqs in messages.values():
+            for role, q in seqs.values():
+                tm = TURN.match(q)
+                if role == "user" and tm:
+                    turns_in_db.add((tm[1], int(tm[2])))
         per_turn = Counter((u, n) for u, lst in learned.items() for _f, n in lst)
-        for key in sorted(turns_in_db | set(per_turn)):
-            if per_turn[key] != 1:
-                wrong.append(f"turn {key[0]}#{key[1]}: applied {per_turn[key]} times"
-                             + ("" if key in turns_in_db else " (and the turn is not stored)"))
+        for turn_key in sorted(turns_in_db | set(per_turn)):
+            if per_turn[turn_key] != 1:
+                wrong.append(f"turn {turn_key[0]}#{turn_key[1]}: applied {per_turn[turn_key]} times"
+                             + ("" if turn_key in turns_in_db else " (and the turn is not stored)"))
         for user, lst in learned.items():
             order = [n for _f, n in sorted(lst)]
             if order != sorted(order):
                 bad = next(i for i in range(1, len(order)) if order[i] < order[i - 1])
                 wrong.append(f"{user}: turn {order[bad]} applied after turn {order[bad - 1]}")
-        usage = dict(c.execute("SELECT user_id, sum(calls)::bigint FROM pymem.learning_usage WHERE project_id = '' "
+        usage: dict[str, int] = dict(c.execute("SELECT user_id, sum(calls)::bigint FROM pymem.learning_usage WHERE project_id = '' "
                                "GROUP BY user_id").fetchall())
         for user, lst in learned.items():
             if usage.get(user, 0) < len(lst):
