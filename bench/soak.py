@@ -439,8 +439,9 @@ def faults(args: argparse.Namespace, srv: Server, workers: Workers, hold: Path, 
             log.append(f"{now - t0:7.1f}s worker SIGKILL mid-job" + ("" if ok else ": no job in hand within 10 s"))
             next_worker = time.monotonic() + rnd.expovariate(1 / args.worker_kill_every) + 1.0
         elif now >= next_server:
+            before = srv.down_seconds
             srv.kill_and_restart()
-            log.append(f"{now - t0:7.1f}s server kill -9, restarted in {srv.down_seconds:.1f} s (total)")
+            log.append(f"{now - t0:7.1f}s server kill -9, up again after {srv.down_seconds - before:.1f} s")
             next_server = time.monotonic() + rnd.expovariate(1 / args.server_kill_every) + 2.0
 
 
