@@ -10,7 +10,8 @@ What it does (issue 58, "Faults and load"):
 - ``--clients`` threads (and ``--processes`` client processes, each with 2 threads) share the
   work: turns with deferred learning (``Memory(deferred_learning=True).record``), fact writes
   (``persist``) and supersedes (``update``), short-lived facts and ``lifecycle.purge``, and
-  erasures (``forget_user``) of users of their own made for it;
+  erasures (``forget_user``) of users of their own made for it; each client serves
+  ``--users-per-client`` users (4), picking one per operation;
 - two ``pymem worker`` subprocesses learn from the queue with a deterministic learner module
   written to the temp directory: each turn ``turn <user>#<n>: ...`` gives one fact
   ``learned <user>#<n> by <pid>.<k>`` (the suffix names the application, so a job applied twice
@@ -200,7 +201,14 @@ def client_process(argv: list[str]) -> int:
     """``soak.py --client-process URI NAME SEED UNTIL OUT SKIP USERS``: two client threads in a process of
     their own until the wall-clock time UNTIL; what they saw acknowledged goes to OUT as JSON."""
     uri, name, seed, until, out, skip, users = argv
-    db = pymem.Database(pymem.Settings(dsn=uri, pool_min_size=1, pool_max_size=3, pool_timeout=5))
+    while True:  # the server may be down (killed) as the process starts
+        try:
+            db = pymem.Database(pymem.Settings(dsn=uri, pool_min_size=1, pool_max_size=3, pool_timeout=5))
+            break
+        except pymem.Error:
+            if time.time() > float(until):
+                raise
+            time.sleep(0.2)
     stop = threading.Event()
     parts = [Acked(), Acked()]
     threads = [threading.Thread(target=client, args=(f"{name}t{i}", db, int(seed) * 100 + i, stop, parts[i],
@@ -827,4 +835,10 @@ def report(result: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except Exception:  # noqa: BLE001 - the run could not finish: no invariant was checked
+        import traceback
+
+        traceback.print_exc()
+        sys.exit(2)
