@@ -1,0 +1,44 @@
+"""bench/soak.py in short: a few clients for ~15 s against a durable server of its own, with at
+least one kill -9 of the server and one worker SIGKILLed mid-job, and every invariant holding."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A pymem bug the soak found (see the issue-58 soak report): changes_since numbers the rows it
+# publishes from one snapshot and advances the project's counter by the rows its UPDATE touched;
+# a user_forget that deletes some of those rows meanwhile leaves the counter behind the highest
+# position given, and every later changes_since of the project fails with 23505 on
+# changes_position: the feed is stuck for good. Until it is fixed, that failure (and only that
+# one) is an expected failure here; every other invariant must hold in any case.
+FEED_STUCK = ("is behind the highest position given", 'unique constraint "changes_position"')
+
+
+@pytest.mark.slow
+def test_a_short_soak_survives_its_faults_and_every_invariant_holds(tmp_path):
+    out = tmp_path / "soak.json"
+    run = subprocess.run([sys.executable, str(ROOT / "bench" / "soak.py"), "--seconds", "12", "--clients", "3",
+                          "--server-kill-every", "6", "--worker-kill-every", "4", "--seed", "3", "--json", str(out)],
+                         cwd=ROOT, capture_output=True, text=True, timeout=240)
+    assert out.exists(), run.stdout + run.stderr
+    result = json.loads(out.read_text())
+    faults, load = result["faults"], result["load"]
+    assert faults["server_kills"] >= 1 and faults["worker_kills_mid_job"] >= 1, faults
+    assert faults["server_found_dead"] == 0, faults
+    assert load["acked"]["turn"] and load["acked"]["persist"] and load["acked"]["update"], load
+    assert load["acked"]["purge"] and load["acked"]["erase"], load
+    failed = {i["name"]: i["wrong"] for i in result["invariants"] if i["wrong"]}
+    feed = [name for name in failed if name.startswith("every feed position")]
+    others = {name: wrong for name, wrong in failed.items() if name not in feed}
+    assert not others, run.stdout
+    if feed and any(any(sign in w for sign in FEED_STUCK) for w in failed[feed[0]]):
+        pytest.xfail("the change feed stuck after an erasure raced its publication (pymem bug, issue 58 soak)")
+    assert run.returncode == 0 and not failed, run.stdout
+    assert "every invariant held" in run.stdout
