@@ -925,7 +925,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('574077ec4dcf96a059596976b45b3a3f0e6c266a885b56a504491b53e2b5a000')
+SELECT pymem.migration_api_applied('6b623e1c9bb1e2ca1eb8dff57faf827c6c6ee664b070af150ecb59f00c6a7f52')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

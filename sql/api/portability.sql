@@ -366,7 +366,11 @@ BEGIN
       INTO v_counts;
 
     -- the user's rows of the change feed (0042) and those of the user's stores, the ones the
-    -- deletes above just wrote included: the feed keeps the receipt's id (its own row), never the user's
+    -- deletes above just wrote included: the feed keeps the receipt's id (its own row), never the user's.
+    -- The project's position row first, as a publisher of rows from before 0048 takes it before
+    -- theirs (changes_since): the other order deadlocked the two (this transaction takes it at
+    -- its commit anyway, for its receipt's position)
+    PERFORM 1 FROM pymem.change_positions AS p WHERE p.project_id = v_project FOR UPDATE;
     DELETE FROM pymem.changes AS x
      WHERE x.project_id = v_project AND (x.subject IN (v_user, 'user:' || v_user) OR x.subject = ANY (v_stores));
     GET DIAGNOSTICS v_n = ROW_COUNT;

@@ -289,3 +289,43 @@ def test_only_the_projects_own_roles_learn_its_channel_and_nobody_else_hears_its
         assert [json.loads(n.payload) for n in listener.notifies(timeout=5, stop_after=1)] == [{"kind": "fact"}]
         assert list(eavesdropper.notifies(timeout=0.5, stop_after=1)) == []
 
+
+
+def test_an_erasure_racing_the_publication_of_rows_from_before_0048_leaves_the_feed_working(db, dsn):
+    """Found by bench/soak.py: changes_since publishes the rows written before 0048 (no position
+    yet) by numbering them from one snapshot; a user_forget that deletes one of them while the
+    publisher waits on its lock made the UPDATE skip it, and a counter advanced by the rows updated
+    fell behind the highest position given: every later changes_since of the project raised
+    23505 for good (and since 0048 the two deadlocked, the erasure taking the project's position
+    row at its commit). The counter follows the highest position given, and user_forget takes the
+    position row before the feed's rows, as a publisher does."""
+    mem = Memory(db=db, agent_id="bot", project_id="cf9")
+    mem.record("hello", "hi", user="x")
+    mem.record("hello", "hi", user="y")
+    with psycopg.connect(dsn, autocommit=True) as c:  # as a database from before 0048 left them
+        c.execute("SELECT set_config('pymem.tenant', 'p:cf9', false)")
+        c.execute("UPDATE pymem.changes SET position = NULL WHERE project_id = 'cf9'")
+        c.execute("UPDATE pymem.change_positions SET position = 0 WHERE project_id = 'cf9'")
+    eraser = psycopg.connect(dsn)
+    try:
+        eraser.execute("SELECT * FROM pymem.user_forget(user_id => 'x', project_id => 'cf9')")  # holds x's rows
+        out: dict[str, object] = {}
+        publisher = threading.Thread(target=lambda: out.update(first=changes_since(db, "cf9")))
+        publisher.start()
+        deadline = time.monotonic() + 30
+        with psycopg.connect(dsn, autocommit=True) as c:  # the publisher waits on x's row
+            while not c.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                "AND query LIKE '%changes_since%'").fetchone()[0]:
+                assert time.monotonic() < deadline, "the publisher never waited on the erased rows"
+                time.sleep(0.05)
+        eraser.commit()
+    finally:
+        eraser.close()
+    publisher.join(30)
+    first = out["first"]
+    # the erasure's receipt (its position given at its commit) and y's turn; x's rows went with x
+    assert [c.subject for c in first] == ["", "y"]
+    mem.record("again", "ok", user="y")
+    later = changes_since(db, "cf9", after=first[-1].position)  # raised 23505 before the fix
+    assert [c.subject for c in later] == ["y"] and later[0].position > first[-1].position
+    assert position(db, "cf9") == later[-1].position
