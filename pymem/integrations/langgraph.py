@@ -273,11 +273,11 @@ class PymemStore(BaseStore):
             raise ValidationError("this PymemStore has an AsyncDatabase: use its async methods (aget, aput, ...)")
         ops = list(ops)
         if not self._opened:
-            run(self._open(), self.db)
+            run(self._open(), self.db, owner=self)
             self._opened = True
         results: list[Result] = [None] * len(ops)
         for i, operation, embedder in self._plan(ops):
-            result = run(operation, self.db, embedder)
+            result = run(operation, self.db, embedder, owner=self)
             if i is not None:
                 results[i] = result
         return results
@@ -287,11 +287,11 @@ class PymemStore(BaseStore):
             return await asyncio.to_thread(self.batch, list(ops))
         ops = list(ops)
         if not self._opened:
-            await arun(self._open(), self.db)
+            await arun(self._open(), self.db, owner=self)
             self._opened = True
         results: list[Result] = [None] * len(ops)
         for i, operation, embedder in self._plan(ops):
-            result = await arun(operation, self.db, embedder)
+            result = await arun(operation, self.db, embedder, owner=self)
             if i is not None:
                 results[i] = result
         return results
