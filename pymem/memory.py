@@ -462,7 +462,7 @@ class AsyncMemory(MemoryBase):
         on = caller(self, conn, asynchronous=True)
         if on is not None:  # no pool is opened for it
             return await arun(operation, on, self.options.embedder)  # type: ignore[arg-type]
-        return await arun(operation, await self._database(), self.options.embedder)
+        return await arun(operation, await self._database(), self.options.embedder, owner=self)
 
     def bound(self, conn: psycopg.AsyncConnection, *, allow_model_calls: bool = False) -> Binding:
         """``async with amem.bound(aconn):`` (or ``with``): :meth:`Memory.bound` for your own

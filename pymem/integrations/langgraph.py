@@ -366,11 +366,11 @@ class PymemStore(BaseStore):
             raise ValidationError("this PymemStore has an AsyncDatabase: use its async methods (aget, aput, ...)")
         ops = list(ops)
         if not self._opened:
-            run(self._open(), self.db)
+            run(self._open(), self.db, owner=self)
             self._opened = True
         results: list[Result] = [None] * len(ops)
         for indexes, operation, embedder in self._plan(ops):
-            result = run(operation, self.db, embedder)
+            result = run(operation, self.db, embedder, owner=self)
             for i in indexes:
                 results[i] = result
         return results
@@ -424,7 +424,7 @@ class PymemStore(BaseStore):
         if not isinstance(self.db, AsyncDatabase):
             return await asyncio.to_thread(self.batch, ops)
         if not self._opened:
-            await arun(self._open(), self.db)
+            await arun(self._open(), self.db, owner=self)
             self._opened = True
         results: list[Result] = [None] * len(ops)
         plan = self._plan(ops)
@@ -434,7 +434,7 @@ class PymemStore(BaseStore):
 
         async def one(operation: Operation[Any], embedder: Any) -> Any:
             async with limit:
-                return await arun(operation, self.db, embedder)  # type: ignore[arg-type]
+                return await arun(operation, self.db, embedder, owner=self)  # type: ignore[arg-type]
 
         reads = [step for step in plan if step[0]]
         for (indexes, _, _), result in zip(reads, await asyncio.gather(*(one(o, e) for _, o, e in reads))):

@@ -453,6 +453,8 @@ def test_forget_user_in_the_callers_transaction(app, db, dsn):
         with pymem.bound(db, conn):
             pymem.portability.forget_user(db, "alice")
             assert counts(dsn)["facts"] == 1
+            mem.persist("Likes coffee", user="carol")  # a Memory's calls are bound by mem.bound only: the pool
+            assert counts(dsn, "carol")["facts"] == 1
         conn.commit()
     assert counts(dsn)["facts"] == 0
     with psycopg.connect(app) as conn:  # Memory.forget_user takes conn= too
