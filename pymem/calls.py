@@ -313,6 +313,30 @@ def fact_history(
     return Query("fact_history", {"scope": scope, "scope_id": scope_id, "project_id": project_id, "max_facts": max_facts})
 
 
+def facts_list(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    project_id: str | None,
+    metadata: Any,
+    max_facts: int | None,
+    after: int | None,
+) -> Query:
+    """A subject's active facts, newest first, filtered by metadata, paged after a fact id."""
+    return Query("facts_list", {"scope": scope, "scope_id": scope_id, "project_id": project_id, "metadata": metadata, "max_facts": max_facts, "after": after})
+
+
+def fact_read(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    id: int | None,
+    project_id: str | None,
+) -> Query:
+    """One fact of a subject by id, active or superseded (no row when the subject has none)."""
+    return Query("fact_read", {"scope": scope, "scope_id": scope_id, "id": id, "project_id": project_id})
+
+
 def fact_chain(
     *,
     scope: str | None,
@@ -748,6 +772,17 @@ def recall_index_plan(*, project_id: str | None, min_messages: int | None) -> Qu
     return Query("recall_index_plan", {"project_id": project_id, "min_messages": min_messages})
 
 
+def message_delete(
+    *,
+    user_id: str | None,
+    thread_id: str | None,
+    seq: int | None,
+    project_id: str | None,
+) -> Query:
+    """Delete one message of a user's thread by its seq; returns 1, or 0 when there is none."""
+    return Query("message_delete", {"user_id": user_id, "thread_id": thread_id, "seq": seq, "project_id": project_id})
+
+
 def conversation_forget(
     *,
     user_id: str | None,
@@ -1050,6 +1085,11 @@ def browse_subjects(*, project_id: str | None, max_rows: int | None) -> Query:
 def browse_users(*, project_id: str | None, max_rows: int | None) -> Query:
     """A project's users with conversation threads: thread and message counts, most recent first."""
     return Query("browse_users", {"project_id": project_id, "max_rows": max_rows})
+
+
+def users_list(*, project_id: str | None, max_rows: int | None, after: str | None) -> Query:
+    """A project's users (with facts or threads) by id, with their counts, paged after a user id."""
+    return Query("users_list", {"project_id": project_id, "max_rows": max_rows, "after": after})
 
 
 def browse_threads(*, user_id: str | None, project_id: str | None) -> Query:

@@ -35,8 +35,8 @@ from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
 from .timeref import named_time
-from .types import Extractor, Message, Summarizer, TurnResult  # noqa: F401  (Extractor, Summarizer: re-exported)
-from .values import number, text
+from .types import Extractor, Message, Summarizer, TurnResult, UserInfo  # noqa: F401  (Extractor, Summarizer: re-exported)
+from .values import integer, number, text
 from . import calls
 
 if TYPE_CHECKING:
@@ -396,6 +396,15 @@ class _Conversations:
              **recall, "window_size": window},
         )
         return [_message(r) for r in rows]
+
+    def _delete_message(self, user_id, thread, seq) -> Operation[bool]:
+        rows = yield calls.message_delete(**self._where(user_id, thread), seq=integer(seq, "seq"))
+        return bool(rows[0]["deleted"])
+
+    def _users(self, limit, after) -> Operation[list[UserInfo]]:
+        rows = yield calls.users_list(project_id=self.options.project_id, max_rows=integer(limit, "limit"),
+                                      after=text(after, "after", allow_none=True))
+        return [UserInfo(r["user_id"], r["facts"], r["threads"]) for r in rows]
 
     def _forget_conversation(self, user_id, thread) -> Operation[int]:
         rows = yield Query(

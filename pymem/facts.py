@@ -24,7 +24,7 @@ from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
 from .types import Fact, FactId, Merge
-from .values import expiry, number, text, timestamp, valid_time
+from .values import expiry, integer, number, text, timestamp, valid_time
 from . import calls
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
@@ -245,6 +245,22 @@ class _Facts:
             yield from self._embed_missing(subject, missing)
             rows = yield calls.facts_search(**params)
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
+
+    def _list(self, tier, id, metadata, limit, after) -> Operation[list[Fact]]:
+        """A subject's active facts newest first, no query: ``pymem.facts_list`` (metadata
+        containment, keyset paging after a fact id)."""
+        subject = self._subject(tier, id, writing=False)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ValidationError("metadata must be a mapping (a JSON object): the facts listed contain it")
+        return (yield calls.facts_list(**subject, metadata=None if metadata is None else Jsonb(dict(metadata)),
+                                       max_facts=integer(limit, "limit"),
+                                       after=integer(after, "after", allow_none=True)).rows_as(fact_rows))
+
+    def _get(self, tier, id, fact_id) -> Operation[Fact | None]:
+        """One fact of the subject by id (active or superseded), None when it has no such fact."""
+        subject = self._subject(tier, id, writing=False)
+        rows = yield calls.fact_read(**subject, id=integer(fact_id, "fact_id")).rows_as(fact_rows)
+        return rows[0] if rows else None
 
     def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
                 embedding=None, created_at=None, ttl=None, expires_at=None, valid_from=None,

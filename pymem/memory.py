@@ -46,7 +46,7 @@ from .learning import _Learning
 from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
 from .portability import _forget_user
-from .types import Erasure, LearningReport, LearningStatus, Merge
+from .types import Erasure, LearningReport, LearningStatus, Merge, UserInfo
 from .runner import Operation, arun, run
 from .settings import Settings
 from .values import text
@@ -333,6 +333,21 @@ class Memory(MemoryBase):
         return self._run(self._consolidate(tier, self._subject_id(tier, id, user, ctx), dry_run, min_similarity,
                                            min_overlap, decide, max_pairs), conn)
 
+    def facts(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
+              metadata: Mapping[str, Any] | None = None, limit: int = 50, after: int | None = None,
+              conn: psycopg.Connection | None = None) -> list[Fact]:
+        """List the subject's active facts, newest first, with no query (SQL ``pymem.facts_list``):
+        at most ``limit``; ``metadata``: only facts whose metadata contains this mapping;
+        ``after``: the id of the last fact of the previous page (keyset paging: a page never
+        repeats or skips a fact when others are added meanwhile). An empty page is the end."""
+        return self._run(self._list(tier, self._subject_id(tier, id, user, ctx), metadata, limit, after), conn)
+
+    def get_fact(self, fact_id: int, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                 id: str | None = None, conn: psycopg.Connection | None = None) -> Fact | None:
+        """The subject's fact ``fact_id``, active or superseded (``superseded_by`` says which); None
+        when the subject has no such fact (another user's fact is None too: SQL ``pymem.fact_read``)."""
+        return self._run(self._get(tier, self._subject_id(tier, id, user, ctx), fact_id), conn)
+
     def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                 fact_id: int | None = None, limit: int = 1000, conn: psycopg.Connection | None = None) -> list[Fact]:
         """Every version, newest first; with ``fact_id``, that fact's history: every version merged
@@ -430,6 +445,20 @@ class Memory(MemoryBase):
         (they are in its window)."""
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
         return self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window), conn)
+
+    def delete_message(self, seq: int, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                       conn: psycopg.Connection | None = None) -> bool:
+        """Delete one message of the user's thread by its ``seq`` (``Message.seq``, or what
+        ``add_message`` / ``TurnResult`` returned), with its vector; False when there is none. The
+        thread's running summary is kept (``forget_conversation`` removes a thread with it)."""
+        return self._run(self._delete_message(self._need_user(user, ctx), thread, seq), conn)
+
+    def users(self, *, limit: int = 100, after: str | None = None,
+              conn: psycopg.Connection | None = None) -> list[UserInfo]:
+        """The project's users (those with facts at ``tier="user"`` or conversation threads), by
+        id, at most ``limit``; ``after``: the last ``user_id`` of the previous page. Each a
+        :class:`pymem.UserInfo` (its id, active facts, threads)."""
+        return self._run(self._users(limit, after), conn)
 
     def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*",
                             conn: psycopg.Connection | None = None) -> int:
@@ -591,6 +620,15 @@ class AsyncMemory(MemoryBase):
         return await self._run(self._consolidate(tier, self._subject_id(tier, id, user, ctx), dry_run, min_similarity,
                                                  min_overlap, decide, max_pairs), conn)
 
+    async def facts(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                    id: str | None = None, metadata: Mapping[str, Any] | None = None, limit: int = 50,
+                    after: int | None = None, conn: psycopg.AsyncConnection | None = None) -> list[Fact]:
+        return await self._run(self._list(tier, self._subject_id(tier, id, user, ctx), metadata, limit, after), conn)
+
+    async def get_fact(self, fact_id: int, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                       id: str | None = None, conn: psycopg.AsyncConnection | None = None) -> Fact | None:
+        return await self._run(self._get(tier, self._subject_id(tier, id, user, ctx), fact_id), conn)
+
     async def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                       id: str | None = None, fact_id: int | None = None, limit: int = 1000,
                       conn: psycopg.AsyncConnection | None = None) -> list[Fact]:
@@ -660,6 +698,14 @@ class AsyncMemory(MemoryBase):
                      conn: psycopg.AsyncConnection | None = None) -> list[Message]:
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
         return await self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window), conn)
+
+    async def delete_message(self, seq: int, *, user: str | None = _UNSET, ctx: Any = None,
+                             thread: str | None = None, conn: psycopg.AsyncConnection | None = None) -> bool:
+        return await self._run(self._delete_message(self._need_user(user, ctx), thread, seq), conn)
+
+    async def users(self, *, limit: int = 100, after: str | None = None,
+                    conn: psycopg.AsyncConnection | None = None) -> list[UserInfo]:
+        return await self._run(self._users(limit, after), conn)
 
     async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*",
                                   conn: psycopg.AsyncConnection | None = None) -> int:

@@ -204,6 +204,16 @@ class Merge:
 
 
 @dataclass(frozen=True)
+class UserInfo:
+    """One user of a project as ``Memory.users()`` lists it (SQL ``pymem.users_list``): its id,
+    how many active facts it has at ``tier="user"`` and how many conversation threads."""
+
+    user_id: str
+    facts: int
+    threads: int
+
+
+@dataclass(frozen=True)
 class Erasure:
     """The receipt of a user's erasure (``Memory.forget_user``, SQL ``pymem.user_forget``), as
     kept in ``pymem.erasures``, which survives the erasure: ``id`` (per project), when, by which

@@ -846,6 +846,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts.sql
 \ir api/facts_bulk.sql
 \ir api/facts_consolidate.sql
+\ir api/facts_list.sql
 \ir api/facts_search.sql
 \ir api/facts_time.sql
 \ir api/facts_versions.sql
@@ -878,7 +879,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c78c5b0c81e049bebfe1b0d2255932265fa3d7a329a3c62664d44facf97c3921')
+SELECT pymem.migration_api_applied('23ae4249dc6ced8e692f72985f44d94ada6ce40b8e038adf83dd43f719e5f147')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
