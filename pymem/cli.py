@@ -112,7 +112,7 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 def _receipt(e: Erasure) -> dict[str, Any]:
     return {"id": e.id, "project_id": e.project_id, "erased_at": e.erased_at.isoformat(), "erased_by": e.erased_by,
-            "counts": e.counts, "digest": e.digest}
+            "counts": e.counts, "digest": e.digest, "nothing_stored": e.nothing_stored}
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -145,6 +145,10 @@ def cmd_forget_user(args: argparse.Namespace) -> int:
     with Database(_settings("erasing from")) as db:
         receipt = forget_user(db, args.user, args.project, stores=args.store)
     print(json.dumps(_receipt(receipt)))
+    if receipt.nothing_stored:  # a typo must not read as a done erasure
+        print(f"pymem: nothing was stored for that user in project {args.project!r}: nothing was erased "
+              "(check --user and --project)", file=sys.stderr)
+        return 1
     return 0
 
 

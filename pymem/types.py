@@ -227,3 +227,10 @@ class Erasure:
     erased_by: str
     counts: dict[str, int]
     digest: str
+
+    @property
+    def nothing_stored(self) -> bool:
+        """True when nothing was stored for the user (every count 0): an erasure of nothing,
+        often a mistyped id. The receipt is kept all the same (``Memory.forget_user`` also
+        logs a warning; ``pymem forget-user`` exits 1)."""
+        return not any(self.counts.values())
