@@ -128,6 +128,15 @@ def _message(r: Mapping[str, Any], thread: str | None = None) -> Message:
                    r.get("importance", 1.0), r.get("similarity"), r.get("score"), r.get("metadata") or {})
 
 
+def _learned_ids(learned: Any, reports: list[dict[str, Any]]) -> list[int]:
+    """``TurnResult.learned_fact_ids``: the extractor's learned facts (turn_record's
+    learned_ids), then the fact each applied change of a learner left active (an add's fact, an
+    update's or a delete's new version), each once, in order: empty only when nothing was learned."""
+    ids = list(learned or [])
+    ids += [r["id"] for r in reports if r.get("applied") and r.get("id") is not None]
+    return list(dict.fromkeys(ids))
+
+
 class _Conversations:
     options: MemoryOptions  # set by pymem.memory.MemoryBase
 
@@ -197,8 +206,9 @@ class _Conversations:
         summarized = False
         if row["claim_token"] is not None:
             summarized = yield from self._fold(where, row, failures)
-        return TurnResult(row["user_seq"], row["assistant_seq"], list(row["learned_ids"] or []), summarized,
-                          list(row["changes"] or []), failures, row["learning_job"])
+        reports = list(row["changes"] or [])
+        return TurnResult(row["user_seq"], row["assistant_seq"], _learned_ids(row["learned_ids"], reports),
+                          summarized, reports, failures, row["learning_job"])
 
     def _extracted(self, query: str) -> Operation[list[str]]:
         """The extractor's facts of the user's message, at most MAX_LEARNED_PER_TURN (one warning

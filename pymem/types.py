@@ -98,6 +98,9 @@ class TurnResult:
 
     user_seq: int
     assistant_seq: int
+    #: the facts the turn taught, each once: an extractor's learned facts, and the fact each
+    #: applied change of a ``learner=`` left active (an add's fact, an update's or a delete's new
+    #: version; ``fact_changes`` says which change made it)
     learned_fact_ids: list[int] = field(default_factory=list)
     summarized: bool = False
     #: what each change of a learner did, in order (pymem.turn_record's ``changes``): dicts with
