@@ -269,6 +269,8 @@ class _Facts:
         params |= expiry(ttl, expires_at) | valid_time(valid_from, valid_to)
         params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
         params |= self._values(confidence, source, trace_id, metadata)
+        if metadata is None:  # the old version's metadata, as its expiry (SQL: metadata => NULL)
+            params["metadata"] = None
         params["created_at"] = timestamp(created_at)
         params |= yield from self._vector(new, embedding)
         rows = yield calls.fact_supersede(**params)

@@ -306,7 +306,8 @@ class Memory(MemoryBase):
         when the old fact was already superseded, ValidationError when ``new`` equals it.
         ``embedding``: ``new``'s vector from the Memory's embedder (the embedder is not called).
         ``created_at``: when ``new`` was learned (not before the old fact; default now).
-        ``ttl`` / ``expires_at``: the new version's expiry (default: the old version's).
+        ``ttl`` / ``expires_at``: the new version's expiry (default: the old version's);
+        ``metadata``: the new version's (default: the old version's).
         ``valid_from`` / ``valid_to``: when ``new`` holds in the world; a ``valid_from`` says the
         world changed then (the old fact still held before it: ``retrieve(valid_at=)``), without
         one the update is a correction. ``new`` equal to the old content with another valid time

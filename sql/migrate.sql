@@ -879,7 +879,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('23ae4249dc6ced8e692f72985f44d94ada6ce40b8e038adf83dd43f719e5f147')
+SELECT pymem.migration_api_applied('1458869348bc19f7287408e827fc4f9de146f8c3b1b4e0c8a0a886cddf537c0d')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

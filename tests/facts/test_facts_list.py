@@ -123,3 +123,15 @@ def test_async_twins(dsn):
             assert [u.user_id for u in await amem.users()] == ["alice"]
 
     asyncio.run(go())
+
+
+def test_update_keeps_the_old_versions_metadata_unless_given(mem):
+    """Issue 59, item 3: update(fact_id=...) kept no metadata; now it keeps the old version's, as
+    it keeps its expiry; metadata= (even {}) replaces it."""
+    fid = mem.persist("Likes tea", user="alice", metadata={"topic": "food"})
+    v2 = mem.update("Likes green tea", fact_id=fid, user="alice")
+    assert mem.get_fact(v2, user="alice").metadata == {"topic": "food"}
+    v3 = mem.update("Likes black tea", old="Likes green tea", user="alice", metadata={"topic": "drinks"})
+    assert mem.get_fact(v3, user="alice").metadata == {"topic": "drinks"}
+    v4 = mem.update("Likes no tea", fact_id=v3, user="alice", metadata={})
+    assert mem.get_fact(v4, user="alice").metadata == {}
