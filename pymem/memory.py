@@ -143,25 +143,34 @@ class MemoryBase(_Facts, _Conversations, _Context, _Learning):
     def resolve_user(self, user: str | None = _UNSET, ctx: Any = None) -> str | None:
         """The user a call is for: ``user`` if given, else ``user_id`` (string or resolver(ctx)).
         None when it cannot be resolved (one warning is logged)."""
+        return self._resolve_user(user, ctx, quiet=False)
+
+    def _resolve_user(self, user: Any, ctx: Any, *, quiet: bool) -> str | None:
+        """:meth:`resolve_user`; ``quiet``: no warning, for a caller that raises instead (the
+        warning says what happens to a call that goes on without a user)."""
         if user is _UNSET:
             spec = self.options.user_id
             if callable(spec):
                 try:
                     user = spec(ctx)
                 except Exception as exc:
+                    if quiet:
+                        raise ValidationError(f"this call needs a user, and the user_id resolver raised "
+                                              f"{type(exc).__name__}") from exc
                     log.warning("the user_id resolver raised %s; this call gets no user memory", type(exc).__name__)
                     return None
             else:
                 user = spec
         if user is None or (isinstance(user, str) and not user.strip()):
-            log.warning("no user for this call; it gets global facts only and nothing is stored")
+            if not quiet:
+                log.warning("no user for this call; it gets global facts only and nothing is stored")
             return None
         if user == "*":  # the SQL wildcard ("every user"): never a caller's identity
             raise ValidationError("'*' is not a user id (it would name every user)")
         return text(user, "user id")
 
     def _need_user(self, user: str | None, ctx: Any, hint: str = "") -> str:
-        resolved = self.resolve_user(user, ctx)
+        resolved = self._resolve_user(user, ctx, quiet=True)
         if resolved is None:
             raise ValidationError(f"this call needs a user: pass user=... or Memory(user_id=...){hint}")
         return resolved
