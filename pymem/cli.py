@@ -238,7 +238,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
     return 0
 
 
-def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
+def _worker_memory(settings: Settings, spec: str | None, db: Database, cadence: dict[str, int] | None = None) -> Any:
     """The Memory a worker learns with: ``--learner module:attribute`` names a pymem.Memory (used
     as it is: its learner, embedder, summarizer and project), a learner (extract and reconcile;
     its ``summarize``, when it has one, summarizes too), or a callable without arguments that
@@ -265,13 +265,16 @@ def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
                                         and not hasattr(target, "extract")):
             target = target()  # a class or a factory
     if isinstance(target, Memory):
+        if cadence:
+            raise ValidationError("--summarize-every / --keep-last go with a learner; a --learner that names a "
+                                  "pymem.Memory folds summaries with its own summarize_every / keep_last")
         return target
     if not all(callable(getattr(target, m, None)) for m in ("extract", "reconcile")):
         raise ValidationError(f"--learner must name a pymem.Memory or a learner (extract and reconcile), "
                               f"not {type(target).__name__}")
     summarizer = getattr(target, "summarize", None)
     return Memory(db=db, agent_id=settings.agent_id, project_id=settings.project_id, embedder=HashEmbedder(), learner=target,
-                  summarizer=summarizer if callable(summarizer) else None)
+                  summarizer=summarizer if callable(summarizer) else None, **(cadence or {}))
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -332,7 +335,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         with Database(settings) as db:
-            mem = _worker_memory(settings, args.learner, db)
+            cadence = {k: v for k, v in (("summarize_every", args.summarize_every), ("keep_last", args.keep_last))
+                       if v is not None}
+            mem = _worker_memory(settings, args.learner, db, cadence)
 
             def report(r: Any) -> None:
                 print(f"pymem worker: {r.line()}", flush=True)
@@ -458,7 +463,13 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     k.add_argument("--learner", metavar="MODULE:ATTRIBUTE",
                    help="a pymem.Memory or a learner to learn with (default: a chat model from PYMEM_LLM_*)")
-    k.add_argument("--drain", action="store_true", help="exit once no job is claimable (default: wait for more)")
+    k.add_argument("--drain", action="store_true",
+                   help="exit once no job is claimable now (a user's jobs wait behind that user's oldest: "
+                        "jobs may remain, e.g. in a retry's backoff; default: wait for more)")
+    k.add_argument("--summarize-every", type=int, default=None, metavar="N",
+                   help="fold a thread's summary every N messages (default 10; the app Memory's is not used)")
+    k.add_argument("--keep-last", type=int, default=None, metavar="N",
+                   help="messages left out of the summary, newest (default 10)")
     k.add_argument("--batch", type=int, default=10, metavar="N", help="jobs claimed at a time (1..1000, default 10)")
     k.add_argument("--poll", type=_seconds, default=1.0, metavar="SECONDS",
                    help="wait this long when no job is claimable (default 1)")

@@ -459,3 +459,34 @@ def test_a_claim_reads_only_open_jobs_through_the_partial_indexes(dsn):
             assert all(n["Node Type"] != "Seq Scan" for n in scans), [n["Node Type"] for n in scans]
             assert all(n.get("Index Name") in ("learning_jobs_open", "learning_jobs_user_open", "learning_jobs_pkey")
                        for n in scans), [n.get("Index Name") for n in scans]
+
+
+def test_a_deferred_memory_with_its_own_summary_cadence_warns_that_the_worker_decides(caplog):
+    """Issue 59, item 3: the app's summarize_every / keep_last are not carried by the job."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="pymem"):
+        pymem.MemoryOptions(deferred_learning=True)
+        pymem.MemoryOptions(summarize_every=5)
+        assert caplog.records == []
+        pymem.MemoryOptions(deferred_learning=True, summarize_every=5, keep_last=2)
+    [record] = caplog.records
+    assert "summarize_every=5 / keep_last=2 are not used" in record.getMessage()
+    assert "--summarize-every" in record.getMessage()
+
+
+def test_pymem_worker_takes_the_summary_cadence(db, dsn, tmp_path):
+    (tmp_path / "summing.py").write_text("from pymem.llm import FactChange\n"
+                                         "class Rules:\n"
+                                         "    def extract(self, m): return []\n"
+                                         "    def reconcile(self, c, s): return []\n"
+                                         "    def summarize(self, previous, messages, max_chars): return 'summed'\n")
+    app = Memory(db=db, agent_id="bot", project_id="q12", deferred_learning=True)
+    for n in range(3):
+        app.record(f"note {n}", "ok", user="sam")
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_PROJECT_ID": "q12"}
+    out = subprocess.run([sys.executable, "-m", "pymem.cli", "worker", "--learner", "summing:Rules", "--drain",
+                          "--summarize-every", "2", "--keep-last", "2"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert app.summary(user="sam") == "summed"  # 6 messages: under the default cadence (10), none
