@@ -17,6 +17,7 @@ import threading
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any, TextIO
+from urllib.parse import quote, urlsplit
 
 from . import __version__, changes, demo, learning, migrations, server, web
 from .connection import describe_target, resolve_conninfo
@@ -28,7 +29,7 @@ from .llm import ChatClient, ChatLearner
 from .memory import Memory
 from .errors import ConfigError, Error, ValidationError
 from .portability import erasures, export_user, forget_user, import_user
-from .settings import Settings
+from .settings import Settings, unknown_variables
 from .types import Erasure
 
 
@@ -49,6 +50,10 @@ def _settings(acting: str | None = None) -> Settings:
     """The settings from the environment; with ``acting`` (what the command does), one line on
     stderr saying which database it does it on (a mistyped PYMEM_DSN would otherwise act on the
     embedded server without a word)."""
+    typos = [(var, close) for var, close in unknown_variables() if close is not None]
+    if typos:  # a check aimed at production must not pass on the embedded server in silence
+        raise ConfigError("; ".join(f"{var} is not a pymem setting (did you mean {close}?)" for var, close in typos)
+                          + ": rename or unset it")
     settings = Settings()  # pymem.ConfigError naming a setting it refuses, never its value
     if acting is not None:
         try:
@@ -94,7 +99,10 @@ def cmd_server(args: argparse.Namespace) -> int:
         if info is None:
             print(f"pymem: no embedded server is running on {server.pgdata_of(settings.data_dir)}")
             return 1
-        print(info.uri)
+        uri = info.uri
+        if args.db is not None:  # the same server, another database (e.g. one to install into with psql)
+            uri = urlsplit(uri)._replace(path="/" + quote(args.db, safe="")).geturl()
+        print(uri)
         print(f"pid {info.pid}, data {info.pgdata}", file=sys.stderr)
         return 0
     if args.action == "start":
@@ -383,6 +391,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_migrate)
     s = sub.add_parser("server", help="the embedded server (used when PYMEM_DSN is unset)")
     s.add_argument("action", choices=["status", "start", "stop"])
+    s.add_argument("--db", metavar="NAME", help="status: the URI of database NAME on that server (default: the one "
+                                                "pymem uses)")
     s.set_defaults(func=cmd_server)
     v = sub.add_parser("version", help="print pymem's version")
     v.set_defaults(func=cmd_version)
@@ -449,7 +459,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tier", default="user", choices=["user", "global", "project"], help="the subject's tier (default user)")
     c.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     c.add_argument("--agent", help="the agent of --tier global (default PYMEM_AGENT_ID)")
-    c.add_argument("--apply", action="store_true", help="merge the pairs (default: only list them)")
+    applying = c.add_mutually_exclusive_group()
+    applying.add_argument("--apply", action="store_true", help="merge the pairs (default: only list them)")
+    applying.add_argument("--dry-run", action="store_true",
+                          help="only list the pairs (the default; as recall-indexes --dry-run)")
     c.add_argument("--min-overlap", type=float, default=0.8, metavar="X",
                    help="pair facts sharing at least this share of the shorter one's words (default 0.8)")
     c.add_argument("--min-similarity", type=float, default=0.9, metavar="X",
@@ -492,7 +505,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Error as exc:
         exc.hint = CLI_HINTS.get(exc.server_hint or "", exc.hint)
         state = f" [SQLSTATE {exc.sqlstate}]" if exc.sqlstate else ""
-        print(f"pymem: {type(exc).__name__}: {exc}{state}", file=sys.stderr)
+        said = str(exc).removeprefix("pymem: ")  # the SQL's own messages start with it: say it once
+        print(f"pymem: {type(exc).__name__}: {said}{state}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C: psycopg cancels a running statement (rolled back); no traceback
         print("pymem: interrupted", file=sys.stderr)
