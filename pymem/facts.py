@@ -104,7 +104,7 @@ class _Facts:
     def _subject(self, tier: str, id: str | None, *, writing: bool) -> dict[str, Any]:
         scope = TIERS.get(tier) if isinstance(tier, str) else None
         if scope is None:
-            raise ValidationError(f"tier must be one of {sorted(TIERS)}, not {tier!r}")
+            raise ValidationError(f"tier must be one of {', '.join(repr(t) for t in TIERS)}, not {tier!r}")
         if scope == "agent":
             scope_id = id if id is not None else self.options.agent_id
             if scope_id is None:
@@ -211,6 +211,7 @@ class _Facts:
 
     def _retrieve(self, query, tier, id, limit, k, metadata=None, valid_at=None, as_of=None) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
+        limit, k = integer(limit, "limit"), integer(k, "k")  # k="3" is refused, as Memory(recall_k="5") is
         if valid_at is not None or as_of is not None:  # a point in time (docs/sql.md "Valid time")
             if query is not None or metadata is not None:
                 raise ValidationError("retrieve(valid_at=/as_of=) reads the newest facts at that time: "

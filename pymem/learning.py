@@ -44,7 +44,7 @@ from .database import Database
 from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Callback, Operation, Query
-from .types import LearningReport, LearningStatus
+from .types import LearningJob, LearningReport, LearningStatus
 from .values import text
 
 if TYPE_CHECKING:
@@ -235,10 +235,12 @@ def status(db: Database, project_id: str = "") -> LearningStatus:
     return _status(db.query(calls.learning_status(project_id=text(project_id, "project_id")))[0])
 
 
-def jobs(db: Database, project_id: str = "", *, state: str | None = None, max_jobs: int = 100) -> list[dict[str, Any]]:
+def jobs(db: Database, project_id: str = "", *, state: str | None = None, max_jobs: int = 100) -> list[LearningJob]:
     """The project's learning jobs in ``state`` ('pending', 'running', 'dead', 'skipped'; None:
-    every one), oldest first, with their last error."""
-    return db.query(calls.learning_jobs(project_id=text(project_id, "project_id"), job_state=state, max_jobs=max_jobs))
+    every one), oldest first, with their last error: each a :class:`pymem.types.LearningJob`
+    (as :func:`status` returns a :class:`pymem.LearningStatus`)."""
+    rows = db.query(calls.learning_jobs(project_id=text(project_id, "project_id"), job_state=state, max_jobs=max_jobs))
+    return [LearningJob(**r) for r in rows]
 
 
 def requeue(db: Database, project_id: str = "", *, state: str = "dead") -> int:

@@ -41,7 +41,7 @@ from .conversations import Message, TurnResult, _Conversations
 from .database import AsyncCallerConnection, AsyncDatabase, CallerConnection, Database
 from .embedders import HashEmbedder
 from .errors import ValidationError
-from .facts import Fact, FactId, _Facts
+from .facts import TIERS, Fact, FactId, _Facts
 from .learning import _Learning
 from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
@@ -179,6 +179,8 @@ class MemoryBase(_Facts, _Conversations, _Context, _Learning):
         """The ``id=`` a fact call sends. At ``tier="user"`` it is the call's user: ``user=``, or
         ``id=`` (kept from before ``user=`` existed), or ``Memory(user_id=...)`` for ``ctx``. Other
         tiers are named by ``id=`` (or the Memory's agent_id / project_id) and take no user."""
+        if not isinstance(tier, str) or tier not in TIERS:  # before user=, which a mistyped tier would blame
+            raise ValidationError(f"tier must be one of {', '.join(repr(t) for t in TIERS)}, not {tier!r}")
         if tier != "user":
             if user is not _UNSET:
                 raise ValidationError(f"user= names the user of tier=\"user\" facts; a tier={tier!r} fact has none")

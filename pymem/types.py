@@ -172,6 +172,34 @@ class LearningStatus:
 
 
 @dataclass(frozen=True)
+class LearningJob:
+    """One job of the learning queue as :func:`pymem.learning.jobs` lists it (SQL
+    ``pymem.learning_jobs``): the turn it learns from (``user_id``, ``thread_id``, ``seq`` of the
+    user's message), its ``state`` ('pending', 'running', 'dead', 'skipped'), ``attempts`` so far,
+    when it may be claimed (``available_at``) or until when it is leased (``leased_until``), and
+    its last error (``error_kind``: the exception's class; ``error``: its message)."""
+
+    id: int
+    user_id: str
+    thread_id: str
+    seq: int
+    state: str
+    attempts: int
+    available_at: datetime | None
+    leased_until: datetime | None
+    error_kind: str | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def __getitem__(self, name: str) -> Any:
+        """``job["state"]``: the fields by name too, for code written when jobs() returned dicts."""
+        if name not in self.__dataclass_fields__:
+            raise KeyError(name)
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
 class Query:
     """Send the named query ``name`` with ``params``; the operation receives the rows as dicts,
     or as ``rows`` makes them: a psycopg row factory (e.g. :func:`pymem.facts.fact_rows`, which

@@ -490,3 +490,17 @@ def test_pymem_worker_takes_the_summary_cadence(db, dsn, tmp_path):
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert app.summary(user="sam") == "summed"  # 6 messages: under the default cadence (10), none
+
+
+def test_jobs_are_dataclasses_as_the_status_is(db):
+    """Issue 59, item 7: pymem.learning.jobs() returns LearningJob objects (their fields by name
+    too, as the dicts it returned)."""
+    from pymem.types import LearningJob
+
+    app = Memory(db=db, agent_id="bot", project_id="q13", deferred_learning=True)
+    app.record("note", "ok", user="ann")
+    [job] = jobs(db, "q13")
+    assert isinstance(job, LearningJob) and job.user_id == "ann" and job.seq == 1 and job.state == "pending"
+    assert job["attempts"] == job.attempts == 0
+    with pytest.raises(KeyError):
+        job["content"]

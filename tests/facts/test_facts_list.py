@@ -135,3 +135,16 @@ def test_update_keeps_the_old_versions_metadata_unless_given(mem):
     assert mem.get_fact(v3, user="alice").metadata == {"topic": "drinks"}
     v4 = mem.update("Likes no tea", fact_id=v3, user="alice", metadata={})
     assert mem.get_fact(v4, user="alice").metadata == {}
+
+
+def test_rough_edges_of_the_fact_calls_are_refused_in_python(mem):
+    """Issue 59, item 7: retrieve(k="3") is refused as Memory(recall_k="5") is; a mistyped tier
+    is named with the tiers (before user=, which it would otherwise blame); ttl=-1 says seconds."""
+    with pytest.raises(pymem.ValidationError, match="k must be an integer"):
+        mem.retrieve("tea", user="alice", k="3")
+    with pytest.raises(pymem.ValidationError, match="limit must be an integer"):
+        mem.retrieve(user="alice", limit=2.5)
+    with pytest.raises(pymem.ValidationError, match="tier must be one of 'global', 'agent', 'user', 'project', not 'users'"):
+        mem.retrieve(tier="users", user="alice")
+    with pytest.raises(pymem.ValidationError, match=r"ttl must be a positive number of seconds \(got -1\)"):
+        mem.persist("x", user="alice", ttl=-1)
