@@ -281,8 +281,9 @@ def _worker_memory(settings: Settings, spec: str | None, db: Database, cadence: 
         raise ValidationError(f"--learner must name a pymem.Memory or a learner (extract and reconcile), "
                               f"not {type(target).__name__}")
     summarizer = getattr(target, "summarize", None)
+    given: dict[str, Any] = dict(cadence or {})  # the options' own defaults unless given
     return Memory(db=db, agent_id=settings.agent_id, project_id=settings.project_id, embedder=HashEmbedder(), learner=target,
-                  summarizer=summarizer if callable(summarizer) else None, **(cadence or {}))
+                  summarizer=summarizer if callable(summarizer) else None, **given)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -364,7 +365,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    return demo.run(_settings())
+    return demo.run(_settings(), lock_timeout=args.lock_timeout)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -494,6 +495,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="wait before a failed job's next attempt, doubled per attempt (default 10)")
     k.set_defaults(func=cmd_worker)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
+    d.add_argument("--lock-timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="wait at most this long for another migrate (as pymem migrate; default 60)")
     d.set_defaults(func=cmd_demo)
     return p
 
