@@ -721,6 +721,19 @@ def learning_jobs(*, project_id: str | None, job_state: str | None, max_jobs: in
     return Query("learning_jobs", {"project_id": project_id, "job_state": job_state, "max_jobs": max_jobs})
 
 
+def learning_backfill(
+    *,
+    project_id: str | None,
+    user_id: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    max_jobs: int | None,
+) -> Query:
+    """Queue a project's stored turns (of one user; created in [since, until)) for learning, each
+    once, in order."""
+    return Query("learning_backfill", {"project_id": project_id, "user_id": user_id, "since": since, "until": until, "max_jobs": max_jobs})
+
+
 def learning_requeue(*, project_id: str | None, state: str | None) -> Query:
     """Make the project's dead (or skipped) learning jobs pending again; returns how many."""
     return Query("learning_requeue", {"project_id": project_id, "state": state})

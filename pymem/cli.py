@@ -1,5 +1,5 @@
 """The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, retention,
-recall-indexes, worker, consolidate, watch, demo, serve.
+recall-indexes, learn --backfill, worker, consolidate, watch, demo, serve.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 from urllib.parse import quote, urlsplit
 
@@ -364,6 +364,32 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _time(value: str) -> datetime:
+    """A --since / --until time: ISO 8601 with a zone (2026-05-01T00:00+00:00, or a date: UTC midnight)."""
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from None
+    if at.tzinfo is None:
+        if "T" in value or " " in value:
+            raise argparse.ArgumentTypeError(f"give the time zone too (e.g. {value}+00:00)")
+        at = at.replace(tzinfo=timezone.utc)
+    return at
+
+
+def cmd_learn(args: argparse.Namespace) -> int:
+    if not args.backfill:
+        raise ValidationError("pymem learn needs --backfill (queue the turns already stored for pymem worker)")
+    settings = _settings("queuing stored turns for learning in")
+    project = settings.project_id if args.project is None else args.project
+    with Database(settings) as db:
+        queued = learning.backfill(db, project, user_id=args.user, since=args.since, until=args.until)
+        left = learning.status(db, project)
+    print(f"pymem learn: queued {queued} stored turn(s) for learning; queue: {left.pending} pending. "
+          "pymem worker learns them (under the project's cost caps)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     return demo.run(_settings(), lock_timeout=args.lock_timeout)
 
@@ -473,6 +499,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ask the chat model of PYMEM_LLM_* about each pair before merging it")
     c.add_argument("--max-pairs", type=int, default=100, metavar="N", help="at most N pairs per run (default 100)")
     c.set_defaults(func=cmd_consolidate)
+    b = sub.add_parser("learn", help="queue the turns already stored for learning (--backfill), for pymem worker")
+    b.add_argument("--backfill", action="store_true",
+                   help="queue the stored turns not yet queued by a backfill, each user's in order, each once")
+    b.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    b.add_argument("--user", help="only this user's turns (default: every user's)")
+    b.add_argument("--since", type=_time, metavar="TIME", help="only turns said at or after TIME (ISO 8601)")
+    b.add_argument("--until", type=_time, metavar="TIME",
+                   help="only turns said before TIME (e.g. when the learner started: later turns were learned live)")
+    b.set_defaults(func=cmd_learn)
     k = sub.add_parser("worker", help="learn from the turns queued by Memory(deferred_learning=True)")
     k.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     k.add_argument("--learner", metavar="MODULE:ATTRIBUTE",

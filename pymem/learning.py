@@ -45,7 +45,7 @@ from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Callback, Operation, Query
 from .types import LearningJob, LearningReport, LearningStatus
-from .values import text
+from .values import text, timestamp
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -241,6 +241,26 @@ def jobs(db: Database, project_id: str = "", *, state: str | None = None, max_jo
     (as :func:`status` returns a :class:`pymem.LearningStatus`)."""
     rows = db.query(calls.learning_jobs(project_id=text(project_id, "project_id"), job_state=state, max_jobs=max_jobs))
     return [LearningJob(**r) for r in rows]
+
+
+def backfill(db: Database, project_id: str = "", *, user_id: str | None = None, since: datetime | None = None,
+             until: datetime | None = None, batch: int = 1000) -> int:
+    """Queue the turns already stored in the project (of ``user_id``; created in ``[since,
+    until)``: timezone-aware, None open) for the workers to learn from, ``batch`` jobs per
+    transaction until every thread was looked at; returns how many were queued. Each turn is
+    queued by a backfill once (threads remember how far one looked) and each user's in the order
+    said; a turn that already has a job is left to it. Turns learned live leave no mark: bound a
+    backfill with ``until`` (when the learner started) to leave them out (SQL
+    ``pymem.learning_backfill``; docs/learning.md "Learning from history already stored")."""
+    query = calls.learning_backfill(project_id=text(project_id, "project_id"),
+                                    user_id=text(user_id, "user id", allow_none=True), since=timestamp(since, "since"),
+                                    until=timestamp(until, "until"), max_jobs=batch)
+    total = 0
+    while True:
+        row = db.query(query)[0]
+        total += int(row["queued"])
+        if row["done"]:
+            return total
 
 
 def requeue(db: Database, project_id: str = "", *, state: str = "dead") -> int:

@@ -819,6 +819,29 @@ COMMIT;
 \echo pymem: applied 0045_recall_terms
 \endif
 
+-- 0049_learning_backfill
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0049_learning_backfill', '8a0efdc48e5262e0ee8c590d82e11c1a21eae186f8a92a423f7611ca2abbe9ff') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0049_learning_backfill.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0049_learning_backfill', '8a0efdc48e5262e0ee8c590d82e11c1a21eae186f8a92a423f7611ca2abbe9ff', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0049_learning_backfill
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -851,6 +874,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts_time.sql
 \ir api/facts_versions.sql
 \ir api/learning.sql
+\ir api/learning_backfill.sql
 \ir api/lifecycle.sql
 \ir api/meta.sql
 \ir api/portability.sql
@@ -879,7 +903,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('1458869348bc19f7287408e827fc4f9de146f8c3b1b4e0c8a0a886cddf537c0d')
+SELECT pymem.migration_api_applied('0a8dcecd97ffe0d6277288d627d923f5bc1e06f7a5715cc87d48f3e79e1e9cc6')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

@@ -425,6 +425,12 @@ SELECT j.id, j.user_id, j.thread_id, j.seq, j.state, j.attempts, j.available_at,
        j.created_at, j.updated_at
 FROM pymem.learning_jobs(project_id => %(project_id)s, job_state => %(job_state)s, max_jobs => %(max_jobs)s::integer) AS j;
 
+-- name: learning_backfill
+-- Queue a project's stored turns (of one user; created in [since, until)) for learning, each once, in order.
+SELECT b.queued, b.done
+FROM pymem.learning_backfill(project_id => %(project_id)s, user_id => %(user_id)s, since => %(since)s::timestamptz,
+                             until => %(until)s::timestamptz, max_jobs => %(max_jobs)s::integer) AS b;
+
 -- name: learning_requeue
 -- Make the project's dead (or skipped) learning jobs pending again; returns how many.
 SELECT pymem.learning_requeue(project_id => %(project_id)s, state => %(state)s) AS requeued;

@@ -504,3 +504,41 @@ def test_jobs_are_dataclasses_as_the_status_is(db):
     assert job["attempts"] == job.attempts == 0
     with pytest.raises(KeyError):
         job["content"]
+
+
+def test_a_backfill_queues_stored_turns_once_in_order_and_a_worker_learns_them(db, dsn, tmp_path):
+    """Issue 59, item 6: turns stored before a learner existed (recorded without one, imported)
+    are queued by pymem.learning_backfill / `pymem learn --backfill`, each user's in the order
+    said, each once (a second backfill queues nothing), and the worker learns them."""
+    from datetime import datetime, timedelta, timezone
+
+    from pymem.learning import backfill
+
+    plain = Memory(db=db, agent_id="bot", project_id="q14")  # no learner: nothing learned
+    t0 = datetime.now(timezone.utc) - timedelta(days=3)
+    plain.add_messages([{"content": "I live in Oslo", "created_at": t0},
+                        {"content": "ok", "role": "assistant", "created_at": t0},
+                        {"content": "I moved to Bergen", "created_at": t0 + timedelta(days=1)}], user="ann")
+    plain.record("I have a cat", "Nice.", user="ann", thread="pets")
+    plain.record("I like tea", "ok", user="bob")
+    assert backfill(db, "q14", user_id="ann", batch=1) == 3  # one job per transaction: marks carry on
+    assert [(j.thread_id, j.seq) for j in jobs(db, "q14")] == [("default", 1), ("default", 3), ("pets", 1)]
+    assert backfill(db, "q14", user_id="ann") == 0  # once
+    plain.record("I play chess", "ok", user="ann")  # said after the backfill: the next one queues it
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_PROJECT_ID": "q14"}
+    out = subprocess.run([sys.executable, "-m", "pymem.cli", "learn", "--backfill"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "queued 2 stored turn(s)" in out.stdout  # ann's chess, bob's tea
+    learner = Learner()
+    worker = Memory(db=db, agent_id="bot", project_id="q14", embedder=HashEmbedder(), learner=learner)
+    report = worker.learn_pending()
+    assert report.done == 5 and status(db, "q14").pending == 0
+    ann = [m for m in learner.seen if m != "I like tea"]
+    assert ann == ["I live in Oslo", "I moved to Bergen", "I have a cat", "I play chess"]  # in the order said
+    assert {f.content for f in worker.retrieve(user="bob")} == {"I like tea"}
+    assert backfill(db, "q14") == 0
+    with pytest.raises(pymem.ValidationError, match="since"):
+        backfill(db, "q14", since=t0, until=t0)
+    with psycopg.connect(dsn) as c, pytest.raises(psycopg.errors.InvalidParameterValue):
+        c.execute("SELECT * FROM pymem.learning_backfill(project_id => 'q14', user_id => '*')")
