@@ -1,6 +1,6 @@
 """A LangGraph agent whose long-term memory is pymem (runnable without a model).
 
-    pip install 'pymem-pg[langgraph]'
+    pip install '.[langgraph]'                # from a clone of pymem (the package is not on PyPI)
     python examples/langgraph_agent.py        # PYMEM_DSN, or the embedded server
 
 The graph has two nodes. ``remember`` stores what the user says about themselves ("I ...")

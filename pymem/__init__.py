@@ -45,7 +45,7 @@ from .migrations import migrate  # noqa: E402
 from .options import MemoryOptions, RecallOptions  # noqa: E402
 from .settings import Settings  # noqa: E402
 from .stores import MUST_NOT_EXIST, AsyncMemoryStore, MemoryStore  # noqa: E402
-from .types import Erasure, Fact, FactId, LearningReport, LearningStatus, Merge, Message, TurnResult  # noqa: E402
+from .types import Erasure, Fact, FactId, LearningReport, LearningStatus, Merge, Message, TurnResult, UserInfo  # noqa: E402
 
 __all__ = [
     "MUST_NOT_EXIST",
@@ -69,6 +69,7 @@ __all__ = [
     "default_memory",
     "record",
     "Erasure",
+    "UserInfo",
     "LearningReport",
     "LearningStatus",
     "Merge",

@@ -313,6 +313,30 @@ def fact_history(
     return Query("fact_history", {"scope": scope, "scope_id": scope_id, "project_id": project_id, "max_facts": max_facts})
 
 
+def facts_list(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    project_id: str | None,
+    metadata: Any,
+    max_facts: int | None,
+    after: int | None,
+) -> Query:
+    """A subject's active facts, newest first, filtered by metadata, paged after a fact id."""
+    return Query("facts_list", {"scope": scope, "scope_id": scope_id, "project_id": project_id, "metadata": metadata, "max_facts": max_facts, "after": after})
+
+
+def fact_read(
+    *,
+    scope: str | None,
+    scope_id: str | None,
+    id: int | None,
+    project_id: str | None,
+) -> Query:
+    """One fact of a subject by id, active or superseded (no row when the subject has none)."""
+    return Query("fact_read", {"scope": scope, "scope_id": scope_id, "id": id, "project_id": project_id})
+
+
 def fact_chain(
     *,
     scope: str | None,
@@ -697,6 +721,19 @@ def learning_jobs(*, project_id: str | None, job_state: str | None, max_jobs: in
     return Query("learning_jobs", {"project_id": project_id, "job_state": job_state, "max_jobs": max_jobs})
 
 
+def learning_backfill(
+    *,
+    project_id: str | None,
+    user_id: str | None,
+    since: datetime | None,
+    until: datetime | None,
+    max_jobs: int | None,
+) -> Query:
+    """Queue a project's stored turns (of one user; created in [since, until)) for learning, each
+    once, in order."""
+    return Query("learning_backfill", {"project_id": project_id, "user_id": user_id, "since": since, "until": until, "max_jobs": max_jobs})
+
+
 def learning_requeue(*, project_id: str | None, state: str | None) -> Query:
     """Make the project's dead (or skipped) learning jobs pending again; returns how many."""
     return Query("learning_requeue", {"project_id": project_id, "state": state})
@@ -756,6 +793,17 @@ def recall_index_plan(*, project_id: str | None, min_messages: int | None) -> Qu
 def message_pop(*, user_id: str | None, thread_id: str | None, project_id: str | None) -> Query:
     """Delete a thread's newest message and return it (no row: the thread has none)."""
     return Query("message_pop", {"user_id": user_id, "thread_id": thread_id, "project_id": project_id})
+
+
+def message_delete(
+    *,
+    user_id: str | None,
+    thread_id: str | None,
+    seq: int | None,
+    project_id: str | None,
+) -> Query:
+    """Delete one message of a user's thread by its seq; returns 1, or 0 when there is none."""
+    return Query("message_delete", {"user_id": user_id, "thread_id": thread_id, "seq": seq, "project_id": project_id})
 
 
 def conversation_forget(
@@ -1060,6 +1108,11 @@ def browse_subjects(*, project_id: str | None, max_rows: int | None) -> Query:
 def browse_users(*, project_id: str | None, max_rows: int | None) -> Query:
     """A project's users with conversation threads: thread and message counts, most recent first."""
     return Query("browse_users", {"project_id": project_id, "max_rows": max_rows})
+
+
+def users_list(*, project_id: str | None, max_rows: int | None, after: str | None) -> Query:
+    """A project's users (with facts or threads) by id, with their counts, paged after a user id."""
+    return Query("users_list", {"project_id": project_id, "max_rows": max_rows, "after": after})
 
 
 def browse_threads(*, user_id: str | None, project_id: str | None) -> Query:

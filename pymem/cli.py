@@ -1,5 +1,5 @@
 """The ``pymem`` command: migrate, server status/stop, version, export/import, forget-user, purge, retention,
-recall-indexes, worker, consolidate, watch, demo, serve, mcp, mcp-token.
+recall-indexes, learn --backfill, worker, consolidate, watch, demo, serve, mcp, mcp-token.
 
 Exit codes: 0 success, 1 a pymem error (message on stderr), 2 bad usage,
 3 ``migrate --check`` found the schema not current, 130 interrupted (Ctrl-C).
@@ -15,8 +15,9 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
+from urllib.parse import quote, urlsplit
 
 from . import __version__, changes, demo, learning, migrations, server, web
 from .connection import describe_target, resolve_conninfo
@@ -29,7 +30,7 @@ from .memory import Memory
 from .errors import ConfigError, Error, ValidationError
 from .mcp import create_token, list_tokens, revoke_token
 from .portability import erasures, export_user, forget_user, import_user
-from .settings import Settings
+from .settings import Settings, unknown_variables
 from .types import Erasure
 
 
@@ -50,6 +51,10 @@ def _settings(acting: str | None = None) -> Settings:
     """The settings from the environment; with ``acting`` (what the command does), one line on
     stderr saying which database it does it on (a mistyped PYMEM_DSN would otherwise act on the
     embedded server without a word)."""
+    typos = [(var, close) for var, close in unknown_variables() if close is not None]
+    if typos:  # a check aimed at production must not pass on the embedded server in silence
+        raise ConfigError("; ".join(f"{var} is not a pymem setting (did you mean {close}?)" for var, close in typos)
+                          + ": rename or unset it")
     settings = Settings()  # pymem.ConfigError naming a setting it refuses, never its value
     if acting is not None:
         try:
@@ -95,7 +100,10 @@ def cmd_server(args: argparse.Namespace) -> int:
         if info is None:
             print(f"pymem: no embedded server is running on {server.pgdata_of(settings.data_dir)}")
             return 1
-        print(info.uri)
+        uri = info.uri
+        if args.db is not None:  # the same server, another database (e.g. one to install into with psql)
+            uri = urlsplit(uri)._replace(path="/" + quote(args.db, safe="")).geturl()
+        print(uri)
         print(f"pid {info.pid}, data {info.pgdata}", file=sys.stderr)
         return 0
     if args.action == "start":
@@ -113,7 +121,7 @@ def cmd_version(args: argparse.Namespace) -> int:
 
 def _receipt(e: Erasure) -> dict[str, Any]:
     return {"id": e.id, "project_id": e.project_id, "erased_at": e.erased_at.isoformat(), "erased_by": e.erased_by,
-            "counts": e.counts, "digest": e.digest}
+            "counts": e.counts, "digest": e.digest, "nothing_stored": e.nothing_stored}
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -146,6 +154,10 @@ def cmd_forget_user(args: argparse.Namespace) -> int:
     with Database(_settings("erasing from")) as db:
         receipt = forget_user(db, args.user, args.project, stores=args.store)
     print(json.dumps(_receipt(receipt)))
+    if receipt.nothing_stored:  # a typo must not read as a done erasure
+        print(f"pymem: nothing was stored for that user in project {args.project!r}: nothing was erased "
+              "(check --user and --project)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -235,7 +247,7 @@ def cmd_retention(args: argparse.Namespace) -> int:
     return 0
 
 
-def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
+def _worker_memory(settings: Settings, spec: str | None, db: Database, cadence: dict[str, int] | None = None) -> Any:
     """The Memory a worker learns with: ``--learner module:attribute`` names a pymem.Memory (used
     as it is: its learner, embedder, summarizer and project), a learner (extract and reconcile;
     its ``summarize``, when it has one, summarizes too), or a callable without arguments that
@@ -262,13 +274,17 @@ def _worker_memory(settings: Settings, spec: str | None, db: Database) -> Any:
                                         and not hasattr(target, "extract")):
             target = target()  # a class or a factory
     if isinstance(target, Memory):
+        if cadence:
+            raise ValidationError("--summarize-every / --keep-last go with a learner; a --learner that names a "
+                                  "pymem.Memory folds summaries with its own summarize_every / keep_last")
         return target
     if not all(callable(getattr(target, m, None)) for m in ("extract", "reconcile")):
         raise ValidationError(f"--learner must name a pymem.Memory or a learner (extract and reconcile), "
                               f"not {type(target).__name__}")
     summarizer = getattr(target, "summarize", None)
+    given: dict[str, Any] = dict(cadence or {})  # the options' own defaults unless given
     return Memory(db=db, agent_id=settings.agent_id, project_id=settings.project_id, embedder=HashEmbedder(), learner=target,
-                  summarizer=summarizer if callable(summarizer) else None)
+                  summarizer=summarizer if callable(summarizer) else None, **given)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -329,7 +345,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         with Database(settings) as db:
-            mem = _worker_memory(settings, args.learner, db)
+            cadence = {k: v for k, v in (("summarize_every", args.summarize_every), ("keep_last", args.keep_last))
+                       if v is not None}
+            mem = _worker_memory(settings, args.learner, db, cadence)
 
             def report(r: Any) -> None:
                 print(f"pymem worker: {r.line()}", flush=True)
@@ -347,8 +365,34 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _time(value: str) -> datetime:
+    """A --since / --until time: ISO 8601 with a zone (2026-05-01T00:00+00:00, or a date: UTC midnight)."""
+    try:
+        at = datetime.fromisoformat(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an ISO 8601 time: {value!r}") from None
+    if at.tzinfo is None:
+        if "T" in value or " " in value:
+            raise argparse.ArgumentTypeError(f"give the time zone too (e.g. {value}+00:00)")
+        at = at.replace(tzinfo=timezone.utc)
+    return at
+
+
+def cmd_learn(args: argparse.Namespace) -> int:
+    if not args.backfill:
+        raise ValidationError("pymem learn needs --backfill (queue the turns already stored for pymem worker)")
+    settings = _settings("queuing stored turns for learning in")
+    project = settings.project_id if args.project is None else args.project
+    with Database(settings) as db:
+        queued = learning.backfill(db, project, user_id=args.user, since=args.since, until=args.until)
+        left = learning.status(db, project)
+    print(f"pymem learn: queued {queued} stored turn(s) for learning; queue: {left.pending} pending. "
+          "pymem worker learns them (under the project's cost caps)")
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
-    return demo.run(_settings())
+    return demo.run(_settings(), lock_timeout=args.lock_timeout)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -413,6 +457,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_migrate)
     s = sub.add_parser("server", help="the embedded server (used when PYMEM_DSN is unset)")
     s.add_argument("action", choices=["status", "start", "stop"])
+    s.add_argument("--db", metavar="NAME", help="status: the URI of database NAME on that server (default: the one "
+                                                "pymem uses)")
     s.set_defaults(func=cmd_server)
     v = sub.add_parser("version", help="print pymem's version")
     v.set_defaults(func=cmd_version)
@@ -479,7 +525,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--tier", default="user", choices=["user", "global", "project"], help="the subject's tier (default user)")
     c.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     c.add_argument("--agent", help="the agent of --tier global (default PYMEM_AGENT_ID)")
-    c.add_argument("--apply", action="store_true", help="merge the pairs (default: only list them)")
+    applying = c.add_mutually_exclusive_group()
+    applying.add_argument("--apply", action="store_true", help="merge the pairs (default: only list them)")
+    applying.add_argument("--dry-run", action="store_true",
+                          help="only list the pairs (the default; as recall-indexes --dry-run)")
     c.add_argument("--min-overlap", type=float, default=0.8, metavar="X",
                    help="pair facts sharing at least this share of the shorter one's words (default 0.8)")
     c.add_argument("--min-similarity", type=float, default=0.9, metavar="X",
@@ -489,11 +538,26 @@ def build_parser() -> argparse.ArgumentParser:
                    help="ask the chat model of PYMEM_LLM_* about each pair before merging it")
     c.add_argument("--max-pairs", type=int, default=100, metavar="N", help="at most N pairs per run (default 100)")
     c.set_defaults(func=cmd_consolidate)
+    b = sub.add_parser("learn", help="queue the turns already stored for learning (--backfill), for pymem worker")
+    b.add_argument("--backfill", action="store_true",
+                   help="queue the stored turns not yet queued by a backfill, each user's in order, each once")
+    b.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
+    b.add_argument("--user", help="only this user's turns (default: every user's)")
+    b.add_argument("--since", type=_time, metavar="TIME", help="only turns said at or after TIME (ISO 8601)")
+    b.add_argument("--until", type=_time, metavar="TIME",
+                   help="only turns said before TIME (e.g. when the learner started: later turns were learned live)")
+    b.set_defaults(func=cmd_learn)
     k = sub.add_parser("worker", help="learn from the turns queued by Memory(deferred_learning=True)")
     k.add_argument("--project", help="the project (tenant); default PYMEM_PROJECT_ID or ''")
     k.add_argument("--learner", metavar="MODULE:ATTRIBUTE",
                    help="a pymem.Memory or a learner to learn with (default: a chat model from PYMEM_LLM_*)")
-    k.add_argument("--drain", action="store_true", help="exit once no job is claimable (default: wait for more)")
+    k.add_argument("--drain", action="store_true",
+                   help="exit once no job is claimable now (a user's jobs wait behind that user's oldest: "
+                        "jobs may remain, e.g. in a retry's backoff; default: wait for more)")
+    k.add_argument("--summarize-every", type=int, default=None, metavar="N",
+                   help="fold a thread's summary every N messages (default 10; the app Memory's is not used)")
+    k.add_argument("--keep-last", type=int, default=None, metavar="N",
+                   help="messages left out of the summary, newest (default 10)")
     k.add_argument("--batch", type=int, default=10, metavar="N", help="jobs claimed at a time (1..1000, default 10)")
     k.add_argument("--poll", type=_seconds, default=1.0, metavar="SECONDS",
                    help="wait this long when no job is claimable (default 1)")
@@ -528,6 +592,8 @@ def build_parser() -> argparse.ArgumentParser:
     nr.add_argument("--project", help="the project of a token given by id; default PYMEM_PROJECT_ID or ''")
     n.set_defaults(func=cmd_mcp_token)
     d = sub.add_parser("demo", help="connect (embedded by default), migrate, show memory at work")
+    d.add_argument("--lock-timeout", type=_seconds, default=60.0, metavar="SECONDS",
+                   help="wait at most this long for another migrate (as pymem migrate; default 60)")
     d.set_defaults(func=cmd_demo)
     return p
 
@@ -539,7 +605,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Error as exc:
         exc.hint = CLI_HINTS.get(exc.server_hint or "", exc.hint)
         state = f" [SQLSTATE {exc.sqlstate}]" if exc.sqlstate else ""
-        print(f"pymem: {type(exc).__name__}: {exc}{state}", file=sys.stderr)
+        said = str(exc).removeprefix("pymem: ")  # the SQL's own messages start with it: say it once
+        print(f"pymem: {type(exc).__name__}: {said}{state}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # Ctrl-C: psycopg cancels a running statement (rolled back); no traceback
         print("pymem: interrupted", file=sys.stderr)

@@ -33,8 +33,8 @@ from .llm import FactChange
 from .options import MemoryOptions, RecallOptions
 from .runner import Callback, Embed, Operation, Query, run
 from .timeref import named_time
-from .types import Extractor, Message, Summarizer, TurnResult  # noqa: F401  (Extractor, Summarizer: re-exported)
-from .values import number, text
+from .types import Extractor, Message, Summarizer, TurnResult, UserInfo  # noqa: F401  (Extractor, Summarizer: re-exported)
+from .values import integer, number, text
 from . import calls
 
 if TYPE_CHECKING:
@@ -165,6 +165,15 @@ class Where(NamedTuple):
                                      claim_token=token)
 
 
+def _learned_ids(learned: Any, reports: list[dict[str, Any]]) -> list[int]:
+    """``TurnResult.learned_fact_ids``: the extractor's learned facts (turn_record's
+    learned_ids), then the fact each applied change of a learner left active (an add's fact, an
+    update's or a delete's new version), each once, in order: empty only when nothing was learned."""
+    ids = list(learned or [])
+    ids += [r["id"] for r in reports if r.get("applied") and r.get("id") is not None]
+    return list(dict.fromkeys(ids))
+
+
 class _Conversations:
     options: MemoryOptions  # set by pymem.memory.MemoryBase
 
@@ -220,8 +229,9 @@ class _Conversations:
         summarized = False
         if row["claim_token"] is not None:
             summarized = yield from self._fold(where, row, failures)
-        return TurnResult(row["user_seq"], row["assistant_seq"], list(row["learned_ids"] or []), summarized,
-                          list(row["changes"] or []), failures, row["learning_job"])
+        reports = list(row["changes"] or [])
+        return TurnResult(row["user_seq"], row["assistant_seq"], _learned_ids(row["learned_ids"], reports),
+                          summarized, reports, failures, row["learning_job"])
 
     def _extracted(self, query: str) -> Operation[list[str]]:
         """The extractor's facts of the user's message, at most MAX_LEARNED_PER_TURN (one warning
@@ -417,6 +427,17 @@ class _Conversations:
         where = self._where(user_id, thread)
         rows = yield calls.message_pop(user_id=where.user_id, thread_id=where.thread_id, project_id=where.project_id)
         return _message(rows[0], where.thread_id) if rows else None
+
+    def _delete_message(self, user_id, thread, seq) -> Operation[bool]:
+        where = self._where(user_id, thread)
+        rows = yield calls.message_delete(user_id=where.user_id, thread_id=where.thread_id, project_id=where.project_id,
+                                          seq=integer(seq, "seq"))
+        return bool(rows[0]["deleted"])
+
+    def _users(self, limit, after) -> Operation[list[UserInfo]]:
+        rows = yield calls.users_list(project_id=self.options.project_id, max_rows=integer(limit, "limit"),
+                                      after=text(after, "after", allow_none=True))
+        return [UserInfo(r["user_id"], r["facts"], r["threads"]) for r in rows]
 
     def _forget_conversation(self, user_id, thread) -> Operation[int]:
         rows = yield calls.conversation_forget(user_id=text(user_id, "user id"), thread_id=text(thread, "thread"),

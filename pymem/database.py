@@ -316,6 +316,8 @@ class Database:
     ``Database()`` reads :class:`Settings` from the environment; with no DSN it starts (or
     reuses) the embedded server and migrates it. With a DSN it never migrates unless asked
     (``migrate=True``): production schemas move with ``pymem migrate`` or ``sql/migrate.sql``.
+    ``conninfo`` is the connection string it opens: ``PYMEM_DSN``, or the embedded server's URI
+    (``psycopg.connect(db.conninfo)`` for a connection of your own to the same database).
     """
 
     def __init__(self, settings: Settings | None = None, *, migrate: bool | None = None) -> None:

@@ -114,7 +114,7 @@ def show(turn: int, user: str, messages: list[dict[str, str]]) -> None:
         print(f"  [{m['role']}] {body}")
 
 
-def run(settings: Settings) -> int:
+def run(settings: Settings, *, lock_timeout: float = 60.0) -> int:
     if settings.dsn:
         print("pymem demo: using PYMEM_DSN")
         psql = 'psql "$PYMEM_DSN"'
@@ -125,7 +125,7 @@ def run(settings: Settings) -> int:
         print(f"  connect with: {psql}")
     print(f"pymem demo: writes to project {PROJECT!r} (replacing what an earlier demo left there)")
     conninfo = resolve_conninfo(settings)
-    result = migrations.migrate(conninfo, roles=settings.roles())
+    result = migrations.migrate(conninfo, roles=settings.roles(), lock_timeout=lock_timeout)
     print(f"migrations applied: {', '.join(result.applied) or 'none pending'}; "
           f"API files refreshed: {len(result.api_files)}")
     with Database(settings, migrate=False) as db:

@@ -187,8 +187,9 @@ def translate(exc: psycopg.Error) -> Error:
         if isinstance(exc, psycopg.OperationalError):
             return ConnectionError(message)
         if isinstance(exc, psycopg.ProgrammingError) and message.startswith(_UNSENDABLE_VECTOR):
-            missing = MigrationError("schema pymem is not installed in this database (nor pgvector, which it needs): "
-                                     f"run `pymem migrate` ({message})")
+            # psycopg's own words (it cannot adapt a Vector: pgvector's types were not found) say
+            # nothing to the user; the hint says the one thing to do, once
+            missing = MigrationError("schema pymem is not installed in this database (nor pgvector, which it needs)")
             missing.hint = MIGRATE_HINT
             return missing
         return QueryError(message)

@@ -24,7 +24,7 @@ from .llm import FactChange
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query
 from .types import Fact, FactId, Merge
-from .values import expiry, number, text, timestamp, valid_time
+from .values import expiry, integer, number, text, timestamp, valid_time
 from . import calls
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
@@ -120,7 +120,7 @@ class _Facts:
     def _subject(self, tier: str, id: str | None, *, writing: bool) -> Subject:
         scope = TIERS.get(tier) if isinstance(tier, str) else None
         if scope is None:
-            raise ValidationError(f"tier must be one of {sorted(TIERS)}, not {tier!r}")
+            raise ValidationError(f"tier must be one of {', '.join(repr(t) for t in TIERS)}, not {tier!r}")
         if scope == "agent":
             scope_id = id if id is not None else self.options.agent_id
             if scope_id is None:
@@ -230,6 +230,7 @@ class _Facts:
 
     def _retrieve(self, query, tier, id, limit, k, metadata=None, valid_at=None, as_of=None) -> Operation[list[Fact]]:
         subject = self._subject(tier, id, writing=False)
+        limit, k = integer(limit, "limit"), integer(k, "k")  # k="3" is refused, as Memory(recall_k="5") is
         if valid_at is not None or as_of is not None:  # a point in time (docs/sql.md "Valid time")
             if query is not None or metadata is not None:
                 raise ValidationError("retrieve(valid_at=/as_of=) reads the newest facts at that time: "
@@ -271,6 +272,24 @@ class _Facts:
             rows = yield search(vector, embedder.name)
         return [_fact(r, subject.scope) for r in rows if r["similarity"] is not None]
 
+    def _list(self, tier, id, metadata, limit, after) -> Operation[list[Fact]]:
+        """A subject's active facts newest first, no query: ``pymem.facts_list`` (metadata
+        containment, keyset paging after a fact id)."""
+        subject = self._subject(tier, id, writing=False)
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise ValidationError("metadata must be a mapping (a JSON object): the facts listed contain it")
+        return (yield calls.facts_list(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id,
+                                       metadata=None if metadata is None else Jsonb(dict(metadata)),
+                                       max_facts=integer(limit, "limit"),
+                                       after=integer(after, "after", allow_none=True)).rows_as(fact_rows))
+
+    def _get(self, tier, id, fact_id) -> Operation[Fact | None]:
+        """One fact of the subject by id (active or superseded), None when it has no such fact."""
+        subject = self._subject(tier, id, writing=False)
+        rows = yield calls.fact_read(scope=subject.scope, scope_id=subject.scope_id, project_id=subject.project_id,
+                                      id=integer(fact_id, "fact_id")).rows_as(fact_rows)
+        return rows[0] if rows else None
+
     def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
                 embedding=None, created_at=None, ttl=None, expires_at=None, valid_from=None,
                 valid_to=None) -> Operation[FactId]:
@@ -281,7 +300,9 @@ class _Facts:
         vector, embedder = yield from self._vector(new, embedding)
         rows = yield calls.fact_supersede(
             scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, new_content=new, id=fact_id, old_content=old,
-            confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata, embedding=vector,
+            confidence=v.confidence, source=v.source, trace_id=v.trace_id,
+            # None: the old version's metadata, as its expiry (SQL: metadata => NULL)
+            metadata=None if metadata is None else v.metadata, embedding=vector,
             embedder=embedder, created_at=at, ttl=ex.ttl, expires_at=ex.expires_at, valid_from=vt.valid_from,
             valid_to=vt.valid_to)
         return FactId(rows[0]["id"], rows[0]["created"])

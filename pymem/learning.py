@@ -46,8 +46,8 @@ from .errors import ValidationError
 from .options import MemoryOptions
 from .conversations import Where
 from .runner import Callback, Operation, fetch
-from .types import LearningReport, LearningStatus
-from .values import text
+from .types import LearningJob, LearningReport, LearningStatus
+from .values import text, timestamp
 
 if TYPE_CHECKING:
     from .memory import Memory
@@ -257,11 +257,32 @@ def status(db: Database, project_id: str = "") -> LearningStatus:
     return _status(fetch(calls.learning_status(project_id=text(project_id, "project_id")), db)[0])
 
 
-def jobs(db: Database, project_id: str = "", *, state: str | None = None, max_jobs: int = 100) -> list[dict[str, Any]]:
+def jobs(db: Database, project_id: str = "", *, state: str | None = None, max_jobs: int = 100) -> list[LearningJob]:
     """The project's learning jobs in ``state`` ('pending', 'running', 'dead', 'skipped'; None:
-    every one), oldest first, with their last error."""
-    return fetch(calls.learning_jobs(project_id=text(project_id, "project_id"), job_state=state, max_jobs=max_jobs),
-                db)
+    every one), oldest first, with their last error: each a :class:`pymem.types.LearningJob`
+    (as :func:`status` returns a :class:`pymem.LearningStatus`)."""
+    rows = fetch(calls.learning_jobs(project_id=text(project_id, "project_id"), job_state=state, max_jobs=max_jobs), db)
+    return [LearningJob(**r) for r in rows]
+
+
+def backfill(db: Database, project_id: str = "", *, user_id: str | None = None, since: datetime | None = None,
+             until: datetime | None = None, batch: int = 1000) -> int:
+    """Queue the turns already stored in the project (of ``user_id``; created in ``[since,
+    until)``: timezone-aware, None open) for the workers to learn from, ``batch`` jobs per
+    transaction until every thread was looked at; returns how many were queued. Each turn is
+    queued by a backfill once (threads remember how far one looked) and each user's in the order
+    said; a turn that already has a job is left to it. Turns learned live leave no mark: bound a
+    backfill with ``until`` (when the learner started) to leave them out (SQL
+    ``pymem.learning_backfill``; docs/learning.md "Learning from history already stored")."""
+    query = calls.learning_backfill(project_id=text(project_id, "project_id"),
+                                    user_id=text(user_id, "user id", allow_none=True), since=timestamp(since, "since"),
+                                    until=timestamp(until, "until"), max_jobs=batch)
+    total = 0
+    while True:
+        row = fetch(query, db)[0]
+        total += int(row["queued"])
+        if row["done"]:
+            return total
 
 
 def requeue(db: Database, project_id: str = "", *, state: str = "dead") -> int:

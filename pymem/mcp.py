@@ -18,6 +18,7 @@ from datetime import datetime
 from . import calls
 from .database import AsyncDatabase, Database
 from .errors import NotFoundError, ValidationError
+from .runner import afetch, fetch
 from .values import text
 
 #: every token starts with this, so a leaked one is recognisable (secret scanners, logs)
@@ -72,8 +73,8 @@ def create_token(db: Database, *, user: str, project_id: str = "",
     project = text(project_id, "project_id")
     agent = None if agent_id is None else text(agent_id, "agent_id")
     token = new_token()
-    row = db.query(calls.mcp_token_create(project_id=project, user_id=user_id, agent_id=agent,
-                                          token_hash=token_hash(token)))[0]
+    row = fetch(calls.mcp_token_create(project_id=project, user_id=user_id, agent_id=agent,
+                                          token_hash=token_hash(token)), db)[0]
     return token, McpToken(row["id"], project, user_id, agent, row["created_at"])
 
 
@@ -81,7 +82,7 @@ def list_tokens(db: Database, project_id: str = "", *, limit: int = 1000) -> lis
     """The project's tokens, newest first (revoked ones too, with ``revoked_at``)."""
     project = text(project_id, "project_id")
     return [McpToken(r["id"], project, r["user_id"], r["agent_id"], r["created_at"], r["revoked_at"])
-            for r in db.query(calls.mcp_token_list(project_id=project, max_rows=limit))]
+            for r in fetch(calls.mcp_token_list(project_id=project, max_rows=limit), db)]
 
 
 def lookup_token(db: Database, token: str) -> TokenIdentity | None:
@@ -89,7 +90,7 @@ def lookup_token(db: Database, token: str) -> TokenIdentity | None:
     database login may not serve)."""
     if not _plausible(token):
         return None
-    rows = db.query(calls.mcp_token_lookup(token_hash=token_hash(token)))
+    rows = fetch(calls.mcp_token_lookup(token_hash=token_hash(token)), db)
     return TokenIdentity(**rows[0]) if rows else None
 
 
@@ -97,7 +98,7 @@ async def alookup_token(db: AsyncDatabase, token: str) -> TokenIdentity | None:
     """The asyncio twin of :func:`lookup_token` (the HTTP server's check of every request)."""
     if not _plausible(token):
         return None
-    rows = await db.query(calls.mcp_token_lookup(token_hash=token_hash(token)))
+    rows = await afetch(calls.mcp_token_lookup(token_hash=token_hash(token)), db)
     return TokenIdentity(**rows[0]) if rows else None
 
 
@@ -108,10 +109,10 @@ def revoke_token(db: Database, token_or_id: str | int, project_id: str = "") -> 
     if isinstance(token_or_id, int) or (isinstance(token_or_id, str) and token_or_id.isdigit()):
         token_id = int(token_or_id)
         project = text(project_id, "project_id")
-        if not db.query(calls.mcp_token_revoke(project_id=project, id=token_id)):
+        if not fetch(calls.mcp_token_revoke(project_id=project, id=token_id), db):
             raise NotFoundError(f"no active MCP token {token_id} in project {project!r}")
         return token_id
     found = lookup_token(db, token_or_id)
-    if found is None or not db.query(calls.mcp_token_revoke(project_id=found.project_id, id=found.id)):
+    if found is None or not fetch(calls.mcp_token_revoke(project_id=found.project_id, id=found.id), db):
         raise NotFoundError("no active MCP token matches the token given")
     return found

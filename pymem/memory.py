@@ -42,12 +42,12 @@ from .conversations import Message, TurnResult, _Conversations
 from .database import AsyncDatabase, Database
 from .embedders import HashEmbedder
 from .errors import ValidationError
-from .facts import Fact, FactId, _Facts
+from .facts import TIERS, Fact, FactId, _Facts
 from .learning import _Learning
 from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
 from .portability import _forget_user
-from .types import Erasure, LearningReport, LearningStatus, Merge
+from .types import Erasure, LearningReport, LearningStatus, Merge, UserInfo
 from .runner import Binding, Operation, arun, binding, caller, run
 from .settings import Settings
 from .values import text
@@ -99,25 +99,34 @@ class MemoryBase(_Facts, _Conversations, _Context, _Learning):
     def resolve_user(self, user: str | None = _UNSET, ctx: Any = None) -> str | None:
         """The user a call is for: ``user`` if given, else ``user_id`` (string or resolver(ctx)).
         None when it cannot be resolved (one warning is logged)."""
+        return self._resolve_user(user, ctx, quiet=False)
+
+    def _resolve_user(self, user: Any, ctx: Any, *, quiet: bool) -> str | None:
+        """:meth:`resolve_user`; ``quiet``: no warning, for a caller that raises instead (the
+        warning says what happens to a call that goes on without a user)."""
         if user is _UNSET:
             spec = self.options.user_id
             if callable(spec):
                 try:
                     user = spec(ctx)
                 except Exception as exc:
+                    if quiet:
+                        raise ValidationError(f"this call needs a user, and the user_id resolver raised "
+                                              f"{type(exc).__name__}") from exc
                     log.warning("the user_id resolver raised %s; this call gets no user memory", type(exc).__name__)
                     return None
             else:
                 user = spec
         if user is None or (isinstance(user, str) and not user.strip()):
-            log.warning("no user for this call; it gets global facts only and nothing is stored")
+            if not quiet:
+                log.warning("no user for this call; it gets global facts only and nothing is stored")
             return None
         if user == "*":  # the SQL wildcard ("every user"): never a caller's identity
             raise ValidationError("'*' is not a user id (it would name every user)")
         return text(user, "user id")
 
     def _need_user(self, user: str | None, ctx: Any, hint: str = "") -> str:
-        resolved = self.resolve_user(user, ctx)
+        resolved = self._resolve_user(user, ctx, quiet=True)
         if resolved is None:
             raise ValidationError(f"this call needs a user: pass user=... or Memory(user_id=...){hint}")
         return resolved
@@ -126,6 +135,8 @@ class MemoryBase(_Facts, _Conversations, _Context, _Learning):
         """The ``id=`` a fact call sends. At ``tier="user"`` it is the call's user: ``user=``, or
         ``id=`` (kept from before ``user=`` existed), or ``Memory(user_id=...)`` for ``ctx``. Other
         tiers are named by ``id=`` (or the Memory's agent_id / project_id) and take no user."""
+        if not isinstance(tier, str) or tier not in TIERS:  # before user=, which a mistyped tier would blame
+            raise ValidationError(f"tier must be one of {', '.join(repr(t) for t in TIERS)}, not {tier!r}")
         if tier != "user":
             if user is not _UNSET:
                 raise ValidationError(f"user= names the user of tier=\"user\" facts; a tier={tier!r} fact has none")
@@ -238,7 +249,8 @@ class Memory(MemoryBase):
         when the old fact was already superseded, ValidationError when ``new`` equals it.
         ``embedding``: ``new``'s vector from the Memory's embedder (the embedder is not called).
         ``created_at``: when ``new`` was learned (not before the old fact; default now).
-        ``ttl`` / ``expires_at``: the new version's expiry (default: the old version's).
+        ``ttl`` / ``expires_at``: the new version's expiry (default: the old version's);
+        ``metadata``: the new version's (default: the old version's).
         ``valid_from`` / ``valid_to``: when ``new`` holds in the world; a ``valid_from`` says the
         world changed then (the old fact still held before it: ``retrieve(valid_at=)``), without
         one the update is a correction. ``new`` equal to the old content with another valid time
@@ -265,6 +277,21 @@ class Memory(MemoryBase):
         reword them. Returns one :class:`pymem.Merge` per pair (docs/python.md "Consolidation")."""
         return self._run(self._consolidate(tier, self._subject_id(tier, id, user, ctx), dry_run, min_similarity,
                                            min_overlap, decide, max_pairs), conn)
+
+    def facts(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
+              metadata: Mapping[str, Any] | None = None, limit: int = 50, after: int | None = None,
+              conn: psycopg.Connection | None = None) -> list[Fact]:
+        """List the subject's active facts, newest first, with no query (SQL ``pymem.facts_list``):
+        at most ``limit``; ``metadata``: only facts whose metadata contains this mapping;
+        ``after``: the id of the last fact of the previous page (keyset paging: a page never
+        repeats or skips a fact when others are added meanwhile). An empty page is the end."""
+        return self._run(self._list(tier, self._subject_id(tier, id, user, ctx), metadata, limit, after), conn)
+
+    def get_fact(self, fact_id: int, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                 id: str | None = None, conn: psycopg.Connection | None = None) -> Fact | None:
+        """The subject's fact ``fact_id``, active or superseded (``superseded_by`` says which); None
+        when the subject has no such fact (another user's fact is None too: SQL ``pymem.fact_read``)."""
+        return self._run(self._get(tier, self._subject_id(tier, id, user, ctx), fact_id), conn)
 
     def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                 fact_id: int | None = None, limit: int = 1000, conn: psycopg.Connection | None = None) -> list[Fact]:
@@ -363,6 +390,20 @@ class Memory(MemoryBase):
         (they are in its window)."""
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
         return self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window), conn)
+
+    def delete_message(self, seq: int, *, user: str | None = _UNSET, ctx: Any = None, thread: str | None = None,
+                       conn: psycopg.Connection | None = None) -> bool:
+        """Delete one message of the user's thread by its ``seq`` (``Message.seq``, or what
+        ``add_message`` / ``TurnResult`` returned), with its vector; False when there is none. The
+        thread's running summary is kept (``forget_conversation`` removes a thread with it)."""
+        return self._run(self._delete_message(self._need_user(user, ctx), thread, seq), conn)
+
+    def users(self, *, limit: int = 100, after: str | None = None,
+              conn: psycopg.Connection | None = None) -> list[UserInfo]:
+        """The project's users (those with facts at ``tier="user"`` or conversation threads), by
+        id, at most ``limit``; ``after``: the last ``user_id`` of the previous page. Each a
+        :class:`pymem.UserInfo` (its id, active facts, threads)."""
+        return self._run(self._users(limit, after), conn)
 
     def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*",
                             conn: psycopg.Connection | None = None) -> int:
@@ -522,6 +563,15 @@ class AsyncMemory(MemoryBase):
         return await self._run(self._consolidate(tier, self._subject_id(tier, id, user, ctx), dry_run, min_similarity,
                                                  min_overlap, decide, max_pairs), conn)
 
+    async def facts(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                    id: str | None = None, metadata: Mapping[str, Any] | None = None, limit: int = 50,
+                    after: int | None = None, conn: psycopg.AsyncConnection | None = None) -> list[Fact]:
+        return await self._run(self._list(tier, self._subject_id(tier, id, user, ctx), metadata, limit, after), conn)
+
+    async def get_fact(self, fact_id: int, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
+                       id: str | None = None, conn: psycopg.AsyncConnection | None = None) -> Fact | None:
+        return await self._run(self._get(tier, self._subject_id(tier, id, user, ctx), fact_id), conn)
+
     async def history(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None,
                       id: str | None = None, fact_id: int | None = None, limit: int = 1000,
                       conn: psycopg.AsyncConnection | None = None) -> list[Fact]:
@@ -591,6 +641,14 @@ class AsyncMemory(MemoryBase):
                      conn: psycopg.AsyncConnection | None = None) -> list[Message]:
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata}
         return await self._run(self._recall(self._need_user(user, ctx), thread, query, k, filters, skip_window), conn)
+
+    async def delete_message(self, seq: int, *, user: str | None = _UNSET, ctx: Any = None,
+                             thread: str | None = None, conn: psycopg.AsyncConnection | None = None) -> bool:
+        return await self._run(self._delete_message(self._need_user(user, ctx), thread, seq), conn)
+
+    async def users(self, *, limit: int = 100, after: str | None = None,
+                    conn: psycopg.AsyncConnection | None = None) -> list[UserInfo]:
+        return await self._run(self._users(limit, after), conn)
 
     async def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*",
                                   conn: psycopg.AsyncConnection | None = None) -> int:

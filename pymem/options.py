@@ -14,6 +14,8 @@ after a turn was stored).
 
 from __future__ import annotations
 
+import logging
+
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -147,6 +149,12 @@ class MemoryOptions:
             raise ValidationError("fact_lexical_weight must be between 0 and 1")
         if not isinstance(self.deferred_learning, bool):
             raise ValidationError(f"deferred_learning must be True or False, not {self.deferred_learning!r}")
+        if self.deferred_learning and (self.summarize_every, self.keep_last) != (10, 10):
+            # the job carries the turn, not this Memory's options: the worker's decide
+            logging.getLogger("pymem").warning(
+                "deferred_learning=True: this Memory's summarize_every=%d / keep_last=%d are not used; the "
+                "worker's Memory folds the summaries with its own (pymem worker --summarize-every N --keep-last N)",
+                self.summarize_every, self.keep_last)
         if self.learner is not None:
             if not all(callable(getattr(self.learner, m, None)) for m in ("extract", "reconcile")):
                 raise ValidationError("learner must have extract(message) and reconcile(candidates, stored): "

@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,8 @@ from .runner import Operation, run
 from .types import Erasure
 from .values import text
 from . import calls
+
+log = logging.getLogger("pymem")
 
 
 def _export(user_id: str, project_id: str) -> Operation[dict[str, Any]]:
@@ -61,7 +64,11 @@ def _store_keys(stores: Iterable[str]) -> list[str]:
 def _forget_user(user_id: str, project_id: str, stores: Iterable[str]) -> Operation[Erasure]:
     project = text(project_id, "project_id")
     rows = yield calls.user_forget(user_id=text(user_id, "user id"), project_id=project, store_keys=_store_keys(stores))
-    return _erasure(rows[0]["receipt"], project)
+    receipt = _erasure(rows[0]["receipt"], project)
+    if receipt.nothing_stored:  # the id is not logged: the log may outlive the erasure
+        log.warning("forget_user: nothing was stored for that user in project %r (a mistyped id?); "
+                    "erasure receipt %d records that nothing was erased", project, receipt.id)
+    return receipt
 
 
 def forget_user(db: Database, user_id: str, project_id: str = "", *, stores: Iterable[str] = (),

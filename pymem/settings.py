@@ -10,8 +10,9 @@ cannot keep prepared statements set ``prepare_threshold`` to None (docs/cli-and-
 from __future__ import annotations
 
 import difflib
+import logging
 import os
-import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +27,34 @@ from .errors import ConfigError, redact
 #: PYMEM_* variables that are not settings: the test suite's and the CI scripts' own
 _NOT_SETTINGS = ("PYMEM_TEST_", "PYMEM_VENDOR_DIR", "PYMEM_CITUS_", "PYMEM_PGBOUNCER_CACHE")
 _warned: set[str] = set()
+log = logging.getLogger("pymem")
+
+
+def unknown_variables(environ: Mapping[str, str] | None = None) -> list[tuple[str, str | None]]:
+    """The ``PYMEM_*`` variables of the environment that name no setting, each with the setting
+    it resembles (difflib's close match: PYMEM_DNS -> PYMEM_DSN), or None; the test suite's and
+    the CI scripts' own variables left out. ``pymem`` refuses to run with one that resembles a
+    setting (a deploy check aimed at production must not pass on the embedded server)."""
+    known = sorted(f"PYMEM_{name.upper()}" for name in Settings.model_fields)
+    out = []
+    for var in sorted(os.environ if environ is None else environ):
+        if var.startswith("PYMEM_") and var not in known and not var.startswith(_NOT_SETTINGS):
+            close = difflib.get_close_matches(var, known, n=1, cutoff=0.6)
+            out.append((var, close[0] if close else None))
+    return out
 
 
 def _warn_unknown(cls: type[BaseSettings]) -> None:
     """One warning per process for each PYMEM_* variable that names no setting (a typo such as
     PYMEM_DNS would otherwise leave PYMEM_DSN unset, and the embedded server in use), with the
-    closest setting's name."""
-    known = {f"PYMEM_{name.upper()}" for name in cls.model_fields}
-    for var in os.environ:
-        if not var.startswith("PYMEM_") or var in known or var in _warned or var.startswith(_NOT_SETTINGS):
+    closest setting's name: one line on the ``pymem`` logger (a Python warning would print its
+    file and source line too)."""
+    for var, close in unknown_variables():
+        if var in _warned:
             continue
         _warned.add(var)
-        close = difflib.get_close_matches(var, sorted(known), n=1, cutoff=0.6)
-        warnings.warn(f"{var} is not a pymem setting and is ignored" + (f" (did you mean {close[0]}?)" if close else
-                      " (docs/cli-and-configuration.md \"Configuration\" lists them)"), UserWarning, stacklevel=2)
+        log.warning("%s is not a pymem setting and is ignored%s", var, f" (did you mean {close}?)" if close else
+                    " (docs/cli-and-configuration.md \"Configuration\" lists them)")
 
 
 def default_data_dir() -> Path:

@@ -255,6 +255,10 @@ MEMORY_SPANS: dict[str, tuple[str, Describe | None]] = {
     "update": ("memory.update", _fact_id),
     "retrieve": ("memory.retrieve", _facts),
     "history": ("memory.history", _length("pymem.facts")),
+    "facts": ("memory.facts", _length("pymem.facts")),
+    "get_fact": ("memory.get_fact", lambda m, a, k, r: {"pymem.facts": 0 if r is None else 1}),
+    "users": ("memory.users", _length("pymem.users")),
+    "delete_message": ("memory.delete_message", _count("pymem.deleted")),
     "forget": ("memory.forget", _count("pymem.deleted")),
     "consolidate": ("memory.consolidate", lambda m, a, k, r: {
         "pymem.pairs": len(r), "pymem.merged": sum(1 for x in r if x.applied), "pymem.dry_run": bool(k.get("dry_run"))}),

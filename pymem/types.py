@@ -98,6 +98,9 @@ class TurnResult:
 
     user_seq: int
     assistant_seq: int
+    #: the facts the turn taught, each once: an extractor's learned facts, and the fact each
+    #: applied change of a ``learner=`` left active (an add's fact, an update's or a delete's new
+    #: version; ``fact_changes`` says which change made it)
     learned_fact_ids: list[int] = field(default_factory=list)
     summarized: bool = False
     #: what each change of a learner did, in order (pymem.turn_record's ``changes``): dicts with
@@ -169,6 +172,34 @@ class LearningStatus:
 
 
 @dataclass(frozen=True)
+class LearningJob:
+    """One job of the learning queue as :func:`pymem.learning.jobs` lists it (SQL
+    ``pymem.learning_jobs``): the turn it learns from (``user_id``, ``thread_id``, ``seq`` of the
+    user's message), its ``state`` ('pending', 'running', 'dead', 'skipped'), ``attempts`` so far,
+    when it may be claimed (``available_at``) or until when it is leased (``leased_until``), and
+    its last error (``error_kind``: the exception's class; ``error``: its message)."""
+
+    id: int
+    user_id: str
+    thread_id: str
+    seq: int
+    state: str
+    attempts: int
+    available_at: datetime | None
+    leased_until: datetime | None
+    error_kind: str | None
+    error: str | None
+    created_at: datetime
+    updated_at: datetime
+
+    def __getitem__(self, name: str) -> Any:
+        """``job["state"]``: the fields by name too, for code written when jobs() returned dicts."""
+        if name not in self.__dataclass_fields__:
+            raise KeyError(name)
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
 class Query:
     """Send the named query ``name`` with ``params``; the operation receives the rows as dicts,
     or as ``rows`` makes them: a psycopg row factory (e.g. :func:`pymem.facts.fact_rows`, which
@@ -204,6 +235,16 @@ class Merge:
 
 
 @dataclass(frozen=True)
+class UserInfo:
+    """One user of a project as ``Memory.users()`` lists it (SQL ``pymem.users_list``): its id,
+    how many active facts it has at ``tier="user"`` and how many conversation threads."""
+
+    user_id: str
+    facts: int
+    threads: int
+
+
+@dataclass(frozen=True)
 class Erasure:
     """The receipt of a user's erasure (``Memory.forget_user``, SQL ``pymem.user_forget``), as
     kept in ``pymem.erasures``, which survives the erasure: ``id`` (per project), when, by which
@@ -217,3 +258,10 @@ class Erasure:
     erased_by: str
     counts: dict[str, int]
     digest: str
+
+    @property
+    def nothing_stored(self) -> bool:
+        """True when nothing was stored for the user (every count 0): an erasure of nothing,
+        often a mistyped id. The receipt is kept all the same (``Memory.forget_user`` also
+        logs a warning; ``pymem forget-user`` exits 1)."""
+        return not any(self.counts.values())

@@ -36,6 +36,20 @@ def number(value: Any, what: str) -> float:
     return float(value)
 
 
+@overload
+def integer(value: Any, what: str, *, allow_none: Literal[False] = False) -> int: ...
+@overload
+def integer(value: Any, what: str, *, allow_none: bool) -> int | None: ...
+def integer(value: Any, what: str, *, allow_none: bool = False) -> int | None:
+    """``value`` if it is an int (not a bool, not a numeric string: ``k="3"`` is refused as
+    ``Memory(recall_k="5")`` is), else :class:`ValidationError`. The SQL checks its range."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValidationError(f"{what} must be an integer, not {value!r}")
+    return value
+
+
 def timestamp(value: Any, what: str = "created_at") -> datetime | None:
     """A time as given (None: now). A naive datetime is refused: its zone would be the database
     session's, not the caller's. The SQL checks the rest (e.g. not in the future)."""
@@ -57,6 +71,8 @@ def duration(value: Any, what: str) -> timedelta | None:
         raise ValidationError(f"{what} must be a number of seconds or a timedelta, not {type(value).__name__}")
     if not math.isfinite(value):
         raise ValidationError(f"{what} must be a finite number of seconds (got {value!r})")
+    if value <= 0:  # said here in seconds: the SQL would show the interval ("-1 days +23:59:59")
+        raise ValidationError(f"{what} must be a positive number of seconds (got {value!r})")
     try:
         return timedelta(seconds=value)
     except OverflowError as exc:

@@ -264,6 +264,7 @@ class MemoryPage:
         tier = SCOPE_TIER.get(scope)
         if tier is None:
             raise Page("400 Bad Request", f"<p>Unknown scope {esc(scope)}.</p>")
+        _need_subject(sid)
         mem = self._memory(self.read_db, p)
         facts = mem.history(tier=tier, id=sid) if show else mem.retrieve(tier=tier, id=sid, limit=1000)
         by_id = {f.id: f for f in facts}
@@ -307,6 +308,7 @@ class MemoryPage:
         tier = SCOPE_TIER.get(scope)
         if tier is None:
             raise Page("400 Bad Request", f"<p>Unknown scope {esc(scope)}.</p>")
+        _need_subject(sid)
         embedder, how = self._embedder(p)
         found, unembedded = (browse.search_facts(self.read_db, scope, sid, text_, p, embedder, k=20)
                              if text_.strip() else ([], []))
@@ -364,7 +366,7 @@ class MemoryPage:
     def turn(self, q: dict[str, str]) -> str:
         """The turn a learned fact names (``metadata["turn"]``): the user's message and the answer,
         and the facts of the user that name this turn."""
-        p, u, t, seq = q.get("p", ""), q.get("u", ""), q.get("t", "default"), int(q.get("seq", ""))
+        p, u, t, seq = q.get("p", ""), q.get("u", ""), q.get("t", "default"), _seq(q.get("seq", ""))
         messages = browse.messages(self.read_db, u, t, seq, p, max_rows=2)
         taught = [f for f in self._memory(self.read_db, p).history(tier="user", id=u) if taught_by(f) == (t, seq)]
         facts = table(["id", "fact", "change", "now"],
@@ -649,6 +651,21 @@ def warning_for(host: str, allow_edit: bool = False) -> str | None:
             "every page it serves). Bind to 127.0.0.1 unless you put an authenticating proxy in front.")
 
 
+def _need_subject(sid: str) -> None:
+    """A page of one subject's facts names it: without ``id=`` it would list nobody's (400)."""
+    if not sid:
+        raise Page("400 Bad Request", "<p>Which subject? This page needs <code>id=</code> (a user, agent or "
+                                      "project id) and <code>scope=</code>; the project page links each one.</p>")
+
+
+def _seq(given: str) -> int:
+    """A message number from the query string: a positive integer, else a 400 that says so (not
+    Python's ``int()`` message)."""
+    if not given.isdigit() or int(given) < 1:
+        raise Page("400 Bad Request", f"<p>seq must be a message number (1, 2, ...), not {esc(repr(given))}.</p>")
+    return int(given)
+
+
 def _error_status(exc: Exception) -> str:
     """The HTTP status of a pymem error (or bad input) a page met: the caller's mistake is a 4xx,
     a database that cannot serve the page (not migrated, unreachable) a 503."""
@@ -663,7 +680,8 @@ def _error_status(exc: Exception) -> str:
 
 def _error_body(exc: Exception) -> str:
     hint = getattr(exc, "hint", None)
-    return (f'<p class="warn">{esc(type(exc).__name__)}: {esc(exc)}</p>'
+    said = str(exc).removesuffix(f" (hint: {hint})") if hint else str(exc)  # the hint once, below
+    return (f'<p class="warn">{esc(type(exc).__name__)}: {esc(said)}</p>'
             + (f'<p class="muted">{esc(hint)}</p>' if hint else ""))
 
 

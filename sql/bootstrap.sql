@@ -383,7 +383,7 @@ AS $$
                      'messages_unembedded', 'context_read', 'user_export', 'store_read', 'store_meta', 'store_list',
                      'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read',
                      'browse_subjects', 'browse_users', 'browse_threads', 'browse_messages', 'browse_stores',
-                     'browse_embedders',
+                     'browse_embedders', 'facts_list', 'fact_read', 'users_list',
                      'fact_get', 'store_item_get', 'store_items_search', 'store_namespaces',
                      'retention_policy', 'learning_status', 'learning_limits', 'fact_duplicates',
                      'change_position', 'change_feed_enabled']::name[] AS read,

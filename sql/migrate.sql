@@ -865,6 +865,29 @@ COMMIT;
 \echo pymem: applied 0048_feed_and_bounds
 \endif
 
+-- 0049_learning_backfill
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0049_learning_backfill', '8a0efdc48e5262e0ee8c590d82e11c1a21eae186f8a92a423f7611ca2abbe9ff') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0049_learning_backfill.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0049_learning_backfill', '8a0efdc48e5262e0ee8c590d82e11c1a21eae186f8a92a423f7611ca2abbe9ff', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0049_learning_backfill
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -892,10 +915,12 @@ SELECT pymem.migration_types_path()
 \ir api/facts.sql
 \ir api/facts_bulk.sql
 \ir api/facts_consolidate.sql
+\ir api/facts_list.sql
 \ir api/facts_search.sql
 \ir api/facts_time.sql
 \ir api/facts_versions.sql
 \ir api/learning.sql
+\ir api/learning_backfill.sql
 \ir api/lifecycle.sql
 \ir api/mcp.sql
 \ir api/meta.sql
@@ -925,7 +950,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('6b623e1c9bb1e2ca1eb8dff57faf827c6c6ee664b070af150ecb59f00c6a7f52')
+SELECT pymem.migration_api_applied('80a18e9c4629a174e07060bc0ff1cb5df232655f5c98ac5fa80eab14287dc472')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.

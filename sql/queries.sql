@@ -209,6 +209,21 @@ SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.sourc
 FROM pymem.fact_history(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
                         max_facts => %(max_facts)s::integer) AS f;
 
+-- name: facts_list
+-- A subject's active facts, newest first, filtered by metadata, paged after a fact id.
+SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at, f.valid_from, f.valid_to
+FROM pymem.facts_list(scope => %(scope)s, scope_id => %(scope_id)s, project_id => %(project_id)s,
+                      metadata => %(metadata)s::jsonb, max_facts => %(max_facts)s::integer,
+                      after => %(after)s::bigint) AS f;
+
+-- name: fact_read
+-- One fact of a subject by id, active or superseded (no row when the subject has none).
+SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
+       f.created_at, f.superseded_by, f.superseded_at, f.expires_at, f.valid_from, f.valid_to
+FROM pymem.fact_read(scope => %(scope)s, scope_id => %(scope_id)s, id => %(id)s::bigint,
+                     project_id => %(project_id)s) AS f;
+
 -- name: fact_chain
 -- A fact's history tree (every branch merged into its newest version), predecessors first.
 SELECT f.id, f.project_id, f.scope, f.scope_id, f.content, f.confidence, f.source, f.trace_id, f.metadata,
@@ -410,6 +425,12 @@ SELECT j.id, j.user_id, j.thread_id, j.seq, j.state, j.attempts, j.available_at,
        j.created_at, j.updated_at
 FROM pymem.learning_jobs(project_id => %(project_id)s, job_state => %(job_state)s, max_jobs => %(max_jobs)s::integer) AS j;
 
+-- name: learning_backfill
+-- Queue a project's stored turns (of one user; created in [since, until)) for learning, each once, in order.
+SELECT b.queued, b.done
+FROM pymem.learning_backfill(project_id => %(project_id)s, user_id => %(user_id)s, since => %(since)s::timestamptz,
+                             until => %(until)s::timestamptz, max_jobs => %(max_jobs)s::integer) AS b;
+
 -- name: learning_requeue
 -- Make the project's dead (or skipped) learning jobs pending again; returns how many.
 SELECT pymem.learning_requeue(project_id => %(project_id)s, state => %(state)s) AS requeued;
@@ -458,6 +479,10 @@ FROM pymem.recall_index_plan(project_id => %(project_id)s, min_messages => %(min
 -- Delete a thread's newest message and return it (no row: the thread has none).
 SELECT p.seq, p.role, p.content, p.importance, p.created_at, p.metadata
 FROM pymem.message_pop(user_id => %(user_id)s, thread_id => %(thread_id)s, project_id => %(project_id)s) AS p;
+-- name: message_delete
+-- Delete one message of a user's thread by its seq; returns 1, or 0 when there is none.
+SELECT pymem.message_delete(user_id => %(user_id)s, thread_id => %(thread_id)s, seq => %(seq)s::bigint,
+                            project_id => %(project_id)s) AS deleted;
 
 -- name: conversation_forget
 -- Delete a user's thread (or every thread with '*'); returns the number of messages deleted.
@@ -629,6 +654,11 @@ FROM pymem.browse_subjects(project_id => %(project_id)s, max_rows => %(max_rows)
 -- A project's users with conversation threads: thread and message counts, most recent first.
 SELECT b.user_id, b.threads, b.messages, b.updated_at
 FROM pymem.browse_users(project_id => %(project_id)s, max_rows => %(max_rows)s::integer) AS b;
+
+-- name: users_list
+-- A project's users (with facts or threads) by id, with their counts, paged after a user id.
+SELECT u.user_id, u.facts, u.threads
+FROM pymem.users_list(project_id => %(project_id)s, max_rows => %(max_rows)s::integer, after => %(after)s) AS u;
 
 -- name: browse_threads
 -- A user's threads: messages, how many the summary covers, most recent first.

@@ -57,6 +57,48 @@ BEGIN
 END;
 $$;
 
+-- users_list: the project's users, by id, each with how many active facts (tier "user") and
+-- conversation threads it has: everyone the project stores something about, facts or messages
+-- (browse_users lists the users with threads, most recently active first). At most max_rows;
+-- after: the last user id of the previous page (NULL: the first page); ids in the database's
+-- order of text (its collation, as the indexes). Each page reads the users' index ranges
+-- (facts_subject_active_newest, threads_pkey) from after on, and the counts of its own users.
+--   SELECT user_id, facts, threads FROM pymem.users_list(max_rows => 100);
+--   SELECT user_id FROM pymem.users_list(max_rows => 100, after => 'alice');
+CREATE OR REPLACE FUNCTION pymem.users_list(project_id text DEFAULT '', max_rows integer DEFAULT 100,
+                                            after text DEFAULT NULL)
+RETURNS TABLE (user_id text, facts bigint, threads bigint)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_after text := coalesce(users_list.after, '');
+BEGIN
+    PERFORM pymem._tenant_enter(users_list.project_id);
+    PERFORM pymem._project_check(users_list.project_id);
+    PERFORM pymem._check_limit('max_rows', users_list.max_rows);
+    RETURN QUERY
+    WITH ids AS (
+        SELECT u.id FROM (
+            (SELECT DISTINCT f.scope_id AS id FROM pymem.active_facts AS f
+              WHERE f.project_id = users_list.project_id AND f.scope = 'user' AND f.scope_id > v_after
+              ORDER BY 1 LIMIT users_list.max_rows)
+            UNION
+            (SELECT DISTINCT t.user_id FROM pymem.threads AS t
+              WHERE t.project_id = users_list.project_id AND t.user_id > v_after
+              ORDER BY 1 LIMIT users_list.max_rows)) AS u
+         ORDER BY u.id LIMIT users_list.max_rows)
+    SELECT i.id,
+           (SELECT pg_catalog.count(*) FROM pymem.active_facts AS f
+             WHERE f.project_id = users_list.project_id AND f.scope = 'user' AND f.scope_id = i.id),
+           (SELECT pg_catalog.count(*) FROM pymem.threads AS t
+             WHERE t.project_id = users_list.project_id AND t.user_id = i.id)
+      FROM ids AS i
+     ORDER BY i.id;
+END;
+$$;
+
 -- browse_threads: a user's threads: messages so far (the thread's last seq), how many of them
 -- the running summary covers, when it last changed; most recently active first.
 --   SELECT thread_id, messages, summarized_through FROM pymem.browse_threads('alice');

@@ -464,3 +464,34 @@ BEGIN
     RETURN coalesce(v_count, 0);
 END;
 $$;
+
+-- message_delete: deletes one message of a user's thread (by its seq) with its vectors, lexemes
+-- and recall postings (ON DELETE CASCADE); returns 1, or 0 when the thread has no such message.
+-- The thread keeps its numbering (a later message is never renumbered; the next turn gets the next
+-- seq) and its running summary, which may still say what the message said: forget_conversation
+-- removes a thread with its summary. The user and thread must be ids (22023, as for a write);
+-- seq a positive number (22023). One user's own rows only: the key names the user.
+--   SELECT pymem.message_delete(user_id => 'alice', thread_id => 'default', seq => 3);
+CREATE OR REPLACE FUNCTION pymem.message_delete(user_id text, thread_id text, seq bigint, project_id text DEFAULT '')
+RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_count integer;
+BEGIN
+    PERFORM pymem._tenant_enter(message_delete.project_id);
+    PERFORM pymem._conv_check(message_delete.project_id, message_delete.user_id,
+                              coalesce(message_delete.thread_id, ''), 'delete');
+    IF message_delete.seq IS NULL OR message_delete.seq < 1 THEN
+        RAISE EXCEPTION 'pymem: seq must be a message number (1, 2, ...), not %', coalesce(message_delete.seq::text, 'NULL')
+            USING ERRCODE = '22023';
+    END IF;
+    DELETE FROM pymem.messages AS m
+     WHERE m.project_id = message_delete.project_id AND m.user_id = message_delete.user_id
+       AND m.thread_id = message_delete.thread_id AND m.seq = message_delete.seq;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    RETURN v_count;
+END;
+$$;

@@ -151,7 +151,8 @@ $$;
 -- new content, in one transaction, and returns the fact now active in its place:
 --   SELECT * FROM pymem.fact_supersede('user', 'alice', new_content => 'Prefers Slack', old_content => 'Prefers email');
 -- When no active fact of the subject has the new content, it is inserted (created = true) with
--- the confidence, source, trace_id, metadata and embedding given. When one has it (the user
+-- the confidence, source, trace_id, metadata and embedding given (metadata NULL: the old
+-- version's, as the expiry is kept; the default '{}' gives it none). When one has it (the user
 -- said both, then corrected themselves), the old fact is retired into that fact, a merge
 -- (created = false): the old row points at it, and it stays as it was, no row is added (an
 -- embedding from an embedder it has no vector of is stored with it, as fact_add does).
@@ -213,7 +214,8 @@ BEGIN
     -- fact_add's checks of the tenant, the subject, the new version's values and its time (no cap)
     v_content := pymem._fact_add_checks(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.new_content,
                                         fact_supersede.project_id, fact_supersede.confidence, fact_supersede.source,
-                                        fact_supersede.trace_id, fact_supersede.metadata, NULL, fact_supersede.created_at);
+                                        fact_supersede.trace_id, coalesce(fact_supersede.metadata, '{}'), NULL,
+                                        fact_supersede.created_at);
     IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
@@ -230,7 +232,8 @@ BEGIN
     -- statement, FOR UPDATE OF s, f, saved 2% of the call's server CPU, within the noise: not kept)
     PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     IF fact_supersede.id IS NOT NULL THEN
-        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at,
+               f.metadata
           INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
            AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
@@ -241,7 +244,8 @@ BEGIN
                 USING ERRCODE = 'P0002';
         END IF;
     ELSE
-        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at
+        SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at,
+               f.metadata
           INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
            AND f.scope_id = fact_supersede.scope_id AND f.superseded_by IS NULL
@@ -314,7 +318,7 @@ BEGIN
         INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
                                       created_at, expires_at, valid_from, valid_to)
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
-                fact_supersede.source, fact_supersede.trace_id, fact_supersede.metadata, v_at, v_head,
+                fact_supersede.source, fact_supersede.trace_id, coalesce(fact_supersede.metadata, v_old.metadata), v_at, v_head,
                 fact_supersede.valid_from, fact_supersede.valid_to)
         ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
         RETURNING f.id INTO v_new;

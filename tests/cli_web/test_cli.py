@@ -76,6 +76,15 @@ def test_demo_on_the_embedded_default_then_status_psql_and_stop(tmp_path, pg_ser
             )
             assert p.returncode == 0, p.stderr
         assert run("migrate", "--check", env=env, cwd=tmp_path).returncode == 0
+        # another database of the same server, for psql (issue 59, item 5)
+        p = subprocess.run([str(psql), "-X", "-d", uri, "-c", "CREATE DATABASE scratch"], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        other = run("server", "status", "--db", "scratch", env=env, cwd=tmp_path).stdout.strip()
+        assert other != uri and other.startswith("postgresql://")
+        p = subprocess.run([str(psql), "-X", "-At", "-d", other, "-c", "SELECT current_database()"],
+                           capture_output=True, text=True, timeout=60)
+        assert p.stdout.strip() == "scratch", p.stderr
         # a second demo reuses the server and its data
         again = run("demo", env=env, cwd=tmp_path)
         assert again.returncode == 0 and "none pending" in again.stdout
@@ -84,3 +93,19 @@ def test_demo_on_the_embedded_default_then_status_psql_and_stop(tmp_path, pg_ser
     assert stop.returncode == 0 and stop.stdout.strip() == "stopped"
     assert run("server", "status", env=env, cwd=tmp_path).returncode == 1
     shutil.rmtree(data, ignore_errors=True)
+
+
+def test_consolidate_takes_dry_run_and_errors_say_pymem_once(dsn, tmp_path):
+    """Issue 59, item 7: `consolidate --dry-run` (the default, as recall-indexes spells it) is
+    accepted, not with --apply; a SQL error, whose message starts with "pymem:", is printed
+    with the prefix once."""
+    env = {"PYMEM_DSN": dsn}
+    dry = run("consolidate", "--id", "alice", "--dry-run", env=env, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr
+    assert "a dry run" in dry.stderr
+    both = run("consolidate", "--id", "alice", "--dry-run", "--apply", env=env, cwd=tmp_path)
+    assert both.returncode == 2 and "not allowed with" in both.stderr
+    bad = run("retention", "--max-per-thread", "0", env=env, cwd=tmp_path)
+    assert bad.returncode == 1
+    [line] = [x for x in bad.stderr.splitlines() if "Error" in x]
+    assert line.count("pymem:") == 1, line

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 import psycopg
@@ -147,18 +148,24 @@ def test_exporting_a_user_with_no_memory_is_not_found(db, dsn, tmp_path):
 
 # -- the demo names its project; Ctrl-C -----------------------------------------------------
 
-def interrupt_while_blocked(args: list[str], env: dict, lock_dsn: str, cwd: Path, lock_wait) -> subprocess.CompletedProcess:
+def interrupt_while_blocked(args: list[str], env: dict, lock_dsn: str, cwd: Path) -> subprocess.CompletedProcess:
     """Run ``pymem *args`` while this test holds pymem's migration lock on ``lock_dsn``; once
     the command's migrate waits on that lock (seen by the server), press Ctrl-C: SIGINT to the
-    command's whole process group, as a terminal does."""
+    command's whole process group, as a terminal does.
+
+    Robust under load (issue 59, item 8): the command is given ``--lock-timeout 3600``, so it
+    cannot give up on the lock (its default is 60 s) before a starved test process has seen it
+    wait and pressed Ctrl-C; the wait for it ends as soon as it waits, or with its own output
+    when it exits first, never on a fixed sleep; and the machine's load only makes it slower."""
     with psycopg.connect(lock_dsn, autocommit=True) as holder:
         holder.execute(Q["migration_lock"])
-        proc = subprocess.Popen([str(PYMEM), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                                cwd=cwd, env={**os.environ, **env}, start_new_session=True)
+        proc = subprocess.Popen([str(PYMEM), *args, "--lock-timeout", "3600"], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True, cwd=cwd, env={**os.environ, **env},
+                                start_new_session=True)
         try:
-            lock_wait(lock_dsn, blocked_by=holder.info.backend_pid, timeout=120)  # a loaded machine starts slowly
+            wait_until_blocked(proc, lock_dsn, holder.info.backend_pid, timeout=600)
             os.killpg(proc.pid, signal.SIGINT)
-            out, err = proc.communicate(timeout=60)
+            out, err = proc.communicate(timeout=300)
         finally:
             if proc.poll() is None:  # never let it migrate once the lock is released
                 proc.kill()
@@ -166,8 +173,24 @@ def interrupt_while_blocked(args: list[str], env: dict, lock_dsn: str, cwd: Path
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
-def test_ctrl_c_in_a_command_exits_130_with_one_line(empty_dsn, tmp_path, lock_wait):
-    done = interrupt_while_blocked(["migrate"], {"PYMEM_DSN": empty_dsn}, empty_dsn, tmp_path, lock_wait)
+def wait_until_blocked(proc: subprocess.Popen, dsn: str, holder: int, timeout: float) -> None:
+    """Until a backend of ``dsn``'s database waits on a lock of ``holder`` (pg_blocking_pids), or
+    fail with the command's output if it exits first (a command that failed to start must not
+    read as a lock that never came)."""
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(dsn, autocommit=True) as c:
+        while not c.execute("SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND %s = ANY (pg_blocking_pids(pid)))", (holder,)).fetchone()[0]:
+            if proc.poll() is not None:
+                out, err = proc.communicate()
+                pytest.fail(f"pymem exited ({proc.returncode}) before it waited on the lock:\n{out}\n{err}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"pymem did not wait on the migration lock within {timeout:g} s")
+            time.sleep(0.05)
+
+
+def test_ctrl_c_in_a_command_exits_130_with_one_line(empty_dsn, tmp_path):
+    done = interrupt_while_blocked(["migrate"], {"PYMEM_DSN": empty_dsn}, empty_dsn, tmp_path)
     assert done.returncode == 130
     where, stopped = done.stderr.splitlines()  # where it migrates (issue 29), then one line
     assert where.startswith("pymem: migrating database ") and stopped == "pymem: interrupted"
@@ -175,7 +198,7 @@ def test_ctrl_c_in_a_command_exits_130_with_one_line(empty_dsn, tmp_path, lock_w
         assert c.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'pymem'").fetchone()[0] == 0
 
 
-def test_demo_names_its_project_and_ctrl_c_in_it_exits_130(tmp_path, pg_server, lock_wait):
+def test_demo_names_its_project_and_ctrl_c_in_it_exits_130(tmp_path, pg_server):
     # not under tmp_path: a pytest session starting meanwhile (as root) closes /tmp/pytest-of-root
     # to other users again, and the embedded server's OS user could no longer reach its data
     data = Path(tempfile.mkdtemp(prefix="pymem-demo-"))
@@ -197,7 +220,7 @@ def test_demo_names_its_project_and_ctrl_c_in_it_exits_130(tmp_path, pg_server, 
         with psycopg.connect(uri) as c:
             assert c.execute(sql).fetchone()[0]["user_id"] == "alice@example.com"
         # Ctrl-C while the demo waits (here: on the migration lock): one line, exit 130
-        stopped = interrupt_while_blocked(["demo"], env, uri, tmp_path, lock_wait)
+        stopped = interrupt_while_blocked(["demo"], env, uri, tmp_path)
         assert stopped.returncode == 130, stopped.stderr
         assert stopped.stderr == "pymem: interrupted\n" and "Traceback" not in stopped.stderr
         assert server.status(data) is not None  # the embedded server is unharmed

@@ -400,6 +400,13 @@ def test_a_page_that_meets_an_error_shows_it_with_its_status(served, empty_dsn):
     assert status == 400 and "ValidationError" in body and "Traceback" not in body
     status, body = fetch(app, "/facts", p="acme", scope="user", id="al\x00ice")  # a NUL in a parameter
     assert 400 <= status < 500 and "Error" in body and "Traceback" not in body
+    # issue 59, item 7: a bad seq and a facts page of nobody are the caller's mistake, said so
+    for seq in ("abc", "-5", "0", ""):
+        status, body = fetch(app, "/turn", p="acme", u="alice", t="default", seq=seq)
+        assert status == 400 and "seq must be a message number" in body and "invalid literal" not in body, seq
+    for route in ("/facts", "/search"):
+        status, body = fetch(app, route)
+        assert status == 400 and "Which subject?" in body, route
     # a database that was never migrated: 503 with the hint to migrate
     bare = web.MemoryPage(pymem.Database(pymem.Settings(dsn=empty_dsn, pool_min_size=1), migrate=False), None,
                           [""], "test")
@@ -409,6 +416,7 @@ def test_a_page_that_meets_an_error_shows_it_with_its_status(served, empty_dsn):
     try:
         status, body = fetch(bare, "/project", p="")
         assert status == 503 and "pymem migrate" in body and "Traceback" not in body
+        assert body.count("pymem migrate") == 1  # the hint once (issue 59, item 7)
     finally:
         server.shutdown()
         server.server_close()

@@ -1119,3 +1119,18 @@ def test_embeddings_put_registers_the_embedder_only_when_a_vector_is_stored(dsn)
             with pytest.raises(psycopg.errors.InvalidParameterValue, match="dimensions"):
                 c.execute(call)
         assert registered() == [("model-x", 3), ("model-y", 3)]
+
+
+def test_a_call_that_needs_a_user_raises_without_the_warning_of_one_that_goes_on(db, caplog):
+    """Issue 59, item 3: "no user for this call; it gets global facts only" is logged only where
+    it is true (context, record); a call that needs a user raises and says why, nothing more."""
+    mem = make(db)
+    fid = mem.persist("Prefers email", user="alice")
+    with caplog.at_level(logging.WARNING, logger="pymem"):
+        with pytest.raises(pymem.ValidationError, match="needs a user"):
+            mem.forget(fact_id=fid)
+        with pytest.raises(pymem.ValidationError, match="needs a user"):
+            mem.window()
+        with pytest.raises(pymem.ValidationError, match="resolver raised KeyError"):
+            make(db, user_id=lambda ctx: ctx["user"]).window(ctx={})
+    assert caplog.records == []

@@ -569,3 +569,84 @@ def test_two_workers_claiming_at_once_lease_no_more_than_the_projects_calls_left
         t.join(20)
     assert got["second"] == []  # the first's job in hand is the one call left
 
+def test_a_deferred_memory_with_its_own_summary_cadence_warns_that_the_worker_decides(caplog):
+    """Issue 59, item 3: the app's summarize_every / keep_last are not carried by the job."""
+    import logging
+
+    with caplog.at_level(logging.WARNING, logger="pymem"):
+        pymem.MemoryOptions(deferred_learning=True)
+        pymem.MemoryOptions(summarize_every=5)
+        assert caplog.records == []
+        pymem.MemoryOptions(deferred_learning=True, summarize_every=5, keep_last=2)
+    [record] = caplog.records
+    assert "summarize_every=5 / keep_last=2 are not used" in record.getMessage()
+    assert "--summarize-every" in record.getMessage()
+
+
+def test_pymem_worker_takes_the_summary_cadence(db, dsn, tmp_path):
+    (tmp_path / "summing.py").write_text("from pymem.llm import FactChange\n"
+                                         "class Rules:\n"
+                                         "    def extract(self, m): return []\n"
+                                         "    def reconcile(self, c, s): return []\n"
+                                         "    def summarize(self, previous, messages, max_chars): return 'summed'\n")
+    app = Memory(db=db, agent_id="bot", project_id="q12", deferred_learning=True)
+    for n in range(3):
+        app.record(f"note {n}", "ok", user="sam")
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_PROJECT_ID": "q12"}
+    out = subprocess.run([sys.executable, "-m", "pymem.cli", "worker", "--learner", "summing:Rules", "--drain",
+                          "--summarize-every", "2", "--keep-last", "2"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert app.summary(user="sam") == "summed"  # 6 messages: under the default cadence (10), none
+
+
+def test_jobs_are_dataclasses_as_the_status_is(db):
+    """Issue 59, item 7: pymem.learning.jobs() returns LearningJob objects (their fields by name
+    too, as the dicts it returned)."""
+    from pymem.types import LearningJob
+
+    app = Memory(db=db, agent_id="bot", project_id="q13", deferred_learning=True)
+    app.record("note", "ok", user="ann")
+    [job] = jobs(db, "q13")
+    assert isinstance(job, LearningJob) and job.user_id == "ann" and job.seq == 1 and job.state == "pending"
+    assert job["attempts"] == job.attempts == 0
+    with pytest.raises(KeyError):
+        job["content"]
+
+
+def test_a_backfill_queues_stored_turns_once_in_order_and_a_worker_learns_them(db, dsn, tmp_path):
+    """Issue 59, item 6: turns stored before a learner existed (recorded without one, imported)
+    are queued by pymem.learning_backfill / `pymem learn --backfill`, each user's in the order
+    said, each once (a second backfill queues nothing), and the worker learns them."""
+    from datetime import datetime, timedelta, timezone
+
+    from pymem.learning import backfill
+
+    plain = Memory(db=db, agent_id="bot", project_id="q14")  # no learner: nothing learned
+    t0 = datetime.now(timezone.utc) - timedelta(days=3)
+    plain.add_messages([{"content": "I live in Oslo", "created_at": t0},
+                        {"content": "ok", "role": "assistant", "created_at": t0},
+                        {"content": "I moved to Bergen", "created_at": t0 + timedelta(days=1)}], user="ann")
+    plain.record("I have a cat", "Nice.", user="ann", thread="pets")
+    plain.record("I like tea", "ok", user="bob")
+    assert backfill(db, "q14", user_id="ann", batch=1) == 3  # one job per transaction: marks carry on
+    assert [(j.thread_id, j.seq) for j in jobs(db, "q14")] == [("default", 1), ("default", 3), ("pets", 1)]
+    assert backfill(db, "q14", user_id="ann") == 0  # once
+    plain.record("I play chess", "ok", user="ann")  # said after the backfill: the next one queues it
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_PROJECT_ID": "q14"}
+    out = subprocess.run([sys.executable, "-m", "pymem.cli", "learn", "--backfill"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "queued 2 stored turn(s)" in out.stdout  # ann's chess, bob's tea
+    learner = Learner()
+    worker = Memory(db=db, agent_id="bot", project_id="q14", embedder=HashEmbedder(), learner=learner)
+    report = worker.learn_pending()
+    assert report.done == 5 and status(db, "q14").pending == 0
+    ann = [m for m in learner.seen if m != "I like tea"]
+    assert ann == ["I live in Oslo", "I moved to Bergen", "I have a cat", "I play chess"]  # in the order said
+    assert {f.content for f in worker.retrieve(user="bob")} == {"I like tea"}
+    assert backfill(db, "q14") == 0
+    with pytest.raises(pymem.ValidationError, match="since"):
+        backfill(db, "q14", since=t0, until=t0)
+    with psycopg.connect(dsn) as c, pytest.raises(psycopg.errors.InvalidParameterValue):
+        c.execute("SELECT * FROM pymem.learning_backfill(project_id => 'q14', user_id => '*')")

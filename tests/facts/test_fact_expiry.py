@@ -255,9 +255,9 @@ def test_memory_persist_update_and_purge_with_expiries(mem, dsn):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"ttl": -5}, "ttl must be a positive interval"),  # the SQL's checks, as a ValidationError
-    ({"ttl": 0}, "ttl must be a positive interval"),
-    ({"ttl": timedelta(seconds=-1)}, "ttl must be a positive interval"),
+    ({"ttl": -5}, r"ttl must be a positive number of seconds \(got -5\)"),  # in seconds, as given (issue 59)
+    ({"ttl": 0}, r"ttl must be a positive number of seconds \(got 0\)"),
+    ({"ttl": timedelta(seconds=-1)}, "ttl must be a positive interval"),  # the SQL's check, as a ValidationError
     ({"ttl": float("nan")}, "finite number of seconds"),
     ({"ttl": True}, "number of seconds or a timedelta"),
     ({"ttl": "1 day"}, "number of seconds or a timedelta"),

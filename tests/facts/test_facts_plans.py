@@ -96,6 +96,8 @@ def facts_scans(plans: list[dict]) -> list[list[dict]]:
         ("SELECT * FROM pymem.facts_newest('user', 'heavy', max_facts => 50)", "facts_subject_active_newest"),
         ("SELECT * FROM pymem.facts_newest('user', 'u7', 'p1', max_facts => 10)", "facts_subject_active_newest"),
         ("SELECT * FROM pymem.facts_newest('user', '*', 'p2', max_facts => 50)", "facts_scope_active_newest"),
+        ("SELECT * FROM pymem.facts_list('user', 'heavy', max_facts => 50)", "facts_subject_active_newest"),
+        ("SELECT * FROM pymem.facts_list('user', '*', 'p2', max_facts => 50)", "facts_scope_active_newest"),
     ],
 )
 def test_newest_reads_are_index_scans_without_sort(big, call, index):
@@ -109,6 +111,45 @@ def test_newest_reads_are_index_scans_without_sort(big, call, index):
         # the scan stops after what the call returns: cost is what is read, not what is stored
         scan = next(n for n in ns if n.get("Index Name") == index)
         assert scan["Actual Rows"] <= 50
+
+
+def test_a_listing_page_after_a_fact_starts_at_it_in_the_index(big):
+    """facts_list's keyset: the row comparison (created_at, id) < (...) is an index condition of
+    the newest-first index, so a deep page reads its own rows, not every row before it."""
+    with psycopg.connect(big, autocommit=True) as c:
+        deep = c.execute("SELECT id FROM pymem.facts_list('user', 'heavy', max_facts => 4000) OFFSET 3999").fetchone()[0]
+        scope_deep = c.execute(
+            "SELECT id FROM pymem.facts_list('user', '*', 'p2', max_facts => 3000) OFFSET 2999").fetchone()[0]
+    calls = [f"SELECT * FROM pymem.facts_list('user', 'heavy', max_facts => 20, after => {deep})",
+             f"SELECT * FROM pymem.facts_list('user', '*', 'p2', max_facts => 20, after => {scope_deep})"]
+    scans = facts_scans(plans_of(big, calls))
+    assert scans
+    # a metadata filter: the planner may read the subject's rows from the fact on and sort them
+    # (it cannot know how many match), never the table
+    for ns in facts_scans(plans_of(big, [f"SELECT * FROM pymem.facts_list('user', 'heavy', "
+                                         f"metadata => '{{\"a\": 1}}', max_facts => 20, after => {deep})"])):
+        assert "Seq Scan" not in [n["Node Type"] for n in ns]
+    for ns in scans:
+        types = [n["Node Type"] for n in ns]
+        assert "Seq Scan" not in types and "Sort" not in types and "Incremental Sort" not in types, types
+        for n in ns:
+            if n["Node Type"] in ("Index Scan", "Index Only Scan"):
+                assert n["Actual Rows"] <= 20, (n.get("Index Name"), n["Actual Rows"])
+                if n.get("Index Name", "").endswith("active_newest"):
+                    assert "ROW(" in n.get("Index Cond", "") or "created_at" in n.get("Index Cond", ""), n
+
+
+def test_users_list_reads_a_page_of_users_not_the_table(big):
+    calls = ["SELECT * FROM pymem.users_list('p1', max_rows => 10)",
+             "SELECT * FROM pymem.users_list('p1', max_rows => 10, after => 'u500')"]
+    scans = facts_scans(plans_of(big, calls))
+    assert scans
+    for ns in scans:
+        types = [n["Node Type"] for n in ns]
+        assert "Seq Scan" not in types, types
+        for n in ns:
+            if n["Node Type"] in ("Index Scan", "Index Only Scan", "Bitmap Heap Scan"):
+                assert n["Actual Rows"] * n.get("Actual Loops", 1) <= 2000, (n.get("Index Name"), n["Actual Rows"])
 
 
 def test_learned_cap_reads_at_most_cap_plus_one_rows(big):

@@ -189,6 +189,8 @@ def test_a_learner_says_when_a_fact_holds_and_the_turn_keeps_it(db, dsn, chat):
                            {"learned": 1, "op": "ADD", "valid_from": "last spring", "valid_to": None})]
     r = mem.record("I moved to Berlin in May 2024 and work at a bakery.", "Noted.", user="alice")
     assert [(c["op"], c["applied"]) for c in r.fact_changes] == [("update", True), ("add", True)]
+    # issue 59, item 3: what a learner taught is in learned_fact_ids too, not only in fact_changes
+    assert r.learned_fact_ids == [c["id"] for c in r.fact_changes]
     now = {f.content: f.valid_from for f in mem.retrieve(user="alice")}
     assert now == {"Lives in Berlin": datetime(2024, 5, 1, tzinfo=timezone.utc), "Works at a bakery": None}
     then = mem.retrieve(user="alice", valid_at=datetime(2023, 1, 1, tzinfo=timezone.utc))
@@ -262,6 +264,7 @@ def test_a_change_the_database_refuses_is_skipped_and_reported(db, dsn, chat):
     r = mem.record("I live in Bergen and have a cat.", "Noted.", user="alice")
     assert [(c["op"], c["applied"]) for c in r.fact_changes] == [("update", False), ("add", True)]
     assert "already superseded" in r.fact_changes[0]["reason"]
+    assert r.learned_fact_ids == [r.fact_changes[1]["id"]]  # the skipped update taught nothing
     assert facts(dsn) == ["Lives in Trondheim", "Has a cat"]
 
 

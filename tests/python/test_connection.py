@@ -138,10 +138,13 @@ def test_unmigrated_database_says_run_pymem_migrate_and_works_once_migrated(empt
         with_vectors = Memory(agent_id="bot", db=db, embedder=HashEmbedder())
         without = Memory(agent_id="bot", db=db)
         # pgvector is not even installed: the error names the schema, not the vector (issue 29)
-        with pytest.raises(pymem.MigrationError, match="schema pymem is not installed.*pymem migrate"):
+        with pytest.raises(pymem.MigrationError, match="schema pymem is not installed.*pymem migrate") as raised:
             with_vectors.persist("Lives in Oslo", id="alice")
-        with pytest.raises(pymem.MigrationError, match="pymem migrate"):
+        # issue 59, item 7: the hint once, and none of psycopg's adapter words
+        assert str(raised.value).count("pymem migrate") == 1 and "adapt" not in str(raised.value)
+        with pytest.raises(pymem.MigrationError, match="pymem migrate") as raised:
             without.persist("Lives in Oslo", id="alice")  # schema pymem does not exist
+        assert str(raised.value).count("pymem migrate") == 1
         with pytest.raises(pymem.MigrationError, match="pymem migrate"):
             db.about()
 

@@ -118,8 +118,8 @@ def test_the_wildcard_is_never_a_resolved_user(db):
 def test_every_method_about_a_user_takes_user_and_ctx(cls):
     public = [n for n in dir(cls) if not n.startswith("_") and callable(getattr(cls, n))]
     without = {n for n in public if not {"user", "ctx"} <= inspect.signature(getattr(cls, n)).parameters.keys()}
-    # bound(conn): every user's calls; the learning queue: the project's
-    assert without == {"close", "aclose", "bound", "learn_pending", "learning_status"} & set(public)
+    # bound(conn): every user's calls; the learning queue and the listing of users: the project's
+    assert without == {"close", "aclose", "bound", "learn_pending", "learning_status", "users"} & set(public)
     for name in public:
         params = inspect.signature(getattr(cls, name)).parameters
         assert "user_id" not in params, f"{name}: the call-level name is user="

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
+import os
+
 import pytest
 
 import pymem
@@ -135,21 +137,39 @@ def test_non_superuser_role_can_use_the_schema(dsn, as_role):
         assert db.about()["migrations"] == len(migrations.load_sql_files().migrations)
 
 
-def test_a_mistyped_variable_is_named_with_the_setting_it_resembles(monkeypatch):
-    """Issue 29, item 5: PYMEM_DNS (for PYMEM_DSN) is not ignored in silence."""
+def test_a_mistyped_variable_is_named_with_the_setting_it_resembles(monkeypatch, caplog):
+    """Issue 29, item 5: PYMEM_DNS (for PYMEM_DSN) is not ignored in silence; issue 59, item 4:
+    in one line on the pymem logger, not a Python warning with its file and source line."""
+    import logging
+    import warnings
+
     import pymem.settings as settings_module
 
     monkeypatch.setattr(settings_module, "_warned", set())
     monkeypatch.setenv("PYMEM_DNS", "postgresql://app@db/prod")
     monkeypatch.setenv("PYMEM_TEST_SOMETHING", "1")  # the test suite's own variables are no settings
-    with pytest.warns(UserWarning, match=r"PYMEM_DNS is not a pymem setting and is ignored \(did you mean PYMEM_DSN\?\)"):
-        s = pymem.Settings()
-    assert s.dsn is None
-    import warnings
-
-    with warnings.catch_warnings():
+    with caplog.at_level(logging.WARNING, logger="pymem"), warnings.catch_warnings():
         warnings.simplefilter("error")
+        s = pymem.Settings()
         pymem.Settings()  # once per process, not on every Settings()
+    assert s.dsn is None
+    assert [r.getMessage() for r in caplog.records] == [
+        "PYMEM_DNS is not a pymem setting and is ignored (did you mean PYMEM_DSN?)"]
+
+
+def test_the_cli_refuses_a_mistyped_setting_in_one_line():
+    """Issue 59, item 4: `PYMEM_DNS=... pymem migrate --check` must not check the embedded server
+    and pass: it exits 1 with one line; a variable like no setting is only warned of."""
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "PYMEM_DSN"} | {"PYMEM_DNS": "postgresql://app@db/prod"}
+    out = subprocess.run([sys.executable, "-m", "pymem.cli", "migrate", "--check"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 1 and out.stdout == ""
+    assert out.stderr.splitlines() == ["pymem: ConfigError: PYMEM_DNS is not a pymem setting (did you mean "
+                                       "PYMEM_DSN?): rename or unset it"]
+    assert "prod" not in out.stderr
 
 
 def test_the_commands_say_which_database_they_act_on(monkeypatch):

@@ -342,3 +342,22 @@ def test_an_erasure_in_the_callers_transaction_rolls_back_with_it(db, dsn):
             receipt = mem.forget_user(user="alice", stores=["alice-notes"])
         conn.commit()
     assert rows_naming(dsn, "alice") == {} and [e.id for e in erasures(db)] == [receipt.id]
+
+
+def test_an_erasure_of_nothing_says_so_without_the_id(db, dsn, caplog):
+    """A mistyped id must not read as a done erasure (issue 59, item 3): the receipt says
+    nothing_stored, a warning is logged (no id in it), and the CLI exits 1."""
+    seed_user(db, "alice")
+    mem = pymem.Memory(db=db, agent_id="bot")
+    with caplog.at_level("WARNING", logger="pymem"):
+        receipt = mem.forget_user(user="alcie")
+    assert receipt.nothing_stored and not any(receipt.counts.values())
+    warned = [r.getMessage() for r in caplog.records if "nothing was stored" in r.getMessage()]
+    assert len(warned) == 1 and "alcie" not in warned[0]
+    assert not mem.forget_user(user="alice").nothing_stored
+    env = {**os.environ, "PYMEM_DSN": dsn}
+    out = subprocess.run([str(PYMEM), "forget-user", "--user", "alcie"], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert json.loads(out.stdout)["nothing_stored"] is True and "alcie" not in out.stdout
+    assert "nothing was stored for that user" in out.stderr and out.stderr.count("pymem:") <= 2
