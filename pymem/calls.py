@@ -82,6 +82,18 @@ def migration_citus() -> Query:
     return Query("migration_citus", {})
 
 
+def migration_citus_probe() -> Query:
+    """On a Citus database, before the API refresh: whether its local plan cache leaks, probed on
+    every node that holds a shard (kept for the session; citus.sql step 7 reads it)."""
+    return Query("migration_citus_probe", {})
+
+
+def migration_citus_plan_cache_after() -> Query:
+    """On a Citus database, after the API refresh: probes again when the first probe could not
+    answer (a fresh cluster) and applies step 7's decision."""
+    return Query("migration_citus_plan_cache_after", {})
+
+
 def migration_check_citus() -> Query:
     """On a Citus database: what differs from pymem's distribution (citus.sql), one line each."""
     return Query("migration_check_citus", {})

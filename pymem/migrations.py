@@ -167,6 +167,9 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
             if not files.api:
                 # no api/ files: nothing to refresh (and never "every function is stale")
                 return result
+            citus = bool(files.citus) and bool(one_value(conn.execute(Q["migration_citus"], prepare=False).fetchone()))
+            if citus:  # outside the refresh's transaction: the probe reads the shards on their nodes
+                conn.execute(Q["migration_citus_probe"], prepare=False)
             with conn.transaction():
                 conn.execute(Q["migration_search_path"], prepare=False)
                 conn.execute(files.bootstrap, prepare=False)  # its functions count as current too
@@ -185,6 +188,8 @@ def migrate(conninfo: str, *, root: Traversable | None = None, roles: dict[str, 
                 for step in API_AFTER:
                     conn.execute(Q[step], prepare=False)
                 conn.execute(Q["migration_api_applied"], {"checksum": files.api_checksum}, prepare=False)
+            if citus:  # a fresh cluster: probe the shards the refresh placed (docs/scaling-out.md)
+                conn.execute(Q["migration_citus_plan_cache_after"], prepare=False)
         finally:
             if not conn.closed and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE:
                 conn.execute(Q["migration_unlock"], prepare=False)
@@ -281,6 +286,8 @@ def render_psql(root: Traversable | None = None) -> str:
             r"\endif",
         ]
     if files.api:
+        if files.citus:  # outside the refresh's transaction: the probe reads the shards on their nodes
+            out += ["", q("migration_citus"), r"\if :pymem_citus", q("migration_citus_probe"), r"\endif"]
         out += ["", "-- API functions (re-applied every run)", "BEGIN;", q("migration_search_path"), r"\ir bootstrap.sql"]
         out += [q(step) for step in API_BEFORE]
         out += [rf"\ir api/{name}" for name, _ in files.api]
@@ -290,6 +297,8 @@ def render_psql(root: Traversable | None = None) -> str:
         out += [r"\ir grants.sql"]
         out += [q(step) for step in API_AFTER]
         out += [q("migration_api_applied", checksum=files.api_checksum), "COMMIT;"]
+        if files.citus:
+            out += [q("migration_citus"), r"\if :pymem_citus", q("migration_citus_plan_cache_after"), r"\endif"]
     out += [q("migration_unlock"), ""]
     return "\n".join(out)
 

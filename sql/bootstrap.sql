@@ -581,6 +581,268 @@ END;
 $$;
 
 
+-- Citus's local plan cache (citus.sql step 7, docs/scaling-out.md "Which Citus"). Before 13.5 /
+-- 14.3 (citusdata/citus#8783, fixed by #8824) it misses on every execution of a generic plan
+-- whose shard is on the node and appends another plan: a backend grows without bound unless
+-- pymem's PL/pgSQL functions plan every call. A build that carries the fix (a patched 14.0.1
+-- still reports 14.0.1) is recognised by its behaviour, not its version.
+--
+-- migration_citus_probe_node(key, calls): run on one node (a worker), with a key whose shard
+-- is on it: a static single-shard read of pymem.threads, planned generically, `calls` times in
+-- this backend; the bytes by which the backend's CachedPlan memory contexts grew between the
+-- 5th and the last execution. 0 on a fixed Citus (the local plan is cached once); on a leaking
+-- one every execution adds a plan (a few kB each).
+CREATE OR REPLACE FUNCTION pymem.migration_citus_probe_node(p_key text, p_calls integer)
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+SET plan_cache_mode = force_generic_plan
+AS $$
+DECLARE
+    v_n bigint;
+    v_size bigint;
+    v_before bigint;
+BEGIN
+    IF p_calls IS NULL OR p_calls < 10 OR p_calls > 10000 THEN
+        RAISE EXCEPTION 'pymem: calls must be between 10 and 10000, not %', p_calls USING ERRCODE = '22023';
+    END IF;
+    FOR i IN 1 .. p_calls LOOP
+        SELECT pg_catalog.count(*) INTO v_n FROM pymem.threads AS t WHERE t.user_id = p_key;
+        -- the same statements measure both times (and once before, so that their own plans
+        -- are in both measures)
+        IF i = 3 OR i = 5 OR i = p_calls THEN
+            v_size := (SELECT pg_catalog.sum(c.total_bytes)::bigint FROM pg_catalog.pg_backend_memory_contexts AS c
+                        WHERE c.name = 'CachedPlan');
+            v_before := CASE WHEN i <= 5 THEN v_size ELSE v_before END;
+        END IF;
+    END LOOP;
+    RETURN v_size - v_before;
+END;
+$$;
+
+-- migration_citus_probe(): on a Citus coordinator, whether the cluster's local plan cache
+-- leaks: migration_citus_probe_node on every node that holds a shard of pymem.threads (in
+-- parallel, each with a key whose shard is on it, 40 executions, its own connection). Returns,
+-- and keeps for the session as pymem.citus_plan_cache_probe:
+--   'fixed: ...'    no node grew (the cache keeps one plan per shard)
+--   'leaks: ...'    a node grew (> 16 kB over 35 executions; a leak adds ~100 kB): the nodes
+--   'unknown: ...'  nothing to probe (pymem not distributed yet, no node holds a shard, the
+--                   function not yet on the workers) or the probe failed: why
+-- `pymem migrate` runs it before the API refresh, and once more after it when it said unknown
+-- (a fresh cluster: the tables were distributed by that refresh).
+CREATE OR REPLACE FUNCTION pymem.migration_citus_probe()
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_calls constant integer := 40;
+    v_limit constant bigint := 16384;
+    v_result text;
+    v_names text[] := '{}';
+    v_ports integer[] := '{}';
+    v_commands text[] := '{}';
+    v_key text;
+    v_leaks text[] := '{}';
+    v_failed text[] := '{}';
+    v_fixed text[] := '{}';
+    r record;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS e WHERE e.extname = 'citus') THEN
+        v_result := 'unknown: not a Citus database';
+    ELSIF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_class AS c JOIN pg_catalog.pg_namespace AS n ON n.oid = c.relnamespace
+                       WHERE n.nspname = 'pymem' AND c.relname = 'threads')
+          OR NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
+                          WHERE p.logicalrelid = 'pymem.threads'::pg_catalog.regclass) THEN
+        v_result := 'unknown: pymem is not distributed yet';
+    ELSE
+        FOR r IN SELECT DISTINCT n.nodename, n.nodeport, n.groupid
+                   FROM pg_catalog.pg_dist_shard AS s
+                   JOIN pg_catalog.pg_dist_placement AS p ON p.shardid = s.shardid
+                   JOIN pg_catalog.pg_dist_node AS n ON n.groupid = p.groupid
+                  WHERE s.logicalrelid = 'pymem.threads'::pg_catalog.regclass
+                    AND n.noderole = 'primary' AND n.isactive
+                  ORDER BY n.nodename, n.nodeport LOOP
+            SELECT k.key INTO v_key
+              FROM pg_catalog.generate_series(0, 99999) AS i(n)
+             CROSS JOIN LATERAL (SELECT 'pymem-plan-cache-probe-' || i.n AS key) AS k
+              JOIN pg_catalog.pg_dist_placement AS p
+                ON p.shardid = pg_catalog.get_shard_id_for_distribution_column('pymem.threads', k.key)
+               AND p.groupid = r.groupid
+             LIMIT 1;
+            CONTINUE WHEN v_key IS NULL;
+            v_names := v_names || r.nodename::text;
+            v_ports := v_ports || r.nodeport;
+            v_commands := v_commands || pg_catalog.format('SELECT pymem.migration_citus_probe_node(%L, %s)', v_key, v_calls);
+        END LOOP;
+        IF pg_catalog.cardinality(v_names) = 0 THEN
+            v_result := 'unknown: no node holds a shard of pymem.threads';
+        ELSE
+            BEGIN
+                FOR r IN SELECT w.node_name, w.node_port, w.success, w.result
+                           FROM pg_catalog.master_run_on_worker(v_names, v_ports, v_commands, true) AS w LOOP
+                    IF NOT r.success OR r.result !~ '^-?[0-9]+$' THEN
+                        v_failed := v_failed || pg_catalog.format('%s:%s (%s)', r.node_name, r.node_port, r.result);
+                    ELSIF r.result::bigint > v_limit THEN
+                        v_leaks := v_leaks || pg_catalog.format('%s:%s grew %s bytes over %s generic executions',
+                                                                r.node_name, r.node_port, r.result, v_calls - 5);
+                    ELSE
+                        v_fixed := v_fixed || pg_catalog.format('%s:%s', r.node_name, r.node_port);
+                    END IF;
+                END LOOP;
+            EXCEPTION WHEN OTHERS THEN
+                v_failed := v_failed || SQLERRM;
+            END;
+            IF pg_catalog.cardinality(v_leaks) > 0 THEN
+                v_result := 'leaks: ' || pg_catalog.array_to_string(v_leaks, '; ');
+            ELSIF pg_catalog.cardinality(v_failed) > 0 THEN
+                v_result := 'unknown: the probe failed on ' || pg_catalog.array_to_string(v_failed, '; ');
+            ELSE
+                v_result := pg_catalog.format('fixed: no growth over %s generic executions on %s', v_calls - 5,
+                                              pg_catalog.array_to_string(v_fixed, ', '));
+            END IF;
+        END IF;
+    END IF;
+    PERFORM pg_catalog.set_config('pymem.citus_plan_cache_probe', v_result, false);
+    RETURN v_result;
+END;
+$$;
+
+-- migration_citus_plan_every_call(): whether pymem's PL/pgSQL functions must plan every call
+-- on this Citus (citus.sql step 7), and why. In order:
+--   1. the operator's setting pymem.citus_plan_every_call: on / off (auto or unset: go on);
+--   2. a Citus that reports 14.3+ or 13.5+ (any later major too): off;
+--   3. this session's probe (migration_citus_probe): fixed: off, leaks: on;
+--   4. no probe answer: on (safe: a leak is unbounded, the protection costs ~1x-1.2x a call).
+CREATE OR REPLACE FUNCTION pymem.migration_citus_plan_every_call(OUT plan_every_call boolean, OUT reason text)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_setting text := pg_catalog.lower(pg_catalog.btrim(coalesce(
+        pg_catalog.current_setting('pymem.citus_plan_every_call', true), '')));
+    v_version text := (SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname = 'citus');
+    v_major integer;
+    v_minor integer;
+    v_probe text := NULLIF(pg_catalog.current_setting('pymem.citus_plan_cache_probe', true), '');
+BEGIN
+    IF v_setting IN ('on', 'true', 'yes', '1') THEN
+        plan_every_call := true;
+        reason := 'pymem.citus_plan_every_call = on (the operator''s setting)';
+        RETURN;
+    ELSIF v_setting IN ('off', 'false', 'no', '0') THEN
+        plan_every_call := false;
+        reason := 'pymem.citus_plan_every_call = off (the operator''s setting)';
+        RETURN;
+    ELSIF v_setting NOT IN ('', 'auto') THEN
+        RAISE EXCEPTION 'pymem: pymem.citus_plan_every_call must be on, off or auto, not %', pg_catalog.quote_literal(v_setting)
+            USING ERRCODE = '22023', HINT = 'docs/scaling-out.md "Which Citus".';
+    END IF;
+    IF v_version IS NULL THEN
+        plan_every_call := false;
+        reason := 'not a Citus database';
+        RETURN;
+    END IF;
+    v_major := pg_catalog.split_part(v_version, '.', 1)::integer;
+    v_minor := pg_catalog.split_part(pg_catalog.split_part(v_version, '.', 2), '-', 1)::integer;
+    IF v_major > 14 OR (v_major = 14 AND v_minor >= 3) OR (v_major = 13 AND v_minor >= 5) THEN
+        plan_every_call := false;
+        reason := pg_catalog.format('Citus %s has the fix of its local plan cache (14.3+, 13.5+)', v_version);
+    ELSIF v_probe LIKE 'fixed:%' THEN
+        plan_every_call := false;
+        reason := pg_catalog.format('Citus %s, probed: %s', v_version, v_probe);
+    ELSIF v_probe LIKE 'leaks:%' THEN
+        plan_every_call := true;
+        reason := pg_catalog.format('Citus %s, probed: %s', v_version, v_probe);
+    ELSE
+        plan_every_call := true;
+        reason := pg_catalog.format('Citus %s, not probed (%s): planning every call to be safe; run pymem migrate again '
+                                    'once pymem is distributed, or set pymem.citus_plan_every_call',
+                                    v_version, coalesce(v_probe, 'no probe in this session'));
+    END IF;
+END;
+$$;
+
+-- migration_citus_plan_cache_apply(): citus.sql step 7 as decided by
+-- migration_citus_plan_every_call(): on, every PL/pgSQL function of pymem plans its
+-- statements for each call (force_custom_plan: no generic plan, so nothing enters Citus's local
+-- plan cache), but for the few that read only the node's own copy of a reference table and the
+-- two lexeme triggers (auto: see below); off, those settings are reset (the functions as the API
+-- files declare them). Idempotent; returns the reason. ALTER FUNCTION reaches every node.
+CREATE OR REPLACE FUNCTION pymem.migration_citus_plan_cache_apply()
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_on boolean;
+    v_reason text;
+    v_function regprocedure;
+    v_mode text;
+    v_current text;
+BEGIN
+    SELECT d.plan_every_call, d.reason INTO v_on, v_reason FROM pymem.migration_citus_plan_every_call() AS d;
+    FOR v_function, v_mode, v_current IN
+        SELECT p.oid::pg_catalog.regprocedure,
+               -- auto for the readers of the node's own copy of a reference table (citus.sql): a
+               -- shard read by its name is a plain table to the planner, so nothing enters
+               -- Citus's local plan cache, and PL/pgSQL keeps their plans (the policies call
+               -- tenant_allowed ~20 times a turn: its read planned each time cost 0.4 ms of a
+               -- turn_record on the worker). Set, not left out: a function runs with its
+               -- caller's plan_cache_mode unless it sets its own. A node without the copy reads
+               -- through Citus remotely, which caches no local plan either.
+               -- The lexeme triggers' Citus bodies too: their own statements read the
+               -- transition table and run dynamic SQL (never cached), so auto only keeps the
+               -- plans of what runs under them, the foreign-key checks of their inserts into
+               -- the shards among them (planned on every call otherwise: ~0.09 ms of a fact_add
+               -- on the worker).
+               CASE WHEN p.oid IN ('pymem.tenant_allowed(text)'::pg_catalog.regprocedure,
+                                   'pymem._tenant_allowed_bound(text)'::pg_catalog.regprocedure,
+                                   'pymem._text_search_config(text)'::pg_catalog.regprocedure,
+                                   'pymem._embedder_dimension(text, text)'::pg_catalog.regprocedure)
+                         AND p.prosrc LIKE '%pg_catalog.to_regclass(%'  -- the body that reads the copy
+                    THEN 'auto'
+                    WHEN p.oid IN ('pymem._fact_lexemes_add()'::pg_catalog.regprocedure,
+                                   'pymem._message_lexemes_add()'::pg_catalog.regprocedure)
+                         AND p.prosrc LIKE '%pymem._local_shard(%'  -- the Citus body
+                    THEN 'auto'
+                    ELSE 'force_custom_plan' END,
+               (SELECT pg_catalog.substr(x, 17) FROM pg_catalog.unnest(p.proconfig) AS x WHERE x LIKE 'plan_cache_mode=%')
+          FROM pg_catalog.pg_proc AS p
+          JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
+         WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND l.lanname = 'plpgsql'
+           AND p.prokind = 'f'
+           AND p.oid <> 'pymem.migration_citus_probe_node(text, integer)'::pg_catalog.regprocedure  -- the probe
+         ORDER BY p.oid
+    LOOP
+        IF v_on AND v_current IS DISTINCT FROM v_mode THEN
+            EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = %s', v_function, v_mode);
+        ELSIF NOT v_on AND v_current IN ('force_custom_plan', 'auto') THEN
+            EXECUTE pg_catalog.format('ALTER FUNCTION %s RESET plan_cache_mode', v_function);
+        END IF;
+    END LOOP;
+    RETURN v_reason;
+END;
+$$;
+
+-- migration_citus_plan_cache_after(): the end of a migrate on a Citus database, after the API
+-- refresh committed. When this session's probe could not answer before the refresh (a fresh
+-- cluster: the refresh distributed the tables), it probes again and applies the decision.
+-- Returns the probe's answer (NULL: nothing to do).
+CREATE OR REPLACE FUNCTION pymem.migration_citus_plan_cache_after()
+RETURNS text
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    IF coalesce(pg_catalog.current_setting('pymem.citus_plan_cache_probe', true), '') LIKE 'unknown:%'
+       AND EXISTS (SELECT 1 FROM pg_catalog.pg_extension AS e WHERE e.extname = 'citus') THEN
+        RETURN pymem.migration_citus_probe() || ' => ' || pymem.migration_citus_plan_cache_apply();
+    END IF;
+    RETURN NULL;
+END;
+$$;
+
 -- migration_shared_problems(): each of the copies of agent and project facts (shared_facts,
 -- shared_fact_embeddings, shared_fact_lexemes: migrations/0034_shared_facts.sql, sql/citus.sql)
 -- whose columns differ from its table's (name, position, type, NOT NULL), one line each; none

@@ -21,8 +21,9 @@
 --    (create_distributed_function with that argument, colocated with the tables): the whole
 --    call runs on the worker that holds the key, where the tenant set by _tenant_enter is
 --    local and every statement reads a local shard.
--- 7. On a Citus whose local plan cache leaks (before 13.5 / 14.3), pymem's PL/pgSQL functions
---    plan each statement per call (see the end of this file).
+-- 7. On a Citus whose local plan cache leaks (before 13.5 / 14.3, unless a build carries the
+--    fix: probed), pymem's PL/pgSQL functions plan each statement per call (see the end of this
+--    file).
 SET LOCAL citus.enable_unsafe_triggers = on;  -- the lexeme statement triggers: see below
 SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one transaction
 
@@ -783,58 +784,23 @@ END;
 $do$;
 
 -- 7. Citus's local plan cache grows without bound before 13.5 on 13.x and before 14.3 on 14.x
---    (citusdata/citus#8824, fixed upstream on 2026-09-03): a statement planned generically
+--    (citusdata/citus#8783, fixed upstream by #8824): a statement planned generically
 --    whose shard is on the node (every statement of a delegated call) misses the cache on
---    every execution, is planned again and adds another plan to it. On 14.0.1 a worker's
---    backend grew from 50 MB to 913 MB over 3,000 context_read calls (~300 kB a call), never
---    given back while the coordinator keeps its connection. On those versions every PL/pgSQL
+--    every execution, is planned again and adds another plan to it. On an unpatched 14.0.1 a
+--    worker's backend grew from 50 MB to 913 MB over 3,000 context_read calls (~300 kB a call),
+--    never given back while the coordinator keeps its connection. Where it leaks, every PL/pgSQL
 --    function of pymem plans its statements for each call (force_custom_plan: no generic plan,
---    so nothing is cached); measured 0.91-1.19x per call on 14.0.1 (bench/reports/2026-12-04-citus-cost,
---    "The local plan cache"). A fixed Citus keeps the functions as the API files declare them
---    (the refresh re-created them before this file ran).
+--    so nothing is cached); measured 0.91-1.19x per call on 14.0.1
+--    (bench/reports/2026-12-04-citus-cost, "The local plan cache"). A fixed Citus keeps the
+--    functions as the API files declare them (the refresh re-created them before this file ran).
+--    Which Citus leaks is decided by pymem.migration_citus_plan_every_call() (bootstrap.sql):
+--    the operator's pymem.citus_plan_every_call (on / off / auto), else the version (14.3+,
+--    13.5+: fixed), else the cache's behaviour on every node that holds a shard, probed by
+--    migrate before this transaction (a patched 14.0.1 still reports 14.0.1), else (nothing to
+--    probe yet) plan every call; migrate probes again after this transaction commits and
+--    applies the answer (docs/scaling-out.md "Which Citus").
 DO $do$
-DECLARE
-    v_version text := (SELECT e.extversion FROM pg_catalog.pg_extension AS e WHERE e.extname = 'citus');
-    v_major integer := pg_catalog.split_part(v_version, '.', 1)::integer;
-    v_minor integer := pg_catalog.split_part(pg_catalog.split_part(v_version, '.', 2), '-', 1)::integer;
-    v_function regprocedure;
-    v_mode text;
 BEGIN
-    IF v_major > 14 OR (v_major = 14 AND v_minor >= 3) OR (v_major = 13 AND v_minor >= 5) THEN
-        RETURN;
-    END IF;
-    FOR v_function, v_mode IN
-        SELECT p.oid::pg_catalog.regprocedure,
-               -- auto for the readers of the node's own copy of a reference table (above): a
-               -- shard read by its name is a plain table to the planner, so nothing enters
-               -- Citus's local plan cache, and PL/pgSQL keeps their plans (the policies call
-               -- tenant_allowed ~20 times a turn: its read planned each time cost 0.4 ms of a
-               -- turn_record on the worker). Set, not left out: a function runs with its
-               -- caller's plan_cache_mode unless it sets its own. A node without the copy reads
-               -- through Citus remotely, which caches no local plan either.
-               -- The lexeme triggers' Citus bodies (above) too: their own statements read the
-               -- transition table and run dynamic SQL (never cached), so auto only keeps the
-               -- plans of what runs under them, the foreign-key checks of their inserts into
-               -- the shards among them (planned on every call otherwise: ~0.09 ms of a fact_add
-               -- on the worker).
-               CASE WHEN p.oid IN ('pymem.tenant_allowed(text)'::pg_catalog.regprocedure,
-                                   'pymem._tenant_allowed_bound(text)'::pg_catalog.regprocedure,
-                                   'pymem._text_search_config(text)'::pg_catalog.regprocedure,
-                                   'pymem._embedder_dimension(text, text)'::pg_catalog.regprocedure)
-                         AND p.prosrc LIKE '%pg_catalog.to_regclass(%'  -- the body that reads the copy
-                    THEN 'auto'
-                    WHEN p.oid IN ('pymem._fact_lexemes_add()'::pg_catalog.regprocedure,
-                                   'pymem._message_lexemes_add()'::pg_catalog.regprocedure)
-                         AND p.prosrc LIKE '%pymem._local_shard(%'  -- the Citus body
-                    THEN 'auto'
-                    ELSE 'force_custom_plan' END
-          FROM pg_catalog.pg_proc AS p
-          JOIN pg_catalog.pg_language AS l ON l.oid = p.prolang
-         WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND l.lanname = 'plpgsql'
-           AND p.prokind = 'f'
-         ORDER BY p.oid
-    LOOP
-        EXECUTE pg_catalog.format('ALTER FUNCTION %s SET plan_cache_mode = %s', v_function, v_mode);
-    END LOOP;
+    PERFORM pymem.migration_citus_plan_cache_apply();
 END;
 $do$;

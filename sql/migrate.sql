@@ -888,6 +888,15 @@ COMMIT;
 \echo pymem: applied 0049_learning_backfill
 \endif
 
+-- Whether this database has the citus extension (then every migrate also runs citus.sql).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus
+\gset pymem_
+\if :pymem_citus
+-- On a Citus database, before the API refresh: whether its local plan cache leaks, probed on every node that holds a shard (kept for the session; citus.sql step 7 reads it).
+SELECT pymem.migration_citus_probe() AS citus_probe
+\gset pymem_
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -950,9 +959,17 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('80a18e9c4629a174e07060bc0ff1cb5df232655f5c98ac5fa80eab14287dc472')
+SELECT pymem.migration_api_applied('6be203b601f8ad62fdabf3c6d50d91870e6b09846d6ef3cd6c6c7075b80e441c')
 \gset pymem_
 COMMIT;
+-- Whether this database has the citus extension (then every migrate also runs citus.sql).
+SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus
+\gset pymem_
+\if :pymem_citus
+-- On a Citus database, after the API refresh: probes again when the first probe could not answer (a fresh cluster) and applies step 7's decision.
+SELECT pymem.migration_citus_plan_cache_after() AS citus_plan_cache
+\gset pymem_
+\endif
 -- Releases the migration lock taken by migration_lock.
 SELECT pg_catalog.pg_advisory_unlock(pg_catalog.hashtextextended('pymem.migrate', 0))
 \gset pymem_

@@ -57,6 +57,14 @@ SELECT pymem.migration_drop_stale_functions() AS dropped;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus;
 
+-- name: migration_citus_probe
+-- On a Citus database, before the API refresh: whether its local plan cache leaks, probed on every node that holds a shard (kept for the session; citus.sql step 7 reads it).
+SELECT pymem.migration_citus_probe() AS citus_probe;
+
+-- name: migration_citus_plan_cache_after
+-- On a Citus database, after the API refresh: probes again when the first probe could not answer (a fresh cluster) and applies step 7's decision.
+SELECT pymem.migration_citus_plan_cache_after() AS citus_plan_cache;
+
 -- name: migration_check_citus
 -- On a Citus database: what differs from pymem's distribution (citus.sql), one line each.
 SELECT problem FROM pymem.migration_citus_problems() AS problem;

@@ -310,12 +310,13 @@ def lock_wait():
 
 CITUS_SCRIPT = Path(__file__).resolve().parent.parent / ".ci" / "citus"
 CITUS_ARCHIVE = "citus-14.0.1.tar.gz"
+CITUS_PATCH = "citus-14.0.1-local-plan-cache.patch"  # .ci/citus applies it (the local plan cache fix)
 
 
 def citus_unavailable() -> str | None:
     """Why the ``citus`` tests cannot run here, or None. They need PYMEM_TEST_CITUS=1 (building
-    Citus costs minutes the first time) and what .ci/citus needs: the Citus source archive in
-    the shared vendor folder, gcc and make (and, as root, a non-root OS user, which the script
+    Citus costs minutes the first time) and what .ci/citus needs: the Citus source archive and
+    its local-plan-cache patch in the shared vendor folder, gcc, make and patch (and, as root, a non-root OS user, which the script
     itself checks)."""
     if os.environ.get("PYMEM_TEST_CITUS") != "1":
         return "Citus cluster tests run only with PYMEM_TEST_CITUS=1 (.ci/citus builds Citus once, outside the repository)"
@@ -323,9 +324,10 @@ def citus_unavailable() -> str | None:
         return f"{CITUS_SCRIPT} is missing (a source distribution without .ci/)"
     vendor = [os.environ.get("PYMEM_VENDOR_DIR"), str(CITUS_SCRIPT.parent.parent.parent / "shared" / "vendor"),
               "/work/shared/vendor"]
-    if not any(d and (Path(d) / CITUS_ARCHIVE).is_file() for d in vendor):
-        return f"{CITUS_ARCHIVE} not found in $PYMEM_VENDOR_DIR, ../shared/vendor or /work/shared/vendor"
-    missing = [tool for tool in ("gcc", "make") if shutil.which(tool) is None]
+    for name in (CITUS_ARCHIVE, CITUS_PATCH):
+        if not any(d and (Path(d) / name).is_file() for d in vendor):
+            return f"{name} not found in $PYMEM_VENDOR_DIR, ../shared/vendor or /work/shared/vendor"
+    missing = [tool for tool in ("gcc", "make", "patch") if shutil.which(tool) is None]
     if missing:
         return f"building Citus needs {' and '.join(missing)}"
     return None

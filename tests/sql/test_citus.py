@@ -391,6 +391,99 @@ def test_agent_and_project_facts_reach_users_on_every_worker(pymem_cluster):
             == [("project", "p1", "Acme sells anvils")]
 
 
+COPIES = {"pymem.tenant_allowed(text)", "pymem._tenant_allowed_bound(text)", "pymem._text_search_config(text)",
+          "pymem._embedder_dimension(text,text)", "pymem._fact_lexemes_add()", "pymem._message_lexemes_add()"}
+PROBE_NODE = "pymem.migration_citus_probe_node(text,integer)"  # forces its own generic plans
+
+
+def _plan_cache_modes(dsn: str) -> dict[str, str]:
+    """Each PL/pgSQL function of pymem on the node of ``dsn``: its plan_cache_mode setting ('' if none)."""
+    with psycopg.connect(dsn, autocommit=True) as c:
+        return dict(c.execute("""
+            SELECT p.oid::regprocedure::text,
+                   coalesce((SELECT x FROM unnest(p.proconfig) AS x WHERE x LIKE 'plan_cache_mode=%%'), '')
+              FROM pg_proc AS p JOIN pg_language AS l ON l.oid = p.prolang
+             WHERE p.pronamespace = 'pymem'::regnamespace AND l.lanname = 'plpgsql' AND p.prokind = 'f'""").fetchall())
+
+
+def _assert_plans_every_call(modes: dict[str, str]) -> None:
+    """citus.sql step 7 applied: every function plans per call, but the readers of the node's own
+    reference-table copies and the lexeme triggers (auto) and the probe (its own generic plans)."""
+    assert {f for f, m in modes.items() if m == "plan_cache_mode=auto"} == COPIES, modes
+    assert {m for f, m in modes.items() if f not in COPIES | {PROBE_NODE}} == {"plan_cache_mode=force_custom_plan"}, modes
+
+
+def _assert_plain(modes: dict[str, str]) -> None:
+    """citus.sql step 7 skipped: the functions as the API files declare them."""
+    assert {m for f, m in modes.items() if f != PROBE_NODE} == {""}, modes
+
+
+def test_the_ci_build_is_probed_as_fixed_and_step_7_is_skipped(citus_cluster, pymem_cluster):
+    """.ci/citus builds 14.0.1 with the fix of its local plan cache (citusdata/citus#8824), and it
+    still reports 14.0.1: pymem tells it by the cache's behaviour (bootstrap.sql
+    migration_citus_probe: on each node that holds a shard, a static single-shard read planned
+    generically 40 times; its CachedPlan memory does not grow). pymem_cluster migrated a fresh
+    cluster once: the probe before the API refresh had nothing to probe (planned every call to be
+    safe), the one after it found the fix, and step 7 was undone, on the coordinator and on the
+    workers."""
+    admin, _, _ = pymem_cluster
+    dbname = psycopg.conninfo.conninfo_to_dict(admin)["dbname"]
+    with psycopg.connect(admin, autocommit=True) as c:
+        version = c.execute("SELECT extversion FROM pg_extension WHERE extname = 'citus'").fetchone()[0]
+        assert version.startswith("14.0")  # the version alone would say: leaks
+        probe = c.execute("SELECT pymem.migration_citus_probe()").fetchone()[0]
+        assert probe.startswith("fixed: no growth over 35 generic executions on "), probe
+        assert probe.count("127.0.0.1:") == 2, probe  # both workers probed
+        decided, reason = c.execute("SELECT * FROM pymem.migration_citus_plan_every_call()").fetchone()
+        assert decided is False and "probed: fixed" in reason, reason
+        # each worker, with a key whose shard it holds: no growth
+        ports = c.execute("""SELECT nodeport, min(k) FROM generate_series(1, 60) AS i(n),
+                                    LATERAL (SELECT 'k' || i.n AS k) AS x
+                               JOIN citus_shards AS s ON s.shardid = get_shard_id_for_distribution_column('pymem.threads', x.k)
+                              GROUP BY nodeport""").fetchall()
+        assert len(ports) == 2
+    for port, key in ports:
+        with psycopg.connect(make_conninfo(admin, port=str(port)), autocommit=True) as w:
+            assert w.execute("SELECT pymem.migration_citus_probe_node(%s, 200)", (key,)).fetchone()[0] == 0
+    _assert_plain(_plan_cache_modes(admin))
+    for w in citus_cluster.worker_dsns:
+        _assert_plain(_plan_cache_modes(make_conninfo(w, dbname=dbname)))
+    # a second migrate probes before its refresh and keeps it so
+    pymem.migrate(admin)
+    _assert_plain(_plan_cache_modes(admin))
+
+
+def test_the_operator_setting_plans_every_call_or_not(citus_cluster, fresh_db):
+    """pymem.citus_plan_every_call (a connection option of migrate, PGOPTIONS, or ALTER DATABASE ...
+    SET) overrides the probe: on applies step 7 on the fixed build CI has (the leak branch stays
+    tested), off and auto undo it; anything else is refused."""
+    dbname = psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"]
+    worker = make_conninfo(citus_cluster.worker_dsns[0], dbname=dbname)
+    pymem.migrate(make_conninfo(fresh_db, options="-c pymem.citus_plan_every_call=on"))
+    _assert_plans_every_call(_plan_cache_modes(fresh_db))
+    _assert_plans_every_call(_plan_cache_modes(worker))  # ALTER FUNCTION reached the workers
+    assert pymem.migrations.check(fresh_db) == []
+    pymem.migrate(make_conninfo(fresh_db, options="-c pymem.citus_plan_every_call=auto"))  # the probe: fixed
+    _assert_plain(_plan_cache_modes(fresh_db))
+    _assert_plain(_plan_cache_modes(worker))
+    with psycopg.connect(fresh_db, autocommit=True) as c:
+        c.execute(sql.SQL("ALTER DATABASE {} SET pymem.citus_plan_every_call = 'on'").format(sql.Identifier(dbname)))
+    try:
+        pymem.migrate(fresh_db)
+        _assert_plans_every_call(_plan_cache_modes(fresh_db))
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            decided, reason = c.execute("SELECT * FROM pymem.migration_citus_plan_every_call()").fetchone()
+            assert decided is True and "operator" in reason
+        pymem.migrate(make_conninfo(fresh_db, options="-c pymem.citus_plan_every_call=off"))  # the session's wins
+        _assert_plain(_plan_cache_modes(fresh_db))
+        with pytest.raises(pymem.ValidationError, match="must be on, off or auto"):
+            pymem.migrate(make_conninfo(fresh_db, options="-c pymem.citus_plan_every_call=maybe"))
+    finally:
+        with psycopg.connect(fresh_db, autocommit=True) as c:
+            c.execute(sql.SQL("ALTER DATABASE {} RESET pymem.citus_plan_every_call").format(sql.Identifier(dbname)))
+    _assert_plain(_plan_cache_modes(fresh_db))  # the refused migrate changed nothing
+
+
 def _private_kb(pid: int) -> int:
     """A backend's private memory (RssAnon: not the shared buffers it touched), in kB."""
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
@@ -400,34 +493,25 @@ def _private_kb(pid: int) -> int:
 
 
 def test_a_worker_does_not_grow_with_calls(citus_cluster, pymem_cluster):
-    """Citus before 13.5 / 14.3 (the vendored 14.0.1 included) adds a local plan to its cache on
-    every execution of a generic plan whose shard is on the node, and never frees it
+    """Citus before 13.5 / 14.3, unpatched (the vendored 14.0.1 as released), adds a local plan to
+    its cache on every execution of a generic plan whose shard is on the node, and never frees it
     (citusdata/citus#8824): a worker backend grew by ~300 kB per context_read, 913 MB after 3,000.
-    citus.sql step 7 makes pymem's PL/pgSQL functions plan per call there (but for the four that
-    read only the node's own copy of a reference table, a plain table to the planner, and the two
-    lexeme triggers, which write the shards by name with dynamic SQL: their plans are kept, as the
-    leak needs a Citus table). 400 context_read and
-    turn_record calls through one coordinator connection leave the worker backends that served
-    them within a few MB (a leak would add ~100 MB)."""
+    On such a build citus.sql step 7 makes pymem's PL/pgSQL functions plan per call; the build CI
+    runs carries the fix, and there pymem keeps its generic plans (the probe says fixed,
+    test above). Either way: 2,000 calls (1,000 turn_record and 1,000 context_read) through one
+    coordinator connection leave the worker backends that served them within a few MB (the
+    leak would add ~300 MB)."""
     admin, app, _ = pymem_cluster
-    dbname = psycopg.conninfo.conninfo_to_dict(admin)["dbname"]
     with psycopg.connect(admin, autocommit=True) as c:
         version = c.execute("SELECT extversion FROM pg_extension WHERE extname = 'citus'").fetchone()[0]
-        by_function = dict(c.execute("""
-            SELECT p.oid::regprocedure::text,
-                   coalesce((SELECT x FROM unnest(p.proconfig) AS x WHERE x LIKE 'plan_cache_mode=%%'), '')
-              FROM pg_proc AS p JOIN pg_language AS l ON l.oid = p.prolang
-             WHERE p.pronamespace = 'pymem'::regnamespace AND l.lanname = 'plpgsql'""").fetchall())
-    modes = set(by_function.values())
-    major, minor = (int(x) for x in version.split("-")[0].split(".")[:2])
-    leaks = not (major > 14 or (major, minor) >= (14, 3) or (major == 13 and minor >= 5))
-    if leaks:  # every function plans per call, but the readers of the node's own reference-table copies
-        copies = {"pymem.tenant_allowed(text)", "pymem._tenant_allowed_bound(text)", "pymem._text_search_config(text)",
-                  "pymem._embedder_dimension(text,text)", "pymem._fact_lexemes_add()", "pymem._message_lexemes_add()"}
-        assert {f for f, m in by_function.items() if m == "plan_cache_mode=auto"} == copies, by_function
-        assert {m for f, m in by_function.items() if f not in copies} == {"plan_cache_mode=force_custom_plan"}, modes
+        c.execute("SELECT pymem.migration_citus_probe()")
+        every_call = c.execute("SELECT plan_every_call FROM pymem.migration_citus_plan_every_call()").fetchone()[0]
+    modes = _plan_cache_modes(admin)
+    if every_call:
+        _assert_plans_every_call(modes)
     else:  # a fixed Citus: the functions as the API files declare them
-        assert "plan_cache_mode=force_custom_plan" not in modes, modes
+        _assert_plain(modes)
+    dbname = psycopg.conninfo.conninfo_to_dict(admin)["dbname"]
     workers = [make_conninfo(w, dbname=dbname) for w in citus_cluster.worker_dsns]
 
     def backends() -> dict[int, int]:
@@ -447,12 +531,13 @@ def test_a_worker_does_not_grow_with_calls(citus_cluster, pymem_cluster):
 
         calls(30)  # connections opened, catalogs and plans cached
         before = backends()
-        calls(200)
+        calls(1000)
         after = backends()
     kept = set(before) & set(after)
     assert kept, (before, after)  # the coordinator kept its connection to the user's worker
     growth_mb = max(after[p] - before[p] for p in kept) / 1024
-    assert growth_mb < 25, (version, growth_mb, before, after)
+    print(f"citus {version}, plan every call: {every_call}: worker backend growth over 2,000 calls: {growth_mb:.1f} MB")
+    assert growth_mb < 25, (version, every_call, growth_mb, before, after)
 
 
 def test_facts_at_a_point_in_time_on_the_cluster(pymem_cluster):
@@ -954,6 +1039,151 @@ def test_deferred_learning_on_the_cluster(pymem_cluster):
             assert sorted(f.content for f in worker.retrieve(user=u)) == [f"{u} says 0", f"{u} says 1"]
         status = worker.learning_status()
         assert (status.pending, status.running, status.calls_today) == (0, 0, 6)
+
+
+class _OrderedLearner:
+    """The user's message is the fact; keeps, in order, every message it was asked about
+    (thread-safe), waiting a little on each (tests/conversations/test_learning_queue.py)."""
+
+    def __init__(self, delay: float = 0.0) -> None:
+        self.seen: list[str] = []
+        self.delay = delay
+        self.lock = threading.Lock()
+
+    def extract(self, message: str) -> list[str]:
+        with self.lock:
+            self.seen.append(message)
+        if self.delay:
+            time.sleep(self.delay)
+        return [message]
+
+    def reconcile(self, candidates, stored):
+        return [pymem.llm.FactChange("add", c) for c in candidates]
+
+
+def _four_users_on_two_workers(c: psycopg.Connection) -> list[str]:
+    by_port: dict[int, list[str]] = {}
+    for i in range(200):
+        by_port.setdefault(_worker_of(c, "pymem.threads", f"learner{i}"), []).append(f"learner{i}")
+    assert len(by_port) == 2 and all(len(v) >= 2 for v in by_port.values()), by_port
+    return [u for users in by_port.values() for u in users[:2]]
+
+
+def test_two_concurrent_learning_workers_on_the_cluster_apply_each_job_once(pymem_cluster):
+    """Issue 57, item 5: two workers (threads, each its own pool) drain 24 deferred turns of four
+    users on both workers at once: each job claimed and applied once (FOR UPDATE SKIP LOCKED
+    on the coordinator, the lease checked by the delegated learning_complete on the user's
+    worker), each user's turns learned in order."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _four_users_on_two_workers(c)
+        c.execute("SELECT * FROM pymem.learning_limits_configure(project_id => 'p1', project_calls_per_day => 1000)")
+    with pymem.Database(pymem.Settings(dsn=app, pool_max_size=6)) as db:
+        app_mem = pymem.Memory(db=db, agent_id="bot", project_id="p1", deferred_learning=True)
+        for n in range(6):
+            for u in users:
+                assert app_mem.record(f"{u} turn {n}", "ok", user=u).learning_pending
+        assert app_mem.learning_status().pending == 24
+        learner = _OrderedLearner(delay=0.01)
+        reports: list[pymem.LearningReport] = []
+        errors: list[BaseException] = []
+
+        def work() -> None:
+            try:
+                with pymem.Database(pymem.Settings(dsn=app, pool_max_size=3)) as own:
+                    mem = pymem.Memory(db=own, agent_id="bot", project_id="p1", learner=learner)
+                    reports.append(mem.learn_pending(batch=3))
+            except BaseException as exc:  # noqa: BLE001 - reported below
+                errors.append(exc)
+
+        threads = [threading.Thread(target=work) for _ in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(300)
+        assert not errors, errors
+        assert len(reports) == 2
+        assert sum(r.claimed for r in reports) == sum(r.done for r in reports) == 24, reports
+        assert all(r.retried == r.dead == r.lost == 0 for r in reports), reports
+        assert sorted(learner.seen) == sorted(f"{u} turn {n}" for u in users for n in range(6))  # each once
+        for u in users:
+            mine = [m for m in learner.seen if m.startswith(u + " ")]
+            assert mine == [f"{u} turn {n}" for n in range(6)], mine
+            facts = sorted(app_mem.retrieve(user=u), key=lambda f: f.id)
+            assert [f.content for f in facts] == [f"{u} turn {n}" for n in range(6)]
+        status = app_mem.learning_status()
+        assert (status.pending, status.running, status.dead) == (0, 0, 0)
+
+
+_STUCK_LEARNER = '''
+import time
+from pymem.llm import FactChange
+
+class Stuck:
+    """Answers after an hour: the worker is killed before."""
+    def extract(self, message):
+        print("extracting", flush=True)
+        time.sleep(3600)
+        return [message]
+    def reconcile(self, candidates, stored):
+        return [FactChange("add", c) for c in candidates]
+
+stuck = Stuck()
+'''
+
+
+def test_a_learning_worker_killed_mid_job_on_the_cluster_leaves_it_to_be_applied_once(pymem_cluster, tmp_path):
+    """Issue 57, item 5: `pymem worker` claims a job of a user on the cluster (a 2 s lease) and is
+    killed (SIGKILL) while its model works: nothing is applied; once the lease runs out another
+    worker takes the job over and applies it, once; the dead worker's lease can no longer
+    complete it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        user = _users_on_both_workers(c)[1]
+        c.execute("SELECT * FROM pymem.learning_limits_configure(project_id => 'p1', project_calls_per_day => 1000)")
+    (tmp_path / "stuck_learner.py").write_text(_STUCK_LEARNER)
+    with pymem.Database(pymem.Settings(dsn=app)) as db:
+        app_mem = pymem.Memory(db=db, agent_id="bot", project_id="p1", deferred_learning=True)
+        app_mem.record("I play chess", "ok", user=user)
+        env = {**os.environ, "PYMEM_DSN": app, "PYMEM_PROJECT_ID": "p1"}
+        proc = subprocess.Popen([sys.executable, "-m", "pymem.cli", "worker", "--learner", "stuck_learner:stuck",
+                                 "--lease", "2", "--poll", "0.2"], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert proc.stdout.readline().strip() == "extracting", proc.stderr.read() if proc.poll() is not None else ""
+            status = app_mem.learning_status()
+            assert (status.pending, status.running) == (0, 1), status  # pending counts the jobs not running
+            with psycopg.connect(admin, autocommit=True) as c:  # the dead worker's claim, for later
+                job_id, token = c.execute("SELECT id, lease_token FROM pymem.learning_jobs WHERE user_id = %s",
+                                          (user,)).fetchone()
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+            proc.stderr.close()
+        assert app_mem.retrieve(user=user) == []  # nothing applied by the killed worker
+        time.sleep(2.2)  # its lease runs out
+        worker = pymem.Memory(db=db, agent_id="bot", project_id="p1", learner=_OrderedLearner())
+        report = worker.learn_pending()
+        assert (report.claimed, report.done, report.lost) == (1, 1, 0), report
+        assert [f.content for f in app_mem.retrieve(user=user)] == ["I play chess"]
+        assert worker.learn_pending().claimed == 0
+        # the killed worker's lease, were it to come back, applies nothing
+        with psycopg.connect(app, autocommit=True) as c:
+            late = c.execute("SELECT completed, learned_ids FROM pymem.learning_complete(user_id => %s, job_id => %s, "
+                             "lease_token => %s, project_id => 'p1', learned => ARRAY['played late'])",
+                             (user, job_id, token)).fetchone()
+        assert late == (False, None)
+        assert [f.content for f in app_mem.retrieve(user=user)] == ["I play chess"]
+        status = worker.learning_status()
+        assert (status.pending, status.running, status.dead) == (0, 0, 0)
 
 
 def test_eight_concurrent_writers_on_the_cluster_lose_nothing_and_keep_the_guarantees(pymem_cluster):
