@@ -123,9 +123,11 @@ def test_every_method_about_a_user_takes_user_and_ctx(cls):
     for name in public:
         params = inspect.signature(getattr(cls, name)).parameters
         assert "user_id" not in params, f"{name}: the call-level name is user="
-    for helper in (pymem.context, pymem.record):  # the module-level shortcuts: user and query by name (issue 29)
-        params = inspect.signature(helper).parameters
-        assert params["user"].kind is params["query"].kind is inspect.Parameter.KEYWORD_ONLY
+    # the module-level shortcuts: pymem.context(user, query), the user first, by position or name (issue 59)
+    for helper in (pymem.context, pymem.record, pymem.acontext, pymem.arecord):
+        params = list(inspect.signature(helper).parameters.values())
+        assert [p.name for p in params[:2]] == ["user", "query"]
+        assert params[0].kind is params[1].kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
 
 
 # --- 2. precomputed vectors -----------------------------------------------------------------
