@@ -959,7 +959,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('6be203b601f8ad62fdabf3c6d50d91870e6b09846d6ef3cd6c6c7075b80e441c')
+SELECT pymem.migration_api_applied('8c55e72bf26e365e6d058b5d6da4d1fc07b7ffb7acf5b695aa371e4af3c0a266')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

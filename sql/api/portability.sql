@@ -317,6 +317,11 @@ BEGIN
     DELETE FROM pymem.learning_usage AS u WHERE u.project_id = v_project AND u.user_id = v_user;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_counts := v_counts || pg_catalog.jsonb_build_object('learning_usage', v_n);
+    -- the user's MCP bearer tokens (0047): each names the user, and a live one would let a client
+    -- write the erased user's memory again
+    DELETE FROM pymem.mcp_tokens AS t WHERE t.project_id = v_project AND t.user_id = v_user;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_counts := v_counts || pg_catalog.jsonb_build_object('mcp_tokens', v_n);
     DELETE FROM pymem.messages AS m WHERE m.project_id = v_project AND m.user_id = v_user;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_counts := v_counts || pg_catalog.jsonb_build_object('messages', v_n);

@@ -53,6 +53,9 @@ def seed_user(db, user: str, project: str = "") -> Memory:
                   (user, f"{user} books a hotel", project))
         c.execute("INSERT INTO pymem.learning_usage (project_id, day, user_id, calls) VALUES (%s, current_date, %s, 2) "
                   "ON CONFLICT DO NOTHING", (project, user))
+        # an MCP bearer token that serves the user (0047): it names the user, and must go with them
+        c.execute("SELECT pymem.mcp_token_create(project_id => %s, user_id => %s, agent_id => NULL, "
+                  "token_hash => sha256(convert_to(%s, 'UTF8')))", (project, user, f"{project}/{user}"))
         c.execute("SELECT pymem.store_open(%s, project_id => %s, keep_versions => true)", (f"{user}-notes", project))
         for text in (f"{user} note v1", f"{user} note v2"):
             c.execute("SELECT pymem.store_write(%s, 'note.txt', %s, actor => %s, project_id => %s)",
@@ -104,6 +107,7 @@ def counts_of(dsn: str, user: str, project: str = "") -> dict[str, int]:
         "recall_indexes": "SELECT count(*) FROM pymem.recall_indexes WHERE project_id = %(p)s AND user_id = %(u)s",
         "learning_jobs": "SELECT count(*) FROM pymem.learning_jobs WHERE project_id = %(p)s AND user_id = %(u)s",
         "learning_usage": "SELECT count(*) FROM pymem.learning_usage WHERE project_id = %(p)s AND user_id = %(u)s",
+        "mcp_tokens": "SELECT count(*) FROM pymem.mcp_tokens WHERE project_id = %(p)s AND user_id = %(u)s",
         "stores": "SELECT count(*) FROM pymem.stores WHERE project_id = %(p)s AND store_key = %(s)s",
         "store_entries": "SELECT count(*) FROM pymem.store_entries WHERE project_id = %(p)s AND store_key = %(s)s",
         "store_messages": "SELECT count(*) FROM pymem.store_messages WHERE project_id = %(p)s AND store_key = %(s)s",
