@@ -819,6 +819,29 @@ COMMIT;
 \echo pymem: applied 0045_recall_terms
 \endif
 
+-- 0046_recall_builder
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0046_recall_builder', '09e043ec19cee268a1ebd166fd3b64064683398ecf121c189256c3a853e5fbb1') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0046_recall_builder.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0046_recall_builder', '09e043ec19cee268a1ebd166fd3b64064683398ecf121c189256c3a853e5fbb1', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0046_recall_builder
+\endif
+
 -- API functions (re-applied every run)
 BEGIN;
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
@@ -878,7 +901,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c78c5b0c81e049bebfe1b0d2255932265fa3d7a329a3c62664d44facf97c3921')
+SELECT pymem.migration_api_applied('bccb93dd97b10dd3a172888be89a839d4b831b4ddaab02e6d3d09bf6d8e56120')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
