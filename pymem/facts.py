@@ -15,6 +15,8 @@ from __future__ import annotations
 import operator
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -28,6 +30,44 @@ from .values import expiry, number, text, timestamp, valid_time
 from . import calls
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
+
+
+@dataclass(frozen=True)
+class FactWrite:
+    """What a fact write carries beside its content and subject, as one value (issue 55): how sure
+    (``confidence``), from where (``source``, ``trace_id``), ``metadata``, when it was learned
+    (``created_at``), when it expires (``ttl`` or ``expires_at``) and when it holds in the world
+    (``valid_from``, ``valid_to``). ``Memory.persist``, ``persist_many`` and ``update`` build one
+    from their keywords (their defaults are these); :meth:`params` checks it and gives the SQL
+    parameters of ``fact_add`` / ``fact_supersede`` of the same names."""
+
+    confidence: float = 1.0
+    source: str = "manual"
+    trace_id: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    created_at: datetime | None = None
+    ttl: float | timedelta | None = None
+    expires_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+    def params(self) -> dict[str, Any]:
+        """The checked SQL parameters (ValidationError: a value Python can tell is wrong; the SQL checks the rest)."""
+        if self.metadata is not None and not isinstance(self.metadata, Mapping):
+            raise ValidationError("metadata must be a mapping (a JSON object)")
+        return {
+            "confidence": number(self.confidence, "confidence"),
+            "source": text(self.source, "source"),
+            "trace_id": text(self.trace_id, "trace_id", allow_none=True),
+            "metadata": Jsonb(dict(self.metadata or {})),
+            "created_at": timestamp(self.created_at),
+            **expiry(self.ttl, self.expires_at),
+            **valid_time(self.valid_from, self.valid_to),
+        }
+
+
+#: what a consolidation's merge writes (a supersede, learned)
+_MERGED = FactWrite(confidence=0.6, source="learned", metadata={"consolidated": True})
 #: a consolidation compares the newest this many active facts of a subject (pymem.fact_duplicates)
 MAX_COMPARED = 500
 
@@ -122,16 +162,6 @@ class _Facts:
             scope_id = "" if id is None else id
         return {"scope": scope, "scope_id": text(scope_id, "id"), "project_id": self.options.project_id}
 
-    def _values(self, confidence: float, source: str, trace_id: str | None, metadata: Any) -> dict[str, Any]:
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise ValidationError("metadata must be a mapping (a JSON object)")
-        return {
-            "confidence": number(confidence, "confidence"),
-            "source": text(source, "source"),
-            "trace_id": text(trace_id, "trace_id", allow_none=True),
-            "metadata": Jsonb(dict(metadata or {})),
-        }
-
     def _vector(self, content: str, given: Any = None) -> Operation[dict[str, Any]]:
         """The fact's vector: ``given`` (a caller's precomputed vector, checked against the
         Memory's embedder), else the embedder's, else none."""
@@ -158,13 +188,13 @@ class _Facts:
                          "ids": [r["id"] for r, _ in mine], "embeddings": [v for _, v in mine]})
 
     # -- operations -----------------------------------------------------------------------
-    def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None,
-                 created_at=None, ttl=None, expires_at=None, valid_from=None, valid_to=None) -> Operation[FactId]:
+    def _persist(self, content: str, tier: str, id: str | None, write: FactWrite,
+                 embedding: Any = None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "content": text(content, "content")}
-        params |= self._values(confidence, source, trace_id, metadata)
-        params["created_at"] = timestamp(created_at)
+        values = write.params()
+        expiring = {k: values.pop(k) for k in ("ttl", "expires_at", "valid_from", "valid_to")}
+        params |= values
         params["max_learned"] = self.options.max_learned_facts
-        expiring = expiry(ttl, expires_at) | valid_time(valid_from, valid_to)
         embedder = self.options.embedder
         if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
             # a fact that is there with its vector already is one read, and no call of the embedder
@@ -181,23 +211,22 @@ class _Facts:
         rows = yield calls.fact_add(**params)
         return FactId(rows[0]["id"], rows[0]["created"])
 
-    def _persist_many(self, contents, tier, id, confidence, source, metadata, embeddings=None,
-                      created_at=None, ttl=None, expires_at=None, valid_from=None,
-                      valid_to=None) -> Operation[list[FactId]]:
+    def _persist_many(self, contents: Any, tier: str, id: str | None, write: FactWrite,
+                      embeddings: Any = None) -> Operation[list[FactId]]:
         if isinstance(contents, str) or not isinstance(contents, (list, tuple)):
             raise ValidationError("contents must be a list of strings (persist() takes one)")
         items = [text(c, "contents[%d]" % i) for i, c in enumerate(contents)]
         if embeddings is not None and len(embeddings) != len(items):
             raise ValidationError(f"embeddings has {len(embeddings)} vectors for {len(items)} contents")
         subject = self._subject(tier, id, writing=True)
-        values = self._values(confidence, source, None, metadata)
+        values = write.params()
         n = len(items)
         params = {"scope": subject["scope"], "project_id": subject["project_id"],
                   "scope_ids": [subject["scope_id"]] * n, "contents": items,
                   "confidences": [values["confidence"]] * n, "sources": [values["source"]] * n,
-                  "metadata": [values["metadata"]] * n, "created_ats": [timestamp(created_at)] * n,
-                  "embeddings": None, "embedder": None, **expiry(ttl, expires_at),
-                  **valid_time(valid_from, valid_to)}
+                  "metadata": [values["metadata"]] * n, "created_ats": [values["created_at"]] * n,
+                  "embeddings": None, "embedder": None,
+                  **{k: values[k] for k in ("ttl", "expires_at", "valid_from", "valid_to")}}
         if self.options.embedder is None:
             if embeddings is not None:
                 raise ValidationError("embeddings= needs the Memory's embedder (Memory(embedder=...)): it checks them")
@@ -246,14 +275,11 @@ class _Facts:
             rows = yield calls.facts_search(**params)
         return [_fact(r, subject["scope"]) for r in rows if r["similarity"] is not None]
 
-    def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
-                embedding=None, created_at=None, ttl=None, expires_at=None, valid_from=None,
-                valid_to=None) -> Operation[FactId]:
+    def _update(self, new: str, old: str | None, fact_id: int | None, tier: str, id: str | None, write: FactWrite,
+                embedding: Any = None) -> Operation[FactId]:
         params = {**self._subject(tier, id, writing=True), "new_content": text(new, "new content")}
-        params |= expiry(ttl, expires_at) | valid_time(valid_from, valid_to)
         params |= {"id": fact_id, "old_content": text(old, "old content", allow_none=True)}
-        params |= self._values(confidence, source, trace_id, metadata)
-        params["created_at"] = timestamp(created_at)
+        params |= write.params()
         params |= yield from self._vector(new, embedding)
         rows = yield calls.fact_supersede(**params)
         return FactId(rows[0]["id"], rows[0]["created"])
@@ -295,11 +321,9 @@ class _Facts:
                 continue
             try:
                 if content != p["keep_content"]:  # reworded: the kept fact first, then the merged one into it
-                    yield from self._update(content, None, p["keep_id"], tier, id, 0.6, "learned", None,
-                                            {"consolidated": True})
+                    yield from self._update(content, None, p["keep_id"], tier, id, _MERGED)
                     gone.add(p["keep_id"])
-                yield from self._update(content, None, p["merge_id"], tier, id, 0.6, "learned", None,
-                                        {"consolidated": True})
+                yield from self._update(content, None, p["merge_id"], tier, id, _MERGED)
                 gone.add(p["merge_id"])
                 out.append(Merge(*pair, decision=decision, applied=True))
             except (ConflictError, NotFoundError):  # a concurrent writer changed one of them first

@@ -416,3 +416,29 @@ def test_turn_and_async_turn_have_the_same_signatures():
 
     assert _signature(Turn.__init__) == _signature(AsyncTurn.__init__)
     assert _public(Turn) == _public(AsyncTurn) == {"messages"}
+
+
+def test_a_fact_write_is_what_persist_and_update_take_beside_the_content():
+    """pymem.facts.FactWrite (issue 55): the keywords of a fact write beside its content, subject and
+    vector, one frozen value; Memory's persist / update (persist_many: no trace_id) take each with
+    FactWrite's default, in both twins; its params() are checked."""
+    from datetime import datetime, timezone
+
+    from pymem.facts import FactWrite
+
+    fields = {f.name: f.default for f in dataclasses.fields(FactWrite)}
+    for cls in (pymem.Memory, pymem.AsyncMemory):
+        for method, skip in (("persist", set()), ("update", set()), ("persist_many", {"trace_id"})):
+            params = inspect.signature(getattr(cls, method)).parameters
+            assert {n: params[n].default for n in fields if n not in skip} == {
+                n: d for n, d in fields.items() if n not in skip}, (cls.__name__, method)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        FactWrite().confidence = 0.5  # type: ignore[misc]
+    sent = FactWrite(ttl=60, metadata={"a": 1}).params()
+    assert sent["ttl"].total_seconds() == 60 and sent["metadata"].obj == {"a": 1} and sent["source"] == "manual"
+    for bad, match in ((FactWrite(metadata=[1]), "metadata"), (FactWrite(ttl=1, expires_at=datetime.now(timezone.utc)),
+                                                               "not both"),
+                       (FactWrite(created_at=datetime(2020, 1, 1)), "timezone-aware"),
+                       (FactWrite(confidence="high"), "confidence")):  # type: ignore[arg-type]
+        with pytest.raises(pymem.ValidationError, match=match):
+            bad.params()
