@@ -127,7 +127,7 @@ SQL_CASES = [
     ("SELECT pymem.fact_supersede('user', 'alice', 'Prefers Slack', old_content => 'Prefers Slack')", "22023"),
     ("SELECT pymem.fact_supersede('user', 'bob', 'new', old_content => 'Prefers Slack')", "P0002"),
     ("SELECT * FROM pymem.facts_search('user', 'alice', '[1,0]', 'e3')", "22023"),
-    ("SELECT * FROM pymem.facts_search('user', 'alice', '[1,0,0]', 'e3', recall => pymem.recall(k => -1))", "22023"),
+    ("SELECT * FROM pymem.facts_search('user', 'alice', '[1,0,0]', 'e3', k => -1)", "22023"),
     ("SELECT * FROM pymem.fact_chain('user', 'alice', 987654321)", "P0002"),
     # conversations
     ("SELECT pymem.message_add('alice', 'hello', role => 'wizard')", "22023"),
