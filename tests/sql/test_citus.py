@@ -728,14 +728,15 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
                           "(SELECT sum(cardinality(tsvector_to_array(lexemes))) FROM pymem.message_lexemes "
                           "WHERE project_id = 'p1' AND user_id = 'heavy')").fetchone()
         assert words[0] == words[1] > 90
-        hybrid = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry'"),
+        text = "query_text => 'zanzibar ferry', recall => pymem.recall("  # the text beside the spec
+        hybrid = c.execute(recall.replace("recall => pymem.recall(", text),
                            (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
         assert len(hybrid) == 5 and hybrid[0][1] == 91  # the far message sharing the rare word, first
         # a named time holding every message: the same ranking, each score time_weight (0.2) more
-        timed = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry', next_turn_weight => 0, "
+        timed = c.execute(recall.replace("recall => pymem.recall(", text).replace("k => 5", "k => 5, next_turn_weight => 0, "
                                          "time_from => now() - interval '1 day', time_to => now() + interval '1 day'"),
                           (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
-        plain = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry', next_turn_weight => 0"),
+        plain = c.execute(recall.replace("recall => pymem.recall(", text).replace("k => 5", "k => 5, next_turn_weight => 0"),
                           (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
         assert [(t, s) for t, s, _ in timed] == [(t, s) for t, s, _ in plain]
         assert [x for *_, x in timed] == pytest.approx([x + 0.2 for *_, x in plain])
