@@ -34,7 +34,16 @@ from pymem.connection import resolve_conninfo  # noqa: E402
 from pymem.embedders import HashEmbedder  # noqa: E402
 
 CONTEXT = ("SELECT pymem.context_read(user_id => 'probe', agent_id => %(a)s, project_id => 'acme', "
-           "thread_id => 'default', query_vector => %(v)s, embedder => %(e)s, max_facts => 50, window_size => 20, k => 5{x})")
+           "thread_id => 'default', query_vector => %(v)s, embedder => %(e)s, max_facts => 50{x})")
+# the recall knobs: flat before 0046_recall_builder, one recall spec since
+KNOBS = "window_size => 20, k => 5"
+TEXT = ", query_text => %(t)s"
+
+
+def context_sql(spec: bool, text: bool = False, knobs: str = "") -> str:
+    """context_read with the query's vector (and its text), recall's knobs in the form the schema takes."""
+    knobs = KNOBS + knobs
+    return CONTEXT.format(x=(TEXT if text else "") + (f", recall => pymem.recall({knobs})" if spec else f", {knobs}"))
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -52,18 +61,20 @@ def main(argv: list[str] | None = None) -> None:
         register_vector(c)
         c.execute("SET plan_cache_mode = force_generic_plan")
         conns[name], pids[name] = c, c.execute("SELECT pg_backend_pid()").fetchone()[0]
+    spec = {name: c.execute("SELECT 'recall' = ANY (proargnames) FROM pg_catalog.pg_proc "
+                            "WHERE oid = 'pymem.context_read'::regproc").fetchone()[0] for name, c in conns.items()}
     emb = HashEmbedder()
     vecs = [np.asarray(emb.embed([q])[0], dtype=np.float32) for q in PROBE_QUERIES]
-    cases = [("old: context_read, vector", "old", CONTEXT.format(x="")),
-             ("new: context_read, vector", "new", CONTEXT.format(x="")),
-             ("new: context_read, vector + text", "new", CONTEXT.format(x=", query_text => %(t)s")),
+    cases = [("old: context_read, vector", "old", context_sql(spec["old"])),
+             ("new: context_read, vector", "new", context_sql(spec["new"])),
+             ("new: context_read, vector + text", "new", context_sql(spec["new"], text=True)),
              # hybrid turned off (the text not read: the vector's cost)
-             ("new: context_read, text, lw 0", "new", CONTEXT.format(x=", query_text => %(t)s, lexical_weight => 0"))]
+             ("new: context_read, text, lw 0", "new", context_sql(spec["new"], text=True, knobs=", lexical_weight => 0"))]
     if args.old_hybrid:  # the old schema takes query_text too (since 0015_message_lexical)
-        cases.insert(1, ("old: context_read, vector + text", "old", CONTEXT.format(x=", query_text => %(t)s")))
+        cases.insert(1, ("old: context_read, vector + text", "old", context_sql(spec["old"], text=True)))
     if args.named_time:  # a question naming a time (0044_recall_turns_times): the last 7 days
-        cases.append(("new: context_read, vector + text + time", "new", CONTEXT.format(
-            x=", query_text => %(t)s, time_from => now() - interval '7 days', time_to => now()")))
+        cases.append(("new: context_read, vector + text + time", "new", context_sql(
+            spec["new"], text=True, knobs=", time_from => now() - interval '7 days', time_to => now()")))
 
     def cpu_ns(db: str) -> int:
         return int(Path(f"/proc/{pids[db]}/schedstat").read_text().split()[0])

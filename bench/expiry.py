@@ -36,7 +36,7 @@ from bench import common  # noqa: E402
 DB = "pymem_expiry_bench"
 KINDS = ("never", "expiring", "half_expired")
 NEWEST = "SELECT id FROM pymem.facts_newest('user', %s, max_facts => 50)"
-CONTEXT = "SELECT pymem.context_read(%s, NULL, max_facts => 50, k => 0)"
+CONTEXT = "SELECT pymem.context_read(%s, NULL, max_facts => 50, recall => pymem.recall(k => 0))"
 STORE_LIST = "SELECT path FROM pymem.store_list(%s, 'notes/')"
 STORE_READ = "SELECT sha FROM pymem.store_read(%s, 'notes/2.md')"
 #: what each read returns, counted: the facts of newest, the user's facts of the context, the

@@ -57,9 +57,10 @@ from pymem.embedders import HashEmbedder  # noqa: E402
 INDEX = "bench_heavy_user_hnsw"
 SWEEP_INDEX = "bench_heavy_user_ivfflat"
 CONTEXT = ("SELECT pymem.context_read(user_id => %(u)s, agent_id => %(a)s, project_id => %(p)s, "
-           "thread_id => 'default', query_vector => %(v)s, embedder => %(e)s, max_facts => 50, window_size => 20, k => 5{x})")
+           "thread_id => 'default', query_vector => %(v)s, embedder => %(e)s, max_facts => 50, "
+           "recall => pymem.recall(window_size => 20, k => 5){x})")
 RECALL = ("SELECT r.thread_id, r.seq, r.score FROM pymem.messages_recall(user_id => %(u)s, project_id => %(p)s, "
-          "query_vector => %(v)s, embedder => %(e)s, k => %(k)s{x}) AS r")
+          "query_vector => %(v)s, embedder => %(e)s, recall => pymem.recall(k => %(k)s){x}) AS r")
 HYBRID = ", query_text => %(t)s"
 UNREGISTER = "DELETE FROM pymem.recall_indexes WHERE project_id = %(p)s AND user_id = %(u)s AND embedder = %(e)s"
 

@@ -124,7 +124,8 @@ def lexical_top(admin, user: str, text: str, k: int, as_of: datetime) -> list[st
     """The query's words alone: messages_recall with its text and no vector (BM25 only)."""
     return [r[0] for r in admin.execute(
         "SELECT metadata ->> 'dia_id' FROM pymem.messages_recall(user_id => %s, project_id => %s, "
-        "thread_id => 'questions', query_text => %s, k => %s, as_of => %s)", (user, PROJECT, text, k, as_of)).fetchall()]
+        "thread_id => 'questions', query_text => %s, recall => pymem.recall(k => %s, as_of => %s))",
+        (user, PROJECT, text, k, as_of)).fetchall()]
 
 
 def table(results: dict[str, dict[str, Any]]) -> str:

@@ -47,9 +47,10 @@ READS = {
     "facts_newest": ("SELECT id FROM pymem.facts_newest('user', %s, max_facts => 50)", len),
     "facts_newest_before": ("SELECT id FROM bench_before.facts_newest('user', %s, max_facts => 50)", len),
     "plain_sql": (PLAIN_SQL, len),
-    "context_read": ("SELECT pymem.context_read(%s, NULL, max_facts => 50, k => 0)",
+    "context_read": ("SELECT pymem.context_read(%s, NULL, max_facts => 50, recall => pymem.recall(k => 0))",
                      lambda got: len(got[0][0]["user_facts"])),
-    "context_read_before": ("SELECT bench_before.context_read(%s, NULL, max_facts => 50, k => 0)",
+    "context_read_before": ("SELECT bench_before.context_read(%s, NULL, max_facts => 50, "
+                            "recall => pymem.recall(k => 0))",
                             lambda got: len(got[0][0]["user_facts"])),
     "facts_at_year_ago": ("SELECT id FROM pymem.facts_at('user', %s, valid_at => now() - interval '1 year', "
                           "max_facts => 50)", len),

@@ -613,15 +613,15 @@ def messages_recall(
     embedder: str | None,
     project_id: str | None,
     thread_id: str | None,
+    query_text: str | None,
     k: int | None,
     min_content_chars: int | None,
     window_size: int | None,
     recency_weight: float | None,
     importance_weight: float | None,
+    lexical_weight: float | None,
     half_life_seconds: float | None,
     min_score: float | None,
-    query_text: str | None,
-    lexical_weight: float | None,
     as_of: datetime | None,
     since: datetime | None,
     until: datetime | None,
@@ -633,7 +633,7 @@ def messages_recall(
 ) -> Query:
     """A user's past messages ranked for a query (vector, text or both; those scoring at least
     min_score)."""
-    return Query("messages_recall", {"user_id": user_id, "query_vector": query_vector, "embedder": embedder, "project_id": project_id, "thread_id": thread_id, "k": k, "min_content_chars": min_content_chars, "window_size": window_size, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata, "next_turn_weight": next_turn_weight, "time_from": time_from, "time_to": time_to, "time_weight": time_weight})
+    return Query("messages_recall", {"user_id": user_id, "query_vector": query_vector, "embedder": embedder, "project_id": project_id, "thread_id": thread_id, "query_text": query_text, "k": k, "min_content_chars": min_content_chars, "window_size": window_size, "recency_weight": recency_weight, "importance_weight": importance_weight, "lexical_weight": lexical_weight, "half_life_seconds": half_life_seconds, "min_score": min_score, "as_of": as_of, "since": since, "until": until, "metadata": metadata, "next_turn_weight": next_turn_weight, "time_from": time_from, "time_to": time_to, "time_weight": time_weight})
 
 
 def retention_configure(
@@ -836,30 +836,30 @@ def context_read(
     thread_id: str | None,
     query_vector: Any,
     embedder: str | None,
-    max_facts: int | None,
-    window_size: int | None,
+    query_text: str | None,
     k: int | None,
     min_content_chars: int | None,
+    window_size: int | None,
     recency_weight: float | None,
     importance_weight: float | None,
-    half_life_seconds: float | None,
-    dedupe: bool | None,
-    max_unembedded: int | None,
-    min_score: float | None,
-    query_text: str | None,
     lexical_weight: float | None,
+    half_life_seconds: float | None,
+    min_score: float | None,
     as_of: datetime | None,
     since: datetime | None,
     until: datetime | None,
     metadata: Any,
-    valid_at: datetime | None,
     next_turn_weight: float | None,
     time_from: datetime | None,
     time_to: datetime | None,
     time_weight: float | None,
+    max_facts: int | None,
+    dedupe: bool | None,
+    max_unembedded: int | None,
+    valid_at: datetime | None,
 ) -> Query:
     """Everything one turn reads (facts, summary, recall, window) in one call."""
-    return Query("context_read", {"user_id": user_id, "agent_id": agent_id, "project_id": project_id, "thread_id": thread_id, "query_vector": query_vector, "embedder": embedder, "max_facts": max_facts, "window_size": window_size, "k": k, "min_content_chars": min_content_chars, "recency_weight": recency_weight, "importance_weight": importance_weight, "half_life_seconds": half_life_seconds, "dedupe": dedupe, "max_unembedded": max_unembedded, "min_score": min_score, "query_text": query_text, "lexical_weight": lexical_weight, "as_of": as_of, "since": since, "until": until, "metadata": metadata, "valid_at": valid_at, "next_turn_weight": next_turn_weight, "time_from": time_from, "time_to": time_to, "time_weight": time_weight})
+    return Query("context_read", {"user_id": user_id, "agent_id": agent_id, "project_id": project_id, "thread_id": thread_id, "query_vector": query_vector, "embedder": embedder, "query_text": query_text, "k": k, "min_content_chars": min_content_chars, "window_size": window_size, "recency_weight": recency_weight, "importance_weight": importance_weight, "lexical_weight": lexical_weight, "half_life_seconds": half_life_seconds, "min_score": min_score, "as_of": as_of, "since": since, "until": until, "metadata": metadata, "next_turn_weight": next_turn_weight, "time_from": time_from, "time_to": time_to, "time_weight": time_weight, "max_facts": max_facts, "dedupe": dedupe, "max_unembedded": max_unembedded, "valid_at": valid_at})
 
 
 def user_export(*, user_id: str | None, project_id: str | None) -> Query:

@@ -15,6 +15,8 @@ from __future__ import annotations
 import operator
 import warnings
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from psycopg.types.json import Jsonb
@@ -28,6 +30,57 @@ from .values import expiry, integer, number, text, timestamp, valid_time
 from . import calls
 
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
+
+
+@dataclass(frozen=True)
+class FactWrite:
+    """What a fact write carries beside its content and subject, as one value (issue 55): how sure
+    (``confidence``), from where (``source``, ``trace_id``), ``metadata``, when it was learned
+    (``created_at``), when it expires (``ttl`` or ``expires_at``) and when it holds in the world
+    (``valid_from``, ``valid_to``). ``Memory.persist``, ``persist_many`` and ``update`` build one
+    from their keywords (their defaults are these); :meth:`checked` checks it and gives the SQL
+    parameters of ``fact_add`` / ``fact_supersede`` of the same names."""
+
+    confidence: float = 1.0
+    source: str = "manual"
+    trace_id: str | None = None
+    metadata: Mapping[str, Any] | None = None
+    created_at: datetime | None = None
+    ttl: float | timedelta | None = None
+    expires_at: datetime | None = None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
+
+    def checked(self, *, keep_metadata: bool = False) -> Values:
+        """The checked values, as the SQL parameters of the same names (ValidationError: a value
+        Python can tell is wrong; the SQL checks the rest). ``keep_metadata``: an update given
+        no metadata keeps the old version's (SQL ``metadata => NULL``)."""
+        if self.metadata is not None and not isinstance(self.metadata, Mapping):
+            raise ValidationError("metadata must be a mapping (a JSON object)")
+        ex, vt = expiry(self.ttl, self.expires_at), valid_time(self.valid_from, self.valid_to)
+        metadata = None if self.metadata is None and keep_metadata else Jsonb(dict(self.metadata or {}))
+        return Values(number(self.confidence, "confidence"), text(self.source, "source"),
+                      text(self.trace_id, "trace_id", allow_none=True), metadata, timestamp(self.created_at),
+                      ex.ttl, ex.expires_at, vt.valid_from, vt.valid_to)
+
+
+class Values(NamedTuple):
+    """A :class:`FactWrite` checked: the parameters of ``fact_add`` / ``fact_supersede`` of the
+    same names (``metadata`` None: the old version's, on an update)."""
+
+    confidence: float
+    source: str
+    trace_id: str | None
+    metadata: Jsonb | None
+    created_at: datetime | None
+    ttl: timedelta | None
+    expires_at: datetime | None
+    valid_from: datetime | None
+    valid_to: datetime | None
+
+
+#: what a consolidation's merge writes (a supersede, learned)
+_MERGED = FactWrite(confidence=0.6, source="learned", metadata={"consolidated": True})
 #: a consolidation compares the newest this many active facts of a subject (pymem.fact_duplicates)
 MAX_COMPARED = 500
 
@@ -102,15 +155,6 @@ class Subject(NamedTuple):
     project_id: str
 
 
-class Values(NamedTuple):
-    """What a fact write carries beside its content (checked)."""
-
-    confidence: float
-    source: str
-    trace_id: str | None
-    metadata: Jsonb
-
-
 class _Facts:
     """What Memory and AsyncMemory share: argument mapping and the operations."""
 
@@ -138,12 +182,6 @@ class _Facts:
             scope_id = "" if id is None else id
         return Subject(scope, text(scope_id, "id"), self.options.project_id)
 
-    def _values(self, confidence: float, source: str, trace_id: str | None, metadata: Any) -> Values:
-        if metadata is not None and not isinstance(metadata, Mapping):
-            raise ValidationError("metadata must be a mapping (a JSON object)")
-        return Values(number(confidence, "confidence"), text(source, "source"),
-                      text(trace_id, "trace_id", allow_none=True), Jsonb(dict(metadata or {})))
-
     def _vector(self, content: str, given: Any = None) -> Operation[tuple[Any, str | None]]:
         """The fact's vector and its embedder's name: ``given`` (a caller's precomputed vector,
         checked against the Memory's embedder), else the embedder's, else none."""
@@ -170,19 +208,19 @@ class _Facts:
                                             embeddings=[v for _, v in mine])
 
     # -- operations -----------------------------------------------------------------------
-    def _persist(self, content, tier, id, confidence, source, trace_id, metadata, embedding=None,
-                 created_at=None, ttl=None, expires_at=None, valid_from=None, valid_to=None) -> Operation[FactId]:
+    def _persist(self, content: str, tier: str, id: str | None, write: FactWrite,
+                 embedding: Any = None) -> Operation[FactId]:
         s, content = self._subject(tier, id, writing=True), text(content, "content")
-        v, at = self._values(confidence, source, trace_id, metadata), timestamp(created_at)
-        ex, vt = expiry(ttl, expires_at), valid_time(valid_from, valid_to)
+        v = write.checked()
         embedder = self.options.embedder
 
         def add(vector: Any, embedder_name: str | None) -> Query:
             return calls.fact_add(
                 scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content,
                 confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata,
-                max_learned=self.options.max_learned_facts, embedding=vector, embedder=embedder_name, created_at=at,
-                ttl=ex.ttl, expires_at=ex.expires_at, valid_from=vt.valid_from, valid_to=vt.valid_to)
+                max_learned=self.options.max_learned_facts, embedding=vector, embedder=embedder_name,
+                created_at=v.created_at, ttl=v.ttl, expires_at=v.expires_at, valid_from=v.valid_from,
+                valid_to=v.valid_to)
 
         if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
             # a fact that is there with its vector already is one read, and no call of the embedder
@@ -191,27 +229,24 @@ class _Facts:
             rows = yield calls.fact_lookup(
                 scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content,
                 confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata,
-                max_learned=self.options.max_learned_facts, embedder=embedder.name, created_at=at)
+                max_learned=self.options.max_learned_facts, embedder=embedder.name, created_at=v.created_at)
             if rows and rows[0]["embedded"]:
-                if all(x is None for x in (*ex, *vt)):
+                if all(x is None for x in (v.ttl, v.expires_at, v.valid_from, v.valid_to)):
                     return FactId(rows[0]["id"], False)
                 rows = yield add(None, None)
                 return FactId(rows[0]["id"], rows[0]["created"])
         rows = yield add(*(yield from self._vector(content, embedding)))
         return FactId(rows[0]["id"], rows[0]["created"])
 
-    def _persist_many(self, contents, tier, id, confidence, source, metadata, embeddings=None,
-                      created_at=None, ttl=None, expires_at=None, valid_from=None,
-                      valid_to=None) -> Operation[list[FactId]]:
+    def _persist_many(self, contents: Any, tier: str, id: str | None, write: FactWrite,
+                      embeddings: Any = None) -> Operation[list[FactId]]:
         if isinstance(contents, str) or not isinstance(contents, (list, tuple)):
             raise ValidationError("contents must be a list of strings (persist() takes one)")
         items = [text(c, "contents[%d]" % i) for i, c in enumerate(contents)]
         if embeddings is not None and len(embeddings) != len(items):
             raise ValidationError(f"embeddings has {len(embeddings)} vectors for {len(items)} contents")
         subject = self._subject(tier, id, writing=True)
-        values = self._values(confidence, source, None, metadata)
-        n = len(items)
-        at, ex, vt = timestamp(created_at), expiry(ttl, expires_at), valid_time(valid_from, valid_to)
+        v, n = write.checked(), len(items)
         vectors, embedder = None, None
         if self.options.embedder is None:
             if embeddings is not None:
@@ -223,9 +258,9 @@ class _Facts:
             return []
         rows = yield calls.facts_add_many(
             scope=subject.scope, project_id=subject.project_id, scope_ids=[subject.scope_id] * n, contents=items,
-            confidences=[values.confidence] * n, sources=[values.source] * n, metadata=[values.metadata] * n,
-            created_ats=[at] * n, embeddings=vectors, embedder=embedder, ttl=ex.ttl, expires_at=ex.expires_at,
-            valid_from=vt.valid_from, valid_to=vt.valid_to)
+            confidences=[v.confidence] * n, sources=[v.source] * n, metadata=[v.metadata] * n,
+            created_ats=[v.created_at] * n, embeddings=vectors, embedder=embedder, ttl=v.ttl, expires_at=v.expires_at,
+            valid_from=v.valid_from, valid_to=v.valid_to)
         return [FactId(r["id"], r["created"]) for r in rows]
 
     def _retrieve(self, query, tier, id, limit, k, metadata=None, valid_at=None, as_of=None) -> Operation[list[Fact]]:
@@ -290,21 +325,17 @@ class _Facts:
                                       id=integer(fact_id, "fact_id")).rows_as(fact_rows)
         return rows[0] if rows else None
 
-    def _update(self, new, old, fact_id, tier, id, confidence, source, trace_id, metadata,
-                embedding=None, created_at=None, ttl=None, expires_at=None, valid_from=None,
-                valid_to=None) -> Operation[FactId]:
+    def _update(self, new: str, old: str | None, fact_id: int | None, tier: str, id: str | None, write: FactWrite,
+                embedding: Any = None) -> Operation[FactId]:
         s, new = self._subject(tier, id, writing=True), text(new, "new content")
-        ex, vt = expiry(ttl, expires_at), valid_time(valid_from, valid_to)
         old = text(old, "old content", allow_none=True)
-        v, at = self._values(confidence, source, trace_id, metadata), timestamp(created_at)
+        v = write.checked(keep_metadata=True)  # no metadata given: the old version's, as its expiry
         vector, embedder = yield from self._vector(new, embedding)
         rows = yield calls.fact_supersede(
             scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, new_content=new, id=fact_id, old_content=old,
-            confidence=v.confidence, source=v.source, trace_id=v.trace_id,
-            # None: the old version's metadata, as its expiry (SQL: metadata => NULL)
-            metadata=None if metadata is None else v.metadata, embedding=vector,
-            embedder=embedder, created_at=at, ttl=ex.ttl, expires_at=ex.expires_at, valid_from=vt.valid_from,
-            valid_to=vt.valid_to)
+            confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata, embedding=vector,
+            embedder=embedder, created_at=v.created_at, ttl=v.ttl, expires_at=v.expires_at,
+            valid_from=v.valid_from, valid_to=v.valid_to)
         return FactId(rows[0]["id"], rows[0]["created"])
 
     def _consolidate(self, tier, id, dry_run, min_similarity, min_overlap, decide, max_pairs) -> Operation[list[Merge]]:
@@ -350,11 +381,9 @@ class _Facts:
                 continue
             try:
                 if content != p["keep_content"]:  # reworded: the kept fact first, then the merged one into it
-                    yield from self._update(content, None, p["keep_id"], tier, id, 0.6, "learned", None,
-                                            {"consolidated": True})
+                    yield from self._update(content, None, p["keep_id"], tier, id, _MERGED)
                     gone.add(p["keep_id"])
-                yield from self._update(content, None, p["merge_id"], tier, id, 0.6, "learned", None,
-                                        {"consolidated": True})
+                yield from self._update(content, None, p["merge_id"], tier, id, _MERGED)
                 gone.add(p["merge_id"])
                 out.append(Merge(*pair, decision=decision, applied=True))
             except (ConflictError, NotFoundError):  # a concurrent writer changed one of them first

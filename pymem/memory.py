@@ -42,7 +42,7 @@ from .conversations import Message, TurnResult, _Conversations
 from .database import AsyncDatabase, Database
 from .embedders import HashEmbedder
 from .errors import ValidationError
-from .facts import TIERS, Fact, FactId, _Facts
+from .facts import TIERS, Fact, FactId, FactWrite, _Facts
 from .learning import _Learning
 from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
@@ -201,9 +201,10 @@ class Memory(MemoryBase):
         when the fact holds in the world; reads show it only while it holds (``retrieve(valid_at=)``
         reads another time). The same fact persisted again with another valid time is restated: a
         new version, the old one kept in its history (docs/sql.md "Valid time")."""
-        return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                       trace_id, metadata, embedding, created_at, ttl, expires_at, valid_from,
-                                       valid_to), conn)
+        write = FactWrite(confidence=confidence, source=source, trace_id=trace_id, metadata=metadata,
+                          created_at=created_at, ttl=ttl, expires_at=expires_at, valid_from=valid_from,
+                          valid_to=valid_to)
+        return self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), write, embedding), conn)
 
     def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
                      ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
@@ -217,9 +218,10 @@ class Memory(MemoryBase):
         fact already there, has ``created`` False). Learned facts go through persist().
         ``ttl`` / ``expires_at``: the expiry of every one of them, as in persist();
         ``valid_from`` / ``valid_to``: the valid time of every one of them, as in persist()."""
-        return self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                            metadata, embeddings, created_at, ttl, expires_at, valid_from,
-                                            valid_to), conn)
+        write = FactWrite(confidence=confidence, source=source, metadata=metadata, created_at=created_at, ttl=ttl,
+                          expires_at=expires_at, valid_from=valid_from, valid_to=valid_to)
+        return self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), write, embeddings),
+                         conn)
 
     def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                  ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
@@ -255,9 +257,11 @@ class Memory(MemoryBase):
         world changed then (the old fact still held before it: ``retrieve(valid_at=)``), without
         one the update is a correction. ``new`` equal to the old content with another valid time
         restates the fact."""
-        return self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                      source, trace_id, metadata, embedding, created_at, ttl, expires_at, valid_from,
-                                      valid_to), conn)
+        write = FactWrite(confidence=confidence, source=source, trace_id=trace_id, metadata=metadata,
+                          created_at=created_at, ttl=ttl, expires_at=expires_at, valid_from=valid_from,
+                          valid_to=valid_to)
+        return self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx), write, embedding),
+                         conn)
 
     def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                fact_id: int | None = None, content: str | None = None, conn: psycopg.Connection | None = None) -> int:
@@ -518,9 +522,11 @@ class AsyncMemory(MemoryBase):
                       ttl: float | timedelta | None = None, expires_at: datetime | None = None,
                       valid_from: datetime | None = None, valid_to: datetime | None = None,
                       conn: psycopg.AsyncConnection | None = None) -> FactId:
-        return await self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), confidence, source,
-                                             trace_id, metadata, embedding, created_at, ttl, expires_at, valid_from,
-                                             valid_to), conn)
+        write = FactWrite(confidence=confidence, source=source, trace_id=trace_id, metadata=metadata,
+                          created_at=created_at, ttl=ttl, expires_at=expires_at, valid_from=valid_from,
+                          valid_to=valid_to)
+        return await self._run(self._persist(content, tier, self._subject_id(tier, id, user, ctx), write, embedding),
+                               conn)
 
     async def persist_many(self, contents: Sequence[str], *, tier: str = "user", user: str | None = _UNSET,
                            ctx: Any = None, id: str | None = None, confidence: float = 1.0, source: str = "manual",
@@ -529,9 +535,10 @@ class AsyncMemory(MemoryBase):
                            expires_at: datetime | None = None, valid_from: datetime | None = None,
                            valid_to: datetime | None = None,
                            conn: psycopg.AsyncConnection | None = None) -> list[FactId]:
-        return await self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), confidence,
-                                                  source, metadata, embeddings, created_at, ttl, expires_at,
-                                                  valid_from, valid_to), conn)
+        write = FactWrite(confidence=confidence, source=source, metadata=metadata, created_at=created_at, ttl=ttl,
+                          expires_at=expires_at, valid_from=valid_from, valid_to=valid_to)
+        return await self._run(self._persist_many(contents, tier, self._subject_id(tier, id, user, ctx), write,
+                                                  embeddings), conn)
 
     async def retrieve(self, query: str | VectorLike | None = None, *, tier: str = "user", user: str | None = _UNSET,
                        ctx: Any = None, id: str | None = None, limit: int = 50, k: int = 5,
@@ -547,9 +554,11 @@ class AsyncMemory(MemoryBase):
                      ttl: float | timedelta | None = None, expires_at: datetime | None = None,
                      valid_from: datetime | None = None, valid_to: datetime | None = None,
                      conn: psycopg.AsyncConnection | None = None) -> FactId:
-        return await self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx),
-                                            confidence, source, trace_id, metadata, embedding, created_at, ttl,
-                                            expires_at, valid_from, valid_to), conn)
+        write = FactWrite(confidence=confidence, source=source, trace_id=trace_id, metadata=metadata,
+                          created_at=created_at, ttl=ttl, expires_at=expires_at, valid_from=valid_from,
+                          valid_to=valid_to)
+        return await self._run(self._update(new, old, fact_id, tier, self._subject_id(tier, id, user, ctx), write,
+                                            embedding), conn)
 
     async def forget(self, *, tier: str = "user", user: str | None = _UNSET, ctx: Any = None, id: str | None = None,
                      fact_id: int | None = None, content: str | None = None,

@@ -7,7 +7,8 @@ checked when built) and its part :class:`RecallOptions` (how recall ranks, used 
 fields go flat (``recall_k`` for ``k``, ``min_content_chars``, ``recency_weight``,
 ``importance_weight``, ``half_life_seconds``, ``min_score``); or a whole ``options=MemoryOptions(...)``, which
 the keywords then change. Adding an option means one field here; a test checks every default against the SQL ``DEFAULT`` it stands for
-(tests/python/test_options.py). The SQL checks every value on every call; the checks here are the ones
+(tests/python/test_options.py): :class:`RecallOptions` against SQL's recall spec builder ``pymem.recall(...)``,
+field by field. The SQL checks every value on every call; the checks here are the ones
 that must fail when the Memory is built rather than later (types, and the values only sent
 after a turn was stored).
 """
@@ -55,7 +56,12 @@ class RecallOptions:
     score at least ``next_turn_weight`` times that one's score (the answer to a recalled question
     often sits there), before the cut at ``k``. When a text query names a time ("in May 2023",
     "last week": :func:`pymem.timeref.named_time`), the messages created then score
-    ``time_weight`` (0..1, 0: off) more. The SQL checks the ranges on every call."""
+    ``time_weight`` (0..1, 0: off) more. The SQL checks the ranges on every call.
+
+    These are the fields of SQL's recall spec (``pymem.recall_spec``) that a Memory configures, named
+    and defaulted as its builder ``pymem.recall(...)`` is (a test compares them); the spec's others
+    come from ``window=`` (``window_size``) and from each call (``as_of``, ``since``, ``until``,
+    ``metadata``, the named time)."""
 
     k: int = 5
     min_content_chars: int = 10
@@ -73,7 +79,8 @@ class RecallOptions:
             number(self.min_score, "min_score")
 
     def params(self) -> dict[str, Any]:
-        """The SQL parameters of ``messages_recall`` and ``context_read`` these options set."""
+        """The parameters of ``pymem.recall(...)`` (the spec ``messages_recall`` and ``context_read`` take)
+        these options set."""
         return dataclasses.asdict(self)
 
 

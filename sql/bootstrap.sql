@@ -380,7 +380,7 @@ AS $$
     WITH lists AS (
         SELECT ARRAY['about', 'fact_key', 'set_tenant', 'facts_newest', 'fact_history', 'fact_chain',
                      'facts_search', 'facts_unembedded', 'window_read', 'summary_read', 'messages_recall',
-                     'messages_unembedded', 'context_read', 'user_export', 'store_read', 'store_meta', 'store_list',
+                     'messages_unembedded', 'context_read', 'recall', 'user_export', 'store_read', 'store_meta', 'store_list',
                      'store_audit_tail', 'store_versions', 'store_version_read', 'store_messages_read',
                      'browse_subjects', 'browse_users', 'browse_threads', 'browse_messages', 'browse_stores',
                      'browse_embedders', 'facts_list', 'fact_read', 'users_list',

@@ -819,6 +819,29 @@ COMMIT;
 \echo pymem: applied 0045_recall_terms
 \endif
 
+-- 0046_recall_builder
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0046_recall_builder', '09e043ec19cee268a1ebd166fd3b64064683398ecf121c189256c3a853e5fbb1') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0046_recall_builder.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0046_recall_builder', '09e043ec19cee268a1ebd166fd3b64064683398ecf121c189256c3a853e5fbb1', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0046_recall_builder
+\endif
+
 -- 0047_mcp_tokens
 -- True when the named migration still has to run; raises PM002 if its file changed.
 SELECT pymem.migration_pending('0047_mcp_tokens', 'e05493f32fa4f1cb0824c8e573dd76618b4087d5289335ee34965ea98dc3452a') AS pending
@@ -959,7 +982,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('8c55e72bf26e365e6d058b5d6da4d1fc07b7ffb7acf5b695aa371e4af3c0a266')
+SELECT pymem.migration_api_applied('a20a292d9639f45657b77eb2b40c554665c5c727ff1cf703584760b35ab38ecf')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -368,14 +368,15 @@ SELECT pymem.message_embeddings_put(user_id => %(user_id)s, embedder => %(embedd
 SELECT r.thread_id, r.seq, r.role, r.content, r.metadata, r.created_at, r.importance, r.similarity, r.score
 FROM pymem.messages_recall(
     user_id => %(user_id)s, query_vector => %(query_vector)b, embedder => %(embedder)s, project_id => %(project_id)s,
-    thread_id => %(thread_id)s, k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,
-    window_size => %(window_size)s::integer, recency_weight => %(recency_weight)s::float8,
-    importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
-    min_score => %(min_score)s::float8, query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8,
-    as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
-    metadata => %(metadata)s::jsonb, next_turn_weight => %(next_turn_weight)s::float8,
-    time_from => %(time_from)s::timestamptz, time_to => %(time_to)s::timestamptz,
-    time_weight => %(time_weight)s::float8) AS r;
+    thread_id => %(thread_id)s, query_text => %(query_text)s, recall => pymem.recall(
+        k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,
+        window_size => %(window_size)s::integer, recency_weight => %(recency_weight)s::float8,
+        importance_weight => %(importance_weight)s::float8, lexical_weight => %(lexical_weight)s::float8,
+        half_life_seconds => %(half_life_seconds)s::float8, min_score => %(min_score)s::float8,
+        as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
+        metadata => %(metadata)s::jsonb, next_turn_weight => %(next_turn_weight)s::float8,
+        time_from => %(time_from)s::timestamptz, time_to => %(time_to)s::timestamptz,
+        time_weight => %(time_weight)s::float8)) AS r;
 
 -- name: retention_configure
 -- Set (or with both NULL remove) the project's retention policy for messages; returns the policy in force.
@@ -501,16 +502,18 @@ SELECT pymem.conversation_forget(user_id => %(user_id)s, thread_id => %(thread_i
 -- Everything one turn reads (facts, summary, recall, window) in one call.
 SELECT pymem.context_read(
     user_id => %(user_id)s, agent_id => %(agent_id)s, project_id => %(project_id)s, thread_id => %(thread_id)s,
-    query_vector => %(query_vector)b, embedder => %(embedder)s, max_facts => %(max_facts)s::integer,
-    window_size => %(window_size)s::integer, k => %(k)s::integer,
-    min_content_chars => %(min_content_chars)s::integer, recency_weight => %(recency_weight)s::float8,
-    importance_weight => %(importance_weight)s::float8, half_life_seconds => %(half_life_seconds)s::float8,
-    dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer, min_score => %(min_score)s::float8,
-    query_text => %(query_text)s, lexical_weight => %(lexical_weight)s::float8, as_of => %(as_of)s::timestamptz,
-    since => %(since)s::timestamptz, until => %(until)s::timestamptz, metadata => %(metadata)s::jsonb,
-    valid_at => %(valid_at)s::timestamptz, next_turn_weight => %(next_turn_weight)s::float8,
-    time_from => %(time_from)s::timestamptz, time_to => %(time_to)s::timestamptz,
-    time_weight => %(time_weight)s::float8) AS context;
+    query_vector => %(query_vector)b, embedder => %(embedder)s, query_text => %(query_text)s,
+    recall => pymem.recall(
+        k => %(k)s::integer, min_content_chars => %(min_content_chars)s::integer,
+        window_size => %(window_size)s::integer, recency_weight => %(recency_weight)s::float8,
+        importance_weight => %(importance_weight)s::float8, lexical_weight => %(lexical_weight)s::float8,
+        half_life_seconds => %(half_life_seconds)s::float8, min_score => %(min_score)s::float8,
+        as_of => %(as_of)s::timestamptz, since => %(since)s::timestamptz, until => %(until)s::timestamptz,
+        metadata => %(metadata)s::jsonb, next_turn_weight => %(next_turn_weight)s::float8,
+        time_from => %(time_from)s::timestamptz, time_to => %(time_to)s::timestamptz,
+        time_weight => %(time_weight)s::float8),
+    max_facts => %(max_facts)s::integer, dedupe => %(dedupe)s, max_unembedded => %(max_unembedded)s::integer,
+    valid_at => %(valid_at)s::timestamptz) AS context;
 
 -- name: user_export
 -- A user's whole memory (facts with history, threads, messages, summaries) as JSON.

@@ -102,10 +102,8 @@ def _context_parts(r: Runner, probe: User) -> None:
     window = probe.where() | {"max_messages": WINDOW}
     r.run("part_window", lambda i: cur.execute(Q["window_read"], window).fetchall())
     ranked = ("SELECT * FROM pymem._recall_ranked(%(project_id)s, %(user_id)s, %(thread_id)s, %(query)s, "
-              "%(embedder)s, %(text)s, pymem._recall_spec(k => %(limit)s, min_content_chars => %(min_chars)s, "
-              "window_size => %(window)s, recency_weight => 0, importance_weight => 0, lexical_weight => %(lw)s, "
-              "half_life_seconds => 3600, min_score => NULL, as_of => NULL, since => NULL, until => NULL, "
-              "metadata => NULL))")
+              "%(embedder)s, %(text)s, pymem.recall(k => %(limit)s, min_content_chars => %(min_chars)s, "
+              "window_size => %(window)s, lexical_weight => %(lw)s))")
     r.run("part_recall_ranked", lambda i: cur.execute(ranked, probe.where() | {
         "query": r.qvecs[i % len(r.qvecs)], "embedder": r.real.name, "text": r.query(i), "limit": RECALL_K + 20,
         "min_chars": MIN_CHARS, "window": WINDOW, "lw": DEFAULTS.recall.lexical_weight}).fetchall())

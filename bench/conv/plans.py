@@ -137,7 +137,7 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
     out: dict[str, Any] = {}
     call = sql.SQL("SELECT pymem.context_read(user_id => {u}, agent_id => {a}, project_id => {p}, "
                    "thread_id => 'default', query_vector => {q}::vector, embedder => {e}, max_facts => {mf}, "
-                   "window_size => {w}, k => {k}, min_content_chars => {mc}, query_text => {t})").format(
+                   "query_text => {t}, recall => pymem.recall(window_size => {w}, k => {k}, min_content_chars => {mc}))").format(
         u=sql.Literal(probe.user_id), a=sql.Literal(AGENT_ID), p=sql.Literal(probe.project_id),
         q=sql.Literal(qvec.to_text()), e=sql.Literal(embedder.name), mf=sql.Literal(MAX_FACTS),
         w=sql.Literal(WINDOW), k=sql.Literal(RECALL_K), mc=sql.Literal(MIN_CHARS),

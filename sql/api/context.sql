@@ -24,21 +24,21 @@ $$;
 -- user_id NULL (an unresolved caller) reads agent facts only. agent_id NULL reads no agent
 -- facts ('' is refused: it would mean every agent). Each block of facts is the subject's newest
 -- max_facts; a subject with more, when the turn has a query, gets the max_facts that rank best for
--- it instead (facts_search's fusion with lexical_weight; facts_search.sql, _facts_for_context). Recall
--- ranks as messages_recall does, by the query's vector (query_vector, from embedder), its text
--- (query_text) or both (hybrid); with neither it
--- is skipped; lexical_weight, next_turn_weight, time_from, time_to, time_weight, as_of, since, until and
--- metadata are messages_recall's. A recalled
--- message whose normalised content already appears in a fact or the summary is dropped when
--- dedupe is on (counted in "deduped"); min_score (NULL: none) drops candidates scoring below it,
--- as in messages_recall. With a query vector, "unembedded" lists up to max_unembedded of the user's
+-- it instead (facts_search's fusion with the spec's lexical_weight; facts_search.sql,
+-- _facts_for_context). `recall` is a recall spec (pymem.recall(...), as messages_recall takes it):
+-- recall ranks as messages_recall does, by the query's vector (query_vector, from embedder), its
+-- text (query_text) or both (hybrid); with neither, or k 0, it is skipped. The window is the
+-- thread's last window_size messages (the spec's: the ones recall leaves out). A recalled message
+-- whose normalised content already appears in a fact or the summary is dropped when dedupe is on
+-- (counted in "deduped"). With a query vector, "unembedded" lists up to max_unembedded of the user's
 -- messages with no vector from `embedder` (written by SQL): embed them, store them with
 -- message_embeddings_put, and call again for a complete recall.
--- A point in time: as_of (record time) reads the facts as they were believed then (and recalls
--- the messages written by then); valid_at (valid time) reads the facts that hold then (as believed
--- as of as_of, default now). Either one gives each block of facts the newest max_facts of facts_at
--- (migrations/0043_valid_time.sql), unranked; the summary and the window are the thread's now.
---   SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot');
+-- A point in time: the spec's as_of (record time) reads the facts as they were believed then (and
+-- recalls the messages written by then); valid_at (valid time) reads the facts that hold then (as
+-- believed as of as_of, default now). Either one gives each block of facts the newest max_facts of
+-- facts_at (migrations/0043_valid_time.sql), unranked; the summary and the window are the thread's now.
+--   SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot',
+--                             recall => pymem.recall(k => 3, window_size => 10));
 CREATE OR REPLACE FUNCTION pymem.context_read(
     user_id text,
     agent_id text DEFAULT NULL,
@@ -46,27 +46,12 @@ CREATE OR REPLACE FUNCTION pymem.context_read(
     thread_id text DEFAULT 'default',
     query_vector vector DEFAULT NULL,
     embedder text DEFAULT NULL,
+    query_text text DEFAULT NULL,
+    recall pymem.recall_spec DEFAULT pymem.recall(),
     max_facts integer DEFAULT 50,
-    window_size integer DEFAULT 20,
-    k integer DEFAULT 5,
-    min_content_chars integer DEFAULT 10,
-    recency_weight double precision DEFAULT 0,
-    importance_weight double precision DEFAULT 0,
-    half_life_seconds double precision DEFAULT 3600,
     dedupe boolean DEFAULT true,
     max_unembedded integer DEFAULT 100,
-    min_score double precision DEFAULT NULL,
-    query_text text DEFAULT NULL,
-    lexical_weight double precision DEFAULT 0.33,
-    as_of timestamptz DEFAULT NULL,
-    since timestamptz DEFAULT NULL,
-    until timestamptz DEFAULT NULL,
-    metadata jsonb DEFAULT NULL,
-    valid_at timestamptz DEFAULT NULL,
-    next_turn_weight double precision DEFAULT 0.8,
-    time_from timestamptz DEFAULT NULL,
-    time_to timestamptz DEFAULT NULL,
-    time_weight double precision DEFAULT 0.2)
+    valid_at timestamptz DEFAULT NULL)
 RETURNS jsonb
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -109,14 +94,7 @@ BEGIN
     PERFORM pymem._tenant_enter(context_read.project_id);
     PERFORM pymem._check_limit('max_facts', context_read.max_facts);
     PERFORM pymem._check_limit('max_unembedded', context_read.max_unembedded);
-    v_spec := pymem._recall_spec(
-        k => context_read.k, min_content_chars => context_read.min_content_chars,
-        window_size => context_read.window_size, recency_weight => context_read.recency_weight,
-        importance_weight => context_read.importance_weight, lexical_weight => context_read.lexical_weight,
-        half_life_seconds => context_read.half_life_seconds, min_score => context_read.min_score,
-        as_of => context_read.as_of, since => context_read.since, until => context_read.until,
-        metadata => context_read.metadata, next_turn_weight => context_read.next_turn_weight,
-        time_from => context_read.time_from, time_to => context_read.time_to, time_weight => context_read.time_weight);
+    v_spec := pymem._recall_check(context_read.recall);
     IF NOT pg_catalog.isfinite(coalesce(context_read.valid_at, '2000-01-01')) THEN
         RAISE EXCEPTION 'pymem: valid_at must be a finite time (or NULL: now)' USING ERRCODE = '22023';
     END IF;
@@ -130,7 +108,7 @@ BEGIN
           INTO v_agent
           FROM pymem._facts_for_context(context_read.project_id, 'agent', context_read.agent_id, context_read.max_facts,
                                         context_read.query_vector, context_read.embedder, context_read.query_text,
-                                        context_read.lexical_weight, context_read.valid_at, context_read.as_of) AS f;
+                                        v_spec.lexical_weight, context_read.valid_at, v_spec.as_of) AS f;
     END IF;
     v_has_user := context_read.user_id IS NOT NULL
         AND pymem._conv_check(context_read.project_id, context_read.user_id, context_read.thread_id, 'match');
@@ -140,7 +118,7 @@ BEGIN
           INTO v_user
           FROM pymem._facts_for_context(context_read.project_id, 'user', context_read.user_id, context_read.max_facts,
                                         context_read.query_vector, context_read.embedder, context_read.query_text,
-                                        context_read.lexical_weight, context_read.valid_at, context_read.as_of) AS f;
+                                        v_spec.lexical_weight, context_read.valid_at, v_spec.as_of) AS f;
         SELECT t.summary, t.summary_through INTO v_summary, v_through FROM pymem.threads AS t
          WHERE t.project_id = context_read.project_id AND t.user_id = context_read.user_id
            AND t.thread_id = context_read.thread_id;
@@ -150,8 +128,8 @@ BEGIN
                    'created_at', w.created_at) ORDER BY w.seq), '[]')
           INTO v_window
           FROM pymem._window(context_read.project_id, context_read.user_id, context_read.thread_id,
-                             context_read.window_size) AS w;
-        IF (context_read.query_vector IS NOT NULL OR context_read.query_text IS NOT NULL) AND context_read.k > 0 THEN
+                             v_spec.window_size) AS w;
+        IF (context_read.query_vector IS NOT NULL OR context_read.query_text IS NOT NULL) AND v_spec.k > 0 THEN
             v_upstream := CASE WHEN context_read.dedupe THEN pymem._norm(pg_catalog.concat_ws(' ',
                 (SELECT pg_catalog.string_agg(a.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_agent) AS a),
                 (SELECT pg_catalog.string_agg(u.value ->> 'content', ' ') FROM pg_catalog.jsonb_array_elements(v_user) AS u),
@@ -167,7 +145,7 @@ BEGIN
             v_recall := v_spec;
             FOR v_pass IN 1 .. 2 LOOP
                 IF v_pass = 2 THEN
-                    EXIT WHEN v_kept >= context_read.k OR coalesce(pg_catalog.cardinality(v_threads), 0) < v_recall.k;
+                    EXIT WHEN v_kept >= v_spec.k OR coalesce(pg_catalog.cardinality(v_threads), 0) < v_recall.k;
                     v_seen_threads := v_threads;
                     v_seen_seqs := v_seqs;
                     v_recall.k := v_spec.k + 20;
@@ -202,7 +180,7 @@ BEGIN
                         'metadata', v_metadatas[v_at], 'created_at', v_created[v_at], 'similarity', v_similarities[v_i],
                         'score', v_scores[v_i]);
                     v_kept := v_kept + 1;
-                    EXIT WHEN v_kept >= context_read.k;
+                    EXIT WHEN v_kept >= v_spec.k;
                 END LOOP;
             END LOOP;
             IF context_read.query_vector IS NOT NULL THEN
@@ -210,7 +188,7 @@ BEGIN
                            'thread_id', u.thread_id, 'seq', u.seq, 'content', u.content)), '[]')
                   INTO v_unembedded
                   FROM pymem._messages_unembedded(context_read.project_id, context_read.user_id, context_read.embedder,
-                                                  context_read.min_content_chars, context_read.max_unembedded) AS u;
+                                                  v_spec.min_content_chars, context_read.max_unembedded) AS u;
             END IF;
         END IF;
     END IF;

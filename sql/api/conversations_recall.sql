@@ -77,7 +77,7 @@ $$;
 -- all (a cosine above 1e-5, _vector_match, or a term in common with the text); without one, every message sharing
 -- a term with the text (the floor: a message that matches neither way is never recalled, however
 -- recent or important, so a short or unrelated history gives fewer than k rows, not padding); in
--- both cases (the fields of p_spec, a checked pymem.recall_spec from _recall_spec) of at least
+-- both cases (the fields of p_spec, a checked pymem.recall_spec from _recall_check) of at least
 -- min_content_chars characters, outside the newest window_size messages of the current thread,
 -- created at or before as_of, at or after since and before until, whose metadata contains the
 -- spec's metadata, and, when min_score is not NULL, scoring at least that. An exact scan of the
@@ -490,36 +490,23 @@ END;
 $$;
 
 -- messages_recall: a user's past messages most relevant to a query: its vector (`query_vector`, from
--- `embedder`), its text (`query_text`), or both (the default of Memory.recall: hybrid ranking);
--- scored by relevance, recency and importance (see _recall_ranked); the top k of those scoring at
--- least min_score (NULL: no threshold), with their metadata. as_of (default now) recalls as of a
--- past time: nothing newer is eligible and recency is measured from it; since / until keep the
--- messages created in [since, until); metadata keeps those whose metadata contains it (jsonb @>).
+-- `embedder`), its text (`query_text`), or both (the default of Memory.recall: hybrid ranking),
+-- ranked as `recall` says (a recall spec, pymem.recall(...): k, the weights, min_score, the filters;
+-- see recall and _recall_ranked): scored by relevance, recency and importance, the top k of those
+-- scoring at least min_score (NULL: no threshold), with their metadata. The spec's as_of (default
+-- now) recalls as of a past time: nothing newer is eligible and recency is measured from it; since /
+-- until keep the messages created in [since, until); metadata keeps those whose metadata contains it
+-- (jsonb @>). A spec out of range: 22023.
 --   SELECT role, content, round(score::numeric, 3) FROM pymem.messages_recall(
---       user_id => 'alice', query_text => 'Where do I live?', k => 5);
+--       user_id => 'alice', query_text => 'Where do I live?', recall => pymem.recall(k => 5));
 CREATE OR REPLACE FUNCTION pymem.messages_recall(
     user_id text,
     query_vector vector DEFAULT NULL,
     embedder text DEFAULT NULL,
     project_id text DEFAULT '',
     thread_id text DEFAULT 'default',
-    k integer DEFAULT 5,
-    min_content_chars integer DEFAULT 10,
-    window_size integer DEFAULT 20,
-    recency_weight double precision DEFAULT 0,
-    importance_weight double precision DEFAULT 0,
-    half_life_seconds double precision DEFAULT 3600,
-    min_score double precision DEFAULT NULL,
     query_text text DEFAULT NULL,
-    lexical_weight double precision DEFAULT 0.33,
-    as_of timestamptz DEFAULT NULL,
-    since timestamptz DEFAULT NULL,
-    until timestamptz DEFAULT NULL,
-    metadata jsonb DEFAULT NULL,
-    next_turn_weight double precision DEFAULT 0.8,
-    time_from timestamptz DEFAULT NULL,
-    time_to timestamptz DEFAULT NULL,
-    time_weight double precision DEFAULT 0.2)
+    recall pymem.recall_spec DEFAULT pymem.recall())
 RETURNS SETOF pymem.recalled_message
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -534,15 +521,7 @@ DECLARE
     v_spec pymem.recall_spec;
 BEGIN
     PERFORM pymem._tenant_enter(messages_recall.project_id);
-    v_spec := pymem._recall_spec(
-        k => messages_recall.k, min_content_chars => messages_recall.min_content_chars,
-        window_size => messages_recall.window_size, recency_weight => messages_recall.recency_weight,
-        importance_weight => messages_recall.importance_weight, lexical_weight => messages_recall.lexical_weight,
-        half_life_seconds => messages_recall.half_life_seconds, min_score => messages_recall.min_score,
-        as_of => messages_recall.as_of, since => messages_recall.since, until => messages_recall.until,
-        metadata => messages_recall.metadata, next_turn_weight => messages_recall.next_turn_weight,
-        time_from => messages_recall.time_from, time_to => messages_recall.time_to,
-        time_weight => messages_recall.time_weight);
+    v_spec := pymem._recall_check(messages_recall.recall);
     IF messages_recall.query_vector IS NULL AND messages_recall.query_text IS NULL THEN
         RAISE EXCEPTION 'pymem: recall needs a query: its vector (query_vector), its text (query_text) or both'
             USING ERRCODE = '22023';

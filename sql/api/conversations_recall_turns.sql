@@ -1,74 +1,77 @@
--- conversations_recall_turns.sql: recall's parameters (_recall_spec, _names_time) and what recall
+-- conversations_recall_turns.sql: recall's parameters (_recall_check, _names_time) and what recall
 -- adds around _recall's ranking (issue 32): a time the question names and the two turns after
 -- each recalled turn (_recall_turns, which messages_recall and context_read call;
 -- conversations_recall.sql has the ranking itself). Re-applied on every migrate.
 --
 -- Errors: 22023 invalid argument.
 
--- _recall_spec: recall's parameters checked, as the one value _recall takes (pymem.recall_spec,
--- migrations/0036_recall_spec.sql). k, min_content_chars, window_size: 0..the limit of
--- _check_limit. recency_weight and importance_weight in 0..1, summing to at most 1.
--- half_life_seconds positive. min_score NULL (no threshold) or in -1..1, the range of a score.
--- lexical_weight, next_turn_weight and time_weight in 0..1. as_of, since and until: finite when
--- given; time_from and time_to both NULL or both finite, time_from first. metadata NULL or an object.
-CREATE OR REPLACE FUNCTION pymem._recall_spec(
-    k integer, min_content_chars integer, window_size integer, recency_weight double precision,
-    importance_weight double precision, lexical_weight double precision, half_life_seconds double precision,
-    min_score double precision, as_of timestamptz, since timestamptz, until timestamptz, metadata jsonb,
-    next_turn_weight double precision DEFAULT 0, time_from timestamptz DEFAULT NULL, time_to timestamptz DEFAULT NULL,
-    time_weight double precision DEFAULT 0)
+-- _recall_check(spec): a recall spec (pymem.recall(), or any value of pymem.recall_spec) checked, as
+-- messages_recall and context_read take it and _recall ranks with it. k, min_content_chars,
+-- window_size: 0..the limit of _check_limit. recency_weight and importance_weight in 0..1, summing
+-- to at most 1. half_life_seconds positive. min_score NULL (no threshold) or in -1..1, the range of
+-- a score. lexical_weight, next_turn_weight and time_weight in 0..1. as_of, since and until: finite
+-- when given; time_from and time_to both NULL or both finite, time_from first. metadata NULL or an
+-- object. A NULL spec is refused.
+CREATE OR REPLACE FUNCTION pymem._recall_check(p_spec pymem.recall_spec)
 RETURNS pymem.recall_spec
 LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
-    PERFORM pymem._check_limit('k', k);
-    PERFORM pymem._check_limit('min_content_chars', min_content_chars);
-    PERFORM pymem._check_limit('window_size', window_size);
-    IF recency_weight IS NULL OR importance_weight IS NULL
-       OR NOT (recency_weight >= 0 AND recency_weight <= 1) OR NOT (importance_weight >= 0 AND importance_weight <= 1)
-       OR recency_weight + importance_weight > 1 THEN
+    IF p_spec IS NULL THEN  -- NULL, or a row of NULLs
+        RAISE EXCEPTION 'pymem: recall must be a recall spec (pymem.recall(...)), not NULL' USING ERRCODE = '22023';
+    END IF;
+    PERFORM pymem._check_limit('k', p_spec.k);
+    PERFORM pymem._check_limit('min_content_chars', p_spec.min_content_chars);
+    PERFORM pymem._check_limit('window_size', p_spec.window_size);
+    IF p_spec.recency_weight IS NULL OR p_spec.importance_weight IS NULL
+       OR NOT (p_spec.recency_weight >= 0 AND p_spec.recency_weight <= 1)
+       OR NOT (p_spec.importance_weight >= 0 AND p_spec.importance_weight <= 1)
+       OR p_spec.recency_weight + p_spec.importance_weight > 1 THEN
         RAISE EXCEPTION 'pymem: recency_weight and importance_weight must each be in 0..1 and sum to at most 1 (got % and %)',
-                recency_weight, importance_weight
+                p_spec.recency_weight, p_spec.importance_weight
             USING ERRCODE = '22023';
     END IF;
-    IF half_life_seconds IS NULL OR NOT (half_life_seconds > 0 AND half_life_seconds < 'Infinity'::float8) THEN
+    IF p_spec.half_life_seconds IS NULL
+       OR NOT (p_spec.half_life_seconds > 0 AND p_spec.half_life_seconds < 'Infinity'::float8) THEN
         RAISE EXCEPTION 'pymem: half_life_seconds must be a positive number' USING ERRCODE = '22023';
     END IF;
-    IF min_score IS NOT NULL AND NOT (min_score >= -1 AND min_score <= 1) THEN
-        RAISE EXCEPTION 'pymem: min_score must be between -1 and 1, or NULL for no threshold (got %)', min_score
+    IF p_spec.min_score IS NOT NULL AND NOT (p_spec.min_score >= -1 AND p_spec.min_score <= 1) THEN
+        RAISE EXCEPTION 'pymem: min_score must be between -1 and 1, or NULL for no threshold (got %)', p_spec.min_score
             USING ERRCODE = '22023';
     END IF;
-    IF lexical_weight IS NULL OR NOT (lexical_weight >= 0 AND lexical_weight <= 1) THEN
-        RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1 (got %)', lexical_weight USING ERRCODE = '22023';
+    IF p_spec.lexical_weight IS NULL OR NOT (p_spec.lexical_weight >= 0 AND p_spec.lexical_weight <= 1) THEN
+        RAISE EXCEPTION 'pymem: lexical_weight must be between 0 and 1 (got %)', p_spec.lexical_weight
+            USING ERRCODE = '22023';
     END IF;
-    IF next_turn_weight IS NULL OR NOT (next_turn_weight >= 0 AND next_turn_weight <= 1) THEN
-        RAISE EXCEPTION 'pymem: next_turn_weight must be between 0 and 1 (got %)', next_turn_weight USING ERRCODE = '22023';
+    IF p_spec.next_turn_weight IS NULL OR NOT (p_spec.next_turn_weight >= 0 AND p_spec.next_turn_weight <= 1) THEN
+        RAISE EXCEPTION 'pymem: next_turn_weight must be between 0 and 1 (got %)', p_spec.next_turn_weight
+            USING ERRCODE = '22023';
     END IF;
-    IF time_weight IS NULL OR NOT (time_weight >= 0 AND time_weight <= 1) THEN
-        RAISE EXCEPTION 'pymem: time_weight must be between 0 and 1 (got %)', time_weight USING ERRCODE = '22023';
+    IF p_spec.time_weight IS NULL OR NOT (p_spec.time_weight >= 0 AND p_spec.time_weight <= 1) THEN
+        RAISE EXCEPTION 'pymem: time_weight must be between 0 and 1 (got %)', p_spec.time_weight USING ERRCODE = '22023';
     END IF;
-    IF (time_from IS NULL) <> (time_to IS NULL) OR NOT pg_catalog.isfinite(coalesce(time_from, '2000-01-01'))
-       OR NOT pg_catalog.isfinite(coalesce(time_to, '2000-01-01')) OR time_from >= time_to THEN
+    IF (p_spec.time_from IS NULL) <> (p_spec.time_to IS NULL)
+       OR NOT pg_catalog.isfinite(coalesce(p_spec.time_from, '2000-01-01'))
+       OR NOT pg_catalog.isfinite(coalesce(p_spec.time_to, '2000-01-01')) OR p_spec.time_from >= p_spec.time_to THEN
         RAISE EXCEPTION 'pymem: time_from and time_to name a time together, finite, time_from before time_to (got % and %)',
-                time_from, time_to USING ERRCODE = '22023';
+                p_spec.time_from, p_spec.time_to USING ERRCODE = '22023';
     END IF;
-    IF NOT pg_catalog.isfinite(coalesce(as_of, '2000-01-01')) OR NOT pg_catalog.isfinite(coalesce(since, '2000-01-01'))
-       OR NOT pg_catalog.isfinite(coalesce(until, '2000-01-01')) THEN
+    IF NOT pg_catalog.isfinite(coalesce(p_spec.as_of, '2000-01-01'))
+       OR NOT pg_catalog.isfinite(coalesce(p_spec.since, '2000-01-01'))
+       OR NOT pg_catalog.isfinite(coalesce(p_spec.until, '2000-01-01')) THEN
         RAISE EXCEPTION 'pymem: as_of, since and until must be finite times (or NULL)' USING ERRCODE = '22023';
     END IF;
-    IF metadata IS NOT NULL AND pg_catalog.jsonb_typeof(metadata) <> 'object' THEN
-        RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(metadata)
+    IF p_spec.metadata IS NOT NULL AND pg_catalog.jsonb_typeof(p_spec.metadata) <> 'object' THEN
+        RAISE EXCEPTION 'pymem: a metadata filter must be a JSON object, not %', pg_catalog.jsonb_typeof(p_spec.metadata)
             USING ERRCODE = '22023';
     END IF;
-    RETURN ROW(k, min_content_chars, window_size, recency_weight, importance_weight, lexical_weight,
-               half_life_seconds, min_score, as_of, since, until, metadata, next_turn_weight, time_from, time_to,
-               time_weight)::pymem.recall_spec;
+    RETURN p_spec;
 END;
 $$;
 
 -- _names_time(spec): whether a recall spec names a time that counts: time_from and time_to given
--- (_recall_spec checks them together) and a time_weight above 0. Then _recall_turns adds the bonus,
+-- (_recall_check checks them together) and a time_weight above 0. Then _recall_turns adds the bonus,
 -- and _recall / _recall_ranked return the named time's k best beside the k best.
 CREATE OR REPLACE FUNCTION pymem._names_time(p_spec pymem.recall_spec)
 RETURNS boolean

@@ -331,8 +331,9 @@ def test_recall_leaves_out_what_matches_the_query_neither_way(db, dsn):
     # SQL alone: the same floor, by vector alone, by words alone and both
     qv = str(mem.embedder.embed([question])[0])
     for query, text in ((qv, None), (None, "cat allergic"), (qv, "cat allergic")):
-        got_sql = rows(dsn, "SELECT content FROM pymem.messages_recall('alice', %s::vector, %s, k => 5, window_size => 0, "
-                            "query_text => %s, recency_weight => 0.5, next_turn_weight => 0)", query, mem.embedder.name, text)
+        got_sql = rows(dsn, "SELECT content FROM pymem.messages_recall('alice', %s::vector, %s, query_text => %s, "
+                            "recall => pymem.recall(k => 5, window_size => 0, recency_weight => 0.5, next_turn_weight => 0))",
+                       query, mem.embedder.name, text)
         assert [r[0] for r in got_sql] == ["My cat Tom is allergic to fish"], (query is None, text)
     # a positive cosine is a match, however small (a model-specific threshold is min_score's job)
     mem.add_message(colliding[0], user="alice")
@@ -414,15 +415,15 @@ def test_context_read_fills_k_past_deduped_candidates_in_recall_order(dsn):
                      "My sister is not vegetarian at all", "Bees dislike rain"):
             c.execute("SELECT pymem.message_add(user_id => 'alice', content => %s)", (text,))
         ranked = [r[0] for r in c.execute("""SELECT content FROM pymem.messages_recall(
-                      user_id => 'alice', query_text => 'vegetarian', k => 10, window_size => 0)""")]
+                      user_id => 'alice', query_text => 'vegetarian', recall => pymem.recall(k => 10, window_size => 0))""")]
         assert sorted(ranked[:2]) == ["I am  VEGETARIAN", "I am vegetarian"]
         for k in (1, 2, 3):
             ctx = c.execute("""SELECT pymem.context_read(user_id => 'alice', agent_id => NULL, query_text => 'vegetarian',
-                                                         k => %s, window_size => 0)""", (k,)).fetchone()[0]
+                                                         recall => pymem.recall(k => %s, window_size => 0))""", (k,)).fetchone()[0]
             assert [m["content"] for m in ctx["recalled"]] == ranked[2:2 + k], k
             assert ctx["deduped"] == 2
         ctx = c.execute("""SELECT pymem.context_read(user_id => 'alice', agent_id => NULL, query_text => 'vegetarian',
-                                                     k => 5, window_size => 0, dedupe => false)""").fetchone()[0]
+                                                     recall => pymem.recall(k => 5, window_size => 0), dedupe => false)""").fetchone()[0]
         assert [m["content"] for m in ctx["recalled"]] == ranked[:5] and ctx["deduped"] == 0
 
 
@@ -948,11 +949,12 @@ def test_the_default_memory_learns_and_summarizes_with_a_configured_model(dsn, m
         ("SELECT pymem.message_add('*', 'hello there')", "user_id"),
         ("SELECT pymem.message_add('alice', 'hello there', importance => 2)", "importance"),
         ("SELECT * FROM pymem.window_read('alice', max_messages => -1)", "max_messages"),
-        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', k => -1)", "k must"),
-        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', recency_weight => 0.7, importance_weight => 0.5)", "sum"),
-        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', recency_weight => -0.1)", "recency_weight"),
-        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', half_life_seconds => 0)", "half_life"),
-        ("SELECT pymem.context_read('alice', window_size => -5)", "window_size"),
+        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', recall => pymem.recall(k => -1))", "k must"),
+        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', recall => pymem.recall(recency_weight => 0.7, importance_weight => 0.5))", "sum"),
+        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', recall => pymem.recall(recency_weight => -0.1))", "recency_weight"),
+        ("SELECT * FROM pymem.messages_recall('alice', '[1,0,0]', 'e3', recall => pymem.recall(half_life_seconds => 0))", "half_life"),
+        ("SELECT pymem.context_read('alice', recall => pymem.recall(window_size => -5))", "window_size"),
+        ("SELECT pymem.context_read('alice', recall => NULL)", "recall spec"),
         ("SELECT pymem.context_read('alice', agent_id => '')", "every agent"),
         ("SELECT * FROM pymem.turn_record('alice', 'hello', 'hi', embedder => 'e3', user_embedding => '[1,2]', assistant_embedding => '[1,2,3]')", "dimensions"),
     ],

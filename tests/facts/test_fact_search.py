@@ -296,7 +296,8 @@ def test_a_context_read_gets_the_facts_that_rank_best_when_a_subject_has_too_man
     # no more facts than max_facts: all of them, newest first, as before
     assert Memory(db=db, embedder=HashEmbedder(), max_facts=5).read("peanuts?", user="al").user_facts == newest_first
     # SQL: without a query the newest, with one the best ranked
-    read = "SELECT pymem.context_read(user_id => 'al', max_facts => 2, query_text => %s, k => 0) -> 'user_facts'"
+    read = ("SELECT pymem.context_read(user_id => 'al', max_facts => 2, query_text => %s, recall => pymem.recall(k => 0))"
+            " -> 'user_facts'")
     assert [f["content"] for f in conn.execute(read, (None,)).fetchone()[0]] == newest_first[:2]
     assert "Allergic to peanuts" in [f["content"] for f in conn.execute(read, ("peanuts",)).fetchone()[0]]
 
@@ -311,7 +312,7 @@ def test_a_context_reads_the_brute_force_best_facts_newest_first(facts, max_fact
     created = dict(rows)
     newest = [i for i, _ in sorted(rows, key=lambda r: (r[1], r[0]), reverse=True)]
     read = ("SELECT pymem.context_read(user_id => 'u1', query_vector => %s::text::vector, embedder => 'e3',"
-            " query_text => %s, lexical_weight => %s, max_facts => %s, k => 0) -> 'user_facts'")
+            " query_text => %s, recall => pymem.recall(lexical_weight => %s, k => 0), max_facts => %s) -> 'user_facts'")
     cases = [(q, t, w) for q, t in QUERIES for w in (0.0, 0.5, 1.0)] + [(None, t, 0.5) for _, t in QUERIES[:4]]
     for query, text, weight in cases:
         got = [f["id"] for f in facts.execute(read, (None if query is None else vec(query), text, weight,

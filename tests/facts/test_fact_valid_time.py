@@ -96,7 +96,7 @@ def test_valid_time_record_time_and_both(dsn):
         # a context for a point in time reads the same facts
         ctx = c.execute("SELECT pymem.context_read('alice', NULL, valid_at => '2020-06-01')").fetchone()[0]
         assert {f["content"] for f in ctx["user_facts"]} == {"Lives in Oslo", "Likes coffee"}
-        ctx = c.execute("SELECT pymem.context_read('alice', NULL, as_of => '2024-12-01')").fetchone()[0]
+        ctx = c.execute("SELECT pymem.context_read('alice', NULL, recall => pymem.recall(as_of => '2024-12-01'))").fetchone()[0]
         assert {f["content"] for f in ctx["user_facts"]} == {"Lives in Oslo", "Likes tea"}
         ctx = c.execute("SELECT pymem.context_read('alice', NULL)").fetchone()[0]
         assert {f["content"] for f in ctx["user_facts"]} == {"Lives in Berlin", "Likes coffee"}

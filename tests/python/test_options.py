@@ -46,18 +46,18 @@ OPTIONS: dict[str, list[tuple[str, str]]] = {
     "thread": [(f, "thread_id") for f in (
         "context_read", "messages_recall", "window_read", "turn_record", "message_add", "summary_claim",
         "summary_commit")],
-    "window": [("context_read", "window_size"), ("messages_recall", "window_size"), ("window_read", "max_messages")],
+    # recall's defaults are pymem.recall(...)'s (the builder of the spec context_read and messages_recall take)
+    "window": [("recall", "window_size"), ("window_read", "max_messages")],
     "max_facts": [("context_read", "max_facts")],
-    "recall.k": [("context_read", "k"), ("messages_recall", "k")],
-    "recall.min_content_chars": [("context_read", "min_content_chars"), ("messages_recall", "min_content_chars"),
-                                 ("messages_unembedded", "min_chars")],
-    "recall.recency_weight": [("context_read", "recency_weight"), ("messages_recall", "recency_weight")],
-    "recall.importance_weight": [("context_read", "importance_weight"), ("messages_recall", "importance_weight")],
-    "recall.half_life_seconds": [("context_read", "half_life_seconds"), ("messages_recall", "half_life_seconds")],
-    "recall.min_score": [("context_read", "min_score"), ("messages_recall", "min_score")],
-    "recall.lexical_weight": [("context_read", "lexical_weight"), ("messages_recall", "lexical_weight")],
-    "recall.next_turn_weight": [("context_read", "next_turn_weight"), ("messages_recall", "next_turn_weight")],
-    "recall.time_weight": [("context_read", "time_weight"), ("messages_recall", "time_weight")],
+    "recall.k": [("recall", "k")],
+    "recall.min_content_chars": [("recall", "min_content_chars"), ("messages_unembedded", "min_chars")],
+    "recall.recency_weight": [("recall", "recency_weight")],
+    "recall.importance_weight": [("recall", "importance_weight")],
+    "recall.half_life_seconds": [("recall", "half_life_seconds")],
+    "recall.min_score": [("recall", "min_score")],
+    "recall.lexical_weight": [("recall", "lexical_weight")],
+    "recall.next_turn_weight": [("recall", "next_turn_weight")],
+    "recall.time_weight": [("recall", "time_weight")],
     "dedupe": [("context_read", "dedupe")],
     "summarize_every": [("summary_claim", "summarize_every")],
     "keep_last": [("turn_record", "keep_last"), ("summary_claim", "keep_last")],
@@ -210,13 +210,47 @@ DELIBERATE = {("messages_unembedded", "max_messages"): RECALL_CATCH_UP,
               ("messages_recall", "window_size"): 0}
 
 
+# The recall spec's fields Memory sets from elsewhere than RecallOptions: the window (MemoryOptions.window)
+# and the arguments of one call (Memory.recall / Memory.read: as_of, since, until, metadata, and the time
+# a question names).
+RECALL_ELSEWHERE = {"window_size", "as_of", "since", "until", "metadata", "time_from", "time_to"}
+RECALL_SPEC = """
+SELECT a.attname::text FROM pg_catalog.pg_attribute AS a
+ WHERE a.attrelid = 'pymem.recall_spec'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"""
+
+
+def test_recall_options_mirror_the_recall_builder(dsn):
+    """pymem.recall(...) holds recall's SQL defaults, once: its parameters are recall_spec's fields,
+    in order; RecallOptions has a field for each one Memory configures, of the same name and default
+    (test_python_defaults_equal_the_sql_defaults), and the others are named in RECALL_ELSEWHERE; the
+    queries send every field through pymem.recall(...)."""
+    defaults = sql_defaults(dsn)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        spec = [r[0] for r in c.execute(RECALL_SPEC).fetchall()]
+        builder = c.execute("SELECT proargnames::text[] FROM pg_catalog.pg_proc WHERE oid = 'pymem.recall'::regproc"
+                            ).fetchone()[0]
+    assert builder == spec
+    assert all(defaults[("recall", name)] is not _MISSING for name in spec), "every field has its default"
+    fields = [f.name for f in dataclasses.fields(RecallOptions)]
+    assert set(fields) | RECALL_ELSEWHERE == set(spec) and not set(fields) & RECALL_ELSEWHERE
+    for name in fields:
+        assert getattr(RecallOptions(), name) == defaults[("recall", name)], name
+    sent = sent_by(Sent(embedder=HashEmbedder(3), summarizer=lambda previous, messages, n: "s"))
+    for fn in ("context_read", "messages_recall"):
+        assert set(spec) <= set(sent[fn]), fn
+        assert not {name for fn_, name in defaults if fn_ == fn} & set(spec), f"{fn} takes a recall knob flat"
+
+
 def test_a_default_memory_sends_the_sql_defaults(dsn):
     """What a Memory built with no options sends for every parameter the SQL gives a DEFAULT,
     through its public methods with their own defaults (turn_record's summarize_every is NULL
     without a summarizer and is sent only then; summary_claim's is checked by the mapping)."""
     defaults = sql_defaults(dsn)
     sent = sent_by(Sent(embedder=HashEmbedder(3), summarizer=lambda previous, messages, n: "s"))
-    assert set(sent) == set(FUNCTIONS)
+    assert set(sent) == set(FUNCTIONS) - {"recall"}
+    # context_read's and messages_recall's recall knobs go through pymem.recall(...): its DEFAULTs
+    defaults |= {(fn, param): value for (builder, param), value in list(defaults.items()) if builder == "recall"
+                 for fn in ("context_read", "messages_recall")}
     drift = [
         f"pymem.{fn}: sends {param}={value!r}, DEFAULT {defaults[(fn, param)]!r}"
         for fn, params in sent.items() for param, value in params.items()
@@ -384,3 +418,29 @@ def test_turn_and_async_turn_have_the_same_signatures():
 
     assert _signature(Turn.__init__) == _signature(AsyncTurn.__init__)
     assert _public(Turn) == _public(AsyncTurn) == {"messages"}
+
+
+def test_a_fact_write_is_what_persist_and_update_take_beside_the_content():
+    """pymem.facts.FactWrite (issue 55): the keywords of a fact write beside its content, subject and
+    vector, one frozen value; Memory's persist / update (persist_many: no trace_id) take each with
+    FactWrite's default, in both twins; its params() are checked."""
+    from datetime import datetime, timezone
+
+    from pymem.facts import FactWrite
+
+    fields = {f.name: f.default for f in dataclasses.fields(FactWrite)}
+    for cls in (pymem.Memory, pymem.AsyncMemory):
+        for method, skip in (("persist", set()), ("update", set()), ("persist_many", {"trace_id"})):
+            params = inspect.signature(getattr(cls, method)).parameters
+            assert {n: params[n].default for n in fields if n not in skip} == {
+                n: d for n, d in fields.items() if n not in skip}, (cls.__name__, method)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        FactWrite().confidence = 0.5  # type: ignore[misc]
+    sent = FactWrite(ttl=60, metadata={"a": 1}).params()
+    assert sent["ttl"].total_seconds() == 60 and sent["metadata"].obj == {"a": 1} and sent["source"] == "manual"
+    for bad, match in ((FactWrite(metadata=[1]), "metadata"), (FactWrite(ttl=1, expires_at=datetime.now(timezone.utc)),
+                                                               "not both"),
+                       (FactWrite(created_at=datetime(2020, 1, 1)), "timezone-aware"),
+                       (FactWrite(confidence="high"), "confidence")):  # type: ignore[arg-type]
+        with pytest.raises(pymem.ValidationError, match=match):
+            bad.params()

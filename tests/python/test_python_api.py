@@ -403,8 +403,8 @@ def test_min_score_leaves_slots_empty_instead_of_filling_them(db, dsn):
     assert [m.seq for m in strict.read(query, user="alice").recalled] == [m.seq for m in everything[:2]]
     # the filter is SQL's (a service calling SQL alone gets the same)
     qvec = Vector(HashEmbedder(64).embed([query])[0])
-    sql_rows = rows(dsn, "SELECT seq FROM pymem.messages_recall('alice', %s, %s, window_size => 0, min_score => %s,"
-                         " query_text => %s, next_turn_weight => 0)", qvec, base.embedder.name, cut, query)
+    sql_rows = rows(dsn, "SELECT seq FROM pymem.messages_recall('alice', %s, %s, query_text => %s, recall => pymem.recall("
+                         "window_size => 0, min_score => %s, next_turn_weight => 0))", qvec, base.embedder.name, query, cut)
     assert [r[0] for r in sql_rows] == [m.seq for m in everything[:2]]
     assert make(db, min_score=1.0).recall(query, user="alice") == []
 

@@ -187,8 +187,8 @@ def test_lexical_weight_zero_ranks_by_the_vector_alone(db, dsn):
     assert words_only - {(m.thread, m.seq) for m in got}  # reached through their words only: not now
     with psycopg.connect(dsn, autocommit=True) as c:
         sql = ("SELECT thread_id, seq, score FROM pymem.messages_recall(user_id => 'alice', query_vector => %s::text::vector,"
-               " embedder => %s, thread_id => 'other', k => 300, query_text => %s, lexical_weight => 0,"
-               " next_turn_weight => 0.8)")
+               " embedder => %s, thread_id => 'other', query_text => %s, recall => pymem.recall(k => 300, lexical_weight => 0,"
+               " next_turn_weight => 0.8))")
         args = (str(list(vec)), plain.embedder.name)
         assert c.execute(sql, (*args, query)).fetchall() == c.execute(sql, (*args, None)).fetchall()
 
@@ -234,20 +234,22 @@ def test_sql_callers_without_a_vector_get_lexical_recall_and_without_text_vector
     emb = mem.embedder
     with psycopg.connect(dsn, autocommit=True) as c:
         lexical = c.execute("""SELECT thread_id, seq, score, similarity FROM pymem.messages_recall(
-                                   user_id => 'alice', query_text => 'golf hotel', thread_id => 'other', k => 500)""").fetchall()
+                                   user_id => 'alice', query_text => 'golf hotel', thread_id => 'other', recall => pymem.recall(k => 500))""").fetchall()
         vec = emb.embed(["golf hotel"])[0]
         vector_only = c.execute("""SELECT thread_id, seq, score, similarity FROM pymem.messages_recall(
                                        user_id => 'alice', query_vector => %s::text::vector, embedder => %s,
-                                       thread_id => 'other', k => 10)""",
+                                       thread_id => 'other', recall => pymem.recall(k => 10))""",
                                 ("[" + ",".join(map(str, vec)) + "]", emb.name)).fetchall()
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="needs a query"):
             c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice')")
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="lexical_weight"):
-            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'x', lexical_weight => 2)")
+            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'x', "
+                      "recall => pymem.recall(lexical_weight => 2))")
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="JSON object"):
-            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'x', metadata => '[1]')")
+            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'x', "
+                      "recall => pymem.recall(metadata => '[1]'))")
         stop_words_only = c.execute("""SELECT count(*) FROM pymem.messages_recall(
-                                           user_id => 'alice', query_text => 'the and of', k => 5)""").fetchone()[0]
+                                           user_id => 'alice', query_text => 'the and of', recall => pymem.recall(k => 5))""").fetchone()[0]
     expected = brute(dsn, emb.name, text="golf hotel", vector=None, k=500, lw=LW)
     # only the messages sharing a word with the text, each scored by its words alone
     assert [(t, s) for t, s, _, _ in lexical] == [(t, s) for t, s, _ in expected]
@@ -358,10 +360,10 @@ def test_a_project_chooses_its_text_search_configuration(db, dsn):
     assert lexemes("other") == before  # another project keeps english
     with psycopg.connect(dsn, autocommit=True) as c:  # queries use the project's configuration too
         got = c.execute("SELECT content FROM pymem.messages_recall(user_id => 'alice', query_text => 'were', "
-                        "thread_id => 'x', k => 5, next_turn_weight => 0)").fetchall()  # the match alone
+                        "thread_id => 'x', recall => pymem.recall(k => 5, next_turn_weight => 0))").fetchall()  # the match alone
         assert got == [("The meetings were about being there",)]
         assert c.execute("SELECT count(*) FROM pymem.messages_recall(user_id => 'alice', query_text => 'were', "
-                         "project_id => 'other', thread_id => 'x', k => 5)").fetchone()[0] == 0
+                         "project_id => 'other', thread_id => 'x', recall => pymem.recall(k => 5))").fetchone()[0] == 0
         mem.add_message("They were late again", user="alice", thread="main")  # new writes use it
         assert "'were'" in c.execute("SELECT lexemes::text FROM pymem.message_lexemes WHERE project_id = '' "
                                      "ORDER BY seq DESC LIMIT 1").fetchone()[0]
@@ -438,8 +440,8 @@ def test_a_named_time_adds_time_weight_to_the_same_score(db, dsn, next_weight):
             for k in (1, 5, 12, 40):
                 got = c.execute(
                     "SELECT thread_id, seq, score FROM pymem.messages_recall(user_id => 'alice', query_vector => %s, "
-                    "embedder => %s, query_text => %s, thread_id => 'other', k => %s, time_from => %s, time_to => %s, "
-                    "next_turn_weight => %s)",
+                    "embedder => %s, query_text => %s, thread_id => 'other', recall => pymem.recall(k => %s, time_from => %s, "
+                    "time_to => %s, next_turn_weight => %s))",
                     (None if vector is None else np.asarray(vector, dtype=np.float32), emb.name, text, k,
                      time_from, time_to, next_weight)).fetchall()
                 expected = brute(dsn, emb.name, text=text or "", vector=vector, k=k, lw=LW, next_weight=next_weight,

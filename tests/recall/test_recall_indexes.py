@@ -29,12 +29,12 @@ WORDS = ("garden tomato berlin paris coffee bicycle piano invoice holiday dentis
          "football weather train sister birthday laptop python mortgage").split()
 QUERIES = ("where is my garden", "coffee in paris", "dentist meeting", "birthday of my sister", "the laptop invoice")
 RECALL = ("SELECT r.thread_id, r.seq, r.score FROM pymem.messages_recall(user_id => %(u)s, project_id => %(p)s, "
-          "query_vector => %(v)s, embedder => %(e)s, query_text => %(t)s, k => %(k)s, window_size => %(w)s, "
-          "min_content_chars => 0, metadata => %(m)s, next_turn_weight => 0) AS r")  # the index path alone
+          "query_vector => %(v)s, embedder => %(e)s, query_text => %(t)s, recall => pymem.recall(k => %(k)s, "
+          "window_size => %(w)s, min_content_chars => 0, metadata => %(m)s, next_turn_weight => 0)) AS r")  # the index path alone
 EXACT = ("SELECT r.thread_id, r.seq, r.score FROM pymem._recall_ranked(%(p)s, %(u)s, 'default', %(v)s, %(e)s, %(t)s, "
-         "pymem._recall_spec(k => %(k)s, min_content_chars => 0, window_size => %(w)s, recency_weight => 0, "
-         f"importance_weight => 0, lexical_weight => {RecallOptions().lexical_weight}, half_life_seconds => 3600, min_score => NULL, as_of => NULL, "
-         "since => NULL, until => NULL, metadata => %(m)s)) AS r")
+         "pymem.recall(k => %(k)s, min_content_chars => 0, window_size => %(w)s, "
+         f"lexical_weight => {RecallOptions().lexical_weight}, since => NULL, until => NULL, metadata => %(m)s, "
+         "next_turn_weight => 0, time_weight => 0)) AS r")
 
 
 def _add(c: psycopg.Connection, user: str, n: int, project: str = "", seed: int = 1) -> None:
@@ -260,7 +260,7 @@ def test_context_read_uses_the_index(db, dsn):
         register_vector(c)
         log = PlanLog(c, analyze=False)
         ctx = c.execute("SELECT pymem.context_read(user_id => 'heavy', query_vector => %s, embedder => %s, "
-                        "query_text => 'coffee in paris', k => 5, min_content_chars => 0)",
+                        "query_text => 'coffee in paris', recall => pymem.recall(k => 5, min_content_chars => 0))",
                         (Vector(EMB.embed(["coffee in paris"])[0]), EMB.name)).fetchone()[0]
         assert _index_scans(log)
         assert len(ctx["recalled"]) == 5

@@ -39,7 +39,17 @@ def _recall(dsn, **kw):
     args = {"user_id": "alice", "query_text": "concert birthday", "thread_id": "elsewhere", "k": 2} | kw
     with psycopg.connect(dsn, autocommit=True) as c:
         return c.execute("SELECT seq, content, similarity, score FROM pymem.messages_recall("
-                         + ", ".join(f"{name} => %({name})s" for name in args) + ")", args).fetchall()
+                         + _named(args) + ")", args).fetchall()
+
+
+def _named(args: dict) -> str:
+    """messages_recall's named arguments, those of its recall spec inside pymem.recall(...)."""
+    spec = [n for n in args if n not in CALL]
+    return ", ".join([f"{n} => %({n})s" for n in args if n in CALL]
+                     + ([f"recall => pymem.recall({', '.join(f'{n} => %({n})s' for n in spec)})"] if spec else []))
+
+
+CALL = {"user_id", "query_vector", "embedder", "project_id", "thread_id", "query_text"}
 
 
 def test_the_answer_after_a_recalled_question_comes_with_it(db, dsn):
@@ -81,7 +91,7 @@ def test_a_next_turn_passes_the_filters(db, dsn):
         for bad in (-0.1, 1.5, None):
             with pytest.raises(psycopg.errors.InvalidParameterValue, match="next_turn_weight"):
                 c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'x', "
-                          "next_turn_weight => %s::float8)", (bad,))
+                          "recall => pymem.recall(next_turn_weight => %s::float8))", (bad,))
 
 
 def test_a_next_turn_is_never_another_users_or_projects(db, dsn, as_role):
@@ -98,11 +108,12 @@ def test_a_next_turn_is_never_another_users_or_projects(db, dsn, as_role):
         c.execute("SELECT pymem.tenant_bind('next_turn_app', 'other')")
     with psycopg.connect(app, autocommit=True) as c:
         got = c.execute("SELECT seq, content FROM pymem.messages_recall(user_id => 'alice', project_id => 'other', "
-                        "query_text => 'concert birthday', thread_id => 'x', k => 3)").fetchall()
+                        "query_text => 'concert birthday', thread_id => 'x', recall => pymem.recall(k => 3))").fetchall()
         assert got == [(2, QUESTION + " (other)"), (3, ANSWER + " (other)"),
                        (4, "Tomorrow the garden needs watering again. (other)")]
         with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'concert', k => 2)")
+            c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'concert', "
+                      "recall => pymem.recall(k => 2))")
 
 
 def test_hybrid_recall_brings_the_next_turn_with_its_own_cosine_when_ranked(db, dsn):

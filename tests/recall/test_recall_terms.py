@@ -26,12 +26,11 @@ RARE = "I finally booked the zanzibar ferry"  # 'zanzibar': one message of the u
 FAR = "qqq vvv www"  # the vector the rare message is given: nothing in common with the queries
 QUERY = "zanzibar garden"
 RECALL = ("SELECT r.thread_id, r.seq, r.score, r.content FROM pymem.messages_recall(user_id => %(u)s, project_id => %(p)s, "
-          "query_vector => %(v)s, embedder => %(e)s, query_text => %(t)s, k => %(k)s, window_size => 0, "
-          "min_content_chars => 0, next_turn_weight => 0, lexical_weight => 0.4) AS r")  # these tests' weight, both sides
+          "query_vector => %(v)s, embedder => %(e)s, query_text => %(t)s, recall => pymem.recall(k => %(k)s, window_size => 0, "
+          "min_content_chars => 0, next_turn_weight => 0, lexical_weight => 0.4)) AS r")  # these tests' weight, both sides
 EXACT = ("SELECT r.thread_id, r.seq, r.score FROM pymem._recall_ranked(%(p)s, %(u)s, 'default', %(v)s, %(e)s, %(t)s, "
-         "pymem._recall_spec(k => %(k)s, min_content_chars => 0, window_size => 0, recency_weight => 0, "
-         "importance_weight => 0, lexical_weight => 0.4, half_life_seconds => 3600, min_score => NULL, as_of => NULL, "
-         "since => NULL, until => NULL, metadata => NULL)) AS r")
+         "pymem.recall(k => %(k)s, min_content_chars => 0, window_size => 0, lexical_weight => 0.4, next_turn_weight => 0, "
+         "time_weight => 0)) AS r")
 TERMS = "SELECT count(*) FROM pymem.recall_terms WHERE project_id = %s AND user_id = %s"
 
 

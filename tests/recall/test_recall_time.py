@@ -60,7 +60,17 @@ def _rows(dsn, **kw):
     args = {"user_id": "alice", "query_text": "garden", "thread_id": "elsewhere", "k": 8, "next_turn_weight": 0} | kw
     with psycopg.connect(dsn, autocommit=True) as c:
         return c.execute("SELECT thread_id, seq, score FROM pymem.messages_recall("
-                         + ", ".join(f"{name} => %({name})s" for name in args) + ")", args).fetchall()
+                         + _named(args) + ")", args).fetchall()
+
+
+def _named(args: dict) -> str:
+    """messages_recall's named arguments, those of its recall spec inside pymem.recall(...)."""
+    spec = [n for n in args if n not in CALL]
+    return ", ".join([f"{n} => %({n})s" for n in args if n in CALL]
+                     + ([f"recall => pymem.recall({', '.join(f'{n} => %({n})s' for n in spec)})"] if spec else []))
+
+
+CALL = {"user_id", "query_vector", "embedder", "project_id", "thread_id", "query_text"}
 
 
 def test_messages_of_the_named_time_score_time_weight_more(db, dsn):
@@ -89,7 +99,7 @@ def test_messages_of_the_named_time_score_time_weight_more(db, dsn):
                     {"time_from": d(2024, 6, 1), "time_to": d(2024, 5, 1)}, {"time_weight": 1.5}):
             with pytest.raises(psycopg.errors.InvalidParameterValue, match="time_"):
                 c.execute("SELECT * FROM pymem.messages_recall(user_id => 'alice', query_text => 'garden', "
-                          + ", ".join(f"{n} => %({n})s" for n in bad) + ")", bad)
+                          + _named(bad) + ")", bad)
 
 
 def test_memory_reads_the_time_in_the_question(db):

@@ -214,8 +214,8 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT * FROM pymem.messages_unembedded('ann', 'e3')")
     c.execute("SELECT pymem.message_embeddings_put('ann', 'e3', ARRAY['default'], ARRAY[1]::bigint[], "
               "ARRAY[%s]::text[]::vector[])", (v3,))
-    c.execute("SELECT * FROM pymem.messages_recall('ann', %s, 'e3', recency_weight => 0.1, importance_weight => 0.1,"
-              " query_text => 'talk of Lisbon')", (v3,))
+    c.execute("SELECT * FROM pymem.messages_recall('ann', %s, 'e3', query_text => 'talk of Lisbon',"
+              " recall => pymem.recall(recency_weight => 0.1, importance_weight => 0.1))", (v3,))
     c.execute("SELECT pymem.message_lexemes_backfill()")
     claim = c.execute("SELECT claim_token FROM pymem.summary_claim('ann', keep_last => 2, summarize_every => 2)").fetchone()
     assert claim and claim[0]
@@ -224,7 +224,8 @@ def _api_calls(c: psycopg.Connection) -> None:
     if claim and claim[0]:
         c.execute("SELECT pymem.summary_release('ann', %s)", (claim[0],))
     c.execute("SELECT * FROM pymem.summary_read('ann')")
-    c.execute("SELECT pymem.context_read('ann', 'bot', query_vector => %s, embedder => 'e3', recency_weight => 0.1)", (v3,))
+    c.execute("SELECT pymem.context_read('ann', 'bot', query_vector => %s, embedder => 'e3', "
+              "recall => pymem.recall(recency_weight => 0.1))", (v3,))
     export = c.execute("SELECT pymem.user_export('ann')").fetchone()[0]
     c.execute("SELECT pymem.user_import(%s, user_id => 'bob')", (psycopg.types.json.Jsonb(export),))
     c.execute("SELECT pymem.fact_add('user', 'ann', 'Is away this week', ttl => '7 days')")

@@ -638,7 +638,8 @@ def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_clust
             for text in ("I moved to Bergen last year", "I like hiking", "The weather is fine", "Tea or coffee?"):
                 c.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => %s, project_id => 'p1')",
                           (u, text))
-            query = "SELECT pymem.context_read(%s, %s, 'p1', query_text => 'Bergen', max_facts => 2, window_size => 1)"
+            query = ("SELECT pymem.context_read(%s, %s, 'p1', query_text => 'Bergen', max_facts => 2, "
+                     "recall => pymem.recall(window_size => 1))")
             job = _citus_job(c, query, (u, agent))
             assert job["Task Count"] == 1 and f"port={ports[u]} " in job["Tasks"][0]["Node"] + " "
             for _ in range(7):  # past the plan cache's five custom plans
@@ -649,7 +650,8 @@ def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_clust
                 assert [f["content"] for f in ctx["user_facts"]][0] == "lives in Bergen"
                 assert [f["content"] for f in ctx["agent_facts"]] == ["Support hours are 9 to 5 CET"]
             recalled = c.execute("SELECT content FROM pymem.messages_recall(%s, project_id => 'p1', "
-                                 "query_text => 'Bergen hiking', window_size => 0, next_turn_weight => 0)", (u,)).fetchall()
+                                 "query_text => 'Bergen hiking', recall => pymem.recall(window_size => 0, next_turn_weight => 0))",
+                                 (u,)).fetchall()
             assert sorted(r[0] for r in recalled) == ["I like hiking", "I moved to Bergen last year"]
             # a named time (issue 32): both lists from one ranking, still one task on this worker
             timed = query.replace("window_size => 1", "window_size => 1, time_from => now() - interval '1 hour', "
@@ -790,7 +792,7 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
             "WHERE indexrelname LIKE 'message_embeddings_recall_%'$$)"))
 
     recall = ("SELECT thread_id, seq, score FROM pymem.messages_recall(user_id => 'heavy', project_id => 'p1', "
-              "query_vector => %s, embedder => %s, k => 5, window_size => 0, min_content_chars => 0)")
+              "query_vector => %s, embedder => %s, recall => pymem.recall(k => 5, window_size => 0, min_content_chars => 0))")
     query = Vector(emb.embed(["coffee in paris"])[0])
     with psycopg.connect(admin, autocommit=True) as a, psycopg.connect(app, autocommit=True) as c:
         register_vector(c)
@@ -811,14 +813,15 @@ def test_a_heavy_users_recall_index_on_the_cluster(pymem_cluster):
                           "(SELECT sum(cardinality(tsvector_to_array(lexemes))) FROM pymem.message_lexemes "
                           "WHERE project_id = 'p1' AND user_id = 'heavy')").fetchone()
         assert words[0] == words[1] > 90
-        hybrid = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry'"),
+        text = "query_text => 'zanzibar ferry', recall => pymem.recall("  # the text beside the spec
+        hybrid = c.execute(recall.replace("recall => pymem.recall(", text),
                            (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
         assert len(hybrid) == 5 and hybrid[0][1] == 91  # the far message sharing the rare word, first
         # a named time holding every message: the same ranking, each score time_weight (0.2) more
-        timed = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry', next_turn_weight => 0, "
+        timed = c.execute(recall.replace("recall => pymem.recall(", text).replace("k => 5", "k => 5, next_turn_weight => 0, "
                                          "time_from => now() - interval '1 day', time_to => now() + interval '1 day'"),
                           (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
-        plain = c.execute(recall.replace("k => 5", "k => 5, query_text => 'zanzibar ferry', next_turn_weight => 0"),
+        plain = c.execute(recall.replace("recall => pymem.recall(", text).replace("k => 5", "k => 5, next_turn_weight => 0"),
                           (Vector(emb.embed(["zanzibar ferry"])[0]), emb.name)).fetchall()
         assert [(t, s) for t, s, _ in timed] == [(t, s) for t, s, _ in plain]
         assert [x for *_, x in timed] == pytest.approx([x + 0.2 for *_, x in plain])
@@ -1457,21 +1460,22 @@ def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
             users = _users_on_both_workers(a)
         calls = []
         for u in users:
-            common = "user_id => %s, project_id => 'p1', k => 6, window_size => 0, min_content_chars => 0"
+            common = "user_id => %s, project_id => 'p1'"
+            spec = "recall => pymem.recall(k => 6, window_size => 0, min_content_chars => 0{})"
             calls += [
                 (f"SELECT content, round(score::numeric, 9) FROM pymem.messages_recall({common}, query_vector => %s, "
-                 "embedder => %s, query_text => 'coffee in paris')", "q"),
+                 "embedder => %s, query_text => 'coffee in paris', " + spec.format("") + ")", "q"),
                 (f"SELECT content, round(score::numeric, 9) FROM pymem.messages_recall({common}, query_vector => %s, "
-                 "embedder => %s, query_text => 'bergen piano', metadata => '{\"topic\": \"travel\"}', "
-                 "as_of => '2026-01-12')", "q"),
+                 "embedder => %s, query_text => 'bergen piano', "
+                 + spec.format(", metadata => '{\"topic\": \"travel\"}', as_of => '2026-01-12'") + ")", "q"),
                 (f"SELECT content, round(score::numeric, 9) FROM pymem.messages_recall({common}, query_vector => %s, "
-                 "embedder => %s, next_turn_weight => 0)", "q"),
+                 "embedder => %s, " + spec.format(", next_turn_weight => 0") + ")", "q"),
                 (f"SELECT content, round(score::numeric, 9) FROM pymem.messages_recall({common}, "
-                 "query_text => 'holiday dentist')", ""),
+                 "query_text => 'holiday dentist', " + spec.format("") + ")", ""),
                 ("SELECT content, round(score::numeric, 9) FROM pymem.facts_search('user', %s, %s, %s, 'p1', k => 5, "
                  "query_text => 'coffee garden')", "q"),
                 ("SELECT pymem.context_read(%s, 'bot', 'p1', query_vector => %s, embedder => %s, "
-                 "query_text => 'coffee garden', max_facts => 4, window_size => 2)", "q"),
+                 "query_text => 'coffee garden', max_facts => 4, recall => pymem.recall(window_size => 2))", "q"),
                 ("SELECT thread_id, content FROM pymem.messages_unembedded(%s, %s, 'p1', max_messages => 3)", "e"),
             ]
         query = Vector(emb.embed(["coffee in paris, piano"])[0])

@@ -113,7 +113,8 @@ CALLS = [
     ("SELECT * FROM pymem.summary_read('heavy', thread_id => 'long')", ()),
     ("SELECT * FROM pymem.messages_unembedded('heavy', %s, max_messages => 10)", (NAME,)),
     # a light user's reads, beside the heavy user, thread and agent
-    ("SELECT pymem.context_read('light7', agent_id => 'bot', max_facts => 20, window_size => 10)", ()),
+    ("SELECT pymem.context_read('light7', agent_id => 'bot', max_facts => 20, recall => pymem.recall(window_size => 10))",
+     ()),
     ("SELECT pymem.context_read('light7', agent_id => 'nobody', query_vector => %s, embedder => %s, "
      "query_text => 'gardens in the city')", (VEC, NAME)),
     ("SELECT * FROM pymem.messages_recall('light7', %s, %s, query_text => 'gardens')", (VEC, NAME)),

@@ -53,7 +53,7 @@ def test_sql_file_parses(f):
             # pglast's PL/pgSQL parser has no catalog: it knows no pymem row types and no
             # pgvector types, so those become built-in stand-ins; the body is parsed as written.
             stand_in = re.sub(r"(SETOF|RETURNS) pymem\.\w+", r"\1 record", raw)
-            stand_in = re.sub(r"\bpymem\.\w+(?=\s*(:=|;|,|\)))", "record", stand_in)
+            stand_in = re.sub(r"\bpymem\.\w+(?=\s*(:=|;|,|\)|DEFAULT\b))", "record", stand_in)
             stand_in = re.sub(r"\bvector\b", "real", stand_in)
             pglast.parse_plpgsql(stand_in)  # raises on a syntax error inside the body
         if re.match(r"\s*DO\b", raw, re.IGNORECASE):
@@ -91,9 +91,13 @@ UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "py
             "pymem._bm25(double precision,double precision,double precision,double precision,double precision)",
             "pymem._recency(double precision,double precision)", "pymem._fact_live(timestamp with time zone,timestamp with time zone)",
             "pymem._fact_valid(timestamp with time zone,timestamp with time zone,timestamp with time zone)",
-            "pymem._recall_rows(text,text,text,vector,tsquery,timestamp with time zone,jsonb)"}
+            "pymem._recall_rows(text,text,text,vector,tsquery,timestamp with time zone,jsonb)",
+            # recall's builder inlines into the statement that calls it (a ROW constructor)
+            "pymem.recall(integer,integer,integer,double precision,double precision,double precision,double precision,"
+            "double precision,timestamp with time zone,timestamp with time zone,timestamp with time zone,jsonb,"
+            "double precision,timestamp with time zone,timestamp with time zone,double precision)"}
 SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in", "least", "greatest",
-             "operator", "all", "array", "exists"}
+             "operator", "all", "array", "exists", "row"}
 # The only schemas a pinned pymem function may resolve names in: none of them can be written by
 # anyone but pymem's owner (pg_temp is the caller's own, searched for tables only, and last).
 TRUSTED_PATH = {"pg_catalog", "pymem", "pg_temp"}
@@ -124,8 +128,9 @@ def test_every_api_function_pins_search_path_and_declares_security(dsn):
 
 
 # API functions that run as their caller, on purpose: fact_key (immutable, inlinable), set_tenant
-# (sets the caller's own setting); tenant_allowed is SECURITY DEFINER and granted to PUBLIC.
-INVOKER_API = {"fact_key", "set_tenant", "current_tenant"}
+# (sets the caller's own setting), recall (builds a value, inlinable); tenant_allowed is SECURITY
+# DEFINER and granted to PUBLIC.
+INVOKER_API = {"fact_key", "set_tenant", "current_tenant", "recall"}
 
 
 #: internal trigger functions that run as pymem's owner (each returns trigger: no one can call it)
@@ -265,7 +270,7 @@ def _schema(dsn) -> dict:
 def _check_call(query_name: str, call: exp.Expression, functions: dict) -> dict:
     fname = call.name
     assert fname in functions, f"{query_name}: no function pymem.{fname}"
-    kwargs = {k.this.name for k in call.find_all(exp.Kwarg)}
+    kwargs = {k.this.name for k in call.find_all(exp.Kwarg) if k.parent is call}  # a nested call's are its own
     unknown = kwargs - functions[fname]["args"]
     assert not unknown, f"{query_name}: pymem.{fname} has no parameter(s) {sorted(unknown)}"
     return functions[fname]
