@@ -903,7 +903,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('0a8dcecd97ffe0d6277288d627d923f5bc1e06f7a5715cc87d48f3e79e1e9cc6')
+SELECT pymem.migration_api_applied('69e1f7771404d57a0284c5aa2095746b48eed23feaaa201c07ffa7316a252ef5')
 \gset pymem_
 COMMIT;
 -- Releases the migration lock taken by migration_lock.
