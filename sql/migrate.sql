@@ -982,7 +982,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a20a292d9639f45657b77eb2b40c554665c5c727ff1cf703584760b35ab38ecf')
+SELECT pymem.migration_api_applied('d742bd6e95948d03f1d8d6305e0ea1a144c4baca77a5bb0c58d0273c7dadab9c')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -100,8 +100,15 @@ DECLARE
     v_valid_at timestamptz := coalesce(p_valid_at, p_as_of, pg_catalog.now());
     v_now timestamptz := pg_catalog.now();
 BEGIN
+    -- a version closed by a change in the world (its successor's valid_from, as believed at
+    -- v_as_of) is returned with that end as its valid_to: the row keeps what was written (a read
+    -- as of before the change still sees it open), the read says until when it held
     RETURN QUERY
-    SELECT f.* FROM pymem.facts AS f
+    SELECT (pg_catalog.jsonb_populate_record(f, pg_catalog.jsonb_build_object('valid_to',
+              CASE WHEN f.superseded_at IS NOT NULL AND f.superseded_at <= v_as_of AND n.valid_from IS NOT NULL
+                        AND n.content_key <> f.content_key
+                   THEN LEAST(f.valid_to, n.valid_from) ELSE f.valid_to END))).*
+      FROM pymem.facts AS f
       LEFT JOIN pymem.facts AS n
         ON n.project_id = f.project_id AND n.scope = f.scope AND n.scope_id = f.scope_id AND n.id = f.superseded_by
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id

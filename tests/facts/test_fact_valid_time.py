@@ -253,8 +253,11 @@ def test_memory_writes_and_reads_valid_time(mem):
     assert {f.content for f in now} == {"Lives in Berlin", "Speaks German", "Rides a bike"}
     assert next(f for f in now if f.id == berlin).valid_from == may
     then = mem.retrieve(valid_at=datetime(2020, 1, 1, tzinfo=UTC))
-    assert [f.content for f in then] == ["Lives in Oslo"] and then[0].valid_to is None
-    assert [f.content for f in mem.retrieve(as_of=datetime(2020, 1, 1, tzinfo=UTC))] == ["Lives in Oslo"]
+    # issue 59, item 3: the version update(valid_from=may) closed says it held until May
+    assert [f.content for f in then] == ["Lives in Oslo"] and then[0].valid_to == may
+    # as believed before the update was recorded, it had no end
+    [before] = mem.retrieve(as_of=datetime(2020, 1, 1, tzinfo=UTC))
+    assert before.content == "Lives in Oslo" and before.valid_to is None
     # the same fact with an end: a new version; retrieval by meaning still reads "now"
     assert mem.persist("Speaks German", valid_to=datetime(2030, 1, 1, tzinfo=UTC)).created
     assert "Speaks German" in [f.content for f in mem.retrieve("german", k=3)]
