@@ -423,7 +423,7 @@ def test_turn_and_async_turn_have_the_same_signatures():
 def test_a_fact_write_is_what_persist_and_update_take_beside_the_content():
     """pymem.facts.FactWrite (issue 55): the keywords of a fact write beside its content, subject and
     vector, one frozen value; Memory's persist / update (persist_many: no trace_id) take each with
-    FactWrite's default, in both twins; its params() are checked."""
+    FactWrite's default, in both twins; checked() checks it, and gives the SQL parameters by name."""
     from datetime import datetime, timezone
 
     from pymem.facts import FactWrite
@@ -436,11 +436,13 @@ def test_a_fact_write_is_what_persist_and_update_take_beside_the_content():
                 n: d for n, d in fields.items() if n not in skip}, (cls.__name__, method)
     with pytest.raises(dataclasses.FrozenInstanceError):
         FactWrite().confidence = 0.5  # type: ignore[misc]
-    sent = FactWrite(ttl=60, metadata={"a": 1}).params()
-    assert sent["ttl"].total_seconds() == 60 and sent["metadata"].obj == {"a": 1} and sent["source"] == "manual"
+    sent = FactWrite(ttl=60, metadata={"a": 1}).checked()
+    assert sent.ttl.total_seconds() == 60 and sent.metadata.obj == {"a": 1} and sent.source == "manual"
+    # no metadata given: none on a new fact, the old version's on an update (SQL metadata => NULL)
+    assert FactWrite().checked().metadata.obj == {} and FactWrite().checked(keep_metadata=True).metadata is None
     for bad, match in ((FactWrite(metadata=[1]), "metadata"), (FactWrite(ttl=1, expires_at=datetime.now(timezone.utc)),
                                                                "not both"),
                        (FactWrite(created_at=datetime(2020, 1, 1)), "timezone-aware"),
                        (FactWrite(confidence="high"), "confidence")):  # type: ignore[arg-type]
         with pytest.raises(pymem.ValidationError, match=match):
-            bad.params()
+            bad.checked()
