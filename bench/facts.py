@@ -372,6 +372,8 @@ def integrity(conn: psycopg.Connection) -> dict[str, Any]:
     ).fetchone()
     not_valid = [r[0] for r in conn.execute(
         "SELECT conname FROM pg_constraint WHERE conrelid = 'pymem.facts'::regclass AND NOT convalidated"
+        # 0048's bound on stored JSON is NOT VALID by design (see bench/conv/integrity.py)
+        " AND conname NOT LIKE '%\\_bounded'"
     ).fetchall()]
     counts = {**violations, **chains, **dupes}
     return {"ok": not not_valid and not any(counts.values()), "violations": counts, "not_validated": not_valid}

@@ -933,6 +933,7 @@ SELECT pymem.migration_vector_functions()
 SELECT pymem.migration_types_path()
 \gset pymem_
 \ir api/00_common.sql
+\ir api/01_recall_spec.sql
 \ir api/browse.sql
 \ir api/changes.sql
 \ir api/context.sql
@@ -982,7 +983,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('d742bd6e95948d03f1d8d6305e0ea1a144c4baca77a5bb0c58d0273c7dadab9c')
+SELECT pymem.migration_api_applied('80464290362cdb6a603fbbe84615da1aeaf76093c21bfb726103975f4e9a1924')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

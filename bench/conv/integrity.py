@@ -69,6 +69,9 @@ def integrity(conn: psycopg.Connection, embedder: str, dim: int) -> dict[str, An
     not_valid = [r[0] for r in conn.execute(
         """SELECT conname FROM pg_constraint
             WHERE conrelid IN ('pymem.threads'::regclass, 'pymem.messages'::regclass,
-                               'pymem.message_embeddings'::regclass) AND NOT convalidated""").fetchall()]
+                               'pymem.message_embeddings'::regclass) AND NOT convalidated
+              -- 0048's bounds on stored JSON are NOT VALID by design (a database upgraded with an
+              -- older, deeper document still migrates); every row written since is checked
+              AND conname NOT LIKE '%%\\_bounded'""").fetchall()]
     counts = {**checks, **seqs, **vectors, **embedded_by}
     return {"ok": not not_valid and not any(counts.values()), "violations": counts, "not_validated": not_valid}

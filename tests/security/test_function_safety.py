@@ -253,6 +253,7 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT * FROM pymem.browse_messages('ann', from_seq => 1, max_rows => 2)")
     c.execute("SELECT * FROM pymem.browse_stores()")
     c.execute("SELECT * FROM pymem.browse_embedders()")
+    assert c.execute("SELECT pymem.change_channel()").fetchone()[0].startswith("pymem_changes_")
     token = c.execute("SELECT id FROM pymem.mcp_token_create(user_id => 'ann', token_hash => pg_catalog.sha256('t'))").fetchone()[0]
     assert c.execute("SELECT user_id FROM pymem.mcp_token_lookup(pg_catalog.sha256('t'))").fetchone() == ("ann",)
     c.execute("SELECT * FROM pymem.mcp_token_list()")

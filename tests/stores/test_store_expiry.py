@@ -280,8 +280,8 @@ def test_memory_store_writes_with_expiries(db, dsn):
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"ttl": -5}, "ttl must be a positive interval"),  # the SQL's checks, as a ValidationError
-    ({"ttl": 0}, "ttl must be a positive interval"),
+    ({"ttl": -5}, r"ttl must be a positive number of seconds \(got -5\)"),  # said in seconds (issue 59)
+    ({"ttl": 0}, r"ttl must be a positive number of seconds \(got 0\)"),
     ({"ttl": float("inf")}, "finite number of seconds"),
     ({"ttl": True}, "number of seconds or a timedelta"),
     ({"ttl": 1e30}, "at most 100 years"),
