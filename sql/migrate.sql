@@ -983,7 +983,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('80464290362cdb6a603fbbe84615da1aeaf76093c21bfb726103975f4e9a1924')
+SELECT pymem.migration_api_applied('15a65bf87d51a9baae3ea065e833f7f4926e85f11af3e9a41149e3e19697da16')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -235,6 +235,7 @@ async def serve_http(db: AsyncDatabase, host: str, port: int, allowed_hosts: Seq
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host.strip("[]"), port))
+    sock.listen(2048)  # listening before the URL is printed: a client may connect at once (queued until served)
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     config = uvicorn.Config(app, log_level="warning", lifespan="on")

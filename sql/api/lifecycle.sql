@@ -115,12 +115,14 @@ BEGIN
     IF v_age IS NULL THEN
         RETURN 0;
     END IF;
-    DELETE FROM pymem.learning_usage AS u
-     WHERE u.project_id = p_project_id
-       AND (u.day, u.user_id) IN (SELECT o.day, o.user_id FROM pymem.learning_usage AS o
-                                   WHERE o.project_id = p_project_id
-                                     AND o.day + 1 < ((p_now - v_age) AT TIME ZONE 'UTC')::date
-                                   ORDER BY o.day LIMIT p_max_rows);
+    -- the oldest max_rows rows joined by their keys (a row-valued IN is refused on Citus, where the
+    -- table is distributed by user_id: 'subquery has too many columns')
+    WITH o AS (SELECT x.day, x.user_id FROM pymem.learning_usage AS x
+                WHERE x.project_id = p_project_id
+                  AND x.day + 1 < ((p_now - v_age) AT TIME ZONE 'UTC')::date
+                ORDER BY x.day LIMIT p_max_rows)
+    DELETE FROM pymem.learning_usage AS u USING o
+     WHERE u.project_id = p_project_id AND u.user_id = o.user_id AND u.day = o.day;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     RETURN v_n;
 END;

@@ -294,7 +294,7 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
     assert out.returncode == 0, out.stderr
     assert pymem.migrations.check(fresh_db) == []
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 28
+        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 29
         assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
 
 
