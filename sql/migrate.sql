@@ -947,6 +947,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts.sql
 \ir api/facts_bulk.sql
 \ir api/facts_consolidate.sql
+\ir api/facts_learned.sql
 \ir api/facts_list.sql
 \ir api/facts_search.sql
 \ir api/facts_time.sql
@@ -982,7 +983,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('d742bd6e95948d03f1d8d6305e0ea1a144c4baca77a5bb0c58d0273c7dadab9c')
+SELECT pymem.migration_api_applied('67df504665ce5b2e0ed826e1a660d120a735c885f6ad44d4443e3e65ae3be0b0')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
