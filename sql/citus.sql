@@ -728,16 +728,16 @@ BEGIN
     END IF;
     IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
         RETURN NOT EXISTS (SELECT 1 FROM %2$s AS t
-                            WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
+                            WHERE pymem._role_member(t.role_name))
             OR EXISTS (SELECT 1 FROM %2$s AS t
                         WHERE t.project_id = _tenant_allowed_bound.project_id
-                          AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+                          AND pymem._role_member(t.role_name));
     END IF;
     RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                        WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
+                        WHERE pymem._role_member(t.role_name))
         OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
                     WHERE t.project_id = _tenant_allowed_bound.project_id
-                      AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+                      AND pymem._role_member(t.role_name));
 END;
 $b$$f$, v_shard, v_shard);
 END;

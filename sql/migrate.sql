@@ -983,7 +983,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('67df504665ce5b2e0ed826e1a660d120a735c885f6ad44d4443e3e65ae3be0b0')
+SELECT pymem.migration_api_applied('579809e9f0c37772d0c4da2f1c78f68d80df7a51c97a7ba1e80fc57f957e2814')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
