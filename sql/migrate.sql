@@ -983,7 +983,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('579809e9f0c37772d0c4da2f1c78f68d80df7a51c97a7ba1e80fc57f957e2814')
+SELECT pymem.migration_api_applied('ea187037245c25e3dbb48fe059e8d39cce051e1fb271fc586e18db4796d1ed3e')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -1,9 +1,9 @@
 -- facts.sql: the SQL API for durable facts (tables in migrations/0002_facts.sql): the checks,
 -- fact_add, fact_lookup, facts_newest, fact_get. The rest of the capability is beside it:
 -- facts_versions.sql (history, supersede, forget), facts_search.sql (by meaning), facts_bulk.sql
--- (bulk adds and vectors). Re-applied (CREATE OR REPLACE) on every migrate. Called by
--- pymem/facts.py and by any SQL client; docs/sql.md "Facts" has a psql example for each
--- function.
+-- (bulk adds and vectors), facts_learned.sql (the cap on learned facts). Re-applied (CREATE OR
+-- REPLACE) on every migrate. Called by pymem/facts.py and by any SQL client; docs/sql.md "Facts"
+-- has a psql example for each function.
 --
 -- Subjects: (project_id, scope, scope_id). scope is 'agent' (the global tier), 'user' or
 -- 'project'. Reads and deletes: an empty user/project id matches nothing; '*' matches every
@@ -31,9 +31,9 @@
 -- Unicode spaces such as NBSP) into one space, and Unicode NFC normalisation. Case matters. The key is sha256 of that text (fact_key).
 --
 -- Locking: fact_add relies on the unique index facts_subject_content_key (concurrent adders of
--- one fact all get the one row); learned adds with a cap lock the subject's row of
--- subject_locks (pymem._subject_lock) so the cap holds under concurrency; fact_supersede takes
--- the same lock, then locks the old row (FOR UPDATE): supersedes of one subject run one after
+-- one fact all get the one row); learned adds with a cap lock the subject's row of subject_locks
+-- (pymem._subject_lock) so the cap (pymem._learned_cap) holds under concurrency; fact_supersede
+-- takes the same lock, then locks the old row (FOR UPDATE): supersedes of one subject run one after
 -- the other, so of two concurrent supersedes of one fact exactly one wins and the other gets
 -- PM201, and a merge target stays active until the merge commits.
 --

@@ -4,7 +4,7 @@
 -- (retention_configure, retention_policy: 0040_message_retention.sql) in bounded batches.
 -- Expiry itself needs no purge to be correct: an
 -- expired fact or entry is invisible to every read at once (pymem.active_facts,
--- pymem._fact_live); a purge gives the space back. Re-applied on every
+-- pymem._fact_live, pymem._entry_live); a purge gives the space back. Re-applied on every
 -- migrate; called by pymem/lifecycle.py (`pymem purge`) and by any SQL client (docs/sql.md
 -- "Expire and purge").
 --

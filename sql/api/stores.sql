@@ -28,7 +28,7 @@
 --
 -- Expiry (migrations/0039_store_expiry.sql): a write may give its entry an expiry (expires_at,
 -- or ttl: checked by pymem._expiry); a write without one makes the entry non-expiring. An
--- expired entry is invisible to every read at once (pymem._fact_live) and its path counts as
+-- expired entry is invisible to every read at once (pymem._entry_live) and its path counts as
 -- not existing: a write replaces it (expected_sha '' succeeds, a sha fails with PM401), a delete
 -- finds nothing. pymem.purge (lifecycle.sql) deletes it later. Neither expiry nor purge logs to
 -- the audit log, which records what callers did: the expiry is part of the write that set it,
