@@ -983,7 +983,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('ea187037245c25e3dbb48fe059e8d39cce051e1fb271fc586e18db4796d1ed3e')
+SELECT pymem.migration_api_applied('a3f35498121789be87e4025f1173f5bf8172f0d48c2d4950dba8aed9d30adb32')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

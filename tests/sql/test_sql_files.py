@@ -93,7 +93,7 @@ UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "py
             "pymem._recency(double precision,double precision)", "pymem._fact_head(bigint)",
             "pymem._unexpired(timestamp with time zone,timestamp with time zone)",
             "pymem._fact_live(bigint,timestamp with time zone,timestamp with time zone)",
-            "pymem._entry_live(timestamp with time zone,timestamp with time zone)",
+            "pymem._entry_live(timestamp with time zone,timestamp with time zone)", "pymem._message_role(text)",
             "pymem._fact_valid(timestamp with time zone,timestamp with time zone,timestamp with time zone)",
             "pymem._recall_rows(text,text,text,vector,tsquery,timestamp with time zone,jsonb)",
             # recall's builder inlines into the statement that calls it (a ROW constructor)
