@@ -128,7 +128,7 @@ END;
 $$;
 
 -- facts_newest: the read of the subject's facts from the table with the predicates of
--- pymem.active_facts (its helpers _fact_live and _fact_valid), not from the view: Citus plans a
+-- pymem.active_facts (its helpers _fact_live and _fact_valid: 00_common.sql), not from the view: Citus plans a
 -- one-table query by its fast path, a view by its full router planner (0.19 ms more per call
 -- on the worker: bench/reports/2026-12-04-citus-writes).
 CREATE OR REPLACE FUNCTION pymem.facts_newest(
@@ -153,8 +153,8 @@ BEGIN
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
      WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
-       AND f.scope_id = facts_newest.scope_id AND f.superseded_by IS NULL
-       AND pymem._fact_live(f.expires_at, pg_catalog.now()) AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now())
+       AND f.scope_id = facts_newest.scope_id
+       AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now()) AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now())
      ORDER BY f.created_at DESC, f.id DESC
      LIMIT v_max;
 END;
@@ -584,8 +584,8 @@ BEGIN
            pg_catalog.array_agg(f.source), pg_catalog.array_agg(f.metadata), pg_catalog.array_agg(f.created_at)
       INTO v_id, v_content, v_confidence, v_source, v_metadata, v_at
       FROM pymem.facts AS f
-     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.superseded_by IS NULL
-       AND pymem._fact_live(f.expires_at, pg_catalog.now()) AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now());
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
+       AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now()) AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now());
     IF v_id IS NULL THEN
         RETURN;
     END IF;
@@ -728,16 +728,16 @@ BEGIN
     END IF;
     IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
         RETURN NOT EXISTS (SELECT 1 FROM %2$s AS t
-                            WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
+                            WHERE pymem._role_member(t.role_name))
             OR EXISTS (SELECT 1 FROM %2$s AS t
                         WHERE t.project_id = _tenant_allowed_bound.project_id
-                          AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+                          AND pymem._role_member(t.role_name));
     END IF;
     RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                        WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
+                        WHERE pymem._role_member(t.role_name))
         OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
                     WHERE t.project_id = _tenant_allowed_bound.project_id
-                      AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+                      AND pymem._role_member(t.role_name));
 END;
 $b$$f$, v_shard, v_shard);
 END;

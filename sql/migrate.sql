@@ -948,6 +948,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts.sql
 \ir api/facts_bulk.sql
 \ir api/facts_consolidate.sql
+\ir api/facts_learned.sql
 \ir api/facts_list.sql
 \ir api/facts_search.sql
 \ir api/facts_time.sql
@@ -983,7 +984,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('15a65bf87d51a9baae3ea065e833f7f4926e85f11af3e9a41149e3e19697da16')
+SELECT pymem.migration_api_applied('2b9480a3eb7d9d469b5774007d506935bc311e892427749d4de6017c696e41ff')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

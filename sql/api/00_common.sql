@@ -78,16 +78,34 @@ AS $$
                                   1000::pg_catalog.float8))
 $$;
 
--- _fact_live(expires_at, at): the one definition of "not expired" (an expiry NULL never comes), of
--- facts and of keyed-store entries (migrations/0039_store_expiry.sql) alike: at
--- time `at`, which every read passes as now() (the transaction's start) and every write that
--- deletes or changes rows by it passes as a value (Citus refuses now() beside a column in a
--- DELETE or UPDATE). pymem.active_facts says the same in its own words, for the roles that read
--- it without EXECUTE here (migrations/0037_fact_expiry.sql). No SET clause, so that it inlines.
-CREATE OR REPLACE FUNCTION pymem._fact_live(expires_at timestamptz, at timestamptz)
+-- The states of a fact and of a store entry, each named once (issue 55, item 3). A fact is the
+-- "head" of its history while nothing supersedes it; "unexpired" at time `at` while its expiry
+-- (NULL: never) is after `at`; "live" when both. Reads pass at = now() (the transaction's
+-- start); writes that delete or change rows by it pass a value (Citus refuses now() beside a
+-- column in a DELETE or UPDATE). A keyed-store entry (migrations/0039_store_expiry.sql) is
+-- "live" while unexpired: _entry_live. pymem.active_facts says head, unexpired and valid in its
+-- own words, for the roles that read it without EXECUTE here (migrations/0037_fact_expiry.sql);
+-- partial indexes and ON CONFLICT arbiters spell "head" out, as PostgreSQL needs it there.
+-- No SET clause, so that they inline (before the planner matches a partial index's predicate).
+CREATE OR REPLACE FUNCTION pymem._fact_head(superseded_by bigint)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT superseded_by IS NULL $$;
+
+CREATE OR REPLACE FUNCTION pymem._unexpired(expires_at timestamptz, at timestamptz)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 AS $$ SELECT expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) at $$;
+
+CREATE OR REPLACE FUNCTION pymem._fact_live(superseded_by bigint, expires_at timestamptz, at timestamptz)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT pymem._fact_head(superseded_by) AND pymem._unexpired(expires_at, at) $$;
+
+CREATE OR REPLACE FUNCTION pymem._entry_live(expires_at timestamptz, at timestamptz)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT pymem._unexpired(expires_at, at) $$;
 
 -- _local_shard(table, key): on Citus (sql/citus.sql) the name of the table's shard for a
 -- distribution key when that shard is on the node, for the lexeme triggers, which fire on a
@@ -171,10 +189,18 @@ BEGIN
 END;
 $$;
 
+-- _role_member(role_name): the one match of the session's login role against a binding of
+-- pymem.tenant_roles: session_user is that role or a member of it. to_regrole: NULL (no error)
+-- for a dropped role, and pg_has_role of NULL is NULL: not a member.
+CREATE OR REPLACE FUNCTION pymem._role_member(role_name text)
+RETURNS boolean
+LANGUAGE sql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$ SELECT pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(role_name)), 'MEMBER') $$;
+
 -- _tenant_allowed_bound(project_id): tenant_allowed once some role is bound (see below): a
 -- superuser, a role bound to nothing, or a role bound to this project may serve it. Runs as
--- tenant_allowed's owner (its only caller). to_regrole: NULL (no error) for a dropped role, and
--- pg_has_role of NULL is NULL: not a member.
+-- tenant_allowed's owner (its only caller).
 CREATE OR REPLACE FUNCTION pymem._tenant_allowed_bound(project_id text)
 RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY INVOKER
@@ -187,11 +213,9 @@ BEGIN
     IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user) THEN
         RETURN true;
     END IF;
-    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                        WHERE pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'))
+    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t WHERE pymem._role_member(t.role_name))
         OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                    WHERE t.project_id = _tenant_allowed_bound.project_id
-                      AND pg_catalog.pg_has_role(session_user, pg_catalog.to_regrole(pg_catalog.quote_ident(t.role_name)), 'MEMBER'));
+                    WHERE t.project_id = _tenant_allowed_bound.project_id AND pymem._role_member(t.role_name));
 END;
 $$;
 

@@ -23,11 +23,11 @@ BEGIN
     PERFORM pymem._check_limit('max_rows', browse_subjects.max_rows);
     RETURN QUERY
     SELECT f.scope, f.scope_id,
-           pg_catalog.count(*) FILTER (WHERE f.superseded_by IS NULL),
+           pg_catalog.count(*) FILTER (WHERE pymem._fact_head(f.superseded_by)),
            pg_catalog.count(*) FILTER (WHERE f.superseded_by IS NOT NULL),
            pg_catalog.max(f.created_at)
       FROM pymem.facts AS f
-     WHERE f.project_id = browse_subjects.project_id AND pymem._fact_live(f.expires_at, pg_catalog.now())
+     WHERE f.project_id = browse_subjects.project_id AND pymem._unexpired(f.expires_at, pg_catalog.now())
      GROUP BY f.scope, f.scope_id
      ORDER BY pg_catalog.max(f.created_at) DESC, f.scope, f.scope_id
      LIMIT browse_subjects.max_rows;
@@ -180,7 +180,7 @@ BEGIN
     SELECT s.store_key,
            (SELECT pg_catalog.count(*) FROM pymem.store_entries AS e
              WHERE e.project_id = s.project_id AND e.store_key = s.store_key
-               AND pymem._fact_live(e.expires_at, pg_catalog.now())),
+               AND pymem._entry_live(e.expires_at, pg_catalog.now())),
            s.transcript_len, s.audit, s.keep_versions, s.updated_at
       FROM pymem.stores AS s
      WHERE s.project_id = browse_stores.project_id

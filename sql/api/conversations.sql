@@ -55,6 +55,15 @@ BEGIN
 END;
 $$;
 
+-- _message_role(role): the one list of a message's roles (the CHECK messages_role_check of
+-- migrations/0003_conversations.sql says it for the table); NULL is none of them. No SET clause,
+-- so that it inlines into messages_add_many's check of every element.
+CREATE OR REPLACE FUNCTION pymem._message_role(role text)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT role IS NOT NULL AND (role OPERATOR(pg_catalog.=) 'user' OR role OPERATOR(pg_catalog.=) 'assistant'
+                                   OR role OPERATOR(pg_catalog.=) 'system' OR role OPERATOR(pg_catalog.=) 'tool') $$;
+
 -- _message_check: validates one message's role, content, importance and metadata (NULL: '{}').
 CREATE OR REPLACE FUNCTION pymem._message_check(role text, content text, importance double precision,
                                                 metadata jsonb DEFAULT NULL)
@@ -63,7 +72,7 @@ LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 BEGIN
-    IF role IS NULL OR role NOT IN ('user', 'assistant', 'system', 'tool') THEN
+    IF NOT pymem._message_role(role) THEN
         RAISE EXCEPTION 'pymem: role must be user, assistant, system or tool, not %', coalesce(pg_catalog.quote_literal(role), 'NULL')
             USING ERRCODE = '22023';
     END IF;
@@ -245,7 +254,7 @@ BEGIN
                               pg_catalog.unnest(messages_add_many.importances), pg_catalog.unnest(messages_add_many.metadata),
                               pg_catalog.unnest(messages_add_many.created_ats)) WITH ORDINALITY AS r(role, c, imp, meta, at, i)
             OFFSET 0) AS u
-     WHERE u.role IS NULL OR u.role NOT IN ('user', 'assistant', 'system', 'tool')
+     WHERE NOT pymem._message_role(u.role)
         OR u.t IS NULL OR u.t = '' OR pg_catalog.length(u.c) > 262144
         OR (messages_add_many.importances IS NOT NULL AND (u.imp IS NULL OR u.imp = 'NaN'::float8 OR u.imp < 0 OR u.imp > 1))
         OR (messages_add_many.metadata IS NOT NULL AND u.meta IS NOT NULL AND pg_catalog.jsonb_typeof(u.meta) <> 'object')

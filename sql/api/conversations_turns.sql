@@ -187,8 +187,6 @@ DECLARE
     v_want integer;              -- distinct keys to resolve
     v_inserted bigint;
     v_created boolean := false;
-    v_cut_at timestamptz;
-    v_cut_id bigint;
     v_n_learned integer;         -- how many of v_contents came from `learned` (the adds follow)
     v_ids bigint[] := '{}';      -- the fact id of each of v_contents
     v_change jsonb;
@@ -198,7 +196,6 @@ DECLARE
     v_i integer;
     v_turn jsonb := _turn_learn.turn;
     v_expired bigint[];          -- expired facts found holding a key
-    v_now timestamptz;
     v_restated bigint;           -- the version an add's valid time gave its fact
     v_froms timestamptz[] := '{}';  -- each of v_contents' valid time (an add's; NULL for a learned fact)
     v_tos timestamptz[] := '{}';
@@ -273,9 +270,9 @@ BEGIN
               INTO v_got_keys, v_got_ids, v_expired
               FROM (SELECT DISTINCT u.k FROM pg_catalog.unnest(v_keys) AS u(k) WHERE u.k <> ALL (v_got_keys)) AS k
              CROSS JOIN LATERAL (
-                   SELECT f.content_key, f.id, pymem._fact_live(f.expires_at, pg_catalog.now()) AS live FROM pymem.facts AS f
+                   SELECT f.content_key, f.id, pymem._unexpired(f.expires_at, pg_catalog.now()) AS live FROM pymem.facts AS f
                     WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' COLLATE "C"
-                      AND f.scope_id = _turn_learn.user_id AND f.content_key = k.k AND f.superseded_by IS NULL
+                      AND f.scope_id = _turn_learn.user_id AND f.content_key = k.k AND pymem._fact_head(f.superseded_by)
                     LIMIT 1) AS f;  -- one active fact per key; the LIMIT keeps the lookup per key
             EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
             -- an expired fact holding a key goes (with its history), and the loop inserts the key again
@@ -287,21 +284,8 @@ BEGIN
                            ON g.k = u.k
                         ORDER BY u.n);
         learned_ids := v_ids[1:v_n_learned];
-        IF v_created AND _turn_learn.max_learned IS NOT NULL THEN
-            -- the cap, once for the whole turn (as in fact_add: the newest learned fact beyond
-            -- it, read from facts_subject_learned_newest; it and everything older goes)
-            SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
-             WHERE o.project_id = _turn_learn.project_id AND o.scope = 'user' AND o.scope_id = _turn_learn.user_id
-               AND o.superseded_by IS NULL AND o.source = 'learned' AND pymem._fact_live(o.expires_at, pg_catalog.now())
-             ORDER BY o.created_at DESC, o.id DESC
-            OFFSET _turn_learn.max_learned LIMIT 1;
-            IF FOUND THEN
-                v_now := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
-                DELETE FROM pymem.facts AS f
-                 WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' AND f.scope_id = _turn_learn.user_id
-                   AND f.superseded_by IS NULL AND f.source = 'learned' AND pymem._fact_live(f.expires_at, v_now)
-                   AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
-            END IF;
+        IF v_created AND _turn_learn.max_learned IS NOT NULL THEN  -- the cap, once for the whole turn
+            PERFORM pymem._learned_cap(_turn_learn.project_id, 'user', _turn_learn.user_id, _turn_learn.max_learned);
         END IF;
     END IF;
     -- the adds that say when their fact holds: a new fact was inserted with it (by its first

@@ -1,9 +1,9 @@
 -- facts.sql: the SQL API for durable facts (tables in migrations/0002_facts.sql): the checks,
 -- fact_add, fact_lookup, facts_newest, fact_get. The rest of the capability is beside it:
 -- facts_versions.sql (history, supersede, forget), facts_search.sql (by meaning), facts_bulk.sql
--- (bulk adds and vectors). Re-applied (CREATE OR REPLACE) on every migrate. Called by
--- pymem/facts.py and by any SQL client; docs/sql.md "Facts" has a psql example for each
--- function.
+-- (bulk adds and vectors), facts_learned.sql (the cap on learned facts). Re-applied (CREATE OR
+-- REPLACE) on every migrate. Called by pymem/facts.py and by any SQL client; docs/sql.md "Facts"
+-- has a psql example for each function.
 --
 -- Subjects: (project_id, scope, scope_id). scope is 'agent' (the global tier), 'user' or
 -- 'project'. Reads and deletes: an empty user/project id matches nothing; '*' matches every
@@ -19,7 +19,7 @@
 -- generic plan that serves neither. tests/facts/test_facts.py checks that each '*' read returns
 -- the one-subject reads' rows merged.
 -- Active facts: every read of them reads the view pymem.active_facts (migrations/0035_active_facts.sql),
--- the one definition of "active" (not superseded: superseded_by IS NULL). The writes name
+-- the one definition of "active" (head, unexpired, valid now: 00_common.sql). The writes name
 -- pymem.facts, and the lookups of the idempotent add (fact_add, fact_lookup) the unique index's
 -- condition itself. The scope-wide reads add "superseded_at IS NULL" (the same rows: CHECK
 -- facts_superseded_pair): the scope-wide index facts_scope_active_newest is partial on it, so a
@@ -31,9 +31,9 @@
 -- Unicode spaces such as NBSP) into one space, and Unicode NFC normalisation. Case matters. The key is sha256 of that text (fact_key).
 --
 -- Locking: fact_add relies on the unique index facts_subject_content_key (concurrent adders of
--- one fact all get the one row); learned adds with a cap lock the subject's row of
--- subject_locks (pymem._subject_lock) so the cap holds under concurrency; fact_supersede takes
--- the same lock, then locks the old row (FOR UPDATE): supersedes of one subject run one after
+-- one fact all get the one row); learned adds with a cap lock the subject's row of subject_locks
+-- (pymem._subject_lock) so the cap (pymem._learned_cap) holds under concurrency; fact_supersede
+-- takes the same lock, then locks the old row (FOR UPDATE): supersedes of one subject run one after
 -- the other, so of two concurrent supersedes of one fact exactly one wins and the other gets
 -- PM201, and a merge target stays active until the merge commits.
 --
@@ -320,12 +320,9 @@ DECLARE
     v_created boolean;
     v_stored boolean := false;  -- a vector stored for an existing fact
     v_trimmed boolean := false;  -- older learned facts deleted by the cap
-    v_cut_at timestamptz;
-    v_cut_id bigint;
     v_have integer;  -- the dimension of the fact's vector from embedder, if it has one
     v_expires timestamptz;  -- the expiry asked for (NULL: none)
     v_was timestamptz;  -- the existing fact's expiry
-    v_now timestamptz;
     v_valid boolean := fact_add.valid_from IS NOT NULL OR fact_add.valid_to IS NOT NULL;  -- a valid time given
 BEGIN
     v_content := pymem._fact_add_checks(fact_add.scope, fact_add.scope_id, fact_add.content, fact_add.project_id,
@@ -357,9 +354,9 @@ BEGIN
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id AND e.fact_id = f.id
            AND e.embedder = fact_add.embedder
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C"
-           AND f.scope_id = fact_add.scope_id AND f.content_key = v_key AND f.superseded_by IS NULL;
+           AND f.scope_id = fact_add.scope_id AND f.content_key = v_key AND pymem._fact_head(f.superseded_by);
         IF v_have = pymem._vector_dims(fact_add.embedding) AND v_expires IS NULL AND NOT v_valid
-           AND (v_was IS NULL OR pymem._fact_live(v_was, pg_catalog.now())) THEN
+           AND (v_was IS NULL OR pymem._unexpired(v_was, pg_catalog.now())) THEN
             id := v_id;
             created := false;
             RETURN NEXT;
@@ -381,10 +378,10 @@ BEGIN
         -- statement trigger either
         SELECT f.id, f.expires_at INTO v_id, v_was FROM pymem.facts AS f
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
-           AND f.content_key = v_key AND f.superseded_by IS NULL;
+           AND f.content_key = v_key AND pymem._fact_head(f.superseded_by);
     END IF;
     v_created := false;
-    IF v_was IS NOT NULL AND NOT pymem._fact_live(v_was, pg_catalog.now()) THEN
+    IF v_was IS NOT NULL AND NOT pymem._unexpired(v_was, pg_catalog.now()) THEN
         v_trimmed := v_trimmed OR pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
         v_id := NULL;
     END IF;
@@ -401,10 +398,10 @@ BEGIN
         -- a concurrent writer just committed the same fact: return its id
         SELECT f.id, f.expires_at INTO v_id, v_was FROM pymem.facts AS f
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
-           AND f.content_key = v_key AND f.superseded_by IS NULL;
+           AND f.content_key = v_key AND pymem._fact_head(f.superseded_by);
         -- not found: it was superseded or forgotten in between, try the insert again; expired:
         -- it goes, and the insert is tried again
-        IF v_id IS NOT NULL AND NOT pymem._fact_live(v_was, pg_catalog.now()) THEN
+        IF v_id IS NOT NULL AND NOT pymem._unexpired(v_was, pg_catalog.now()) THEN
             v_trimmed := v_trimmed OR pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
             v_id := NULL;
         END IF;
@@ -435,20 +432,8 @@ BEGIN
         v_stored := FOUND;
     END IF;
     IF v_created AND fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
-        -- the newest learned fact beyond the cap, if any (reads at most max_learned + 1 entries
-        -- of facts_subject_learned_newest); it and everything older goes
-        SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
-         WHERE o.project_id = fact_add.project_id AND o.scope = fact_add.scope AND o.scope_id = fact_add.scope_id
-           AND o.superseded_by IS NULL AND o.source = 'learned' AND pymem._fact_live(o.expires_at, pg_catalog.now())
-         ORDER BY o.created_at DESC, o.id DESC
-        OFFSET fact_add.max_learned LIMIT 1;
-        IF FOUND THEN
-            v_now := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
-            DELETE FROM pymem.facts AS f
-             WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope AND f.scope_id = fact_add.scope_id
-               AND f.superseded_by IS NULL AND f.source = 'learned' AND pymem._fact_live(f.expires_at, v_now)
-               AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
-            v_trimmed := FOUND;
+        IF pymem._learned_cap(fact_add.project_id, fact_add.scope, fact_add.scope_id, fact_add.max_learned) THEN
+            v_trimmed := true;  -- older learned facts went (facts_learned.sql)
         END IF;
     END IF;
     -- the copies a Citus cluster keeps (_shared_facts_sync): the new fact, or the one that got a
@@ -502,7 +487,7 @@ BEGIN
     SELECT f.id INTO v_id FROM pymem.facts AS f
      WHERE f.project_id = fact_lookup.project_id AND f.scope = fact_lookup.scope COLLATE "C"
        AND f.scope_id = fact_lookup.scope_id AND f.content_key = pymem.fact_key(v_content)
-       AND f.superseded_by IS NULL AND pymem._fact_live(f.expires_at, pg_catalog.now());  -- expired: fact_add replaces it
+       AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now());  -- expired: fact_add replaces it
     IF FOUND THEN
         id := v_id;
         embedded := EXISTS (SELECT 1 FROM pymem.fact_embeddings AS e
@@ -594,6 +579,6 @@ BEGIN
     PERFORM pymem._project_check(fact_get.project_id);
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id AND pymem._fact_live(f.expires_at, pg_catalog.now());
+     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id AND pymem._unexpired(f.expires_at, pg_catalog.now());
 END;
 $$;

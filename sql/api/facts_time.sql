@@ -40,7 +40,7 @@ BEGIN
     PERFORM pymem._subject_lock(p_project_id, p_scope, p_scope_id);
     SELECT f.id, f.valid_from, f.valid_to, f.created_at INTO v_old FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope COLLATE "C" AND f.scope_id = p_scope_id
-       AND f.content_key = p_key AND f.superseded_by IS NULL
+       AND f.content_key = p_key AND pymem._fact_head(f.superseded_by)
        FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'pymem: the % fact of % with that content was superseded or forgotten meanwhile', p_scope,
@@ -112,7 +112,7 @@ BEGIN
       LEFT JOIN pymem.facts AS n
         ON n.project_id = f.project_id AND n.scope = f.scope AND n.scope_id = f.scope_id AND n.id = f.superseded_by
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-       AND f.created_at <= v_as_of AND pymem._fact_live(f.expires_at, v_now)
+       AND f.created_at <= v_as_of AND pymem._unexpired(f.expires_at, v_now)
        AND CASE WHEN f.superseded_at IS NULL OR f.superseded_at > v_as_of
                 THEN pymem._fact_valid(f.valid_from, f.valid_to, v_valid_at)
                 ELSE n.valid_from IS NOT NULL AND n.content_key <> f.content_key
@@ -173,7 +173,7 @@ DECLARE
 BEGIN
     DELETE FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = p_id
-       AND NOT pymem._fact_live(f.expires_at, v_now);
+       AND NOT pymem._unexpired(f.expires_at, v_now);
     RETURN FOUND;
 END;
 $$;

@@ -4,7 +4,7 @@
 -- (retention_configure, retention_policy: 0040_message_retention.sql) in bounded batches.
 -- Expiry itself needs no purge to be correct: an
 -- expired fact or entry is invisible to every read at once (pymem.active_facts,
--- pymem._fact_live); a purge gives the space back. Re-applied on every
+-- pymem._fact_live, pymem._entry_live); a purge gives the space back. Re-applied on every
 -- migrate; called by pymem/lifecycle.py (`pymem purge`) and by any SQL client (docs/sql.md
 -- "Expire and purge").
 --
@@ -57,7 +57,7 @@ BEGIN
     IF v_ids IS NOT NULL THEN
         -- by id within the project (facts_project_id_id); the expiry tested again on each row
         DELETE FROM pymem.facts AS f
-         WHERE f.project_id = purge.project_id AND f.id = ANY (v_ids) AND NOT pymem._fact_live(f.expires_at, v_now);
+         WHERE f.project_id = purge.project_id AND f.id = ANY (v_ids) AND NOT pymem._unexpired(f.expires_at, v_now);
         GET DIAGNOSTICS v_count = ROW_COUNT;
         FOREACH v_subject IN ARRAY coalesce(v_shared, '{}') LOOP  -- the copies a Citus cluster keeps
             PERFORM pymem._shared_facts_sync(purge.project_id, pg_catalog.split_part(v_subject, ':', 1),
@@ -79,7 +79,7 @@ BEGIN
                  ' GROUP BY x.store_key', purge.project_id, v_now, purge.max_rows) LOOP
         DELETE FROM pymem.store_entries AS e
          WHERE e.project_id = purge.project_id AND e.store_key = r.store_key AND e.path = ANY (r.paths)
-           AND NOT pymem._fact_live(e.expires_at, v_now);
+           AND NOT pymem._entry_live(e.expires_at, v_now);
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_count := v_count + v_n;
     END LOOP;

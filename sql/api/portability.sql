@@ -40,7 +40,7 @@ BEGIN
                       'expires_at', f.expires_at) ORDER BY f.id), '[]')
                     FROM pymem.facts AS f
                    WHERE f.project_id = user_export.project_id AND f.scope = 'user' AND f.scope_id = user_export.user_id
-                     AND pymem._fact_live(f.expires_at, pg_catalog.now())),
+                     AND pymem._unexpired(f.expires_at, pg_catalog.now())),
         'threads', (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                         'thread_id', t.thread_id, 'summary', t.summary, 'summary_through', t.summary_through,
                         'summary_at', t.summary_at, 'created_at', t.created_at,
@@ -132,7 +132,7 @@ BEGIN
     -- version outlives its successor, so no fact kept points at one left out)
     v_facts := coalesce((SELECT pg_catalog.jsonb_agg(e.value ORDER BY e.i)
                            FROM pg_catalog.jsonb_array_elements(v_facts) WITH ORDINALITY AS e(value, i)
-                          WHERE pymem._fact_live((e.value ->> 'expires_at')::timestamptz, pg_catalog.now())), '[]');
+                          WHERE pymem._unexpired((e.value ->> 'expires_at')::timestamptz, pg_catalog.now())), '[]');
     SELECT pg_catalog.count(*) INTO v_count
       FROM (SELECT (e.value ->> 'superseded_by')::bigint AS next FROM pg_catalog.jsonb_array_elements(v_facts) AS e) AS d
      WHERE d.next IS NOT NULL

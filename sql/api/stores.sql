@@ -28,7 +28,7 @@
 --
 -- Expiry (migrations/0039_store_expiry.sql): a write may give its entry an expiry (expires_at,
 -- or ttl: checked by pymem._expiry); a write without one makes the entry non-expiring. An
--- expired entry is invisible to every read at once (pymem._fact_live) and its path counts as
+-- expired entry is invisible to every read at once (pymem._entry_live) and its path counts as
 -- not existing: a write replaces it (expected_sha '' succeeds, a sha fails with PM401), a delete
 -- finds nothing. pymem.purge (lifecycle.sql) deletes it later. Neither expiry nor purge logs to
 -- the audit log, which records what callers did: the expiry is part of the write that set it,
@@ -300,7 +300,7 @@ BEGIN
         SELECT e.sha, e.version, e.expires_at INTO v_old, v_version, v_old_expiry FROM pymem.store_entries AS e
          WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path
            FOR UPDATE;
-        IF FOUND AND NOT pymem._fact_live(v_old_expiry, pg_catalog.now()) THEN
+        IF FOUND AND NOT pymem._entry_live(v_old_expiry, pg_catalog.now()) THEN
             -- expired: the path does not exist for any read, nor for this write
             DELETE FROM pymem.store_entries AS e
              WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path;
@@ -392,7 +392,7 @@ BEGIN
     SELECT e.kind, e.content, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at, e.expires_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_read.project_id AND e.store_key = store_read.store_key
-       AND e.path = v_path AND pymem._fact_live(e.expires_at, pg_catalog.now());
+       AND e.path = v_path AND pymem._entry_live(e.expires_at, pg_catalog.now());
 END;
 $$;
 
@@ -415,7 +415,7 @@ BEGIN
     SELECT e.kind, e.sha, e.size, e.version, e.actor, e.reason, e.created_at, e.updated_at, e.expires_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_meta.project_id AND e.store_key = store_meta.store_key
-       AND e.path = v_path AND pymem._fact_live(e.expires_at, pg_catalog.now());
+       AND e.path = v_path AND pymem._entry_live(e.expires_at, pg_catalog.now());
 END;
 $$;
 
@@ -442,7 +442,7 @@ BEGIN
     SELECT e.path, e.kind, e.sha, e.size, e.version, e.actor, e.updated_at, e.expires_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_list.project_id AND e.store_key = store_list.store_key
-       AND pg_catalog.starts_with(e.path, v_prefix) AND pymem._fact_live(e.expires_at, pg_catalog.now())
+       AND pg_catalog.starts_with(e.path, v_prefix) AND pymem._entry_live(e.expires_at, pg_catalog.now())
      ORDER BY e.path COLLATE "C";
 END;
 $$;
@@ -476,7 +476,7 @@ BEGIN
      WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = v_path
        FOR UPDATE;
     v_exists := FOUND;
-    IF v_exists AND NOT pymem._fact_live(v_old_expiry, pg_catalog.now()) THEN  -- expired: as if not there
+    IF v_exists AND NOT pymem._entry_live(v_old_expiry, pg_catalog.now()) THEN  -- expired: as if not there
         DELETE FROM pymem.store_entries AS e
          WHERE e.project_id = v_store.project_id AND e.store_key = v_store.store_key AND e.path = v_path;
         v_exists := false;

@@ -264,7 +264,7 @@ BEGIN
     SELECT e.content::jsonb, e.created_at, e.updated_at, e.expires_at
       FROM pymem.store_entries AS e
      WHERE e.project_id = store_item_get.project_id AND e.store_key = store_item_get.store_key
-       AND e.path = v_path AND e.kind = 'json' AND pymem._fact_live(e.expires_at, pg_catalog.now());
+       AND e.path = v_path AND e.kind = 'json' AND pymem._entry_live(e.expires_at, pg_catalog.now());
 END;
 $$;
 
@@ -311,7 +311,7 @@ BEGIN
               ORDER BY d.path COLLATE "C" LOOP  -- r.path keeps the column's collation: the key's
         SELECT e.ttl INTO v_ttl FROM pymem.store_entries AS e
          WHERE e.project_id = store_items_refresh.project_id AND e.store_key = store_items_refresh.store_key
-           AND e.path = r.path AND e.kind = 'json' AND e.ttl IS NOT NULL AND pymem._fact_live(e.expires_at, v_now)
+           AND e.path = r.path AND e.kind = 'json' AND e.ttl IS NOT NULL AND pymem._entry_live(e.expires_at, v_now)
            FOR UPDATE;
         CONTINUE WHEN NOT FOUND;
         v_at := v_now + v_ttl;
@@ -377,7 +377,7 @@ BEGIN
                   FROM pymem.store_entries AS e
                  WHERE e.project_id = store_items_search.project_id AND e.store_key = store_items_search.store_key
                    AND pg_catalog.starts_with(e.path, v_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$'
-                   AND pymem._fact_live(e.expires_at, pg_catalog.now())
+                   AND pymem._entry_live(e.expires_at, pg_catalog.now())
                    AND (store_items_search.filter = '{}'::jsonb
                         OR pymem._store_value_matches(e.content::jsonb, store_items_search.filter))
                  ORDER BY e.updated_at DESC, e.path COLLATE "C"
@@ -398,7 +398,7 @@ BEGIN
                      AND v.embedder = store_items_search.embedder AND v.sha = e.sha) AS s ON true
              WHERE e.project_id = store_items_search.project_id AND e.store_key = store_items_search.store_key
                AND pg_catalog.starts_with(e.path, v_prefix) AND e.kind = 'json' AND e.path ~ '/=[^/]*$'
-               AND pymem._fact_live(e.expires_at, pg_catalog.now())
+               AND pymem._entry_live(e.expires_at, pg_catalog.now())
                AND (store_items_search.filter = '{}'::jsonb
                     OR pymem._store_value_matches(e.content::jsonb, store_items_search.filter))
              ORDER BY s.score DESC NULLS LAST, e.updated_at DESC, e.path COLLATE "C"
@@ -450,7 +450,7 @@ BEGIN
                           FROM pymem.store_entries AS e
                          WHERE e.project_id = store_namespaces.project_id AND e.store_key = store_namespaces.store_key
                            AND pg_catalog.starts_with(e.path, v_path_prefix) AND e.kind = 'json'
-                           AND e.path ~ '/=[^/]*$' AND pymem._fact_live(e.expires_at, pg_catalog.now())) AS p
+                           AND e.path ~ '/=[^/]*$' AND pymem._entry_live(e.expires_at, pg_catalog.now())) AS p
                 OFFSET 0) AS n
          WHERE pg_catalog.cardinality(n.ns) >= pg_catalog.cardinality(store_namespaces.prefix)
            AND pg_catalog.cardinality(n.ns) >= pg_catalog.cardinality(store_namespaces.suffix)

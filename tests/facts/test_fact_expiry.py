@@ -293,10 +293,12 @@ def test_pymem_purge_on_the_command_line(dsn):
 
 def test_the_view_and_the_reads_of_history_say_not_expired_the_same_way(dsn):
     """pymem.active_facts spells "not expired" out (a role with SELECT reads it with its own
-    rights, and may execute no internal function); every other read calls pymem._fact_live.
-    Both must say the same."""
+    rights, and may execute no internal function); every other read calls pymem._fact_live
+    (head and pymem._unexpired). Both must say the same."""
     with psycopg.connect(dsn) as c:
-        live = c.execute("SELECT prosrc FROM pg_proc WHERE oid = 'pymem._fact_live'::regproc").fetchone()[0]
+        live = c.execute("SELECT prosrc FROM pg_proc WHERE oid = 'pymem._unexpired'::regproc").fetchone()[0]
+        head = c.execute("SELECT prosrc FROM pg_proc WHERE oid = 'pymem._fact_head'::regproc").fetchone()[0]
         view = c.execute("SELECT pg_get_viewdef('pymem.active_facts'::regclass)").fetchone()[0]
     assert "expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) at" in live  # called with now() by every read
     assert "((expires_at IS NULL) OR (expires_at > now()))" in view.replace("f.", ""), view  # PostgreSQL 15 writes f.
+    assert "superseded_by IS NULL" in head and "superseded_by IS NULL" in view, view

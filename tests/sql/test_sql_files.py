@@ -82,14 +82,18 @@ def test_every_sql_file_puts_its_objects_in_schema_pymem():
 
 # Functions that may not pin search_path: the migration_*_path functions set it for their caller
 # (a SET clause would undo that); current_tenant, the pgvector wrappers, recall's floor and the
-# ranking's formulas, "not expired" (_fact_live) and "holds at" (_fact_valid) must inline (into RLS policies, into the
-# rankings' ORDER BY and filters, into pymem.active_facts) and a SET clause stops that.
+# ranking's formulas, the states of a fact and of a store entry (_fact_head, _unexpired, _fact_live, _entry_live) and
+# "holds at" (_fact_valid) must inline (into RLS policies, into the rankings' ORDER BY and filters, before the planner
+# matches a partial index's predicate) and a SET clause stops that.
 UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "pymem.current_tenant()",
             "pymem._cosine_distance(vector,vector)", "pymem._vector_dims(vector)", "pymem._vector_norm(vector)",
             "pymem._vector_match(double precision)", "pymem._term_quoted(text)",
             "pymem._bm25_idf(double precision,double precision)",
             "pymem._bm25(double precision,double precision,double precision,double precision,double precision)",
-            "pymem._recency(double precision,double precision)", "pymem._fact_live(timestamp with time zone,timestamp with time zone)",
+            "pymem._recency(double precision,double precision)", "pymem._fact_head(bigint)",
+            "pymem._unexpired(timestamp with time zone,timestamp with time zone)",
+            "pymem._fact_live(bigint,timestamp with time zone,timestamp with time zone)",
+            "pymem._entry_live(timestamp with time zone,timestamp with time zone)", "pymem._message_role(text)",
             "pymem._fact_valid(timestamp with time zone,timestamp with time zone,timestamp with time zone)",
             "pymem._recall_rows(text,text,text,vector,tsquery,timestamp with time zone,jsonb)",
             # recall's builder inlines into the statement that calls it (a ROW constructor)
@@ -197,13 +201,14 @@ ACTIVE_SPELLED_OUT = {"fact_lookup", "browse_subjects", "fact_chain"}
 def test_every_read_of_active_facts_reads_the_view(dsn):
     """Issue 31, item 1: "an active fact" has one definition, the view pymem.active_facts
     (migrations/0035_active_facts.sql), a security_invoker view granted to no one. No read
-    (STABLE function) spells the condition out but the documented few; the reads of active
+    (STABLE function) spells the condition out, or names "head" or "live" (pymem._fact_head,
+    pymem._fact_live), but the documented few; the reads of active
     facts (facts_newest, facts_search's candidates, context_read's, facts_unembedded,
     user_export) name the view, and their Citus copies its twin over the shared facts."""
     with psycopg.connect(dsn) as c:
         spelled = {name for (name,) in c.execute(
             """SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'pymem'::regnamespace AND p.provolatile = 's'
-                 AND p.prosrc ~* 'superseded_by\\s+IS\\s+NULL'""")}
+                 AND p.prosrc ~* 'superseded_by\\s+IS\\s+NULL|pymem\\._fact_(head|live)\\('""")}
         readers = {name for (name,) in c.execute(
             "SELECT p.proname FROM pg_proc p WHERE p.pronamespace = 'pymem'::regnamespace AND p.prosrc ~ 'pymem\\.active_facts\\M'")}
         views = dict(c.execute(
