@@ -933,7 +933,7 @@ SELECT pymem.migration_vector_functions()
 SELECT pymem.migration_types_path()
 \gset pymem_
 \ir api/00_common.sql
-\ir api/01_recall_spec.sql
+\ir api/01_recall.sql
 \ir api/browse.sql
 \ir api/changes.sql
 \ir api/context.sql
@@ -984,7 +984,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2b9480a3eb7d9d469b5774007d506935bc311e892427749d4de6017c696e41ff')
+SELECT pymem.migration_api_applied('c76ceca80dfd8689d2e62db2a252c06d695f767eb2b8a7fa4964994555ae3a1f')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

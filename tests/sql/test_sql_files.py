@@ -408,7 +408,7 @@ def test_capability_files_depend_only_on_the_common_file():
             home = defined.get(name)
             if home is None or home.startswith("0") or capability(home) == capability(file):
                 continue  # bootstrap's wrappers (_vector_dims, ...), or its own capability's, or the
-                # shared layer (00_common.sql, 01_recall_spec.sql: the files numbered first)
+                # shared layer (00_common.sql, 01_recall.sql: the files numbered first)
             assert not file.startswith("0"), f"{file} calls pymem.{name} of {home}"
             assert capability(home) in CROSS_FILE.get(capability(file), set()), f"{file} calls pymem.{name} of {home}"
 

@@ -1,0 +1,112 @@
+-- 01_recall.sql: what every ranked read shares: the ranking's formulas (term quoting, BM25,
+-- the cosine floor, recency, a document's length in tokens), written once for facts_search,
+-- messages_recall and context_read, and recall(), the builder of the recall spec
+-- (pymem.recall_spec, the value messages_recall and context_read take as `recall`), which holds
+-- recall's only SQL defaults; Python's pymem.RecallOptions mirrors it field by field
+-- (tests/python/test_options.py). Numbered 01_, beside 00_common.sql in the shared layer, so that
+-- recall() is created before context.sql and conversations_recall.sql, whose signatures name it
+-- in a DEFAULT. Re-applied (CREATE OR REPLACE) on every migrate; no locks, no data.
+
+-- The ranking's formulas, written once for facts_search, messages_recall and context_read. No SET
+-- clause, so that they inline into the queries that call them (a SET clause stops that); every
+-- function and operator in them is named with its schema, and they run as their caller, under
+-- the caller's pinned path (docs/security.md "Function safety"). Each keeps the order of operations the
+-- three queries had, so the scores are the same to the last bit. OPERATOR(...) takes the
+-- precedence of "any other operator", whatever the operator: every sub-expression is in
+-- parentheses.
+
+-- _term_quoted(lexeme): a lexeme as a tsquery term, quoted (one term, whatever it holds).
+CREATE OR REPLACE FUNCTION pymem._term_quoted(lexeme text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT '''' OPERATOR(pg_catalog.||) pg_catalog.replace(pg_catalog.replace(lexeme, '\', '\\'), '''', '''''')
+           OPERATOR(pg_catalog.||) ''''
+$$;
+
+-- _bm25_idf(docs, df): BM25's inverse document frequency of a term that df of docs documents hold.
+CREATE OR REPLACE FUNCTION pymem._bm25_idf(docs double precision, df double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT pg_catalog.ln(1::pg_catalog.float8 OPERATOR(pg_catalog.+)
+                         (((docs OPERATOR(pg_catalog.-) df) OPERATOR(pg_catalog.+) 0.5::pg_catalog.float8)
+                          OPERATOR(pg_catalog./) (df OPERATOR(pg_catalog.+) 0.5::pg_catalog.float8)))
+$$;
+
+-- _bm25(weight, tf, dl, avgdl, b): BM25 (k1 1.2, length normalisation b) of a term weighed
+-- `weight` (its idf, or the sum of the idfs of the terms a message holds, each counted once: tf 1)
+-- that occurs tf times in a document of dl tokens, documents averaging avgdl. Facts are scored
+-- with b 0.75; recall of messages with b 0.3: a conversation's turns are short and of very
+-- different lengths, and with b 0.75 a short reply holding one query word ("Yes, the concert!")
+-- outscored the long turn that answers; b 0.3 raised evidence recall on the development data
+-- (bench/reports/2026-12-04-recall4) and anything between 0.2 and 0.4 gave nearly the same.
+CREATE OR REPLACE FUNCTION pymem._bm25(weight double precision, tf double precision, dl double precision,
+                                       avgdl double precision, b double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT ((weight OPERATOR(pg_catalog.*) tf) OPERATOR(pg_catalog.*) 2.2::pg_catalog.float8)
+           OPERATOR(pg_catalog./)
+           (tf OPERATOR(pg_catalog.+) (1.2::pg_catalog.float8 OPERATOR(pg_catalog.*)
+               ((1::pg_catalog.float8 OPERATOR(pg_catalog.-) b) OPERATOR(pg_catalog.+)
+                ((b OPERATOR(pg_catalog.*) dl) OPERATOR(pg_catalog./) avgdl))))
+$$;
+
+-- _vector_match: recall's floor for a cosine: a message matches the query vector when its cosine
+-- is above 1e-5, not merely above 0 (a pair with nothing in common, e.g. HashEmbedder's vectors of
+-- texts sharing no n-gram, comes out of float4 arithmetic a few 1e-7 either side of 0). No SET
+-- clause, so that it inlines into recall's queries: the operator is named with its schema.
+CREATE OR REPLACE FUNCTION pymem._vector_match(similarity double precision)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT similarity OPERATOR(pg_catalog.>) 1e-5::pg_catalog.float8 $$;
+
+-- _recency(age_seconds, half_life): recall's recency of a message age_seconds old, halving every
+-- half_life seconds: 1 now, 0.5 one half-life ago; a message from the future counts as now, and
+-- the exponent is capped at 1000 (very old messages score 0.5^1000, not an underflow).
+CREATE OR REPLACE FUNCTION pymem._recency(age_seconds double precision, half_life double precision)
+RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT pg_catalog.power(0.5::pg_catalog.float8,
+                            LEAST(GREATEST(age_seconds, 0::pg_catalog.float8) OPERATOR(pg_catalog./) half_life,
+                                  1000::pg_catalog.float8))
+$$;
+
+-- _lexeme_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the
+-- document length of BM25.
+CREATE OR REPLACE FUNCTION pymem._lexeme_tokens(lexemes tsvector)
+RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.sum(coalesce(pg_catalog.cardinality(u.positions), 1)), 0)::integer
+      FROM pg_catalog.unnest(lexemes) AS u;
+$$;
+
+-- recall: a recall spec, the value messages_recall and context_read take as `recall` (their
+-- DEFAULT is recall()); every parameter is optional, and these defaults are recall's only ones (the
+-- fields: migrations/0036_recall_spec.sql and 0044). k rows; messages shorter than
+-- min_content_chars and the thread's last window_size are not recalled (context_read's window is
+-- those window_size); score = (1 - recency_weight - importance_weight) * relevance + recency_weight *
+-- 0.5 ^ (age / half_life_seconds) + importance_weight * importance, relevance's lexical share
+-- lexical_weight; min_score (NULL: none) a threshold; as_of a past point (facts too, in
+-- context_read), [since, until) and metadata (jsonb @>) filters; next_turn_weight the turns after a
+-- recalled one, time_weight the bonus of [time_from, time_to). Unchecked here: the functions that
+-- take it check it (22023). No SET clause, so that it inlines into the call.
+--   SELECT pymem.recall(k => 3, lexical_weight => 0.5);
+CREATE OR REPLACE FUNCTION pymem.recall(
+    k integer DEFAULT 5, min_content_chars integer DEFAULT 10, window_size integer DEFAULT 20,
+    recency_weight double precision DEFAULT 0, importance_weight double precision DEFAULT 0,
+    lexical_weight double precision DEFAULT 0.33, half_life_seconds double precision DEFAULT 3600,
+    min_score double precision DEFAULT NULL, as_of timestamptz DEFAULT NULL, since timestamptz DEFAULT NULL,
+    until timestamptz DEFAULT NULL, metadata jsonb DEFAULT NULL, next_turn_weight double precision DEFAULT 0.8,
+    time_from timestamptz DEFAULT NULL, time_to timestamptz DEFAULT NULL, time_weight double precision DEFAULT 0.2)
+RETURNS pymem.recall_spec
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT ROW(k, min_content_chars, window_size, recency_weight, importance_weight, lexical_weight,
+               half_life_seconds, min_score, as_of, since, until, metadata, next_turn_weight, time_from, time_to,
+               time_weight)::pymem.recall_spec
+$$;
