@@ -1,7 +1,7 @@
 """pymem: memory for AI agents, kept in PostgreSQL + pgvector.
 
 The logic lives in versioned SQL (schema ``pymem``); this package installs it
-(:func:`migrate`), connects to it (:class:`Database`) and wraps its functions.
+(`migrate`), connects to it (`Database`) and wraps its functions.
 
 Modules, in import order (each imports only those before it): ``connection`` (conninfo,
 connections, error translation), ``migrations`` (the versioned SQL), ``database`` (the pools,

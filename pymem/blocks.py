@@ -3,16 +3,16 @@
 A Memory's ``blocks=`` lists the parts of every context it builds, top to bottom (the query
 always comes last). An entry is either the name of a built-in block or a block object:
 
-* built-ins (:data:`BUILTIN`): ``"system"`` (the system prompt), ``"agent_facts"``,
+* built-ins (`BUILTIN`): ``"system"`` (the system prompt), ``"agent_facts"``,
   ``"user_facts"``, ``"summary"``, ``"recall"``, ``"window"``. All the built-ins a context
   lists are read by one call of ``pymem.context_read``, whatever their order; the default,
-  :data:`DEFAULT_BLOCKS`, is the order pymem always had.
-* :class:`StaticBlock` (``StaticBlock("Today is 2026-11-30.")``): a pinned line, the same on
+  `DEFAULT_BLOCKS`, is the order pymem always had.
+* `StaticBlock` (``StaticBlock("Today is 2026-11-30.")``): a pinned line, the same on
   every turn.
-* any object following the :class:`Block` protocol (sync or async ``render``).
+* any object following the `Block` protocol (sync or async ``render``).
 
 A custom block's ``render(query, upstream)`` runs after the SQL call, in its place in the order,
-and sees in ``upstream`` (:class:`Upstream`) what the blocks above it produced;
+and sees in ``upstream`` (`Upstream`) what the blocks above it produced;
 ``upstream.contains(text)`` tells whether a text already appears there, normalised as
 ``pymem._norm`` does for recall's dedupe (case and whitespace folded). ``on_message(message,
 user)``, when a block has it, runs for the user's message and for the answer after a turn was
@@ -21,12 +21,12 @@ left out: it never breaks the turn.
 
 Budget (``Memory(max_context_chars=..., max_context_tokens=..., token_counter=...)``): the sum
 of the messages' sizes (characters, or ``token_counter(content)`` per message) is kept within
-the limit by cutting, one item at a time, in :data:`TRIM_ORDER`: recalled messages (lowest
+the limit by cutting, one item at a time, in `TRIM_ORDER`: recalled messages (lowest
 score first), window messages (oldest first), custom blocks that are not pinned (whole, the
 last one in the order first), the summary, the user's facts, then the agent's facts (each from
 the end of its list: the oldest, or the least relevant when ranked). Pinned blocks (the system
-prompt, :class:`StaticBlock`, a custom block with ``pinned = True``) and the query are never cut;
-when they alone exceed the budget the read raises :class:`pymem.ValidationError`.
+prompt, `StaticBlock`, a custom block with ``pinned = True``) and the query are never cut;
+when they alone exceed the budget the read raises `pymem.ValidationError`.
 """
 
 from __future__ import annotations
@@ -80,7 +80,7 @@ class BlockOutput:
 class Upstream:
     """What a custom block's ``render`` sees: the turn (``query``, ``user`` (None for an
     unresolved caller), ``thread``, ``agent_id``, ``project_id``), the Memory's database
-    (``db``: a :class:`pymem.Database` under Memory, a :class:`pymem.AsyncDatabase` under
+    (``db``: a `pymem.Database` under Memory, a `pymem.AsyncDatabase` under
     AsyncMemory: ``with upstream.db.connection() as conn`` reads any table of the same database),
     and the ``blocks`` above it, as they rendered (before the budget)."""
 
@@ -112,13 +112,13 @@ class Block(Protocol):
     (under a sync Memory an async block fails and is left out; under AsyncMemory a sync one runs
     in a worker thread).
 
-    * ``name``: how :class:`pymem.Context` (``ctx.block(name)``) shows its output (default: the
+    * ``name``: how `pymem.Context` (``ctx.block(name)``) shows its output (default: the
       class name; a second block of the same name shows as ``name#2``);
     * ``pinned``: True keeps it out of the budget's cuts (default False);
     * ``render(query, upstream) -> str | None``: its text, one system message (None or "" adds
       nothing);
     * ``on_message(message, user) -> None``: called after a recorded turn, once with the user's
-      message and once with the answer (:class:`pymem.conversations.Message`, with its thread and
+      message and once with the answer (`pymem.conversations.Message`, with its thread and
       seq)."""
 
     def render(self, query: str, upstream: Upstream) -> str | None | Awaitable[str | None]: ...

@@ -1,9 +1,9 @@
 """Listing what one project holds, over ``sql/api/browse.sql`` (and the stores' read functions):
-what the memory page of ``pymem serve`` (:mod:`pymem.web`) shows besides the Memory API's own
+what the memory page of ``pymem serve`` (`pymem.web`) shows besides the Memory API's own
 reads (and a thread's messages from a seq on: the turn that taught a learned fact). Each listing is one named query; rows come back as dicts. There is no listing of
 projects: row-level security confines every call to the project it names (docs/security.md).
 
-:func:`search_facts` and :func:`recall_messages` rank as ``Memory.retrieve`` and ``Memory.recall``
+`search_facts` and `recall_messages` rank as ``Memory.retrieve`` and ``Memory.recall``
 do (``facts_search`` and ``messages_recall`` with the query's vector and its text) but never
 write: Memory first embeds and stores the vectors that rows lack (its catch-up), these leave such
 rows as they are and match them by their words alone, returned apart.

@@ -3,14 +3,14 @@ or mirror memory.
 
 Every write to facts, messages, a thread's summary, store entries and erasure receipts appends a
 row to ``pymem.changes`` in the writing transaction (one per statement and subject, by key, never
-content). :func:`changes_since` reads them in order after a position; :func:`watch` (and
-:func:`awatch`) catch up from a position, then wait for more: a notification on the project's
-channel wakes them (a random name that :func:`channel` hands out to the project's own roles,
+content). `changes_since` reads them in order after a position; `watch` (and
+`awatch`) catch up from a position, then wait for more: a notification on the project's
+channel wakes them (a random name that `channel` hands out to the project's own roles,
 payload ``{"kind": ...}``), and they poll every ``poll_seconds`` in any case. A change gets its
 position when its transaction commits, in the order the project's writers commit, so a reader
 that restarts from the last position it saw misses nothing and sees nothing twice, and no open
 transaction elsewhere holds the feed back (docs/sql.md "Change feed"). ``pymem watch`` prints
-the feed as JSON lines. The feed is off until an administrator turns it on (:func:`configure`):
+the feed as JSON lines. The feed is off until an administrator turns it on (`configure`):
 every write pays for it.
 """
 
@@ -94,7 +94,7 @@ def _position(project_id: str) -> Operation[int]:
 
 
 def enabled(db: Database, *, conn: psycopg.Connection | None = None) -> bool:
-    """Whether writes append to the change feed (off until :func:`configure` turns it on)."""
+    """Whether writes append to the change feed (off until `configure` turns it on)."""
     return run(_enabled(), db, conn=conn)
 
 
@@ -103,7 +103,7 @@ def configure(db: Database, *, enabled: bool, conn: psycopg.Connection | None = 
     for it while it is on (docs/sql.md "Change feed"). Needs the owner role
     (``pymem.change_feed_configure`` is an administrators' function). Returns whether it is on.
     ``conn=`` (or ``with pymem.bound(db, conn):``): inside your own transaction (this function
-    and the others of this module but :func:`watch` / :func:`awatch`)."""
+    and the others of this module but `watch` / `awatch`)."""
     if not isinstance(enabled, bool):
         raise ValidationError("enabled must be True or False")
     return run(_configure(enabled), db, conn=conn)
@@ -150,7 +150,7 @@ def watch(db: Database, project_id: str = "", *, after: int | None = None, poll_
 
 async def awatch(db: AsyncDatabase, project_id: str = "", *, after: int | None = None, poll_seconds: float = 1.0,
                  batch: int = 1000, stop: asyncio.Event | None = None) -> AsyncIterator[Change]:
-    """The asyncio twin of :func:`watch`."""
+    """The asyncio twin of `watch`."""
     _checked(after, batch, poll_seconds)
     if not await arun(_enabled(), db):
         raise ConfigError(_OFF)

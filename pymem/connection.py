@@ -1,9 +1,9 @@
-"""Connection plumbing: which server to talk to (:func:`resolve_conninfo`), the connection
-parameters that :class:`Settings` adds, pgvector's types registered on a connection, and
-database errors turned into :mod:`pymem.errors` exceptions (:func:`errors`).
+"""Connection plumbing: which server to talk to (`resolve_conninfo`), the connection
+parameters that `Settings` adds, pgvector's types registered on a connection, and
+database errors turned into `pymem.errors` exceptions (`errors`).
 
-Imports only settings, server, errors and queries: :mod:`pymem.migrations` and
-:mod:`pymem.database` build on it, never the other way round.
+Imports only settings, server, errors and queries: `pymem.migrations` and
+`pymem.database` build on it, never the other way round.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def resolve_conninfo(settings: Settings) -> str:
 
 
 def parsed(conninfo: str, what: str = "the connection string") -> str:
-    """``conninfo`` when libpq can parse it, else :class:`pymem.ConfigError` saying why, without
+    """``conninfo`` when libpq can parse it, else `pymem.ConfigError` saying why, without
     the password (libpq's message quotes what it refused, often the password itself)."""
     try:
         conninfo_to_dict(conninfo)
@@ -80,7 +80,7 @@ def describe_target(settings: Settings) -> str:
 def connect_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
     """Connection parameters from settings, merged over what the DSN itself says. Nothing here
     is a startup option a transaction pooler could refuse (PgBouncer accepts application_name);
-    a pool adds the statement timeout (:func:`timeout_kwargs`)."""
+    a pool adds the statement timeout (`timeout_kwargs`)."""
     params = conninfo_to_dict(conninfo)
     kwargs: dict[str, Any] = {"prepare_threshold": settings.prepare_threshold}
     if "application_name" not in params:
@@ -96,8 +96,8 @@ def timeout_kwargs(settings: Settings, conninfo: str) -> dict[str, Any]:
     (``options=-c statement_timeout=N``): the server applies it to every statement of the session,
     so a call costs no statement for it. Before the DSN's own ``options``, so that a
     ``statement_timeout`` there wins. Empty when the timeout is 0. A pooler that cannot carry it
-    to the server refuses the option when the connection opens (:func:`refused_option`), or
-    takes it and sets nothing (:func:`timeout_arrived`)."""
+    to the server refuses the option when the connection opens (`refused_option`), or
+    takes it and sets nothing (`timeout_arrived`)."""
     if not settings.statement_timeout_ms:
         return {}
     own = f"-c statement_timeout={settings.statement_timeout_ms}"
@@ -121,7 +121,7 @@ def timeout_arrived(conn: psycopg.Connection) -> bool:
 
 
 async def atimeout_arrived(conn: psycopg.AsyncConnection) -> bool:
-    """The asyncio twin of :func:`timeout_arrived`."""
+    """The asyncio twin of `timeout_arrived`."""
     return bool(one_value(await (await conn.execute(Q["statement_timeout_source"], prepare=False)).fetchone()))
 
 
@@ -129,7 +129,7 @@ async def atimeout_arrived(conn: psycopg.AsyncConnection) -> bool:
 def errors(conninfo: str | None = None) -> Iterator[None]:
     """Re-raise psycopg errors as pymem errors (the original stays as ``__cause__``). With
     ``conninfo``, the connection string the error may have come from, an error about connecting
-    (no SQLSTATE: libpq's own, or class 08 or 28) loses its password (:func:`pymem.errors.redact`),
+    (no SQLSTATE: libpq's own, or class 08 or 28) loses its password (`pymem.errors.redact`),
     and when it was there the original is dropped. An error the server raised about SQL quotes
     no connection string, and a word of it that looks like a piece of the password stays."""
     try:
@@ -146,7 +146,7 @@ def errors(conninfo: str | None = None) -> Iterator[None]:
 
 def per_call_query(name: str, settings: Settings) -> str:
     """The named query ``name`` behind a transaction-local ``set_config('statement_timeout', ...)``,
-    as one string of two statements for the simple query protocol (:func:`execute`), its
+    as one string of two statements for the simple query protocol (`execute`), its
     parameters bound by the client (``%(x)b`` becomes ``%(x)s``: that protocol has no binary)."""
     key = (name, settings.statement_timeout_ms)
     if (found := _per_call.get(key)) is None:
@@ -167,10 +167,10 @@ def execute(
     """Send the named query ``name`` on an autocommit connection; its rows as dicts.
 
     One statement, one round trip: the connection carries the statement timeout for its session
-    (:func:`timeout_kwargs`). ``timeout_per_call``: it does not (a pooler refused the startup
+    (`timeout_kwargs`). ``timeout_per_call``: it does not (a pooler refused the startup
     option, or did not pass it on), so the query goes behind a transaction-local
     ``set_config('statement_timeout', ...)`` in one simple-protocol message
-    (:func:`per_call_query`, parameters bound by the client): still one round trip, one implicit
+    (`per_call_query`, parameters bound by the client): still one round trip, one implicit
     transaction, the timeout for this statement only and nothing left on the server connection
     for whoever uses it next. Not a pipeline: psycopg ends one with a Sync and, when the results
     are not back yet, a Flush, and a Flush that reaches PgBouncer (1.25) after the Sync's
@@ -182,7 +182,7 @@ def execute(
     reads of the workers carry the tenant only inside a transaction: refused outside one (0A000,
     "without its tenant", nothing done), it is sent again in a transaction (docs/scaling-out.md).
     ``types``: pgvector's types to register on the query's cursor, not on ``conn`` (a connection
-    the caller owns, whose adapters stay as they are: :class:`pymem.database.CallerConnection`);
+    the caller owns, whose adapters stay as they are: `pymem.database.CallerConnection`);
     ``settings`` is needed with ``timeout_per_call`` only."""
     if timeout_per_call and not citus:
         assert settings is not None
@@ -209,7 +209,7 @@ async def aexecute(
     citus: bool = False, timeout_per_call: bool = False, row_factory: Any = dict_row,
     types: list[TypeInfo] | None = None
 ) -> list[dict[str, Any]]:
-    """The asyncio twin of :func:`execute`."""
+    """The asyncio twin of `execute`."""
     if timeout_per_call and not citus:
         assert settings is not None
         acur = psycopg.AsyncClientCursor(conn, row_factory=row_factory)
@@ -239,7 +239,7 @@ def is_citus(conn: psycopg.Connection) -> bool:
 
 
 async def ais_citus(conn: psycopg.AsyncConnection) -> bool:
-    """The asyncio twin of :func:`is_citus`."""
+    """The asyncio twin of `is_citus`."""
     return bool(one_value(await (await conn.execute(Q["citus"], prepare=False)).fetchone()))
 
 
@@ -254,7 +254,7 @@ def type_infos(conn: psycopg.Connection) -> list[TypeInfo]:
 
 
 async def atype_infos(conn: psycopg.AsyncConnection) -> list[TypeInfo]:
-    """The asyncio twin of :func:`type_infos`."""
+    """The asyncio twin of `type_infos`."""
     row = await (await conn.execute(Q["vector_schema"], prepare=False)).fetchone()
     if row is None:
         return []

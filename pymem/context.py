@@ -1,5 +1,5 @@
 """The prompt context for one turn, over ``sql/api/context.sql``, assembled from blocks
-(:mod:`pymem.blocks`).
+(`pymem.blocks`).
 
 ``Memory.context(query, user=...)`` = embed the query (unless its vector is given:
 ``embedding=``) + one call of ``pymem.context_read`` (every built-in block: facts, summary,
@@ -12,7 +12,7 @@ By default (``blocks=`` not given) the messages come back in this order, as ``{"
 agent), the user's facts (the heading never names the user: ids are often e-mail addresses and
 must not reach the model provider), the running summary, recalled earlier messages, the window,
 then the query. Recall is deduplicated in SQL against the facts and the summary, and here
-against the static and custom blocks placed above it (:meth:`pymem.blocks.Upstream.contains`).
+against the static and custom blocks placed above it (`pymem.blocks.Upstream.contains`).
 """
 
 from __future__ import annotations

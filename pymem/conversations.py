@@ -1,6 +1,6 @@
 """Conversation memory over ``sql/api/conversations*.sql``: the operations behind
 ``Memory.record``, ``turn``, ``window``, ``summary``, ``recall`` and ``forget_conversation``
-(see :mod:`pymem.memory`).
+(see `pymem.memory`).
 
 A turn is written in one call (``pymem.turn_record``): both messages, their vectors, the facts
 the extractor learned from the user's message, and, when the thread's summary is due, a claim
@@ -8,10 +8,10 @@ on the span to fold. The summarizer then runs outside the database and its resul
 against that claim, so two app servers never fold the same span twice and a failing summarizer
 leaves the old summary in place. The extractor sees the user's message only, never the reply;
 a failing extractor or summarizer is logged and never breaks the turn. A turn carries at most
-:data:`MAX_LEARNED_PER_TURN` (100) learned facts (the SQL refuses more with 22023): an
+`MAX_LEARNED_PER_TURN` (100) learned facts (the SQL refuses more with 22023): an
 extractor that returns more has its first 100 kept and one warning logged.
 
-A reconciling learner (``Memory(learner=...)``, :mod:`pymem.llm`) goes further: its candidates
+A reconciling learner (``Memory(learner=...)``, `pymem.llm`) goes further: its candidates
 are reconciled against the user's most similar stored facts, and the resulting adds, updates and
 retirements travel in the same ``turn_record`` call (``fact_changes``), so a turn's messages and
 every change to the user's facts commit together. A failing learner costs the turn its learning,
@@ -47,7 +47,7 @@ def _warn_failed(what: str, failures: list[str] | None = None) -> None:
     """One warning line for user code (an extractor, a learner, a summarizer) or a step that
     failed while a turn goes on: what failed and the error's type and message; the traceback at
     DEBUG (a failing model would otherwise print dozens of lines per turn). The same line goes
-    to ``failures`` (a turn's :attr:`TurnResult.failures`) when given."""
+    to ``failures`` (a turn's `TurnResult.failures`) when given."""
     exc = sys.exc_info()[1]
     line = f"{what} ({type(exc).__name__}: {exc})"
     log.warning("%s", line)
@@ -114,7 +114,7 @@ class Filters(NamedTuple):
 
 
 def recall_filters(filters: Mapping[str, Any] | None) -> Filters:
-    """The :class:`Filters` of a call's ``filters=`` (None: none)."""
+    """The `Filters` of a call's ``filters=`` (None: none)."""
     f = dict(filters or {})
     metadata = f.get("metadata")
     return Filters(_time(f.get("as_of"), "as_of"), _time(f.get("since"), "since"), _time(f.get("until"), "until"),
@@ -461,7 +461,7 @@ def recall_indexes(db: Database, project_id: str = "", min_messages: int = 50000
     ``migrate`` pins (``pg_catalog, pymem, pg_temp``; the connection's own is put back after).
     ``dry_run`` plans and reports in a transaction that is rolled back: nothing is recorded or
     built. The plan waits at most ``lock_timeout`` seconds for the project's plan lock (an
-    advisory lock any role could hold), then raises :class:`pymem.TimeoutError` (55P03) naming
+    advisory lock any role could hold), then raises `pymem.TimeoutError` (55P03) naming
     who holds it. Needs the owner of pymem's tables (the role ``pymem migrate`` runs as)."""
     if not lock_timeout > 0:
         raise ValidationError(f"lock_timeout must be a positive number of seconds, not {lock_timeout!r}")

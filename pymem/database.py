@@ -1,9 +1,9 @@
-"""Connection pools: :class:`Database` (one psycopg_pool pool) and its asyncio twin
-:class:`AsyncDatabase`, over the same settings and the same named queries
-(:data:`pymem.queries.Q`). pgvector types are registered on every connection, the prepare
-threshold comes from :class:`Settings`, the statement timeout is a startup option of every
-connection (:func:`pymem.connection.timeout_kwargs`), so a call is one statement, and database
-errors come out as :mod:`pymem.errors` exceptions.
+"""Connection pools: `Database` (one psycopg_pool pool) and its asyncio twin
+`AsyncDatabase`, over the same settings and the same named queries
+(`pymem.queries.Q`). pgvector types are registered on every connection, the prepare
+threshold comes from `Settings`, the statement timeout is a startup option of every
+connection (`pymem.connection.timeout_kwargs`), so a call is one statement, and database
+errors come out as `pymem.errors` exceptions.
 
 The policies here:
 
@@ -14,13 +14,13 @@ The policies here:
 * a call that gets no working connection says why: the embedded server this process uses is
   started again when it stopped, and a pool timeout is checked with one direct connection, one
   at a time per pool: callers that time out together share it, and its outcome answers the
-  timeouts of the next second too (:class:`_SingleProbe`; issue 56: a burst of timeouts opened
+  timeouts of the next second too (`_SingleProbe`; issue 56: a burst of timeouts opened
   a probe each and used up the server's ``max_connections``);
 * pgvector's types are looked up again while they are missing, so a pool opened before
   ``pymem migrate`` sends vectors after it.
 * a pooler that refuses the timeout's startup option, or takes it without setting it on the
   server (PgBouncer does one or the other), is found by that first connection: the timeout then
-  goes with each call (:func:`pymem.connection.execute`). One that refuses the ``options``
+  goes with each call (`pymem.connection.execute`). One that refuses the ``options``
   parameter itself (PgBouncer before 1.20) cannot keep prepared statements either: unless
   ``prepare_threshold`` was set, nothing is prepared behind it.
 
@@ -84,7 +84,7 @@ _SERVER_GONE = ("discarding closed connection", "discarding broken connection", 
 class _PoolNoise(logging.Filter):
     """psycopg_pool's warnings about pymem's own pools (a connection that died with its server,
     a reconnect that failed while the server was down) go to pymem's log at DEBUG: the call
-    that met the problem raises a :class:`pymem.ConnectionError` that says what happened and
+    that met the problem raises a `pymem.ConnectionError` that says what happened and
     what pymem did about it (issue 29: after ``pymem server stop`` the pool printed two
     warnings beside that error). Other pools' warnings pass untouched."""
 
@@ -217,7 +217,7 @@ class _SingleProbe:
     (thousands of tasks waiting on a small pool) opened hundreds at once, past the server's
     ``max_connections``, locking every other client out. Now the first caller probes; those
     that time out while it runs wait for its outcome, and those of the next
-    :data:`PROBE_FRESH` seconds take it as it was. Each caller gets the outcome as its own
+    `PROBE_FRESH` seconds take it as it was. Each caller gets the outcome as its own
     exception (a copy): the server's reason when it is unreachable, else nothing (the caller's
     own TimeoutError goes on). The sync and async pools each hold one."""
 
@@ -268,7 +268,7 @@ class _SingleProbe:
         self._raise(flight.exception())
 
     async def arun(self, probe: Callable[[], Awaitable[object]]) -> None:
-        """See :meth:`run`; the probe is a task of its own, so a caller cancelled while it runs
+        """See `run`; the probe is a task of its own, so a caller cancelled while it runs
         leaves it to the others."""
         fresh, outcome = self._fresh()
         if fresh:
@@ -313,7 +313,7 @@ def _restarted(settings: Settings, exc: Error) -> ConnectionError:
 class Database:
     """A connection pool to one pymem database.
 
-    ``Database()`` reads :class:`Settings` from the environment; with no DSN it starts (or
+    ``Database()`` reads `Settings` from the environment; with no DSN it starts (or
     reuses) the embedded server and migrates it. With a DSN it never migrates unless asked
     (``migrate=True``): production schemas move with ``pymem migrate`` or ``sql/migrate.sql``.
     ``conninfo`` is the connection string it opens: ``PYMEM_DSN``, or the embedded server's URI
@@ -372,7 +372,7 @@ class Database:
 
     @contextlib.contextmanager
     def unbounded(self) -> Iterator[psycopg.Connection]:
-        """A pooled autocommit connection (:meth:`connection`) for maintenance that takes as long as
+        """A pooled autocommit connection (`connection`) for maintenance that takes as long as
         it takes (CREATE INDEX CONCURRENTLY, one statement at a time): without the pool's statement
         timeout, and with the search path ``migrate`` pins (``pg_catalog, pymem, pg_temp``), so its
         names are never resolved through the caller's path; both put back before it returns to
@@ -389,7 +389,7 @@ class Database:
 
     def maintain(self, query: Query) -> None:
         """Run a named statement that returns no rows and takes as long as it takes (a CREATE
-        INDEX CONCURRENTLY of :mod:`pymem.calls`) on an :meth:`unbounded` connection."""
+        INDEX CONCURRENTLY of `pymem.calls`) on an `unbounded` connection."""
         with self.unbounded() as conn:
             conn.execute(Q[query.name], query.params)
 
@@ -407,7 +407,7 @@ class Database:
             self._single_probe.run(lambda: _probe(self.settings, self.conninfo))
 
     def query(self, query: Query) -> list[dict[str, Any]]:
-        """Send a named query of sql/queries.sql (made by :mod:`pymem.calls`, e.g.
+        """Send a named query of sql/queries.sql (made by `pymem.calls`, e.g.
         ``db.query(calls.facts_newest(...))``); its rows as dicts, or as ``query.rows`` makes them."""
         with self.connection() as conn:
             return execute(conn, query.name, query.params, self.settings, citus=self._citus,
@@ -427,7 +427,7 @@ class Database:
 
 
 class AsyncDatabase:
-    """The asyncio twin of :class:`Database`; create it with ``await AsyncDatabase.open()``."""
+    """The asyncio twin of `Database`; create it with ``await AsyncDatabase.open()``."""
 
     def __init__(self, settings: Settings, conninfo: str, probe: _Probe) -> None:
         self.settings = settings
@@ -442,7 +442,7 @@ class AsyncDatabase:
 
     @classmethod
     async def open(cls, settings: Settings | None = None, *, migrate: bool | None = None) -> AsyncDatabase:
-        """See :class:`Database`: the same settings and the same policies."""
+        """See `Database`: the same settings and the same policies."""
         settings = settings or Settings()
         conninfo = _open_conninfo(settings, migrate)
         db = cls(settings, conninfo, await _aprobe(settings, conninfo))
@@ -467,7 +467,7 @@ class AsyncDatabase:
 
     @contextlib.asynccontextmanager
     async def connection(self) -> AsyncIterator[psycopg.AsyncConnection]:
-        """See :meth:`Database.connection`."""
+        """See `Database.connection`."""
         try:
             with errors(self.conninfo):
                 async with self.pool.connection() as conn:
@@ -494,7 +494,7 @@ class AsyncDatabase:
             await self._single_probe.arun(lambda: _aprobe(self.settings, self.conninfo))
 
     async def query(self, query: Query) -> list[dict[str, Any]]:
-        """See :meth:`Database.query`."""
+        """See `Database.query`."""
         async with self.connection() as conn:
             return await aexecute(conn, query.name, query.params, self.settings, citus=self._citus,
                                   timeout_per_call=self._per_call, row_factory=query.rows or dict_row)
@@ -512,7 +512,7 @@ class AsyncDatabase:
         await self.close()
 
 
-#: pgvector's types in the database of each caller's connection (:class:`CallerConnection`),
+#: pgvector's types in the database of each caller's connection (`CallerConnection`),
 #: looked up on its first call; not kept while pgvector is missing (looked up again next time)
 _caller_infos: weakref.WeakKeyDictionary[Any, list[TypeInfo]] = weakref.WeakKeyDictionary()
 
@@ -530,7 +530,7 @@ class CallerConnection:
     is the caller's.
 
     ``allow_model_calls``: whether an embedding or a chat-model call may run while the
-    connection's transaction is open (:mod:`pymem.runner` refuses it otherwise)."""
+    connection's transaction is open (`pymem.runner` refuses it otherwise)."""
 
     __slots__ = ("conn", "allow_model_calls")
 
@@ -544,7 +544,7 @@ class CallerConnection:
         return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     def query(self, query: Query) -> list[dict[str, Any]]:
-        """See :meth:`Database.query`: the same named query, on the caller's connection."""
+        """See `Database.query`: the same named query, on the caller's connection."""
         conn = self.conn
         try:
             with errors():
@@ -563,7 +563,7 @@ class CallerConnection:
 
 
 class AsyncCallerConnection:
-    """The asyncio twin of :class:`CallerConnection`, over a ``psycopg.AsyncConnection``."""
+    """The asyncio twin of `CallerConnection`, over a ``psycopg.AsyncConnection``."""
 
     __slots__ = ("conn", "allow_model_calls")
 
@@ -572,11 +572,11 @@ class AsyncCallerConnection:
 
     @property
     def in_transaction(self) -> bool:
-        """See :attr:`CallerConnection.in_transaction`."""
+        """See `CallerConnection.in_transaction`."""
         return self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
 
     async def query(self, query: Query) -> list[dict[str, Any]]:
-        """See :meth:`CallerConnection.query`."""
+        """See `CallerConnection.query`."""
         conn = self.conn
         try:
             with errors():

@@ -2,8 +2,8 @@
 that prints, turn by turn, the context pymem would send to a chat model: facts learned and
 reconciled (a fact updated, another retired, by what the user says), the window sliding, a
 summary forming, a long-ago message recalled, and the two users never mixing. The learner is
-the configured chat model (``PYMEM_LLM_MODEL``: :class:`pymem.llm.ChatLearner`) or, without one,
-:class:`RuleLearner`, a few fixed rules standing in for it, and the demo says which. Runs on the embedded server unless PYMEM_DSN is set; safe to repeat (it
+the configured chat model (``PYMEM_LLM_MODEL``: `pymem.llm.ChatLearner`) or, without one,
+`RuleLearner`, a few fixed rules standing in for it, and the demo says which. Runs on the embedded server unless PYMEM_DSN is set; safe to repeat (it
 uses project "pymem-demo" and clears it first). It says so, and ends with the commands that show
 what it stored (``pymem export --project pymem-demo --user ...``, psql, and last the memory page:
 ``pymem serve --project pymem-demo``)."""

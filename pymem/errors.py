@@ -1,9 +1,9 @@
 """pymem's exceptions, and the one place that turns database errors into them.
 
-Every exception is a :class:`pymem.Error` and carries ``sqlstate`` (the SQLSTATE the
+Every exception is a `pymem.Error` and carries ``sqlstate`` (the SQLSTATE the
 server raised, or ``None`` for errors found before a query was sent). SQL functions in
-schema ``pymem`` raise documented SQLSTATEs (docs/errors.md); :func:`translate` maps
-them, and PostgreSQL's own classes, to the hierarchy below. :func:`redact` is the one place
+schema ``pymem`` raise documented SQLSTATEs (docs/errors.md); `translate` maps
+them, and PostgreSQL's own classes, to the hierarchy below. `redact` is the one place
 a connection string's password is taken out of a message (docs/security.md).
 """
 
@@ -22,7 +22,7 @@ class Error(Exception):
     sqlstate: str | None = None
     #: the constraint a class-23 error names, when the server says
     constraint: str | None = None
-    #: how to fix it, in the caller's words (:data:`PYTHON_HINTS`; the CLI rewords a few)
+    #: how to fix it, in the caller's words (`PYTHON_HINTS`; the CLI rewords a few)
     hint: str | None = None
     #: the hint as the server sent it, in SQL's words (None when the error is not the server's)
     server_hint: str | None = None
@@ -40,7 +40,7 @@ class Error(Exception):
 
 class ConfigError(Error, ValueError):
     """Settings that cannot work (bad DSN, pool sizes, ...). A ValueError too, as pydantic's
-    errors about a setting were before :class:`pymem.Settings` raised this instead."""
+    errors about a setting were before `pymem.Settings` raised this instead."""
 
 
 class ServerError(Error):
@@ -66,7 +66,7 @@ class ValidationError(Error, ValueError):
 class InTransactionError(ValidationError):
     """A call that would make a model call (the embedder's, unless it is ``cheap``; the learner's or
     the extractor's) while the transaction of the caller's own connection is open
-    (:meth:`pymem.Memory.bound`, ``conn=``): refused before the model is called, so that no
+    (`pymem.Memory.bound`, ``conn=``): refused before the model is called, so that no
     transaction holds its locks and its snapshot while a model answers. Pass the vectors
     (``embedding=``, ``embeddings=``), make the call outside the transaction, or allow it with
     ``mem.bound(conn, allow_model_calls=True)``. No SQLSTATE."""
@@ -271,7 +271,7 @@ def redact(text: str, conninfo: str | None) -> str:
 
 
 def redacted(err: Error, conninfo: str | None) -> Error:
-    """``err`` with :func:`redact` applied to its message and hints (in place; returned)."""
+    """``err`` with `redact` applied to its message and hints (in place; returned)."""
     if conninfo and err.args and isinstance(err.args[0], str):
         err.args = (redact(err.args[0], conninfo), *err.args[1:])
         err.hint = redact(err.hint, conninfo) if err.hint else err.hint

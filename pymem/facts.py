@@ -1,12 +1,12 @@
 """Durable facts over ``sql/api/facts*.sql``: the operations behind ``Memory.persist``,
-``retrieve``, ``update``, ``forget`` and ``history`` (see :mod:`pymem.memory`).
+``retrieve``, ``update``, ``forget`` and ``history`` (see `pymem.memory`).
 
 Tiers map to the SQL scopes: ``global`` -> scope ``agent`` under the Memory's ``agent_id``;
 ``user`` -> scope ``user`` under a user id; ``project`` -> scope ``project`` under the Memory's
 ``project_id`` (or ``id=``). ``project_id``
 (the tenant partition) is fixed per Memory. All rules (idempotence, scoping guards, supersede
-chains, caps) live in SQL; this module maps arguments, embeds text and builds :class:`Fact`
-objects. Each is one operation (a generator, see :mod:`pymem.runner`) that the sync and async twins
+chains, caps) live in SQL; this module maps arguments, embeds text and builds `Fact`
+objects. Each is one operation (a generator, see `pymem.runner`) that the sync and async twins
 run.
 """
 
@@ -38,7 +38,7 @@ class FactWrite:
     (``confidence``), from where (``source``, ``trace_id``), ``metadata``, when it was learned
     (``created_at``), when it expires (``ttl`` or ``expires_at``) and when it holds in the world
     (``valid_from``, ``valid_to``). ``Memory.persist``, ``persist_many`` and ``update`` build one
-    from their keywords (their defaults are these); :meth:`checked` checks it and gives the SQL
+    from their keywords (their defaults are these); `checked` checks it and gives the SQL
     parameters of ``fact_add`` / ``fact_supersede`` of the same names."""
 
     confidence: float = 1.0
@@ -65,7 +65,7 @@ class FactWrite:
 
 
 class Values(NamedTuple):
-    """A :class:`FactWrite` checked: the parameters of ``fact_add`` / ``fact_supersede`` of the
+    """A `FactWrite` checked: the parameters of ``fact_add`` / ``fact_supersede`` of the
     same names (``metadata`` None: the old version's, on an update)."""
 
     confidence: float
@@ -129,7 +129,7 @@ def _fact(row: Mapping[str, Any], scope: str | None = None) -> Fact:
 
 
 def fact_rows(cursor: Any) -> Any:
-    """A psycopg row factory: each row a :class:`Fact`, as :func:`_fact` makes it from a dict,
+    """A psycopg row factory: each row a `Fact`, as `_fact` makes it from a dict,
     without the dict (``dict(zip(...))`` alone costs ~1.8 us a row on the 2-core VM; 50 facts
     came 76 us sooner in one run). Columns are matched to fields by name once per result."""
     res = cursor.pgresult  # the names from the result itself: cursor.description makes a Column each

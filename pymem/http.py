@@ -1,24 +1,24 @@
 """The one HTTP client of pymem: a JSON POST to a model's endpoint that may carry an API key
-(:class:`pymem.llm.ChatClient`'s chat completions, :class:`pymem.embedders.OpenAIEmbedder`'s
+(`pymem.llm.ChatClient`'s chat completions, `pymem.embedders.OpenAIEmbedder`'s
 embeddings without the ``openai`` package), through the standard library.
 
-:func:`post_json` sends ``payload`` as JSON (``Authorization: Bearer <key>`` only when a key is
+`post_json` sends ``payload`` as JSON (``Authorization: Bearer <key>`` only when a key is
 given) and returns the answer parsed as JSON. What it guarantees:
 
 * **No redirect is followed.** ``urllib`` would follow a 3xx to any host, or from https to
   http, with the ``Authorization`` header, and return the other host's answer. Here a 3xx is a
-  :class:`pymem.ConfigError` naming the status and the origin (scheme, host, port) of its
+  `pymem.ConfigError` naming the status and the origin (scheme, host, port) of its
   ``Location``, never the key, nor the Location's path or query: point the base URL at the
   endpoint itself. Proxies (``HTTPS_PROXY`` ...) work as with ``urllib``.
-* **The reply is bounded.** It is read in pieces and refused (:class:`pymem.ValidationError`)
+* **The reply is bounded.** It is read in pieces and refused (`pymem.ValidationError`)
   once it passes ``max_bytes``, or at once when its ``Content-Length`` says it would; of an error
-  answer only the first :data:`ERROR_BODY_BYTES` are read.
+  answer only the first `ERROR_BODY_BYTES` are read.
 * **The time is bounded.** ``timeout`` bounds connecting and each wait on the socket, and the
-  whole reply: past the deadline between two pieces it is a :class:`pymem.TimeoutError`.
-* **Errors map to pymem's.** Past the time: :class:`pymem.TimeoutError`; unreachable, HTTP 408,
-  429 or 5xx: :class:`pymem.ConnectionError`; a status in ``invalid`` (the input refused, e.g.
-  413): :class:`pymem.ValidationError`; any other 4xx (key, URL, model): :class:`pymem.ConfigError`;
-  an answer that is not JSON: :class:`pymem.ValidationError`. ``what`` (e.g. ``"chat endpoint
+  whole reply: past the deadline between two pieces it is a `pymem.TimeoutError`.
+* **Errors map to pymem's.** Past the time: `pymem.TimeoutError`; unreachable, HTTP 408,
+  429 or 5xx: `pymem.ConnectionError`; a status in ``invalid`` (the input refused, e.g.
+  413): `pymem.ValidationError`; any other 4xx (key, URL, model): `pymem.ConfigError`;
+  an answer that is not JSON: `pymem.ValidationError`. ``what`` (e.g. ``"chat endpoint
   <url>"``) starts every message.
 """
 

@@ -5,7 +5,7 @@ learning job in the same transaction (``pymem.turn_record(defer_learning => true
 at once: no model is called, and ``TurnResult.learning_pending`` is True. A worker learns from
 the queued turns later, with the Memory's learner (or extractor) and summarizer:
 
-* :meth:`pymem.Memory.learn_pending` takes jobs (``learning_claim``: leased, at most one per
+* `pymem.Memory.learn_pending` takes jobs (``learning_claim``: leased, at most one per
   user at a time, the oldest first, so a user's turn 5 never applies before turn 4), runs the
   learner on each turn's user message outside any transaction, and ends each job with
   ``learning_complete``, which applies the learned facts and fact changes and deletes the job
@@ -16,14 +16,14 @@ the queued turns later, with the Memory's learner (or extractor) and summarizer:
   attempt), and after ``max_attempts`` it is dead, with its last error kept for
   ``learning_jobs`` / ``learning_requeue``; the turn itself is never touched;
 * a worker that dies mid-job leaves its lease to expire; the job is then claimed again;
-* :func:`work` is the loop behind ``pymem worker`` (``--drain``; a stop event ends it after the
+* `work` is the loop behind ``pymem worker`` (``--drain``; a stop event ends it after the
   job in hand, and the jobs claimed but not started are given back with ``learning_release``).
 
-Cost caps (:func:`configure_limits`, SQL ``learning_limits_configure``) bound the model calls
+Cost caps (`configure_limits`, SQL ``learning_limits_configure``) bound the model calls
 and tokens learning spends per UTC day, per user and per project: a job whose user or project is
 past a cap is skipped when it would be claimed (its turn stays, not learned from), and
-:func:`status` / ``pymem.learning_status`` count it. A model call is a request of pymem's
-:class:`pymem.llm.ChatClient` (tokens: what its answers report); for a learner of your own, each
+`status` / ``pymem.learning_status`` count it. A model call is a request of pymem's
+`pymem.llm.ChatClient` (tokens: what its answers report); for a learner of your own, each
 call of its ``extract`` / ``reconcile`` or of the summarizer counts as one.
 """
 
@@ -259,8 +259,8 @@ def status(db: Database, project_id: str = "") -> LearningStatus:
 
 def jobs(db: Database, project_id: str = "", *, state: str | None = None, max_jobs: int = 100) -> list[LearningJob]:
     """The project's learning jobs in ``state`` ('pending', 'running', 'dead', 'skipped'; None:
-    every one), oldest first, with their last error: each a :class:`pymem.types.LearningJob`
-    (as :func:`status` returns a :class:`pymem.LearningStatus`)."""
+    every one), oldest first, with their last error: each a `pymem.types.LearningJob`
+    (as `status` returns a `pymem.LearningStatus`)."""
     rows = fetch(calls.learning_jobs(project_id=text(project_id, "project_id"), job_state=state, max_jobs=max_jobs), db)
     return [LearningJob(**r) for r in rows]
 

@@ -1,6 +1,6 @@
-"""What ends memory on its own (sql/api/lifecycle.sql): :func:`purge` deletes, in bounded batches,
+"""What ends memory on its own (sql/api/lifecycle.sql): `purge` deletes, in bounded batches,
 what has expired (facts and keyed-store entries, items too) and the messages the project's
-retention policy no longer keeps (:func:`configure_retention`, :func:`retention_policy`). Expiry
+retention policy no longer keeps (`configure_retention`, `retention_policy`). Expiry
 needs no purge to be correct (an expired fact or entry is invisible to every read at once); a
 purge gives the space back. ``pymem purge`` runs it from the command line and ``pymem retention``
 sets the policy; run the purge from cron, or pg_cron where installed (docs/sql.md "Expire and
@@ -42,7 +42,7 @@ def _policy(row: dict[str, Any]) -> RetentionPolicy:
 def configure_retention(db: Database, project_id: str = "", *, messages_max_age: float | timedelta | None = None,
                         messages_max_per_thread: int | None = None) -> RetentionPolicy:
     """Set the project's retention policy for messages (``messages_max_age`` in seconds or a
-    timedelta; both None removes it: every message is kept); :func:`purge` applies it. An age
+    timedelta; both None removes it: every message is kept); `purge` applies it. An age
     first builds the index the age policy reads, ``pymem.messages_created``, with CREATE INDEX
     CONCURRENTLY when it is not there (writes go on meanwhile; on a large table it takes a
     while). Needs the owner role (``pymem.retention_configure`` is an administrators' function).

@@ -2,12 +2,12 @@
 ``POST {base_url}/chat/completions`` endpoint (a hosted model, vLLM, llama.cpp's server,
 Ollama) through the standard library, no dependency.
 
-* :class:`ChatClient`: one request, one reply; configured by :class:`pymem.Settings`
+* `ChatClient`: one request, one reply; configured by `pymem.Settings`
   (``PYMEM_LLM_BASE_URL``, ``PYMEM_LLM_MODEL``, ``PYMEM_LLM_API_KEY_ENV``, ``PYMEM_LLM_TIMEOUT``)
   or its arguments. ``timeout`` bounds the whole request (connect, wait, and the reply's
-  reading, checked between reads); a reply may have at most :data:`MAX_REPLY_BYTES`; no redirect
-  is followed (:mod:`pymem.http`, the HTTP helper it shares with the embedders).
-* :class:`ChatLearner`: a :class:`Learner` for ``Memory(learner=...)``: ``extract`` (facts about
+  reading, checked between reads); a reply may have at most `MAX_REPLY_BYTES`; no redirect
+  is followed (`pymem.http`, the HTTP helper it shares with the embedders).
+* `ChatLearner`: a `Learner` for ``Memory(learner=...)``: ``extract`` (facts about
   the user, from the user's message only), ``reconcile`` (ADD / UPDATE / DELETE / NONE for each
   of them against the user's most similar stored facts) and ``summarize`` (a ``summarizer=``).
 * Prompts are files of the package (``pymem/prompts/<task>_<version>.txt``), versioned: a
@@ -15,7 +15,7 @@ Ollama) through the standard library, no dependency.
 
 Every reply is JSON checked against a pydantic model; a reply that does not fit (not JSON,
 missing or extra-typed fields, a number naming no fact it was shown) raises
-:class:`pymem.ValidationError`, and the caller (``Memory.record``) logs it and stores the turn
+`pymem.ValidationError`, and the caller (``Memory.record``) logs it and stores the turn
 without learning: nothing of a malformed reply is ever written.
 """
 
@@ -40,13 +40,13 @@ from .http import post_json
 from .settings import Settings
 from .values import timestamp
 
-#: The prompts' version a :class:`ChatLearner` uses unless told otherwise.
+#: The prompts' version a `ChatLearner` uses unless told otherwise.
 PROMPT_VERSION = "v1"
 #: The most facts one extraction keeps (the prompt asks for at most 20).
 MAX_FACTS = 20
 #: The longest fact a model may propose, in characters.
 MAX_FACT_CHARS = 1000
-#: The largest reply a :class:`ChatClient` reads, in bytes (4 MiB: a chat completion of the
+#: The largest reply a `ChatClient` reads, in bytes (4 MiB: a chat completion of the
 #: learner's JSON is a few KiB); a larger one is a ValidationError, read no further.
 MAX_REPLY_BYTES = 4 << 20
 
@@ -92,7 +92,7 @@ class FactChange:
 class Learner(Protocol):
     """What ``Memory(learner=...)`` needs. ``extract(user_message)`` returns candidate facts
     about the user; ``reconcile(candidates, stored)`` gets them with the user's most similar
-    stored facts (``{"id", "content"}`` dicts) and returns the :class:`FactChange` list to
+    stored facts (``{"id", "content"}`` dicts) and returns the `FactChange` list to
     apply (an update or delete may only name a fact of ``stored``)."""
 
     def extract(self, message: str) -> list[str]: ...
@@ -167,7 +167,7 @@ def parse_reply(text: str, schema: type[BaseModel]) -> Any:
 # -- the client --------------------------------------------------------------------------------
 class ChatClient:
     """An OpenAI-compatible chat-completions endpoint. Arguments left None come from
-    ``settings`` (default :class:`pymem.Settings`, i.e. the ``PYMEM_LLM_*`` variables): ``model``
+    ``settings`` (default `pymem.Settings`, i.e. the ``PYMEM_LLM_*`` variables): ``model``
     (required: ConfigError without one), ``base_url``, the key (read from the environment
     variable ``PYMEM_LLM_API_KEY_ENV`` names, default ``OPENAI_API_KEY``; no key, no
     ``Authorization`` header: a local server), ``timeout`` (seconds for the whole request) and
@@ -203,7 +203,7 @@ class ChatClient:
         (``response_format``). Raises pymem.TimeoutError (past ``timeout``), ConnectionError
         (unreachable, HTTP 408, 429 or 5xx), ConfigError (other 4xx: key, URL, model; or a redirect,
         which is never followed) or ValidationError (a reply that is not a chat completion, or
-        larger than :data:`MAX_REPLY_BYTES`)."""
+        larger than `MAX_REPLY_BYTES`)."""
         payload: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature}
         if json_reply and self.json_mode:
             payload["response_format"] = {"type": "json_object"}
@@ -230,8 +230,8 @@ class ChatClient:
 
 @dataclass
 class Usage:
-    """What the model calls made under :func:`metered` cost: ``calls`` (requests sent by a
-    :class:`ChatClient`, answered or not) and ``tokens`` (``usage.total_tokens`` of the answers
+    """What the model calls made under `metered` cost: ``calls`` (requests sent by a
+    `ChatClient`, answered or not) and ``tokens`` (``usage.total_tokens`` of the answers
     that report it)."""
 
     calls: int = 0
@@ -244,7 +244,7 @@ _usage: ContextVar[Usage | None] = ContextVar("pymem_llm_usage", default=None)
 
 @contextmanager
 def metered() -> Iterator[Usage]:
-    """Count the requests every :class:`ChatClient` sends in this thread or task (and in the
+    """Count the requests every `ChatClient` sends in this thread or task (and in the
     threads it starts with the context copied, as asyncio.to_thread does) while the block runs."""
     meter = Usage()
     token = _usage.set(meter)
@@ -256,7 +256,7 @@ def metered() -> Iterator[Usage]:
 
 # -- the learner -------------------------------------------------------------------------------
 class ChatLearner:
-    """A :class:`Learner` (and a summarizer) over a :class:`ChatClient` (default: one from the
+    """A `Learner` (and a summarizer) over a `ChatClient` (default: one from the
     settings). ``version``: the prompts used (``pymem/prompts/*_<version>.txt``)."""
 
     def __init__(self, client: ChatClient | None = None, *, version: str = PROMPT_VERSION) -> None:

@@ -2,10 +2,10 @@
 docs/integrations.md "MCP", docs/security.md "The MCP server").
 
 A token serves one user of one project (and one agent, or none). It is made here
-(:func:`new_token`: 256 random bits), printed once, and only its sha256 goes to the database:
+(`new_token`: 256 random bits), printed once, and only its sha256 goes to the database:
 the token never reaches the server, its logs or its backups. The MCP server
-(:mod:`pymem.integrations.mcp_server`) looks up the hash of each request's token
-(:func:`alookup_token`) before any tool runs. This module does not import the ``mcp`` SDK.
+(`pymem.integrations.mcp_server`) looks up the hash of each request's token
+(`alookup_token`) before any tool runs. This module does not import the ``mcp`` SDK.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ def lookup_token(db: Database, token: str) -> TokenIdentity | None:
 
 
 async def alookup_token(db: AsyncDatabase, token: str) -> TokenIdentity | None:
-    """The asyncio twin of :func:`lookup_token` (the HTTP server's check of every request)."""
+    """The asyncio twin of `lookup_token` (the HTTP server's check of every request)."""
     if not _plausible(token):
         return None
     rows = await afetch(calls.mcp_token_lookup(token_hash=token_hash(token)), db)

@@ -1,8 +1,8 @@
 """``pymem.Memory`` (sync) and ``pymem.AsyncMemory``: one object per agent that serves every
-user. Durable facts (:mod:`pymem.facts`), conversation memory (:mod:`pymem.conversations`)
-and the per-turn context (:mod:`pymem.context`) are operations written once (:mod:`pymem.runner`);
+user. Durable facts (`pymem.facts`), conversation memory (`pymem.conversations`)
+and the per-turn context (`pymem.context`) are operations written once (`pymem.runner`);
 the two classes only drive them over a pooled connection. Their options are one frozen
-:class:`pymem.MemoryOptions` (:mod:`pymem.options`).
+`pymem.MemoryOptions` (`pymem.options`).
 
 Users: ``Memory(user_id="alice")`` or ``Memory(user_id=lambda ctx: ctx.user)``, resolved on
 every call from the ``ctx`` passed to it (or overridden by ``user=``), so one Memory serves many
@@ -13,14 +13,14 @@ A caller whose user cannot be resolved (None, "", a resolver that raises) gets t
 facts only from ``context``/``read`` and nothing it says is stored by ``record``/``turn``; the
 other calls about a user raise ValidationError. Each such call logs one warning.
 
-Ownership: ``Memory()`` opens its own :class:`Database` and ``close()`` closes it; a
+Ownership: ``Memory()`` opens its own `Database` and ``close()`` closes it; a
 ``Memory(db=...)`` leaves that database open (its owner closes it). The same holds for
 ``AsyncMemory`` with ``aclose()`` / ``async with``.
 
 The caller's transaction: a call given ``conn=`` (the caller's own psycopg connection), or made
 inside ``with mem.bound(conn):`` in the same thread or task, runs on that connection instead of the
-pool, inside its transaction: :mod:`pymem.runner` owns that binding (:class:`pymem.runner.Binding`,
-:func:`pymem.runner.caller`), and :func:`pymem.runner.refusal` keeps models from running while it
+pool, inside its transaction: `pymem.runner` owns that binding (`pymem.runner.Binding`,
+`pymem.runner.caller`), and `pymem.runner.refusal` keeps models from running while it
 is open.
 """
 
@@ -74,7 +74,7 @@ _UNSET: Any = _Unset()
 
 
 class MemoryBase(_Facts, _Conversations, _Context, _Learning):
-    """What :class:`Memory` and :class:`AsyncMemory` share: their :class:`MemoryOptions`
+    """What `Memory` and `AsyncMemory` share: their `MemoryOptions`
     (``self.options``; each option also reads as ``mem.<keyword>``, e.g. ``mem.embedder``,
     ``mem.recall_k``) and the user resolution."""
 
@@ -102,7 +102,7 @@ class MemoryBase(_Facts, _Conversations, _Context, _Learning):
         return self._resolve_user(user, ctx, quiet=False)
 
     def _resolve_user(self, user: Any, ctx: Any, *, quiet: bool) -> str | None:
-        """:meth:`resolve_user`; ``quiet``: no warning, for a caller that raises instead (the
+        """`resolve_user`; ``quiet``: no warning, for a caller that raises instead (the
         warning says what happens to a call that goes on without a user)."""
         if user is _UNSET:
             spec = self.options.user_id
@@ -149,7 +149,7 @@ class MemoryBase(_Facts, _Conversations, _Context, _Learning):
 
 
 class Memory(MemoryBase):
-    """Memory for one agent, sync API. See the module docstring and docs/python.md.
+    """Memory for one agent, sync API: one object serves every user (docs/python.md).
 
     >>> mem = pymem.Memory(agent_id="support-bot", embedder=pymem.HashEmbedder())
     >>> with mem.turn("I moved to Oslo", user="alice") as t:
@@ -159,7 +159,7 @@ class Memory(MemoryBase):
     """
 
     def __init__(self, *, db: Database | None = None, options: MemoryOptions | None = None, **keywords: Any) -> None:
-        """``keywords``: the options (:meth:`MemoryOptions.from_keywords`), over ``options`` if given."""
+        """``keywords``: the options (`MemoryOptions.from_keywords`), over ``options`` if given."""
         super().__init__(options, **keywords)
         self._own_db = db is None
         self.db = db if db is not None else Database()
@@ -174,7 +174,7 @@ class Memory(MemoryBase):
         closes or reconfigures ``conn``; a database error leaves its transaction aborted, for you
         to roll back. Each call also takes ``conn=`` for itself alone.
 
-        While the transaction is open, pymem refuses (:class:`pymem.errors.InTransactionError`)
+        While the transaction is open, pymem refuses (`pymem.errors.InTransactionError`)
         to call a model: the embedder (unless it is ``cheap``, as ``HashEmbedder`` is: pass the
         vectors with ``embedding=`` / ``embeddings=``), the learner or the extractor; a due
         summary waits for a turn outside the transaction. ``allow_model_calls=True`` lets them
@@ -190,7 +190,7 @@ class Memory(MemoryBase):
                 expires_at: datetime | None = None, valid_from: datetime | None = None,
                 valid_to: datetime | None = None, conn: psycopg.Connection | None = None) -> FactId:
         """Store a fact (idempotent: the same content returns the same id). Returns its id, a
-        :class:`FactId` whose ``created`` is False when the fact was already there.
+        `FactId` whose ``created`` is False when the fact was already there.
         ``embedding``: the content's vector, computed by the caller with the Memory's embedder
         (it is checked, and the embedder is not called). ``created_at``: when the fact was
         learned, to import facts with their real times (timezone-aware, not in the future;
@@ -245,7 +245,7 @@ class Memory(MemoryBase):
                conn: psycopg.Connection | None = None) -> FactId:
         """Retire the active fact named by ``old`` content or ``fact_id`` in favour of ``new``.
 
-        Returns the id of the fact now active (a :class:`FactId`, an ``int``): a new fact, or,
+        Returns the id of the fact now active (a `FactId`, an ``int``): a new fact, or,
         when ``new`` already was an active fact of the subject, that fact (``created`` False:
         the old fact is merged into it, which stays as it was). Raises ConflictError (PM201)
         when the old fact was already superseded, ValidationError when ``new`` equals it.
@@ -278,7 +278,7 @@ class Memory(MemoryBase):
         ``dry_run``: list the pairs, change nothing (no vector is stored: a fact without one of
         the embedder's is compared by its words; the reader role may dry-run). ``decide``: a learner (e.g.
         ``pymem.llm.ChatLearner()``) asked about each pair first, which may keep them apart or
-        reword them. Returns one :class:`pymem.Merge` per pair (docs/python.md "Consolidation")."""
+        reword them. Returns one `pymem.Merge` per pair (docs/python.md "Consolidation")."""
         return self._run(self._consolidate(tier, self._subject_id(tier, id, user, ctx), dry_run, min_similarity,
                                            min_overlap, decide, max_pairs), conn)
 
@@ -310,7 +310,7 @@ class Memory(MemoryBase):
              valid_at: datetime | None = None, conn: psycopg.Connection | None = None) -> Context:
         """Everything one turn reads, and the chat messages built from it (see pymem.context).
         ``embedding``: the query's vector from the Memory's embedder (the embedder is not called).
-        ``as_of``, ``since``, ``until``, ``metadata``: the recall filters of :meth:`recall`;
+        ``as_of``, ``since``, ``until``, ``metadata``: the recall filters of `recall`;
         ``as_of`` also reads the facts as they were believed then, and ``valid_at`` the facts that
         held then (a context for a point in time: docs/sql.md "Valid time")."""
         filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata, "valid_at": valid_at}
@@ -406,7 +406,7 @@ class Memory(MemoryBase):
               conn: psycopg.Connection | None = None) -> list[UserInfo]:
         """The project's users (those with facts at ``tier="user"`` or conversation threads), by
         id, at most ``limit``; ``after``: the last ``user_id`` of the previous page. Each a
-        :class:`pymem.UserInfo` (its id, active facts, threads)."""
+        `pymem.UserInfo` (its id, active facts, threads)."""
         return self._run(self._users(limit, after), conn)
 
     def forget_conversation(self, *, user: str | None = _UNSET, ctx: Any = None, thread: str = "*",
@@ -419,7 +419,7 @@ class Memory(MemoryBase):
         """Erase the user from this Memory's project, in one transaction: facts with their
         history, every conversation with its summaries, the stores named in ``stores`` (the
         user's own: a store has no owner), and the user's name as the actor of other stores'
-        rows. Returns the receipt (:class:`pymem.Erasure`: counts per kind and a digest, no
+        rows. Returns the receipt (`pymem.Erasure`: counts per kind and a digest, no
         content), which the database keeps after the erasure (``pymem.erasures``)."""
         return self._run(_forget_user(self._need_user(user, ctx), self.options.project_id, stores), conn)
 
@@ -431,12 +431,12 @@ class Memory(MemoryBase):
         ``lease_seconds`` (longer than its model calls take). A failed job is tried again after
         ``backoff_seconds`` (doubled per attempt) and is dead after ``max_attempts``. Each job's
         changes apply once, in each user's order (docs/learning.md "Deferred learning");
-        ``pymem worker`` runs this in a loop. Returns what was done (:class:`pymem.LearningReport`)."""
+        ``pymem worker`` runs this in a loop. Returns what was done (`pymem.LearningReport`)."""
         return self._run(self._learn_pending(limit, batch, lease_seconds, max_attempts, backoff_seconds))
 
     def learning_status(self) -> LearningStatus:
         """The project's learning queue: jobs per state, the oldest pending job's age, failures by
-        kind, today's model calls and tokens (:class:`pymem.LearningStatus`; no content)."""
+        kind, today's model calls and tokens (`pymem.LearningStatus`; no content)."""
         return self._run(self._learning_status())
 
     def close(self) -> None:
@@ -453,7 +453,7 @@ class Memory(MemoryBase):
 
 
 class Turn:
-    """One turn in progress (see :meth:`Memory.turn`)."""
+    """One turn in progress (see `Memory.turn`)."""
 
     def __init__(self, memory: Memory, query: str, user_id: str | None, thread: str | None,
                  conn: psycopg.Connection | None = None) -> None:
@@ -484,9 +484,9 @@ class Turn:
 
 
 class AsyncMemory(MemoryBase):
-    """The asyncio twin of :class:`Memory`: same arguments and methods, awaited.
+    """The asyncio twin of `Memory`: same arguments and methods, awaited.
 
-    ``AsyncMemory()`` opens its own :class:`AsyncDatabase` on first use (or on ``async with``)
+    ``AsyncMemory()`` opens its own `AsyncDatabase` on first use (or on ``async with``)
     and ``aclose()`` closes it; an ``AsyncMemory(db=...)`` leaves that database open."""
 
     def __init__(self, *, db: AsyncDatabase | None = None, options: MemoryOptions | None = None,
@@ -510,7 +510,7 @@ class AsyncMemory(MemoryBase):
         return await arun(operation, await self._database(), self.options.embedder, owner=self)
 
     def bound(self, conn: psycopg.AsyncConnection, *, allow_model_calls: bool = False) -> Binding:
-        """``async with amem.bound(aconn):`` (or ``with``): :meth:`Memory.bound` for your own
+        """``async with amem.bound(aconn):`` (or ``with``): `Memory.bound` for your own
         ``psycopg.AsyncConnection``, in this asyncio task (and the tasks it creates inside the
         block, which inherit it)."""
         return binding(self, conn, allow_model_calls=allow_model_calls, asynchronous=True)
@@ -688,7 +688,7 @@ class AsyncMemory(MemoryBase):
 
 
 class AsyncTurn:
-    """One turn in progress (see :meth:`AsyncMemory.turn`); ``async with``."""
+    """One turn in progress (see `AsyncMemory.turn`); ``async with``."""
 
     def __init__(self, memory: AsyncMemory, query: str, user_id: str | None, thread: str | None,
                  conn: psycopg.AsyncConnection | None = None) -> None:
@@ -744,10 +744,10 @@ def _default_options() -> tuple[Settings, dict[str, Any]]:
 
 
 def default_memory() -> Memory:
-    """The Memory behind :func:`context` and :func:`record`, built once from
-    :class:`pymem.Settings` (``PYMEM_AGENT_ID``, ``PYMEM_PROJECT_ID``; the built-in
+    """The Memory behind `context` and `record`, built once from
+    `pymem.Settings` (``PYMEM_AGENT_ID``, ``PYMEM_PROJECT_ID``; the built-in
     HashEmbedder for recall). With a chat model configured (``PYMEM_LLM_MODEL``), it learns and
-    summarizes through it, as ``pymem demo`` does (:class:`pymem.llm.ChatLearner`)."""
+    summarizes through it, as ``pymem demo`` does (`pymem.llm.ChatLearner`)."""
     global _default
     with _default_lock:
         if _default is None:
@@ -757,8 +757,8 @@ def default_memory() -> Memory:
 
 
 def default_async_memory() -> AsyncMemory:
-    """The AsyncMemory behind :func:`acontext` and :func:`arecord`: built like
-    :func:`default_memory`, once per running event loop (its pool belongs to that loop)."""
+    """The AsyncMemory behind `acontext` and `arecord`: built like
+    `default_memory`, once per running event loop (its pool belongs to that loop)."""
     loop = asyncio.get_running_loop()
     with _default_lock:
         memory = _async_defaults.get(loop)
@@ -769,26 +769,26 @@ def default_async_memory() -> AsyncMemory:
 
 def context(user: str | None, query: str, **options: Any) -> list[dict[str, str]]:
     """The messages to send to a chat model for ``user``'s ``query``, from the default Memory
-    (:func:`default_memory`): ``pymem.context("alice", "Where do I live?")``. The user comes
+    (`default_memory`): ``pymem.context("alice", "Where do I live?")``. The user comes
     first (``Memory.context`` takes the query first and the user as ``user=``); keywords work
-    too. ``options``: those of :meth:`Memory.context` (``thread=``, ``as_of=``, ...)."""
+    too. ``options``: those of `Memory.context` (``thread=``, ``as_of=``, ...)."""
     return default_memory().context(query, user=user, **options)
 
 
 def record(user: str | None, query: str, answer: str, **options: Any) -> TurnResult | None:
     """Store one successful turn of ``user`` in the default Memory; None when ``user`` is empty:
     ``pymem.record("alice", "I moved to Oslo", "Noted.")``. ``options``: those of
-    :meth:`Memory.record`."""
+    `Memory.record`."""
     return default_memory().record(query, answer, user=user, **options)
 
 
 async def acontext(user: str | None, query: str, **options: Any) -> list[dict[str, str]]:
-    """:func:`context`, awaited, on the default AsyncMemory of the running event loop:
+    """`context`, awaited, on the default AsyncMemory of the running event loop:
     ``await pymem.acontext("alice", "Where do I live?")``."""
     return await default_async_memory().context(query, user=user, **options)
 
 
 async def arecord(user: str | None, query: str, answer: str, **options: Any) -> TurnResult | None:
-    """:func:`record`, awaited, on the default AsyncMemory of the running event loop:
+    """`record`, awaited, on the default AsyncMemory of the running event loop:
     ``await pymem.arecord("alice", "I moved to Oslo", "Noted.")``."""
     return await default_async_memory().record(query, answer, user=user, **options)

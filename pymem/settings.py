@@ -1,4 +1,4 @@
-"""Configuration: :class:`Settings`, read from ``PYMEM_*`` environment variables.
+"""Configuration: `Settings`, read from ``PYMEM_*`` environment variables.
 
 With no DSN, pymem starts (or reuses) the embedded PostgreSQL server whose data lives in
 ``data_dir``. Each pooled connection carries the statement timeout as a startup option, and
@@ -118,7 +118,7 @@ class Settings(BaseSettings):
                                 "(response_format); off for a server that refuses the field (the reply is still parsed as JSON).")
 
     def __init__(self, **values: Any) -> None:
-        """As pydantic-settings reads them; a setting it refuses raises :class:`pymem.ConfigError`
+        """As pydantic-settings reads them; a setting it refuses raises `pymem.ConfigError`
         naming the setting and why, never the values (pydantic's own message quotes the first
         characters of every input, PYMEM_DSN's password among them)."""
         try:

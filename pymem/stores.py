@@ -21,7 +21,7 @@ Expiry: a write may give its entry ``ttl=`` (seconds, or a timedelta) or ``expir
 expiry included; ``update_json``/``update_text`` take them too). An expired entry is gone for
 every read at once (``read_*``, ``get_meta``, ``list_paths``) and its path is free again
 (``MUST_NOT_EXIST`` succeeds); ``pymem.purge`` deletes it later. ``expires_at`` of
-:class:`EntryMeta` and :class:`StoreEntry` says when (None: never).
+`EntryMeta` and `StoreEntry` says when (None: never).
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def _message(m: Any) -> dict[str, Any]:
 
 
 class _Store:
-    """The operations MemoryStore and AsyncMemoryStore share (see :mod:`pymem.runner`)."""
+    """The operations MemoryStore and AsyncMemoryStore share (see `pymem.runner`)."""
 
     key: str
     project_id: str
@@ -289,7 +289,7 @@ def _encode_json(value: Any) -> str:
 
 
 class MemoryStore(_Store):
-    """A keyed store (sync). Get one with :meth:`get_or_create` (or :meth:`get`)."""
+    """A keyed store (sync). Get one with `get_or_create` (or `get`)."""
 
     def __init__(self, key: str, *, project_id: str = "", db: Database | None = None, actor: str | None = None):
         self._init(key, project_id, actor)
@@ -304,7 +304,7 @@ class MemoryStore(_Store):
         on ``conn`` (your own ``psycopg.Connection``), inside its transaction: a rollback takes back
         the store's writes with yours, a commit keeps both (pymem never commits, rolls back or
         closes ``conn``). Each call also takes ``conn=`` for itself alone. A rollback does not
-        rewind this object's transcript (``messages``): :meth:`reload` reads it again."""
+        rewind this object's transcript (``messages``): `reload` reads it again."""
         return binding(self, conn)
 
     @classmethod
@@ -315,7 +315,7 @@ class MemoryStore(_Store):
         """Load the store ``key`` (creating it if needed) with its transcript. Options given
         here are a new store's protections (None: audit on, no versions, no read-only prefixes).
         An existing store keeps its own: an option given that differs from it raises
-        ConflictError (PM404); change them with :meth:`protect` or :meth:`configure`."""
+        ConflictError (PM404); change them with `protect` or `configure`."""
         store = cls(key, project_id=project_id, db=db, actor=actor)
         return store._run(store._open(True, audit, keep_versions,
                                       None if read_only_prefixes is None else list(read_only_prefixes)), conn)
@@ -355,15 +355,15 @@ class MemoryStore(_Store):
                    reason: str | None = None, ttl: float | timedelta | None = None,
                    expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> str:
         """Write ``value`` as JSON at ``path``; returns its sha256 (``ttl``, ``expires_at``: as
-        :meth:`write_text`)."""
+        `write_text`)."""
         return self._run(self._write(path, _encode_json(value), "json", expected_sha, actor, reason, ttl,
                                      expires_at), conn)
 
     def read_entry(self, path: str, *, conn: psycopg.Connection | None = None) -> StoreEntry | None:
         """The entry at ``path`` (None when it does not exist): content, sha, kind, version,
         actor, reason and times, read in one statement, so ``sha`` is the sha of ``content``.
-        Write it back with ``expected_sha=entry.sha`` (or use :meth:`update_json` /
-        :meth:`update_text`, which do that and retry)."""
+        Write it back with ``expected_sha=entry.sha`` (or use `update_json` /
+        `update_text`, which do that and retry)."""
         return self._run(self._read_entry(path), conn)
 
     def update_json(self, path: str, fn: Callable[[Any], Any], *, default: Any = _MISSING, actor: str | None = None,
@@ -378,14 +378,14 @@ class MemoryStore(_Store):
         A missing path starts from ``default`` (written only if the path still does not
         exist); without ``default`` it raises NotFoundError. ConcurrencyError naming the path
         when every attempt lost; an exception from ``fn`` propagates and writes nothing.
-        ``ttl`` / ``expires_at``: the written entry's expiry, as in :meth:`write_text` (neither:
+        ``ttl`` / ``expires_at``: the written entry's expiry, as in `write_text` (neither:
         it never expires, whatever expiry the entry had)."""
         return self._run(self._update(path, fn, default, "json", retries, actor, reason, ttl, expires_at), conn)
 
     def update_text(self, path: str, fn: Callable[[str], str], *, default: Any = _MISSING, actor: str | None = None,
                     reason: str | None = None, retries: int = 10, ttl: float | timedelta | None = None,
                     expires_at: datetime | None = None, conn: psycopg.Connection | None = None) -> str:
-        """:meth:`update_json` for text: ``fn`` gets the current text (or ``default``) and
+        """`update_json` for text: ``fn`` gets the current text (or ``default``) and
         returns the new text."""
         return self._run(self._update(path, fn, default, "text", retries, actor, reason, ttl, expires_at), conn)
 
@@ -467,7 +467,7 @@ def _drop(key: str, project_id: str) -> Operation[int]:
 
 
 class AsyncMemoryStore(_Store):
-    """The asyncio twin of :class:`MemoryStore`."""
+    """The asyncio twin of `MemoryStore`."""
 
     def __init__(self, key: str, *, db: AsyncDatabase, project_id: str = "", actor: str | None = None):
         self._init(key, project_id, actor)
@@ -477,7 +477,7 @@ class AsyncMemoryStore(_Store):
         return await arun(operation, self.db, conn=conn, owner=self)
 
     def bound(self, conn: psycopg.AsyncConnection) -> Binding:
-        """``async with store.bound(aconn):`` (or ``with``): :meth:`MemoryStore.bound` for your own
+        """``async with store.bound(aconn):`` (or ``with``): `MemoryStore.bound` for your own
         ``psycopg.AsyncConnection``, in this asyncio task."""
         return binding(self, conn, asynchronous=True)
 
@@ -527,7 +527,7 @@ class AsyncMemoryStore(_Store):
                           actor: str | None = None, reason: str | None = None, retries: int = 10,
                           ttl: float | timedelta | None = None, expires_at: datetime | None = None,
                           conn: psycopg.AsyncConnection | None = None) -> Any:
-        """See :meth:`MemoryStore.update_json`; ``fn`` may be a coroutine function (a plain
+        """See `MemoryStore.update_json`; ``fn`` may be a coroutine function (a plain
         function runs in a worker thread)."""
         return await self._run(self._update(path, fn, default, "json", retries, actor, reason, ttl, expires_at), conn)
 

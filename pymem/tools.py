@@ -1,7 +1,7 @@
 """Memory the agent manages itself (docs/python.md "Tools: memory the agent edits"): OpenAI-style
 function-calling definitions for ``remember``, ``update_memory``, ``forget_memory`` and
 ``search_memory``, and a dispatcher that runs a model's tool call against a
-:class:`pymem.Memory` for one user.
+`pymem.Memory` for one user.
 
 The user is fixed when the dispatcher is made (``MemoryTools(mem, user=...)`` or ``ctx=``,
 resolved as every Memory call resolves it) and never taken from the model: the tools' schemas
@@ -159,7 +159,7 @@ _MODEL_ERRORS = (ValidationError, NotFoundError, ConflictError)
 
 
 class MemoryTools(_Dispatch):
-    """The memory tools of one user of a :class:`pymem.Memory`.
+    """The memory tools of one user of a `pymem.Memory`.
 
     >>> tools = MemoryTools(mem, user="alice")
     >>> reply = client.chat.completions.create(model=..., messages=..., tools=tools.tools)
@@ -186,7 +186,7 @@ class MemoryTools(_Dispatch):
 
 
 class AsyncMemoryTools(_Dispatch):
-    """The asyncio twin of :class:`MemoryTools`, over a :class:`pymem.AsyncMemory`."""
+    """The asyncio twin of `MemoryTools`, over a `pymem.AsyncMemory`."""
 
     def __init__(self, memory: AsyncMemory, *, user: str | None = None, ctx: Any = None) -> None:
         super().__init__(memory, user=user, ctx=ctx)

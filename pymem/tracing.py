@@ -1,6 +1,6 @@
 """OpenTelemetry spans for pymem (the optional extra ``otel``: ``pip install '.[otel]'`` from a clone).
 
-Every public call of :class:`pymem.Memory` / :class:`pymem.AsyncMemory` (``memory.context``,
+Every public call of `pymem.Memory` / `pymem.AsyncMemory` (``memory.context``,
 ``memory.read``, ``memory.record``, ``memory.recall``, ``memory.persist``, ...), of a turn (its
 read is a ``memory.context`` span, its write a ``memory.record`` span) and of the keyed stores
 (``store.read_text``, ``store.write_json``, ...) is one span, under whatever span is current
@@ -12,9 +12,9 @@ were dropped, and the time spent in SQL and in the embedder (``pymem.sql.ms``,
 ``pymem.embed.ms``, with the counts ``pymem.sql.queries`` / ``pymem.embed.texts``).
 
 Privacy: user ids (often e-mail addresses) and content (queries, messages, facts, store keys
-and paths) are never put on a span unless :func:`trace_content` turned that on for the
-process. Without opentelemetry-api installed, :func:`instrument` leaves the classes untouched
-and :func:`step` is one context-variable read: no spans, no cost. With it installed but no
+and paths) are never put on a span unless `trace_content` turned that on for the
+process. Without opentelemetry-api installed, `instrument` leaves the classes untouched
+and `step` is one context-variable read: no spans, no cost. With it installed but no
 SDK configured (nothing records), the same holds for the steps.
 """
 
@@ -108,7 +108,7 @@ def _failed(span: Any, error: BaseException | None) -> None:
 
 
 def step(item: Any) -> Any:
-    """A context manager around one step of an operation (:mod:`pymem.runner`): a child span of
+    """A context manager around one step of an operation (`pymem.runner`): a child span of
     the traced call, timed into its totals. Outside a recording traced call: a shared no-op."""
     call = _call.get()
     if call is None:

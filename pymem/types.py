@@ -1,7 +1,7 @@
-"""The values pymem's calls return and the callables they take: :class:`Fact` and
-:class:`FactId` (durable facts), :class:`Message` and :class:`TurnResult` (conversation memory),
-:class:`Erasure` (the receipt of a user's erasure), the ``Summarizer`` and ``Extractor``
-signatures, and :class:`Query` (a named query and its
+"""The values pymem's calls return and the callables they take: `Fact` and
+`FactId` (durable facts), `Message` and `TurnResult` (conversation memory),
+`Erasure` (the receipt of a user's erasure), the ``Summarizer`` and ``Extractor``
+signatures, and `Query` (a named query and its
 parameters, what pymem.calls makes and an operation yields). A leaf: it imports no other pymem module, so
 every module may name these types at run time (``pymem.facts`` and ``pymem.conversations``
 re-export theirs)."""
@@ -122,7 +122,7 @@ class TurnResult:
 
 @dataclass
 class LearningReport:
-    """What one :meth:`pymem.Memory.learn_pending` (or one batch of ``pymem worker``) did with
+    """What one `pymem.Memory.learn_pending` (or one batch of ``pymem worker``) did with
     the queued learning jobs: ``claimed`` (taken to learn from), of which ``done`` (their facts
     applied, once), ``retried`` (failed; pending again after a backoff), ``dead`` (failed for the
     last time, or a lease that expired too often), ``lost`` (another worker took the job after
@@ -173,7 +173,7 @@ class LearningStatus:
 
 @dataclass(frozen=True)
 class LearningJob:
-    """One job of the learning queue as :func:`pymem.learning.jobs` lists it (SQL
+    """One job of the learning queue as `pymem.learning.jobs` lists it (SQL
     ``pymem.learning_jobs``): the turn it learns from (``user_id``, ``thread_id``, ``seq`` of the
     user's message), its ``state`` ('pending', 'running', 'dead', 'skipped'), ``attempts`` so far,
     when it may be claimed (``available_at``) or until when it is leased (``leased_until``), and
@@ -202,8 +202,8 @@ class LearningJob:
 @dataclass(frozen=True)
 class Query:
     """Send the named query ``name`` with ``params``; the operation receives the rows as dicts,
-    or as ``rows`` makes them: a psycopg row factory (e.g. :func:`pymem.facts.fact_rows`, which
-    builds a :class:`Fact` per row without a dict in between). ``query.rows_as(factory)``: the
+    or as ``rows`` makes them: a psycopg row factory (e.g. `pymem.facts.fact_rows`, which
+    builds a `Fact` per row without a dict in between). ``query.rows_as(factory)``: the
     same query with that factory."""
 
     name: str

@@ -16,7 +16,7 @@ def text(value: Any, what: str, *, allow_none: Literal[False] = False) -> str: .
 @overload
 def text(value: Any, what: str, *, allow_none: bool) -> str | None: ...
 def text(value: Any, what: str, *, allow_none: bool = False) -> str | None:
-    """``value`` if it is a string PostgreSQL can store, else :class:`ValidationError`."""
+    """``value`` if it is a string PostgreSQL can store, else `ValidationError`."""
     if value is None and allow_none:
         return None
     if not isinstance(value, str):
@@ -42,7 +42,7 @@ def integer(value: Any, what: str, *, allow_none: Literal[False] = False) -> int
 def integer(value: Any, what: str, *, allow_none: bool) -> int | None: ...
 def integer(value: Any, what: str, *, allow_none: bool = False) -> int | None:
     """``value`` if it is an int (not a bool, not a numeric string: ``k="3"`` is refused as
-    ``Memory(recall_k="5")`` is), else :class:`ValidationError`. The SQL checks its range."""
+    ``Memory(recall_k="5")`` is), else `ValidationError`. The SQL checks its range."""
     if value is None and allow_none:
         return None
     if isinstance(value, bool) or not isinstance(value, int):

@@ -7,28 +7,28 @@ with counts; a subject's facts newest first (source, confidence, time, provenanc
 fact links to the turn that taught it, a fact corrected here says "edited on the page"; "Show
 superseded" adds the replaced versions, muted, with when each was superseded and a link to the
 row that replaced it, saying how: "updated →", "retired →" (a learner's delete), "edited on the
-page →", "merged into", or plain "superseded →" (:func:`change_kind`)) and a search box; a
+page →", "merged into", or plain "superseded →" (`change_kind`)) and a search box; a
 turn's two messages and the facts it taught; a user's threads with window and summary and a
 recall search; a store's entries, audit tail and an entry's versions.
 
 Searches rank as Memory.retrieve and Memory.recall do, by the query's vector and its words, with
 the project's own embedder: the newest registered one (``browse_embedders``) that pymem ships and
-can run here (:func:`builtin_embedder`); with none, by words alone, and the page says why. They
+can run here (`builtin_embedder`); with none, by words alone, and the page says why. They
 never write: rows with no vector from that embedder are matched by their words and listed apart
-as "not yet embedded" (:func:`pymem.browse.search_facts`, :func:`pymem.browse.recall_messages`).
+as "not yet embedded" (`pymem.browse.search_facts`, `pymem.browse.recall_messages`).
 
 Reads go through the Memory API and the read-only SQL functions, on connections of
 ``PYMEM_READER_DSN``, a login role that is only a reader (checked at start: no session of it can
 become a writer), or without it on the login role's connections that SET ROLE to the reader role
 at start (``-c role=...``: the page's code cannot write by mistake, but a session could switch
 back; a warning says so; docs/memory-page.md). With ``allow_edit``, forgetting a fact and
-superseding it with corrected text go through :class:`pymem.Memory` (``forget`` / ``update``,
-the correction's metadata :data:`PAGE_EDIT`) on the login role's own connections, as POST forms
+superseding it with corrected text go through `pymem.Memory` (``forget`` / ``update``,
+the correction's metadata `PAGE_EDIT`) on the login role's own connections, as POST forms
 carrying a per-process token (and, when the browser sends one, an Origin that must be this
-server), of a declared length of at most :data:`MAX_FORM` bytes (:func:`read_form`). Bound to a
-loopback address, it answers only requests whose Host is a loopback name (:func:`is_loopback`;
-no DNS rebinding). Every response carries :data:`HEADERS` (``Cache-Control: no-store``, ...); a
-client that stalls mid-request for :data:`REQUEST_TIMEOUT` seconds is dropped.
+server), of a declared length of at most `MAX_FORM` bytes (`read_form`). Bound to a
+loopback address, it answers only requests whose Host is a loopback name (`is_loopback`;
+no DNS rebinding). Every response carries `HEADERS` (``Cache-Control: no-store``, ...); a
+client that stalls mid-request for `REQUEST_TIMEOUT` seconds is dropped.
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ HEADERS = (("Cache-Control", "no-store"), ("X-Content-Type-Options", "nosniff"),
             "form-action 'self'"))
 #: What a page edit writes into the corrected fact's metadata, so the page can say so.
 PAGE_EDIT = {"edited_on": "memory page"}
-#: The marker of a superseded row, by :func:`change_kind`.
+#: The marker of a superseded row, by `change_kind`.
 CHANGE_LABEL = {"update": "updated →", "delete": "retired →", "merged": "merged into", "edited": "edited on the page →",
                 "superseded": "superseded →"}
 #: What a fact's turn did, by the op in its ``metadata["turn"]`` (none: learned or added).
@@ -171,7 +171,7 @@ class MemoryPage:
         return [] if method == "HEAD" else [data]
 
     def _check_host(self, environ: dict[str, Any]) -> None:
-        """On a loopback address, only a loopback Host header (:func:`is_loopback`: localhost, any
+        """On a loopback address, only a loopback Host header (`is_loopback`: localhost, any
         127.0.0.0/8 literal, [::1], with or without a port): a web page whose name an attacker
         points at a loopback address (DNS rebinding) must not read this one as its own."""
         if self.loopback:
@@ -440,7 +440,7 @@ class MemoryPage:
 
 
 def read_form(environ: dict[str, Any]) -> bytes:
-    """A POST's body, exactly ``Content-Length`` bytes of at most :data:`MAX_FORM`: a missing
+    """A POST's body, exactly ``Content-Length`` bytes of at most `MAX_FORM`: a missing
     length is refused with 411 (so is a chunked body, which wsgiref does not decode), one that
     is not a plain decimal (``-1``, ``1e3``, ``+5``) with 400, a longer one with 413, before
     anything is read; a body that ends early or stalls past the handler's timeout with 400/408."""
@@ -498,7 +498,7 @@ def change_kind(fact: Any, successor: Any) -> str:
 
 
 def edited_on_page(fact: Any) -> bool:
-    """Whether ``fact`` is a correction made on this page (its metadata is :data:`PAGE_EDIT`'s)."""
+    """Whether ``fact`` is a correction made on this page (its metadata is `PAGE_EDIT`'s)."""
     return isinstance(fact.metadata, dict) and fact.metadata.get("edited_on") == PAGE_EDIT["edited_on"]
 
 
@@ -564,7 +564,7 @@ class _Quiet(WSGIRequestHandler):
 def reader_conninfo(conninfo: str, role: str) -> str:
     """``conninfo`` whose sessions start as ``role`` (SET ROLE at connection start). Not a
     boundary: the session may switch back to its login role (``SET ROLE NONE``,
-    ``set_config('role', session_user, ...)``); :func:`open_databases` uses it only without
+    ``set_config('role', session_user, ...)``); `open_databases` uses it only without
     ``PYMEM_READER_DSN``."""
     options = conninfo_to_dict(conninfo).get("options") or ""
     return make_conninfo(conninfo, options=f"{options} -c role={role}".strip())
@@ -574,7 +574,7 @@ def open_databases(settings: Settings, allow_edit: bool) -> tuple[Database, Data
     """(reader database, login database or None, a note on the role reads run as).
 
     With ``settings.reader_dsn`` (``PYMEM_READER_DSN``) reads connect as that login role; on the
-    embedded server without it, as :data:`PAGE_READER`, which ``pymem._page_reader_login``
+    embedded server without it, as `PAGE_READER`, which ``pymem._page_reader_login``
     creates. That role must not be able to write: neither it nor any role it is a member of may
     be a superuser, bypass row-level security or execute a pymem function the reader role may
     not (named query ``reader_login``; ConfigError otherwise, naming the role). That is the

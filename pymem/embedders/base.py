@@ -1,8 +1,8 @@
 """The embedder protocol and the checks every vector passes (see the package docstring).
 
-:class:`Embedder` is what pymem needs from a model; :func:`validate_vectors` checks what an
-embedder returned (pymem calls it once per batch, in :mod:`pymem.runner`, where the vectors
-become query parameters); :func:`aembed` runs an embedder from asyncio.
+`Embedder` is what pymem needs from a model; `validate_vectors` checks what an
+embedder returned (pymem calls it once per batch, in `pymem.runner`, where the vectors
+become query parameters); `aembed` runs an embedder from asyncio.
 The embedders of this package share the argument checks (``_check_name``, ``_check_dimension``,
 ``_positive_int``) and ``_normalise`` (unit length). Stdlib only.
 """
@@ -25,7 +25,7 @@ MAX_NAME_LENGTH = 200
 
 @runtime_checkable
 class Embedder(Protocol):
-    """What pymem needs from an embedding model (see the docstring of :mod:`pymem.embedders`)."""
+    """What pymem needs from an embedding model (see the docstring of `pymem.embedders`)."""
 
     # Optional, not part of the protocol (isinstance does not ask for it): ``cheap = True`` says
     # that embedding a text costs less than a round trip to the database (HashEmbedder: ~15 us).
@@ -55,9 +55,9 @@ def embed(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> A
 
 async def aembed(embedder: Embedder, texts: Sequence[str], *, query: bool = False) -> list[list[float]]:
     """Embed from asyncio: the embedder's own ``aembed`` coroutine if it has one (``aembed_query``
-    with ``query=True``, texts to search with), else :func:`embed` in a worker thread. Returns
-    what the embedder returned: pymem checks it with :func:`validate_vectors` where it becomes
-    query parameters (:func:`pymem.runner.avectors`)."""
+    with ``query=True``, texts to search with), else `embed` in a worker thread. Returns
+    what the embedder returned: pymem checks it with `validate_vectors` where it becomes
+    query parameters (`pymem.runner.avectors`)."""
     texts = list(texts)
     own = getattr(embedder, "aembed_query" if query and hasattr(embedder, "embed_query") else "aembed", None)
     if own is not None and inspect.iscoroutinefunction(own):
@@ -93,7 +93,7 @@ def validate_vectors(embedder: Embedder, texts: Sequence[str], vectors: Any) -> 
     (a zero vector has no direction: cosine distance to it is NaN).
 
     Accepts any sequence of float sequences (lists, tuples, numpy arrays). Raises
-    :class:`~pymem.errors.ValidationError` naming the embedder and the first bad text.
+    `pymem.errors.ValidationError` naming the embedder and the first bad text.
     """
     name = _check_name(getattr(embedder, "name", None))
     dimension = _check_dimension(getattr(embedder, "dimension", None), f"embedder {name!r}'s dimension")

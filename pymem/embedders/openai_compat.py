@@ -1,6 +1,6 @@
 """OpenAIEmbedder: any OpenAI-compatible ``/embeddings`` endpoint, through the ``openai``
 package when it is installed (imported when an embedder is created, never at import time) or
-pymem's own JSON POST (:mod:`pymem.http`: no redirect followed, the reply's size bounded)."""
+pymem's own JSON POST (`pymem.http`: no redirect followed, the reply's size bounded)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ OPENAI_DIMENSIONS = {
 #: Statuses that refuse the input (too long, too many): ValidationError, not ConfigError.
 _INVALID_INPUT = (400, 413, 422)
 #: The reply's size limit: this many bytes per number asked for (``len(batch) * dimension``; a
-#: float in pretty-printed JSON takes ~30), plus :data:`REPLY_BYTES_BASE`.
+#: float in pretty-printed JSON takes ~30), plus `REPLY_BYTES_BASE`.
 REPLY_BYTES_PER_NUMBER = 64
 REPLY_BYTES_BASE = 1 << 20
 
@@ -32,11 +32,11 @@ def _http_error(name: str, status: int, detail: str) -> Exception:
 
 
 class OpenAIEmbedder:
-    """Any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint as an :class:`Embedder`.
+    """Any OpenAI-compatible ``POST {base_url}/embeddings`` endpoint as an `Embedder`.
 
     Uses ``client`` (an ``openai.OpenAI``) when given, else the ``openai`` package when it is
     importable and there is a key (``use_openai=False`` never, ``True`` always), else pymem's own
-    POST of ``{"model", "input"}`` (:func:`pymem.http.post_json`) with ``Authorization: Bearer
+    POST of ``{"model", "input"}`` (`pymem.http.post_json`) with ``Authorization: Bearer
     <api_key>`` (no header without a key): no redirect followed (a 3xx is a ConfigError), at
     most ``timeout`` seconds, and a reply of at most 1 MiB + 64 bytes per number asked for
     (``len(batch) * dimension``), else a ValidationError.
@@ -101,7 +101,7 @@ class OpenAIEmbedder:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """One request per ``batch_size`` texts; the vectors in input order, as the endpoint sent
-        them (pymem checks them where they become query parameters: :mod:`pymem.runner`)."""
+        them (pymem checks them where they become query parameters: `pymem.runner`)."""
         texts = list(texts)
         vectors: list[list[float]] = []
         for start in range(0, len(texts), self.batch_size):

@@ -1,4 +1,4 @@
-"""SentenceTransformerEmbedder: a sentence-transformers model as an :class:`~.base.Embedder`.
+"""SentenceTransformerEmbedder: a sentence-transformers model as an `.base.Embedder`.
 sentence_transformers is not a dependency: it is imported only to load a model by name."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ from .base import _check_dimension, _check_name
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model (an object, or a name to load) as an :class:`Embedder`.
+    """A sentence-transformers model (an object, or a name to load) as an `Embedder`.
 
     ``sentence_transformers`` is imported only to load a model by name. The dimension comes
     from ``get_sentence_embedding_dimension()``. ``name`` defaults to ``st:<model name>``;
     for a model object pass ``name`` unless it knows its own (``model_card_data.base_model``).
     ``encode_kwargs`` go to every ``encode`` call (e.g. ``{"normalize_embeddings": True}``):
     options that change the vectors need a name of their own. ``query_kwargs`` go on top of them
-    when pymem embeds a search (:meth:`embed_query`): for a model trained with a prompt for
+    when pymem embeds a search (`embed_query`): for a model trained with a prompt for
     searches, e.g. ``{"prompt_name": "query"}`` (a prompt of the model's configuration) or
     ``{"prompt": "query: "}`` (e5), with ``encode_kwargs={"prompt": "passage: "}`` for what is
     stored; without them a search is encoded as a stored text.
@@ -65,7 +65,7 @@ class SentenceTransformerEmbedder:
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         """``model.encode(texts, **encode_kwargs)`` as lists (pymem checks the vectors where they
-        become query parameters: :mod:`pymem.runner`)."""
+        become query parameters: `pymem.runner`)."""
         return self._encode(texts, self.encode_kwargs)
 
     def embed_query(self, texts: list[str]) -> list[list[float]]:

@@ -1,8 +1,8 @@
 """pymem as the store of agent frameworks (optional extras, imported on their own):
 
-* :mod:`pymem.integrations.langgraph` - ``PymemStore``, a LangGraph ``BaseStore``
+* `pymem.integrations.langgraph` - ``PymemStore``, a LangGraph ``BaseStore``
   (``pip install '.[langgraph]'`` from a clone);
-* :mod:`pymem.integrations.fastaiagent` - ``PymemFactStore``, the ``FactStore`` of the
+* `pymem.integrations.fastaiagent` - ``PymemFactStore``, the ``FactStore`` of the
   ``fastaiagent`` SDK (``pip install '.[fastaiagent]'`` from a clone).
 
 Neither framework is a dependency of pymem: ``import pymem`` never imports them.

@@ -450,7 +450,7 @@ class PymemStore(BaseStore):
         return _NoSweeper()
 
     def stop_ttl_sweeper(self, timeout: float | None = None) -> _Stopped:
-        """Does nothing (see :meth:`start_ttl_sweeper`); true, and awaitable to true."""
+        """Does nothing (see `start_ttl_sweeper`); true, and awaitable to true."""
         return _Stopped()
 
     def close(self) -> None:

@@ -1,7 +1,7 @@
 """``pymem mcp``: pymem's memory tools as an MCP server, on the official ``mcp`` SDK (the
 ``[mcp]`` extra; docs/integrations.md "MCP", docs/security.md "The MCP server").
 
-Tools: the agent tools of :mod:`pymem.tools` (``remember``, ``update_memory``,
+Tools: the agent tools of `pymem.tools` (``remember``, ``update_memory``,
 ``forget_memory``, ``search_memory``: their names, descriptions, schemas and handler, one
 source), plus ``list_memories`` (the user's active facts, newest first, a page at a time) and
 ``get_context`` (the composed context for a query, as text). Every input schema refuses
@@ -12,7 +12,7 @@ text plus the same object as structured content; a call the model got wrong is a
 Identity is never the model's: no tool takes a user, project or agent, and a call naming one is
 refused. Over stdio the server is bound at start to one project, agent and user
 (``pymem mcp --user U``). Over streamable HTTP (``pymem mcp --http``) each request is served as
-the user of its bearer token (``pymem mcp-token create``; :mod:`pymem.mcp`): no token, a wrong
+the user of its bearer token (``pymem mcp-token create``; `pymem.mcp`): no token, a wrong
 one or a revoked one gets 401 before any tool runs, and the token is checked again on every
 request. The calls go through the same API functions as every other door, with the server's
 database login (its role's tenant bindings apply).
@@ -97,7 +97,7 @@ class Identity:
 
 
 class MemoryServer:
-    """The MCP server over one :class:`pymem.AsyncDatabase`: ``identity`` for stdio, None for
+    """The MCP server over one `pymem.AsyncDatabase`: ``identity`` for stdio, None for
     HTTP (each request's token names it)."""
 
     def __init__(self, db: AsyncDatabase, *, identity: Identity | None = None, embedder: Any = None) -> None:
