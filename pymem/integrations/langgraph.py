@@ -186,6 +186,12 @@ class _Stopped(int):
         yield  # a generator: awaiting it returns at once
 
 
+class _SyncCallInLoop(ValidationError, asyncio.InvalidStateError):
+    """A sync call on a PymemStore over an AsyncDatabase from its own event loop's thread (it
+    would block the loop it waits for): a ``pymem.ValidationError`` and, as
+    ``AsyncPostgresStore`` raises, an ``asyncio.InvalidStateError``."""
+
+
 class PymemStore(BaseStore):
     """A LangGraph store kept in pymem (module docstring). ``db``: a ``pymem.Database`` (sync
     calls; async calls run them in a worker thread) or a ``pymem.AsyncDatabase`` (async calls
@@ -221,6 +227,13 @@ class PymemStore(BaseStore):
         self._queue: list[tuple[list[Op], asyncio.Future[list[Result]]]] = []
         self._queue_loop: asyncio.AbstractEventLoop | None = None
         self._drainer: asyncio.Task[None] | None = None
+        # the event loop an AsyncDatabase serves (sync calls from other threads run there)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if isinstance(self.db, AsyncDatabase):
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass
         self.index_config: dict[str, Any] | None = None
         self._embedder: Any = None
         self._query_embedder: Any = None
@@ -363,7 +376,7 @@ class PymemStore(BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         if isinstance(self.db, AsyncDatabase):
-            raise ValidationError("this PymemStore has an AsyncDatabase: use its async methods (aget, aput, ...)")
+            return self._batch_on_loop(list(ops))
         ops = list(ops)
         if not self._opened:
             run(self._open(), self.db, owner=self)
@@ -375,6 +388,25 @@ class PymemStore(BaseStore):
                 results[i] = result
         return results
 
+    def _batch_on_loop(self, ops: list[Op]) -> list[Result]:
+        """A sync call on a store over an AsyncDatabase: from another thread, the batch runs on
+        the database's event loop (joining that turn's batch) and this thread waits for it, as
+        ``AsyncPostgresStore`` does; from the loop's own thread it would block the loop: refused."""
+        loop = self._loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and running is loop:
+            raise _SyncCallInLoop("a sync call (get, put, ...) on a PymemStore over an AsyncDatabase, in its event "
+                                  "loop, would block it: use aget, aput, ... or call from another thread")
+        if loop is None or loop.is_closed() or not loop.is_running():
+            raise ValidationError("this PymemStore has an AsyncDatabase: use its async methods (aget, aput, ...), "
+                                  "or call the sync ones from another thread while its event loop runs")
+        for op in ops:
+            _validate_op(op)
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
+
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The async calls that reach it in one turn of the event loop (``aget``, ``aput``, ...
         from many tasks) run as one batch, as LangGraph's ``AsyncBatchedBaseStore`` does: its
@@ -384,6 +416,8 @@ class PymemStore(BaseStore):
         for op in ops:  # an invalid operation fails its own caller, before it joins a batch
             _validate_op(op)
         loop = asyncio.get_running_loop()
+        if isinstance(self.db, AsyncDatabase):
+            self._loop = loop
         if self._queue_loop is not loop:
             if self._drainer is not None and not self._drainer.done():  # another loop's batch is running
                 return await self._abatch_now(ops)
