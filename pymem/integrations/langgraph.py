@@ -133,18 +133,27 @@ def _check_index(index: Any) -> None:
 
 
 def _read_key(op: Op) -> Any:
-    """What makes two reads of one batch the same read (None: never merged)."""
-    if isinstance(op, GetOp):
-        return ("get", op.namespace, op.key, getattr(op, "refresh_ttl", True))
-    if isinstance(op, SearchOp):
-        try:
-            where = json.dumps(op.filter, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError):
-            return None  # _search refuses it, for this caller
-        return ("search", op.namespace_prefix, where, op.limit, op.offset, op.query, getattr(op, "refresh_ttl", True))
-    if isinstance(op, ListNamespacesOp):
-        return ("namespaces", op.match_conditions, op.max_depth, op.limit, op.offset)
-    return None
+    """What makes two reads of one batch the same read (None: never merged). Namespaces may
+    come as lists (``search(["docs"])``): compared as tuples."""
+    try:
+        if isinstance(op, GetOp):
+            key: Any = ("get", tuple(op.namespace), op.key, getattr(op, "refresh_ttl", True))
+        elif isinstance(op, SearchOp):
+            try:
+                where = json.dumps(op.filter, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError):
+                return None  # _search refuses it, for this caller
+            key = ("search", tuple(op.namespace_prefix), where, op.limit, op.offset, op.query,
+                   getattr(op, "refresh_ttl", True))
+        elif isinstance(op, ListNamespacesOp):
+            key = ("namespaces", tuple((c.match_type, tuple(c.path)) for c in op.match_conditions or ()),
+                   op.max_depth, op.limit, op.offset)
+        else:
+            return None
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _settle(waiter: asyncio.Future[Any], result: Any = None, *, error: BaseException | None = None) -> None:
