@@ -547,6 +547,27 @@ SELECT i.value, i.created_at, i.updated_at, i.expires_at
 FROM pymem.store_item_get(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
                           project_id => %(project_id)s) AS i;
 
+-- name: store_items_get
+-- Several items in one statement (a JSON array of {namespace, key}): a row per live item, with its position in the array.
+SELECT r.ord::integer - 1 AS position, i.value, i.created_at, i.updated_at, i.expires_at
+FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS r(item, ord)
+CROSS JOIN LATERAL pymem.store_item_get(
+    store_key => %(store_key)s,
+    namespace => ARRAY(SELECT l.label FROM jsonb_array_elements_text(r.item -> 'namespace') WITH ORDINALITY AS l(label, n)
+                       ORDER BY l.n),
+    key => r.item ->> 'key', project_id => %(project_id)s) AS i
+ORDER BY r.ord;
+
+-- name: store_items_delete
+-- Delete several items and their vectors in one statement (a JSON array of {namespace, key}); returns how many there were.
+SELECT count(*) FILTER (WHERE d.deleted)::integer AS deleted
+FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS r(item, ord)
+CROSS JOIN LATERAL pymem.store_item_delete(
+    store_key => %(store_key)s,
+    namespace => ARRAY(SELECT l.label FROM jsonb_array_elements_text(r.item -> 'namespace') WITH ORDINALITY AS l(label, n)
+                       ORDER BY l.n),
+    key => r.item ->> 'key', actor => %(actor)s, project_id => %(project_id)s) AS d(deleted);
+
 -- name: store_items_refresh
 -- Move on the expiry of the live items written with a ttl (a JSON array of {namespace, key}); returns how many.
 SELECT pymem.store_items_refresh(store_key => %(store_key)s, items => %(items)s::jsonb,

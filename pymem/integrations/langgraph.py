@@ -358,30 +358,78 @@ class PymemStore(BaseStore):
                                             max_items=op.limit, skip=op.offset)
         return [tuple(r["namespace"]) for r in rows]
 
-    def _plan(self, ops: Iterable[Op]) -> list[tuple[list[int], Operation[Any], Any]]:
+    def _get_many(self, ops: list[GetOp]) -> Operation[list[Item | None]]:
+        """Several gets in one statement (``store_items_get``), then one refresh of those that
+        expire and asked for it."""
+        rows = yield calls.store_items_get(store_key=self.store_key, project_id=self.project_id, items=_json(
+            [{"namespace": list(op.namespace), "key": op.key} for op in ops]))
+        found: list[Item | None] = [None] * len(ops)
+        refresh: list[tuple[tuple[str, ...], str]] = []
+        for r in rows:
+            op = ops[r["position"]]
+            found[r["position"]] = Item(value=r["value"], key=op.key, namespace=tuple(op.namespace),
+                                        created_at=r["created_at"], updated_at=r["updated_at"])
+            if r["expires_at"] is not None and getattr(op, "refresh_ttl", True):
+                refresh.append((tuple(op.namespace), op.key))
+        yield from self._refresh(refresh)
+        return found
+
+    def _delete_many(self, ops: list[PutOp]) -> Operation[None]:
+        """Several deletes in one statement (``store_items_delete``)."""
+        yield calls.store_items_delete(store_key=self.store_key, project_id=self.project_id, actor=self.actor,
+                                       items=_json([{"namespace": list(op.namespace), "key": op.key} for op in ops]))
+        return None
+
+    def _plan(self, ops: Iterable[Op]) -> list[tuple[list[list[int]] | list[int], Operation[Any], Any]]:
         """The batch as (result indexes, operation, embedder): the reads in order, each distinct
         read once (they all see the store as it was before the batch, so identical reads give
-        one result), then the last put of each (namespace, key), which no result waits for."""
+        one result), then the last put of each (namespace, key), which no result waits for. The
+        gets of more than one key are one operation (one statement) whose result is a list, one
+        per distinct get: its indexes are then a list of lists; so are the deletes."""
         reads: dict[Any, tuple[list[int], Operation[Any], Any]] = {}
+        gets: dict[Any, tuple[list[int], GetOp]] = {}
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
             _validate_op(op)
             if isinstance(op, PutOp):
-                puts.pop((op.namespace, op.key), None)  # a later put moves to the end
-                puts[(op.namespace, op.key)] = op
+                puts.pop((tuple(op.namespace), op.key), None)  # a later put moves to the end
+                puts[(tuple(op.namespace), op.key)] = op
                 continue
             key = _read_key(op)
-            if key is not None and key in reads:
+            if isinstance(op, GetOp) and key is not None:
+                gets.setdefault(key, ([], op))[0].append(i)
+            elif key is not None and key in reads:
                 reads[key][0].append(i)
             elif isinstance(op, GetOp):
-                reads[key if key is not None else i] = ([i], self._get(op), None)
+                reads[i] = ([i], self._get(op), None)
             elif isinstance(op, SearchOp):
                 reads[key if key is not None else i] = ([i], self._search(op), self._query_embedder)
             elif isinstance(op, ListNamespacesOp):
                 reads[key if key is not None else i] = ([i], self._list_namespaces(op), None)
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
-        return list(reads.values()) + [([], self._put(op), self._embedder) for op in puts.values()]
+        plan: list[tuple[Any, Operation[Any], Any]] = []
+        if len(gets) == 1:
+            (indexes, op), = gets.values()
+            plan.append((indexes, self._get(op), None))
+        elif gets:
+            plan.append(([ix for ix, _ in gets.values()], self._get_many([op for _, op in gets.values()]), None))
+        plan += list(reads.values())
+        deletes = [op for op in puts.values() if op.value is None]
+        if len(deletes) > 1:
+            plan.append(([], self._delete_many(deletes), None))
+        plan += [([], self._put(op), self._embedder) for op in puts.values() if op.value is not None or len(deletes) == 1]
+        return plan
+
+    @staticmethod
+    def _assign(results: list[Result], indexes: Any, result: Any) -> None:
+        if indexes and isinstance(indexes[0], list):  # one result per distinct read
+            for ix, one in zip(indexes, result):
+                for i in ix:
+                    results[i] = one
+        else:
+            for i in indexes:
+                results[i] = result
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         if isinstance(self.db, AsyncDatabase):
@@ -392,9 +440,7 @@ class PymemStore(BaseStore):
             self._opened = True
         results: list[Result] = [None] * len(ops)
         for indexes, operation, embedder in self._plan(ops):
-            result = run(operation, self.db, embedder, owner=self)
-            for i in indexes:
-                results[i] = result
+            self._assign(results, indexes, run(operation, self.db, embedder, owner=self))
         return results
 
     def _batch_on_loop(self, ops: list[Op]) -> list[Result]:
@@ -481,8 +527,7 @@ class PymemStore(BaseStore):
 
         reads = [step for step in plan if step[0]]
         for (indexes, _, _), result in zip(reads, await asyncio.gather(*(one(o, e) for _, o, e in reads))):
-            for i in indexes:
-                results[i] = result
+            self._assign(results, indexes, result)
         await asyncio.gather(*(one(o, e) for indexes, o, e in plan if not indexes))
         return results
 
