@@ -943,6 +943,18 @@ def store_items_delete(
     return Query("store_items_delete", {"items": items, "store_key": store_key, "actor": actor, "project_id": project_id})
 
 
+def store_items_put(
+    *,
+    items: Any,
+    store_key: str | None,
+    actor: str | None,
+    project_id: str | None,
+) -> Query:
+    """Write several items without vectors in one statement (a JSON array of {namespace, key, value,
+    ttl_seconds}); returns how many."""
+    return Query("store_items_put", {"items": items, "store_key": store_key, "actor": actor, "project_id": project_id})
+
+
 def store_items_refresh(*, store_key: str | None, items: Any, project_id: str | None) -> Query:
     """Move on the expiry of the live items written with a ttl (a JSON array of {namespace, key});
     returns how many."""

@@ -568,6 +568,18 @@ CROSS JOIN LATERAL pymem.store_item_delete(
                        ORDER BY l.n),
     key => r.item ->> 'key', actor => %(actor)s, project_id => %(project_id)s) AS d(deleted);
 
+-- name: store_items_put
+-- Write several items without vectors in one statement (a JSON array of {namespace, key, value, ttl_seconds}); returns how many.
+SELECT count(p.sha)::integer AS written
+FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS r(item, ord)
+CROSS JOIN LATERAL pymem.store_item_put(
+    store_key => %(store_key)s,
+    namespace => ARRAY(SELECT l.label FROM jsonb_array_elements_text(r.item -> 'namespace') WITH ORDINALITY AS l(label, n)
+                       ORDER BY l.n),
+    key => r.item ->> 'key', value => r.item -> 'value', embedder => NULL, fields => NULL, embeddings => NULL,
+    actor => %(actor)s, project_id => %(project_id)s, expires_at => NULL,
+    ttl => pg_catalog.make_interval(secs => (r.item ->> 'ttl_seconds')::double precision)) AS p(sha);
+
 -- name: store_items_refresh
 -- Move on the expiry of the live items written with a ttl (a JSON array of {namespace, key}); returns how many.
 SELECT pymem.store_items_refresh(store_key => %(store_key)s, items => %(items)s::jsonb,

@@ -380,6 +380,16 @@ class PymemStore(BaseStore):
                                        items=_json([{"namespace": list(op.namespace), "key": op.key} for op in ops]))
         return None
 
+    def _put_many(self, ops: list[PutOp]) -> Operation[None]:
+        """Several puts of items without vectors in one statement (``store_items_put``)."""
+        yield calls.store_items_put(store_key=self.store_key, project_id=self.project_id, actor=self.actor,
+                                    items="[" + ",".join(
+                                        '{"namespace": %s, "key": %s, "value": %s, "ttl_seconds": %s}' % (
+                                            _json(list(op.namespace)), _json(op.key), _json(op.value),
+                                            _json(_minutes(getattr(op, "ttl", None))))
+                                        for op in ops) + "]")
+        return None
+
     def _plan(self, ops: Iterable[Op]) -> list[tuple[list[list[int]] | list[int], Operation[Any], Any]]:
         """The batch as (result indexes, operation, embedder): the reads in order, each distinct
         read once (they all see the store as it was before the batch, so identical reads give
@@ -418,7 +428,12 @@ class PymemStore(BaseStore):
         deletes = [op for op in puts.values() if op.value is None]
         if len(deletes) > 1:
             plan.append(([], self._delete_many(deletes), None))
-        plan += [([], self._put(op), self._embedder) for op in puts.values() if op.value is not None or len(deletes) == 1]
+        writes = [op for op in puts.values() if op.value is not None or len(deletes) == 1]
+        plain = [op for op in writes if op.value is not None and not self._texts(op)]
+        if len(plain) > 1:
+            plan.append(([], self._put_many(plain), None))
+            writes = [op for op in writes if op.value is None or self._texts(op)]
+        plan += [([], self._put(op), self._embedder) for op in writes]
         return plan
 
     @staticmethod
