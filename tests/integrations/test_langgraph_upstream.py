@@ -48,6 +48,9 @@ SKIPS = {
     **{f"tests/{f}::test_omit_expired_": OWN_TABLE for f in ("test_store.py", "test_async_store.py")},
 }
 
+# the closing counts of each file (191 passed, 108 skipped in all)
+EXPECTED_POSTGRES = {"test_store.py": {"passed": 0, "skipped": 0}, "test_async_store.py": {"passed": 0, "skipped": 0}}
+
 # the one replacement, loaded as a plugin before the tests are collected
 PLUGIN = r'''
 import asyncio, contextlib, json, os, uuid
@@ -194,9 +197,10 @@ def upstream(tmp_path_factory) -> Path:
     return where
 
 
-def _run(root: Path, dsn: str, files: list[str], env_extra: dict[str, str] | None = None) -> str:
-    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_UPSTREAM_SKIPS": json.dumps(SKIPS), "PYTHONPATH": os.pathsep.join([str(ROOT), str(DEPS), str(root)]),
-           **(env_extra or {})}
+def _run(root: Path, dsn: str, files: list[str]) -> dict[str, int]:
+    """Run upstream's files on PymemStore: the counts of the closing line (the run must pass)."""
+    env = {**os.environ, "PYMEM_DSN": dsn, "PYMEM_UPSTREAM_SKIPS": json.dumps(SKIPS),
+           "PYTHONPATH": os.pathsep.join([str(ROOT), str(DEPS), str(root)])}
     conftest = root / "tests" / "conftest.py"
     if conftest.exists():  # DEFAULT_URI: the test server
         text = conftest.read_text()
@@ -206,12 +210,25 @@ def _run(root: Path, dsn: str, files: list[str], env_extra: dict[str, str] | Non
                           "-p", "no:xdist", "-p", "no:hypothesispytest", "-q", "--tb=short", "-rs",
                           "-W", "ignore::DeprecationWarning", *files, *os.environ.get("PYMEM_UPSTREAM_ARGS", "").split()],
                          cwd=root, env=env, capture_output=True, text=True, timeout=1800)
-    return out.stdout + out.stderr
+    lines = out.stdout.splitlines()
+    tail = "\n".join(lines[-40:])
+    assert out.returncode == 0, tail + out.stderr[-2000:]
+    closing = next(line for line in reversed(lines) if " passed" in line)
+    print(closing)
+    return {k: int(n) for n, k in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", closing)}
 
 
 def test_langgraph_checkpoint_store_tests(upstream, dsn):
-    print(_run(upstream / CHECKPOINT[2], dsn, ["tests/test_store.py"]))
+    """langgraph-checkpoint's tests/test_store.py: InMemoryStore's and AsyncBatchedBaseStore's
+    tests, every store they build a PymemStore. All pass."""
+    counts = _run(upstream / CHECKPOINT[2], dsn, ["tests/test_store.py"])
+    assert counts == {"passed": 117}, counts
 
 
-def test_langgraph_checkpoint_postgres_store_tests(upstream, dsn):
-    print(_run(upstream / POSTGRES[2], dsn, ["tests/test_store.py", "tests/test_async_store.py"]))
+@pytest.mark.parametrize("file", sorted(EXPECTED_POSTGRES))
+def test_langgraph_checkpoint_postgres_store_tests(upstream, dsn, file):
+    """langgraph-checkpoint-postgres's tests/test_store.py (PymemStore over a Database) and
+    tests/test_async_store.py (over an AsyncDatabase); the skips are SKIPS and the vector stores
+    of distance_type 'l2' and 'inner_product' (PymemStore ranks by cosine similarity only)."""
+    counts = _run(upstream / POSTGRES[2], dsn, [f"tests/{file}"])
+    assert counts == EXPECTED_POSTGRES[file], counts
