@@ -49,7 +49,7 @@ SKIPS = {
 }
 
 # the closing counts of each file (191 passed, 108 skipped in all)
-EXPECTED_POSTGRES = {"test_store.py": {"passed": 0, "skipped": 0}, "test_async_store.py": {"passed": 0, "skipped": 0}}
+EXPECTED_POSTGRES = {"test_store.py": {"passed": 133, "skipped": 60}, "test_async_store.py": {"passed": 58, "skipped": 48}}
 
 # the one replacement, loaded as a plugin before the tests are collected
 PLUGIN = r'''
