@@ -7,7 +7,8 @@ archive and the package come from the registry into $PYMEM_UPSTREAM_CACHE, defau
 as they are, each on a fresh store: ``AsyncPostgresStore.from_conn_string(dsn)`` after its
 ``setup()`` in a scratch database, and ``PymemStore(db=await pymem.AsyncDatabase.open(...))``
 (a pool of ``--pool`` connections; upstream's default store has one connection) in another,
-migrated by pymem. ``test_large_batches`` calls the sync methods from 10 threads (6,000 calls);
+migrated by pymem; ``test_large_batches`` also on a PymemStore over a sync ``pymem.Database``
+(each thread's call its own batch). ``test_large_batches`` calls the sync methods from 10 threads (6,000 calls);
 ``test_large_batches_async`` makes 60,000 concurrent async calls. Reports the seconds of each
 and the ratio PymemStore / AsyncPostgresStore (target: within 2x).
 
@@ -86,6 +87,18 @@ async def _pymem(dsn: str, tests, pool: int) -> dict[str, float]:
     return out
 
 
+async def _pymem_sync(dsn: str, test, pool: int) -> float:
+    """test_large_batches on PymemStore over a sync Database (each thread's call its own batch)."""
+    import uuid
+
+    import pymem
+    from pymem.integrations.langgraph import PymemStore
+
+    with pymem.Database(pymem.Settings(dsn=dsn, pool_max_size=pool)) as db:
+        store = PymemStore(db=db, project_id=f"bench-{uuid.uuid4().hex[:8]}")
+        return await _timed(test, store, None)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dsn")
@@ -107,9 +120,14 @@ def main(argv: list[str] | None = None) -> None:
         progress(f"AsyncPostgresStore: {pg}")
         pm = asyncio.run(_pymem(pm_dsn, tests, args.pool))
         progress(f"PymemStore: {pm}")
+        sync = asyncio.run(_pymem_sync(pm_dsn, module.test_large_batches, args.pool))
+        progress(f"PymemStore over a Database, test_large_batches: {sync:.2f}")
         for name, _, _ in tests:
             rows.append({"test": name, "round": r, "AsyncPostgresStore_s": round(pg[name], 2),
                          "PymemStore_s": round(pm[name], 2), "ratio": round(pm[name] / pg[name], 2)})
+        rows.append({"test": "test_large_batches (PymemStore over a sync Database)", "round": r,
+                     "AsyncPostgresStore_s": round(pg["test_large_batches"], 2), "PymemStore_s": round(sync, 2),
+                     "ratio": round(sync / pg["test_large_batches"], 2)})
     for row in rows:
         print(json.dumps(row))
 
