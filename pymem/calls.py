@@ -933,26 +933,26 @@ def store_items_get(*, items: Any, store_key: str | None, project_id: str | None
 
 def store_items_delete(
     *,
-    items: Any,
     store_key: str | None,
     actor: str | None,
     project_id: str | None,
+    items: Any,
 ) -> Query:
     """Delete several items and their vectors in one statement (a JSON array of {namespace, key});
     returns how many there were."""
-    return Query("store_items_delete", {"items": items, "store_key": store_key, "actor": actor, "project_id": project_id})
+    return Query("store_items_delete", {"store_key": store_key, "actor": actor, "project_id": project_id, "items": items})
 
 
 def store_items_put(
     *,
-    items: Any,
     store_key: str | None,
     actor: str | None,
     project_id: str | None,
+    items: Any,
 ) -> Query:
     """Write several items without vectors in one statement (a JSON array of {namespace, key, value,
     ttl_seconds}); returns how many."""
-    return Query("store_items_put", {"items": items, "store_key": store_key, "actor": actor, "project_id": project_id})
+    return Query("store_items_put", {"store_key": store_key, "actor": actor, "project_id": project_id, "items": items})
 
 
 def store_items_refresh(*, store_key: str | None, items: Any, project_id: str | None) -> Query:
