@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -58,15 +59,27 @@ def _pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, timeout=600)
 
 
+def _deps(packages: list[str]) -> None:
+    """The packages the upstream tests need, in DEPS: installed into a directory of this
+    process's own and renamed into place (another test module may be doing the same)."""
+    if DEPS.exists():
+        return
+    tmp = DEPS.with_name(f"{DEPS.name}.{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    _pip("install", "--no-deps", "--target", str(tmp), *packages)
+    try:
+        tmp.rename(DEPS)
+    except OSError:  # the other one was first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory) -> Path:
     CACHE.mkdir(parents=True, exist_ok=True)
     archive = CACHE / f"{STEM}.tar.gz"
     if not archive.exists():
         _pip("download", "--no-deps", "--no-binary", ":all:", "fastaiagent==1.94.0", "-d", str(CACHE))
-    if not DEPS.exists():
-        _pip("install", "--no-deps", "--target", str(DEPS), "langgraph-checkpoint-postgres==3.2.0",
-             "pytest-mock==3.17.0", "pytest-asyncio==1.5.0")
+    _deps(["langgraph-checkpoint-postgres==3.2.0", "pytest-mock==3.17.0", "pytest-asyncio==1.5.0"])
     where = tmp_path_factory.mktemp("fastaiagent")
     wanted = {f"{STEM}/tests/__init__.py", f"{STEM}/tests/conftest.py", f"{STEM}/tests/integration/__init__.py",
               f"{STEM}/tests/integration/conftest.py", f"{STEM}/tests/integration/test_faststore_conformance.py"}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -180,13 +181,26 @@ def _admin_uri(dsn: str) -> str:
     return f"postgresql://postgres@/postgres?{urllib.parse.urlencode(params, quote_via=urllib.parse.quote, safe='')}"
 
 
+def _deps(packages: list[str]) -> None:
+    """The packages the upstream tests need, in DEPS: installed into a directory of this
+    process's own and renamed into place (another test module may be doing the same)."""
+    if DEPS.exists():
+        return
+    tmp = DEPS.with_name(f"{DEPS.name}.{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    _pip("install", "--no-deps", "--target", str(tmp), *packages)
+    try:
+        tmp.rename(DEPS)
+    except OSError:  # the other one was first
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory) -> Path:
     """A fresh copy of each archive's tests/ (in its own directory, as the package root), the
     plugin and the ini beside them."""
     CACHE.mkdir(parents=True, exist_ok=True)
-    if not DEPS.exists():
-        _pip("install", "--no-deps", "--target", str(DEPS), *PLUGINS)
+    _deps(PLUGINS)
     where = tmp_path_factory.mktemp("langgraph")
     for name, version, stem in (CHECKPOINT, POSTGRES):
         with tarfile.open(_sdist(name, version, stem)) as tar:
