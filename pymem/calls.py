@@ -925,6 +925,36 @@ def store_item_get(
     return Query("store_item_get", {"store_key": store_key, "namespace": namespace, "key": key, "project_id": project_id})
 
 
+def store_items_get(*, items: Any, store_key: str | None, project_id: str | None) -> Query:
+    """Several items in one statement (a JSON array of {namespace, key}): a row per live item, with
+    its position in the array."""
+    return Query("store_items_get", {"items": items, "store_key": store_key, "project_id": project_id})
+
+
+def store_items_delete(
+    *,
+    store_key: str | None,
+    actor: str | None,
+    project_id: str | None,
+    items: Any,
+) -> Query:
+    """Delete several items and their vectors in one statement (a JSON array of {namespace, key});
+    returns how many there were."""
+    return Query("store_items_delete", {"store_key": store_key, "actor": actor, "project_id": project_id, "items": items})
+
+
+def store_items_put(
+    *,
+    store_key: str | None,
+    actor: str | None,
+    project_id: str | None,
+    items: Any,
+) -> Query:
+    """Write several items without vectors in one statement (a JSON array of {namespace, key, value,
+    ttl_seconds}); returns how many."""
+    return Query("store_items_put", {"store_key": store_key, "actor": actor, "project_id": project_id, "items": items})
+
+
 def store_items_refresh(*, store_key: str | None, items: Any, project_id: str | None) -> Query:
     """Move on the expiry of the live items written with a ttl (a JSON array of {namespace, key});
     returns how many."""

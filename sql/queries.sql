@@ -547,6 +547,32 @@ SELECT i.value, i.created_at, i.updated_at, i.expires_at
 FROM pymem.store_item_get(store_key => %(store_key)s, namespace => %(namespace)s::text[], key => %(key)s,
                           project_id => %(project_id)s) AS i;
 
+-- name: store_items_get
+-- Several items in one statement (a JSON array of {namespace, key}): a row per live item, with its position in the array.
+SELECT a.position, i.value, i.created_at, i.updated_at, i.expires_at
+FROM (SELECT pg_catalog.jsonb_array_elements(j.items) AS item,
+             pg_catalog.generate_series(0, pg_catalog.jsonb_array_length(j.items) - 1) AS position
+      FROM (SELECT %(items)s::jsonb AS items) AS j) AS a
+CROSS JOIN LATERAL pymem.store_item_get(store_key => %(store_key)s, namespace => ARRAY(SELECT pg_catalog.jsonb_array_elements_text(a.item -> 'namespace')),
+                                        key => a.item ->> 'key', project_id => %(project_id)s) AS i
+ORDER BY a.position;
+
+-- name: store_items_delete
+-- Delete several items and their vectors in one statement (a JSON array of {namespace, key}); returns how many there were.
+SELECT pg_catalog.count(NULLIF(d.deleted, false))::integer AS deleted
+FROM (SELECT pymem.store_item_delete(store_key => %(store_key)s, namespace => ARRAY(SELECT pg_catalog.jsonb_array_elements_text(a.item -> 'namespace')), key => a.item ->> 'key',
+                                     actor => %(actor)s, project_id => %(project_id)s) AS deleted
+      FROM (SELECT pg_catalog.jsonb_array_elements(%(items)s::jsonb) AS item) AS a) AS d;
+
+-- name: store_items_put
+-- Write several items without vectors in one statement (a JSON array of {namespace, key, value, ttl_seconds}); returns how many.
+SELECT pg_catalog.count(w.sha)::integer AS written
+FROM (SELECT pymem.store_item_put(store_key => %(store_key)s, namespace => ARRAY(SELECT pg_catalog.jsonb_array_elements_text(a.item -> 'namespace')), key => a.item ->> 'key',
+                                  value => a.item -> 'value', embedder => NULL, fields => NULL, embeddings => NULL,
+                                  actor => %(actor)s, project_id => %(project_id)s, expires_at => NULL,
+                                  ttl => pg_catalog.make_interval(secs => (a.item ->> 'ttl_seconds')::double precision)) AS sha
+      FROM (SELECT pg_catalog.jsonb_array_elements(%(items)s::jsonb) AS item) AS a) AS w;
+
 -- name: store_items_refresh
 -- Move on the expiry of the live items written with a ttl (a JSON array of {namespace, key}); returns how many.
 SELECT pymem.store_items_refresh(store_key => %(store_key)s, items => %(items)s::jsonb,

@@ -133,18 +133,27 @@ def _check_index(index: Any) -> None:
 
 
 def _read_key(op: Op) -> Any:
-    """What makes two reads of one batch the same read (None: never merged)."""
-    if isinstance(op, GetOp):
-        return ("get", op.namespace, op.key, getattr(op, "refresh_ttl", True))
-    if isinstance(op, SearchOp):
-        try:
-            where = json.dumps(op.filter, sort_keys=True, allow_nan=False)
-        except (TypeError, ValueError):
-            return None  # _search refuses it, for this caller
-        return ("search", op.namespace_prefix, where, op.limit, op.offset, op.query, getattr(op, "refresh_ttl", True))
-    if isinstance(op, ListNamespacesOp):
-        return ("namespaces", op.match_conditions, op.max_depth, op.limit, op.offset)
-    return None
+    """What makes two reads of one batch the same read (None: never merged). Namespaces may
+    come as lists (``search(["docs"])``): compared as tuples."""
+    try:
+        if isinstance(op, GetOp):
+            key: Any = ("get", tuple(op.namespace), op.key, getattr(op, "refresh_ttl", True))
+        elif isinstance(op, SearchOp):
+            try:
+                where = json.dumps(op.filter, sort_keys=True, allow_nan=False)
+            except (TypeError, ValueError):
+                return None  # _search refuses it, for this caller
+            key = ("search", tuple(op.namespace_prefix), where, op.limit, op.offset, op.query,
+                   getattr(op, "refresh_ttl", True))
+        elif isinstance(op, ListNamespacesOp):
+            key = ("namespaces", tuple((c.match_type, tuple(c.path)) for c in op.match_conditions or ()),
+                   op.max_depth, op.limit, op.offset)
+        else:
+            return None
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _settle(waiter: asyncio.Future[Any], result: Any = None, *, error: BaseException | None = None) -> None:
@@ -186,6 +195,12 @@ class _Stopped(int):
         yield  # a generator: awaiting it returns at once
 
 
+class _SyncCallInLoop(ValidationError, asyncio.InvalidStateError):
+    """A sync call on a PymemStore over an AsyncDatabase from its own event loop's thread (it
+    would block the loop it waits for): a ``pymem.ValidationError`` and, as
+    ``AsyncPostgresStore`` raises, an ``asyncio.InvalidStateError``."""
+
+
 class PymemStore(BaseStore):
     """A LangGraph store kept in pymem (module docstring). ``db``: a ``pymem.Database`` (sync
     calls; async calls run them in a worker thread) or a ``pymem.AsyncDatabase`` (async calls
@@ -221,6 +236,13 @@ class PymemStore(BaseStore):
         self._queue: list[tuple[list[Op], asyncio.Future[list[Result]]]] = []
         self._queue_loop: asyncio.AbstractEventLoop | None = None
         self._drainer: asyncio.Task[None] | None = None
+        # the event loop an AsyncDatabase serves (sync calls from other threads run there)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        if isinstance(self.db, AsyncDatabase):
+            try:
+                self._loop = asyncio.get_running_loop()
+            except RuntimeError:
+                pass
         self.index_config: dict[str, Any] | None = None
         self._embedder: Any = None
         self._query_embedder: Any = None
@@ -336,44 +358,124 @@ class PymemStore(BaseStore):
                                             max_items=op.limit, skip=op.offset)
         return [tuple(r["namespace"]) for r in rows]
 
-    def _plan(self, ops: Iterable[Op]) -> list[tuple[list[int], Operation[Any], Any]]:
+    def _get_many(self, ops: list[GetOp]) -> Operation[list[Item | None]]:
+        """Several gets in one statement (``store_items_get``), then one refresh of those that
+        expire and asked for it."""
+        rows = yield calls.store_items_get(store_key=self.store_key, project_id=self.project_id, items=_json(
+            [{"namespace": list(op.namespace), "key": op.key} for op in ops]))
+        found: list[Item | None] = [None] * len(ops)
+        refresh: list[tuple[tuple[str, ...], str]] = []
+        for r in rows:
+            op = ops[r["position"]]
+            found[r["position"]] = Item(value=r["value"], key=op.key, namespace=tuple(op.namespace),
+                                        created_at=r["created_at"], updated_at=r["updated_at"])
+            if r["expires_at"] is not None and getattr(op, "refresh_ttl", True):
+                refresh.append((tuple(op.namespace), op.key))
+        yield from self._refresh(refresh)
+        return found
+
+    def _delete_many(self, ops: list[PutOp]) -> Operation[None]:
+        """Several deletes in one statement (``store_items_delete``)."""
+        yield calls.store_items_delete(store_key=self.store_key, project_id=self.project_id, actor=self.actor,
+                                       items=_json([{"namespace": list(op.namespace), "key": op.key} for op in ops]))
+        return None
+
+    def _put_many(self, ops: list[PutOp]) -> Operation[None]:
+        """Several puts of items without vectors in one statement (``store_items_put``)."""
+        yield calls.store_items_put(store_key=self.store_key, project_id=self.project_id, actor=self.actor,
+                                    items="[" + ",".join(
+                                        '{"namespace": %s, "key": %s, "value": %s, "ttl_seconds": %s}' % (
+                                            _json(list(op.namespace)), _json(op.key), _json(op.value),
+                                            _json(_minutes(getattr(op, "ttl", None))))
+                                        for op in ops) + "]")
+        return None
+
+    def _plan(self, ops: Iterable[Op]) -> list[tuple[list[list[int]] | list[int], Operation[Any], Any]]:
         """The batch as (result indexes, operation, embedder): the reads in order, each distinct
         read once (they all see the store as it was before the batch, so identical reads give
-        one result), then the last put of each (namespace, key), which no result waits for."""
+        one result), then the last put of each (namespace, key), which no result waits for. The
+        gets of more than one key are one operation (one statement) whose result is a list, one
+        per distinct get: its indexes are then a list of lists; so are the deletes."""
         reads: dict[Any, tuple[list[int], Operation[Any], Any]] = {}
+        gets: dict[Any, tuple[list[int], GetOp]] = {}
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for i, op in enumerate(ops):
             _validate_op(op)
             if isinstance(op, PutOp):
-                puts.pop((op.namespace, op.key), None)  # a later put moves to the end
-                puts[(op.namespace, op.key)] = op
+                puts.pop((tuple(op.namespace), op.key), None)  # a later put moves to the end
+                puts[(tuple(op.namespace), op.key)] = op
                 continue
             key = _read_key(op)
-            if key is not None and key in reads:
+            if isinstance(op, GetOp) and key is not None:
+                gets.setdefault(key, ([], op))[0].append(i)
+            elif key is not None and key in reads:
                 reads[key][0].append(i)
             elif isinstance(op, GetOp):
-                reads[key if key is not None else i] = ([i], self._get(op), None)
+                reads[i] = ([i], self._get(op), None)
             elif isinstance(op, SearchOp):
                 reads[key if key is not None else i] = ([i], self._search(op), self._query_embedder)
             elif isinstance(op, ListNamespacesOp):
                 reads[key if key is not None else i] = ([i], self._list_namespaces(op), None)
             else:
                 raise ValueError(f"Unknown operation type: {type(op)}")
-        return list(reads.values()) + [([], self._put(op), self._embedder) for op in puts.values()]
+        plan: list[tuple[Any, Operation[Any], Any]] = []
+        if len(gets) == 1:
+            (indexes, op), = gets.values()
+            plan.append((indexes, self._get(op), None))
+        elif gets:
+            plan.append(([ix for ix, _ in gets.values()], self._get_many([op for _, op in gets.values()]), None))
+        plan += list(reads.values())
+        deletes = [op for op in puts.values() if op.value is None]
+        if len(deletes) > 1:
+            plan.append(([], self._delete_many(deletes), None))
+        writes = [op for op in puts.values() if op.value is not None or len(deletes) == 1]
+        plain = [op for op in writes if op.value is not None and not self._texts(op)]
+        if len(plain) > 1:
+            plan.append(([], self._put_many(plain), None))
+            writes = [op for op in writes if op.value is None or self._texts(op)]
+        plan += [([], self._put(op), self._embedder) for op in writes]
+        return plan
+
+    @staticmethod
+    def _assign(results: list[Result], indexes: Any, result: Any) -> None:
+        if indexes and isinstance(indexes[0], list):  # one result per distinct read
+            for ix, one in zip(indexes, result):
+                for i in ix:
+                    results[i] = one
+        else:
+            for i in indexes:
+                results[i] = result
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         if isinstance(self.db, AsyncDatabase):
-            raise ValidationError("this PymemStore has an AsyncDatabase: use its async methods (aget, aput, ...)")
+            return self._batch_on_loop(list(ops))
         ops = list(ops)
         if not self._opened:
             run(self._open(), self.db, owner=self)
             self._opened = True
         results: list[Result] = [None] * len(ops)
         for indexes, operation, embedder in self._plan(ops):
-            result = run(operation, self.db, embedder, owner=self)
-            for i in indexes:
-                results[i] = result
+            self._assign(results, indexes, run(operation, self.db, embedder, owner=self))
         return results
+
+    def _batch_on_loop(self, ops: list[Op]) -> list[Result]:
+        """A sync call on a store over an AsyncDatabase: from another thread, the batch runs on
+        the database's event loop (joining that turn's batch) and this thread waits for it, as
+        ``AsyncPostgresStore`` does; from the loop's own thread it would block the loop: refused."""
+        loop = self._loop
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is not None and running is loop:
+            raise _SyncCallInLoop("a sync call (get, put, ...) on a PymemStore over an AsyncDatabase, in its event "
+                                  "loop, would block it: use aget, aput, ... or call from another thread")
+        if loop is None or loop.is_closed() or not loop.is_running():
+            raise ValidationError("this PymemStore has an AsyncDatabase: use its async methods (aget, aput, ...), "
+                                  "or call the sync ones from another thread while its event loop runs")
+        for op in ops:
+            _validate_op(op)
+        return asyncio.run_coroutine_threadsafe(self.abatch(ops), loop).result()
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         """The async calls that reach it in one turn of the event loop (``aget``, ``aput``, ...
@@ -384,6 +486,8 @@ class PymemStore(BaseStore):
         for op in ops:  # an invalid operation fails its own caller, before it joins a batch
             _validate_op(op)
         loop = asyncio.get_running_loop()
+        if isinstance(self.db, AsyncDatabase):
+            self._loop = loop
         if self._queue_loop is not loop:
             if self._drainer is not None and not self._drainer.done():  # another loop's batch is running
                 return await self._abatch_now(ops)
@@ -438,8 +542,7 @@ class PymemStore(BaseStore):
 
         reads = [step for step in plan if step[0]]
         for (indexes, _, _), result in zip(reads, await asyncio.gather(*(one(o, e) for _, o, e in reads))):
-            for i in indexes:
-                results[i] = result
+            self._assign(results, indexes, result)
         await asyncio.gather(*(one(o, e) for indexes, o, e in plan if not indexes))
         return results
 
