@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
 from pathlib import Path
 
 import pytest
+from _upstream import CACHE, LANGGRAPH_DEPS, packages, sdist  # tests/integrations/_upstream.py (pytest puts this folder on the path)
 
 STEM = "fastaiagent-1.94.0"
-CACHE = Path(os.environ.get("PYMEM_UPSTREAM_CACHE", "/var/tmp/pymem-upstream"))
 DEPS = CACHE / "langgraph-deps"  # pytest-asyncio (its ini's asyncio_mode), shared with the LangGraph suites
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = 14  # the file's tests, each on the Postgres parameter
@@ -55,31 +54,10 @@ asyncio_mode = auto
 """
 
 
-def _pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, timeout=600)
-
-
-def _deps(packages: list[str]) -> None:
-    """The packages the upstream tests need, in DEPS: installed into a directory of this
-    process's own and renamed into place (another test module may be doing the same)."""
-    if DEPS.exists():
-        return
-    tmp = DEPS.with_name(f"{DEPS.name}.{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    _pip("install", "--no-deps", "--target", str(tmp), *packages)
-    try:
-        tmp.rename(DEPS)
-    except OSError:  # the other one was first
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory) -> Path:
-    CACHE.mkdir(parents=True, exist_ok=True)
-    archive = CACHE / f"{STEM}.tar.gz"
-    if not archive.exists():
-        _pip("download", "--no-deps", "--no-binary", ":all:", "fastaiagent==1.94.0", "-d", str(CACHE))
-    _deps(["langgraph-checkpoint-postgres==3.2.0", "pytest-mock==3.17.0", "pytest-asyncio==1.5.0"])
+    archive = sdist("fastaiagent==1.94.0", STEM)
+    packages(DEPS.name, LANGGRAPH_DEPS)
     where = tmp_path_factory.mktemp("fastaiagent")
     wanted = {f"{STEM}/tests/__init__.py", f"{STEM}/tests/conftest.py", f"{STEM}/tests/integration/__init__.py",
               f"{STEM}/tests/integration/conftest.py", f"{STEM}/tests/integration/test_faststore_conformance.py"}

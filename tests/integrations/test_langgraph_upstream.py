@@ -22,7 +22,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tarfile
@@ -30,11 +29,10 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+from _upstream import CACHE, LANGGRAPH_DEPS, packages, sdist  # tests/integrations/_upstream.py (pytest puts this folder on the path)
 
 CHECKPOINT = ("langgraph-checkpoint", "4.3.2", "langgraph_checkpoint-4.3.2")
 POSTGRES = ("langgraph-checkpoint-postgres", "3.2.0", "langgraph_checkpoint_postgres-3.2.0")
-PLUGINS = ["langgraph-checkpoint-postgres==3.2.0", "pytest-mock==3.17.0", "pytest-asyncio==1.5.0"]
-CACHE = Path(os.environ.get("PYMEM_UPSTREAM_CACHE", "/var/tmp/pymem-upstream"))
 DEPS = CACHE / "langgraph-deps"
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -161,17 +159,6 @@ asyncio_default_fixture_loop_scope = function
 """
 
 
-def _pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, timeout=300)
-
-
-def _sdist(name: str, version: str, stem: str) -> Path:
-    archive = CACHE / f"{stem}.tar.gz"
-    if not archive.exists():
-        _pip("download", "--no-deps", "--no-binary", ":all:", f"{name}=={version}", "-d", str(CACHE))
-    return archive
-
-
 def _admin_uri(dsn: str) -> str:
     """The test server as a URL whose last '/' precedes the database name (upstream splits
     DEFAULT_URI on '/'): the socket directory percent-encoded."""
@@ -181,29 +168,14 @@ def _admin_uri(dsn: str) -> str:
     return f"postgresql://postgres@/postgres?{urllib.parse.urlencode(params, quote_via=urllib.parse.quote, safe='')}"
 
 
-def _deps(packages: list[str]) -> None:
-    """The packages the upstream tests need, in DEPS: installed into a directory of this
-    process's own and renamed into place (another test module may be doing the same)."""
-    if DEPS.exists():
-        return
-    tmp = DEPS.with_name(f"{DEPS.name}.{os.getpid()}")
-    shutil.rmtree(tmp, ignore_errors=True)
-    _pip("install", "--no-deps", "--target", str(tmp), *packages)
-    try:
-        tmp.rename(DEPS)
-    except OSError:  # the other one was first
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory) -> Path:
     """A fresh copy of each archive's tests/ (in its own directory, as the package root), the
     plugin and the ini beside them."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    _deps(PLUGINS)
+    packages(DEPS.name, LANGGRAPH_DEPS)
     where = tmp_path_factory.mktemp("langgraph")
     for name, version, stem in (CHECKPOINT, POSTGRES):
-        with tarfile.open(_sdist(name, version, stem)) as tar:
+        with tarfile.open(sdist(f"{name}=={version}", stem)) as tar:
             members = [m for m in tar.getmembers() if m.name.startswith(f"{stem}/tests/")]
             tar.extractall(where, members=members, filter="data")
         (where / stem / "pymem_langgraph_plugin.py").write_text(PLUGIN)

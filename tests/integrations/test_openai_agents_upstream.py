@@ -20,10 +20,10 @@ import tarfile
 from pathlib import Path
 
 import pytest
+from _upstream import CACHE, packages, sdist  # tests/integrations/_upstream.py (pytest puts this folder on the path)
 
 SDK = "openai-agents==0.24.0"
 ASYNCIO = "pytest-asyncio==1.5.0"
-CACHE = Path(os.environ.get("PYMEM_UPSTREAM_CACHE", "/var/tmp/pymem-upstream"))
 ROOT = Path(__file__).resolve().parents[2]
 
 # tests/memory/test_session.py and test_session_limit.py: the tests of a session's behaviour
@@ -100,21 +100,12 @@ asyncio_default_fixture_loop_scope = session
 """
 
 
-def _pip(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "pip", *args], check=True, capture_output=True, timeout=300)
-
-
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory) -> Path:
     """The SDK's tests/ (from its sdist) and pytest-asyncio, in the cache; a fresh copy of the
     tests in a temporary directory with the plugin and the ini."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    archive = CACHE / "openai_agents-0.24.0.tar.gz"
-    if not archive.exists():
-        _pip("download", "--no-deps", "--no-binary", ":all:", SDK, "-d", str(CACHE))
-    deps = CACHE / "pytest-asyncio-1.5.0"
-    if not deps.exists():
-        _pip("install", "--no-deps", "--target", str(deps), ASYNCIO)
+    archive = sdist(SDK, "openai_agents-0.24.0")
+    packages("pytest-asyncio-1.5.0", [ASYNCIO])
     where = tmp_path_factory.mktemp("agents-sdk")
     with tarfile.open(archive) as tar:
         members = [m for m in tar.getmembers() if m.name.startswith("openai_agents-0.24.0/tests/")
