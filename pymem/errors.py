@@ -140,6 +140,7 @@ _BY_SQLSTATE: dict[str, type[Error]] = {
     "PM010": MigrationError,  # the migrating role lacks a privilege the migrate needs (the hint names the GRANT)
     "PM011": MigrationError,  # something stored in schema pymem would call a planted look-alike
     "PM012": MigrationError,  # an old function signature that something depends on would stay beside the new one
+    "PM013": MigrationError,  # a 0.2.0 development build's migrations 0006-0049 applied in part (CHANGELOG.md)
     "57014": TimeoutError,
     "55P03": TimeoutError,  # lock_not_available: a lock wait ran past lock_timeout (recall_index_plan names the holder)
     "PM201": ConflictError,  # fact already superseded

@@ -56,6 +56,16 @@ API_BEFORE = ("migration_vector_functions", "migration_types_path")
 API_AFTER = ("migration_validate_functions", "migration_check_dependencies")
 
 
+# 0.2.0's development builds applied 34 migrations numbered 0006 to 0049, squashed before the
+# release into these two (same schema). bootstrap.sql records a database that applied all 34 as
+# having applied the two, and stops any other with PM013 (CHANGELOG.md, 0.2.0).
+SQUASHED = ("0006_v0_2_0_memory", "0007_v0_2_0_operations")
+
+
+def _retired(name: str) -> bool:
+    return "0006" <= name[:4] <= "0049" and name not in SQUASHED
+
+
 def _path_query(name: str) -> str:
     return "migration_types_path" if name in TYPES_PATH_MIGRATIONS else "migration_search_path"
 
@@ -208,7 +218,15 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
         applied = {row[0]: row[1] for row in conn.execute(Q["applied_migrations"])}
         problems = []
         known = {m.name for m in files.migrations}
+        retired = sorted(n for n in set(applied) - known if _retired(n))
+        if retired:
+            problems.append(f"retired: {len(retired)} migrations of a 0.2.0 development build are applied "
+                            f"({retired[0]} to {retired[-1]}), which this pymem ({__version__}) ships squashed as "
+                            f"{' and '.join(SQUASHED)} (run: pymem migrate; it records all 34 as those two, and "
+                            f"stops with PM013 on a database that has only some: CHANGELOG.md)")
         for m in files.migrations:
+            if retired and m.name in SQUASHED:
+                continue  # said above
             if m.name not in applied:
                 problems.append(f"pending: migrations/{m.name}.sql has not been applied (run: pymem migrate)")
             elif applied[m.name] != m.checksum:
@@ -216,7 +234,7 @@ def check(conninfo: str, *, root: Traversable | None = None) -> list[str]:
                     f"changed: migrations/{m.name}.sql differs from the file applied "
                     f"(applied sha256 {applied[m.name]}, file sha256 {m.checksum})"
                 )
-        for name in sorted(set(applied) - known):
+        for name in sorted(set(applied) - known - set(retired)):
             problems.append(f"unknown: migration {name} is applied but this pymem ({__version__}) does not ship it")
         if problems or not files.api:
             return problems  # the API refresh and grants run after the migrations: nothing to compare yet

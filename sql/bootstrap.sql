@@ -49,6 +49,84 @@ CREATE TABLE IF NOT EXISTS pymem.schema_migrations (
     applied_at    timestamptz NOT NULL DEFAULT pg_catalog.now()
 );
 
+-- The migrations of 0.2.0's development builds, 0006_subject_locks to 0049_learning_backfill,
+-- were squashed before the release into 0006_v0_2_0_memory and 0007_v0_2_0_operations, which make
+-- the same schema (the same catalog and pg_dump, tests/sql/test_migrations.py). A database that
+-- applied all 34 as shipped (a development build's) has that schema: their rows are replaced by
+-- the two, as applied when the last of the 34 was. One that applied only some of them, or one
+-- whose file changed after it was applied, has none of the schemas 0.2.0 knows: PM013, and the
+-- hint says what to do (CHANGELOG.md, 0.2.0).
+DO $$
+DECLARE
+    v_applied text[];
+    v_missing text[];
+    v_changed text[];
+    v_version text;
+    v_at timestamptz;
+BEGIN
+    SELECT pg_catalog.array_agg(r.name ORDER BY r.name) FILTER (WHERE m.name IS NOT NULL),
+           pg_catalog.array_agg(r.name ORDER BY r.name) FILTER (WHERE m.name IS NULL),
+           pg_catalog.array_agg(r.name ORDER BY r.name) FILTER (WHERE m.checksum OPERATOR(pg_catalog.<>) r.checksum)
+      INTO v_applied, v_missing, v_changed
+      FROM (VALUES
+                  ('0006_subject_locks', '5c302246a1538cd121730a83c98d3255a8b8ffb03b9573b3c2ab8103d9db76cd'),
+                  ('0008_store_protections', '99962663a4ab41747e4f88a91c1e2dce2a855b040549fc73fa4fb5df6416e3b4'),
+                  ('0009_result_types', 'ac72a3c22a09b0d0c34f86dff1a6c2c06f06cb976fc8d2b3c0d4e9b593aa95f9'),
+                  ('0010_fact_merges', '8c8a766a9e379ec9fb41f8a705e73ebc82c2693410f1ef0816b979a53f2d9fdd'),
+                  ('0012_api_checksum', 'ff90f2d64cd66251b49c8d6273bb789f3f626cd0a5139b2ca9dbb157bf322127'),
+                  ('0013_message_times', 'b2a87eec5806b041b7ccfade19044aa0e59e8b0fc7376285246d5c41722dc645'),
+                  ('0015_message_lexical', '4b2af3c2c0a383467a2bf96bf8b91a91ecefe8d531220dbe6c58d61f0eebbb63'),
+                  ('0016_fact_lexical', 'f5f36aadb3a53dba079e05f58887efb4363f245855e0b189e7089d6aaa970d41'),
+                  ('0017_lexemes_beside_vectors', 'dc7d5b1392bc50af1b5f7b28453a093f4c582062825194c75b34d2aa97dce7db'),
+                  ('0018_learned_changes', '0c3ac6fc958c2fb4f7f335cfb20395dd0155da4c2fd41716320f48fa2426e2b3'),
+                  ('0021_integrations', '00c11864a705dcf8e53497097fb874900e5eaeec5c6e9d156280e366ad559af6'),
+                  ('0022_text_search', 'bae3dd7af53ed1676ba933edc3fc583401665a5f90349dc71594b3e499ca2787'),
+                  ('0026_fact_key_lookup', '05b598dd9b1f9def4f2694b81d5cc74966c90aa9e2f4f0826801c3eac1267167'),
+                  ('0028_embedded_by_partial', '073b8e9dd0d0916bd0de93d96382327ce6f691b603f418c9949b7502e824ed70'),
+                  ('0029_recall_indexes', '418666d8458a66caa362beafe6f84c1071e70f0d7b2427aa1fe1ff2b5af11f5b'),
+                  ('0031_shared_facts_by_id', '949c2ceebc1f0f4cd5dcd9b806542ead3c76a9469cb7c6768aea1b37bb6fe700'),
+                  ('0032_scope_index_apart', '1949964e75c97b061605f2dc1613034b310a455eb047b0bfdaddcd5ec15a71f0'),
+                  ('0033_query_vector', 'ca71e47d7770d8cf29ae4e6f1afe0eee89b5b06cc890708e8088ea7a6439d333'),
+                  ('0034_shared_facts', 'cd2d6485578be3e3671aad75782b75252c5fed52035e51df0795b2179b497c4f'),
+                  ('0035_active_facts', '1ff3e7b0209e1a3bc67290c3fc8c544daa3b4b6b9958446c214c78cdeef180f0'),
+                  ('0036_recall_spec', 'ec6f16bdaa82722d3340aceb6bf5b8887ccda8ea747a08a81a57242f7cc94326'),
+                  ('0037_fact_expiry', 'c8b073b862c7f80e23c6cae280cdd30ca78e9e7e0be51e9c17395777d80726f7'),
+                  ('0038_erasures', '054105c99bb746f672ee1db7f313837cbf17d3698345a9a0af39fd6baa02d168'),
+                  ('0039_store_expiry', 'bcb901bbb19d1834374c335b6aad4c62d58308dcb9e961e5b9c778df57b8de0d'),
+                  ('0040_message_retention', '7760fbf9d729968b74bb13aeddf8300325419bc93d939f09b2393b6503a31909'),
+                  ('0041_learning_queue', '0c1d55b78d03ecd048c45e1a6e865931ec6400135f02d8598457e92b043a1626'),
+                  ('0042_change_feed', '99da5241e9cabab7d361e2260b94592fe026981ea74fb10387814f77b0f853a2'),
+                  ('0043_valid_time', '28cc1b2eec6448ab286bcb42fbb29ac697f41d48436fb845ec6e690d5795e3c1'),
+                  ('0044_recall_turns_times', 'adc13cf134f6431e3fc70f0280a2d4bbd0094d157398e708061923b43689a3ef'),
+                  ('0045_recall_terms', '401c6292551823b6599c0148f94578b6a3b87a36936fc06b2f92607d1b810d0b'),
+                  ('0046_recall_builder', '09e043ec19cee268a1ebd166fd3b64064683398ecf121c189256c3a853e5fbb1'),
+                  ('0047_mcp_tokens', 'e05493f32fa4f1cb0824c8e573dd76618b4087d5289335ee34965ea98dc3452a'),
+                  ('0048_feed_and_bounds', 'b16125446b79079c47126e0ddfac73f6b757ce818113a613af74631a51206e4e'),
+                  ('0049_learning_backfill', '8a0efdc48e5262e0ee8c590d82e11c1a21eae186f8a92a423f7611ca2abbe9ff')) AS r(name, checksum)
+      LEFT JOIN pymem.schema_migrations AS m ON m.name OPERATOR(pg_catalog.=) r.name;
+    IF v_applied IS NULL THEN
+        RETURN;
+    END IF;
+    IF v_missing IS NOT NULL OR v_changed IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: this database applied % of the 34 migrations of a 0.2.0 development build (0006_subject_locks to 0049_learning_backfill), which 0.2.0 ships squashed as 0006_v0_2_0_memory and 0007_v0_2_0_operations',
+                pg_catalog.cardinality(v_applied)
+            USING ERRCODE = 'PM013',
+                  DETAIL = pg_catalog.format('not applied: %s; changed after they were applied: %s',
+                                             coalesce(pg_catalog.array_to_string(v_missing, ', '), 'none'),
+                                             coalesce(pg_catalog.array_to_string(v_changed, ', '), 'none')),
+                  HINT = 'Migrate it first with the last development build that ships all 34 (git commit 199f012), then with this version; or export it with that build (pymem export), and import it into a new database migrated by this version.';
+    END IF;
+    SELECT m.pymem_version, m.applied_at INTO v_version, v_at
+      FROM pymem.schema_migrations AS m WHERE m.name OPERATOR(pg_catalog.=) ANY (v_applied)
+     ORDER BY m.applied_at DESC, m.name DESC LIMIT 1;
+    DELETE FROM pymem.schema_migrations AS m WHERE m.name OPERATOR(pg_catalog.=) ANY (v_applied);
+    INSERT INTO pymem.schema_migrations (name, checksum, pymem_version, applied_at)
+    VALUES ('0006_v0_2_0_memory', 'af6e7a6f458b0abd1fbe26171d666b7d612065e2d4181f6d73d6649f275db821', v_version, v_at),
+           ('0007_v0_2_0_operations', 'f582ee1963fc0891b1791fdfb909df08cbff31a66d885ad2f25f76906a0e6238', v_version, v_at);
+    RAISE NOTICE 'pymem: the 34 migrations of a 0.2.0 development build are recorded as 0006_v0_2_0_memory and 0007_v0_2_0_operations (the same schema)';
+END;
+$$;
+
 -- migration_pending(name, checksum): true when the migration still has to run; raises PM002
 -- when it was applied from a file whose checksum differs (applied migrations never change).
 CREATE OR REPLACE FUNCTION pymem.migration_pending(p_name text, p_checksum text)

@@ -292,10 +292,10 @@ def release_file(version: str, path: str) -> str:
 
 
 def release_sql(version: str, dest: Path) -> Path:
-    """The sql/ folder exactly as ``version`` shipped it."""
+    """The sql/ folder exactly as ``version`` shipped it (a commit's, for a name not in RELEASES)."""
     if not (REPO / ".git").exists():
         pytest.skip("needs the repository's git history (the previous release's SQL)")
-    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", RELEASES[version], "sql"],
+    archive = subprocess.run(["git", "-C", str(REPO), "archive", "--format=tar", RELEASES.get(version, version), "sql"],
                              capture_output=True)
     assert archive.returncode == 0, archive.stderr.decode()
     dest.mkdir(parents=True)
@@ -427,4 +427,131 @@ def test_the_unused_migration_numbers_are_the_ones_the_contributing_guide_names(
     listed = set()
     for a, b in re.findall(r"`(\d{4})`(?: to `(\d{4})`)?", named.group(1)):
         listed |= set(range(int(a), int(b or a) + 1))
-    assert missing == listed, (sorted(missing), sorted(listed))
+    assert missing == listed & set(range(1, numbers[-1])), (sorted(missing), sorted(listed))
+
+
+# --- 0.2.0's development migrations, squashed before the release ------------------------------
+
+# The last commit whose sql/migrations held the 34 development migrations 0006-0049 of 0.2.0.
+BEFORE_SQUASH = "199f012354c9756f4342c3ae6cac59808143ff1b"
+
+
+def names(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as c:
+        return [r[0] for r in c.execute("SELECT name FROM pymem.schema_migrations ORDER BY name")]
+
+
+def test_a_development_database_that_applied_all_34_squashed_migrations_is_recorded_as_the_squash(
+        empty_dsn, dsn, catalog, tmp_path):
+    """A database a development build of 0.2.0 migrated (its own psql script: 0006-0049, API files,
+    grants) has the squash's schema: migrate replaces the 34 rows by the two squashed files, changes
+    no table, and leaves the catalog of a fresh install."""
+    old = release_sql(BEFORE_SQUASH, tmp_path / "dev")
+    out = psql(empty_dsn, "-f", str(old / "migrate.sql"))
+    assert out.returncode == 0, out.stderr
+    assert len([n for n in names(empty_dsn) if "0006" <= n[:4] <= "0049"]) == 34
+    problems = pymem.check_migrations(empty_dsn)
+    assert len(problems) == 1 and problems[0].startswith(
+        "retired: 34 migrations of a 0.2.0 development build are applied (0006_subject_locks to 0049_learning_backfill)"), problems
+    result = pymem.migrate(empty_dsn)
+    assert result.applied == []
+    assert names(empty_dsn) == [m.name for m in migrations.load_sql_files().migrations]
+    assert pymem.check_migrations(empty_dsn) == []
+    assert catalog(empty_dsn) == catalog(dsn)
+
+
+def _unsquashed_root(tmp_path: Path) -> Path:
+    """This sql/ with the squashed files replaced by the 34 they were made from."""
+    old = release_sql(BEFORE_SQUASH, tmp_path / "before")
+    root = tmp_path / "unsquashed"
+    shutil.copytree(str(sql_root()), root)
+    for name in migrations.SQUASHED:
+        (root / "migrations" / f"{name}.sql").unlink()
+    for f in (old / "migrations").glob("*.sql"):
+        if migrations._retired(f.name):
+            shutil.copy(f, root / "migrations" / f.name)
+    return root
+
+
+def pg_dump(dsn: str, *args: str) -> str:
+    out = subprocess.run([str(server.bin_dir() / "pg_dump"), "-d", dsn, "--schema=pymem", "--no-owner", *args,
+                          "--exclude-table-data=pymem.schema_migrations"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return "\n".join(line for line in out.stdout.splitlines() if not line.startswith(("\\restrict", "\\unrestrict")))
+
+
+def test_the_squashed_migrations_make_what_the_34_made(empty_dsn, pg_server, catalog, tmp_path):
+    """Fresh, and upgrading a 0.1.0 database that holds data (its README's SQL examples): the two
+    squashed files and the 34 they replace give the same catalog, the same pg_dump of schema pymem
+    (column order, comments, NOT VALID constraints, disabled triggers) and the same rows."""
+    from conftest import _janitor, dsn_for  # noqa: PLC0415
+
+    unsquashed = _unsquashed_root(tmp_path)
+    out = psql(empty_dsn, "-f", str(release_sql("v0.1.0", tmp_path / "v0.1.0") / "migrate.sql"))
+    assert out.returncode == 0, out.stderr
+    readme = release_file("v0.1.0", "README.md")
+    start = readme.index("\n## SQL API\n")
+    examples = re.findall(r"```sql\n(.*?)```", readme[start : readme.index("\n## ", start + 1)], re.DOTALL)
+    psql(empty_dsn, "-f", "-", input="\n".join(examples))  # its data, as far as the examples go
+    with psycopg.connect(empty_dsn) as c:
+        assert c.execute("SELECT count(*) FROM pymem.facts").fetchone()[0] > 0
+        assert c.execute("SELECT count(*) FROM pymem.messages").fetchone()[0] > 0
+    source = empty_dsn.split("dbname=")[1].split()[0]
+    names = ["pymem_sq_fresh_old", "pymem_sq_fresh_new", "pymem_sq_up_old", "pymem_sq_up_new"]
+    janitors = [_janitor(pg_server, n) for n in names]
+    try:
+        with psycopg.connect(empty_dsn.replace(f"dbname={source}", "dbname=postgres"), autocommit=True) as c:
+            for n in names:
+                c.execute(f"DROP DATABASE IF EXISTS {n}")
+            c.execute(f"CREATE DATABASE pymem_sq_fresh_old")
+            c.execute(f"CREATE DATABASE pymem_sq_fresh_new")
+            for n in names[2:]:  # two copies of the 0.1.0 database, rows and all
+                c.execute(f"CREATE DATABASE {n} TEMPLATE {source}")
+        dsns = [dsn_for(pg_server, n) for n in names]
+        for old, new in (dsns[:2], dsns[2:]):
+            migrations.migrate(old, root=unsquashed)
+            pymem.migrate(new)
+            assert catalog(old) == catalog(new)
+            assert pg_dump(old, "--schema-only") == pg_dump(new, "--schema-only")
+            assert pg_dump(old, "--data-only") == pg_dump(new, "--data-only")
+        with psycopg.connect(dsns[3]) as c:  # the upgrade indexed 0.1.0's words
+            assert c.execute("SELECT count(*) FROM pymem.message_lexemes").fetchone()[0] > 0
+    finally:
+        for j in janitors:
+            j.drop()
+
+
+@pytest.mark.parametrize("path", ["python", "psql"])
+def test_a_development_database_that_applied_some_squashed_migrations_is_refused(path, empty_dsn, tmp_path):
+    old = release_sql(BEFORE_SQUASH, tmp_path / "dev")
+    for f in sorted((old / "migrations").glob("*.sql")):
+        if f.name >= "0040":
+            f.unlink()
+    for f in (old / "api").glob("*.sql"):
+        f.unlink()  # that build's API files are not replayed (these need 0040 onward); migrations alone
+    (old / "citus.sql").unlink()
+    migrations.migrate(empty_dsn, root=old)  # a development build of 0.2.0 that stopped at 0039
+    before = names(empty_dsn)
+    if path == "python":
+        with pytest.raises(pymem.MigrationError) as err:
+            pymem.migrate(empty_dsn)
+        assert err.value.sqlstate == "PM013"
+        said = str(err.value)
+    else:
+        out = psql(empty_dsn, "-f", str(Path(str(sql_root())) / "migrate.sql"))
+        assert out.returncode != 0
+        said = out.stderr
+    assert "applied 24 of the 34 migrations of a 0.2.0 development build" in said, said
+    assert "0040_message_retention" in said and "199f012" in said, said
+    assert names(empty_dsn) == before  # nothing recorded, nothing applied
+
+
+def test_bootstrap_names_the_squashed_files_with_their_checksums():
+    """bootstrap.sql records a development database as having applied the squashed files with
+    their sha256 (so that a later migrate finds them applied, unchanged): those must be the files'."""
+    text = (sql_root() / "bootstrap.sql").read_text(encoding="utf-8")
+    files = {m.name: m.checksum for m in migrations.load_sql_files().migrations}
+    for name in migrations.SQUASHED:
+        assert re.search(rf"\('{name}', '{files[name]}', v_version, v_at\)", text), f"bootstrap.sql: {name}'s sha256"
+    retired = re.findall(r"\('(\d{4}_[a-z0-9_]+)', '[0-9a-f]{64}'\)", text)
+    assert len(retired) == 34 and all(migrations._retired(n) for n in retired), retired
