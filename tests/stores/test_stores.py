@@ -497,11 +497,27 @@ def test_nfc_and_nfd_spellings_of_a_path_are_one_entry(db, dsn):
     assert paths == {f"{NFC}/menu.md"}
 
 
-def test_migration_rewrites_stored_paths_to_nfc(dsn, admin_login):
-    """Paths written before 0008 in NFD become NFC (entries, versions, audit, read-only
-    prefixes); a name stored under two spellings is left alone. Re-applied here as an
-    administrator who is not a superuser: forced row-level security must not hide the rows."""
-    with psycopg.connect(dsn, autocommit=True) as c:  # superuser: bypasses RLS, writes what 0.1 could have
+def test_the_upgrade_from_0_1_rewrites_stored_paths_to_nfc(empty_dsn, as_role, tmp_path):
+    """Paths a 0.1.0 database stored in NFD become NFC (entries, versions, audit, read-only
+    prefixes) when 0006_v0_2_0_memory upgrades it; a name stored under two spellings is left
+    alone. The upgrade runs as an administrator who is not a superuser: forced row-level security
+    must not hide the rows. The 0.1.0 database is installed by that release's own psql script."""
+    from pathlib import Path  # noqa: PLC0415
+
+    from pymem import migrations, server  # noqa: PLC0415
+
+    repo = Path(__file__).resolve().parents[2]
+    if not (repo / ".git").exists():
+        pytest.skip("needs the repository's git history (0.1.0's SQL)")
+    archive = subprocess.run(["git", "-C", str(repo), "archive", "--format=tar",
+                              "324b35bf8efb47bcd3fc4c98b63c89762b8a140b", "sql"], capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(tmp_path)], input=archive.stdout, check=True)
+    out = subprocess.run([str(server.bin_dir() / "psql"), "-X", "-v", "ON_ERROR_STOP=1", "-d", empty_dsn,
+                          "-f", str(tmp_path / "sql" / "migrate.sql")], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    admin_login = as_role("pymem_store_admin", on=empty_dsn)
+    with psycopg.connect(empty_dsn, autocommit=True) as c:  # superuser: bypasses RLS, writes what 0.1 could have
+        c.execute("GRANT pymem_owner TO pymem_store_admin")
         c.execute("INSERT INTO pymem.stores (project_id, store_key, keep_versions, read_only_prefixes) "
                   "VALUES ('acme', 'old', true, ARRAY[%s])", (f"{NFD}-locked/",))
         for path, sha in ((f"{NFD}/menu.md", "a" * 64), ("both-" + NFD, "b" * 64), ("both-" + NFC, "c" * 64)):
@@ -511,17 +527,20 @@ def test_migration_rewrites_stored_paths_to_nfc(dsn, admin_login):
                       " VALUES ('acme', 'old', %s, 1, 'text', 'x', %s)", (path, sha))
             c.execute("INSERT INTO pymem.store_audit (project_id, store_key, path, op, new_sha)"
                       " VALUES ('acme', 'old', %s, 'write', %s)", (path, sha))
-        c.execute("DELETE FROM pymem.schema_migrations WHERE name = '0008_store_protections'")
         c.execute(c.execute("SELECT format('GRANT CREATE ON DATABASE %I TO pymem_store_admin', "
                             "current_database())").fetchone()[0])
-    assert pymem.migrate(admin_login).applied == ["0008_store_protections"]
-    with psycopg.connect(dsn) as c:
-        for table in ("store_entries", "store_versions", "store_audit"):
-            assert sorted(r[0] for r in c.execute(f"SELECT path FROM pymem.{table}")) == sorted(
-                [f"{NFC}/menu.md", "both-" + NFD, "both-" + NFC]), table
-        assert c.execute("SELECT read_only_prefixes FROM pymem.stores").fetchone() == ([f"{NFC}-locked/"],)
-        forced = c.execute("SELECT bool_and(relforcerowsecurity) FROM pg_class WHERE relnamespace = "
-                           "'pymem'::regnamespace AND relkind = 'r' AND relname LIKE 'store%'").fetchone()[0]
-        assert forced  # FORCE is back on every store table
-    s = MemoryStore.get("old", project_id="acme", db=pymem.Database(pymem.Settings(dsn=dsn)))
-    assert s.read_text(f"{NFD}/menu.md") == "x" and s.versions(f"{NFC}/menu.md")[0].sha == "a" * 64
+    try:
+        assert pymem.migrate(admin_login).applied == list(migrations.SQUASHED)
+        with psycopg.connect(empty_dsn) as c:
+            for table in ("store_entries", "store_versions", "store_audit"):
+                assert sorted(r[0] for r in c.execute(f"SELECT path FROM pymem.{table}")) == sorted(
+                    [f"{NFC}/menu.md", "both-" + NFD, "both-" + NFC]), table
+            assert c.execute("SELECT read_only_prefixes FROM pymem.stores").fetchone() == ([f"{NFC}-locked/"],)
+            forced = c.execute("SELECT bool_and(relforcerowsecurity) FROM pg_class WHERE relnamespace = "
+                               "'pymem'::regnamespace AND relkind = 'r' AND relname LIKE 'store%'").fetchone()[0]
+            assert forced  # FORCE is back on every store table
+        s = MemoryStore.get("old", project_id="acme", db=pymem.Database(pymem.Settings(dsn=empty_dsn)))
+        assert s.read_text(f"{NFD}/menu.md") == "x" and s.versions(f"{NFC}/menu.md")[0].sha == "a" * 64
+    finally:
+        with psycopg.connect(empty_dsn, autocommit=True) as c:
+            c.execute("REVOKE pymem_owner FROM pymem_store_admin")
