@@ -35,7 +35,7 @@ from pymem.embedders import HashEmbedder  # noqa: E402
 
 CONTEXT = ("SELECT pymem.context_read(user_id => 'probe', agent_id => %(a)s, project_id => 'acme', "
            "thread_id => 'default', query_vector => %(v)s, embedder => %(e)s, max_facts => 50{x})")
-# the recall knobs: flat before 0046_recall_builder, one recall spec since
+# the recall knobs: flat before 0006_v0_2_0_memory, one recall spec since
 KNOBS = "window_size => 20, k => 5"
 TEXT = ", query_text => %(t)s"
 
@@ -70,9 +70,9 @@ def main(argv: list[str] | None = None) -> None:
              ("new: context_read, vector + text", "new", context_sql(spec["new"], text=True)),
              # hybrid turned off (the text not read: the vector's cost)
              ("new: context_read, text, lw 0", "new", context_sql(spec["new"], text=True, knobs=", lexical_weight => 0"))]
-    if args.old_hybrid:  # the old schema takes query_text too (since 0015_message_lexical)
+    if args.old_hybrid:  # the old schema takes query_text too (since 0006_v0_2_0_memory)
         cases.insert(1, ("old: context_read, vector + text", "old", context_sql(spec["old"], text=True)))
-    if args.named_time:  # a question naming a time (0044_recall_turns_times): the last 7 days
+    if args.named_time:  # a question naming a time (0006_v0_2_0_memory): the last 7 days
         cases.append(("new: context_read, vector + text + time", "new", context_sql(
             spec["new"], text=True, knobs=", time_from => now() - interval '7 days', time_to => now()")))
 

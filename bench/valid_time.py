@@ -3,7 +3,7 @@
     PYMEM_DATA_DIR=/tmp/bench-valid-time python bench/valid_time.py [--users 2000] [--facts 50] [--calls 1000]
 
 The default read ("what we believe now about now") is ``pymem.active_facts``, which since
-0043_valid_time also tests each row's valid time. Measured, in alternating turns of ``calls / 10``:
+0006_v0_2_0_memory also tests each row's valid time. Measured, in alternating turns of ``calls / 10``:
 
 - ``facts_newest`` (50 facts) and ``context_read`` (the user's facts, no query) as shipped, against
   the same functions reading the view as it was before 0043 (copies in the schema

@@ -922,7 +922,7 @@ END;
 $$;
 
 -- migration_shared_problems(): each of the copies of agent and project facts (shared_facts,
--- shared_fact_embeddings, shared_fact_lexemes: migrations/0034_shared_facts.sql, sql/citus.sql)
+-- shared_fact_embeddings, shared_fact_lexemes: migrations/0006_v0_2_0_memory.sql, sql/citus.sql)
 -- whose columns differ from its table's (name, position, type, NOT NULL), one line each; none
 -- when they agree. On every database: a migration that changes pymem.facts must change
 -- pymem.shared_facts the same way, or every agent-fact write on a Citus cluster breaks.

@@ -183,7 +183,7 @@ $$;
 -- single-table statements (Citus's fast path on the local shard) into arrays and returned from
 -- them: the ranking statement then names no Citus table, where the plain body, inlined into it,
 -- made Citus plan the whole statement in full on every call (~3 ms of a context_read on the
--- worker). Vectors stored before 0017 (rare) take their lexemes in a join, and a metadata filter
+-- worker). Vectors stored before 0006_v0_2_0_memory (rare) take their lexemes in a join, and a metadata filter
 -- reads the keys of the user's messages that pass it.
 SELECT pymem.migration_types_path();  -- its signature names pgvector's type
 CREATE OR REPLACE FUNCTION pymem._recall_rows(
@@ -435,7 +435,7 @@ $$;
 -- cost does not grow with the agent's facts). facts stays the table the facts API reads and
 -- writes; only context_read reads the copies. Not triggers on the shards: a write to a reference table from a shard, inside a
 -- transaction the coordinator commits in two phases, crashed the worker (Citus 14.0.1).
--- The tables come from migrations/0034_shared_facts.sql (on every database, empty off Citus);
+-- The tables come from migrations/0006_v0_2_0_memory.sql (on every database, empty off Citus);
 -- the first distribution fills them with what is already there (a database distributed after it
 -- held agent facts; read as a superuser: row-level security hides every row from a role without
 -- the tenant), before they become reference tables below.
@@ -511,7 +511,7 @@ $$;
 -- and calls renamed, so they never drift from them; _facts_for_context sends 'user' facts to
 -- the plain body (kept as _user_facts_for_context) and the others to the copies.
 SELECT pymem.migration_types_path();  -- the functions below name pgvector's type
--- signatures the copies had before 0043_valid_time gave _facts_for_context a point in time
+-- signatures the copies had before valid time (0.2.0's development) gave _facts_for_context a point in time
 DROP FUNCTION IF EXISTS pymem._user_facts_for_context(text, text, text, integer, vector, text, text, double precision);
 DROP FUNCTION IF EXISTS pymem._shared_facts_for_context(text, text, text, integer, vector, text, text, double precision);
 
@@ -633,7 +633,7 @@ BEGIN
 END;
 $$;
 
--- The change feed (0042_change_feed) is not on a cluster yet: its statement triggers would write
+-- The change feed (0007_v0_2_0_operations) is not on a cluster yet: its statement triggers would write
 -- a coordinator's table from the shards. Without them nothing is appended; changes_since returns
 -- nothing (docs/scaling-out.md).
 DROP TRIGGER IF EXISTS facts_changes_add ON pymem.facts;

@@ -248,7 +248,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2d014ab1a99eb7fd8ccc6e99e52e09d70134bef48b8de40dc0fcb0515b1b8cd5')
+SELECT pymem.migration_api_applied('b89030c447f66cd47574754596ecebce504b81af312af1ee0dd47830d7df1bf8')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

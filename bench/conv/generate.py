@@ -134,7 +134,7 @@ def _insert_chunks(conn: psycopg.Connection, q: dict[str, str], params: dict[str
     chunks = []
     # Foreign-key checks off for this session while loading (session_replication_role = replica,
     # superusers only), as pg_restore does: one check per inserted vector is work a bulk load
-    # need not do (before 0028_embedded_by_partial it could also read all of the user's messages
+    # need not do (before 0006_v0_2_0_memory it could also read all of the user's messages
     # per vector; see bench/README.md). integrity() then checks every reference over every row.
     try:
         conn.execute("SET session_replication_role = replica")

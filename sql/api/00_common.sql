@@ -15,9 +15,9 @@
 -- "head" of its history while nothing supersedes it; "unexpired" at time `at` while its expiry
 -- (NULL: never) is after `at`; "live" when both. Reads pass at = now() (the transaction's
 -- start); writes that delete or change rows by it pass a value (Citus refuses now() beside a
--- column in a DELETE or UPDATE). A keyed-store entry (migrations/0039_store_expiry.sql) is
+-- column in a DELETE or UPDATE). A keyed-store entry (migrations/0007_v0_2_0_operations.sql) is
 -- "live" while unexpired: _entry_live. pymem.active_facts says head, unexpired and valid in its
--- own words, for the roles that read it without EXECUTE here (migrations/0037_fact_expiry.sql);
+-- own words, for the roles that read it without EXECUTE here (migrations/0006_v0_2_0_memory.sql);
 -- partial indexes and ON CONFLICT arbiters spell "head" out, as PostgreSQL needs it there.
 -- No SET clause, so that they inline (before the planner matches a partial index's predicate).
 CREATE OR REPLACE FUNCTION pymem._fact_head(superseded_by bigint)
@@ -55,7 +55,7 @@ $$;
 
 -- _fact_valid(valid_from, valid_to, at): the one definition of "holds at `at`" of a fact's valid
 -- time, the half-open range [valid_from, valid_to) with NULL open on its side
--- (migrations/0043_valid_time.sql; pymem.active_facts says it in its own words, with at = now()).
+-- (migrations/0006_v0_2_0_memory.sql; pymem.active_facts says it in its own words, with at = now()).
 -- No SET clause, so that it inlines.
 CREATE OR REPLACE FUNCTION pymem._fact_valid(valid_from timestamptz, valid_to timestamptz, at timestamptz)
 RETURNS boolean
@@ -246,7 +246,7 @@ $$;
 -- _json_bounded(doc, what, max_bytes): true when the JSON document doc (NULL: true) nests at most
 -- 64 objects and arrays deep and its text is at most max_bytes bytes; else 22023 naming `what`.
 -- The one bound of every JSON document pymem stores: the CHECK constraints of facts.metadata,
--- messages.metadata and store_messages.message (migrations/0048_feed_and_bounds.sql) call it, so
+-- messages.metadata and store_messages.message (migrations/0007_v0_2_0_operations.sql) call it, so
 -- every write path (API calls, bulk writes, imports) is bounded, and _store_put calls it for a
 -- store's json documents. 64 levels: every reader can read back what any writer stored (Python's
 -- json reads ~900 levels under its default recursion limit of 1000, with room left for the
@@ -410,7 +410,7 @@ $$;
 -- _lexemes(config, content): a message's or a fact's content as a tsvector in a text search
 -- configuration (NULL: english, the default: on the development data it found more of the
 -- evidence than 'simple', docs/sql.md "Recall"). Callers pass their project's configuration
--- (pymem.text_search, 0022), read once per statement: _text_search_config(project_id), or a join
+-- (pymem.text_search, 0006_v0_2_0_memory), read once per statement: _text_search_config(project_id), or a join
 -- with pymem.text_search over many rows. The stored lexemes (message_lexemes, fact_lexemes,
 -- message_embeddings.lexemes) and every query's terms come from this one function, so the index
 -- and the queries agree.
@@ -518,7 +518,7 @@ BEGIN
      WHERE l.project_id = text_search_configure.project_id AND e.project_id = l.project_id
        AND e.user_id = l.user_id AND e.thread_id = l.thread_id AND e.seq = l.seq;
     GET DIAGNOSTICS v_vectors = ROW_COUNT;
-    -- heavy users' words (recall_terms, 0045_recall_terms) follow the new lexemes
+    -- heavy users' words (recall_terms, 0006_v0_2_0_memory) follow the new lexemes
     DELETE FROM pymem.recall_terms AS t WHERE t.project_id = text_search_configure.project_id;
     INSERT INTO pymem.recall_terms AS t (project_id, user_id, lexeme, thread_id, seq)
     SELECT l.project_id, l.user_id, w.lexeme, l.thread_id, l.seq

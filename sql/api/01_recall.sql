@@ -87,7 +87,7 @@ $$;
 
 -- recall: a recall spec, the value messages_recall and context_read take as `recall` (their
 -- DEFAULT is recall()); every parameter is optional, and these defaults are recall's only ones (the
--- fields: migrations/0036_recall_spec.sql and 0044). k rows; messages shorter than
+-- fields: migrations/0006_v0_2_0_memory.sql). k rows; messages shorter than
 -- min_content_chars and the thread's last window_size are not recalled (context_read's window is
 -- those window_size); score = (1 - recency_weight - importance_weight) * relevance + recency_weight *
 -- 0.5 ^ (age / half_life_seconds) + importance_weight * importance, relevance's lexical share

@@ -1,8 +1,9 @@
--- changes.sql: the change feed (tables in migrations/0042_change_feed.sql): what every write
+-- changes.sql: the change feed (tables in migrations/0007_v0_2_0_operations.sql): what every write
 -- changed, by key, in the order readers see it. _changes_log is the triggers' function (one row
 -- per statement and subject, and a notification); _changes_position gives a transaction's rows
 -- their positions at its commit; changes_since returns the rows after a position (and publishes
--- the rows written before 0048_feed_and_bounds, which had none); change_position is the last one
+-- the rows a 0.2.0 development build wrote before positions came at commit, which had none);
+-- change_position is the last one
 -- published;
 -- change_feed_configure turns the feed on or off for the database (off by default: every write
 -- pays for it), change_feed_enabled says whether it is on.
@@ -78,7 +79,7 @@ BEGIN
 END;
 $$;
 
--- _changes_position: the deferred constraint trigger of pymem.changes (0048_feed_and_bounds): it
+-- _changes_position: the deferred constraint trigger of pymem.changes (0007_v0_2_0_operations): it
 -- runs at the writing transaction's commit, after its last write, and gives the transaction's
 -- rows of the project the project's next positions, in the order they were written, under the
 -- lock of the project's row of change_positions. That lock is held until the commit is visible,
@@ -133,7 +134,8 @@ $$;
 -- commits (in the order the project's writers commit), so it is readable as soon as the commit
 -- is, whatever other transactions, of this project or any other, stay open; no position is ever
 -- given below one already read. Pass the last position you saw to catch up: nothing is lost or
--- repeated. (Rows written before migration 0048 had no position: this call publishes them once
+-- repeated. (Rows a 0.2.0 development build wrote before positions came at commit had no position:
+-- this call publishes them once
 -- every transaction older than them has ended.) Run it in a transaction of its own (25001 when
 -- the transaction has written).
 --   SELECT position, kind, op, subject, keys FROM pymem.changes_since(project_id => '', after => 0);
@@ -155,7 +157,8 @@ BEGIN
             USING ERRCODE = '25001',
                   HINT = 'It publishes changes by the age of their transactions: call it in a transaction of its own.';
     END IF;
-    -- rows written before 0048 only (every later row has its position from its commit): the
+    -- rows of a development build from before positions came at commit only (every later row has
+    -- its position from its commit): the
     -- oldest writer still running, before this transaction writes (and gets an id of its own)
     v_xmin := pg_catalog.pg_snapshot_xmin(pg_catalog.pg_current_snapshot());
     PERFORM pymem._tenant_enter(v_project);
@@ -247,7 +250,7 @@ BEGIN
 END;
 $$;
 
--- _change_feed_triggers(): the feed's triggers (table, trigger), as 0042_change_feed.sql creates them.
+-- _change_feed_triggers(): the feed's triggers (table, trigger), as 0007_v0_2_0_operations.sql creates them.
 CREATE OR REPLACE FUNCTION pymem._change_feed_triggers()
 RETURNS TABLE (t text, trigger_name text)
 LANGUAGE sql IMMUTABLE SECURITY INVOKER

@@ -36,7 +36,7 @@ $$;
 -- A point in time: the spec's as_of (record time) reads the facts as they were believed then (and
 -- recalls the messages written by then); valid_at (valid time) reads the facts that hold then (as
 -- believed as of as_of, default now). Either one gives each block of facts the newest max_facts of
--- facts_at (migrations/0043_valid_time.sql), unranked; the summary and the window are the thread's now.
+-- facts_at (migrations/0006_v0_2_0_memory.sql), unranked; the summary and the window are the thread's now.
 --   SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot',
 --                             recall => pymem.recall(k => 3, window_size => 10));
 CREATE OR REPLACE FUNCTION pymem.context_read(

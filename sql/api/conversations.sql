@@ -315,7 +315,7 @@ BEGIN
                       pg_catalog.unnest(messages_add_many.created_ats)) WITH ORDINALITY AS u(role, c, imp, meta, at, i)
      ORDER BY u.i;
     IF messages_add_many.embeddings IS NOT NULL THEN
-        -- with the lexemes the messages' trigger just stored, beside each vector (0017)
+        -- with the lexemes the messages' trigger just stored, beside each vector (0006_v0_2_0_memory)
         INSERT INTO pymem.message_embeddings
             (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
         SELECT l.project_id, l.user_id, messages_add_many.embedder, l.thread_id, l.seq, l.chars, l.importance, l.created_at,

@@ -10,7 +10,7 @@
 -- _recall_rows: the user's rows that recall with terms ranks (_recall_ranked), as of p_as_of: with
 -- a vector (p_query), every vector of the user's from p_embedder with its cosine; without, every
 -- message of the user's (similarity NULL). Each with its length in tokens and, when they share a
--- term with p_any, its lexemes (else NULL); a vector stored before 0017 (no lexemes beside it:
+-- term with p_any, its lexemes (else NULL); a vector stored before 0006_v0_2_0_memory (no lexemes beside it:
 -- stale) takes both from its message's row of message_lexemes, by primary key. metadata_ok: the
 -- message's metadata contains p_metadata (NULL: no filter). One home for the read, apart from the
 -- ranking: on plain PostgreSQL this SQL function is inlined into _recall_ranked's statement (no
@@ -89,7 +89,7 @@ $$;
 -- Without terms (a vector alone): the k best eligible rows, read and sorted in one pass with no
 -- row kept but the best (a second pass for a named time). With terms: one read of the user's rows
 -- (_recall_rows; with a vector, each vector row
--- carries its message's lexemes and length, 0017_lexemes_beside_vectors; a vector stored before
+-- carries its message's lexemes and length, 0006_v0_2_0_memory; a vector stored before
 -- that has NULL there and its message's lexemes are read by primary key; without a vector, the
 -- user's rows of message_lexemes), kept in memory with each row's similarity, length and
 -- eligibility, and the lexemes of the rows sharing a term only. The score splits into a part
@@ -377,7 +377,7 @@ BEGIN
         SELECT $11 || pg_catalog.array_agg(c.thread_id), $12 || pg_catalog.array_agg(c.seq),
                $13 || pg_catalog.array_agg(c.created_at), $14 || pg_catalog.array_agg(c.similarity),
                coalesce(pg_catalog.bool_or(NOT pymem._vector_match(c.similarity)), false),
-               -- vectors stored before 0017: their message's lexemes (with terms only)
+               -- vectors stored before 0006_v0_2_0_memory: their message's lexemes (with terms only)
                $15 || pg_catalog.array_agg(coalesce(c.tokens, CASE WHEN c.lexemes IS NULL AND $10 THEN (
                    SELECT l.tokens FROM pymem.message_lexemes AS l
                     WHERE l.project_id = %2$L AND l.user_id = %3$L AND l.thread_id = c.thread_id AND l.seq = c.seq) END)),

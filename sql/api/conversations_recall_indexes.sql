@@ -1,6 +1,6 @@
 -- conversations_recall_indexes.sql: per-user recall indexes for heavy users: recall_index_plan,
 -- the statements that create, rebuild or drop them (pymem.recall_indexes, migrations/
--- 0029_recall_indexes.sql, records the plan), which _recall (conversations_recall.sql) then reads.
+-- 0006_v0_2_0_memory.sql, records the plan), which _recall (conversations_recall.sql) then reads.
 -- Part of conversation memory (conversations.sql). Re-applied on every migrate; called by
 -- pymem/conversations.py (`pymem recall-indexes`) and by any SQL client (docs/recall-indexes.md).
 --
@@ -188,7 +188,7 @@ BEGIN
             r.time_index, recall_index_plan.project_id, r.user_id, r.embedder);
         RETURN NEXT;
     END LOOP;
-    -- the words of the heavy users (pymem.recall_terms, 0045_recall_terms): a registered user
+    -- the words of the heavy users (pymem.recall_terms, 0006_v0_2_0_memory): a registered user
     -- whose words were never filled gets a 'fill' step (recall_terms_fill: a long statement of
     -- its own); a user with no registration left loses them here
     FOR r IN

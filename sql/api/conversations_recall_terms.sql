@@ -1,5 +1,5 @@
 -- conversations_recall_terms.sql: heavy users' words (pymem.recall_terms, migrations/
--- 0045_recall_terms.sql): filling a registered user's postings (recall_terms_fill, the fill step
+-- 0006_v0_2_0_memory.sql): filling a registered user's postings (recall_terms_fill, the fill step
 -- of recall_index_plan; text_search_configure refills them after a re-index) and reading the
 -- lexical candidates of a heavy user's hybrid recall (_recall_lexical, for _recall in
 -- conversations_recall.sql). New messages of a registered user get their postings from the
@@ -88,7 +88,7 @@ $$;
 -- candidates), and each holder costs a read of its vector by key (~12 us: a term held by 1,000
 -- messages added ~8 ms to a 7 ms recall, bench/reports/2026-12-04-heavy-lexical, "The cap").
 -- _recall passes the rarest terms first within 400 postings in all. Returns what _recall keeps of a candidate: the
--- cosine with the query, the length in tokens and the lexemes (vectors stored before 0017: their
+-- cosine with the query, the length in tokens and the lexemes (vectors stored before 0006_v0_2_0_memory: their
 -- message's, by primary key).
 CREATE OR REPLACE FUNCTION pymem._recall_lexical(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_lexemes text[],

@@ -113,7 +113,7 @@ BEGIN
     IF _turn_messages.user_embedding IS NULL AND _turn_messages.assistant_embedding IS NULL THEN
         RETURN;
     END IF;
-    -- the vectors beside what the messages' trigger just stored of each message (0017: its
+    -- the vectors beside what the messages' trigger just stored of each message (0006_v0_2_0_memory: its
     -- lexemes kept beside the vector for recall): one read of the two rows by primary key, then
     -- an insert of values. One INSERT ... SELECT joining them cost a full plan on every call on a
     -- Citus worker (0.6 ms of a 4 ms turn; bench/reports/2026-12-04-citus-cost)
@@ -262,7 +262,7 @@ BEGIN
               FROM ins AS i;
             v_created := v_created OR v_inserted > 0;
             EXIT WHEN pg_catalog.cardinality(v_got_keys) = v_want;
-            -- each key looked up on its own (facts_subject_content_key, 0026): as one `= ANY`, or
+            -- each key looked up on its own (facts_subject_content_key, 0006_v0_2_0_memory): as one `= ANY`, or
             -- as a plain join, the generic plan read all of the subject's active facts
             SELECT v_got_keys || coalesce(pg_catalog.array_agg(f.content_key) FILTER (WHERE f.live), '{}'),
                    v_got_ids || coalesce(pg_catalog.array_agg(f.id) FILTER (WHERE f.live), '{}'),
@@ -365,7 +365,7 @@ $$;
 --                                            and the user can see why; hard deletion stays an
 --                                            explicit fact_forget.
 -- Any change may also say when its fact holds in the world: "valid_from" and "valid_to" (times as
--- strings, or null; migrations/0043_valid_time.sql), so a learner that hears "since May" says so:
+-- strings, or null; migrations/0006_v0_2_0_memory.sql), so a learner that hears "since May" says so:
 -- an add's fact gets that valid time (one there already is restated), an update's or a delete's
 -- new version gets it (a valid_from on an update: the old version held until then).
 -- Each fact the turn writes names it in its metadata: {"turn": {"thread_id", "seq"}}, the

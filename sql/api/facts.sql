@@ -18,13 +18,13 @@
 -- subject, or the whole scope); one statement with (scope_id = $1 OR $1 = '*') would get one
 -- generic plan that serves neither. tests/facts/test_facts.py checks that each '*' read returns
 -- the one-subject reads' rows merged.
--- Active facts: every read of them reads the view pymem.active_facts (migrations/0035_active_facts.sql),
+-- Active facts: every read of them reads the view pymem.active_facts (migrations/0006_v0_2_0_memory.sql),
 -- the one definition of "active" (head, unexpired, valid now: 00_common.sql). The writes name
 -- pymem.facts, and the lookups of the idempotent add (fact_add, fact_lookup) the unique index's
 -- condition itself. The scope-wide reads add "superseded_at IS NULL" (the same rows: CHECK
 -- facts_superseded_pair): the scope-wide index facts_scope_active_newest is partial on it, so a
 -- read of one subject, which does not say it, can never take that index, whatever the statistics
--- say (migrations/0032_scope_index_apart.sql).
+-- say (migrations/0006_v0_2_0_memory.sql).
 --
 -- Equality (idempotent add): two contents are the same fact when they are equal after
 -- removing leading and trailing whitespace, folding every run of whitespace (ASCII and
@@ -186,7 +186,7 @@ BEGIN
 END;
 $$;
 
--- _fact_lexemes_add: the statement trigger facts_lexemes (migrations/0016_fact_lexical.sql)
+-- _fact_lexemes_add: the statement trigger facts_lexemes (migrations/0006_v0_2_0_memory.sql)
 -- indexes the facts a statement inserted, whoever inserts them (fact_add, fact_supersede,
 -- turn_record, user_import): one INSERT into pymem.fact_lexemes per statement. The tokens are
 -- pymem._lexeme_tokens written out: a sub-select per row costs half the call of that LANGUAGE sql
@@ -211,7 +211,7 @@ $$;
 -- _subject_lock(project_id, scope, scope_id): locks the subject's row of subject_locks
 -- (creating it on first use) until the transaction ends; writers of one subject's learned facts
 -- and its supersedes wait for each other, and nobody else can hold it (see
--- migrations/0006_subject_locks.sql).
+-- migrations/0006_v0_2_0_memory.sql).
 CREATE OR REPLACE FUNCTION pymem._subject_lock(p_project_id text, p_scope text, p_scope_id text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -286,7 +286,7 @@ $$;
 -- that passes an expiry gives it to the fact (a sliding TTL); one that passes none keeps it.
 --   SELECT * FROM pymem.fact_add('user', 'alice', 'Is in Lisbon this week', ttl => '7 days');
 -- valid_from / valid_to (NULL: open on that side; pymem._valid_time checks them) say when the
--- fact holds in the world (migrations/0043_valid_time.sql): reads show a fact only while it holds
+-- fact holds in the world (migrations/0006_v0_2_0_memory.sql): reads show a fact only while it holds
 -- (facts_at reads another time). A re-add that gives a valid time the fact does not have
 -- restates it: a new version with the valid time given (a side not given is kept), the old
 -- version in its history (created is true: a row was added); one that gives none keeps it.
@@ -347,7 +347,7 @@ BEGIN
         -- the insert attempt of the vector (~25% of its server CPU). Every stored vector was checked
         -- against the registry, whose rows are never changed or deleted: its dimension is the
         -- registered one. (scope compared in "C", as facts_subject_content_key holds it: only that
-        -- index serves the lookup, see 0026_fact_key_lookup)
+        -- index serves the lookup, see 0006_v0_2_0_memory)
         SELECT f.id, pymem._vector_dims(e.embedding), f.expires_at INTO v_id, v_have, v_was
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e

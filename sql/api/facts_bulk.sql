@@ -34,7 +34,7 @@ BEGIN
                                WITH ORDINALITY AS r(s, c, conf, src, meta, at, i)
                         OFFSET 0) AS u  -- OFFSET 0: one trim and one key per element
                 OFFSET 0) AS t
-          -- each element's fact by key (facts_subject_content_key, 0026); a plain join could be
+          -- each element's fact by key (facts_subject_content_key, 0006_v0_2_0_memory); a plain join could be
           -- planned as a scan of its subjects' facts
           LEFT JOIN LATERAL (SELECT f.id FROM pymem.facts AS f
                               WHERE f.project_id = p_project_id AND f.scope = p_scope COLLATE "C"

@@ -3,7 +3,7 @@
 -- coffee"); fact_duplicates finds the pairs, and a consolidation merges each through
 -- fact_supersede (facts_versions.sql: superseding a fact by the content of another active fact
 -- of its subject merges it into that fact, its history kept). Part of durable facts (facts.sql;
--- tables in migrations/0002_facts.sql, 0016_fact_lexical.sql). Re-applied on every migrate;
+-- tables in migrations/0002_facts.sql, 0006_v0_2_0_memory.sql). Re-applied on every migrate;
 -- called by pymem/facts.py (Memory.consolidate, `pymem consolidate`) and by any SQL client
 -- (docs/sql.md "Consolidate near-duplicate facts").
 --

@@ -1,7 +1,7 @@
 -- facts_search.sql: facts by meaning: facts_search (lexical and vector candidates of one
 -- subject or a whole scope, fused into one ranking) and _facts_for_context (the same ranking for
 -- context_read). Part of durable facts (facts.sql; tables in migrations/0002_facts.sql,
--- 0016_fact_lexical.sql). Re-applied on every migrate; called by pymem/facts.py and by any SQL
+-- 0006_v0_2_0_memory.sql). Re-applied on every migrate; called by pymem/facts.py and by any SQL
 -- client (docs/sql.md "Facts").
 --
 -- Errors: 22023 invalid argument.
@@ -36,7 +36,7 @@ $$;
 -- _fact_candidates: what facts_search ranks: a subject's active facts (every subject's of the
 -- scope with '*', from _scope_fact_candidates), each with whether its metadata contains `metadata` (NULL: every fact does), its
 -- cosine distance to `query_vector` (NULL: no query vector, or no vector from `embedder` yet), and its
--- lexemes and length (computed here for a fact stored before 0016_fact_lexical by a role that
+-- lexemes and length (computed here for a fact stored before 0006_v0_2_0_memory by a role that
 -- row-level security binds, which has no row in fact_lexemes). coalesce(p_embedder, ''): no embedder (a query without a vector)
 -- joins no vector; Citus cannot plan the join once a NULL folds the condition to false.
 CREATE OR REPLACE FUNCTION pymem._fact_candidates(

@@ -1,7 +1,7 @@
--- facts_time.sql: the time of facts. Valid time (migrations/0043_valid_time.sql): facts_at, the
+-- facts_time.sql: the time of facts. Valid time (migrations/0006_v0_2_0_memory.sql): facts_at, the
 -- bi-temporal read (what held at a time, what was believed at a time, or both), and
 -- _fact_restate, the new version that another valid time for the same content makes. Expiry
--- (0037_fact_expiry.sql): _fact_expired_free, the delete of an expired fact whose content a
+-- (0006_v0_2_0_memory.sql): _fact_expired_free, the delete of an expired fact whose content a
 -- write needs (purge, lifecycle.sql, deletes the others). The writes
 -- take valid_from / valid_to in facts.sql, facts_bulk.sql, facts_versions.sql and
 -- conversations_turns.sql; "holds at" is pymem._fact_valid (00_common.sql). Part of durable
@@ -12,7 +12,7 @@
 
 -- _fact_restate: gives the subject's active fact with content key p_key the valid time
 -- [coalesce(p_valid_from, its valid_from), coalesce(p_valid_to, its valid_to)) as a new version
--- (migrations/0043_valid_time.sql): the same content, confidence, source, metadata, expiry and
+-- (migrations/0006_v0_2_0_memory.sql): the same content, confidence, source, metadata, expiry and
 -- vectors, created at p_created_at (NULL: now), the old version superseded by it and kept in the
 -- history, as a supersede keeps it; never an overwrite. Returns the active version's id and
 -- whether it is new (false: the fact already had that valid time). Under the subject's lock, so
@@ -129,7 +129,7 @@ $$;
 -- With neither it is the default read (facts_newest: what we believe now about now). A version
 -- superseded by one that says from when it holds (fact_supersede with valid_from) still holds
 -- before that time; a correction (a supersede without valid_from) withdraws it. See
--- migrations/0043_valid_time.sql.
+-- migrations/0006_v0_2_0_memory.sql.
 --   SELECT id, content, valid_from, valid_to FROM pymem.facts_at('user', 'alice', valid_at => '2020-06-01');
 CREATE OR REPLACE FUNCTION pymem.facts_at(
     scope text, scope_id text, valid_at timestamptz DEFAULT NULL, as_of timestamptz DEFAULT NULL,

@@ -166,7 +166,7 @@ $$;
 -- so the history takes a shorter expiry with it (_fact_history_expire). An expired fact cannot be
 -- superseded (P0002, as a fact that is not there); an expired fact holding the new content is
 -- deleted and the new version inserted.
--- Valid time (migrations/0043_valid_time.sql): valid_from / valid_to are the new version's.
+-- Valid time (migrations/0006_v0_2_0_memory.sql): valid_from / valid_to are the new version's.
 -- A valid_from says the world changed then: the old version still holds before it (facts_at);
 -- it cannot be later than the new version is recorded (a planned change is a fact of its own,
 -- added with a future valid_from). Without one the supersede is a correction: the old version is

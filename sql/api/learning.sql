@@ -1,5 +1,5 @@
 -- learning.sql: deferred learning, the queue of turns to learn from (tables in
--- migrations/0041_learning_queue.sql). A turn recorded with turn_record(defer_learning => true)
+-- migrations/0007_v0_2_0_operations.sql). A turn recorded with turn_record(defer_learning => true)
 -- leaves one job; a worker takes jobs with learning_claim, runs its learner (extract, reconcile,
 -- summarize: model calls, outside any transaction) and ends each job with learning_complete
 -- (the learned facts and fact changes and the job's end in one transaction: applied once),

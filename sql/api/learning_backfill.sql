@@ -1,12 +1,12 @@
 -- learning_backfill.sql: learning from history already stored (turns recorded before a learner
 -- existed, or imported with user_import): learning_backfill queues them as learning jobs
--- (migrations/0041_learning_queue.sql), which the workers of deferred learning learn from
+-- (migrations/0007_v0_2_0_operations.sql), which the workers of deferred learning learn from
 -- (learning.sql: learning_claim, under the project's cost caps). Beside learning.sql (the same
 -- capability). Re-applied on every migrate; called by pymem/learning.py (`pymem learn
 -- --backfill`) and by any SQL client (docs/sql.md "Deferred learning").
 --
 -- Once: each thread records how far a backfill looked (threads.learning_backfilled_through,
--- migrations/0049_learning_backfill.sql); a backfill queues only the user messages after it, and
+-- migrations/0007_v0_2_0_operations.sql); a backfill queues only the user messages after it, and
 -- moves it on in the same transaction, under the thread rows' locks (FOR UPDATE), so two
 -- backfills at once queue each turn once. In order: a user's jobs are claimed oldest id first,
 -- and a backfill queues each user's turns in the order they were said (created_at, then seq).

@@ -1,7 +1,7 @@
 -- lifecycle.sql: what ends memory on its own: purge, which deletes what has expired (facts and
--- keyed-store entries whose expires_at has passed: migrations/0037_fact_expiry.sql,
--- 0039_store_expiry.sql) and the messages a project's retention policy no longer keeps
--- (retention_configure, retention_policy: 0040_message_retention.sql) in bounded batches.
+-- keyed-store entries whose expires_at has passed: migrations/0006_v0_2_0_memory.sql,
+-- 0007_v0_2_0_operations.sql) and the messages a project's retention policy no longer keeps
+-- (retention_configure, retention_policy: 0007_v0_2_0_operations.sql) in bounded batches.
 -- Expiry itself needs no purge to be correct: an
 -- expired fact or entry is invisible to every read at once (pymem.active_facts,
 -- pymem._fact_live, pymem._entry_live); a purge gives the space back. Re-applied on every
@@ -98,7 +98,7 @@ BEGIN
 END;
 $$;
 
--- _learning_usage_purge(project_id, max_rows, now): learning's daily usage (0041_learning_queue)
+-- _learning_usage_purge(project_id, max_rows, now): learning's daily usage (0007_v0_2_0_operations)
 -- follows the project's retention policy for messages too: deletes up to max_rows rows of days
 -- that ended more than messages_max_age ago (today's, which the cost caps read, stays), oldest
 -- first, and returns how many. No age: 0.
@@ -128,7 +128,7 @@ BEGIN
 END;
 $$;
 
--- _changes_purge(project_id, max_rows, now): the change feed (0042_change_feed) follows the
+-- _changes_purge(project_id, max_rows, now): the change feed (0007_v0_2_0_operations) follows the
 -- project's retention policy for messages: deletes up to max_rows published changes older than
 -- messages_max_age, oldest first, and returns how many. The oldest max_rows positions are read
 -- (changes_position) and the age is tested on each, so a purge never scans the feed. No age: 0.
@@ -242,7 +242,7 @@ $$;
 -- such limit; both NULL: the project keeps every message (the policy is removed). Returns the
 -- policy now in force (a row of pymem.retention). Refused with 22023: a max_age that is not positive or over 100 years, a
 -- max_per_thread below 1; 55000 an age without the index the age policy reads
--- (messages_created: built only for the projects that need it, migrations/0040). A message out
+-- (messages_created: built only for the projects that need it, migrations/0007_v0_2_0_operations). A message out
 -- of retention stays readable until a purge deletes it. Administrators only (the owner role and
 -- its members), like text_search_configure.
 --   SELECT * FROM pymem.retention_configure(project_id => 'acme', messages_max_age => '90 days');

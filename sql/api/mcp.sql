@@ -1,5 +1,5 @@
 -- mcp.sql: the bearer tokens of the MCP server over HTTP (`pymem mcp --http`; the table:
--- migrations/0047_mcp_tokens.sql). A token is made by the client (pymem/mcp.py: `pymem
+-- migrations/0007_v0_2_0_operations.sql). A token is made by the client (pymem/mcp.py: `pymem
 -- mcp-token create`), which sends only its sha256: the token never reaches the database, its
 -- logs or its backups. A token serves one user of one project (and one agent, or none); the
 -- server looks up the hash of each request's token here before any tool runs, and serves the
@@ -62,7 +62,7 @@ BEGIN
     IF mcp_token_lookup.token_hash IS NULL OR pg_catalog.length(mcp_token_lookup.token_hash) <> 32 THEN
         RETURN;
     END IF;
-    -- the token_lookup policy (0047) shows the row of this hash only; cleared before returning
+    -- the token_lookup policy (0007_v0_2_0_operations) shows the row of this hash only; cleared before returning
     v_set := pg_catalog.set_config('pymem.mcp_token', pg_catalog.encode(mcp_token_lookup.token_hash, 'hex'), true);
     RETURN QUERY
     SELECT t.id, t.project_id, t.user_id, t.agent_id

@@ -1,6 +1,6 @@
 -- portability.sql: a user's whole memory as one JSON document, and back; and the erasure of a
 -- user with its receipt (user_forget, erasures; the receipts' table is
--- migrations/0038_erasures.sql). Re-applied on every migrate. Called by `pymem export` /
+-- migrations/0007_v0_2_0_operations.sql). Re-applied on every migrate. Called by `pymem export` /
 -- `pymem import` (pymem/portability.py), Memory.forget_user and any SQL client.
 -- The document holds the user's facts with their supersede history, every thread with its
 -- messages and running summary. Vectors are not exported: the importing side embeds again
@@ -310,14 +310,14 @@ BEGIN
     SELECT pg_catalog.jsonb_build_object('message_embeddings', (SELECT pg_catalog.count(*) FROM e),
                                          'message_lexemes', (SELECT pg_catalog.count(*) FROM l))
       INTO v_counts;
-    -- the user's learning jobs (0041: by key, no content) and learning usage
+    -- the user's learning jobs (0007_v0_2_0_operations: by key, no content) and learning usage
     DELETE FROM pymem.learning_jobs AS j WHERE j.project_id = v_project AND j.user_id = v_user;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_counts := v_counts || pg_catalog.jsonb_build_object('learning_jobs', v_n);
     DELETE FROM pymem.learning_usage AS u WHERE u.project_id = v_project AND u.user_id = v_user;
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_counts := v_counts || pg_catalog.jsonb_build_object('learning_usage', v_n);
-    -- the user's MCP bearer tokens (0047): each names the user, and a live one would let a client
+    -- the user's MCP bearer tokens (0007_v0_2_0_operations): each names the user, and a live one would let a client
     -- write the erased user's memory again
     DELETE FROM pymem.mcp_tokens AS t WHERE t.project_id = v_project AND t.user_id = v_user;
     GET DIAGNOSTICS v_n = ROW_COUNT;
@@ -370,9 +370,9 @@ BEGIN
                (SELECT pg_catalog.count(*) FROM a) + (SELECT pg_catalog.count(*) FROM b) + (SELECT pg_catalog.count(*) FROM c))
       INTO v_counts;
 
-    -- the user's rows of the change feed (0042) and those of the user's stores, the ones the
+    -- the user's rows of the change feed (0007_v0_2_0_operations) and those of the user's stores, the ones the
     -- deletes above just wrote included: the feed keeps the receipt's id (its own row), never the user's.
-    -- The project's position row first, as a publisher of rows from before 0048 takes it before
+    -- The project's position row first, as a publisher of a development build's rows without a position takes it before
     -- theirs (changes_since): the other order deadlocked the two (this transaction takes it at
     -- its commit anyway, for its receipt's position)
     PERFORM 1 FROM pymem.change_positions AS p WHERE p.project_id = v_project FOR UPDATE;
@@ -389,7 +389,7 @@ BEGIN
 END;
 $$;
 
--- _erasure_subject(salt, project_id, user_id): how a receipt names its user (0038_erasures.sql).
+-- _erasure_subject(salt, project_id, user_id): how a receipt names its user (0007_v0_2_0_operations.sql).
 CREATE OR REPLACE FUNCTION pymem._erasure_subject(salt text, project_id text, user_id text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER

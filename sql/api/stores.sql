@@ -26,7 +26,7 @@
 -- the change to the audit log (op 'protect' or 'unprotect', path ''), whatever the store's
 -- audit setting, before it takes effect.
 --
--- Expiry (migrations/0039_store_expiry.sql): a write may give its entry an expiry (expires_at,
+-- Expiry (migrations/0007_v0_2_0_operations.sql): a write may give its entry an expiry (expires_at,
 -- or ttl: checked by pymem._expiry); a write without one makes the entry non-expiring. An
 -- expired entry is invisible to every read at once (pymem._entry_live) and its path counts as
 -- not existing: a write replaces it (expected_sha '' succeeds, a sha fails with PM401), a delete

@@ -2,7 +2,7 @@
 -- prefixes) and their one place of change: store_protect (tighten), store_configure (set, weakening
 -- allowed, with a reason), _store_protections_set behind both, and _store_options_change, which
 -- store_open also uses to refuse options that differ from the store's. Part of keyed stores
--- (stores.sql; tables in migrations/0004_stores.sql, 0008_store_protections.sql). Re-applied on
+-- (stores.sql; tables in migrations/0004_stores.sql, 0006_v0_2_0_memory.sql). Re-applied on
 -- every migrate; called by pymem/stores.py and by any SQL client.
 --
 -- Errors: 22023 invalid argument; P0002 no such store; 42501 store_protect asked to weaken a

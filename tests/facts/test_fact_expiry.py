@@ -1,4 +1,4 @@
-"""Facts that expire (issue 33, item 1; migrations/0037_fact_expiry.sql, sql/api/lifecycle.sql,
+"""Facts that expire (issue 33, item 1; migrations/0006_v0_2_0_memory.sql, sql/api/lifecycle.sql,
 pymem/lifecycle.py): an expiry on every write path of facts, invisible at once to every read,
 the content key freed, a history that expires with its newest version, and a purge in bounded
 batches. "Time passes" two ways: a real one-second ttl, and (for the many cases that need an

@@ -1,4 +1,4 @@
-"""Facts with valid time (issue 34, item 1; migrations/0043_valid_time.sql, pymem.facts_at in
+"""Facts with valid time (issue 34, item 1; migrations/0006_v0_2_0_memory.sql, pymem.facts_at in
 sql/api/facts_versions.sql): when a fact holds in the world, on every write path; the default
 read shows what we believe now about now; facts_at answers "what held at T" (valid time), "what
 did we believe at T" (record time) and both; a supersede that says when the world changed keeps

@@ -213,7 +213,7 @@ def test_reads_at_a_point_in_time_read_one_subject_through_an_index(big):
 def test_lookups_by_content_key_read_one_entry(big):
     """A fact is found by (subject, content key) through facts_subject_content_key, in generic
     plans too: the newest-first index, which a generic plan once preferred, read every active
-    fact of the subject (4,500 here) to find one, or none (0026_fact_key_lookup)."""
+    fact of the subject (4,500 here) to find one, or none (0006_v0_2_0_memory)."""
     calls = [
         "SELECT * FROM pymem.fact_add('user', 'heavy', 'new heavy fact ' || clock_timestamp())",  # not there yet
         "SELECT * FROM pymem.fact_add('user', 'heavy', 'heavy fact 4999')",  # there: idempotent re-add

@@ -541,7 +541,7 @@ def test_a_worker_does_not_grow_with_calls(citus_cluster, pymem_cluster):
 
 
 def test_facts_at_a_point_in_time_on_the_cluster(pymem_cluster):
-    """Valid time (0043_valid_time) on the cluster: a user's and the agent's facts (the agent's
+    """Valid time (0006_v0_2_0_memory) on the cluster: a user's and the agent's facts (the agent's
     from the copies on the user's worker) as they held in 2020 and as they hold now, one
     delegated call each, for users on both workers; a restatement and a supersede with valid_from
     keep their history there too."""

@@ -200,7 +200,7 @@ ACTIVE_SPELLED_OUT = {"fact_lookup", "browse_subjects", "fact_chain"}
 
 def test_every_read_of_active_facts_reads_the_view(dsn):
     """Issue 31, item 1: "an active fact" has one definition, the view pymem.active_facts
-    (migrations/0035_active_facts.sql), a security_invoker view granted to no one. No read
+    (migrations/0006_v0_2_0_memory.sql), a security_invoker view granted to no one. No read
     (STABLE function) spells the condition out, or names "head" or "live" (pymem._fact_head,
     pymem._fact_live), but the documented few; the reads of active
     facts (facts_newest, facts_search's candidates, context_read's, facts_unembedded,

@@ -1,4 +1,4 @@
-"""Keyed-store entries and items that expire (issue 33, item 1; migrations/0039_store_expiry.sql,
+"""Keyed-store entries and items that expire (issue 33, item 1; migrations/0007_v0_2_0_operations.sql,
 sql/api/stores.sql, stores_items.sql, lifecycle.sql; pymem/stores.py; the LangGraph adapter's
 TTL): an expiry on store_write and store_item_put, invisible at once to every read, the path
 freed for the next write, LangGraph's refresh of a ttl on read, and a purge in bounded batches.
