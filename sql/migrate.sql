@@ -932,38 +932,38 @@ SELECT pymem.migration_vector_functions()
 -- Adds pgvector's schema to the transaction's path while statements that name its type unqualified create objects.
 SELECT pymem.migration_types_path()
 \gset pymem_
-\ir api/00_common.sql
 \ir api/01_recall.sql
+\ir api/00_common.sql
 \ir api/browse.sql
 \ir api/changes.sql
-\ir api/context.sql
-\ir api/conversations.sql
-\ir api/conversations_embeddings.sql
-\ir api/conversations_recall.sql
 \ir api/conversations_recall_indexes.sql
 \ir api/conversations_recall_terms.sql
-\ir api/conversations_recall_turns.sql
-\ir api/conversations_summaries.sql
-\ir api/conversations_turns.sql
-\ir api/facts.sql
-\ir api/facts_bulk.sql
-\ir api/facts_consolidate.sql
 \ir api/facts_learned.sql
-\ir api/facts_list.sql
-\ir api/facts_search.sql
-\ir api/facts_time.sql
-\ir api/facts_versions.sql
-\ir api/learning.sql
 \ir api/learning_backfill.sql
 \ir api/lifecycle.sql
 \ir api/mcp.sql
 \ir api/meta.sql
+\ir api/tenant.sql
+\ir api/conversations.sql
+\ir api/conversations_embeddings.sql
+\ir api/conversations_recall.sql
+\ir api/conversations_recall_turns.sql
+\ir api/conversations_summaries.sql
+\ir api/facts_consolidate.sql
+\ir api/facts_list.sql
+\ir api/facts_time.sql
+\ir api/facts.sql
+\ir api/facts_search.sql
+\ir api/context.sql
+\ir api/facts_versions.sql
+\ir api/conversations_turns.sql
+\ir api/facts_bulk.sql
+\ir api/learning.sql
 \ir api/portability.sql
 \ir api/stores.sql
 \ir api/stores_history.sql
 \ir api/stores_items.sql
 \ir api/stores_protections.sql
-\ir api/tenant.sql
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
@@ -984,7 +984,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c76ceca80dfd8689d2e62db2a252c06d695f767eb2b8a7fa4964994555ae3a1f')
+SELECT pymem.migration_api_applied('9845d663d931f25c8b40ae3ca95a514168d687ccc71373e239083bb8e1417edb')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
