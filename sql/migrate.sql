@@ -938,27 +938,28 @@ SELECT pymem.migration_types_path()
 \ir api/changes.sql
 \ir api/conversations_recall_indexes.sql
 \ir api/conversations_recall_terms.sql
+\ir api/facts.sql
+\ir api/conversations.sql
+\ir api/conversations_embeddings.sql
+\ir api/conversations_summaries.sql
+\ir api/facts_consolidate.sql
 \ir api/facts_learned.sql
+\ir api/facts_list.sql
+\ir api/facts_time.sql
+\ir api/facts_search.sql
+\ir api/facts_versions.sql
+\ir api/conversations_turns.sql
+\ir api/facts_add.sql
+\ir api/facts_bulk.sql
+\ir api/learning.sql
 \ir api/learning_backfill.sql
 \ir api/lifecycle.sql
 \ir api/mcp.sql
 \ir api/meta.sql
 \ir api/tenant.sql
-\ir api/conversations.sql
-\ir api/conversations_embeddings.sql
+\ir api/context.sql
 \ir api/conversations_recall.sql
 \ir api/conversations_recall_turns.sql
-\ir api/conversations_summaries.sql
-\ir api/facts_consolidate.sql
-\ir api/facts_list.sql
-\ir api/facts_time.sql
-\ir api/facts.sql
-\ir api/facts_search.sql
-\ir api/context.sql
-\ir api/facts_versions.sql
-\ir api/conversations_turns.sql
-\ir api/facts_bulk.sql
-\ir api/learning.sql
 \ir api/portability.sql
 \ir api/stores.sql
 \ir api/stores_history.sql
@@ -984,7 +985,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('9845d663d931f25c8b40ae3ca95a514168d687ccc71373e239083bb8e1417edb')
+SELECT pymem.migration_api_applied('b22a3fe5e982002692a42d1d1664eda0fe2962572e278a4a8d8c5748309efc7f')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
