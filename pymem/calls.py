@@ -1005,12 +1005,12 @@ def store_namespaces(
 
 def store_open(
     *,
-    store_key: str | None,
-    project_id: str | None,
-    audit: bool | None,
-    keep_versions: bool | None,
+    store_key: Any,
+    project_id: Any,
+    audit: Any,
+    keep_versions: Any,
     read_only_prefixes: Sequence[str] | None,
-    create: bool | None,
+    create: Any,
 ) -> Query:
     """Open (and by default create) a keyed store; options set a new store's protections and must
     match an existing one's (PM404)."""

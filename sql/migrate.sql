@@ -956,15 +956,15 @@ SELECT pymem.migration_types_path()
 \ir api/lifecycle.sql
 \ir api/mcp.sql
 \ir api/meta.sql
+\ir api/stores.sql
+\ir api/portability.sql
+\ir api/stores_history.sql
+\ir api/stores_items.sql
+\ir api/stores_protections.sql
 \ir api/tenant.sql
 \ir api/context.sql
 \ir api/conversations_recall.sql
 \ir api/conversations_recall_turns.sql
-\ir api/portability.sql
-\ir api/stores.sql
-\ir api/stores_history.sql
-\ir api/stores_items.sql
-\ir api/stores_protections.sql
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
@@ -985,7 +985,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('b22a3fe5e982002692a42d1d1664eda0fe2962572e278a4a8d8c5748309efc7f')
+SELECT pymem.migration_api_applied('1c72e770b7c3ee676551be9bb9d84c5a04717d7a5ea1b80e040b9b75010b5c92')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
