@@ -956,6 +956,7 @@ SELECT pymem.migration_types_path()
 \ir api/lifecycle.sql
 \ir api/mcp.sql
 \ir api/meta.sql
+\ir api/recall_spec.sql
 \ir api/stores.sql
 \ir api/portability.sql
 \ir api/stores_history.sql
@@ -985,7 +986,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('1c72e770b7c3ee676551be9bb9d84c5a04717d7a5ea1b80e040b9b75010b5c92')
+SELECT pymem.migration_api_applied('f75b4e0bd087aa4e465f65fbb3d51e6b2b17ccb830681c36767fabbd60edff0b')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
