@@ -932,8 +932,8 @@ SELECT pymem.migration_vector_functions()
 -- Adds pgvector's schema to the transaction's path while statements that name its type unqualified create objects.
 SELECT pymem.migration_types_path()
 \gset pymem_
-\ir api/01_recall.sql
 \ir api/00_common.sql
+\ir api/01_recall.sql
 \ir api/browse.sql
 \ir api/changes.sql
 \ir api/conversations_recall_indexes.sql
@@ -986,7 +986,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f75b4e0bd087aa4e465f65fbb3d51e6b2b17ccb830681c36767fabbd60edff0b')
+SELECT pymem.migration_api_applied('7b8069a9192049c2815f03cf46fd9e83554e442e31a9e82d824fdba3fbb4cb30')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -15,15 +15,6 @@
 -- precedence of "any other operator", whatever the operator: every sub-expression is in
 -- parentheses.
 
--- _term_quoted(lexeme): a lexeme as a tsquery term, quoted (one term, whatever it holds).
-CREATE OR REPLACE FUNCTION pymem._term_quoted(lexeme text)
-RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
-AS $$
-    SELECT '''' OPERATOR(pg_catalog.||) pg_catalog.replace(pg_catalog.replace(lexeme, '\', '\\'), '''', '''''')
-           OPERATOR(pg_catalog.||) ''''
-$$;
-
 -- _bm25_idf(docs, df): BM25's inverse document frequency of a term that df of docs documents hold.
 CREATE OR REPLACE FUNCTION pymem._bm25_idf(docs double precision, df double precision)
 RETURNS double precision
@@ -72,15 +63,4 @@ AS $$
     SELECT pg_catalog.power(0.5::pg_catalog.float8,
                             LEAST(GREATEST(age_seconds, 0::pg_catalog.float8) OPERATOR(pg_catalog./) half_life,
                                   1000::pg_catalog.float8))
-$$;
-
--- _lexeme_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the
--- document length of BM25.
-CREATE OR REPLACE FUNCTION pymem._lexeme_tokens(lexemes tsvector)
-RETURNS integer
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-    SELECT coalesce(pg_catalog.sum(coalesce(pg_catalog.cardinality(u.positions), 1)), 0)::integer
-      FROM pg_catalog.unnest(lexemes) AS u;
 $$;
