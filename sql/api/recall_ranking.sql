@@ -1,11 +1,10 @@
--- 01_recall.sql: what every ranked read shares: the ranking's formulas (term quoting, BM25,
--- the cosine floor, recency, a document's length in tokens), written once for facts_search,
--- messages_recall and context_read, and recall(), the builder of the recall spec
--- (pymem.recall_spec, the value messages_recall and context_read take as `recall`), which holds
--- recall's only SQL defaults; Python's pymem.RecallOptions mirrors it field by field
--- (tests/python/test_options.py). Numbered 01_, beside 00_common.sql in the shared layer, so that
--- recall() is created before context.sql and conversations_recall.sql, whose signatures name it
--- in a DEFAULT. Re-applied (CREATE OR REPLACE) on every migrate; no locks, no data.
+-- recall_ranking.sql: recall's scores. The ranking's formulas (BM25 and its idf, the cosine
+-- floor, recency), written once for facts_search, messages_recall and context_read; and the
+-- ranking statement of a user's messages (_recall_ranked, over the rows _recall_rows reads), which
+-- _recall (recall.sql) runs where no recall index serves. Part of the recall family: recall.sql
+-- (the API), recall_spec.sql (the spec it ranks by), recall_indexes.sql (heavy users' index
+-- paths); it calls recall_spec.sql, 00_common.sql and conversations.sql (_window_after), nothing
+-- else. Re-applied (CREATE OR REPLACE) on every migrate; reads only, no locks.
 
 -- The ranking's formulas, written once for facts_search, messages_recall and context_read. No SET
 -- clause, so that they inline into the queries that call them (a SET clause stops that); every
