@@ -933,7 +933,6 @@ SELECT pymem.migration_vector_functions()
 SELECT pymem.migration_types_path()
 \gset pymem_
 \ir api/00_common.sql
-\ir api/01_recall.sql
 \ir api/browse.sql
 \ir api/changes.sql
 \ir api/conversations_recall_indexes.sql
@@ -946,7 +945,6 @@ SELECT pymem.migration_types_path()
 \ir api/facts_learned.sql
 \ir api/facts_list.sql
 \ir api/facts_time.sql
-\ir api/facts_search.sql
 \ir api/facts_versions.sql
 \ir api/conversations_turns.sql
 \ir api/facts_add.sql
@@ -957,6 +955,8 @@ SELECT pymem.migration_types_path()
 \ir api/mcp.sql
 \ir api/meta.sql
 \ir api/recall_spec.sql
+\ir api/recall_ranking.sql
+\ir api/facts_search.sql
 \ir api/stores.sql
 \ir api/portability.sql
 \ir api/stores_history.sql
@@ -986,7 +986,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('7b8069a9192049c2815f03cf46fd9e83554e442e31a9e82d824fdba3fbb4cb30')
+SELECT pymem.migration_api_applied('7621c3834aeefe73c6f94c1919234ccc6e12b2bc4bda71f2454e670295d534ab')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
