@@ -935,7 +935,6 @@ SELECT pymem.migration_types_path()
 \ir api/00_common.sql
 \ir api/browse.sql
 \ir api/changes.sql
-\ir api/conversations_recall_indexes.sql
 \ir api/conversations_recall_terms.sql
 \ir api/facts.sql
 \ir api/conversations.sql
@@ -954,6 +953,7 @@ SELECT pymem.migration_types_path()
 \ir api/lifecycle.sql
 \ir api/mcp.sql
 \ir api/meta.sql
+\ir api/recall_indexes.sql
 \ir api/recall_spec.sql
 \ir api/recall_ranking.sql
 \ir api/facts_search.sql
@@ -986,7 +986,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('7621c3834aeefe73c6f94c1919234ccc6e12b2bc4bda71f2454e670295d534ab')
+SELECT pymem.migration_api_applied('41a3e26e2dc11c822307f17c594db94414925eea83f85dc2db13a50da5f80c61')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
