@@ -935,7 +935,6 @@ SELECT pymem.migration_types_path()
 \ir api/00_common.sql
 \ir api/browse.sql
 \ir api/changes.sql
-\ir api/conversations_recall_terms.sql
 \ir api/facts.sql
 \ir api/conversations.sql
 \ir api/conversations_embeddings.sql
@@ -986,7 +985,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('41a3e26e2dc11c822307f17c594db94414925eea83f85dc2db13a50da5f80c61')
+SELECT pymem.migration_api_applied('0e945ec1e2a74beccec617dc1902883d2e630238b397e9fe71596cb8bfda3373')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
