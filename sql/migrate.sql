@@ -956,15 +956,14 @@ SELECT pymem.migration_types_path()
 \ir api/recall_spec.sql
 \ir api/recall_ranking.sql
 \ir api/facts_search.sql
+\ir api/recall.sql
+\ir api/context.sql
 \ir api/stores.sql
 \ir api/portability.sql
 \ir api/stores_history.sql
 \ir api/stores_items.sql
 \ir api/stores_protections.sql
 \ir api/tenant.sql
-\ir api/context.sql
-\ir api/conversations_recall.sql
-\ir api/conversations_recall_turns.sql
 -- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
 SELECT pymem.migration_search_path()
 \gset pymem_
@@ -985,7 +984,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('0e945ec1e2a74beccec617dc1902883d2e630238b397e9fe71596cb8bfda3373')
+SELECT pymem.migration_api_applied('a1b3a5ee00564e46ecd4728da1894473f8db3a9aabce89100aa90a24b6b6289c')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
