@@ -952,6 +952,7 @@ SELECT pymem.migration_types_path()
 \ir api/lifecycle.sql
 \ir api/mcp.sql
 \ir api/meta.sql
+\ir api/portability.sql
 \ir api/recall_indexes.sql
 \ir api/recall_spec.sql
 \ir api/recall_ranking.sql
@@ -959,7 +960,7 @@ SELECT pymem.migration_types_path()
 \ir api/recall.sql
 \ir api/context.sql
 \ir api/stores.sql
-\ir api/portability.sql
+\ir api/erasure.sql
 \ir api/stores_history.sql
 \ir api/stores_items.sql
 \ir api/stores_protections.sql
@@ -984,7 +985,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('a1b3a5ee00564e46ecd4728da1894473f8db3a9aabce89100aa90a24b6b6289c')
+SELECT pymem.migration_api_applied('12c00baf1c938adea88250df21bdf922cdee66e010910dce106df57ff56c4eed')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
