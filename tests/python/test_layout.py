@@ -14,7 +14,7 @@ LEAVES = {"errors", "settings", "server", "queries", "values", "embedders", "tra
           "reference", "timeref", "__version__"}
 # each may import the leaves and the modules before it
 ORDER = ["connection", "migrations", "database", "runner", "blocks", "options", "facts", "conversations",
-         "context", "stores", "portability", "lifecycle", "learning", "changes", "browse", "memory", "tools", "mcp", "web", "demo", "cli"]
+         "context", "stores", "erasure", "portability", "lifecycle", "learning", "changes", "browse", "memory", "tools", "mcp", "web", "demo", "cli"]
 
 
 def _runtime_imports(path: Path) -> tuple[set[str], list[int]]:

@@ -23,7 +23,7 @@ from psycopg import sql
 import pymem
 from conftest import wait_for_lock
 from pymem import HashEmbedder, Memory
-from pymem.portability import erasures, forget_user
+from pymem.erasure import erasures, forget_user
 
 PYMEM = Path(sys.executable).parent / "pymem"
 EMB = HashEmbedder()
