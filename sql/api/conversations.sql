@@ -3,9 +3,8 @@
 -- message, forgetting a conversation. The rest
 -- of the capability is beside it: conversations_turns.sql (turn_record),
 -- conversations_summaries.sql (running summaries), conversations_embeddings.sql (vectors and
--- lexemes of messages), conversations_recall.sql (recall), conversations_recall_turns.sql (a
--- named time and the next turns around recall), conversations_recall_indexes.sql (recall indexes
--- for heavy users). Re-applied on every migrate. Called by
+-- lexemes of messages). Recall of past messages is a family of its own (recall.sql, which calls
+-- this file, never the other way). Re-applied on every migrate. Called by
 -- pymem/conversations.py and by any SQL client (docs/sql.md "Conversations").
 --
 -- Namespacing: every call names (project_id, user_id[, thread_id]); nothing reads across

@@ -1,8 +1,15 @@
--- conversations_recall_indexes.sql: per-user recall indexes for heavy users: recall_index_plan,
--- the statements that create, rebuild or drop them (pymem.recall_indexes, migrations/
--- 0029_recall_indexes.sql, records the plan), which _recall (conversations_recall.sql) then reads.
--- Part of conversation memory (conversations.sql). Re-applied on every migrate; called by
--- pymem/conversations.py (`pymem recall-indexes`) and by any SQL client (docs/recall-indexes.md).
+-- recall_indexes.sql: recall's index paths for heavy users. Their per-user recall indexes:
+-- recall_index_plan, the statements that create, rebuild or drop them (pymem.recall_indexes,
+-- migrations/0029_recall_indexes.sql, records the plan), and _recall_time_index, the time index
+-- beside each. Their words (pymem.recall_terms, migrations/0045_recall_terms.sql): filling a
+-- registered user's postings (recall_terms_fill, the fill step of recall_index_plan;
+-- text_search_configure refills them after a re-index), their counts (_recall_term_counts) and
+-- the lexical candidates of a heavy user's hybrid recall (_recall_lexical). New messages of a
+-- registered user get their postings from the lexeme trigger (_message_lexemes_add,
+-- conversations_embeddings.sql). _recall (recall.sql) reads these paths. Part of the recall
+-- family (recall.sql); calls only 00_common.sql. Re-applied on every migrate; called by
+-- pymem/recall.py (`pymem recall-indexes`, which also runs recall_terms_fill as
+-- recall_index_plan returns it) and by any SQL client (docs/recall-indexes.md).
 --
 -- Errors: 22023 invalid argument; 55P03 when the plan's lock is held too long.
 
