@@ -169,7 +169,7 @@ def statement_timeout_source() -> Query:
 
 def statement_timeout_off() -> Query:
     """No statement timeout for the rest of this session: before CREATE INDEX CONCURRENTLY on a
-    pooled connection (pymem.conversations.recall_indexes), which statement_timeout_reset ends."""
+    pooled connection (pymem.recall.recall_indexes), which statement_timeout_reset ends."""
     return Query("statement_timeout_off", {})
 
 
@@ -181,7 +181,7 @@ def statement_timeout_reset() -> Query:
 
 def lock_timeout_local(*, timeout: Any) -> Query:
     """How long this transaction's lock waits may take (lock_timeout, e.g. '10000ms'):
-    pymem.conversations.recall_indexes, before recall_index_plan's advisory lock."""
+    pymem.recall.recall_indexes, before recall_index_plan's advisory lock."""
     return Query("lock_timeout_local", {"timeout": timeout})
 
 

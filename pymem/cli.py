@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 
 from . import __version__, changes, demo, learning, migrations, server, web
 from .connection import describe_target, resolve_conninfo
-from .conversations import recall_indexes
+from .recall import recall_indexes
 from .lifecycle import RetentionPolicy, configure_retention, purge, retention_policy
 from .database import Database
 from .embedders import HashEmbedder

@@ -270,7 +270,7 @@ def test_a_turn_that_starts_during_an_erasure_is_new_memory_and_whole(db, dsn):
 
 
 def test_a_heavy_users_recall_index_is_dropped_by_the_next_plan(db, dsn):
-    from pymem.conversations import recall_indexes
+    from pymem.recall import recall_indexes
 
     mem = Memory(db=db, agent_id="bot", embedder=EMB)
     other = Memory(db=db, agent_id="bot", project_id="acme", embedder=EMB)
