@@ -985,7 +985,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('389acb54c895f48b78a2b6997a8083a80b6d93ef499e1a610f588e776400cb64')
+SELECT pymem.migration_api_applied('be3378e956f618afe88adfa8d54befb7738307cbf43967bde6818f0e7c07d83f')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -50,7 +50,7 @@
 -- explicit Unicode list, not the locale's \s (which is ASCII-only under the C locale).
 -- PL/pgSQL with one RETURN, like _lexemes: PL/pgSQL evaluates it as a simple
 -- expression, where a LANGUAGE sql function with a SET clause (never inlined) starts an
--- executor on every call: ~3 us less per call, per row in the batch functions.
+-- executor on every call, per row in the batch functions (docs/performance.md).
 CREATE OR REPLACE FUNCTION pymem._fact_trim(content text)
 RETURNS text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
@@ -64,8 +64,8 @@ $$;
 -- fact_key(content): the equality key of a fact's content. Granted to the app and reader
 -- roles and SECURITY INVOKER, so it calls nothing they may not execute (the trim of
 -- _fact_trim is written out: fold inner runs, then drop the single space left at either end).
--- NFC: most text is normalized already, and the check costs a third of normalize() (the key is
--- the same either way): 8.5 instead of 10.9 us per key.
+-- NFC: most text is normalized already, and the check costs less than normalize() (the key is
+-- the same either way; docs/performance.md).
 CREATE OR REPLACE FUNCTION pymem.fact_key(content text)
 RETURNS bytea
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
@@ -191,8 +191,8 @@ $$;
 -- _fact_lexemes_add: the statement trigger facts_lexemes (migrations/0016_fact_lexical.sql)
 -- indexes the facts a statement inserted, whoever inserts them (fact_add, fact_supersede,
 -- turn_record, user_import): one INSERT into pymem.fact_lexemes per statement. The tokens are
--- pymem._lexeme_tokens written out: a sub-select per row costs half the call of that LANGUAGE sql
--- function (which its SET clause keeps from inlining), ~7 us of ~100 per fact in a batch.
+-- pymem._lexeme_tokens written out: a sub-select per row costs less than a call of that LANGUAGE
+-- sql function (which its SET clause keeps from inlining; docs/performance.md).
 CREATE OR REPLACE FUNCTION pymem._fact_lexemes_add()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -242,8 +242,7 @@ $$;
 -- checks accept; any other (a NULL in it included) goes through the checks one by one, which
 -- raise the precise error in their order. PL/pgSQL re-initialises every expression of a function
 -- in each new transaction, and a nested call with a SET clause pushes a GUC level: the two nested
--- checkers and their ~25 expressions cost ~10-13 us of server CPU of a ~100 us re-add
--- (bench/wrappers.py --old-api).
+-- checkers and their ~25 expressions cost a re-add server CPU (docs/performance.md).
 CREATE OR REPLACE FUNCTION pymem._fact_add_checks(
     p_scope text, p_scope_id text, p_content text, p_project_id text, p_confidence double precision,
     p_source text, p_trace_id text, p_metadata jsonb, p_max_learned integer, p_created_at timestamptz)
@@ -382,7 +381,7 @@ BEGIN
         RETURN;
     END IF;
     -- _facts_newest's query, written out: through it the rows were gathered twice (its RETURN
-    -- QUERY, then this one's), ~60 us of a ~450 us call
+    -- QUERY, then this one's; docs/performance.md)
     RETURN QUERY
     SELECT f.* FROM pymem.active_facts AS f
      WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope

@@ -318,9 +318,8 @@ BEGIN
     -- each candidate's message and the two after it, in one read of the user's messages by key
     -- (their threads and every candidate's seq to seq + 2: a superset, matched below), each with
     -- whether it may come back as a turn after: a statement on one table, which Citus runs by its
-    -- fast path on the local shard (as a join with the candidates it planned it in full: 1.1 ms
-    -- of a worker's context_read against 0.2 for the shard's read, bench/reports/
-    -- 2026-12-04-citus-context-profile)
+    -- fast path on the local shard (as a join with the candidates it planned it in full;
+    -- docs/performance.md, "Measured in the SQL")
     v_wanted := ARRAY(SELECT s.s + d.d FROM pg_catalog.unnest(v_seqs) AS s(s) CROSS JOIN pg_catalog.generate_series(0, 2) AS d(d));
     SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at),
            pg_catalog.array_agg(pg_catalog.length(m.content) >= p_spec.min_content_chars

@@ -270,8 +270,8 @@ $$;
 -- filled from the stored lexemes: the 'fill' step of recall_index_plan, which returns
 --   SELECT pymem.recall_terms_fill(user_id => ..., project_id => ...)
 -- for each registered user whose words were never filled (a statement, not a step of the plan's
--- own transaction: about 10 rows per message, ~40 s for 160,000 messages on 2 busy cores, longer
--- than a pool's statement timeout, and a dry run must not pay it). Returns how many rows it added;
+-- own transaction: about 10 rows per message, for a heavy user longer than a pool's statement
+-- timeout (docs/performance.md), and a dry run must not pay it). Returns how many rows it added;
 -- 0 for a user with no recall index (only registered users' words are kept up to date).
 -- Idempotent. For administrators (not granted to the app role), like recall_index_plan.
 CREATE OR REPLACE FUNCTION pymem.recall_terms_fill(user_id text, project_id text DEFAULT '')
@@ -291,8 +291,8 @@ END;
 $$;
 
 -- _recall_term_counts(project_id, user_id, lexemes): how many of the user's messages hold each
--- lexeme (in order), from its words, counted up to 10,000 (an index-only range of the primary key:
--- ~0.1 ms per 1,000 postings; beyond 10,000 the count says 10,000, an idf a little too high for
+-- lexeme (in order), from its words, counted up to 10,000 (an index-only range of the primary key,
+-- docs/performance.md; beyond 10,000 the count says 10,000, an idf a little too high for
 -- the commonest words). BM25's document frequencies of a heavy user's hybrid recall (_recall).
 CREATE OR REPLACE FUNCTION pymem._recall_term_counts(p_project_id text, p_user_id text, p_lexemes text[])
 RETURNS double precision[]
@@ -316,8 +316,8 @@ $$;
 -- thread's window, the metadata filter), leaving out the rows already among the vector
 -- candidates (p_threads, p_seqs). A term held by more than 400 of the user's messages gives
 -- none: a common word has a small idf, its holders rank by their vector (the index's
--- candidates), and each holder costs a read of its vector by key (~12 us: a term held by 1,000
--- messages added ~8 ms to a 7 ms recall, bench/reports/2026-12-04-heavy-lexical, "The cap").
+-- candidates), and each holder costs a read of its vector by key (docs/performance.md, "Measured in the
+-- SQL").
 -- _recall passes the rarest terms first within 400 postings in all. Returns what _recall keeps of a candidate: the
 -- cosine with the query, the length in tokens and the lexemes (vectors stored before 0017: their
 -- message's, by primary key).
@@ -339,7 +339,7 @@ DECLARE
 BEGIN
     -- LATERAL both ways: each term's postings by the primary key, then each message's vector by
     -- primary key; a plain join of the postings with message_embeddings was planned once as a
-    -- scan of the user's 160,000 vectors, filtered (0.9 s: bench/reports/2026-12-04-heavy-lexical)
+    -- scan of the user's 160,000 vectors, filtered (docs/performance.md)
     RETURN QUERY
     SELECT x.thread_id, x.seq, x.created_at, x.similarity, x.tokens, x.lexemes
       FROM (SELECT DISTINCT h.thread_id, h.seq

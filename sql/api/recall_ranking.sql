@@ -158,10 +158,10 @@ $$;
 -- the others with a positive cosine (the floor keeps the rest out; two disjoint sets, so no row is
 -- counted twice and nothing is grouped); for a named time, also the k best others created in it
 -- (one read for both lists: a named time costs what a call without it costs, where two rankings
--- cost 1.5x, bench/reports/2026-12-04-recall-named-time). Each (row, term) pair that matches is found once and
+-- cost more, docs/performance.md). Each (row, term) pair that matches is found once and
 -- gives both each term's document frequency and each row's BM25 weight. No join of the user's
 -- rows with each other: planned generically (statistics saying "a row or two"), such a join ran
--- as a nested loop, 17 ms for 1,000 messages. Counts kept per user on write would spare keeping
+-- as a nested loop (docs/performance.md). Counts kept per user on write would spare keeping
 -- the rows, but the second read they need costs nearly as much (bench/README.md, "Heavy users").
 CREATE OR REPLACE FUNCTION pymem._recall_ranked(
     p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
@@ -171,7 +171,7 @@ LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 -- No SET enable_nestloop = off here: before PostgreSQL 18 a disabled join method still costs
 -- 1e10 where the planner has no alternative, which swamped every other estimate of this query
--- (1.7 s instead of 9 ms per call on PostgreSQL 15 for a 500-message user).
+-- (on PostgreSQL 15: docs/performance.md, "Measured in the SQL").
 AS $$
 #variable_conflict use_column
 DECLARE  -- the spec's fields as plain variables: a field of a composite parameter would be read
@@ -209,8 +209,8 @@ BEGIN
     v_window_after := pymem._window_after(p_project_id, p_user_id, p_thread_id, p_spec.window_size);
     v_wv := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 0 WHEN v_any IS NULL THEN 1 ELSE 1 - v_lw END;
     v_wl := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 1 WHEN v_any IS NULL THEN 0 ELSE v_lw END;
-    IF v_any IS NULL THEN  -- a vector alone: the k best eligible rows in one pass (1.4 ms instead of
-                           -- 2.6 for 1,000 messages when the rows were kept); with a named time, a
+    IF v_any IS NULL THEN  -- a vector alone: the k best eligible rows in one pass (faster than
+                           -- keeping the rows: docs/performance.md); with a named time, a
                            -- second pass for the k best of those created in it
       FOR v_pass IN 1 .. CASE WHEN v_span THEN 2 ELSE 1 END LOOP
         RETURN QUERY
