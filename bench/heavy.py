@@ -8,7 +8,7 @@
     PYMEM_DATA_DIR=/tmp/bench-heavy python bench/heavy.py --hnsw --sweep 400:1,4,10,20,40   # the decision data
 
 It measures, for that user:
-1. the shipped path: ``pymem.conversations.recall_indexes`` builds the user's index and fills its
+1. the shipped path: ``pymem.recall.recall_indexes`` builds the user's index and fills its
    words (as ``pymem recall-indexes --min-messages <the user's vectors>`` would: the time of both,
    the index's size), then ``context_read``
    and ``messages_recall`` (k = 5), with the query's vector alone and hybrid (vector and text,
@@ -120,7 +120,7 @@ def _call(conn: psycopg.Connection, stmt: str, p: dict[str, Any], exact: bool, c
 
 def build_index(conn: psycopg.Connection, db: Any, args: argparse.Namespace, emb: HashEmbedder) -> dict[str, Any]:
     """The user's recall index, as `pymem recall-indexes --min-messages <the user's vectors>` builds it."""
-    from pymem.conversations import recall_indexes
+    from pymem.recall import recall_indexes
 
     vectors = conn.execute("SELECT count(*) FROM pymem.message_embeddings WHERE project_id = %s AND user_id = %s "
                            "AND embedder = %s", (args.project, args.user, emb.name)).fetchone()[0]

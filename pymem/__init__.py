@@ -7,7 +7,7 @@ Modules, in import order (each imports only those before it): ``connection`` (co
 connections, error translation), ``migrations`` (the versioned SQL), ``database`` (the pools,
 and migrating the embedded server), ``runner`` (drives operations: named queries, embedding,
 user callbacks), ``options`` (MemoryOptions), the capabilities ``facts``, ``conversations``,
-``context``, ``stores`` and ``portability``, and ``memory`` (the Memory classes) on top.
+``context``, ``stores``, ``erasure`` and ``portability``, and ``memory`` (the Memory classes) on top.
 """
 
 from importlib import metadata as _metadata

@@ -14,7 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from .database import Database
-from .conversations import Filters, Where, recall_query
+from .conversations import Where
+from .recall import Filters, recall_query
 from .embedders import Embedder
 from .options import RecallOptions
 from .runner import Embed, Operation, Query, fetch, run

@@ -169,7 +169,7 @@ def statement_timeout_source() -> Query:
 
 def statement_timeout_off() -> Query:
     """No statement timeout for the rest of this session: before CREATE INDEX CONCURRENTLY on a
-    pooled connection (pymem.conversations.recall_indexes), which statement_timeout_reset ends."""
+    pooled connection (pymem.recall.recall_indexes), which statement_timeout_reset ends."""
     return Query("statement_timeout_off", {})
 
 
@@ -181,7 +181,7 @@ def statement_timeout_reset() -> Query:
 
 def lock_timeout_local(*, timeout: Any) -> Query:
     """How long this transaction's lock waits may take (lock_timeout, e.g. '10000ms'):
-    pymem.conversations.recall_indexes, before recall_index_plan's advisory lock."""
+    pymem.recall.recall_indexes, before recall_index_plan's advisory lock."""
     return Query("lock_timeout_local", {"timeout": timeout})
 
 
@@ -1005,12 +1005,12 @@ def store_namespaces(
 
 def store_open(
     *,
-    store_key: str | None,
-    project_id: str | None,
-    audit: bool | None,
-    keep_versions: bool | None,
+    store_key: Any,
+    project_id: Any,
+    audit: Any,
+    keep_versions: Any,
     read_only_prefixes: Sequence[str] | None,
-    create: bool | None,
+    create: Any,
 ) -> Query:
     """Open (and by default create) a keyed store; options set a new store's protections and must
     match an existing one's (PM404)."""

@@ -21,7 +21,7 @@ from urllib.parse import quote, urlsplit
 
 from . import __version__, changes, demo, learning, migrations, server, web
 from .connection import describe_target, resolve_conninfo
-from .conversations import recall_indexes
+from .recall import recall_indexes
 from .lifecycle import RetentionPolicy, configure_retention, purge, retention_policy
 from .database import Database
 from .embedders import HashEmbedder
@@ -29,7 +29,8 @@ from .llm import ChatClient, ChatLearner
 from .memory import Memory
 from .errors import ConfigError, Error, ValidationError
 from .mcp import create_token, list_tokens, revoke_token
-from .portability import erasures, export_user, forget_user, import_user
+from .erasure import erasures, forget_user
+from .portability import export_user, import_user
 from .settings import Settings, unknown_variables
 from .types import Erasure
 

@@ -24,7 +24,8 @@ from datetime import datetime
 from typing import Any
 
 from .blocks import DEFAULT_BLOCKS, BlockOutput, Limit, Part, Upstream, block_name, fit, output, unique_names
-from .conversations import Message, TurnResult, _message, recall_filters, time_params
+from .conversations import Message, TurnResult, _message
+from .recall import recall_filters, time_params
 from .errors import ValidationError
 from .options import MemoryOptions
 from .runner import Callback, Embed, Operation, Query

@@ -112,7 +112,7 @@ PYTHON_HINTS: dict[str, str] = {
         "Update the fact when the change has happened; add a planned fact with persist(..., valid_from=...).",
     # sql/api/portability.sql, user_import: the user already has memory there
     "Import under another user_id, or pass replace => true.": "Import under another user_id=..., or pass replace=True.",
-    # sql/api/conversations_recall_indexes.sql, recall_index_plan
+    # sql/api/recall_indexes.sql, recall_index_plan
     "Pass min_messages => 50000 (the default) or another positive count.":
         "Pass min_messages=50000 (the default) or another positive count.",
     # sql/api/stores.sql

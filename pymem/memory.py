@@ -46,7 +46,7 @@ from .facts import TIERS, Fact, FactId, FactWrite, _Facts
 from .learning import _Learning
 from .llm import ChatClient, ChatLearner
 from .options import MemoryOptions, UserSpec  # noqa: F401  (UserSpec: importable here as before)
-from .portability import _forget_user
+from .erasure import _forget_user
 from .types import Erasure, LearningReport, LearningStatus, Merge, UserInfo
 from .runner import Binding, Operation, arun, binding, caller, run
 from .settings import Settings

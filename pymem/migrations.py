@@ -7,7 +7,7 @@ Layout of ``sql/`` (shipped in the wheel as ``pymem/sql``):
   transaction, recorded with its sha256. Never edited after release: a changed applied
   migration stops ``migrate`` (SQLSTATE PM002) and fails ``migrate --check``.
 * ``api/*.sql`` - ``CREATE OR REPLACE`` functions, re-applied in one transaction on every
-  migrate, with ``grants.sql`` (roles, ownership, privileges) and the checksum of what was
+  migrate (each file after the files whose functions it calls: ``api_order``), with ``grants.sql`` (roles, ownership, privileges) and the checksum of what was
   applied (``check`` compares it, and the grants, with the catalog). Each pins ``search_path = pg_catalog, pymem, pg_temp``; pgvector is reached only
   through the wrappers ``migration_vector_functions()`` renders with its schema written out.
 
@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import heapq
+import re
 import sys
 from pathlib import Path
 from dataclasses import dataclass, field
@@ -109,6 +111,60 @@ def _files(folder: Traversable) -> list[Traversable]:
     return sorted((f for f in folder.iterdir() if f.name.endswith(".sql")), key=lambda f: f.name)
 
 
+_FUNCTION = re.compile(r"CREATE OR REPLACE FUNCTION pymem\.(\w+)\(")
+# a call or a DEFAULT naming pymem.f(...): not a definition, COMMENT ON FUNCTION or INSERT INTO a table
+_CALL = re.compile(r"(?<!FUNCTION )(?<!INTO )pymem\.(\w+)\s*\(")
+_NOISE = re.compile(r"--[^\n]*|'(?:[^']|'')*'")  # comments and string literals, in the order they come
+
+
+def api_calls(api: list[tuple[str, str]]) -> dict[tuple[str, str], set[tuple[str, str]]]:
+    """The calls between the API files: (caller's file, callee's file) -> {(function, function
+    it calls)}, for every function of one file that calls (or names in a DEFAULT) a function
+    defined in another. Read from the text: comments and string literals do not count, nor does
+    dynamic SQL (which no API function uses to call another)."""
+    home: dict[str, str] = {}
+    uses: list[tuple[str, str, set[str]]] = []
+    for file, text in api:
+        code = _NOISE.sub(lambda m: "''" if m.group().startswith("'") else "", text)
+        starts = [(m.start(), m.group(1)) for m in _FUNCTION.finditer(code)]
+        for i, (at, name) in enumerate(starts):
+            home.setdefault(name, file)
+            end = starts[i + 1][0] if i + 1 < len(starts) else len(code)
+            uses.append((file, name, set(_CALL.findall(code, at + len("CREATE OR REPLACE FUNCTION "), end))))
+    edges: dict[tuple[str, str], set[tuple[str, str]]] = {}
+    for file, name, called in uses:
+        for callee in called:
+            if (other := home.get(callee, file)) != file:
+                edges.setdefault((file, other), set()).add((name, callee))
+    return edges
+
+
+def api_order(api: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The API files in the order a migrate applies them: every file after the files it calls
+    (a DEFAULT that names a function needs it created first; bodies are checked at the end), and
+    by name where the calls leave a choice. The file graph is acyclic (tests/sql/test_sql_files.py);
+    were it not, a cycle's files would follow by how few others each waits for."""
+    edges = api_calls(api)
+    waits = {file: {b for (a, b) in edges if a == file} for file, _ in api}
+    ready = [file for file, callees in waits.items() if not callees]
+    heapq.heapify(ready)
+    order: list[str] = []
+    while ready or len(order) < len(waits):
+        if not ready:  # a cycle: the remaining file that waits for the fewest others, then by name
+            ready = [min((len(c), f) for f, c in waits.items() if f not in order)[1]]
+        file = heapq.heappop(ready)
+        if file in order:
+            continue
+        order.append(file)
+        for other, callees in waits.items():
+            if file in callees:
+                callees.discard(file)
+                if not callees and other not in order:
+                    heapq.heappush(ready, other)
+    text = dict(api)
+    return [(file, text[file]) for file in order]
+
+
 def load_sql_files(root: Traversable | None = None) -> SqlFiles:
     """Read ``root`` (default: the shipped ``sql/``); MigrationError when two migrations share a number."""
     root = root or sql_root()
@@ -119,7 +175,7 @@ def load_sql_files(root: Traversable | None = None) -> SqlFiles:
     names = [m.name for m in migrations]
     if len(set(n.split("_", 1)[0] for n in names)) != len(names):
         raise MigrationError(f"two migrations share a number: {names}")
-    api = [(f.name, f.read_text(encoding="utf-8")) for f in _files(root / "api")]
+    api = api_order([(f.name, f.read_text(encoding="utf-8")) for f in _files(root / "api")])
     citus = root / "citus.sql"
     return SqlFiles((root / "bootstrap.sql").read_text(encoding="utf-8"), migrations, api,
                     (root / "grants.sql").read_text(encoding="utf-8"),

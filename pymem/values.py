@@ -5,8 +5,11 @@ clear error instead of a driver error). Every rule about what is valid lives in 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal, NamedTuple, overload
+
+from psycopg.types.json import Jsonb
 
 from .errors import ValidationError
 
@@ -104,3 +107,10 @@ def expiry(ttl: Any, expires_at: Any) -> Expiry:
     if ttl is not None and expires_at is not None:
         raise ValidationError("pass ttl or expires_at, not both")
     return Expiry(duration(ttl, "ttl"), timestamp(expires_at, "expires_at"))
+
+
+def json_object(value: Any, what: str = "metadata") -> Jsonb:
+    """A mapping (None: an empty one) as a JSON object parameter; anything else is refused."""
+    if value is not None and not isinstance(value, Mapping):
+        raise ValidationError(f"{what} must be a mapping (a JSON object)")
+    return Jsonb(dict(value or {}))

@@ -154,7 +154,7 @@ COMMIT;
 
 -- 0007_v0_2_0_operations
 -- True when the named migration still has to run; raises PM002 if its file changed.
-SELECT pymem.migration_pending('0007_v0_2_0_operations', 'f582ee1963fc0891b1791fdfb909df08cbff31a66d885ad2f25f76906a0e6238') AS pending
+SELECT pymem.migration_pending('0007_v0_2_0_operations', '206591f449ca93e0d2b6a2324dd306a711dfe3b6d23e2cff7a5c1048924ff31f') AS pending
 \gset pymem_
 \if :pymem_pending
 BEGIN;
@@ -169,7 +169,7 @@ SELECT pymem.migration_search_path()
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records a migration as applied, inside the migration's own transaction.
-SELECT pymem.migration_applied('0007_v0_2_0_operations', 'f582ee1963fc0891b1791fdfb909df08cbff31a66d885ad2f25f76906a0e6238', '0.2.0.dev0')
+SELECT pymem.migration_applied('0007_v0_2_0_operations', '206591f449ca93e0d2b6a2324dd306a711dfe3b6d23e2cff7a5c1048924ff31f', '0.2.0.dev0')
 \gset pymem_
 COMMIT;
 \echo pymem: applied 0007_v0_2_0_operations
@@ -197,33 +197,34 @@ SELECT pymem.migration_vector_functions()
 SELECT pymem.migration_types_path()
 \gset pymem_
 \ir api/00_common.sql
-\ir api/01_recall.sql
 \ir api/browse.sql
 \ir api/changes.sql
-\ir api/context.sql
+\ir api/facts.sql
 \ir api/conversations.sql
 \ir api/conversations_embeddings.sql
-\ir api/conversations_recall.sql
-\ir api/conversations_recall_indexes.sql
-\ir api/conversations_recall_terms.sql
-\ir api/conversations_recall_turns.sql
 \ir api/conversations_summaries.sql
-\ir api/conversations_turns.sql
-\ir api/facts.sql
-\ir api/facts_bulk.sql
 \ir api/facts_consolidate.sql
 \ir api/facts_learned.sql
 \ir api/facts_list.sql
-\ir api/facts_search.sql
 \ir api/facts_time.sql
 \ir api/facts_versions.sql
+\ir api/conversations_turns.sql
+\ir api/facts_add.sql
+\ir api/facts_bulk.sql
 \ir api/learning.sql
 \ir api/learning_backfill.sql
 \ir api/lifecycle.sql
 \ir api/mcp.sql
 \ir api/meta.sql
 \ir api/portability.sql
+\ir api/recall_indexes.sql
+\ir api/recall_spec.sql
+\ir api/recall_ranking.sql
+\ir api/facts_search.sql
+\ir api/recall.sql
+\ir api/context.sql
 \ir api/stores.sql
+\ir api/erasure.sql
 \ir api/stores_history.sql
 \ir api/stores_items.sql
 \ir api/stores_protections.sql
@@ -248,7 +249,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('b89030c447f66cd47574754596ecebce504b81af312af1ee0dd47830d7df1bf8')
+SELECT pymem.migration_api_applied('2e899d175f4a71fe32f517c21b049f0ab3674339c6911a84cd08b3c5075ff8ee')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -123,7 +123,7 @@ SELECT pg_catalog.set_config('statement_timeout', %(ms)s, true);
 SELECT s.source = 'client' AS arrived FROM pg_catalog.pg_settings AS s WHERE s.name = 'statement_timeout';
 
 -- name: statement_timeout_off
--- No statement timeout for the rest of this session: before CREATE INDEX CONCURRENTLY on a pooled connection (pymem.conversations.recall_indexes), which statement_timeout_reset ends.
+-- No statement timeout for the rest of this session: before CREATE INDEX CONCURRENTLY on a pooled connection (pymem.recall.recall_indexes), which statement_timeout_reset ends.
 SELECT pg_catalog.set_config('statement_timeout', '0', false);
 
 -- name: statement_timeout_reset
@@ -131,7 +131,7 @@ SELECT pg_catalog.set_config('statement_timeout', '0', false);
 RESET statement_timeout;
 
 -- name: lock_timeout_local
--- How long this transaction's lock waits may take (lock_timeout, e.g. '10000ms'): pymem.conversations.recall_indexes, before recall_index_plan's advisory lock.
+-- How long this transaction's lock waits may take (lock_timeout, e.g. '10000ms'): pymem.recall.recall_indexes, before recall_index_plan's advisory lock.
 SELECT pg_catalog.set_config('lock_timeout', %(timeout)s, true);
 
 -- name: search_path_pin

@@ -166,7 +166,7 @@ def plans(conn: psycopg.Connection, dsn: str, probe: User, heavy: User | None, e
         if user is None:
             continue
         # the spec's fields and what the function computes before the statement, which the body
-        # reads as the variables v_* (conversations_recall.sql)
+        # reads as the variables v_* (recall_ranking.sql)
         lw = DEFAULTS.recall.lexical_weight
         # the query's terms computed first and written in as literals, as the function's variables
         # hold them: an argument with a sub-select would keep _recall_rows from being inlined

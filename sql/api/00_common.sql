@@ -1,8 +1,10 @@
 -- 00_common.sql: the tenant model (tenant_allowed, current_tenant: the RLS policies call them) and
 -- the helpers every capability file uses: tenant entry and the project check,
 -- limit checks, the checks of vectors and query vectors (with the embedder registry), the
--- names of a fact's states (head, live). The ranking's formulas (term quoting, BM25, recency) and
--- the recall spec's builder, recall(), are in 01_recall.sql.
+-- names of a fact's states (head, live), the text search helpers (lexemes, query terms, a term
+-- quoted, a document's length in tokens). This file calls no other file of api/. The ranking's
+-- formulas (BM25, the cosine floor, recency) are in recall_ranking.sql, the recall spec's
+-- builder, recall(), in recall_spec.sql.
 -- Re-applied (CREATE OR REPLACE) on every migrate, like every file of api/; capability files
 -- (facts, conversations, context, portability, stores, tenant) depend on this file and on no
 -- other file's internals except where one capability reads another's data by design
@@ -431,6 +433,26 @@ LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
     SELECT t.config::pg_catalog.regconfig FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id;
+$$;
+
+-- _term_quoted(lexeme): a lexeme as a tsquery term, quoted (one term, whatever it holds).
+CREATE OR REPLACE FUNCTION pymem._term_quoted(lexeme text)
+RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$
+    SELECT '''' OPERATOR(pg_catalog.||) pg_catalog.replace(pg_catalog.replace(lexeme, '\', '\\'), '''', '''''')
+           OPERATOR(pg_catalog.||) ''''
+$$;
+
+-- _lexeme_tokens(lexemes): a tsvector's length in tokens (every position of every lexeme), the
+-- document length of BM25.
+CREATE OR REPLACE FUNCTION pymem._lexeme_tokens(lexemes tsvector)
+RETURNS integer
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT coalesce(pg_catalog.sum(coalesce(pg_catalog.cardinality(u.positions), 1)), 0)::integer
+      FROM pg_catalog.unnest(lexemes) AS u;
 $$;
 
 -- _query_terms(project_id, text): a recall query's terms, one tsquery per distinct lexeme of the

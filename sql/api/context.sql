@@ -5,7 +5,7 @@
 
 -- _norm: lower-cased, whitespace-folded text for the dedupe test. Two replacements that
 -- match only what changes (a whitespace character other than a space, then a run of spaces)
--- instead of one that matches every space: 0.06 ms instead of 0.28 ms for 5 kB of facts.
+-- instead of one that matches every space (faster: docs/performance.md, "Measured in the SQL").
 CREATE OR REPLACE FUNCTION pymem._norm(content text)
 RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
@@ -57,8 +57,8 @@ LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 -- Every statement inside has a good generic plan (each reads one user's rows through a
 -- btree). Left to choose, the plan cache re-plans some of them on every call once the tables
--- are large (its cost estimate of the generic plan is higher): 10M rows, measured: 1.91 -> 1.75
--- ms for a user with 1,000 messages, 0.77 -> 0.57 ms for one with 5.
+-- are large (its cost estimate of the generic plan is higher), which is slower (docs/performance.md,
+-- "Measured in the SQL").
 SET plan_cache_mode = force_generic_plan
 AS $$
 #variable_conflict use_column
@@ -140,8 +140,8 @@ BEGIN
             -- are kept. First messages_recall's k; only when the dedupe dropped some of them and
             -- there may be more (k came back), k + 20, skipping those already seen (the ranking is
             -- a total order, so the first k of k + 20 are the same rows). Asking
-            -- for k + 20 every time ranked and expanded 25 candidates to keep 5: 0.5-0.8 ms of a
-            -- 1,000-message user's call (bench/reports/2026-12-04-recall-cost).
+            -- for k + 20 every time ranked and expanded 25 candidates to keep 5 (its cost:
+            -- docs/performance.md, "Measured in the SQL").
             v_recall := v_spec;
             FOR v_pass IN 1 .. 2 LOOP
                 IF v_pass = 2 THEN
@@ -157,7 +157,7 @@ BEGIN
                                            context_read.query_vector, context_read.embedder, context_read.query_text,
                                            v_recall) WITH ORDINALITY AS r;
                 -- the candidates' messages in one read of the user's rows (one routed statement
-                -- on Citus, where one per candidate cost ~0.1 ms each), by key: thread, a unit
+                -- on Citus, instead of one per candidate), by key: thread, a unit
                 -- separator and seq (seq has no separator, so equal keys are equal pairs)
                 SELECT pg_catalog.array_agg(m.thread_id || E'\x1f' || m.seq), pg_catalog.array_agg(m.role),
                        pg_catalog.array_agg(m.content), pg_catalog.array_agg(m.metadata), pg_catalog.array_agg(m.created_at)

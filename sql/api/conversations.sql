@@ -3,9 +3,8 @@
 -- message, forgetting a conversation. The rest
 -- of the capability is beside it: conversations_turns.sql (turn_record),
 -- conversations_summaries.sql (running summaries), conversations_embeddings.sql (vectors and
--- lexemes of messages), conversations_recall.sql (recall), conversations_recall_turns.sql (a
--- named time and the next turns around recall), conversations_recall_indexes.sql (recall indexes
--- for heavy users). Re-applied on every migrate. Called by
+-- lexemes of messages). Recall of past messages is a family of its own (recall.sql, which calls
+-- this file, never the other way). Re-applied on every migrate. Called by
 -- pymem/conversations.py and by any SQL client (docs/sql.md "Conversations").
 --
 -- Namespacing: every call names (project_id, user_id[, thread_id]); nothing reads across
@@ -96,7 +95,7 @@ $$;
 -- _message_insert: appends one message to a thread (creating the thread), returns its seq; with
 -- reply_content, also the answer to it (role 'assistant', the next seq) in the same statement, as
 -- turn_record's two messages (one row of the thread updated and one insert, so the messages'
--- statement trigger runs once: on a Citus worker each of those statements is routed, ~0.2 ms).
+-- statement trigger runs once: on a Citus worker each of those statements is routed).
 -- created_at NULL: now. A given created_at (importing a history with its real times) must be
 -- finite, at most 5 minutes ahead of the server's clock (clock skew between an app server and the
 -- database), and not earlier than the thread's newest message: a thread's messages stay in time
@@ -352,7 +351,7 @@ $$;
 -- that thread with a greater seq is in the window (no thread yet: 0 - window_size). PL/pgSQL, not
 -- SQL: Citus cannot plan a parameterised SQL function's read of a distributed table generically;
 -- and a plain read, not a sub-select in an expression, which Citus plans in full where it takes
--- the plain read by its fast path (four calls per context_read: 0.43 ms on a worker).
+-- the plain read by its fast path (four calls per context_read; docs/performance.md).
 CREATE OR REPLACE FUNCTION pymem._window_after(p_project_id text, p_user_id text, p_thread_id text, p_window_size integer)
 RETURNS bigint
 LANGUAGE plpgsql STABLE SECURITY INVOKER

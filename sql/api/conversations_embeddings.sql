@@ -82,7 +82,7 @@ BEGIN
        OR pg_catalog.cardinality(seqs) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: thread_ids, seqs and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    -- the cap bounds what one call makes the server hold and do (10000 vectors: ~0.6 s on a small VM)
+    -- the cap bounds what one call makes the server hold and do (its time: docs/performance.md)
     PERFORM pymem._check_batch('message_embeddings_put', 'vectors',
                                pg_catalog.cardinality(message_embeddings_put.embeddings), 10000);
     PERFORM pymem._embeddings_validate(message_embeddings_put.project_id, message_embeddings_put.embedder,
@@ -91,7 +91,7 @@ BEGIN
     -- keeps it one) is an index probe per element. Joined freely instead (or with `= ANY`
     -- conditions, which PostgreSQL 15 leaves as filters), generic plans read all of the user's
     -- messages to find a few (7,310 rows for a 2-message put). Before issue 36 this was a loop of
-    -- two statements per element: 3.1 s for 10,000 vectors, 26.9 s for 100,000 (now 0.6 s, 7.3 s).
+    -- two statements per element, much slower (docs/performance.md, "Measured in the SQL").
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
     SELECT k.project_id, k.user_id, message_embeddings_put.embedder, k.thread_id, k.seq, k.chars, k.importance,

@@ -116,7 +116,7 @@ BEGIN
     -- the vectors beside what the messages' trigger just stored of each message (0006_v0_2_0_memory: its
     -- lexemes kept beside the vector for recall): one read of the two rows by primary key, then
     -- an insert of values. One INSERT ... SELECT joining them cost a full plan on every call on a
-    -- Citus worker (0.6 ms of a 4 ms turn; bench/reports/2026-12-04-citus-cost)
+    -- Citus worker (docs/performance.md, "Measured in the SQL")
     SELECT pg_catalog.array_agg(l.chars ORDER BY l.seq), pg_catalog.array_agg(l.importance ORDER BY l.seq),
            pg_catalog.array_agg(l.created_at ORDER BY l.seq), pg_catalog.array_agg(l.tokens ORDER BY l.seq),
            pg_catalog.array_agg(l.lexemes ORDER BY l.seq)

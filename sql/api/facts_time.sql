@@ -3,7 +3,7 @@
 -- _fact_restate, the new version that another valid time for the same content makes. Expiry
 -- (0006_v0_2_0_memory.sql): _fact_expired_free, the delete of an expired fact whose content a
 -- write needs (purge, lifecycle.sql, deletes the others). The writes
--- take valid_from / valid_to in facts.sql, facts_bulk.sql, facts_versions.sql and
+-- take valid_from / valid_to in facts_add.sql, facts_bulk.sql, facts_versions.sql and
 -- conversations_turns.sql; "holds at" is pymem._fact_valid (00_common.sql). Part of durable
 -- facts (facts.sql). Re-applied on every migrate; called by pymem/facts.py and by any SQL client
 -- (docs/sql.md "Valid time").

@@ -46,7 +46,7 @@ BEGIN
     -- written into the statement, so it is planned with them whatever plan_cache_mode says (a
     -- generic plan cannot know how few rows have expired: to it, "expires_at <= $1" is a third
     -- of the table); not SET plan_cache_mode on the function, which also re-plans the foreign
-    -- keys' checks for every row a purge deletes (6x slower)
+    -- keys' checks for every row a purge deletes (docs/performance.md)
     EXECUTE pg_catalog.format(
         'SELECT pg_catalog.array_agg(e.id), pg_catalog.array_agg(DISTINCT e.scope || %L || e.scope_id) '
         '         FILTER (WHERE e.scope <> %L) '

@@ -1,7 +1,8 @@
 -- stores.sql: the SQL API for keyed memory stores (tables in migrations/0004_stores.sql): open,
 -- entries (write, read, meta, list, delete), drop. The rest of the capability is beside it:
 -- stores_protections.sql (audit, versions and read-only prefixes: store_protect,
--- store_configure), stores_history.sql (audit log, versions, restore, transcript) and
+-- store_configure; what an options change would do, _store_options_change, is here, since
+-- store_open refuses one), stores_history.sql (audit log, versions, restore, transcript) and
 -- stores_items.sql (namespaced items). Re-applied on every migrate. Called by pymem/stores.py (MemoryStore) and
 -- any SQL client.
 --
@@ -168,6 +169,43 @@ BEGIN
         END IF;
     END LOOP;
     RETURN v_out;
+END;
+$$;
+
+-- _store_options_change: what setting a store's protections to the given values (NULL: keep;
+-- prefixes as _store_prefixes returns them) would change, one readable line per protection
+-- ('audit on -> off'), and whether any change weakens them: audit or keep_versions turned
+-- off, or a read-only prefix that no new prefix covers (narrowing 'memory/' to 'memory/core/'
+-- weakens; widening it to a parent tightens).
+CREATE OR REPLACE FUNCTION pymem._store_options_change(
+    p_store pymem.stores, p_audit boolean, p_keep_versions boolean, p_prefixes text[],
+    OUT changes text[], OUT weakens boolean)
+LANGUAGE plpgsql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+BEGIN
+    changes := '{}';
+    weakens := false;
+    IF p_audit IS NOT NULL AND p_audit <> p_store.audit THEN
+        changes := changes || ('audit ' || CASE WHEN p_store.audit THEN 'on -> off' ELSE 'off -> on' END);
+        weakens := weakens OR NOT p_audit;
+    END IF;
+    IF p_keep_versions IS NOT NULL AND p_keep_versions <> p_store.keep_versions THEN
+        changes := changes || ('keep_versions '
+                               || CASE WHEN p_store.keep_versions THEN 'on -> off' ELSE 'off -> on' END);
+        weakens := weakens OR NOT p_keep_versions;
+    END IF;
+    IF p_prefixes IS NOT NULL
+       AND (SELECT pg_catalog.array_agg(DISTINCT x.p ORDER BY x.p) FROM pg_catalog.unnest(p_prefixes) AS x(p))
+           IS DISTINCT FROM
+           (SELECT pg_catalog.array_agg(DISTINCT x.p ORDER BY x.p)
+              FROM pg_catalog.unnest(p_store.read_only_prefixes) AS x(p)) THEN
+        changes := changes || ('read_only_prefixes ' || p_store.read_only_prefixes::text || ' -> ' || p_prefixes::text);
+        weakens := weakens OR EXISTS (
+            SELECT 1 FROM pg_catalog.unnest(p_store.read_only_prefixes) AS o(p)
+             WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.unnest(p_prefixes) AS n(p)
+                                WHERE pg_catalog.starts_with(o.p, n.p)));
+    END IF;
 END;
 $$;
 

@@ -368,7 +368,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: filter must be a JSON object' USING ERRCODE = '22023';
     END IF;
     -- the page is chosen first, then only its rows are decoded (an item's namespace and key,
-    -- its value as jsonb): decoding every candidate cost 158 ms for 10,000 items of 2 kB
+    -- its value as jsonb): decoding every candidate was slower (docs/performance.md)
     IF store_items_search.query_vector IS NULL THEN
         RETURN QUERY
         SELECT pymem._store_item_namespace(t.path), pymem._store_segment_decode(pg_catalog.substr(pg_catalog.regexp_replace(t.path, '^.*/', ''), 2)),
@@ -442,8 +442,8 @@ BEGIN
     SELECT d.ns FROM (
         SELECT DISTINCT CASE WHEN store_namespaces.max_depth IS NULL THEN n.ns
                              ELSE n.ns[1:store_namespaces.max_depth] END AS ns
-          -- each distinct namespace is decoded once: decoding every item's path took 1.7 s for
-          -- 10,000 items in 100 namespaces, 37 ms this way. OFFSET 0 keeps the conditions below
+          -- each distinct namespace is decoded once, not every item's path (docs/performance.md).
+          -- OFFSET 0 keeps the conditions below
           -- from being pushed into the DISTINCT scan, where they would decode every path again.
           FROM (SELECT pymem._store_item_namespace(p.dir || '/=') AS ns
                   FROM (SELECT DISTINCT pg_catalog.regexp_replace(e.path, '/[^/]*$', '') AS dir

@@ -13,7 +13,7 @@ COMMENT ON COLUMN pymem.store_entries.ttl IS
     'The ttl the entry was written with (NULL: none), by which store_items_refresh moves expires_at on';
 CREATE INDEX store_entries_expiring ON pymem.store_entries (project_id, expires_at) WHERE expires_at IS NOT NULL;
 
--- the receipt of a user erasure (pymem.user_forget, api/portability.sql): when, by which login
+-- the receipt of a user erasure (pymem.user_forget, api/erasure.sql): when, by which login
 -- role, how many rows of each kind, and a digest of what was deleted; no content, no user id (the
 -- user is named by sha256(salt || [project_id, user_id]) with a random salt of its own). Readable
 -- by the owner role only.

@@ -13,8 +13,8 @@ PACKAGE = Path(pymem.__file__).parent
 LEAVES = {"errors", "settings", "server", "queries", "values", "embedders", "tracing", "llm", "http", "types", "calls",
           "reference", "timeref", "__version__"}
 # each may import the leaves and the modules before it
-ORDER = ["connection", "migrations", "database", "runner", "blocks", "options", "facts", "conversations",
-         "context", "stores", "portability", "lifecycle", "learning", "changes", "browse", "memory", "tools", "mcp", "web", "demo", "cli"]
+ORDER = ["connection", "migrations", "database", "runner", "blocks", "options", "facts", "recall", "conversations",
+         "context", "stores", "erasure", "portability", "lifecycle", "learning", "changes", "browse", "memory", "tools", "mcp", "web", "demo", "cli"]
 
 
 def _runtime_imports(path: Path) -> tuple[set[str], list[int]]:

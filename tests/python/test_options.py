@@ -17,7 +17,7 @@ from psycopg import sql
 import pymem
 from pymem import HashEmbedder, MemoryOptions, RecallOptions
 from pymem.context import MAX_UNEMBEDDED  # (pymem.context is the module-level function)
-from pymem.conversations import RECALL_CATCH_UP
+from pymem.recall import RECALL_CATCH_UP
 from pymem.runner import Callback, Embed, Query
 
 # Memory's keyword arguments before MemoryOptions existed: Memory(**keywords) takes exactly these.

@@ -21,7 +21,7 @@ from pgvector.psycopg import register_vector
 import pymem
 from conftest import PlanLog, plan_nodes
 from pymem import HashEmbedder
-from pymem.conversations import recall_indexes
+from pymem.recall import recall_indexes
 from pymem.options import RecallOptions
 
 EMB = HashEmbedder()

@@ -17,7 +17,7 @@ from pgvector.psycopg import register_vector
 import pymem
 from conftest import PlanLog, plan_nodes
 from pymem import HashEmbedder
-from pymem.conversations import recall_indexes
+from pymem.recall import recall_indexes
 
 EMB = HashEmbedder()
 WORDS = ("garden tomato berlin paris coffee bicycle piano invoice holiday dentist meeting recipe "

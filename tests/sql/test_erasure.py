@@ -23,7 +23,7 @@ from psycopg import sql
 import pymem
 from conftest import wait_for_lock
 from pymem import HashEmbedder, Memory
-from pymem.portability import erasures, forget_user
+from pymem.erasure import erasures, forget_user
 
 PYMEM = Path(sys.executable).parent / "pymem"
 EMB = HashEmbedder()
@@ -270,7 +270,7 @@ def test_a_turn_that_starts_during_an_erasure_is_new_memory_and_whole(db, dsn):
 
 
 def test_a_heavy_users_recall_index_is_dropped_by_the_next_plan(db, dsn):
-    from pymem.conversations import recall_indexes
+    from pymem.recall import recall_indexes
 
     mem = Memory(db=db, agent_id="bot", embedder=EMB)
     other = Memory(db=db, agent_id="bot", project_id="acme", embedder=EMB)

@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlglot.optimizer.qualify import qualify
 
 import pymem.calls
+from pymem.migrations import api_calls, api_order, load_sql_files
 from pymem.queries import Q, parse_queries, placeholders, sql_root
 from pymem.types import Query
 
@@ -375,42 +376,127 @@ def test_migrations_run_with_pgvectors_schema_run_nothing(name):
 
 
 # Which capability may call which other capability's functions (by design: context_read composes
-# facts and conversations, turn_record writes learned facts, portability exports and imports
-# both). A capability is one file or a few beside each other (conversations.sql,
-# conversations_recall.sql, ...: the name before "_" or ".sql"), which call each other freely.
-# Everything else a file calls is its own capability's or in 00_common.sql, which calls nothing else.
+# facts, conversations and recall; turn_record writes learned facts; recall reads the thread's
+# window; facts_search ranks with recall's formulas; portability exports and imports facts and
+# conversations; an erasure erases all three kinds). A capability is one file or a few beside each
+# other (facts.sql, facts_time.sql, ...: the name before "_" or ".sql"). Everything else a file
+# calls is its own capability's or in 00_common.sql, which calls nothing else.
 CROSS_FILE = {
-    "context": {"facts", "conversations"},
+    "context": {"facts", "conversations", "recall"},
     "conversations": {"facts"},
-    "portability": {"facts", "conversations", "stores"},
+    "recall": {"conversations"},
+    "facts": {"recall"},
+    "portability": {"facts", "conversations"},
+    "erasure": {"facts", "conversations", "stores"},
     "learning": {"conversations"},
 }
 
 
 def capability(file: str) -> str:
-    """The capability of an API file: ``conversations_recall.sql`` -> ``conversations``."""
+    """The capability of an API file: ``facts_versions.sql`` -> ``facts``."""
     return file.removesuffix(".sql").split("_")[0]
 
 
+def _api_graph() -> tuple[list[tuple[str, str]], dict[tuple[str, str], set[tuple[str, str]]]]:
+    api = load_sql_files().api
+    return api, api_calls(api)
+
+
+def _cycle(edges) -> list[str] | None:
+    """One cycle of the file graph (a list of files, the first repeated at the end), or None."""
+    out: dict[str, set[str]] = {}
+    for a, b in edges:
+        out.setdefault(a, set()).add(b)
+    state: dict[str, int] = {}  # 1: on the path, 2: done
+    path: list[str] = []
+
+    def visit(f: str) -> list[str] | None:
+        state[f] = 1
+        path.append(f)
+        for g in sorted(out.get(f, ())):
+            if state.get(g) == 1:
+                return path[path.index(g):] + [g]
+            if g not in state and (found := visit(g)):
+                return found
+        state[f] = 2
+        path.pop()
+        return None
+
+    for f in sorted(out):
+        if f not in state and (found := visit(f)):
+            return found
+    return None
+
+
+def _two_way(edges) -> list[str]:
+    """Each pair of files that call each other, with the functions on both edges."""
+    return [f"{a} <-> {b}: {sorted(edges[(a, b)])} / {sorted(edges[(b, a)])}"
+            for (a, b) in sorted(edges) if a < b and (b, a) in edges]
+
+
+def test_the_api_file_graph_is_one_way():
+    """No two files of sql/api call each other (issue 55, item 4), nor do files call each other
+    round a longer cycle: each file is read, and applied by a migrate (api_order), after the files
+    it calls. The failure names the functions on both edges; move one side's function (verbatim)
+    into the file it belongs with."""
+    api, edges = _api_graph()
+    defined = [n for _, text in api for n in re.findall(r"CREATE OR REPLACE FUNCTION pymem\.(\w+)\(", text)]
+    assert len(defined) > 150 and len(edges) > 50 and sum(map(len, edges.values())) > 200, (len(defined), len(edges))
+    # the reader sees calls in bodies and in DEFAULTs, and not table names or comments
+    assert ("context_read", "_fact_check_subject") in edges[("context.sql", "facts.sql")]
+    assert ("messages_recall", "recall") in edges[("recall.sql", "recall_spec.sql")]
+    assert not any(("store_versions" == c) for e in edges.values() for _, c in e if _ == "_store_put")
+    pairs = _two_way(edges)
+    assert not pairs, "API files that call each other both ways:\n" + "\n".join(pairs)
+    cycle = _cycle(edges)
+    assert cycle is None, "API files that call each other round a cycle: " + " -> ".join(cycle or [])
+    order = [n for n, _ in api]
+    for a, b in edges:
+        assert order.index(b) < order.index(a), f"migrate applies {a} before {b}, which it calls"
+
+
+def test_the_graph_check_fails_on_a_two_way_pair_and_on_a_cycle():
+    """The checks above on three made-up files: a <-> b both ways, and b -> c -> a round."""
+    def fn(name, *calls):
+        body = " ".join(f"PERFORM pymem.{c}(1);" for c in calls)
+        return f"CREATE OR REPLACE FUNCTION pymem.{name}() RETURNS void LANGUAGE plpgsql AS $$ BEGIN {body} END $$;\n"
+    api = [("a.sql", fn("fa", "fb") + "-- pymem.fc() in a comment\n"),
+           ("b.sql", fn("fb", "fa") + fn("fb2", "fc")),
+           ("c.sql", fn("fc", "fa2") + "COMMENT ON FUNCTION pymem.fc() IS 'pymem.fb()';\n"),
+           ("d.sql", fn("fa2"))]
+    edges = api_calls(api)
+    assert edges == {("a.sql", "b.sql"): {("fa", "fb")}, ("b.sql", "a.sql"): {("fb", "fa")},
+                     ("b.sql", "c.sql"): {("fb2", "fc")}, ("c.sql", "d.sql"): {("fc", "fa2")}}
+    assert _two_way(edges) == ["a.sql <-> b.sql: [('fa', 'fb')] / [('fb', 'fa')]"]
+    assert _cycle(edges) == ["a.sql", "b.sql", "a.sql"]
+    assert _cycle({k: v for k, v in edges.items() if k != ("b.sql", "a.sql")}) is None
+    assert [n for n, _ in api_order(api)][:2] == ["d.sql", "c.sql"]  # callees first
+
+
 def test_capability_files_depend_only_on_the_common_file():
-    api = ROOT / "api"
-    defined = {}
-    calls = {}
-    for f in sorted(api.iterdir()):
-        text = f.read_text(encoding="utf-8")
-        for name in re.findall(r"CREATE OR REPLACE FUNCTION pymem\.(\w+)\(", text):
-            assert name not in defined, f"pymem.{name} is defined in {defined.get(name)} and {f.name}"
-            defined[name] = f.name
-        code = re.sub(r"'(?:[^']|'')*'", "''", re.sub(r"--[^\n]*", "", text))  # no comments, no strings
-        calls[f.name] = set(re.findall(r"(?<!FUNCTION )pymem\.(\w+)\(", code))
-    for file, called in calls.items():
-        for name in called:
-            home = defined.get(name)
-            if home is None or home.startswith("0") or capability(home) == capability(file):
-                continue  # bootstrap's wrappers (_vector_dims, ...), or its own capability's, or the
-                # shared layer (00_common.sql, 01_recall.sql: the files numbered first)
-            assert not file.startswith("0"), f"{file} calls pymem.{name} of {home}"
-            assert capability(home) in CROSS_FILE.get(capability(file), set()), f"{file} calls pymem.{name} of {home}"
+    _, edges = _api_graph()
+    for (file, home), functions in sorted(edges.items()):
+        if home.startswith("0") or capability(home) == capability(file):
+            continue  # the shared layer (00_common.sql) or its own capability's
+        assert not file.startswith("0"), f"{file} calls {sorted(functions)} of {home}"
+        assert capability(home) in CROSS_FILE.get(capability(file), set()), f"{file} calls {sorted(functions)} of {home}"
+
+
+# The capabilities of sql/api that have no Python module of their name: the shared layer
+# (00_common.sql); tenant.sql, for SQL clients that name their tenant once (set_tenant,
+# tenant_bind: pymem passes project_id on every call instead); meta.sql, which Database.about reads.
+NO_MODULE = {"00", "tenant", "meta"}
+
+
+def test_each_capability_is_sql_files_and_a_python_module_of_its_name():
+    """README "Where it sits": every capability is a family of SQL files under sql/api/
+    (<capability>.sql, <capability>_<part>.sql) and one Python module of the same name."""
+    families = {capability(n) for n, _ in load_sql_files().api}
+    assert len(families) > 10
+    package = Path(pymem.calls.__file__).parent
+    missing = {f for f in families - NO_MODULE if not (package / f"{f}.py").is_file()}
+    assert not missing, f"capabilities of sql/api with no pymem/<name>.py: {sorted(missing)}"
+    assert all((ROOT / "api" / f"{f}.sql").is_file() for f in families - {"00"}), "a family without its main file"
 
 
 def test_every_subject_of_a_scope_is_a_function_of_its_own():
@@ -430,8 +516,8 @@ def test_every_subject_of_a_scope_is_a_function_of_its_own():
 
 def test_no_api_file_outgrows_one_sub_capability():
     """No file of sql/api over 600 lines (issue 31): a file that grows past it is split by
-    sub-capability (conversations_recall.sql and conversations_recall_indexes.sql, stores.sql and
-    stores_protections.sql), so a newcomer reads one concern per file."""
+    sub-capability (recall.sql and recall_indexes.sql, stores.sql and stores_protections.sql), so
+    a newcomer reads one concern per file."""
     sizes = {f.name: len(f.read_text(encoding="utf-8").splitlines()) for f in _sql_files() if f.parent.name == "api"}
     assert len(sizes) > 15
     assert max(sizes.values()) <= 600, {n: s for n, s in sizes.items() if s > 600}

@@ -41,8 +41,8 @@ BANDS = [(11, 50), (51, 100), (101, 200), (201, 400), (401, 1000), (1001, 3000)]
 
 
 def _lexical_body(cap: int) -> str:
-    """sql/api/conversations_recall_terms.sql's CREATE OR REPLACE of _recall_lexical, with the cap."""
-    text = (ROOT / "sql" / "api" / "conversations_recall_terms.sql").read_text(encoding="utf-8")
+    """sql/api/recall_indexes.sql's CREATE OR REPLACE of _recall_lexical, with the cap."""
+    text = (ROOT / "sql" / "api" / "recall_indexes.sql").read_text(encoding="utf-8")
     start = text.index("CREATE OR REPLACE FUNCTION pymem._recall_lexical(")
     end = text.index("$$;", text.index("AS $$", start)) + 3
     body = text[start:end]

@@ -42,8 +42,8 @@ BANDS = [(1001, 3000), (3001, 10000), (10001, 20000)]
 
 
 def _counts_body(cap: int) -> str:
-    """sql/api/conversations_recall_terms.sql's CREATE OR REPLACE of _recall_term_counts, with the cap."""
-    text = (ROOT / "sql" / "api" / "conversations_recall_terms.sql").read_text(encoding="utf-8")
+    """sql/api/recall_indexes.sql's CREATE OR REPLACE of _recall_term_counts, with the cap."""
+    text = (ROOT / "sql" / "api" / "recall_indexes.sql").read_text(encoding="utf-8")
     start = text.index("CREATE OR REPLACE FUNCTION pymem._recall_term_counts(")
     end = text.index("$$;", text.index("AS $$", start)) + 3
     body, n = re.subn(r"LIMIT \d+\) AS x", f"LIMIT {cap}) AS x", text[start:end])

@@ -1,6 +1,6 @@
 """Writes the probe variants of this report as one SQL file (scratch functions in schema pymem of a
 bench database; drop them after): each is derived from the shipped pymem._recall_ranked in
-sql/api/conversations_recall.sql, so that only the part under test differs.
+sql/api/recall_ranking.sql (conversations_recall.sql when this was measured), so that only the part under test differs.
 
     python variants.py > /tmp/variants.sql && psql "$PGURL" -f /tmp/variants.sql
     python variants.py dispatch > /tmp/dispatch.sql && psql "$PGURL" -f /tmp/dispatch.sql  # for context.py
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parents[3] / "sql" / "api" / "conversations_recall.sql"
+SRC = Path(__file__).resolve().parents[3] / "sql" / "api" / "recall_ranking.sql"
 
 
 def shipped() -> str:

@@ -1,253 +1,15 @@
--- conversations_recall.sql: semantic, lexical and hybrid recall of a user's past messages
--- (messages_recall, and _recall / _recall_ranked behind it, which context_read calls too),
--- ranked by relevance, recency and importance; _recall reads a heavy user's recall index when
--- there is one (conversations_recall_indexes.sql plans them). Part of conversation memory
--- (conversations.sql). Re-applied on every migrate; called by pymem/conversations.py and by any
--- SQL client.
+-- recall.sql: recall's API: semantic, lexical and hybrid recall of a user's past messages
+-- (messages_recall), ranked by relevance, recency and importance. _recall runs the ranking
+-- (recall_ranking.sql) over all of the user's rows, or over a heavy user's candidates from the
+-- index paths (recall_indexes.sql); _recall_turns adds what the question names (a time) and the
+-- two turns after each recalled one (issue 32). context_read calls _recall_turns too. The recall
+-- family, one way: this file (the API) calls recall_spec.sql (the spec and its checks),
+-- recall_ranking.sql (the scores) and recall_indexes.sql (heavy users' index paths); of those,
+-- only recall_ranking.sql calls another (the spec). Besides, they call 00_common.sql and
+-- conversations.sql (the thread's window, _window_after). Re-applied on every migrate; called by
+-- pymem/conversations.py and by any SQL client.
 --
 -- Errors: 22023 invalid argument.
-
--- _recall_rows: the user's rows that recall with terms ranks (_recall_ranked), as of p_as_of: with
--- a vector (p_query), every vector of the user's from p_embedder with its cosine; without, every
--- message of the user's (similarity NULL). Each with its length in tokens and, when they share a
--- term with p_any, its lexemes (else NULL); a vector stored before 0006_v0_2_0_memory (no lexemes beside it:
--- stale) takes both from its message's row of message_lexemes, by primary key. metadata_ok: the
--- message's metadata contains p_metadata (NULL: no filter). One home for the read, apart from the
--- ranking: on plain PostgreSQL this SQL function is inlined into _recall_ranked's statement (no
--- SET clause, so the planner may: UNPINNED in tests/sql/test_sql_files.py; every name is
--- schema-qualified), which plans exactly as the read written in place; on Citus, sql/citus.sql
--- gives it a PL/pgSQL body of single-table reads, so that the ranking statement names no Citus
--- table and Citus does not plan it in full on every call.
-CREATE OR REPLACE FUNCTION pymem._recall_rows(
-    p_project_id text, p_user_id text, p_embedder text, p_query vector, p_any tsquery, p_as_of timestamptz,
-    p_metadata jsonb)
-RETURNS TABLE (thread_id text, seq bigint, chars integer, importance double precision, created_at timestamptz,
-               similarity double precision, tokens integer, lexemes tsvector, metadata_ok boolean)
-LANGUAGE sql STABLE PARALLEL SAFE SECURITY INVOKER
-AS $$
-    SELECT r.thread_id, r.seq, r.chars, r.importance, r.created_at, r.similarity,
-           CASE WHEN r.stale THEN (SELECT l.tokens FROM pymem.message_lexemes AS l
-                                    WHERE l.project_id OPERATOR(pg_catalog.=) p_project_id
-                                      AND l.user_id OPERATOR(pg_catalog.=) p_user_id
-                                      AND l.thread_id OPERATOR(pg_catalog.=) r.thread_id AND l.seq OPERATOR(pg_catalog.=) r.seq)
-                ELSE r.tokens END,
-           CASE WHEN r.stale THEN (SELECT l.lexemes FROM pymem.message_lexemes AS l
-                                    WHERE l.project_id OPERATOR(pg_catalog.=) p_project_id
-                                      AND l.user_id OPERATOR(pg_catalog.=) p_user_id
-                                      AND l.thread_id OPERATOR(pg_catalog.=) r.thread_id AND l.seq OPERATOR(pg_catalog.=) r.seq
-                                      AND l.lexemes OPERATOR(pg_catalog.@@) p_any)
-                ELSE r.lexemes END,
-           p_metadata IS NULL OR EXISTS (
-               SELECT 1 FROM pymem.messages AS m
-                WHERE m.project_id OPERATOR(pg_catalog.=) p_project_id AND m.user_id OPERATOR(pg_catalog.=) p_user_id
-                  AND m.thread_id OPERATOR(pg_catalog.=) r.thread_id AND m.seq OPERATOR(pg_catalog.=) r.seq
-                  AND m.metadata OPERATOR(pg_catalog.@>) p_metadata)
-      FROM (SELECT e.thread_id, e.seq, e.chars, e.importance, e.created_at,
-                   1::pg_catalog.float8 OPERATOR(pg_catalog.-) pymem._cosine_distance(e.embedding, p_query) AS similarity,
-                   e.tokens, CASE WHEN e.lexemes OPERATOR(pg_catalog.@@) p_any THEN e.lexemes END AS lexemes,
-                   e.lexemes IS NULL AS stale
-              FROM pymem.message_embeddings AS e
-             WHERE p_query IS NOT NULL
-               AND e.project_id OPERATOR(pg_catalog.=) p_project_id AND e.user_id OPERATOR(pg_catalog.=) p_user_id
-               AND e.embedder OPERATOR(pg_catalog.=) p_embedder
-               AND (p_as_of IS NULL OR e.created_at OPERATOR(pg_catalog.<=) p_as_of)
-            UNION ALL
-            SELECT l.thread_id, l.seq, l.chars, l.importance, l.created_at, NULL::pg_catalog.float8, l.tokens,
-                   CASE WHEN l.lexemes OPERATOR(pg_catalog.@@) p_any THEN l.lexemes END, false
-              FROM pymem.message_lexemes AS l
-             WHERE p_query IS NULL
-               AND l.project_id OPERATOR(pg_catalog.=) p_project_id AND l.user_id OPERATOR(pg_catalog.=) p_user_id
-               AND (p_as_of IS NULL OR l.created_at OPERATOR(pg_catalog.<=) p_as_of)) AS r
-$$;
-
--- _recall_ranked: a user's recall candidates ranked by
---   score = (1 - rw - iw) * relevance + rw * 0.5 ^ (age / half_life) + iw * importance
--- (age measured from the spec's as_of, default now; ties: newer first, then thread and seq), where
---   relevance = (1 - lw) * cosine + lw * lexical   with a query vector and query terms,
---             = cosine                             with a vector and no terms (no text, only stop words, or
---                                                  lw 0: the text is then not read, and the call costs what
---                                                  the vector alone costs),
---             = lexical                            with terms and no vector;
---   lexical   = BM25 (k1 1.2, b 0.3: _bm25) of the query text's lexemes in each message, divided by the
---               best eligible message's (the best lexical match has 1, a message sharing no term 0).
--- BM25's statistics (document count, average length in tokens, each term's document frequency)
--- are those of the rows ranked: with a vector, the user's messages with a vector of p_embedder as of
--- the spec's as_of; without, the user's messages as of as_of.
--- Eligible: with a vector, every message with a vector of p_embedder that matches the query at
--- all (a cosine above 1e-5, _vector_match, or a term in common with the text); without one, every message sharing
--- a term with the text (the floor: a message that matches neither way is never recalled, however
--- recent or important, so a short or unrelated history gives fewer than k rows, not padding); in
--- both cases (the fields of p_spec, a checked pymem.recall_spec from _recall_check) of at least
--- min_content_chars characters, outside the newest window_size messages of the current thread,
--- created at or before as_of, at or after since and before until, whose metadata contains the
--- spec's metadata, and, when min_score is not NULL, scoring at least that. An exact scan of the
--- user's rows: exactly k rows come back whenever that many are eligible. When the spec names a
--- time (time_from and time_to, time_weight > 0: _recall_turns' bonus), the k best of the eligible
--- messages created in it come back too, after the k best (the same scores; a row can be in both).
---
--- How: the terms, the window's bound and the weights first (plain variables), then one statement.
--- Without terms (a vector alone): the k best eligible rows, read and sorted in one pass with no
--- row kept but the best (a second pass for a named time). With terms: one read of the user's rows
--- (_recall_rows; with a vector, each vector row
--- carries its message's lexemes and length, 0006_v0_2_0_memory; a vector stored before
--- that has NULL there and its message's lexemes are read by primary key; without a vector, the
--- user's rows of message_lexemes), kept in memory with each row's similarity, length and
--- eligibility, and the lexemes of the rows sharing a term only. The score splits into a part
--- every row has and a lexical bonus (>= 0) that only the rows sharing a term have:
---   base  = (1 - rw - iw) * (1 - lw') * cosine + rw * recency + iw * importance
---   bonus = (1 - rw - iw) * lw' * lexical        (lw' = lw with a vector and terms, 0 with a vector
---                                                 and no terms, 1 without a vector)
--- so the top k are among the rows sharing a term (each scored in full) and the k best by base of
--- the others with a positive cosine (the floor keeps the rest out; two disjoint sets, so no row is
--- counted twice and nothing is grouped); for a named time, also the k best others created in it
--- (one read for both lists: a named time costs what a call without it costs, where two rankings
--- cost 1.5x, bench/reports/2026-12-04-recall-named-time). Each (row, term) pair that matches is found once and
--- gives both each term's document frequency and each row's BM25 weight. No join of the user's
--- rows with each other: planned generically (statistics saying "a row or two"), such a join ran
--- as a nested loop, 17 ms for 1,000 messages. Counts kept per user on write would spare keeping
--- the rows, but the second read they need costs nearly as much (bench/README.md, "Heavy users").
-CREATE OR REPLACE FUNCTION pymem._recall_ranked(
-    p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
-    p_spec pymem.recall_spec)
-RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
--- No SET enable_nestloop = off here: before PostgreSQL 18 a disabled join method still costs
--- 1e10 where the planner has no alternative, which swamped every other estimate of this query
--- (1.7 s instead of 9 ms per call on PostgreSQL 15 for a 500-message user).
-AS $$
-#variable_conflict use_column
-DECLARE  -- the spec's fields as plain variables: a field of a composite parameter would be read
-         -- out of it again for every row a condition tests (1-5% of a 1,000-message recall)
-    v_k integer := p_spec.k;
-    v_min_chars integer := p_spec.min_content_chars;
-    v_rw double precision := p_spec.recency_weight;
-    v_iw double precision := p_spec.importance_weight;
-    v_lw double precision := p_spec.lexical_weight;
-    v_half_life double precision := p_spec.half_life_seconds;
-    v_min_score double precision := p_spec.min_score;
-    v_as_of timestamptz := p_spec.as_of;
-    v_since timestamptz := p_spec.since;
-    v_until timestamptz := p_spec.until;
-    v_filter jsonb := p_spec.metadata;
-    v_terms tsquery[];
-    v_any tsquery;
-    v_window_after bigint;
-    v_wv double precision;
-    v_wl double precision;
-    v_pass integer;
-    v_span boolean := pymem._names_time(p_spec);  -- a named time: two lists
-    v_from timestamptz := p_spec.time_from;
-    v_to timestamptz := p_spec.time_to;
-BEGIN
-    IF p_text IS NOT NULL AND (p_query IS NULL OR v_lw > 0) THEN  -- the query's terms, and one tsquery matching any of them
-        v_terms := pymem._query_terms(p_project_id, p_text);
-        IF pg_catalog.cardinality(v_terms) > 0 THEN
-            v_any := pg_catalog.array_to_string(v_terms, ' | ')::tsquery;
-        END IF;
-    END IF;
-    IF p_query IS NULL AND v_any IS NULL THEN
-        RETURN;
-    END IF;
-    v_window_after := pymem._window_after(p_project_id, p_user_id, p_thread_id, p_spec.window_size);
-    v_wv := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 0 WHEN v_any IS NULL THEN 1 ELSE 1 - v_lw END;
-    v_wl := (1 - v_rw - v_iw) * CASE WHEN p_query IS NULL THEN 1 WHEN v_any IS NULL THEN 0 ELSE v_lw END;
-    IF v_any IS NULL THEN  -- a vector alone: the k best eligible rows in one pass (1.4 ms instead of
-                           -- 2.6 for 1,000 messages when the rows were kept); with a named time, a
-                           -- second pass for the k best of those created in it
-      FOR v_pass IN 1 .. CASE WHEN v_span THEN 2 ELSE 1 END LOOP
-        RETURN QUERY
-        SELECT s.thread_id, s.seq, s.similarity, s.base
-          FROM (SELECT c.thread_id, c.seq, c.created_at, c.similarity,
-                       v_wv * c.similarity
-                       + CASE WHEN v_rw = 0 THEN 0 ELSE v_rw * pymem._recency(
-                             pg_catalog.date_part('epoch', coalesce(v_as_of, pg_catalog.now()) - c.created_at), v_half_life) END
-                       + v_iw * c.importance AS base
-                  FROM (SELECT e.thread_id, e.seq, e.created_at, e.importance,
-                               1 - pymem._cosine_distance(e.embedding, p_query) AS similarity
-                          FROM pymem.message_embeddings AS e
-                         WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-                           AND (v_as_of IS NULL OR e.created_at <= v_as_of)
-                           AND e.chars >= v_min_chars
-                           AND (v_since IS NULL OR e.created_at >= v_since)
-                           AND (v_until IS NULL OR e.created_at < v_until)
-                           AND NOT (e.thread_id = p_thread_id AND e.seq > v_window_after)
-                           AND (v_filter IS NULL OR EXISTS (
-                                   SELECT 1 FROM pymem.messages AS m
-                                    WHERE m.project_id = p_project_id AND m.user_id = p_user_id
-                                      AND m.thread_id = e.thread_id AND m.seq = e.seq AND m.metadata @> v_filter))
-                           AND (v_pass = 1 OR (e.created_at >= v_from AND e.created_at < v_to))
-                        OFFSET 0) AS c) AS s
-         WHERE pymem._vector_match(s.similarity)  -- the floor: no term to share, so a vector match or nothing
-           AND (v_min_score IS NULL OR s.base >= v_min_score)
-         ORDER BY s.base DESC, s.created_at DESC, s.thread_id, s.seq DESC
-         LIMIT v_k;
-      END LOOP;
-        RETURN;
-    END IF;
-    RETURN QUERY
-        WITH base AS MATERIALIZED (  -- the user's rows as of v_as_of, read once (_recall_rows)
-            SELECT r.thread_id, r.seq, r.created_at, r.similarity, r.tokens, r.lexemes,
-                   r.chars >= v_min_chars
-                   AND (v_since IS NULL OR r.created_at >= v_since)
-                   AND (v_until IS NULL OR r.created_at < v_until)
-                   AND NOT (r.thread_id = p_thread_id AND r.seq > v_window_after)
-                   AND r.metadata_ok AS ok,
-                   v_wv * coalesce(r.similarity, 0)
-                   + CASE WHEN v_rw = 0 THEN 0 ELSE v_rw * pymem._recency(
-                         pg_catalog.date_part('epoch', coalesce(v_as_of, pg_catalog.now()) - r.created_at), v_half_life) END
-                   + v_iw * r.importance AS base
-              FROM pymem._recall_rows(p_project_id, p_user_id, p_embedder, p_query, v_any, v_as_of, v_filter) AS r),
-        hits AS MATERIALIZED (  -- the rows sharing a term with the text
-            SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.ok, b.base, b.tokens, b.lexemes
-              FROM base AS b WHERE b.lexemes IS NOT NULL),
-        matches AS MATERIALIZED (  -- (hit, term) for each query term a hit holds
-            SELECT h.thread_id, h.seq, t.i
-              FROM hits AS h CROSS JOIN pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
-             WHERE h.lexemes @@ v_terms[t.i]),
-        st AS MATERIALIZED (  -- BM25's statistics over the rows read: average length, each term's idf
-            SELECT GREATEST(coalesce(n.tokens / NULLIF(n.known, 0), 1), 1) AS avgdl,
-                   ARRAY(SELECT pymem._bm25_idf(n.docs, coalesce(d.df, 0))
-                           FROM pg_catalog.generate_subscripts(v_terms, 1) AS t(i)
-                           LEFT JOIN (SELECT m.i, pg_catalog.count(*)::float8 AS df FROM matches AS m GROUP BY m.i) AS d ON d.i = t.i
-                          ORDER BY t.i) AS idf
-              FROM (SELECT pg_catalog.count(*)::float8 AS docs, coalesce(pg_catalog.sum(b.tokens), 0)::float8 AS tokens,
-                           pg_catalog.count(b.tokens)::float8 AS known FROM base AS b) AS n),
-        lex AS MATERIALIZED (  -- the eligible rows sharing a term, with BM25 (k1 1.2, b 0.3, a term counted once per message)
-            SELECT h.thread_id, h.seq, h.created_at, h.similarity, h.base,
-                   pymem._bm25(w.weight, 1, h.tokens, s.avgdl, 0.3) AS bm25
-              FROM hits AS h
-              JOIN (SELECT m.thread_id, m.seq, pg_catalog.sum(s2.idf[m.i]) AS weight
-                      FROM matches AS m CROSS JOIN st AS s2 GROUP BY m.thread_id, m.seq) AS w
-                ON w.thread_id = h.thread_id AND w.seq = h.seq
-             CROSS JOIN st AS s
-             WHERE h.ok),
-        other AS NOT MATERIALIZED (  -- the eligible rows sharing no term (a cosine above the floor)
-            SELECT b.thread_id, b.seq, b.created_at, b.similarity, b.base AS score
-              FROM base AS b
-             WHERE b.ok AND p_query IS NOT NULL AND pymem._vector_match(b.similarity)
-               AND b.lexemes IS NULL),
-        cand AS (  -- the k best of those (and the k best created in a named time), and the eligible rows sharing a term
-            (SELECT o.* FROM other AS o ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC LIMIT v_k)
-            UNION
-            (SELECT o.* FROM other AS o WHERE v_span AND o.created_at >= v_from AND o.created_at < v_to
-              ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC LIMIT v_k)
-            UNION ALL
-            SELECT l.thread_id, l.seq, l.created_at, l.similarity,
-                   l.base + v_wl * coalesce(l.bm25 / NULLIF((SELECT pg_catalog.max(x.bm25) FROM lex AS x), 0), 0)
-              FROM lex AS l)
-        (SELECT c.thread_id, c.seq, c.similarity, c.score FROM cand AS c
-          WHERE v_min_score IS NULL OR c.score >= v_min_score
-          ORDER BY c.score DESC, c.created_at DESC, c.thread_id, c.seq DESC
-          LIMIT v_k)
-        UNION ALL  -- with a named time: the k best of those created in it too
-        (SELECT c.thread_id, c.seq, c.similarity, c.score FROM cand AS c
-          WHERE v_span AND c.created_at >= v_from AND c.created_at < v_to AND (v_min_score IS NULL OR c.score >= v_min_score)
-          ORDER BY c.score DESC, c.created_at DESC, c.thread_id, c.seq DESC
-          LIMIT v_k);
-END;
-$$;
-
 
 -- _recall: the ranking messages_recall and context_read use: _recall_ranked's (the exact scan),
 -- or, for a user with a valid per-user recall index (pymem.recall_indexes, recall_index_plan), the
@@ -486,6 +248,128 @@ BEGIN
     RETURN QUERY
     SELECT r.thread_id, r.seq, r.similarity, r.score
       FROM pymem._recall_ranked(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec) AS r;
+END;
+$$;
+
+-- _recall_turns: _recall's ranking with a time the question names and the two turns after each
+-- recalled turn (issue 32, items 3 and 4). With tw = the spec's time_weight when it names a time
+-- (time_from and time_to; else 0) and w = its next_turn_weight, a message's own score is
+--   own = _recall's score + tw when it was created in [time_from, time_to)
+-- (min_score applies to _recall's score, before the bonus), and its score is
+--   max(own (when eligible and matching, as _recall ranks it),
+--       w * the own score of a message one or two before it in its thread (seq - 1 or seq - 2),
+--           when that one is among the top k by own score)
+-- and the top k by that score come back (scores equal to 9 decimals tie; in a tie a message by
+-- its own score first, then the turn right after a recalled one before the turn two after it,
+-- then as _recall's ties: newer first, then thread and seq). A
+-- message brought as a next turn must be eligible as _recall's are (min_content_chars, outside
+-- the current thread's window, as of as_of, in [since, until), containing the metadata filter,
+-- w * that score at least min_score) but need not match the query nor have a vector: its
+-- similarity is its own cosine when it was ranked itself, else NULL; it is always the same
+-- user's in the same project (the lookup names both).
+-- How: the top k by own score are among _recall's top k and _recall's top k within the named time
+-- (one call: _recall returns both lists for a spec naming a time): a message outside the named time in the top k has fewer than
+-- k messages above it by own score, so fewer above it by _recall's score; one inside, fewer inside
+-- above it. Only the top k by own score are needed for the next turns: a message outside them
+-- scores at most the k-th own score, and w times its predecessor's less, so the rows it could
+-- displace from the k best are never ones the definition keeps. Each candidate and the two
+-- messages after it are read in one statement on the messages table. tw = 0 and w = 0 (or k = 0): _recall's
+-- ranking unchanged, no second statement. Measured on the development data (LoCoMo, three
+-- conversations; bench/reports/2026-12-04-recall4): w 0.8 for the turn after raised evidence
+-- recall@5 from 0.61 to 0.65 (the turn before, or both neighbours, measured worse: multi-hop
+-- questions lost the distinct turns they need); tw 0.2 with the times Memory reads in questions,
+-- to 0.67. The second turn after (bench/reports/2026-12-04-recall5): recall@5 / @10 0.665 / 0.747
+-- to 0.680 / 0.772 (a third turn after measured worse).
+CREATE OR REPLACE FUNCTION pymem._recall_turns(
+    p_project_id text, p_user_id text, p_thread_id text, p_query vector, p_embedder text, p_text text,
+    p_spec pymem.recall_spec)
+RETURNS TABLE (thread_id text, seq bigint, similarity double precision, score double precision)
+LANGUAGE plpgsql STABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_threads text[];
+    v_seqs bigint[];
+    v_similarities double precision[];
+    v_scores double precision[];
+    v_w double precision := coalesce(p_spec.next_turn_weight, 0);
+    v_tw double precision := CASE WHEN pymem._names_time(p_spec) THEN p_spec.time_weight ELSE 0 END;
+    v_window_after bigint;
+    v_m_threads text[];         -- the candidates' messages and the two after each
+    v_m_seqs bigint[];
+    v_m_created timestamptz[];
+    v_m_ok boolean[];
+    v_wanted bigint[];          -- every candidate's seq to seq + 2
+BEGIN
+    IF (v_w = 0 AND v_tw = 0) OR p_spec.k < 1 THEN
+        RETURN QUERY SELECT r.thread_id, r.seq, r.similarity, r.score
+                       FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec) AS r;
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(r.thread_id ORDER BY r.ordinality), pg_catalog.array_agg(r.seq ORDER BY r.ordinality),
+           pg_catalog.array_agg(r.similarity ORDER BY r.ordinality), pg_catalog.array_agg(r.score ORDER BY r.ordinality)
+      INTO v_threads, v_seqs, v_similarities, v_scores
+      FROM pymem._recall(p_project_id, p_user_id, p_thread_id, p_query, p_embedder, p_text, p_spec) WITH ORDINALITY AS r;
+    IF v_threads IS NULL THEN
+        RETURN;
+    END IF;
+    v_window_after := pymem._window_after(p_project_id, p_user_id, p_thread_id, p_spec.window_size);
+    -- each candidate's message and the two after it, in one read of the user's messages by key
+    -- (their threads and every candidate's seq to seq + 2: a superset, matched below), each with
+    -- whether it may come back as a turn after: a statement on one table, which Citus runs by its
+    -- fast path on the local shard (as a join with the candidates it planned it in full;
+    -- docs/performance.md, "Measured in the SQL")
+    v_wanted := ARRAY(SELECT s.s + d.d FROM pg_catalog.unnest(v_seqs) AS s(s) CROSS JOIN pg_catalog.generate_series(0, 2) AS d(d));
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at),
+           pg_catalog.array_agg(pg_catalog.length(m.content) >= p_spec.min_content_chars
+                                AND (p_spec.as_of IS NULL OR m.created_at <= p_spec.as_of)
+                                AND (p_spec.since IS NULL OR m.created_at >= p_spec.since)
+                                AND (p_spec.until IS NULL OR m.created_at < p_spec.until)
+                                AND NOT (m.thread_id = p_thread_id AND m.seq > v_window_after)
+                                AND (p_spec.metadata IS NULL OR m.metadata @> p_spec.metadata))
+      INTO v_m_threads, v_m_seqs, v_m_created, v_m_ok
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.thread_id = ANY (v_threads)
+       AND m.seq = ANY (v_wanted);
+    RETURN QUERY
+    WITH c AS MATERIALIZED (  -- each candidate (from_seq) and the two messages after it
+        SELECT r.thread_id, r.seq AS from_seq, r.similarity, r.score, m.seq, m.created_at, m.ok
+          FROM ROWS FROM (pg_catalog.unnest(v_threads), pg_catalog.unnest(v_seqs),
+                          pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_scores))
+               AS r(thread_id, seq, similarity, score)
+          JOIN ROWS FROM (pg_catalog.unnest(v_m_threads), pg_catalog.unnest(v_m_seqs), pg_catalog.unnest(v_m_created),
+                          pg_catalog.unnest(v_m_ok)) AS m(thread_id, seq, created_at, ok)
+            ON m.thread_id = r.thread_id AND m.seq >= r.seq AND m.seq <= r.seq + 2),
+    own AS MATERIALIZED (  -- the top k by own score (a candidate of both lists once)
+        SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at
+          FROM (SELECT c.thread_id, c.seq, pg_catalog.max(c.similarity) AS similarity, pg_catalog.max(c.created_at) AS created_at,
+                       pg_catalog.max(c.score) + CASE WHEN pg_catalog.max(c.created_at) >= p_spec.time_from
+                                                       AND pg_catalog.max(c.created_at) < p_spec.time_to
+                                                      THEN v_tw ELSE 0 END AS score
+                  FROM c WHERE c.seq = c.from_seq
+                 GROUP BY c.thread_id, c.seq) AS o
+         ORDER BY o.score DESC, o.created_at DESC, o.thread_id, o.seq DESC
+         LIMIT p_spec.k),
+    nxt AS (  -- the two turns after each of them, eligible as _recall's rows are
+        SELECT c.thread_id, c.seq, NULL::float8 AS similarity, v_w * o.score AS score, c.created_at,
+               c.seq - o.seq AS hop
+          FROM own AS o
+          JOIN c ON c.thread_id = o.thread_id AND c.from_seq = o.seq AND c.seq > o.seq
+         WHERE v_w > 0 AND c.ok
+           AND (p_spec.min_score IS NULL OR v_w * o.score >= p_spec.min_score))
+    SELECT g.thread_id, g.seq, g.similarity, g.score
+      FROM (SELECT a.thread_id, a.seq, pg_catalog.max(a.similarity) AS similarity, pg_catalog.max(a.score) AS score,
+                   pg_catalog.max(a.created_at) AS created_at,
+                   (pg_catalog.array_agg(a.hop ORDER BY a.score DESC, a.hop))[1] AS hop  -- that of its best score
+              FROM (SELECT o.thread_id, o.seq, o.similarity, o.score, o.created_at, 0::bigint AS hop FROM own AS o
+                    UNION ALL
+                    SELECT n.thread_id, n.seq, n.similarity, n.score, n.created_at, n.hop FROM nxt AS n) AS a
+             GROUP BY a.thread_id, a.seq) AS g
+     -- scores equal to 9 decimals tie (below that: the rounding of float4 vectors and of sums added
+     -- in another order); in a tie the nearer turn first, then as _recall's ties
+     ORDER BY pg_catalog.round(g.score::numeric, 9) DESC, g.hop, g.created_at DESC, g.thread_id, g.seq DESC
+     LIMIT p_spec.k;
 END;
 $$;
 
