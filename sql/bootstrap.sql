@@ -122,7 +122,7 @@ BEGIN
     DELETE FROM pymem.schema_migrations AS m WHERE m.name OPERATOR(pg_catalog.=) ANY (v_applied);
     INSERT INTO pymem.schema_migrations (name, checksum, pymem_version, applied_at)
     VALUES ('0006_v0_2_0_memory', 'af6e7a6f458b0abd1fbe26171d666b7d612065e2d4181f6d73d6649f275db821', v_version, v_at),
-           ('0007_v0_2_0_operations', 'f582ee1963fc0891b1791fdfb909df08cbff31a66d885ad2f25f76906a0e6238', v_version, v_at);
+           ('0007_v0_2_0_operations', '206591f449ca93e0d2b6a2324dd306a711dfe3b6d23e2cff7a5c1048924ff31f', v_version, v_at);
     RAISE NOTICE 'pymem: the 34 migrations of a 0.2.0 development build are recorded as 0006_v0_2_0_memory and 0007_v0_2_0_operations (the same schema)';
 END;
 $$;

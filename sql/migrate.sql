@@ -249,7 +249,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('2e899d175f4a71fe32f517c21b049f0ab3674339c6911a84cd08b3c5075ff8ee')
+SELECT pymem.migration_api_applied('1f3197ba3d5880c843d199367a7db69295ccbce22dcf8235dfe9d27d8967e408')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
