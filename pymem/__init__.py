@@ -6,8 +6,10 @@ The logic lives in versioned SQL (schema ``pymem``); this package installs it
 Modules, in import order (each imports only those before it): ``connection`` (conninfo,
 connections, error translation), ``migrations`` (the versioned SQL), ``database`` (the pools,
 and migrating the embedded server), ``runner`` (drives operations: named queries, embedding,
-user callbacks), ``options`` (MemoryOptions), the capabilities ``facts``, ``conversations``,
-``context``, ``stores``, ``erasure`` and ``portability``, and ``memory`` (the Memory classes) on top.
+user callbacks), ``options`` (MemoryOptions, the user resolution), the capabilities ``facts``,
+``recall``, ``conversations``, ``context``, ``stores``, ``erasure``, ``portability`` and ``learning`` (each a module of
+operations), and ``memory`` (the Memory classes, generated from its table of operations by
+``twins``) on top.
 """
 
 from importlib import metadata as _metadata

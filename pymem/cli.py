@@ -19,7 +19,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 from urllib.parse import quote, urlsplit
 
-from . import __version__, changes, demo, learning, migrations, server, web
+from . import __version__, changes, demo, learning, migrations, runner, server, web
 from .connection import describe_target, resolve_conninfo
 from .recall import recall_indexes
 from .lifecycle import RetentionPolicy, configure_retention, purge, retention_policy
@@ -355,8 +355,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
                 for line in r.failures:
                     print(f"pymem worker: {line}", file=sys.stderr, flush=True)
 
-            total = learning.work(mem, drain=args.drain, poll_seconds=args.poll, batch=args.batch, lease_seconds=args.lease,
-                         max_attempts=args.max_attempts, backoff_seconds=args.backoff, stop=stop, report=report)
+            total = learning.work(lambda op: runner.run(op, mem.db, mem.options.embedder), mem.options,
+                                  drain=args.drain, poll_seconds=args.poll, batch=args.batch, lease_seconds=args.lease,
+                                  max_attempts=args.max_attempts, backoff_seconds=args.backoff, stop=stop, report=report)
             left = learning.status(db, mem.options.project_id)
             print(f"pymem worker: stopped; in all {total.line()}; queue: {left.pending} pending "
                   f"({left.ready} ready), {left.running} running, {left.dead} dead, {left.skipped} skipped", flush=True)

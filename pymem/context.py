@@ -21,14 +21,16 @@ import inspect
 import logging
 from dataclasses import dataclass, field
 from datetime import datetime
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .blocks import DEFAULT_BLOCKS, BlockOutput, Limit, Part, Upstream, block_name, fit, output, unique_names
-from .conversations import Message, TurnResult, _message
+from .conversations import Message, TurnResult, _message, record_turn, catch_up
 from .recall import recall_filters, time_params
 from .errors import ValidationError
-from .options import MemoryOptions
+from .options import UNSET, MemoryOptions, resolve_user
 from .runner import Callback, Embed, Operation, Query
+from .types import VectorLike
 from .values import text, timestamp
 from . import calls
 
@@ -125,92 +127,130 @@ def _not_awaited(reply: Any, what: str) -> Any:
     return reply
 
 
-class _Context:
-    options: MemoryOptions  # set by pymem.memory.MemoryBase
+def read_for(o: MemoryOptions, user_id: str | None, thread: str | None, query: str, embedding: Any = None,
+             filters: Any = None, owner: Any = None) -> Operation[Context]:
+    """The context of ``query`` for ``user_id`` (resolved: None reads the agent's facts only);
+    ``owner``: the Memory, whose ``db`` a custom block's `pymem.blocks.Upstream` gets."""
+    order = o.blocks if o.blocks is not None else DEFAULT_BLOCKS
+    text(query, "query")
+    uid = text(user_id, "user id", allow_none=True)
+    thread_id = text(thread if thread is not None else o.thread, "thread")
+    r, query_text = o.recall, query if user_id is not None else None
+    f, valid_at = recall_filters(filters), timestamp((filters or {}).get("valid_at"), "valid_at")
+    time_from, time_to = time_params(query_text, f.as_of, r.time_weight)
+    k = r.k if "recall" in order else 0  # not shown: not ranked, and the query needs no vector
+    qvec, embedder = None, None
+    if user_id is not None and (o.embedder is not None or embedding is not None) and k > 0:
+        (qvec,) = yield Embed([query], None if embedding is None else [embedding], query=True)
+        embedder = o.embedder_name
 
-    def _read(self, user_id: str | None, thread: str | None, query: str, embedding: Any = None,
-              filters: Any = None) -> Operation[Context]:
-        o = self.options
-        order = o.blocks if o.blocks is not None else DEFAULT_BLOCKS
-        text(query, "query")
-        uid = text(user_id, "user id", allow_none=True)
-        thread_id = text(thread if thread is not None else o.thread, "thread")
-        r, query_text = o.recall, query if user_id is not None else None
-        f, valid_at = recall_filters(filters), timestamp((filters or {}).get("valid_at"), "valid_at")
-        time_from, time_to = time_params(query_text, f.as_of, r.time_weight)
-        k = r.k if "recall" in order else 0  # not shown: not ranked, and the query needs no vector
-        qvec, embedder = None, None
-        if user_id is not None and (o.embedder is not None or embedding is not None) and k > 0:
-            (qvec,) = yield Embed([query], None if embedding is None else [embedding], query=True)
-            embedder = o.embedder_name
+    def read() -> Query:
+        return calls.context_read(
+            user_id=uid, agent_id=o.agent_id, project_id=o.project_id, thread_id=thread_id, query_vector=qvec,
+            embedder=embedder, max_facts=o.max_facts, window_size=o.window, k=k,
+            min_content_chars=r.min_content_chars, recency_weight=r.recency_weight,
+            importance_weight=r.importance_weight, half_life_seconds=r.half_life_seconds, min_score=r.min_score,
+            lexical_weight=r.lexical_weight, next_turn_weight=r.next_turn_weight, time_weight=r.time_weight,
+            dedupe=o.dedupe, max_unembedded=MAX_UNEMBEDDED, query_text=query_text, as_of=f.as_of, since=f.since,
+            until=f.until, metadata=f.metadata, valid_at=valid_at, time_from=time_from, time_to=time_to)
 
-        def read() -> Query:
-            return calls.context_read(
-                user_id=uid, agent_id=o.agent_id, project_id=o.project_id, thread_id=thread_id, query_vector=qvec,
-                embedder=embedder, max_facts=o.max_facts, window_size=o.window, k=k,
-                min_content_chars=r.min_content_chars, recency_weight=r.recency_weight,
-                importance_weight=r.importance_weight, half_life_seconds=r.half_life_seconds, min_score=r.min_score,
-                lexical_weight=r.lexical_weight, next_turn_weight=r.next_turn_weight, time_weight=r.time_weight,
-                dedupe=o.dedupe, max_unembedded=MAX_UNEMBEDDED, query_text=query_text, as_of=f.as_of, since=f.since,
-                until=f.until, metadata=f.metadata, valid_at=valid_at, time_from=time_from, time_to=time_to)
-
+    rows = yield read()
+    data = rows[0]["context"]
+    if data["unembedded"]:
+        yield from catch_up(o, user_id, data["unembedded"])
         rows = yield read()
         data = rows[0]["context"]
-        if data["unembedded"]:
-            yield from self._catch_up(user_id, data["unembedded"])  # type: ignore[attr-defined]
-            rows = yield read()
-            data = rows[0]["context"]
-        parts: list[Part] = []
-        deduped = data["deduped"]
-        for entry, name in zip(order, unique_names(order)):
-            if isinstance(entry, str):
-                part = _builtin(entry, o, data, thread_id)
-                if entry == "recall" and o.dedupe:  # against the custom blocks above (the built-ins: in SQL)
-                    above = Upstream(query, user_id, thread_id, o.agent_id, o.project_id, None,
-                                     tuple(output(p) for p in parts if p.name not in DEFAULT_BLOCKS))
-                    kept = [m for m in part.items if not above.contains(m.content)]
-                    deduped += len(part.items) - len(kept)
-                    part.items = kept
-                parts.append(part)
-                continue
-            upstream = Upstream(query, user_id, thread_id, o.agent_id, o.project_id,
-                                getattr(self, "db", None), tuple(output(p) for p in parts))
-            try:
-                rendered = yield Callback(entry.render, (query, upstream))
-                parts.append(_custom(entry, name, _not_awaited(rendered, f"block {name!r}")))
-            except Exception as exc:
-                log.warning("context block %r failed and is left out: %s: %s", name, type(exc).__name__, exc)
-                parts.append(Part(name, "custom", [], lambda items: _system(items[0]),
-                                  error=f"{type(exc).__name__}: {exc}"))
-        limits: list[Limit] = []
-        if o.max_context_chars is not None:
-            limits.append((o.max_context_chars, len, "max_context_chars"))
-        if o.max_context_tokens is not None and o.token_counter is not None:  # MemoryOptions pairs them
-            limits.append((o.max_context_tokens, o.token_counter, "max_context_tokens"))
-        fit(parts, query, limits)
-        messages = [m for p in parts for m in p.messages()] + [{"role": "user", "content": query}]
-        found = {p.name: p.items for p in parts if p.name in DEFAULT_BLOCKS}
-        summary = found.get("summary")
-        return Context(messages, found.get("agent_facts", []), found.get("user_facts", []),
-                       summary[0] if summary else None, found.get("recall", []), found.get("window", []), deduped,
-                       user_id is not None, [output(p) for p in parts], qvec if embedding is None else None)
+    parts: list[Part] = []
+    deduped = data["deduped"]
+    for entry, name in zip(order, unique_names(order)):
+        if isinstance(entry, str):
+            part = _builtin(entry, o, data, thread_id)
+            if entry == "recall" and o.dedupe:  # against the custom blocks above (the built-ins: in SQL)
+                above = Upstream(query, user_id, thread_id, o.agent_id, o.project_id, None,
+                                 tuple(output(p) for p in parts if p.name not in DEFAULT_BLOCKS))
+                kept = [m for m in part.items if not above.contains(m.content)]
+                deduped += len(part.items) - len(kept)
+                part.items = kept
+            parts.append(part)
+            continue
+        upstream = Upstream(query, user_id, thread_id, o.agent_id, o.project_id,
+                            getattr(owner, "db", None), tuple(output(p) for p in parts))
+        try:
+            rendered = yield Callback(entry.render, (query, upstream))
+            parts.append(_custom(entry, name, _not_awaited(rendered, f"block {name!r}")))
+        except Exception as exc:
+            log.warning("context block %r failed and is left out: %s: %s", name, type(exc).__name__, exc)
+            parts.append(Part(name, "custom", [], lambda items: _system(items[0]),
+                              error=f"{type(exc).__name__}: {exc}"))
+    limits: list[Limit] = []
+    if o.max_context_chars is not None:
+        limits.append((o.max_context_chars, len, "max_context_chars"))
+    if o.max_context_tokens is not None and o.token_counter is not None:  # MemoryOptions pairs them
+        limits.append((o.max_context_tokens, o.token_counter, "max_context_tokens"))
+    fit(parts, query, limits)
+    messages = [m for p in parts for m in p.messages()] + [{"role": "user", "content": query}]
+    found = {p.name: p.items for p in parts if p.name in DEFAULT_BLOCKS}
+    summary = found.get("summary")
+    return Context(messages, found.get("agent_facts", []), found.get("user_facts", []),
+                   summary[0] if summary else None, found.get("recall", []), found.get("window", []), deduped,
+                   user_id is not None, [output(p) for p in parts], qvec if embedding is None else None)
 
-    def _recorded(self, user_id: str, thread: str | None, query: str, answer: str, *args: Any,
-                  **kw: Any) -> Operation[TurnResult]:
-        """Record a turn (``_record``), then tell the custom blocks that have ``on_message``
-        about its two messages; a block that fails is logged, the turn stays recorded."""
-        result = yield from self._record(user_id, thread, query, answer, *args, **kw)  # type: ignore[attr-defined]
-        listeners = [b for b in self.options.blocks or () if callable(getattr(b, "on_message", None))]
-        if listeners:
-            where = thread if thread is not None else self.options.thread
-            said = [Message("user", query, result.user_seq, where), Message("assistant", answer, result.assistant_seq,
-                                                                            where)]
-            for block in listeners:
-                for message in said:
-                    try:
-                        _not_awaited((yield Callback(block.on_message, (message, user_id))),
-                                     f"on_message of block {block_name(block)!r}")
-                    except Exception as exc:
-                        log.warning("on_message of context block %r failed: %s: %s", block_name(block),
-                                    type(exc).__name__, exc)
-        return result
+
+def recorded(o: MemoryOptions, user_id: str, thread: str | None, query: str, answer: str, *args: Any,
+             **kw: Any) -> Operation[TurnResult]:
+    """Record a turn (`pymem.conversations.record_turn`), then tell the custom blocks that have ``on_message``
+    about its two messages; a block that fails is logged, the turn stays recorded."""
+    result = yield from record_turn(o, user_id, thread, query, answer, *args, **kw)
+    listeners = [b for b in o.blocks or () if callable(getattr(b, "on_message", None))]
+    if listeners:
+        where = thread if thread is not None else o.thread
+        said = [Message("user", query, result.user_seq, where), Message("assistant", answer, result.assistant_seq,
+                                                                        where)]
+        for block in listeners:
+            for message in said:
+                try:
+                    _not_awaited((yield Callback(block.on_message, (message, user_id))),
+                                 f"on_message of block {block_name(block)!r}")
+                except Exception as exc:
+                    log.warning("on_message of context block %r failed: %s: %s", block_name(block),
+                                type(exc).__name__, exc)
+    return result
+
+
+# -- the operations of Memory's context calls (pymem.memory.OPERATIONS) -----------------------------
+def read(o: MemoryOptions, query: str, *, user: str | None = UNSET, ctx: Any = None, thread: str | None = None,
+         embedding: VectorLike | None = None, as_of: datetime | None = None, since: datetime | None = None,
+         until: datetime | None = None, metadata: Mapping[str, Any] | None = None, valid_at: datetime | None = None,
+         owner: Any = None) -> Operation[Context]:
+    """Everything one turn reads, and the chat messages built from it (see pymem.context).
+    ``embedding``: the query's vector from the Memory's embedder (the embedder is not called).
+    ``as_of``, ``since``, ``until``, ``metadata``: the recall filters of `recall`;
+    ``as_of`` also reads the facts as they were believed then, and ``valid_at`` the facts that
+    held then (a context for a point in time: docs/sql.md "Valid time")."""
+    filters = {"as_of": as_of, "since": since, "until": until, "metadata": metadata, "valid_at": valid_at}
+    return (yield from read_for(o, resolve_user(o, user, ctx), thread, query, embedding, filters, owner))
+
+
+def context(o: MemoryOptions, query: str, *, user: str | None = UNSET, ctx: Any = None, thread: str | None = None,
+            embedding: VectorLike | None = None, as_of: datetime | None = None, since: datetime | None = None,
+            until: datetime | None = None, metadata: Mapping[str, Any] | None = None,
+            valid_at: datetime | None = None, owner: Any = None) -> Operation[list[dict[str, str]]]:
+    """The messages to send to a chat model for ``query``."""
+    return (yield from read(o, query, user=user, ctx=ctx, thread=thread, embedding=embedding, as_of=as_of,
+                            since=since, until=until, metadata=metadata, valid_at=valid_at, owner=owner)).messages
+
+
+def record(o: MemoryOptions, query: str, answer: str, *, user: str | None = UNSET, ctx: Any = None,
+           thread: str | None = None, importance: float = 1.0, answer_importance: float = 1.0,
+           metadata: Mapping[str, Any] | None = None, answer_metadata: Mapping[str, Any] | None = None,
+           created_at: datetime | None = None,
+           embeddings: Sequence[VectorLike] | None = None) -> Operation[TurnResult | None]:
+    """Store one successful turn; None (nothing stored) when the user is unresolved.
+    ``metadata`` / ``answer_metadata``: stored with the user's message / the answer;
+    ``created_at``: the turn's time when importing one (timezone-aware; default now);
+    ``embeddings``: the two messages' vectors from the Memory's embedder."""
+    user_id = resolve_user(o, user, ctx)
+    if user_id is None:
+        return None
+    return (yield from recorded(o, user_id, thread, query, answer, importance, answer_importance, metadata,
+                                answer_metadata, created_at, embeddings))

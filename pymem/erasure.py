@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +12,7 @@ import psycopg
 
 from .database import Database
 from .errors import ValidationError
+from .options import UNSET, MemoryOptions, need_user
 from .runner import Operation, run
 from .types import Erasure
 from .values import text
@@ -42,6 +43,16 @@ def _forget_user(user_id: str, project_id: str, stores: Iterable[str]) -> Operat
         log.warning("forget_user: nothing was stored for that user in project %r (a mistyped id?); "
                     "erasure receipt %d records that nothing was erased", project, receipt.id)
     return receipt
+
+
+def erase(o: MemoryOptions, *, user: str | None = UNSET, ctx: Any = None,
+          stores: Sequence[str] = ()) -> Operation[Erasure]:
+    """Erase the user from this Memory's project, in one transaction: facts with their
+    history, every conversation with its summaries, the stores named in ``stores`` (the
+    user's own: a store has no owner), and the user's name as the actor of other stores'
+    rows. Returns the receipt (`pymem.Erasure`: counts per kind and a digest, no
+    content), which the database keeps after the erasure (``pymem.erasures``)."""
+    return (yield from _forget_user(need_user(o, user, ctx), o.project_id, stores))
 
 
 def forget_user(db: Database, user_id: str, project_id: str = "", *, stores: Iterable[str] = (),

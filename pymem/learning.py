@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from psycopg.types.json import Jsonb
 
@@ -44,13 +44,10 @@ from . import calls, llm
 from .database import Database
 from .errors import ValidationError
 from .options import MemoryOptions
-from .conversations import Where
+from .conversations import Where, extracted, fold, reconciled
 from .runner import Callback, Operation, fetch
 from .types import LearningJob, LearningReport, LearningStatus
 from .values import text, timestamp
-
-if TYPE_CHECKING:
-    from .memory import Memory
 
 log = logging.getLogger("pymem")
 
@@ -84,113 +81,122 @@ def _check(name: str, value: Any, low: float, high: float, kind: type = int) -> 
     return value
 
 
-class _Learning:
-    """The operations of deferred learning, shared by Memory and AsyncMemory."""
+def _learn_pending(o: MemoryOptions, limit: int | None, batch: int, lease_seconds: float, max_attempts: int,
+                   backoff_seconds: float, stop: Callable[[], bool] | None = None) -> Operation[LearningReport]:
+    if o.learner is None and o.extractor is None and o.summarizer is None:
+        raise ValidationError("learn_pending needs something to learn with: Memory(learner=...), extractor= "
+                              "or summarizer=")
+    if limit is not None:
+        _check("limit", limit, 1, 10**9)
+    _check("batch", batch, 1, 1000)
+    _check("lease_seconds", lease_seconds, 1, 86400, float)
+    _check("max_attempts", max_attempts, 1, 100)
+    _check("backoff_seconds", backoff_seconds, 0, 3600, float)
+    report = LearningReport()
+    started = time.monotonic()
+    while limit is None or report.claimed < limit:
+        if stop is not None and stop():
+            break
+        want = batch if limit is None else min(batch, limit - report.claimed)
+        jobs = yield calls.learning_claim(project_id=o.project_id, max_jobs=want, lease_seconds=lease_seconds,
+                                          max_attempts=max_attempts)
+        if not jobs:
+            break
+        for job in jobs:
+            if job["state"] == "skipped":
+                report.skipped += 1
+            elif job["state"] == "dead":
+                report.dead += 1
+                report.failures.append(f"job {job['job_id']}: {job['reason']}")
+            elif stop is not None and stop():  # shutting down: give it back untouched
+                released = yield calls.learning_release(user_id=job["user_id"], job_id=job["job_id"],
+                                                        lease_token=job["lease_token"], project_id=o.project_id)
+                report.released += bool(released[0]["released"])
+            else:
+                report.claimed += 1
+                yield from _learn_job(o, job, report, max_attempts, backoff_seconds)
+    report.seconds = time.monotonic() - started
+    return report
 
-    options: MemoryOptions  # set by pymem.memory.MemoryBase
 
-    def _learn_pending(self, limit: int | None, batch: int, lease_seconds: float, max_attempts: int,
-                       backoff_seconds: float, stop: Callable[[], bool] | None = None) -> Operation[LearningReport]:
-        o = self.options
-        if o.learner is None and o.extractor is None and o.summarizer is None:
-            raise ValidationError("learn_pending needs something to learn with: Memory(learner=...), extractor= "
-                                  "or summarizer=")
-        if limit is not None:
-            _check("limit", limit, 1, 10**9)
-        _check("batch", batch, 1, 1000)
-        _check("lease_seconds", lease_seconds, 1, 86400, float)
-        _check("max_attempts", max_attempts, 1, 100)
-        _check("backoff_seconds", backoff_seconds, 0, 3600, float)
-        report = LearningReport()
-        started = time.monotonic()
-        while limit is None or report.claimed < limit:
-            if stop is not None and stop():
-                break
-            want = batch if limit is None else min(batch, limit - report.claimed)
-            jobs = yield calls.learning_claim(project_id=o.project_id, max_jobs=want, lease_seconds=lease_seconds,
-                                              max_attempts=max_attempts)
-            if not jobs:
-                break
-            for job in jobs:
-                if job["state"] == "skipped":
-                    report.skipped += 1
-                elif job["state"] == "dead":
-                    report.dead += 1
-                    report.failures.append(f"job {job['job_id']}: {job['reason']}")
-                elif stop is not None and stop():  # shutting down: give it back untouched
-                    released = yield calls.learning_release(user_id=job["user_id"], job_id=job["job_id"],
-                                                            lease_token=job["lease_token"], project_id=o.project_id)
-                    report.released += bool(released[0]["released"])
-                else:
-                    report.claimed += 1
-                    yield from self._learn_job(job, report, max_attempts, backoff_seconds)
-        report.seconds = time.monotonic() - started
-        return report
-
-    def _learn_job(self, job: dict[str, Any], report: LearningReport, max_attempts: int,
-                   backoff_seconds: float) -> Operation[None]:
-        """Learn from one claimed job's turn and end the job: complete (applied once), or fail
-        (retried later, or dead). A summary of the job's thread that is due is folded before the
-        job completes, so its model calls count with the job's."""
-        o = self.options
-        user_id, thread_id = job["user_id"], job["thread_id"]
-        counted = [0]
-        failures: list[str] = []
-        meter = llm.Usage()
-        token = llm._usage.set(meter)
+def _learn_job(o: MemoryOptions, job: dict[str, Any], report: LearningReport, max_attempts: int,
+               backoff_seconds: float) -> Operation[None]:
+    """Learn from one claimed job's turn and end the job: complete (applied once), or fail
+    (retried later, or dead). A summary of the job's thread that is due is folded before the
+    job completes, so its model calls count with the job's."""
+    user_id, thread_id = job["user_id"], job["thread_id"]
+    counted = [0]
+    failures: list[str] = []
+    meter = llm.Usage()
+    token = llm._usage.set(meter)
+    try:
+        learned: list[str] | None = None
+        changes: list[Any] | None = None
         try:
-            learned: list[str] | None = None
-            changes: list[Any] | None = None
-            try:
-                if job["content"] is not None:  # None: the message was deleted meanwhile, nothing to learn
-                    if o.learner is not None:
-                        changes = yield from _counting(self._reconciled(user_id, job["content"]), counted)  # type: ignore[attr-defined]
-                    elif o.extractor is not None:
-                        learned = yield from _counting(self._extracted(job["content"]), counted)  # type: ignore[attr-defined]
-                if o.summarizer is not None:
-                    where = Where(user_id, thread_id, o.project_id)
-                    claim = yield where.claim(o)
-                    if claim:
-                        yield from _counting(self._fold(where, claim[0], failures), counted)  # type: ignore[attr-defined]
-                spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
-                rows = yield calls.learning_complete(
-                    user_id=user_id, job_id=job["job_id"], lease_token=job["lease_token"], project_id=o.project_id,
-                    learned=learned, max_learned=o.max_learned_facts,
-                    fact_changes=None if not changes else Jsonb([c.as_json() for c in changes]),
-                    calls=spent["calls"], tokens=spent["tokens"])
-            except Exception as exc:
-                kind = type(exc).__name__
-                line = _error_summary(exc)
-                spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
-                state = (yield calls.learning_fail(
-                    user_id=user_id, job_id=job["job_id"], lease_token=job["lease_token"], project_id=o.project_id,
-                    error_kind=kind, error=line, max_attempts=max_attempts, backoff_seconds=backoff_seconds,
-                    calls=spent["calls"], tokens=spent["tokens"]))[0]["state"]
-                report.calls += spent["calls"]
-                report.tokens += spent["tokens"]
-                if state == "lost":
-                    report.lost += 1
-                    return
-                report.dead += state == "dead"
-                report.retried += state == "pending"
-                report.failures.append(f"job {job['job_id']} (attempt {job['attempts']}, {state}): {line}")
-                log.warning("learning job %s failed (attempt %s; now %s): %s", job["job_id"], job["attempts"], state, line)
+            if job["content"] is not None:  # None: the message was deleted meanwhile, nothing to learn
+                if o.learner is not None:
+                    changes = yield from _counting(reconciled(o, user_id, job["content"]), counted)
+                elif o.extractor is not None:
+                    learned = yield from _counting(extracted(o, job["content"]), counted)
+            if o.summarizer is not None:
+                where = Where(user_id, thread_id, o.project_id)
+                claim = yield where.claim(o)
+                if claim:
+                    yield from _counting(fold(o, where, claim[0], failures), counted)
+            spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
+            rows = yield calls.learning_complete(
+                user_id=user_id, job_id=job["job_id"], lease_token=job["lease_token"], project_id=o.project_id,
+                learned=learned, max_learned=o.max_learned_facts,
+                fact_changes=None if not changes else Jsonb([c.as_json() for c in changes]),
+                calls=spent["calls"], tokens=spent["tokens"])
+        except Exception as exc:
+            kind = type(exc).__name__
+            line = _error_summary(exc)
+            spent = {"calls": meter.calls or counted[0], "tokens": meter.tokens}
+            state = (yield calls.learning_fail(
+                user_id=user_id, job_id=job["job_id"], lease_token=job["lease_token"], project_id=o.project_id,
+                error_kind=kind, error=line, max_attempts=max_attempts, backoff_seconds=backoff_seconds,
+                calls=spent["calls"], tokens=spent["tokens"]))[0]["state"]
+            report.calls += spent["calls"]
+            report.tokens += spent["tokens"]
+            if state == "lost":
+                report.lost += 1
                 return
-        finally:
-            llm._usage.reset(token)
-        report.calls += spent["calls"]
-        report.tokens += spent["tokens"]
-        report.failures.extend(f"job {job['job_id']}: {f}" for f in failures)
-        if rows[0]["completed"]:
-            report.done += 1
-        else:
-            report.lost += 1
-            log.warning("learning job %s: its lease expired and another worker took it; nothing was applied",
-                        job["job_id"])
+            report.dead += state == "dead"
+            report.retried += state == "pending"
+            report.failures.append(f"job {job['job_id']} (attempt {job['attempts']}, {state}): {line}")
+            log.warning("learning job %s failed (attempt %s; now %s): %s", job["job_id"], job["attempts"], state, line)
+            return
+    finally:
+        llm._usage.reset(token)
+    report.calls += spent["calls"]
+    report.tokens += spent["tokens"]
+    report.failures.extend(f"job {job['job_id']}: {f}" for f in failures)
+    if rows[0]["completed"]:
+        report.done += 1
+    else:
+        report.lost += 1
+        log.warning("learning job %s: its lease expired and another worker took it; nothing was applied",
+                    job["job_id"])
 
-    def _learning_status(self) -> Operation[LearningStatus]:
-        rows = yield calls.learning_status(project_id=self.options.project_id)
-        return _status(rows[0])
+
+def learn_pending(o: MemoryOptions, limit: int | None = None, *, batch: int = 10, lease_seconds: float = 300.0,
+                  max_attempts: int = 5, backoff_seconds: float = 10.0) -> Operation[LearningReport]:
+    """Learn from the project's queued turns (``Memory(deferred_learning=True)`` queues them)
+    with this Memory's learner (or extractor) and summarizer: at most ``limit`` jobs (None:
+    until none is claimable now), claimed ``batch`` at a time, each leased for
+    ``lease_seconds`` (longer than its model calls take). A failed job is tried again after
+    ``backoff_seconds`` (doubled per attempt) and is dead after ``max_attempts``. Each job's
+    changes apply once, in each user's order (docs/learning.md "Deferred learning");
+    ``pymem worker`` runs this in a loop. Returns what was done (`pymem.LearningReport`)."""
+    return (yield from _learn_pending(o, limit, batch, lease_seconds, max_attempts, backoff_seconds))
+
+
+def learning_status(o: MemoryOptions) -> Operation[LearningStatus]:
+    """The project's learning queue: jobs per state, the oldest pending job's age, failures by
+    kind, today's model calls and tokens (`pymem.LearningStatus`; no content)."""
+    rows = yield calls.learning_status(project_id=o.project_id)
+    return _status(rows[0])
 
 
 def _error_summary(exc: BaseException) -> str:
@@ -213,6 +219,8 @@ def _status(row: dict[str, Any]) -> LearningStatus:
 
 
 # -- administration (module functions over a Database, like pymem.lifecycle) ---------------------
+
+
 @dataclass(frozen=True)
 class LearningLimits:
     """A project's cost caps on learning per UTC day (None: no such cap): model calls and tokens
@@ -291,11 +299,14 @@ def requeue(db: Database, project_id: str = "", *, state: str = "dead") -> int:
     return int(fetch(calls.learning_requeue(project_id=text(project_id, "project_id"), state=state), db)[0]["requeued"])
 
 
-def work(memory: Memory, *, drain: bool = False, poll_seconds: float = 1.0, batch: int = 10,
-         lease_seconds: float = 300.0, max_attempts: int = 5, backoff_seconds: float = 10.0,
-         stop: threading.Event | None = None, report: Callable[[LearningReport], None] | None = None) -> LearningReport:
-    """The worker loop behind ``pymem worker``: learn from queued jobs in batches of ``batch``
-    (each batch reported to ``report``), waiting ``poll_seconds`` when none is claimable, until
+def work(run: Callable[[Operation[LearningReport]], LearningReport], options: MemoryOptions, *,
+         drain: bool = False, poll_seconds: float = 1.0, batch: int = 10, lease_seconds: float = 300.0,
+         max_attempts: int = 5, backoff_seconds: float = 10.0, stop: threading.Event | None = None,
+         report: Callable[[LearningReport], None] | None = None) -> LearningReport:
+    """The worker loop behind ``pymem worker``: learn from queued jobs with ``options``' learner (or
+    extractor) and summarizer, each batch an operation given to ``run`` (e.g. ``lambda op:
+    pymem.runner.run(op, db, options.embedder)``), in batches of ``batch`` (each batch reported
+    to ``report``), waiting ``poll_seconds`` when none is claimable, until
     ``stop`` is set (the job in hand is finished; jobs claimed but not started are released), or,
     with ``drain``, until no job is claimable now (jobs waiting out a retry's backoff stay
     pending). Returns the totals."""
@@ -303,8 +314,7 @@ def work(memory: Memory, *, drain: bool = False, poll_seconds: float = 1.0, batc
     stop = stop if stop is not None else threading.Event()
     total = LearningReport()
     while not stop.is_set():
-        done = memory._run(memory._learn_pending(batch, batch, lease_seconds, max_attempts, backoff_seconds,
-                                                 stop.is_set))
+        done = run(_learn_pending(options, batch, batch, lease_seconds, max_attempts, backoff_seconds, stop.is_set))
         for name in ("claimed", "done", "retried", "dead", "lost", "released", "skipped", "calls", "tokens", "seconds"):
             setattr(total, name, getattr(total, name) + getattr(done, name))
         total.failures.extend(done.failures)

@@ -29,6 +29,20 @@ from .types import Extractor, Summarizer
 from .values import number, text
 
 UserSpec = str | Callable[[Any], "str | None"] | None
+log = logging.getLogger("pymem")
+
+
+class _Unset:
+    """The default of ``user=``: the Memory's own ``user_id`` (a sentinel, since None is a value
+    a caller may pass); shown as such by help()."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "<the Memory's user_id>"
+
+
+UNSET: Any = _Unset()
 
 
 def _ints(owner: object, names: tuple[str, ...], keyword: dict[str, str] | None = None) -> None:
@@ -207,3 +221,38 @@ class MemoryOptions:
         if keyword in self.keywords():
             return getattr(self, keyword)
         raise AttributeError(f"no Memory option {keyword!r}")
+
+
+def resolve_user(o: MemoryOptions, user: Any, ctx: Any, *, quiet: bool = False) -> str | None:
+    """The user a call is for: ``user`` if given (not `UNSET`), else ``o.user_id`` (a string, or
+    a resolver called with ``ctx``). None when it cannot be resolved: one warning is logged, unless
+    ``quiet`` (a caller that raises instead: the warning says what happens to a call that goes on
+    without a user; a resolver that raises is then a ValidationError)."""
+    if user is UNSET:
+        spec = o.user_id
+        if callable(spec):
+            try:
+                user = spec(ctx)
+            except Exception as exc:
+                if quiet:
+                    raise ValidationError(f"this call needs a user, and the user_id resolver raised "
+                                          f"{type(exc).__name__}") from exc
+                log.warning("the user_id resolver raised %s; this call gets no user memory", type(exc).__name__)
+                return None
+        else:
+            user = spec
+    if user is None or (isinstance(user, str) and not user.strip()):
+        if not quiet:
+            log.warning("no user for this call; it gets global facts only and nothing is stored")
+        return None
+    if user == "*":  # the SQL wildcard ("every user"): never a caller's identity
+        raise ValidationError("'*' is not a user id (it would name every user)")
+    return text(user, "user id")
+
+
+def need_user(o: MemoryOptions, user: Any, ctx: Any, hint: str = "") -> str:
+    """`resolve_user` for a call that cannot go on without a user: ValidationError instead of None."""
+    resolved = resolve_user(o, user, ctx, quiet=True)
+    if resolved is None:
+        raise ValidationError(f"this call needs a user: pass user=... or Memory(user_id=...){hint}")
+    return resolved

@@ -151,14 +151,14 @@ def _subject(memory: Any, args: tuple, kwargs: dict) -> dict[str, Any]:
     return out
 
 
-def _with_text(name: str, attribute: str = "pymem.query") -> Describe:
+def with_text(name: str, attribute: str = "pymem.query") -> Describe:
     def describe(memory, args, kwargs, result):
         value = _text_arg(args, kwargs, name)
         return {attribute: value} if _content and value is not None else {}
     return describe
 
 
-def _fact_id(memory, args, kwargs, result) -> dict[str, Any]:
+def fact_id(memory, args, kwargs, result) -> dict[str, Any]:
     out = {"pymem.fact.id": int(result), "pymem.fact.created": result.created,
            "pymem.deduped": 0 if result.created else 1}
     if _content and args:
@@ -166,7 +166,7 @@ def _fact_id(memory, args, kwargs, result) -> dict[str, Any]:
     return out
 
 
-def _facts(memory, args, kwargs, result) -> dict[str, Any]:
+def facts(memory, args, kwargs, result) -> dict[str, Any]:
     out: dict[str, Any] = {"pymem.facts": len(result)}
     scores = [f.score for f in result if f.score is not None]
     if scores:
@@ -206,12 +206,12 @@ def _context_parts(result) -> dict[str, Any]:
     return out
 
 
-def _read(memory, args, kwargs, result) -> dict[str, Any]:
+def read(memory, args, kwargs, result) -> dict[str, Any]:
     out = _context_parts(result)
     call = _call.get()
     if call is not None and call.parent is not None and call.parent.name == "memory.context":
         call.parent.span.set_attributes(out)  # context() is read() plus its messages: same counts
-    return {**out, **_with_text("query")(memory, args, kwargs, result)}
+    return {**out, **with_text("query")(memory, args, kwargs, result)}
 
 
 def _turn_result(result) -> dict[str, Any]:
@@ -221,14 +221,14 @@ def _turn_result(result) -> dict[str, Any]:
             "pymem.summarized": result.summarized, "pymem.learning_pending": result.learning_pending}
 
 
-def _record(memory, args, kwargs, result) -> dict[str, Any]:
+def record(memory, args, kwargs, result) -> dict[str, Any]:
     out = _turn_result(result)
     if _content and len(args) >= 2:
         out |= {"pymem.query": args[0], "pymem.answer": args[1]}
     return out
 
 
-def _recall(memory, args, kwargs, result) -> dict[str, Any]:
+def recall(memory, args, kwargs, result) -> dict[str, Any]:
     out: dict[str, Any] = {"pymem.recalled": len(result), "pymem.recall.scores": [m.score or 0.0 for m in result]}
     query = args[0] if args else kwargs.get("query")
     out["pymem.recall.by"] = "text" if isinstance(query, str) else "vector"
@@ -239,50 +239,47 @@ def _recall(memory, args, kwargs, result) -> dict[str, Any]:
     return out
 
 
-def _count(attribute: str) -> Describe:
+def count(attribute: str) -> Describe:
     return lambda memory, args, kwargs, result: {attribute: result}
 
 
-def _length(attribute: str) -> Describe:
+def length(attribute: str) -> Describe:
     return lambda memory, args, kwargs, result: {attribute: len(result)}
 
 
-#: Memory / AsyncMemory: method -> (span name, what it adds from its arguments and result).
-MEMORY_SPANS: dict[str, tuple[str, Describe | None]] = {
-    "persist": ("memory.persist", _fact_id),
-    "persist_many": ("memory.persist_many",
-                     lambda m, a, k, r: {"pymem.facts": len(r), "pymem.created": sum(1 for f in r if f.created)}),
-    "update": ("memory.update", _fact_id),
-    "retrieve": ("memory.retrieve", _facts),
-    "history": ("memory.history", _length("pymem.facts")),
-    "facts": ("memory.facts", _length("pymem.facts")),
-    "get_fact": ("memory.get_fact", lambda m, a, k, r: {"pymem.facts": 0 if r is None else 1}),
-    "users": ("memory.users", _length("pymem.users")),
-    "delete_message": ("memory.delete_message", _count("pymem.deleted")),
-    "forget": ("memory.forget", _count("pymem.deleted")),
-    "consolidate": ("memory.consolidate", lambda m, a, k, r: {
-        "pymem.pairs": len(r), "pymem.merged": sum(1 for x in r if x.applied), "pymem.dry_run": bool(k.get("dry_run"))}),
-    "read": ("memory.read", _read),
-    "context": ("memory.context", _with_text("query")),
-    "record": ("memory.record", _record),
-    "recall": ("memory.recall", _recall),
-    "add_message": ("memory.add_message", _with_text("content", "pymem.content")),
-    "add_messages": ("memory.add_messages", _length("pymem.messages")),
-    "window": ("memory.window", _length("pymem.messages")),
-    "summary": ("memory.summary", lambda m, a, k, r: {"pymem.summary": 0 if r is None else 1}),
-    "summarize": ("memory.summarize", _count("pymem.summarized")),
-    "forget_conversation": ("memory.forget_conversation", _count("pymem.deleted")),
-    "learn_pending": ("memory.learn_pending", lambda m, a, k, r: {
-        f"pymem.jobs.{name}": getattr(r, name) for name in ("claimed", "done", "retried", "dead", "lost", "released",
-                                                            "skipped", "calls", "tokens")}),
-    "learning_status": ("memory.learning_status", lambda m, a, k, r: {
-        "pymem.jobs.pending": r.pending, "pymem.jobs.running": r.running, "pymem.jobs.dead": r.dead,
-        "pymem.jobs.oldest_pending_seconds": r.oldest_pending_seconds or 0.0}),
-    "forget_user": ("memory.forget_user", lambda m, a, k, r: {"pymem.erasure": r.id,
-                                                              "pymem.deleted": sum(r.counts.values())}),
-}
-#: Public methods that run no operation of their own (a test checks that every other one is traced).
-MEMORY_UNTRACED = frozenset({"resolve_user", "turn", "bound", "close", "aclose"})
+def persisted_many(memory, args, kwargs, result) -> dict[str, Any]:
+    return {"pymem.facts": len(result), "pymem.created": sum(1 for f in result if f.created)}
+
+
+def got_fact(memory, args, kwargs, result) -> dict[str, Any]:
+    return {"pymem.facts": 0 if result is None else 1}
+
+
+def consolidated(memory, args, kwargs, result) -> dict[str, Any]:
+    return {"pymem.pairs": len(result), "pymem.merged": sum(1 for x in result if x.applied),
+            "pymem.dry_run": bool(kwargs.get("dry_run"))}
+
+
+def summary_found(memory, args, kwargs, result) -> dict[str, Any]:
+    return {"pymem.summary": 0 if result is None else 1}
+
+
+def learned(memory, args, kwargs, result) -> dict[str, Any]:
+    return {f"pymem.jobs.{name}": getattr(result, name) for name in ("claimed", "done", "retried", "dead", "lost",
+                                                                      "released", "skipped", "calls", "tokens")}
+
+
+def queue(memory, args, kwargs, result) -> dict[str, Any]:
+    return {"pymem.jobs.pending": result.pending, "pymem.jobs.running": result.running, "pymem.jobs.dead": result.dead,
+            "pymem.jobs.oldest_pending_seconds": result.oldest_pending_seconds or 0.0}
+
+
+def erased(memory, args, kwargs, result) -> dict[str, Any]:
+    return {"pymem.erasure": result.id, "pymem.deleted": sum(result.counts.values())}
+
+
+#: A Memory's spans are named in pymem.memory.OPERATIONS (``memory.<method>``), each with one of the
+#: functions above: what it adds to the span from the call's arguments and result.
 
 
 def _turn_subject(turn, args, kwargs) -> dict[str, Any]:
@@ -330,10 +327,10 @@ _STORE_WRITES = ("get_or_create", "write_text", "write_json", "update_json", "up
 STORE_SPANS: dict[str, tuple[str, Describe | None]] = {
     **{name: (f"store.{name}", None) for name in _STORE_READS + _STORE_WRITES},
     **{name: (f"store.{name}", _found) for name in ("read_entry", "get_meta", "current_sha")},
-    "list_paths": ("store.list_paths", _length("pymem.store.paths")),
-    "audit_tail": ("store.audit_tail", _length("pymem.store.records")),
-    "versions": ("store.versions", _length("pymem.store.versions")),
-    "drop": ("store.drop", _count("pymem.store.dropped")),
+    "list_paths": ("store.list_paths", length("pymem.store.paths")),
+    "audit_tail": ("store.audit_tail", length("pymem.store.records")),
+    "versions": ("store.versions", length("pymem.store.versions")),
+    "drop": ("store.drop", count("pymem.store.dropped")),
 }
 STORE_UNTRACED = frozenset({"append", "extend", "unsaved", "bound", "close"})
 
@@ -423,9 +420,10 @@ def instrument(cls: type, spans: Mapping[str, tuple[str, Describe | None]],
             setattr(cls, method, _wrap(raw, name, describe, subject, True))
 
 
-def instrument_memory(memory_cls: type, turn_cls: type) -> None:
-    """Spans on a Memory class and its Turn class (pymem.memory calls this for both twins)."""
-    instrument(memory_cls, MEMORY_SPANS, _subject)
+def instrument_memory(memory_cls: type, turn_cls: type, spans: Mapping[str, tuple[str, Describe | None]]) -> None:
+    """Spans on a Memory class (``spans``: pymem.memory's, from its OPERATIONS) and its Turn class
+    (pymem.memory calls this for both twins)."""
+    instrument(memory_cls, spans, _subject)
     instrument(turn_cls, TURN_SPANS, _turn_subject)
 
 

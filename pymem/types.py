@@ -8,10 +8,10 @@ re-export theirs)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeAlias
 
 #: summarizer(previous_summary, messages, max_chars) -> new summary. ``messages`` are dicts
 #: with seq, role, content, created_at, oldest first: the span to fold into the summary.
@@ -19,6 +19,9 @@ Summarizer = Callable[[str | None, list[dict[str, Any]], int], str]
 #: extractor(user_message) -> facts worth keeping about the user (short strings); the first
 #: MAX_LEARNED_PER_TURN of them are kept.
 Extractor = Callable[[str], list[str]]
+#: A vector passed from Python (``embedding=``, a vector ``query``): a list or tuple of floats, a
+#: numpy array or a ``pgvector.Vector``, made by the Memory's embedder (checked like its output).
+VectorLike: TypeAlias = "Sequence[float] | Any"
 
 
 @dataclass(frozen=True)

@@ -38,6 +38,7 @@ from ..memory import AsyncMemory
 from ..runner import Operation
 from ..types import Message
 from .. import calls
+from ..conversations import pop_message, where_of
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
@@ -131,7 +132,7 @@ class PymemSession:
 
     def _all(self) -> Operation[list[Message]]:
         """Every message of the thread, oldest first, a page at a time."""
-        where = self.memory._where(self.user, self.session_id)
+        where = where_of(self.memory.options, self.user, self.session_id)
         found: list[Message] = []
         after = 0
         while True:
@@ -151,7 +152,7 @@ class PymemSession:
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Delete the newest item and return it (None: the session is empty)."""
-        message = await self.memory._run(self.memory._pop_message(self.user, self.session_id))
+        message = await self.memory._run(pop_message(self.memory.options, self.user, self.session_id))
         return None if message is None else _item_of(message)
 
     async def clear_session(self) -> None:

@@ -188,8 +188,8 @@ def test_async_memory_and_stores(dsn, spans):
 
 def test_every_public_call_is_traced():
     """A public method added later must get a span (or be listed as running no operation)."""
-    for cls, spans_, untraced in ((pymem.Memory, tracing.MEMORY_SPANS, tracing.MEMORY_UNTRACED),
-                                  (pymem.AsyncMemory, tracing.MEMORY_SPANS, tracing.MEMORY_UNTRACED),
+    for cls, spans_, untraced in ((pymem.Memory, pymem.memory.SPANS, pymem.memory.UNTRACED),
+                                  (pymem.AsyncMemory, pymem.memory.SPANS, pymem.memory.UNTRACED),
                                   (pymem.MemoryStore, tracing.STORE_SPANS, tracing.STORE_UNTRACED),
                                   (pymem.AsyncMemoryStore, tracing.STORE_SPANS, tracing.STORE_UNTRACED)):
         public = {n for n, v in inspect.getmembers(cls) if not n.startswith("_") and callable(v)}

@@ -11,7 +11,7 @@ import pymem
 PACKAGE = Path(pymem.__file__).parent
 # modules anything may import (they import none of the layered ones)
 LEAVES = {"errors", "settings", "server", "queries", "values", "embedders", "tracing", "llm", "http", "types", "calls",
-          "reference", "timeref", "__version__"}
+          "reference", "timeref", "twins", "__version__"}
 # each may import the leaves and the modules before it
 ORDER = ["connection", "migrations", "database", "runner", "blocks", "options", "facts", "recall", "conversations",
          "context", "stores", "erasure", "portability", "lifecycle", "learning", "changes", "browse", "memory", "tools", "mcp", "web", "demo", "cli"]
