@@ -16,6 +16,7 @@ import pytest
 from psycopg.pq import TransactionStatus
 
 import pymem
+import pymem.erasure
 from pymem import AsyncMemory, HashEmbedder, Memory
 from pymem.llm import FactChange
 
@@ -446,12 +447,12 @@ def test_forget_user_in_the_callers_transaction(app, db, dsn):
     mem = Memory(db=db, agent_id="shop-bot")
     mem.persist("Likes tea", user="alice")
     with psycopg.connect(dsn) as conn:
-        receipt = pymem.portability.forget_user(db, "alice", conn=conn)
+        receipt = pymem.erasure.forget_user(db, "alice", conn=conn)
         assert receipt.counts["facts"] == 1 and counts(dsn)["facts"] == 1
         conn.rollback()
         assert counts(dsn)["facts"] == 1
         with pymem.bound(db, conn):
-            pymem.portability.forget_user(db, "alice")
+            pymem.erasure.forget_user(db, "alice")
             assert counts(dsn)["facts"] == 1
             mem.persist("Likes coffee", user="carol")  # a Memory's calls are bound by mem.bound only: the pool
             assert counts(dsn, "carol")["facts"] == 1
