@@ -75,12 +75,12 @@ def comparable(row: tuple) -> tuple:
 def test_the_check_catches_a_drifted_override(dsn):
     """The comparison above is not vacuous: an override with another result type is refused, one
     with another argument list shows as a second function."""
-    statement = overrides()["_window"]
+    statement = overrides()["_local_shard"]
     with psycopg.connect(dsn) as c:
         c.execute("SET LOCAL check_function_bodies = off")
-        before = c.execute(SIGNATURES, (["_window"],)).fetchall()
-        c.execute(statement.replace("p_max integer)", "p_max bigint)", 1))
-        assert c.execute(SIGNATURES, (["_window"],)).fetchall() != before
+        before = c.execute(SIGNATURES, (["_local_shard"],)).fetchall()
+        c.execute(statement.replace("p_key text)", "p_key varchar)", 1))
+        assert c.execute(SIGNATURES, (["_local_shard"],)).fetchall() != before
         c.rollback()
 
 
@@ -132,3 +132,88 @@ def test_migrate_check_reports_a_shared_copy_left_behind(dsn):
         c.execute("ALTER TABLE pymem.shared_fact_lexemes ALTER COLUMN lexemes DROP NOT NULL")
         problems = pymem.check_migrations(dsn)
         assert len(problems) == 1 and "shared_fact_lexemes" in problems[0], problems
+
+
+# The table of overrides at the head of citus.sql (issue 55, item 3): one row per function whose
+# Citus form differs from its plain one, with how (body, derived, set, copy) and its reasons.
+ROW = re.compile(r"^-- \| (\w+) \| ([a-z, ]+) \| (.*?) \| (.*?) \|$", re.M)
+
+
+def table_and_statements(text: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """What the header table says citus.sql does, and what its statements do, as (function, kind)
+    pairs: kind CREATE (a body written there), ALTER (a setting), regproc (a derived body or a copy:
+    the plain function named as 'pymem.f'::pg_catalog.regproc in the statement that rewrites it)."""
+    kinds = {"body": "CREATE", "set": "ALTER", "derived": "regproc", "copy": "regproc"}
+    said = set()
+    for name, how, needs, why in ROW.findall(text):
+        if name == "function":
+            continue
+        assert needs.strip() and why.strip(), f"citus.sql's table: {name} gives no reason"
+        said |= {(name, kinds[h.strip()]) for h in how.split(",")}
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    creates = re.findall(r"^CREATE OR REPLACE FUNCTION pymem\.(\w+)\(", code, re.M)
+    assert len(creates) == len(set(creates)), f"citus.sql writes a second body twice: {sorted(creates)}"
+    done = ({(n, "CREATE") for n in creates} | {(n, "ALTER") for n in re.findall(r"^ALTER FUNCTION pymem\.(\w+)", code, re.M)}
+            | {(n, "regproc") for n in re.findall(r"'pymem\.(\w+)'::pg_catalog\.regproc", code)})
+    return said, done
+
+
+def test_the_table_of_overrides_matches_the_statements_both_ways():
+    said, done = table_and_statements(CITUS.read_text(encoding="utf-8"))
+    assert len(said) >= 20
+    assert said - done == set(), f"in citus.sql's table, not done by a statement: {sorted(said - done)}"
+    assert done - said == set(), f"done by citus.sql, not in its table: {sorted(done - said)}"
+
+
+def test_the_table_check_is_not_vacuous():
+    text = CITUS.read_text(encoding="utf-8")
+    said, done = table_and_statements(re.sub(r"^-- \| _window \|.*\n", "", text, flags=re.M))
+    assert done - said == {("_window", "regproc")}
+    said, done = table_and_statements(text + "\nALTER FUNCTION pymem.fact_add SET work_mem = '1MB';\n")
+    assert done - said == {("fact_add", "ALTER")}
+
+
+def _statement(marker: str) -> str:
+    return next(s for s in pglast.split(CITUS.read_text(encoding="utf-8")) if marker in s)
+
+
+def test_the_derived_bodies_apply_to_the_plain_ones_and_answer_alike(dsn):
+    """The edits of citus.sql's derived bodies still match the plain bodies in sql/api (an edit
+    that no longer matches raises), and the bodies they make answer as the plain ones do, here on
+    one server: facts_newest reading the table with active_facts' predicates, _window with its
+    values written in, _tenant_enter by SET LOCAL, the readers of a reference table's copy (here a
+    table standing in for the node's shard) and, where there is none, of the table."""
+    derive = _statement("'pymem._tenant_enter'::pg_catalog.regproc")
+    copies = _statement("'pymem._embedder_dimension'::pg_catalog.regproc")
+    shard = "pg_catalog.shard_name(s.logicalrelid, s.shardid)"
+    join = "JOIN pg_catalog.pg_dist_shard AS s ON s.logicalrelid = ('pymem.' || d.t)::pg_catalog.regclass"
+    assert shard in copies and join in copies
+    copies = copies.replace(shard, "'pymem.' || d.t || '_1'").replace(join, "JOIN (SELECT 1) AS s ON true")
+    reads = ["SELECT content FROM pymem.facts_newest('user', 'u1', 'p1', 10)",
+             "SELECT seq, content FROM pymem.window_read('u1', project_id => 'p1', max_messages => 2)",
+             "SELECT pymem.current_tenant(), pymem.tenant_allowed('p1'), pymem._text_search_config('p1')::text, "
+             "pymem._embedder_dimension('p1', 'e')"]
+    with psycopg.connect(dsn) as c:
+        c.execute("SELECT pymem.fact_add('user', 'u1', 'likes tea', 'p1'), pymem.fact_add('user', 'u1', 'lives in Oslo', 'p1')")
+        for i in range(3):
+            c.execute("SELECT pymem.message_add('u1', %s, project_id => 'p1')", (f"message {i}",))
+        c.execute("INSERT INTO pymem.embedders (project_id, name, dimension) VALUES ('p1', 'e', 3)")
+        plain = [c.execute(q).fetchall() for q in reads]
+        c.execute(derive)
+        for table in ("tenant_roles", "text_search", "embedders"):
+            c.execute(f"CREATE TABLE pymem.{table}_1 AS TABLE pymem.{table}; GRANT SELECT ON pymem.{table}_1 TO PUBLIC")
+        c.execute(copies)
+        src = dict(c.execute("SELECT proname, prosrc FROM pg_proc WHERE pronamespace = 'pymem'::regnamespace "
+                             "AND proname IN ('facts_newest', '_window', '_tenant_enter', 'tenant_allowed', "
+                             "'_tenant_allowed_bound', '_text_search_config', '_embedder_dimension')").fetchall())
+        assert "FROM pymem.facts AS f WHERE pymem._fact_live(" in src["facts_newest"]
+        assert "RETURN QUERY EXECUTE" in src["_window"] and "SET LOCAL pymem.tenant" in src["_tenant_enter"]
+        for name, table in [("tenant_allowed", "tenant_roles"), ("_tenant_allowed_bound", "tenant_roles"),
+                            ("_text_search_config", "text_search"), ("_embedder_dimension", "embedders")]:
+            assert f"pymem.{table}_1 AS" in src[name] and f"pymem.{table} AS" in src[name], (name, src[name])
+        c.commit()  # a new transaction: _tenant_enter names the tenant again
+        assert [c.execute(q).fetchall() for q in reads] == plain
+        for table in ("tenant_roles", "text_search", "embedders"):
+            c.execute(f"DROP TABLE pymem.{table}_1")  # no copy on this node: the table, through Citus
+        assert [c.execute(q).fetchall() for q in reads] == plain
+        assert plain[0] == [("lives in Oslo",), ("likes tea",)] and [r[1] for r in plain[1]] == ["message 1", "message 2"]
