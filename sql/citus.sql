@@ -8,28 +8,28 @@
 --
 -- Overrides: every function whose Citus form differs from its plain one in sql/api, one row each
 -- (tests/sql/test_citus_overrides.py checks this table against the statements below, both ways).
--- How: body = a second body written here; derived = the plain body as the catalog holds it, with
--- the edits listed below (an edit that no longer matches stops the migrate); set = ALTER FUNCTION
--- of the plain body; copy = the plain body over the shared_* reference tables, as _shared_<name>.
+-- How: body = a second body written here (it keeps the plain function's signature, read from the
+-- catalog); derived = the plain body as the catalog holds it, with the edits listed below (an edit
+-- that no longer matches stops the migrate); set = ALTER FUNCTION of the plain one; copy = the plain
+-- body over the shared_* reference tables, as _shared_<name>.
 -- Figures: docs/scaling-out.md "What the Citus layer replaces, and why", with their commands.
 --
 -- | function | how | what Citus refuses or needs | why not the plain body (measured) |
 -- | --- | --- | --- | --- |
--- | current_tenant | body | a per-user call not delegated reaches a worker without the tenant: RLS answers no rows | raises 0A000 there; the plain body must stay SQL that inlines into the policies |
+-- | current_tenant | body, set | a per-user call not delegated reaches a worker without the tenant: RLS answers no rows | raises 0A000 there; the plain body must stay SQL that inlines into the policies |
 -- | tenant_allowed | set, derived | the policies call it on shards: a nested read of a reference table; a read through Citus is planned per execution | reads the node's own shard of tenant_roles: 0.003 vs 0.025 ms a read, 50-60 reads a call |
 -- | _tenant_allowed_bound | derived | as tenant_allowed | as tenant_allowed |
 -- | _text_search_config | set, derived | as tenant_allowed, for text_search | two reads a turn_record, two a fact_add |
 -- | _embedder_dimension | derived | as tenant_allowed, for embedders | four reads a turn_record |
--- | _tenant_enter | set, derived | set_config stays on its node; SET LOCAL is sent after the BEGIN of every worker transaction | one EXECUTE per call on one server for nothing |
--- | context_read | set | its force_generic_plan reaches _recall_ranked, which Citus cannot plan generically | plain: generic plans save the planning of every call |
+-- | _tenant_enter | set, derived | set_config stays on its node; SET LOCAL is sent after the BEGIN of every worker transaction | needed for RLS on the workers |
+-- | context_read | set | its force_generic_plan reaches _recall_ranked, which Citus refuses to plan generically | needed to run at all |
 -- | facts_newest | derived | a view takes Citus's full router planner, a one-table read its fast path | 0.19 ms a call on the worker |
--- | _window | derived | cannot plan the parameterised sub-select with ORDER BY ... LIMIT | plain: SQL that inlines into context_read and window_read |
--- | _recall_rows | body | the plain body inlined into the ranking statement makes Citus plan it in full per call | ~3 ms of a context_read on the worker |
--- | _messages_unembedded | body | its UNION ALL takes the full router planner, twice a context_read | plain: one statement, three index ranges |
--- | _fact_candidates | body | the join of facts, vectors and lexemes takes the full router planner per call | plain: one hash join |
+-- | _window | derived | refuses the parameterised sub-select with ORDER BY ... LIMIT ("could not create distributed plan") | needed to run at all |
+-- | _recall_rows | body | the plain body, inlined into the ranking statement, makes Citus plan that in full per call | ~3.5 ms of a 13.4 ms context_read on the worker |
+-- | _fact_candidates | body | the join of facts, vectors and lexemes takes the full router planner | ~0.8 ms a context_read on the worker |
 -- | _local_shard | body | the colocated shard of a triggering shard is a plain table on the node | ~0.1 ms a statement against one Citus routes |
--- | _fact_lexemes_add | body | a query joining the transition table ("unrecognized RTE kind: 7") | INSERT ... SELECT took the coordinator path: 0.56 ms of a 1.7 ms fact_add |
--- | _message_lexemes_add | body | as _fact_lexemes_add | INSERT ... SELECT of postings: 1.8 ms of a 5.0 ms turn; the registry's = ANY 0.25 ms a turn |
+-- | _fact_lexemes_add | body, set | a query joining the transition table ("unrecognized RTE kind: 7") | INSERT ... SELECT took the coordinator path: 0.56 ms of a 1.7 ms fact_add |
+-- | _message_lexemes_add | body, set | as _fact_lexemes_add | INSERT ... SELECT of postings: 1.8 ms of a 5.0 ms turn; the registry's = ANY 0.25 ms a turn |
 -- | _shared_facts_sync | body | agent and project facts are read from every worker: copies in reference tables | plain: no copies, does nothing |
 -- | _facts_insert_many | body | a lateral outer join on distributed tables | facts_add_many falls back to fact_add per element |
 -- | _facts_for_context | body, copy | agent and project facts live on another worker | 'user' facts: the plain body (_user_facts_for_context); others: the copies |
@@ -38,9 +38,6 @@
 -- | _scope_fact_candidates | copy | as _facts_for_context | as _facts_newest |
 -- | _fact_candidates | copy | as _facts_for_context | as _facts_newest (copied before its body above replaces it) |
 -- | _facts_ranked | copy | as _facts_for_context | as _facts_newest |
---
--- Step 7 (end of this file) sets plan_cache_mode on pymem's PL/pgSQL functions from a catalog
--- query (pymem.migration_citus_plan_cache_apply, bootstrap.sql), not by name here.
 SET LOCAL citus.enable_unsafe_triggers = on;  -- the lexeme statement triggers: see below
 SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one transaction
 
@@ -58,40 +55,30 @@ BEGIN
 END;
 $$;
 
-ALTER FUNCTION pymem.tenant_allowed SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION pymem._text_search_config SET citus.allow_nested_distributed_execution = on;
-ALTER FUNCTION pymem._tenant_enter SET citus.propagate_set_commands = 'local';
-ALTER FUNCTION pymem.context_read RESET plan_cache_mode;
+-- The copies (how = copy): context_read's reads of facts with the tables and calls renamed; the
+-- plain _facts_for_context stays as _user_facts_for_context (its Citus body dispatches below).
+SELECT pymem.migration_types_path();  -- the functions below name pgvector's type
+-- signatures the copies had before 0043_valid_time gave _facts_for_context a point in time
+DROP FUNCTION IF EXISTS pymem._user_facts_for_context(text, text, text, integer, vector, text, text, double precision);
+DROP FUNCTION IF EXISTS pymem._shared_facts_for_context(text, text, text, integer, vector, text, text, double precision);
 
--- current_tenant: a per-user call Citus does not delegate (any shape but a bare `SELECT pymem.f(...)`
--- or `SELECT ... FROM pymem.f(...)` in autocommit) runs on the coordinator, and its reads reach the
--- worker over Citus's internal connection without the tenant (no transaction block for a read,
--- so no SET LOCAL): a statement there without a tenant raises 0A000 instead of no rows.
--- (Superusers bypass RLS; Citus's own maintenance as the owner keeps the plain answer.)
-CREATE OR REPLACE FUNCTION pymem.current_tenant()
-RETURNS text
-LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+DO $$
 DECLARE
-    v_tenant text := pg_catalog.current_setting('pymem.tenant', true);
+    v_fn regproc;
+    v_src text;
 BEGIN
-    IF pg_catalog.left(v_tenant, 2) = 'p:' THEN
-        IF pymem.tenant_allowed(pg_catalog.substr(v_tenant, 3)) THEN
-            RETURN pg_catalog.substr(v_tenant, 3);
+    FOREACH v_fn IN ARRAY ARRAY['pymem._facts_newest'::pg_catalog.regproc, 'pymem._facts_at'::pg_catalog.regproc,
+                                'pymem._scope_fact_candidates'::pg_catalog.regproc, 'pymem._fact_candidates'::pg_catalog.regproc,
+                                'pymem._facts_ranked'::pg_catalog.regproc, 'pymem._facts_for_context'::pg_catalog.regproc] LOOP
+        v_src := pg_catalog.pg_get_functiondef(v_fn);
+        IF v_fn = 'pymem._facts_for_context'::pg_catalog.regproc THEN
+            EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\._facts_for_context\(', 'pymem._user_facts_for_context(');
         END IF;
-        RETURN NULL;
-    END IF;
-    IF pg_catalog.current_setting('application_name', true) LIKE 'citus_internal%'
-       -- Citus's own maintenance as the table owner (a shard move re-creates and validates the
-       -- foreign keys: SELECT worker_apply_inter_shard_ddl_command(...)) sees no rows, as before
-       AND pg_catalog.current_query() !~* '^\s*SELECT\s+(pg_catalog\.)?(worker_|citus_)' THEN
-        RAISE EXCEPTION 'pymem: a query reached a Citus worker without its tenant: this call was not delegated to the worker of its user'
-            USING ERRCODE = '0A000',
-                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...); '
-                         'call project-wide ones (browse_*, ''*'' ids, fact_get) inside BEGIN ... COMMIT (docs/scaling-out.md).';
-    END IF;
-    RETURN NULL;
+        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes|active_facts)\M',
+                                           'pymem.shared_\1', 'g');
+        EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_facts_at|_scope_fact_candidates|_fact_candidates|_facts_ranked|_facts_for_context)\(',
+                                          'pymem._shared\1(', 'g');
+    END LOOP;
 END;
 $$;
 
@@ -127,19 +114,45 @@ BEGIN
 END;
 $do$;
 
--- _recall_rows: the rows _recall_ranked ranks, as the plain SQL body defines them, read by
--- single-table statements (Citus's fast path on the local shard) into arrays, so that the ranking
--- statement names no Citus table. Vectors stored before 0017 (rare) take their lexemes in a
--- join; a metadata filter reads the keys of the user's messages that pass it.
-SELECT pymem.migration_types_path();  -- its signature names pgvector's type
-CREATE OR REPLACE FUNCTION pymem._recall_rows(
-    p_project_id text, p_user_id text, p_embedder text, p_query vector, p_any tsquery, p_as_of timestamptz,
-    p_metadata jsonb)
-RETURNS TABLE (thread_id text, seq bigint, chars integer, importance double precision, created_at timestamptz,
-               similarity double precision, tokens integer, lexemes tsvector, metadata_ok boolean)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+-- The second bodies (how = body): each takes the place of its plain body, and keeps its plain
+-- function's signature, volatility, security and settings (read from the catalog); the language
+-- is the one given. Settings Citus needs on top: the ALTER FUNCTION lines after them.
+DO $do$
+DECLARE
+    r record;
+    v_def text;
+BEGIN
+    FOR r IN SELECT * FROM (VALUES
+    -- current_tenant: a call Citus does not delegate runs on the coordinator, and its reads reach the
+    -- worker without the tenant (no transaction block for a read, so no SET LOCAL): a statement on
+    -- Citus's internal connection without a tenant raises 0A000 there instead of answering no rows.
+    ('pymem.current_tenant'::pg_catalog.regproc, 'plpgsql', $b$
+DECLARE
+    v_tenant text := pg_catalog.current_setting('pymem.tenant', true);
+BEGIN
+    IF pg_catalog.left(v_tenant, 2) = 'p:' THEN
+        IF pymem.tenant_allowed(pg_catalog.substr(v_tenant, 3)) THEN
+            RETURN pg_catalog.substr(v_tenant, 3);
+        END IF;
+        RETURN NULL;
+    END IF;
+    IF pg_catalog.current_setting('application_name', true) LIKE 'citus_internal%'
+       -- Citus's own maintenance as the table owner (a shard move re-creates and validates the
+       -- foreign keys: SELECT worker_apply_inter_shard_ddl_command(...)) sees no rows, as before
+       AND pg_catalog.current_query() !~* '^\s*SELECT\s+(pg_catalog\.)?(worker_|citus_)' THEN
+        RAISE EXCEPTION 'pymem: a query reached a Citus worker without its tenant: this call was not delegated to the worker of its user'
+            USING ERRCODE = '0A000',
+                  HINT = 'On a Citus cluster call per-user functions alone, in autocommit: SELECT pymem.f(...) or SELECT ... FROM pymem.f(...); '
+                         'call project-wide ones (browse_*, ''*'' ids, fact_get) inside BEGIN ... COMMIT (docs/scaling-out.md).';
+    END IF;
+    RETURN NULL;
+END;
+$b$),
+    -- _recall_rows: the rows _recall_ranked ranks, as the plain SQL body defines them, read by
+    -- single-table statements (Citus's fast path on the local shard) into arrays, so that the ranking
+    -- statement names no Citus table. Vectors stored before 0017 (rare) take their lexemes in a
+    -- join; a metadata filter reads the keys of the user's messages that pass it.
+    ('pymem._recall_rows'::pg_catalog.regproc, 'plpgsql', $b$
 #variable_conflict use_column
 DECLARE
     v_thread text[]; v_seq bigint[]; v_chars integer[]; v_importance double precision[]; v_at timestamptz[];
@@ -191,85 +204,11 @@ BEGIN
                       pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
            AS r(thread_id, seq, chars, importance, created_at, similarity, tokens, lexemes);
 END;
-$$;
-SELECT pymem.migration_search_path();
-
--- _messages_unembedded (the catch-up list): the plain body's three index ranges as three
--- single-table reads of the keys only (a backlog may be long), all empty when nothing is missing;
--- then the user's vectors of the embedder among them, the order and the limit in a statement
--- that names no Citus table, and the contents of those kept.
-CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
-    p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
-RETURNS TABLE (thread_id text, seq bigint, content text)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_thread text[]; v_seq bigint[]; v_at timestamptz[];  -- the keys only: a backlog may be long
-    v_h_thread text[]; v_h_seq bigint[];  -- those with a vector of p_embedder already; then the messages read
-    v_content text[];
-BEGIN
-    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at)
-      INTO v_thread, v_seq, v_at
-      FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
-       AND pg_catalog.length(m.content) >= p_min_chars;
-    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
-           v_at || pg_catalog.array_agg(m.created_at)
-      INTO v_thread, v_seq, v_at
-      FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
-       AND pg_catalog.length(m.content) >= p_min_chars;
-    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
-           v_at || pg_catalog.array_agg(m.created_at)
-      INTO v_thread, v_seq, v_at
-      FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder
-       AND pg_catalog.length(m.content) >= p_min_chars;
-    IF v_thread IS NULL THEN
-        RETURN;
-    END IF;
-    SELECT pg_catalog.array_agg(e.thread_id), pg_catalog.array_agg(e.seq) INTO v_h_thread, v_h_seq
-      FROM pymem.message_embeddings AS e
-     WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder AND e.seq = ANY (v_seq);
-    -- the first p_limit of those without one, newest first; then their contents
-    SELECT pg_catalog.array_agg(c.thread_id ORDER BY c.o), pg_catalog.array_agg(c.seq ORDER BY c.o)
-      INTO v_thread, v_seq
-      FROM (SELECT u.thread_id, u.seq,
-                   pg_catalog.row_number() OVER (ORDER BY u.created_at DESC, u.thread_id, u.seq DESC) AS o
-              FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_at))
-                   AS u(thread_id, seq, created_at)
-             WHERE NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq)) AS h(thread_id, seq)
-                                WHERE h.thread_id = u.thread_id AND h.seq = u.seq)
-             ORDER BY o
-             LIMIT p_limit) AS c;
-    IF v_thread IS NULL THEN  -- every one had a vector already
-        RETURN;
-    END IF;
-    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.content)
-      INTO v_h_thread, v_h_seq, v_content
-      FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.seq = ANY (v_seq);
-    RETURN QUERY
-    SELECT k.thread_id, k.seq, m.content
-      FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq)) WITH ORDINALITY AS k(thread_id, seq, o)
-      JOIN ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq), pg_catalog.unnest(v_content))
-           AS m(thread_id, seq, content) ON m.thread_id = k.thread_id AND m.seq = k.seq
-     ORDER BY k.o;
-END;
-$$;
-
--- _local_shard(table, key): the table's shard for a distribution key when that shard is a table
--- on this node, else the table. The lexeme triggers below fire on a shard of facts or messages:
--- the colocated shard of fact_lexemes, message_lexemes, recall_indexes or recall_terms (the same
--- hash range) is on the same node, moved with it and locked alike, so they use it as a plain
--- table. The shards carry the tables' row-level security.
-CREATE OR REPLACE FUNCTION pymem._local_shard(p_table regclass, p_key text)
-RETURNS text
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    -- _local_shard(table, key): the table's shard for a key when that shard is on this node, else the
+    -- table. The lexeme triggers fire on a shard of facts or messages, whose colocated shards are on
+    -- the same node, moved and locked with it: they write them as plain tables (with the same RLS).
+    ('pymem._local_shard'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_name text := pg_catalog.shard_name(p_table, pg_catalog.get_shard_id_for_distribution_column(p_table, p_key));
 BEGIN
@@ -278,17 +217,11 @@ BEGIN
     END IF;
     RETURN p_table::text;
 END;
-$$;
-
--- The lexeme statement triggers: Citus cannot plan a query that joins the transition table
--- ("unrecognized RTE kind: 7"). Read it alone into arrays, the project's configuration in its
--- own statement, then insert from the arrays into the colocated shard (_local_shard).
-CREATE OR REPLACE FUNCTION pymem._fact_lexemes_add()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-SET citus.allow_nested_distributed_execution = on
-AS $$
+$b$),
+    -- The lexeme statement triggers: Citus cannot plan a query that joins the transition table
+    -- ("unrecognized RTE kind: 7"). Read it alone into arrays, the project's configuration in its
+    -- own statement, then insert from the arrays into the colocated shard (_local_shard).
+    ('pymem._fact_lexemes_add'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_p text[]; v_s text[]; v_i text[]; v_id bigint[]; v_content text[];
     v_config regconfig;
@@ -300,9 +233,8 @@ BEGIN
         RETURN NULL;
     END IF;
     v_config := pymem._text_search_config(v_p[1]);  -- one project per transaction
-    -- the rows as literal VALUES (an INSERT ... SELECT from the arrays into the distributed table
-    -- took Citus's coordinator path: 0.56 ms of a fact_add's 1.7 on the worker); the trigger's
-    -- rows are of one shard, so v_i[1] names their colocated shard
+    -- the rows as literal VALUES (an INSERT ... SELECT took Citus's coordinator path); the
+    -- trigger's rows are of one shard, so v_i[1] names their colocated shard
     EXECUTE 'INSERT INTO ' || pymem._local_shard('pymem.fact_lexemes', v_i[1])
          || ' (project_id, scope, scope_id, fact_id, lexemes, tokens) VALUES '
          || (SELECT pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L, %s, %L::tsvector, %s)', u.p, u.s, u.i, u.id,
@@ -311,14 +243,8 @@ BEGIN
               CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, u.content) AS lexemes OFFSET 0) AS v);
     RETURN NULL;
 END;
-$$;
-
-CREATE OR REPLACE FUNCTION pymem._message_lexemes_add()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-SET citus.allow_nested_distributed_execution = on
-AS $$
+$b$),
+    ('pymem._message_lexemes_add'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_p text[]; v_u text[]; v_t text[]; v_seq bigint[]; v_content text[]; v_imp double precision[];
     v_at timestamptz[];
@@ -341,8 +267,7 @@ BEGIN
                FROM unnest(v_p, v_u, v_t, v_seq, v_content, v_imp, v_at) AS x(p, u, t, seq, content, imp, at)
               CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v);
     -- heavy users' words (recall_terms), from the arrays too; the registry read in the user's
-    -- colocated shard when the statement wrote one user's messages (every call but a multi-user
-    -- import; its = ANY through Citus's router planner cost 0.25 ms a turn)
+    -- colocated shard when the statement wrote one user's messages (all but a multi-user import)
     IF v_u <@ ARRAY[v_u[1]] THEN
         EXECUTE pg_catalog.format('SELECT ARRAY[r.user_id] FROM %s AS r WHERE r.project_id = $1 AND r.user_id = $2 LIMIT 1',
                                   pymem._local_shard('pymem.recall_indexes', v_u[1]))
@@ -365,38 +290,8 @@ BEGIN
     END IF;
     RETURN NULL;
 END;
-$$;
-
--- Shared facts: every user's context_read, on the user's worker, reads the agent's and project's
--- facts, whose shard may be on another worker. So each agent or project fact, its vectors and its
--- lexemes are also kept in reference tables (shared_facts, shared_fact_embeddings,
--- shared_fact_lexemes, from migrations/0034_shared_facts.sql: a copy on every node, the same
--- row-level security), refreshed by _shared_facts_sync, which the writers of such facts call at
--- their end (with the ids they changed: only those are copied again). Not triggers on the shards:
--- a write to a reference table from a shard, in a transaction committed in two phases, crashed
--- the worker (Citus 14.0.1). The first distribution fills them with what is already there (read
--- as a superuser: row-level security hides every row from a role without the tenant).
-DO $$
-DECLARE
-    v_table text;
-BEGIN
-    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
-        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
-                        WHERE p.logicalrelid = pg_catalog.to_regclass('pymem.shared_' || v_table)) THEN
-            EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I AS f WHERE f.scope <> %L '
-                                      'AND NOT EXISTS (SELECT 1 FROM pymem.%I)',
-                                      'shared_' || v_table, v_table, 'user', 'shared_' || v_table);
-        END IF;
-    END LOOP;
-END;
-$$;
-
-CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text,
-                                                    p_ids bigint[] DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    ('pymem._shared_facts_sync'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_table text;
     v_where text := pg_catalog.format('t.project_id = %L AND t.scope <> %L', p_project_id, 'user')
@@ -425,58 +320,15 @@ BEGIN
         END IF;
     END LOOP;
 END;
-$$;
-
--- _facts_insert_many: facts_add_many's statement joins its elements to many subjects' facts by a
--- lateral outer join Citus cannot plan. Here it finds nothing, and facts_add_many adds every
--- element with fact_add in the same transaction: the same checks, results and all-or-nothing.
-CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
-    p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
-    p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], p_expires_at timestamptz,
-    p_valid_from timestamptz, p_valid_to timestamptz, OUT ids bigint[], OUT created boolean[])
-LANGUAGE sql VOLATILE SECURITY INVOKER  -- as its twin, whatever this body does (tests/sql/test_citus_overrides.py)
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    -- _facts_insert_many: facts_add_many's statement joins its elements to many subjects' facts by a
+    -- lateral outer join Citus cannot plan. Here it finds nothing, and facts_add_many adds every
+    -- element with fact_add in the same transaction: the same checks, results and all-or-nothing.
+    ('pymem._facts_insert_many'::pg_catalog.regproc, 'sql', $b$
     SELECT pg_catalog.array_fill(NULL::bigint, ARRAY[pg_catalog.cardinality(p_contents)]),
            pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(p_contents)]);
-$$;
-
--- The reads of context_read over the copies: the plain functions (api/facts_search.sql,
--- api/facts.sql) with the tables and calls renamed (_shared_<name>), so they never drift from
--- them; _facts_for_context sends 'user' facts to the plain body (kept as _user_facts_for_context)
--- and the others to the copies.
-SELECT pymem.migration_types_path();  -- the functions below name pgvector's type
--- signatures the copies had before 0043_valid_time gave _facts_for_context a point in time
-DROP FUNCTION IF EXISTS pymem._user_facts_for_context(text, text, text, integer, vector, text, text, double precision);
-DROP FUNCTION IF EXISTS pymem._shared_facts_for_context(text, text, text, integer, vector, text, text, double precision);
-
-DO $$
-DECLARE
-    v_fn regproc;
-    v_src text;
-BEGIN
-    FOREACH v_fn IN ARRAY ARRAY['pymem._facts_newest'::pg_catalog.regproc, 'pymem._facts_at'::pg_catalog.regproc,
-                                'pymem._scope_fact_candidates'::pg_catalog.regproc, 'pymem._fact_candidates'::pg_catalog.regproc,
-                                'pymem._facts_ranked'::pg_catalog.regproc, 'pymem._facts_for_context'::pg_catalog.regproc] LOOP
-        v_src := pg_catalog.pg_get_functiondef(v_fn);
-        IF v_fn = 'pymem._facts_for_context'::pg_catalog.regproc THEN
-            EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\._facts_for_context\(', 'pymem._user_facts_for_context(');
-        END IF;
-        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes|active_facts)\M',
-                                           'pymem.shared_\1', 'g');
-        EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_facts_at|_scope_fact_candidates|_fact_candidates|_facts_ranked|_facts_for_context)\(',
-                                          'pymem._shared\1(', 'g');
-    END LOOP;
-END;
-$$;
-
-CREATE OR REPLACE FUNCTION pymem._facts_for_context(
-    p_project_id text, p_scope text, p_scope_id text, p_max integer, p_query vector, p_embedder text,
-    p_text text, p_lw double precision, p_valid_at timestamptz, p_as_of timestamptz)
-RETURNS TABLE (id bigint, content text, confidence double precision, created_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    ('pymem._facts_for_context'::pg_catalog.regproc, 'plpgsql', $b$
 BEGIN
     IF p_scope = 'user' THEN
         RETURN QUERY SELECT * FROM pymem._user_facts_for_context(p_project_id, p_scope, p_scope_id, p_max, p_query,
@@ -486,20 +338,12 @@ BEGIN
                                                                   p_embedder, p_text, p_lw, p_valid_at, p_as_of);
     END IF;
 END;
-$$;
-
--- _fact_candidates (facts_search's and context_read's user facts): the subject's active facts
--- (active_facts' predicates on the table, as facts_newest), vectors and lexemes as three
--- single-table reads into arrays, joined by hash in a statement that names no Citus table.
--- After the copies above, which derive from the plain body.
-CREATE OR REPLACE FUNCTION pymem._fact_candidates(
-    p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_metadata jsonb)
-RETURNS TABLE (id bigint, scope_id text, content text, confidence double precision, source text, metadata jsonb,
-               created_at timestamptz, eligible boolean, dist double precision, lexemes tsvector, tokens integer)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-SET enable_nestloop = off
-AS $$
+$b$),
+    -- _fact_candidates (facts_search's and context_read's user facts): the subject's active facts
+    -- (active_facts' predicates on the table, as facts_newest), vectors and lexemes as three
+    -- single-table reads into arrays, joined by hash in a statement that names no Citus table.
+    -- After the copies above, which derive from the plain body.
+    ('pymem._fact_candidates'::pg_catalog.regproc, 'plpgsql', $b$
 #variable_conflict use_column
 DECLARE
     v_id bigint[]; v_content text[]; v_confidence double precision[]; v_source text[]; v_metadata jsonb[];
@@ -544,9 +388,42 @@ BEGIN
       LEFT JOIN ROWS FROM (pg_catalog.unnest(v_l_id), pg_catalog.unnest(v_l_lexemes), pg_catalog.unnest(v_l_tokens))
            AS l(id, lexemes, tokens) ON l.id = f.id;
 END;
-$$;
+$b$)) AS d(fn, lang, body) LOOP
+        v_def := pg_catalog.regexp_replace(pg_catalog.pg_get_functiondef(r.fn), ' LANGUAGE \w+', ' LANGUAGE ' || r.lang);
+        EXECUTE pg_catalog.left(v_def, pg_catalog.strpos(v_def, 'AS $function$') + 12) || r.body || '$function$';
+    END LOOP;
+END;
+$do$;
 
+-- Settings Citus needs on top of the bodies above (how = set).
+ALTER FUNCTION pymem.current_tenant SET search_path = pg_catalog, pymem, pg_temp;  -- PL/pgSQL: it no longer inlines
+ALTER FUNCTION pymem.tenant_allowed SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem._text_search_config SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem._fact_lexemes_add SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem._message_lexemes_add SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem._tenant_enter SET citus.propagate_set_commands = 'local';
+ALTER FUNCTION pymem.context_read RESET plan_cache_mode;
 SELECT pymem.migration_search_path();
+
+-- Shared facts (docs/scaling-out.md): agent and project facts, their vectors and lexemes, copied
+-- into the shared_* reference tables (0034_shared_facts) by _shared_facts_sync, which their
+-- writers call (not triggers on the shards: a write to a reference table from a shard, committed
+-- in two phases, crashed the worker on Citus 14.0.1). The first distribution fills them with what
+-- is already there (as a superuser: row-level security hides every row from a role without the tenant).
+DO $$
+DECLARE
+    v_table text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
+                        WHERE p.logicalrelid = pg_catalog.to_regclass('pymem.shared_' || v_table)) THEN
+            EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I AS f WHERE f.scope <> %L '
+                                      'AND NOT EXISTS (SELECT 1 FROM pymem.%I)',
+                                      'shared_' || v_table, v_table, 'user', 'shared_' || v_table);
+        END IF;
+    END LOOP;
+END;
+$$;
 
 -- Policies: project_id = current_tenant() without the sub-select (Citus: "Subqueries are not
 -- supported in policies on distributed tables"). On a shard the planner still evaluates it
@@ -615,12 +492,9 @@ BEGIN
 END;
 $$;
 
-
--- The node's own copies of the reference tables, read by their shard's name (one shard, a copy on
--- every node, written by Citus on all of them in the same transaction): a read through Citus is
--- routed with a deparse, parse and plan per execution, a read of the shard planned once per
--- session. The derived body reads the table through Citus where the node has no copy (a
--- coordinator not in the metadata).
+-- The node's own copies of the reference tables read by their shard's name (a read through Citus
+-- is deparsed, parsed and planned per execution; the shard's, once per session), and through
+-- Citus where the node has no copy (a coordinator not in the metadata).
 DO $do$
 DECLARE
     r record;
@@ -647,11 +521,10 @@ BEGIN
 END;
 $do$;
 
--- 7. Citus's local plan cache grows without bound before 13.5 on 13.x and before 14.3 on 14.x
---    (citusdata/citus#8783, fixed by #8824). Where it leaks, every PL/pgSQL function of pymem
---    plans its statements for each call (force_custom_plan: nothing cached); a fixed Citus keeps
---    the functions as declared. Which Citus leaks: pymem.migration_citus_plan_every_call()
---    (bootstrap.sql; docs/scaling-out.md "Which Citus", with the figures).
+-- 7. Citus's local plan cache grows without bound before 13.5 on 13.x and 14.3 on 14.x
+--    (citusdata/citus#8783). Where it leaks, pymem's PL/pgSQL functions plan each call
+--    (plan_cache_mode set from a catalog query, not by name here; bootstrap.sql decides which
+--    Citus leaks: docs/scaling-out.md "Which Citus", with the figures).
 DO $do$
 BEGIN
     PERFORM pymem.migration_citus_plan_cache_apply();

@@ -984,7 +984,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('88390a09ee30d069c311e26497eec58092263d41f9248c5b9b4fec635bac381f')
+SELECT pymem.migration_api_applied('5ced3f203d33ae1303f617f51a8881d47a979c65ce92e412ca0fd0c7e1dd87e6')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -6,33 +6,74 @@
 --
 -- Errors: 22023 invalid argument.
 
--- _messages_unembedded: the catch-up query: three index ranges (NULL, through messages_unembedded;
--- below and above the current embedder's name, through messages_embedded_by), one branch each, so
--- that every plan, generic ones included, reads only those ranges: all empty when nothing is
--- missing. Both indexes are partial so that the foreign-key check of a stored vector cannot use
--- them (0028_embedded_by_partial).
+-- _messages_unembedded: the catch-up query: the keys of the messages in three index ranges (NULL,
+-- through messages_unembedded; below and above the current embedder's name, through
+-- messages_embedded_by), one single-table read each, all empty when nothing is missing; only when
+-- one is not, the user's vectors of the embedder among them, the order and the limit over the keys
+-- (a backlog may be long), then the contents of those kept. Both indexes are partial so that the
+-- foreign-key check of a stored vector cannot use them (0028_embedded_by_partial). Single-table
+-- reads: the shape a Citus worker plans by its fast path (a UNION ALL took its full router planner,
+-- ~0.7 ms twice a context_read), and on one server the same index ranges.
 CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
     p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, content text)
-LANGUAGE sql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT c.thread_id, c.seq, c.content FROM (
-        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
-         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
-        UNION ALL
-        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
-         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
-        UNION ALL
-        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
-         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder) AS c
-     WHERE pg_catalog.length(c.content) >= p_min_chars
-       -- a message last embedded by another embedder may have this one's vector already
-       AND NOT EXISTS (SELECT 1 FROM pymem.message_embeddings AS e
-                        WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-                          AND e.thread_id = c.thread_id AND e.seq = c.seq)
-     ORDER BY c.created_at DESC, c.thread_id, c.seq DESC
-     LIMIT p_limit;
+#variable_conflict use_column
+DECLARE
+    v_thread text[]; v_seq bigint[]; v_at timestamptz[];  -- the keys only: a backlog may be long
+    v_h_thread text[]; v_h_seq bigint[];  -- those with a vector of p_embedder already; then the messages read
+    v_content text[];
+BEGIN
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
+           v_at || pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
+           v_at || pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    IF v_thread IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(e.thread_id), pg_catalog.array_agg(e.seq) INTO v_h_thread, v_h_seq
+      FROM pymem.message_embeddings AS e
+     WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder AND e.seq = ANY (v_seq);
+    -- the first p_limit of those without one, newest first; then their contents
+    SELECT pg_catalog.array_agg(c.thread_id ORDER BY c.o), pg_catalog.array_agg(c.seq ORDER BY c.o)
+      INTO v_thread, v_seq
+      FROM (SELECT u.thread_id, u.seq,
+                   pg_catalog.row_number() OVER (ORDER BY u.created_at DESC, u.thread_id, u.seq DESC) AS o
+              FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_at))
+                   AS u(thread_id, seq, created_at)
+             WHERE NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq)) AS h(thread_id, seq)
+                                WHERE h.thread_id = u.thread_id AND h.seq = u.seq)
+             ORDER BY o
+             LIMIT p_limit) AS c;
+    IF v_thread IS NULL THEN  -- every one had a vector already
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.content)
+      INTO v_h_thread, v_h_seq, v_content
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.seq = ANY (v_seq);
+    RETURN QUERY
+    SELECT k.thread_id, k.seq, m.content
+      FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq)) WITH ORDINALITY AS k(thread_id, seq, o)
+      JOIN ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq), pg_catalog.unnest(v_content))
+           AS m(thread_id, seq, content) ON m.thread_id = k.thread_id AND m.seq = k.seq
+     ORDER BY k.o;
+END;
 $$;
 
 -- messages_unembedded: a user's messages (of at least min_chars characters) with no vector
