@@ -89,6 +89,7 @@ def main(argv: list[str] | None = None) -> None:
     def cpu_ns(db: str) -> int:
         return int(Path(f"/proc/{pids[db]}/schedstat").read_text().split()[0])
 
+    token = time.time_ns()  # the writes' threads and facts are new in every run
     cpu: dict[str, list[float]] = {n: [] for n, _, _ in cases}
     wall: dict[str, list[float]] = {n: [] for n, _, _ in cases}
     for r in range(args.rounds + 1):
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
             c0, t0 = cpu_ns(db), time.perf_counter_ns()
             for i in range(args.calls):
                 p = {"a": AGENT_ID, "v": vecs[i % len(vecs)], "e": emb.name, "t": PROBE_QUERIES[i % len(PROBE_QUERIES)],
-                     "th": f"ab-{r}", "c": f"ab fact {r}-{i}"}
+                     "th": f"ab-{token}-{r}", "c": f"ab fact {token} {r}-{i}"}
                 conns[db].execute(sql, p, prepare=True).fetchall()
             if r:  # the first round warms up
                 cpu[name].append((cpu_ns(db) - c0) / args.calls / 1e6)
