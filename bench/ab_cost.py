@@ -4,13 +4,15 @@ versions: e.g. before and after a change to recall), in alternating rounds on on
     # the same data in both (same seed), each on the schema under test
     PYMEM_DATA_DIR=/tmp/cost-old python bench/conversations.py --messages 100000 --fresh --no-hnsw  # at the old commit
     PYMEM_DATA_DIR=/tmp/cost-new python bench/conversations.py --messages 100000 --fresh --no-hnsw  # at the new one
-    python bench/ab_cost.py /tmp/cost-old /tmp/cost-new [--rounds 9] [--calls 30]
+    python bench/ab_cost.py /tmp/cost-old /tmp/cost-new [--rounds 9] [--calls 30] [--writes]
 
 For each database it calls context_read for the benchmark's 1,000-message probe with the query's
 vector (what both schemas accept), and on the newer one also with the query's text (hybrid, the
 default of Memory) and with its text at lexical weight 0 (hybrid off: the text is not read). It reports per call the server's CPU time (from /proc/<backend pid>/schedstat:
 what the backend itself ran, less disturbed by other load on a shared machine than wall time) and
-the wall time, median and minimum over rounds, and the ratios. Needs both servers on this machine
+the wall time, median and minimum over rounds, and the ratios. With --writes, also on both:
+turn_record (the probe's texts with their vectors, into a thread of a user of its own, a new
+thread each round) and fact_add (a new fact with its vector, for a subject of its own). Needs both servers on this machine
 (embedded, started on demand). Nothing here asserts a duration.
 """
 
@@ -33,6 +35,10 @@ from bench.conv.texts import PROBE_QUERIES  # noqa: E402
 from pymem.connection import resolve_conninfo  # noqa: E402
 from pymem.embedders import HashEmbedder  # noqa: E402
 
+TURN = ("SELECT * FROM pymem.turn_record(user_id => 'ab-writer', user_content => %(t)s, assistant_content => %(t)s, "
+        "thread_id => %(th)s, project_id => 'acme', embedder => %(e)s, user_embedding => %(v)s, assistant_embedding => %(v)s)")
+FACT = ("SELECT pymem.fact_add(scope => 'user', scope_id => 'ab-facts', content => %(c)s, project_id => 'acme', "
+        "embedding => %(v)s, embedder => %(e)s)")
 CONTEXT = ("SELECT pymem.context_read(user_id => 'probe', agent_id => %(a)s, project_id => 'acme', "
            "thread_id => 'default', query_vector => %(v)s, embedder => %(e)s, max_facts => 50{x})")
 # the recall knobs: flat before 0006_v0_2_0_memory, one recall spec since
@@ -54,6 +60,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--old-hybrid", action="store_true", help="also the old schema's hybrid call (vector + text)")
     ap.add_argument("--named-time", action="store_true", help="also the new schema's hybrid call naming a time")
+    ap.add_argument("--writes", action="store_true", help="also turn_record and fact_add on both")
     args = ap.parse_args(argv)
     conns, pids = {}, {}
     for name, d in (("old", args.old_data_dir), ("new", args.new_data_dir)):
@@ -76,27 +83,37 @@ def main(argv: list[str] | None = None) -> None:
         cases.append(("new: context_read, vector + text + time", "new", context_sql(
             spec["new"], text=True, knobs=", time_from => now() - interval '7 days', time_to => now()")))
 
+    if args.writes:
+        cases += [(f"{db}: {name}", db, sql) for name, sql in (("turn_record", TURN), ("fact_add", FACT)) for db in ("old", "new")]
+
     def cpu_ns(db: str) -> int:
         return int(Path(f"/proc/{pids[db]}/schedstat").read_text().split()[0])
 
+    token = time.time_ns()  # the writes' threads and facts are new in every run
     cpu: dict[str, list[float]] = {n: [] for n, _, _ in cases}
     wall: dict[str, list[float]] = {n: [] for n, _, _ in cases}
     for r in range(args.rounds + 1):
         for name, db, sql in cases:
             c0, t0 = cpu_ns(db), time.perf_counter_ns()
             for i in range(args.calls):
-                p = {"a": AGENT_ID, "v": vecs[i % len(vecs)], "e": emb.name, "t": PROBE_QUERIES[i % len(PROBE_QUERIES)]}
+                p = {"a": AGENT_ID, "v": vecs[i % len(vecs)], "e": emb.name, "t": PROBE_QUERIES[i % len(PROBE_QUERIES)],
+                     "th": f"ab-{token}-{r}", "c": f"ab fact {token} {r}-{i}"}
                 conns[db].execute(sql, p, prepare=True).fetchall()
             if r:  # the first round warms up
                 cpu[name].append((cpu_ns(db) - c0) / args.calls / 1e6)
                 wall[name].append((time.perf_counter_ns() - t0) / args.calls / 1e6)
-    base = sorted(cpu[cases[0][0]])[len(cpu[cases[0][0]]) // 2]
+    def median(name: str) -> float:
+        return sorted(cpu[name])[len(cpu[name]) // 2]
+
+    # the ratio to the old schema's same call where there is one, else to the first case
     print(f"{'call':36s} {'server CPU ms (median, min)':>28s} {'wall ms':>9s} {'CPU ratio':>10s}")
     for name, _, _ in cases:
         c, w = sorted(cpu[name]), sorted(wall[name])
+        old = "old:" + name.split(":", 1)[1]
+        base = median(old if old in cpu else cases[0][0])
         print(f"{name:36s} {c[len(c) // 2]:14.3f} {c[0]:12.3f} {w[len(w) // 2]:9.3f} {c[len(c) // 2] / base:9.2f}x")
     print(f"\ncommand: python bench/ab_cost.py {args.old_data_dir} {args.new_data_dir} --rounds {args.rounds} --calls {args.calls}"
-          + (" --old-hybrid" if args.old_hybrid else "") + (" --named-time" if args.named_time else ""))
+          + (" --old-hybrid" if args.old_hybrid else "") + (" --named-time" if args.named_time else "") + (" --writes" if args.writes else ""))
 
 
 if __name__ == "__main__":

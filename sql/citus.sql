@@ -1,29 +1,43 @@
--- citus.sql: pymem on a Citus coordinator (docs/scaling-out.md). Every migrate (psql and Python)
--- runs this file in the API refresh's transaction, after the API files and before grants.sql
--- (ownership and privileges stay as on one server), ONLY when the database has the citus
--- extension; on plain PostgreSQL it is never run. Idempotent: it only changes what
--- differs.
+-- citus.sql: pymem on a Citus coordinator (docs/scaling-out.md). Every migrate runs it in the API
+-- refresh's transaction, just after the API files re-created every plain body and before
+-- grants.sql, and only on a database with the citus extension. Idempotent. In order: the owner
+-- role may log in (Citus connects to the workers as it); the overrides below; policies without
+-- the sub-select; the tables and functions placed (colocated by user, subject or store key: a
+-- delegated call runs whole on the worker of its key); the node's own copies of the reference
+-- tables read by name; step 7, the per-call planning on a Citus whose local plan cache leaks.
 --
--- 1. The owner role may log in: Citus opens its connections to the workers as the current
---    user, which inside the SECURITY DEFINER API functions is the owner (it has no password:
---    the cluster's internal connections must authenticate it, docs/scaling-out.md).
--- 2. Citus-shaped bodies of the functions below (the plain bodies live in api/*.sql; the API
---    refresh re-creates them, then this file replaces them again in the same transaction).
---    Only where the shape Citus needs would cost plain PostgreSQL on a hot path (a GUC set per
---    call, dynamic SQL, a PL/pgSQL current_tenant that no longer inlines); _tenant_allowed_bound
---    has the Citus shape everywhere (00_common.sql).
--- 3. Row-level security policies without the sub-select Citus refuses on distributed tables.
--- 4. Copies of the agent and project facts in reference tables, for every worker's context_read.
--- 5. Tables: reference tables (a copy on every node) for the small ones; conversations by
---    user_id, facts by scope_id, stores by store_key, all in one colocation group (a user's
---    thread and the user's facts land on the same worker).
--- 6. The API functions that name one user, subject or store are delegated
---    (create_distributed_function with that argument, colocated with the tables): the whole
---    call runs on the worker that holds the key, where the tenant set by _tenant_enter is
---    local and every statement reads a local shard.
--- 7. On a Citus whose local plan cache leaks (before 13.5 / 14.3, unless a build carries the
---    fix: probed), pymem's PL/pgSQL functions plan each statement per call (see the end of this
---    file).
+-- Overrides: every function whose Citus form differs from its plain one in sql/api, one row each
+-- (tests/sql/test_citus_overrides.py checks this table against the statements below, both ways).
+-- How: body = a second body written here (it keeps the plain function's signature, read from the
+-- catalog); derived = the plain body as the catalog holds it, with the edits listed below (an edit
+-- that no longer matches stops the migrate); set = ALTER FUNCTION of the plain one; copy = the plain
+-- body over the shared_* reference tables, as _shared_<name>.
+-- Figures: docs/scaling-out.md "What the Citus layer replaces, and why", with their commands.
+--
+-- | function | how | what Citus refuses or needs | why not the plain body (measured) |
+-- | --- | --- | --- | --- |
+-- | current_tenant | body, set | a per-user call not delegated reaches a worker without the tenant: RLS answers no rows | raises 0A000 there; the plain body must stay SQL that inlines into the policies |
+-- | tenant_allowed | set, derived | the policies call it on shards: a nested read of a reference table; a read through Citus is planned per execution | reads the node's own shard of tenant_roles: 0.003 vs 0.025 ms a read, 50-60 reads a call |
+-- | _tenant_allowed_bound | derived | as tenant_allowed | as tenant_allowed |
+-- | _text_search_config | set, derived | as tenant_allowed, for text_search | two reads a turn_record, two a fact_add |
+-- | _embedder_dimension | derived | as tenant_allowed, for embedders | four reads a turn_record |
+-- | _tenant_enter | set, derived | set_config stays on its node; SET LOCAL is sent after the BEGIN of every worker transaction | needed for RLS on the workers |
+-- | context_read | set | its force_generic_plan reaches _recall_ranked, which Citus refuses to plan generically | needed to run at all |
+-- | facts_newest | derived | a view takes Citus's full router planner, a one-table read its fast path | 0.19 ms a call on the worker |
+-- | _window | derived | refuses the parameterised sub-select with ORDER BY ... LIMIT ("could not create distributed plan") | needed to run at all |
+-- | _recall_rows | body | the plain body, inlined into the ranking statement, makes Citus plan that in full per call | ~3.5 ms of a 13.4 ms context_read on the worker |
+-- | _fact_candidates | body | the join of facts, vectors and lexemes takes the full router planner | ~0.8 ms a context_read on the worker |
+-- | _local_shard | body | the colocated shard of a triggering shard is a plain table on the node | ~0.1 ms a statement against one Citus routes |
+-- | _fact_lexemes_add | body, set | a query joining the transition table ("unrecognized RTE kind: 7") | INSERT ... SELECT took the coordinator path: 0.56 ms of a 1.7 ms fact_add |
+-- | _message_lexemes_add | body, set | as _fact_lexemes_add | INSERT ... SELECT of postings: 1.8 ms of a 5.0 ms turn; the registry's = ANY 0.25 ms a turn |
+-- | _shared_facts_sync | body | agent and project facts are read from every worker: copies in reference tables | plain: no copies, does nothing |
+-- | _facts_insert_many | body | a lateral outer join on distributed tables | facts_add_many falls back to fact_add per element |
+-- | _facts_for_context | body, copy | agent and project facts live on another worker | 'user' facts: the plain body (_user_facts_for_context); others: the copies |
+-- | _facts_newest | copy | as _facts_for_context | read by _shared_facts_for_context |
+-- | _facts_at | copy | as _facts_for_context | as _facts_newest |
+-- | _scope_fact_candidates | copy | as _facts_for_context | as _facts_newest |
+-- | _fact_candidates | copy | as _facts_for_context | as _facts_newest (copied before its body above replaces it) |
+-- | _facts_ranked | copy | as _facts_for_context | as _facts_newest |
 SET LOCAL citus.enable_unsafe_triggers = on;  -- the lexeme statement triggers: see below
 SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one transaction
 
@@ -41,37 +55,78 @@ BEGIN
 END;
 $$;
 
--- tenant_allowed: the RLS policy calls it from queries on shards, where reading tenant_roles
--- (a reference table: a copy on every node, so the read is local) is a nested distributed
--- query Citus refuses unless allowed.
-CREATE OR REPLACE FUNCTION pymem.tenant_allowed(project_id text)
-RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET citus.allow_nested_distributed_execution = on
-AS $$
+-- The copies (how = copy): context_read's reads of facts with the tables and calls renamed; the
+-- plain _facts_for_context stays as _user_facts_for_context (its Citus body dispatches below).
+SELECT pymem.migration_types_path();  -- the functions below name pgvector's type
+-- signatures the copies had before 0006_v0_2_0_memory gave _facts_for_context a point in time
+DROP FUNCTION IF EXISTS pymem._user_facts_for_context(text, text, text, integer, vector, text, text, double precision);
+DROP FUNCTION IF EXISTS pymem._shared_facts_for_context(text, text, text, integer, vector, text, text, double precision);
+
+DO $$
+DECLARE
+    v_fn regproc;
+    v_src text;
 BEGIN
-    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t) OR pymem._tenant_allowed_bound(tenant_allowed.project_id);
+    FOREACH v_fn IN ARRAY ARRAY['pymem._facts_newest'::pg_catalog.regproc, 'pymem._facts_at'::pg_catalog.regproc,
+                                'pymem._scope_fact_candidates'::pg_catalog.regproc, 'pymem._fact_candidates'::pg_catalog.regproc,
+                                'pymem._facts_ranked'::pg_catalog.regproc, 'pymem._facts_for_context'::pg_catalog.regproc] LOOP
+        v_src := pg_catalog.pg_get_functiondef(v_fn);
+        IF v_fn = 'pymem._facts_for_context'::pg_catalog.regproc THEN
+            EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\._facts_for_context\(', 'pymem._user_facts_for_context(');
+        END IF;
+        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes|active_facts)\M',
+                                           'pymem.shared_\1', 'g');
+        EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_facts_at|_scope_fact_candidates|_fact_candidates|_facts_ranked|_facts_for_context)\(',
+                                          'pymem._shared\1(', 'g');
+    END LOOP;
 END;
 $$;
 
--- _text_search_config: queries on shards call it too (_recall_ranked, _fact_candidates); it reads
--- only text_search, a reference table, so the nested read is a local one, like tenant_allowed's.
-ALTER FUNCTION pymem._text_search_config(text) SET citus.allow_nested_distributed_execution = on;
+-- The derived bodies (table above): each plain body with these regular-expression edits.
+DO $do$
+DECLARE
+    r record;
+    v_def text;
+    v_new text;
+BEGIN
+    FOR r IN SELECT * FROM (VALUES
+        ('pymem._tenant_enter'::pg_catalog.regproc,
+         ARRAY['v_current := pg_catalog\.set_config\(''pymem\.tenant'', (''p:'' \|\| project_id), true\);'],
+         ARRAY['EXECUTE pg_catalog.format(''SET LOCAL pymem.tenant = %L'', \1);']),
+        ('pymem.facts_newest'::pg_catalog.regproc,  -- the view's predicates on its table
+         ARRAY['FROM pymem\.active_facts AS f\s+WHERE'],
+         ARRAY['FROM pymem.facts AS f WHERE pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now()) '
+               'AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now()) AND']),
+        ('pymem._window'::pg_catalog.regproc,  -- the same query with the values written in
+         ARRAY[' LANGUAGE sql', 'AS \$function\$', '(= |LIMIT )p_\w+', ';\s*\$function\$'],
+         ARRAY[' LANGUAGE plpgsql', 'AS $function$ BEGIN RETURN QUERY EXECUTE pg_catalog.format($q$', '\1%L',
+               '$q$, p_project_id, p_user_id, p_thread_id, p_max); END; $function$'])) AS d(fn, patterns, edits) LOOP
+        v_def := pg_catalog.pg_get_functiondef(r.fn);
+        FOR i IN 1 .. pg_catalog.cardinality(r.patterns) LOOP
+            v_new := pg_catalog.regexp_replace(v_def, r.patterns[i], r.edits[i], 'g');
+            IF v_new = v_def THEN
+                RAISE EXCEPTION 'citus.sql: the plain body of % no longer matches %', r.fn, r.patterns[i];
+            END IF;
+            v_def := v_new;
+        END LOOP;
+        EXECUTE v_def;
+    END LOOP;
+END;
+$do$;
 
--- current_tenant: as in 00_common.sql, and one more rule. A per-user call that Citus does not
--- delegate (any call shape but a bare `SELECT pymem.f(...)` / `SELECT ... FROM pymem.f(...)` in
--- autocommit, e.g. `SELECT pymem.context_read(...)->'window'`) runs on the coordinator, and
--- its single-shard reads reach the worker over Citus's internal connection without the
--- tenant (no transaction block is opened for a read, so the SET LOCAL is not sent): RLS would
--- answer with no rows, silently. A statement on such a connection without a tenant raises
--- 0A000 instead. (Superusers bypass RLS and never get here; Citus's maintenance calls that run
--- as the owner, e.g. the foreign-key checks of a shard move, keep the plain answer.)
-CREATE OR REPLACE FUNCTION pymem.current_tenant()
-RETURNS text
-LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+-- The second bodies (how = body): each takes the place of its plain body, and keeps its plain
+-- function's signature, volatility, security and settings (read from the catalog); the language
+-- is the one given. Settings Citus needs on top: the ALTER FUNCTION lines after them.
+DO $do$
+DECLARE
+    r record;
+    v_def text;
+BEGIN
+    FOR r IN SELECT * FROM (VALUES
+    -- current_tenant: a call Citus does not delegate runs on the coordinator, and its reads reach the
+    -- worker without the tenant (no transaction block for a read, so no SET LOCAL): a statement on
+    -- Citus's internal connection without a tenant raises 0A000 there instead of answering no rows.
+    ('pymem.current_tenant'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_tenant text := pg_catalog.current_setting('pymem.tenant', true);
 BEGIN
@@ -92,108 +147,12 @@ BEGIN
     END IF;
     RETURN NULL;
 END;
-$$;
-
--- context_read: without the plain body's plan_cache_mode = force_generic_plan, which reaches the
--- functions it calls: Citus cannot plan _recall_ranked's query with its parameters left open
--- ("could not create distributed plan").
-ALTER FUNCTION pymem.context_read RESET plan_cache_mode;
-
--- _tenant_enter: the tenant as SET LOCAL, which Citus sends after the BEGIN of every worker
--- transaction the call opens (set_config stays on the node that ran it).
-CREATE OR REPLACE FUNCTION pymem._tenant_enter(project_id text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-SET citus.propagate_set_commands = 'local'
-AS $$
-DECLARE
-    v_current text := pg_catalog.current_setting('pymem.tenant', true);
-BEGIN
-    IF project_id IS NULL THEN
-        RETURN;
-    END IF;
-    IF NOT pymem.tenant_allowed(project_id) THEN
-        RAISE EXCEPTION 'pymem: role % may not serve project %', session_user, pg_catalog.quote_literal(project_id)
-            USING ERRCODE = '42501', HINT = 'See pymem.tenant_roles (docs/security.md).';
-    END IF;
-    IF v_current IS NULL OR v_current = '' THEN
-        EXECUTE pg_catalog.format('SET LOCAL pymem.tenant = %L', 'p:' || project_id);
-    ELSIF v_current <> 'p:' || project_id THEN
-        RAISE EXCEPTION 'pymem: this transaction belongs to another tenant than project %', pg_catalog.quote_literal(project_id)
-            USING ERRCODE = '42501',
-                  HINT = 'One transaction serves one project: commit, or call pymem.set_tenant() for the right one.';
-    END IF;
-END;
-$$;
-
--- facts_newest: the read of the subject's facts from the table with the predicates of
--- pymem.active_facts (its helpers _fact_live and _fact_valid: 00_common.sql), not from the view: Citus plans a
--- one-table query by its fast path, a view by its full router planner (0.19 ms more per call
--- on the worker: bench/reports/2026-12-04-citus-writes).
-CREATE OR REPLACE FUNCTION pymem.facts_newest(
-    scope text, scope_id text, project_id text DEFAULT '', max_facts integer DEFAULT 50)
-RETURNS SETOF pymem.facts
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_max integer;
-BEGIN
-    PERFORM pymem._tenant_enter(facts_newest.project_id);
-    v_max := pymem._check_limit('max_facts', facts_newest.max_facts);
-    IF NOT pymem._fact_check_subject(facts_newest.scope, facts_newest.scope_id, facts_newest.project_id, 'match') THEN
-        RETURN;
-    END IF;
-    IF facts_newest.scope_id = '*' THEN
-        RETURN QUERY SELECT * FROM pymem._scope_facts_newest(facts_newest.project_id, facts_newest.scope, v_max);
-        RETURN;
-    END IF;
-    RETURN QUERY
-    SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = facts_newest.project_id AND f.scope = facts_newest.scope
-       AND f.scope_id = facts_newest.scope_id
-       AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now()) AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now())
-     ORDER BY f.created_at DESC, f.id DESC
-     LIMIT v_max;
-END;
-$$;
-
--- _window: Citus cannot plan the parameterised sub-select with ORDER BY ... LIMIT of the plain
--- body ("could not create distributed plan"): the same query with the values written in.
-CREATE OR REPLACE FUNCTION pymem._window(p_project_id text, p_user_id text, p_thread_id text, p_max integer)
-RETURNS TABLE (seq bigint, role text, content text, importance double precision, created_at timestamptz,
-               metadata jsonb)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-BEGIN
-    RETURN QUERY EXECUTE pg_catalog.format($q$
-    SELECT w.seq, w.role, w.content, w.importance, w.created_at, w.metadata FROM (
-        SELECT m.seq, m.role, m.content, m.importance, m.created_at, m.metadata FROM pymem.messages AS m
-         WHERE m.project_id = %L AND m.user_id = %L AND m.thread_id = %L
-         ORDER BY m.seq DESC
-         LIMIT %s) AS w
-     ORDER BY w.seq$q$, p_project_id, p_user_id, p_thread_id, p_max);
-END;
-$$;
-
--- _recall_rows: the rows _recall_ranked ranks, as the plain SQL body defines them, read by
--- single-table statements (Citus's fast path on the local shard) into arrays and returned from
--- them: the ranking statement then names no Citus table, where the plain body, inlined into it,
--- made Citus plan the whole statement in full on every call (~3 ms of a context_read on the
--- worker). Vectors stored before 0006_v0_2_0_memory (rare) take their lexemes in a join, and a metadata filter
--- reads the keys of the user's messages that pass it.
-SELECT pymem.migration_types_path();  -- its signature names pgvector's type
-CREATE OR REPLACE FUNCTION pymem._recall_rows(
-    p_project_id text, p_user_id text, p_embedder text, p_query vector, p_any tsquery, p_as_of timestamptz,
-    p_metadata jsonb)
-RETURNS TABLE (thread_id text, seq bigint, chars integer, importance double precision, created_at timestamptz,
-               similarity double precision, tokens integer, lexemes tsvector, metadata_ok boolean)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    -- _recall_rows: the rows _recall_ranked ranks, as the plain SQL body defines them, read by
+    -- single-table statements (Citus's fast path on the local shard) into arrays, so that the ranking
+    -- statement names no Citus table. Vectors stored before 0006_v0_2_0_memory (rare) take their lexemes in a
+    -- join; a metadata filter reads the keys of the user's messages that pass it.
+    ('pymem._recall_rows'::pg_catalog.regproc, 'plpgsql', $b$
 #variable_conflict use_column
 DECLARE
     v_thread text[]; v_seq bigint[]; v_chars integer[]; v_importance double precision[]; v_at timestamptz[];
@@ -245,89 +204,11 @@ BEGIN
                       pg_catalog.unnest(v_tokens), pg_catalog.unnest(v_lexemes))
            AS r(thread_id, seq, chars, importance, created_at, similarity, tokens, lexemes);
 END;
-$$;
-SELECT pymem.migration_search_path();
-
--- _messages_unembedded (context_read's and messages_unembedded's catch-up list): the plain body's
--- three index ranges as three single-table reads (Citus's fast path; its UNION ALL took the full
--- router planner, twice a context_read), all empty when nothing is missing, of the keys only (a
--- backlog of messages imported without vectors may be long); only when one is not, the user's
--- vectors of the embedder among them, the order and the limit in a statement that names no Citus
--- table, and the contents of those kept.
-CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
-    p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
-RETURNS TABLE (thread_id text, seq bigint, content text)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_thread text[]; v_seq bigint[]; v_at timestamptz[];  -- the keys only: a backlog may be long
-    v_h_thread text[]; v_h_seq bigint[];  -- those with a vector of p_embedder already; then the messages read
-    v_content text[];
-BEGIN
-    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at)
-      INTO v_thread, v_seq, v_at
-      FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
-       AND pg_catalog.length(m.content) >= p_min_chars;
-    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
-           v_at || pg_catalog.array_agg(m.created_at)
-      INTO v_thread, v_seq, v_at
-      FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
-       AND pg_catalog.length(m.content) >= p_min_chars;
-    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
-           v_at || pg_catalog.array_agg(m.created_at)
-      INTO v_thread, v_seq, v_at
-      FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder
-       AND pg_catalog.length(m.content) >= p_min_chars;
-    IF v_thread IS NULL THEN
-        RETURN;
-    END IF;
-    SELECT pg_catalog.array_agg(e.thread_id), pg_catalog.array_agg(e.seq) INTO v_h_thread, v_h_seq
-      FROM pymem.message_embeddings AS e
-     WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder AND e.seq = ANY (v_seq);
-    -- the first p_limit of those without one, newest first; then their contents
-    SELECT pg_catalog.array_agg(c.thread_id ORDER BY c.o), pg_catalog.array_agg(c.seq ORDER BY c.o)
-      INTO v_thread, v_seq
-      FROM (SELECT u.thread_id, u.seq,
-                   pg_catalog.row_number() OVER (ORDER BY u.created_at DESC, u.thread_id, u.seq DESC) AS o
-              FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_at))
-                   AS u(thread_id, seq, created_at)
-             WHERE NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq)) AS h(thread_id, seq)
-                                WHERE h.thread_id = u.thread_id AND h.seq = u.seq)
-             ORDER BY o
-             LIMIT p_limit) AS c;
-    IF v_thread IS NULL THEN  -- every one had a vector already
-        RETURN;
-    END IF;
-    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.content)
-      INTO v_h_thread, v_h_seq, v_content
-      FROM pymem.messages AS m
-     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.seq = ANY (v_seq);
-    RETURN QUERY
-    SELECT k.thread_id, k.seq, m.content
-      FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq)) WITH ORDINALITY AS k(thread_id, seq, o)
-      JOIN ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq), pg_catalog.unnest(v_content))
-           AS m(thread_id, seq, content) ON m.thread_id = k.thread_id AND m.seq = k.seq
-     ORDER BY k.o;
-END;
-$$;
-
--- _local_shard(table, key): the name of the table's shard for a distribution key when that
--- shard is a table on this node, else the table's. For the lexeme triggers below, which fire on
--- a shard of facts or messages: the colocated shard of fact_lexemes, message_lexemes,
--- recall_indexes or recall_terms (the same hash range) is on the same node, moved with it, and written or read
--- while Citus holds the write to the triggering shard (a shard move blocks both alike), so the
--- trigger uses it as a plain table: ~0.1 ms less a statement than a statement Citus routes
--- (bench/reports/2026-12-04-citus-writes). The shards carry the tables' row-level security.
-CREATE OR REPLACE FUNCTION pymem._local_shard(p_table regclass, p_key text)
-RETURNS text
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    -- _local_shard(table, key): the table's shard for a key when that shard is on this node, else the
+    -- table. The lexeme triggers fire on a shard of facts or messages, whose colocated shards are on
+    -- the same node, moved and locked with it: they write them as plain tables (with the same RLS).
+    ('pymem._local_shard'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_name text := pg_catalog.shard_name(p_table, pg_catalog.get_shard_id_for_distribution_column(p_table, p_key));
 BEGIN
@@ -336,17 +217,11 @@ BEGIN
     END IF;
     RETURN p_table::text;
 END;
-$$;
-
--- The lexeme statement triggers: Citus cannot plan a query that joins the transition table
--- ("unrecognized RTE kind: 7"). Read it alone into arrays, the project's configuration in its
--- own statement, then insert from the arrays into the colocated shard (_local_shard).
-CREATE OR REPLACE FUNCTION pymem._fact_lexemes_add()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-SET citus.allow_nested_distributed_execution = on
-AS $$
+$b$),
+    -- The lexeme statement triggers: Citus cannot plan a query that joins the transition table
+    -- ("unrecognized RTE kind: 7"). Read it alone into arrays, the project's configuration in its
+    -- own statement, then insert from the arrays into the colocated shard (_local_shard).
+    ('pymem._fact_lexemes_add'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_p text[]; v_s text[]; v_i text[]; v_id bigint[]; v_content text[];
     v_config regconfig;
@@ -358,9 +233,8 @@ BEGIN
         RETURN NULL;
     END IF;
     v_config := pymem._text_search_config(v_p[1]);  -- one project per transaction
-    -- the rows as literal VALUES (an INSERT ... SELECT from the arrays into the distributed table
-    -- took Citus's coordinator path: 0.56 ms of a fact_add's 1.7 on the worker); the trigger's
-    -- rows are of one shard, so v_i[1] names their colocated shard
+    -- the rows as literal VALUES (an INSERT ... SELECT took Citus's coordinator path); the
+    -- trigger's rows are of one shard, so v_i[1] names their colocated shard
     EXECUTE 'INSERT INTO ' || pymem._local_shard('pymem.fact_lexemes', v_i[1])
          || ' (project_id, scope, scope_id, fact_id, lexemes, tokens) VALUES '
          || (SELECT pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L, %s, %L::tsvector, %s)', u.p, u.s, u.i, u.id,
@@ -369,14 +243,8 @@ BEGIN
               CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, u.content) AS lexemes OFFSET 0) AS v);
     RETURN NULL;
 END;
-$$;
-
-CREATE OR REPLACE FUNCTION pymem._message_lexemes_add()
-RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-SET citus.allow_nested_distributed_execution = on
-AS $$
+$b$),
+    ('pymem._message_lexemes_add'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_p text[]; v_u text[]; v_t text[]; v_seq bigint[]; v_content text[]; v_imp double precision[];
     v_at timestamptz[];
@@ -399,8 +267,7 @@ BEGIN
                FROM unnest(v_p, v_u, v_t, v_seq, v_content, v_imp, v_at) AS x(p, u, t, seq, content, imp, at)
               CROSS JOIN LATERAL (SELECT pymem._lexemes(v_config, x.content) AS lexemes OFFSET 0) AS v);
     -- heavy users' words (recall_terms), from the arrays too; the registry read in the user's
-    -- colocated shard when the statement wrote one user's messages (every call but a multi-user
-    -- import; its = ANY through Citus's router planner cost 0.25 ms a turn)
+    -- colocated shard when the statement wrote one user's messages (all but a multi-user import)
     IF v_u <@ ARRAY[v_u[1]] THEN
         EXECUTE pg_catalog.format('SELECT ARRAY[r.user_id] FROM %s AS r WHERE r.project_id = $1 AND r.user_id = $2 LIMIT 1',
                                   pymem._local_shard('pymem.recall_indexes', v_u[1]))
@@ -423,43 +290,8 @@ BEGIN
     END IF;
     RETURN NULL;
 END;
-$$;
-
--- Shared facts: agent and project facts are read by every user's context_read, which runs on
--- the user's worker; a read of the agent's shard from there would reach another worker without
--- the tenant. So on Citus each agent or project fact, its vectors and its lexemes are also kept
--- in reference tables (shared_facts, shared_fact_embeddings, shared_fact_lexemes: a copy on every
--- node, the same row-level security), refreshed by _shared_facts_sync, which the functions that
--- write an agent's or a project's facts call at their end (a rare write: two-phase commit to
--- every node; with the ids of the facts a write changed, only those are copied again, so the
--- cost does not grow with the agent's facts). facts stays the table the facts API reads and
--- writes; only context_read reads the copies. Not triggers on the shards: a write to a reference table from a shard, inside a
--- transaction the coordinator commits in two phases, crashed the worker (Citus 14.0.1).
--- The tables come from migrations/0006_v0_2_0_memory.sql (on every database, empty off Citus);
--- the first distribution fills them with what is already there (a database distributed after it
--- held agent facts; read as a superuser: row-level security hides every row from a role without
--- the tenant), before they become reference tables below.
-DO $$
-DECLARE
-    v_table text;
-BEGIN
-    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
-        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
-                        WHERE p.logicalrelid = pg_catalog.to_regclass('pymem.shared_' || v_table)) THEN
-            EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I AS f WHERE f.scope <> %L '
-                                      'AND NOT EXISTS (SELECT 1 FROM pymem.%I)',
-                                      'shared_' || v_table, v_table, 'user', 'shared_' || v_table);
-        END IF;
-    END LOOP;
-END;
-$$;
-
-CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text,
-                                                    p_ids bigint[] DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    ('pymem._shared_facts_sync'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_table text;
     v_where text := pg_catalog.format('t.project_id = %L AND t.scope <> %L', p_project_id, 'user')
@@ -488,62 +320,15 @@ BEGIN
         END IF;
     END LOOP;
 END;
-$$;
-
--- _facts_insert_many: facts_add_many's set-based statement joins its elements to the facts of
--- many subjects (a lateral outer join Citus cannot plan: "cannot perform a lateral outer join
--- when a distributed subquery references complex subqueries, CTEs or local tables"). Here it
--- finds nothing, and facts_add_many adds every element with fact_add, one routed call each, in
--- the same transaction: the same checks, results and all-or-nothing, at a single add's speed.
-CREATE OR REPLACE FUNCTION pymem._facts_insert_many(
-    p_project_id text, p_scope text, p_scope_ids text[], p_contents text[], p_confidences double precision[],
-    p_sources text[], p_metadata jsonb[], p_created_ats timestamptz[], p_expires_at timestamptz,
-    p_valid_from timestamptz, p_valid_to timestamptz, OUT ids bigint[], OUT created boolean[])
-LANGUAGE sql VOLATILE SECURITY INVOKER  -- as its twin, whatever this body does (tests/sql/test_citus_overrides.py)
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    -- _facts_insert_many: facts_add_many's statement joins its elements to many subjects' facts by a
+    -- lateral outer join Citus cannot plan. Here it finds nothing, and facts_add_many adds every
+    -- element with fact_add in the same transaction: the same checks, results and all-or-nothing.
+    ('pymem._facts_insert_many'::pg_catalog.regproc, 'sql', $b$
     SELECT pg_catalog.array_fill(NULL::bigint, ARRAY[pg_catalog.cardinality(p_contents)]),
            pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(p_contents)]);
-$$;
-
--- The reads of context_read over the copies: _shared_facts_for_context and the functions it
--- calls are the plain ones (api/facts_search.sql and api/facts.sql, just re-created by this migrate) with the tables
--- and calls renamed, so they never drift from them; _facts_for_context sends 'user' facts to
--- the plain body (kept as _user_facts_for_context) and the others to the copies.
-SELECT pymem.migration_types_path();  -- the functions below name pgvector's type
--- signatures the copies had before valid time (0.2.0's development) gave _facts_for_context a point in time
-DROP FUNCTION IF EXISTS pymem._user_facts_for_context(text, text, text, integer, vector, text, text, double precision);
-DROP FUNCTION IF EXISTS pymem._shared_facts_for_context(text, text, text, integer, vector, text, text, double precision);
-
-DO $$
-DECLARE
-    v_fn text;
-    v_src text;
-BEGIN
-    FOREACH v_fn IN ARRAY ARRAY['_facts_newest', '_facts_at', '_scope_fact_candidates', '_fact_candidates', '_facts_ranked',
-                                '_facts_for_context'] LOOP
-        v_src := pg_catalog.pg_get_functiondef(
-            (SELECT p.oid FROM pg_catalog.pg_proc AS p
-              WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace AND p.proname = v_fn));
-        IF v_fn = '_facts_for_context' THEN
-            EXECUTE pg_catalog.regexp_replace(v_src, '\mpymem\._facts_for_context\(', 'pymem._user_facts_for_context(');
-        END IF;
-        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(facts|fact_embeddings|fact_lexemes|active_facts)\M',
-                                           'pymem.shared_\1', 'g');
-        v_src := pg_catalog.regexp_replace(v_src, '\mpymem\.(_facts_newest|_facts_at|_scope_fact_candidates|_fact_candidates|_facts_ranked|_facts_for_context)\(',
-                                           'pymem._shared\1(', 'g');
-        EXECUTE v_src;
-    END LOOP;
-END;
-$$;
-
-CREATE OR REPLACE FUNCTION pymem._facts_for_context(
-    p_project_id text, p_scope text, p_scope_id text, p_max integer, p_query vector, p_embedder text,
-    p_text text, p_lw double precision, p_valid_at timestamptz, p_as_of timestamptz)
-RETURNS TABLE (id bigint, content text, confidence double precision, created_at timestamptz)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
+$b$),
+    ('pymem._facts_for_context'::pg_catalog.regproc, 'plpgsql', $b$
 BEGIN
     IF p_scope = 'user' THEN
         RETURN QUERY SELECT * FROM pymem._user_facts_for_context(p_project_id, p_scope, p_scope_id, p_max, p_query,
@@ -553,22 +338,12 @@ BEGIN
                                                                   p_embedder, p_text, p_lw, p_valid_at, p_as_of);
     END IF;
 END;
-$$;
-
--- _fact_candidates (a subject's facts, for _facts_ranked: facts_search and context_read's user
--- facts): the plain body's join of the subject's active facts, vectors and lexemes, as three
--- single-table reads (Citus's fast path on the local shard; the active facts with the predicates
--- of pymem.active_facts, as facts_newest above) into arrays, joined by hash in a statement that
--- names no Citus table; the join took Citus's full router planner on every call. Defined after
--- the copies above, which derive from the plain body.
-CREATE OR REPLACE FUNCTION pymem._fact_candidates(
-    p_project_id text, p_scope text, p_scope_id text, p_query vector, p_embedder text, p_metadata jsonb)
-RETURNS TABLE (id bigint, scope_id text, content text, confidence double precision, source text, metadata jsonb,
-               created_at timestamptz, eligible boolean, dist double precision, lexemes tsvector, tokens integer)
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-SET enable_nestloop = off
-AS $$
+$b$),
+    -- _fact_candidates (facts_search's and context_read's user facts): the subject's active facts
+    -- (active_facts' predicates on the table, as facts_newest), vectors and lexemes as three
+    -- single-table reads into arrays, joined by hash in a statement that names no Citus table.
+    -- After the copies above, which derive from the plain body.
+    ('pymem._fact_candidates'::pg_catalog.regproc, 'plpgsql', $b$
 #variable_conflict use_column
 DECLARE
     v_id bigint[]; v_content text[]; v_confidence double precision[]; v_source text[]; v_metadata jsonb[];
@@ -613,9 +388,42 @@ BEGIN
       LEFT JOIN ROWS FROM (pg_catalog.unnest(v_l_id), pg_catalog.unnest(v_l_lexemes), pg_catalog.unnest(v_l_tokens))
            AS l(id, lexemes, tokens) ON l.id = f.id;
 END;
-$$;
+$b$)) AS d(fn, lang, body) LOOP
+        v_def := pg_catalog.regexp_replace(pg_catalog.pg_get_functiondef(r.fn), ' LANGUAGE \w+', ' LANGUAGE ' || r.lang);
+        EXECUTE pg_catalog.left(v_def, pg_catalog.strpos(v_def, 'AS $function$') + 12) || r.body || '$function$';
+    END LOOP;
+END;
+$do$;
 
+-- Settings Citus needs on top of the bodies above (how = set).
+ALTER FUNCTION pymem.current_tenant SET search_path = pg_catalog, pymem, pg_temp;  -- PL/pgSQL: it no longer inlines
+ALTER FUNCTION pymem.tenant_allowed SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem._text_search_config SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem._fact_lexemes_add SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem._message_lexemes_add SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem._tenant_enter SET citus.propagate_set_commands = 'local';
+ALTER FUNCTION pymem.context_read RESET plan_cache_mode;
 SELECT pymem.migration_search_path();
+
+-- Shared facts (docs/scaling-out.md): agent and project facts, their vectors and lexemes, copied
+-- into the shared_* reference tables (0006_v0_2_0_memory) by _shared_facts_sync, which their
+-- writers call (not triggers on the shards: a write to a reference table from a shard, committed
+-- in two phases, crashed the worker on Citus 14.0.1). The first distribution fills them with what
+-- is already there (as a superuser: row-level security hides every row from a role without the tenant).
+DO $$
+DECLARE
+    v_table text;
+BEGIN
+    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
+        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
+                        WHERE p.logicalrelid = pg_catalog.to_regclass('pymem.shared_' || v_table)) THEN
+            EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I AS f WHERE f.scope <> %L '
+                                      'AND NOT EXISTS (SELECT 1 FROM pymem.%I)',
+                                      'shared_' || v_table, v_table, 'user', 'shared_' || v_table);
+        END IF;
+    END LOOP;
+END;
+$$;
 
 -- Policies: project_id = current_tenant() without the sub-select (Citus: "Subqueries are not
 -- supported in policies on distributed tables"). On a shard the planner still evaluates it
@@ -684,121 +492,39 @@ BEGIN
 END;
 $$;
 
--- tenant_allowed and _tenant_allowed_bound read tenant_roles from the node's own placement of it
--- (a reference table: one shard, a copy on every node, written by Citus on all of them in the
--- same transaction), by the shard's name written in here: Citus routes every statement on a
--- Citus table, even a local read inside a delegated call, with a deparse, parse and plan per
--- execution (~0.025 ms on the test cluster, against ~0.003 ms for the same read of the shard,
--- which PostgreSQL plans once per session), and the policies call tenant_allowed 50-60 times
--- per context_read or turn_record (bench/reports/2026-12-04-citus-cost). _text_search_config and
--- _embedder_dimension read text_search and embedders the same way (two and four reads per
--- turn_record, two per fact_add). A node without a placement (a coordinator that is not in the
--- metadata) reads the table through Citus as before.
+-- The node's own copies of the reference tables read by their shard's name (a read through Citus
+-- is deparsed, parsed and planned per execution; the shard's, once per session), and through
+-- Citus where the node has no copy (a coordinator not in the metadata).
 DO $do$
 DECLARE
-    v_shard text := (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard AS s
-                      WHERE s.logicalrelid = 'pymem.tenant_roles'::pg_catalog.regclass);
+    r record;
+    v_def text;
+    v_inner text;
 BEGIN
-    IF v_shard IS NULL THEN
-        RETURN;
-    END IF;
-    EXECUTE pg_catalog.format($f$
-CREATE OR REPLACE FUNCTION pymem.tenant_allowed(project_id text)
-RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET citus.allow_nested_distributed_execution = on
-AS $b$
-BEGIN
-    IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
-        RETURN NOT EXISTS (SELECT 1 FROM %2$s AS t) OR pymem._tenant_allowed_bound(tenant_allowed.project_id);
-    END IF;
-    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t) OR pymem._tenant_allowed_bound(tenant_allowed.project_id);
-END;
-$b$$f$, v_shard, v_shard);
-    EXECUTE pg_catalog.format($f$
-CREATE OR REPLACE FUNCTION pymem._tenant_allowed_bound(project_id text)
-RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $b$
-BEGIN
-    IF (SELECT r.rolsuper FROM pg_catalog.pg_roles AS r WHERE r.rolname = session_user) THEN
-        RETURN true;
-    END IF;
-    IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
-        RETURN NOT EXISTS (SELECT 1 FROM %2$s AS t
-                            WHERE pymem._role_member(t.role_name))
-            OR EXISTS (SELECT 1 FROM %2$s AS t
-                        WHERE t.project_id = _tenant_allowed_bound.project_id
-                          AND pymem._role_member(t.role_name));
-    END IF;
-    RETURN NOT EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                        WHERE pymem._role_member(t.role_name))
-        OR EXISTS (SELECT 1 FROM pymem.tenant_roles AS t
-                    WHERE t.project_id = _tenant_allowed_bound.project_id
-                      AND pymem._role_member(t.role_name));
-END;
-$b$$f$, v_shard, v_shard);
+    FOR r IN SELECT d.fn, d.t, pg_catalog.shard_name(s.logicalrelid, s.shardid) AS shard
+               FROM (VALUES ('pymem.tenant_allowed'::pg_catalog.regproc, 'tenant_roles'),
+                            ('pymem._tenant_allowed_bound'::pg_catalog.regproc, 'tenant_roles'),
+                            ('pymem._text_search_config'::pg_catalog.regproc, 'text_search'),
+                            ('pymem._embedder_dimension'::pg_catalog.regproc, 'embedders')) AS d(fn, t)
+               JOIN pg_catalog.pg_dist_shard AS s ON s.logicalrelid = ('pymem.' || d.t)::pg_catalog.regclass LOOP
+        v_def := pg_catalog.pg_get_functiondef(r.fn);
+        IF v_def ~ ' LANGUAGE sql\M' THEN  -- as PL/pgSQL returning the SQL body's value
+            v_def := pg_catalog.regexp_replace(pg_catalog.regexp_replace(pg_catalog.replace(
+                         v_def, ' LANGUAGE sql', ' LANGUAGE plpgsql'), 'AS \$function\$', 'AS $function$ BEGIN RETURN ('),
+                         ';\s*\$function\$', E'\n); END; $function$');
+        END IF;
+        v_inner := pg_catalog.substring(v_def, '\$function\$\s*BEGIN(.*)END;\s*\$function\$');
+        EXECUTE pg_catalog.replace(v_def, v_inner, pg_catalog.format(
+            E' IF pg_catalog.to_regclass(%L) IS NOT NULL THEN%s END IF;\n%s', r.shard,
+            pg_catalog.regexp_replace(v_inner, '\mpymem\.' || r.t || '\M', r.shard, 'g'), v_inner));
+    END LOOP;
 END;
 $do$;
 
-DO $do$
-DECLARE
-    v_text_search text := (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard AS s
-                            WHERE s.logicalrelid = 'pymem.text_search'::pg_catalog.regclass);
-    v_embedders text := (SELECT pg_catalog.shard_name(s.logicalrelid, s.shardid) FROM pg_catalog.pg_dist_shard AS s
-                          WHERE s.logicalrelid = 'pymem.embedders'::pg_catalog.regclass);
-BEGIN
-    IF v_text_search IS NOT NULL THEN
-        EXECUTE pg_catalog.format($f$
-CREATE OR REPLACE FUNCTION pymem._text_search_config(project_id text)
-RETURNS regconfig
-LANGUAGE plpgsql STABLE PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $b$
-BEGIN
-    IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
-        RETURN (SELECT t.config::pg_catalog.regconfig FROM %2$s AS t WHERE t.project_id = _text_search_config.project_id);
-    END IF;
-    RETURN (SELECT t.config::pg_catalog.regconfig FROM pymem.text_search AS t WHERE t.project_id = _text_search_config.project_id);
-END;
-$b$$f$, v_text_search, v_text_search);
-    END IF;
-    IF v_embedders IS NOT NULL THEN
-        EXECUTE pg_catalog.format($f$
-CREATE OR REPLACE FUNCTION pymem._embedder_dimension(p_project_id text, p_name text)
-RETURNS integer
-LANGUAGE plpgsql STABLE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $b$
-BEGIN
-    IF pg_catalog.to_regclass(%1$L) IS NOT NULL THEN
-        RETURN (SELECT e.dimension FROM %2$s AS e WHERE e.project_id = p_project_id AND e.name = p_name);
-    END IF;
-    RETURN (SELECT e.dimension FROM pymem.embedders AS e WHERE e.project_id = p_project_id AND e.name = p_name);
-END;
-$b$$f$, v_embedders, v_embedders);
-    END IF;
-END;
-$do$;
-
--- 7. Citus's local plan cache grows without bound before 13.5 on 13.x and before 14.3 on 14.x
---    (citusdata/citus#8783, fixed upstream by #8824): a statement planned generically
---    whose shard is on the node (every statement of a delegated call) misses the cache on
---    every execution, is planned again and adds another plan to it. On an unpatched 14.0.1 a
---    worker's backend grew from 50 MB to 913 MB over 3,000 context_read calls (~300 kB a call),
---    never given back while the coordinator keeps its connection. Where it leaks, every PL/pgSQL
---    function of pymem plans its statements for each call (force_custom_plan: no generic plan,
---    so nothing is cached); measured 0.91-1.19x per call on 14.0.1
---    (bench/reports/2026-12-04-citus-cost, "The local plan cache"). A fixed Citus keeps the
---    functions as the API files declare them (the refresh re-created them before this file ran).
---    Which Citus leaks is decided by pymem.migration_citus_plan_every_call() (bootstrap.sql):
---    the operator's pymem.citus_plan_every_call (on / off / auto), else the version (14.3+,
---    13.5+: fixed), else the cache's behaviour on every node that holds a shard, probed by
---    migrate before this transaction (a patched 14.0.1 still reports 14.0.1), else (nothing to
---    probe yet) plan every call; migrate probes again after this transaction commits and
---    applies the answer (docs/scaling-out.md "Which Citus").
+-- 7. Citus's local plan cache grows without bound before 13.5 on 13.x and 14.3 on 14.x
+--    (citusdata/citus#8783). Where it leaks, pymem's PL/pgSQL functions plan each call
+--    (plan_cache_mode set from a catalog query, not by name here; bootstrap.sql decides which
+--    Citus leaks: docs/scaling-out.md "Which Citus", with the figures).
 DO $do$
 BEGIN
     PERFORM pymem.migration_citus_plan_cache_apply();

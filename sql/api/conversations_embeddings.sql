@@ -1,38 +1,79 @@
 -- conversations_embeddings.sql: what recall ranks by, kept beside the messages: the vectors
 -- (catch-up list of messages without one, the bulk put) and the lexemes of lexical recall (the
 -- trigger that indexes a new message, the backfill of older ones). Part of conversation memory
--- (conversations.sql; tables in migrations/0003_conversations.sql, 0006_v0_2_0_memory.sql).
+-- (conversations.sql; tables in migrations/0003_conversations.sql, 0015_message_lexical.sql).
 -- Re-applied on every migrate; called by pymem/conversations.py and by any SQL client.
 --
 -- Errors: 22023 invalid argument.
 
--- _messages_unembedded: the catch-up query: three index ranges (NULL, through messages_unembedded;
--- below and above the current embedder's name, through messages_embedded_by), one branch each, so
--- that every plan, generic ones included, reads only those ranges: all empty when nothing is
--- missing. Both indexes are partial so that the foreign-key check of a stored vector cannot use
--- them (0006_v0_2_0_memory).
+-- _messages_unembedded: the catch-up query: the keys of the messages in three index ranges (NULL,
+-- through messages_unembedded; below and above the current embedder's name, through
+-- messages_embedded_by), one single-table read each, all empty when nothing is missing; only when
+-- one is not, the user's vectors of the embedder among them, the order and the limit over the keys
+-- (a backlog may be long), then the contents of those kept. Both indexes are partial so that the
+-- foreign-key check of a stored vector cannot use them (0006_v0_2_0_memory). Single-table
+-- reads: the shape a Citus worker plans by its fast path (a UNION ALL took its full router planner
+-- ~0.7 ms twice a context_read), and on one server the same index ranges.
 CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
     p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, content text)
-LANGUAGE sql STABLE SECURITY INVOKER
+LANGUAGE plpgsql STABLE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-    SELECT c.thread_id, c.seq, c.content FROM (
-        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
-         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
-        UNION ALL
-        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
-         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
-        UNION ALL
-        SELECT m.thread_id, m.seq, m.content, m.created_at FROM pymem.messages AS m
-         WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder) AS c
-     WHERE pg_catalog.length(c.content) >= p_min_chars
-       -- a message last embedded by another embedder may have this one's vector already
-       AND NOT EXISTS (SELECT 1 FROM pymem.message_embeddings AS e
-                        WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder
-                          AND e.thread_id = c.thread_id AND e.seq = c.seq)
-     ORDER BY c.created_at DESC, c.thread_id, c.seq DESC
-     LIMIT p_limit;
+#variable_conflict use_column
+DECLARE
+    v_thread text[]; v_seq bigint[]; v_at timestamptz[];  -- the keys only: a backlog may be long
+    v_h_thread text[]; v_h_seq bigint[];  -- those with a vector of p_embedder already; then the messages read
+    v_content text[];
+BEGIN
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by IS NULL
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
+           v_at || pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by < p_embedder
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    SELECT v_thread || pg_catalog.array_agg(m.thread_id), v_seq || pg_catalog.array_agg(m.seq),
+           v_at || pg_catalog.array_agg(m.created_at)
+      INTO v_thread, v_seq, v_at
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.embedded_by > p_embedder
+       AND pg_catalog.length(m.content) >= p_min_chars;
+    IF v_thread IS NULL THEN
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(e.thread_id), pg_catalog.array_agg(e.seq) INTO v_h_thread, v_h_seq
+      FROM pymem.message_embeddings AS e
+     WHERE e.project_id = p_project_id AND e.user_id = p_user_id AND e.embedder = p_embedder AND e.seq = ANY (v_seq);
+    -- the first p_limit of those without one, newest first; then their contents
+    SELECT pg_catalog.array_agg(c.thread_id ORDER BY c.o), pg_catalog.array_agg(c.seq ORDER BY c.o)
+      INTO v_thread, v_seq
+      FROM (SELECT u.thread_id, u.seq,
+                   pg_catalog.row_number() OVER (ORDER BY u.created_at DESC, u.thread_id, u.seq DESC) AS o
+              FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq), pg_catalog.unnest(v_at))
+                   AS u(thread_id, seq, created_at)
+             WHERE NOT EXISTS (SELECT 1 FROM ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq)) AS h(thread_id, seq)
+                                WHERE h.thread_id = u.thread_id AND h.seq = u.seq)
+             ORDER BY o
+             LIMIT p_limit) AS c;
+    IF v_thread IS NULL THEN  -- every one had a vector already
+        RETURN;
+    END IF;
+    SELECT pg_catalog.array_agg(m.thread_id), pg_catalog.array_agg(m.seq), pg_catalog.array_agg(m.content)
+      INTO v_h_thread, v_h_seq, v_content
+      FROM pymem.messages AS m
+     WHERE m.project_id = p_project_id AND m.user_id = p_user_id AND m.seq = ANY (v_seq);
+    RETURN QUERY
+    SELECT k.thread_id, k.seq, m.content
+      FROM ROWS FROM (pg_catalog.unnest(v_thread), pg_catalog.unnest(v_seq)) WITH ORDINALITY AS k(thread_id, seq, o)
+      JOIN ROWS FROM (pg_catalog.unnest(v_h_thread), pg_catalog.unnest(v_h_seq), pg_catalog.unnest(v_content))
+           AS m(thread_id, seq, content) ON m.thread_id = k.thread_id AND m.seq = k.seq
+     ORDER BY k.o;
+END;
 $$;
 
 -- messages_unembedded: a user's messages (of at least min_chars characters) with no vector
@@ -82,7 +123,7 @@ BEGIN
        OR pg_catalog.cardinality(seqs) IS DISTINCT FROM pg_catalog.cardinality(embeddings) THEN
         RAISE EXCEPTION 'pymem: thread_ids, seqs and embeddings must have the same length' USING ERRCODE = '22023';
     END IF;
-    -- the cap bounds what one call makes the server hold and do (its time: docs/performance.md)
+    -- the cap bounds what one call makes the server hold and do (10000 vectors: ~0.6 s on a small VM)
     PERFORM pymem._check_batch('message_embeddings_put', 'vectors',
                                pg_catalog.cardinality(message_embeddings_put.embeddings), 10000);
     PERFORM pymem._embeddings_validate(message_embeddings_put.project_id, message_embeddings_put.embedder,
@@ -91,7 +132,7 @@ BEGIN
     -- keeps it one) is an index probe per element. Joined freely instead (or with `= ANY`
     -- conditions, which PostgreSQL 15 leaves as filters), generic plans read all of the user's
     -- messages to find a few (7,310 rows for a 2-message put). Before issue 36 this was a loop of
-    -- two statements per element, much slower (docs/performance.md, "Measured in the SQL").
+    -- two statements per element: 3.1 s for 10,000 vectors, 26.9 s for 100,000 (now 0.6 s, 7.3 s).
     INSERT INTO pymem.message_embeddings
         (project_id, user_id, embedder, thread_id, seq, chars, importance, created_at, embedding, lexemes, tokens)
     SELECT k.project_id, k.user_id, message_embeddings_put.embedder, k.thread_id, k.seq, k.chars, k.importance,
@@ -102,7 +143,7 @@ BEGIN
            SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content) AS chars, m.importance,
                   m.created_at, l.lexemes, l.tokens
              FROM pymem.messages AS m
-             LEFT JOIN pymem.message_lexemes AS l  -- its lexemes, kept beside the vector for recall (0006_v0_2_0_memory)
+             LEFT JOIN pymem.message_lexemes AS l  -- its lexemes, kept beside the vector for recall (0017)
                ON l.project_id = m.project_id AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq
             WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
               AND m.thread_id = u.t AND m.seq = u.s
@@ -129,10 +170,10 @@ BEGIN
 END;
 $$;
 
--- _message_lexemes_add: the statement trigger messages_lexemes (migrations/0006_v0_2_0_memory.sql):
+-- _message_lexemes_add: the statement trigger messages_lexemes (migrations/0015_message_lexical.sql):
 -- indexes the messages one statement inserted, in one INSERT; then, when one of their users is a
 -- heavy user (registered in pymem.recall_indexes: one lookup per statement, nothing more for
--- ordinary users), adds those users' messages' words to pymem.recall_terms (0006_v0_2_0_memory).
+-- ordinary users), adds those users' messages' words to pymem.recall_terms (0045_recall_terms).
 CREATE OR REPLACE FUNCTION pymem._message_lexemes_add()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -167,9 +208,9 @@ END;
 $$;
 
 -- message_lexemes_backfill: indexes up to max_messages of a project's messages that have no
--- lexemes yet (stored before 0006_v0_2_0_memory by a deploy user that row-level security binds),
+-- lexemes yet (stored before 0015_message_lexical by a deploy user that row-level security binds),
 -- then copies the lexemes of up to max_messages messages beside their vectors where they are
--- missing (vectors stored before 0006_v0_2_0_memory: recall reads those lexemes by
+-- missing (vectors stored before 0017_lexemes_beside_vectors: recall reads those lexemes by
 -- primary key until then); returns how many rows it wrote. Call it until it returns 0: each call
 -- is one short transaction. Heavy users' words miss the messages it indexes until the next
 -- recall_index_plan, whose fill step adds them (it marks the project's registered users unfilled).

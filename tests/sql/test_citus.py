@@ -1438,7 +1438,7 @@ def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
     Citus) ranks the same: hybrid, vector-only and lexical-only recall, with a metadata filter,
     as of a past time, with vectors stored before 0017 (no lexemes beside them), for users on
     both workers; facts_search and the user facts of context_read; the messages an embedder has
-    not embedded yet (_messages_unembedded, also Citus-shaped)."""
+    not embedded yet (_messages_unembedded: single-table reads, its one body on every server)."""
     from pgvector import Vector
     from pgvector.psycopg import register_vector
 

@@ -1,14 +1,11 @@
-"""The Citus layer checked without a cluster (issue 31, item 4): every function sql/citus.sql
-replaces keeps the signature of the plain body it replaces in sql/api (arguments, result,
-volatility, security mode, pinned settings), and the copies of agent and project facts
-(shared_*) keep their tables' columns, so that a change to one of the twins that the other does
-not follow fails here, on any PostgreSQL, and not only in the optional cluster pass.
-
-How: in a migrated database, inside a transaction that is rolled back, each CREATE OR REPLACE
-FUNCTION of citus.sql is run on its own (function bodies are not checked: the Citus bodies call
-Citus's functions), then the catalog entries of those names are compared with what the API
-files made. CREATE OR REPLACE refuses another result type; other arguments would add a second
-function of that name; another volatility, security mode or SET clause would show in the row."""
+"""The Citus layer checked without a cluster (issues 31, item 4, and 55, item 3): sql/citus.sql
+writes no function signature (its second bodies and derived bodies take theirs from the catalog,
+what the API files made), its bodies compile and its derivations still match the plain bodies
+they edit, its table of overrides matches its statements both ways, and the copies of agent and
+project facts (shared_*) keep their tables' columns, so that a change to one of the twins that
+the other does not follow fails here, on any PostgreSQL, and not only in the optional cluster
+pass. Each is run in a migrated database, in a transaction rolled back (or a cloned database).
+"""
 
 from __future__ import annotations
 
@@ -28,67 +25,48 @@ SIGNATURES = """SELECT p.proname, pg_get_function_identity_arguments(p.oid), pg_
                  WHERE n.nspname = 'pymem' AND p.proname = ANY(%s) ORDER BY 1, 2"""
 
 
-def overrides() -> dict[str, str]:
-    """citus.sql's CREATE OR REPLACE FUNCTION statements, by function name."""
-    out = {}
-    for raw in pglast.split(CITUS.read_text(encoding="utf-8")):
-        m = re.match(r"\s*(?:--[^\n]*\n\s*)*CREATE OR REPLACE FUNCTION pymem\.(\w+)\s*\(", raw)
-        if m:
-            out[m.group(1)] = raw
-    return out
+def _statement(marker: str) -> str:
+    """The one statement of citus.sql that holds marker."""
+    found = [s for s in pglast.split(CITUS.read_text(encoding="utf-8")) if marker in s]
+    assert len(found) == 1, (marker, len(found))
+    return found[0]
 
 
-def test_every_citus_override_keeps_its_twins_signature(dsn):
-    found = overrides()
-    assert len(found) >= 8, f"citus.sql's functions not found: {sorted(found)}"
+BODIES = "'pymem._local_shard'::pg_catalog.regproc"  # in the statement of the second bodies only
+
+
+def test_every_citus_body_compiles_and_keeps_its_twins_signature(dsn):
+    """citus.sql's second bodies take their function's signature from the catalog (what the API
+    files made), so that they cannot drift from their plain twins; here, on one server, they are
+    put in place (in a transaction rolled back): each compiles (PL/pgSQL's syntax, SQL bodies in
+    full), and the catalog rows differ from the plain ones in nothing but the language."""
+    bodies = _statement(BODIES)
+    names = re.findall(r"\('pymem\.(\w+)'::pg_catalog\.regproc, '(?:sql|plpgsql)', \$b\$", bodies)
+    assert len(names) >= 8, names
     with psycopg.connect(dsn) as c:
-        names = list(found)
         plain = c.execute(SIGNATURES, (names,)).fetchall()
-        twins = {row[0] for row in plain}
-        new = sorted(set(names) - twins)
-        # every override has a plain twin (one that is a no-op off Citus, like _shared_facts_sync,
-        # too): a function only citus.sql created would be missing on one server
-        assert new == [], f"citus.sql creates functions the API files do not: {new}"
-        c.execute("SET LOCAL check_function_bodies = off")
-        for name, statement in found.items():
-            if name in twins:
-                try:
-                    c.execute(statement)
-                except psycopg.Error as exc:
-                    raise AssertionError(f"citus.sql's {name} cannot replace the API's: {exc}") from None
-        replaced = c.execute(SIGNATURES, (sorted(twins),)).fetchall()
+        assert sorted({row[0] for row in plain}) == sorted(names)
+        c.execute(bodies)
+        replaced = c.execute(SIGNATURES, (names,)).fetchall()
+        src = dict(c.execute("SELECT proname, prosrc FROM pg_proc WHERE pronamespace = 'pymem'::regnamespace "
+                             "AND proname = ANY(%s)", (names,)).fetchall())
         c.rollback()
-    diff = [(a, b) for a, b in zip(map(comparable, plain), map(comparable, replaced))
-            if a != b and not pins_where_the_twin_inlines(a, b)]
-    assert len(plain) == len(replaced) and not diff, \
-        f"a Citus override differs from its twin in sql/api (plain, Citus): {diff or (plain, replaced)}"
+    assert [r[:6] for r in plain] == [r[:6] for r in replaced]
+    assert "pymem._local_shard('pymem.fact_lexemes'" in src["_fact_lexemes_add"]  # the Citus body, in place
 
 
-def comparable(row: tuple) -> tuple:
-    """A signature row without what a Citus body may add on purpose: its own citus.* settings
-    (e.g. citus.allow_nested_distributed_execution) and its language (a PL/pgSQL body where the
-    plain one is SQL that inlines, citus.sql's header, point 2)."""
-    name, args, result, volatility, definer, config, _language = row
-    return name, args, result, volatility, definer, sorted(x for x in config or [] if not x.startswith("citus."))
-
-
-def test_the_check_catches_a_drifted_override(dsn):
-    """The comparison above is not vacuous: an override with another result type is refused, one
-    with another argument list shows as a second function."""
-    statement = overrides()["_window"]
+def test_a_broken_citus_body_fails_on_one_server(dsn):
+    """The check above is not vacuous: a body with a syntax error is refused here already."""
+    bodies = _statement(BODIES)
+    broken = bodies.replace("    SELECT pg_catalog.array_agg", "    SELEC pg_catalog.array_agg", 1)
+    assert broken != bodies
     with psycopg.connect(dsn) as c:
-        c.execute("SET LOCAL check_function_bodies = off")
-        before = c.execute(SIGNATURES, (["_window"],)).fetchall()
-        c.execute(statement.replace("p_max integer)", "p_max bigint)", 1))
-        assert c.execute(SIGNATURES, (["_window"],)).fetchall() != before
-        c.rollback()
-
-
-def pins_where_the_twin_inlines(plain: tuple, citus: tuple) -> bool:
-    """The one other difference allowed: a plain twin without SET clauses (current_tenant, which
-    must inline into the RLS policies) whose Citus body, PL/pgSQL that never inlines, pins the
-    search path the way every other function does: stricter, not another signature."""
-    return plain[:5] == citus[:5] and plain[5] == [] and all(x.startswith("search_path=") for x in citus[5])
+        try:
+            c.execute(broken)
+        except psycopg.errors.SyntaxError:
+            pass
+        else:
+            raise AssertionError("a broken Citus body was accepted")
 
 
 SHARED = ("facts", "fact_embeddings", "fact_lexemes")
@@ -132,3 +110,85 @@ def test_migrate_check_reports_a_shared_copy_left_behind(dsn):
         c.execute("ALTER TABLE pymem.shared_fact_lexemes ALTER COLUMN lexemes DROP NOT NULL")
         problems = pymem.check_migrations(dsn)
         assert len(problems) == 1 and "shared_fact_lexemes" in problems[0], problems
+
+
+# The table of overrides at the head of citus.sql (issue 55, item 3): one row per function whose
+# Citus form differs from its plain one, with how (body, derived, set, copy) and its reasons.
+ROW = re.compile(r"^-- \| (\w+) \| ([a-z, ]+) \| (.*?) \| (.*?) \|$", re.M)
+
+
+def table_and_statements(text: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
+    """What the header table says citus.sql does, and what its statements do, as (function, kind)
+    pairs: kind ALTER (a setting) or regproc (a second body, a derived body or a copy: the plain
+    function named as 'pymem.f'::pg_catalog.regproc in the statement that replaces or copies it)."""
+    kinds = {"body": "regproc", "set": "ALTER", "derived": "regproc", "copy": "regproc"}
+    said = set()
+    for name, how, needs, why in ROW.findall(text):
+        if name == "function":
+            continue
+        assert needs.strip() and why.strip(), f"citus.sql's table: {name} gives no reason"
+        said |= {(name, kinds[h.strip()]) for h in how.split(",")}
+    code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
+    creates = re.findall(r"CREATE (?:OR REPLACE )?FUNCTION pymem\.(\w+)", code)
+    assert creates == [], f"citus.sql writes a signature of its own: {creates}"
+    done = ({(n, "ALTER") for n in re.findall(r"^ALTER FUNCTION pymem\.(\w+)", code, re.M)}
+            | {(n, "regproc") for n in re.findall(r"'pymem\.(\w+)'::pg_catalog\.regproc", code)})
+    return said, done
+
+
+def test_the_table_of_overrides_matches_the_statements_both_ways():
+    said, done = table_and_statements(CITUS.read_text(encoding="utf-8"))
+    assert len(said) >= 20
+    assert said - done == set(), f"in citus.sql's table, not done by a statement: {sorted(said - done)}"
+    assert done - said == set(), f"done by citus.sql, not in its table: {sorted(done - said)}"
+
+
+def test_the_table_check_is_not_vacuous():
+    text = CITUS.read_text(encoding="utf-8")
+    said, done = table_and_statements(re.sub(r"^-- \| _window \|.*\n", "", text, flags=re.M))
+    assert done - said == {("_window", "regproc")}
+    said, done = table_and_statements(text + "\nALTER FUNCTION pymem.fact_add SET work_mem = '1MB';\n")
+    assert done - said == {("fact_add", "ALTER")}
+
+
+
+def test_the_derived_bodies_apply_to_the_plain_ones_and_answer_alike(dsn):
+    """The edits of citus.sql's derived bodies still match the plain bodies in sql/api (an edit
+    that no longer matches raises), and the bodies they make answer as the plain ones do, here on
+    one server: facts_newest reading the table with active_facts' predicates, _window with its
+    values written in, _tenant_enter by SET LOCAL, the readers of a reference table's copy (here a
+    table standing in for the node's shard) and, where there is none, of the table."""
+    derive = _statement("'pymem._tenant_enter'::pg_catalog.regproc")
+    copies = _statement("'pymem._embedder_dimension'::pg_catalog.regproc")
+    shard = "pg_catalog.shard_name(s.logicalrelid, s.shardid)"
+    join = "JOIN pg_catalog.pg_dist_shard AS s ON s.logicalrelid = ('pymem.' || d.t)::pg_catalog.regclass"
+    assert shard in copies and join in copies
+    copies = copies.replace(shard, "'pymem.' || d.t || '_1'").replace(join, "JOIN (SELECT 1) AS s ON true")
+    reads = ["SELECT content FROM pymem.facts_newest('user', 'u1', 'p1', 10)",
+             "SELECT seq, content FROM pymem.window_read('u1', project_id => 'p1', max_messages => 2)",
+             "SELECT pymem.current_tenant(), pymem.tenant_allowed('p1'), pymem._text_search_config('p1')::text, "
+             "pymem._embedder_dimension('p1', 'e')"]
+    with psycopg.connect(dsn) as c:
+        c.execute("SELECT pymem.fact_add('user', 'u1', 'likes tea', 'p1'), pymem.fact_add('user', 'u1', 'lives in Oslo', 'p1')")
+        for i in range(3):
+            c.execute("SELECT pymem.message_add('u1', %s, project_id => 'p1')", (f"message {i}",))
+        c.execute("INSERT INTO pymem.embedders (project_id, name, dimension) VALUES ('p1', 'e', 3)")
+        plain = [c.execute(q).fetchall() for q in reads]
+        c.execute(derive)
+        for table in ("tenant_roles", "text_search", "embedders"):
+            c.execute(f"CREATE TABLE pymem.{table}_1 AS TABLE pymem.{table}; GRANT SELECT ON pymem.{table}_1 TO PUBLIC")
+        c.execute(copies)
+        src = dict(c.execute("SELECT proname, prosrc FROM pg_proc WHERE pronamespace = 'pymem'::regnamespace "
+                             "AND proname IN ('facts_newest', '_window', '_tenant_enter', 'tenant_allowed', "
+                             "'_tenant_allowed_bound', '_text_search_config', '_embedder_dimension')").fetchall())
+        assert "FROM pymem.facts AS f WHERE pymem._fact_live(" in src["facts_newest"]
+        assert "RETURN QUERY EXECUTE" in src["_window"] and "SET LOCAL pymem.tenant" in src["_tenant_enter"]
+        for name, table in [("tenant_allowed", "tenant_roles"), ("_tenant_allowed_bound", "tenant_roles"),
+                            ("_text_search_config", "text_search"), ("_embedder_dimension", "embedders")]:
+            assert f"pymem.{table}_1 AS" in src[name] and f"pymem.{table} AS" in src[name], (name, src[name])
+        c.commit()  # a new transaction: _tenant_enter names the tenant again
+        assert [c.execute(q).fetchall() for q in reads] == plain
+        for table in ("tenant_roles", "text_search", "embedders"):
+            c.execute(f"DROP TABLE pymem.{table}_1")  # no copy on this node: the table, through Citus
+        assert [c.execute(q).fetchall() for q in reads] == plain
+        assert plain[0] == [("lives in Oslo",), ("likes tea",)] and [r[1] for r in plain[1]] == ["message 1", "message 2"]
