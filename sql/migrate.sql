@@ -984,7 +984,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c76ceca80dfd8689d2e62db2a252c06d695f767eb2b8a7fa4964994555ae3a1f')
+SELECT pymem.migration_api_applied('806b3425bec90564ecdd02f90fc8dd561172b278d81427ef8d1a3fd80b788f97')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
