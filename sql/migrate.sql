@@ -984,7 +984,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('806b3425bec90564ecdd02f90fc8dd561172b278d81427ef8d1a3fd80b788f97')
+SELECT pymem.migration_api_applied('427f8e54217cc3fd4e8c0d073d6603cbcd498457b3e698034263d1cc9f4d218f')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
