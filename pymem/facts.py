@@ -32,6 +32,22 @@ from . import calls
 TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "project"}
 
 
+#: how much each persist moves a Memory's share of recent re-adds (an exponential average over ~8)
+_READD_WEIGHT = 0.125
+
+
+def _readds(memory: Any) -> bool:
+    """Whether most of ``memory``'s recent persists with a cheap embedder found their fact there:
+    then persist asks first (`pymem.fact_lookup`) and embeds only a new fact, as with a model."""
+    return getattr(memory, "_readd_share", 0.0) > 0.5
+
+
+def _readd_seen(memory: Any, readd: bool) -> None:
+    """Count one persist in ``memory``'s share of re-adds (a race between threads loses an update
+    at worst: the share only chooses which of two equivalent paths the next persist takes)."""
+    memory._readd_share = (1 - _READD_WEIGHT) * getattr(memory, "_readd_share", 0.0) + (_READD_WEIGHT if readd else 0.0)
+
+
 @dataclass(frozen=True)
 class FactWrite:
     """What a fact write carries beside its content and subject, as one value (issue 55): how sure
@@ -222,20 +238,28 @@ class _Facts:
                 created_at=v.created_at, ttl=v.ttl, expires_at=v.expires_at, valid_from=v.valid_from,
                 valid_to=v.valid_to)
 
-        if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
+        if embedding is None and embedder is not None and (not getattr(embedder, "cheap", False) or _readds(self)):
             # a fact that is there with its vector already is one read, and no call of the embedder
-            # (a model's call costs more than the read; a cheap embedder's does not); with an
+            # (a model's call costs more than the read). A cheap embedder's costs less than that
+            # read, so a new fact is embedded and added in one statement; but while most of this
+            # Memory's recent persists were re-adds, it asks first too, and a re-add embeds nothing
+            # (issue 60: a re-add with the vector it will not store cost ~1.5x one without). With an
             # expiry or a valid time to give it, fact_add still runs (without a vector)
             rows = yield calls.fact_lookup(
                 scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content,
                 confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata,
                 max_learned=self.options.max_learned_facts, embedder=embedder.name, created_at=v.created_at)
+            _readd_seen(self, bool(rows))
             if rows and rows[0]["embedded"]:
                 if all(x is None for x in (v.ttl, v.expires_at, v.valid_from, v.valid_to)):
                     return FactId(rows[0]["id"], False)
                 rows = yield add(None, None)
                 return FactId(rows[0]["id"], rows[0]["created"])
+            rows = yield add(*(yield from self._vector(content, embedding)))
+            return FactId(rows[0]["id"], rows[0]["created"])
         rows = yield add(*(yield from self._vector(content, embedding)))
+        if embedder is not None and embedding is None:
+            _readd_seen(self, not rows[0]["created"])
         return FactId(rows[0]["id"], rows[0]["created"])
 
     def _persist_many(self, contents: Any, tier: str, id: str | None, write: FactWrite,

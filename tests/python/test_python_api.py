@@ -257,6 +257,33 @@ def test_a_re_add_calls_no_model_and_a_new_fact_gets_its_vector(db, dsn):
     assert mem2.persist("Prefers email", user="alice") == first and cheap.texts == ["Prefers email"]
 
 
+
+def test_a_cheap_embedder_stops_embedding_re_adds_once_they_dominate(db, dsn):
+    """issue 60: persist with a cheap embedder embeds and adds in one statement while its recent
+    persists were new facts, and asks first (embedding nothing) while most were re-adds; both
+    paths give the same ids and vectors."""
+    cheap = Counting()
+    mem = make(db, embedder=cheap)
+    ids = [mem.persist(f"Likes city {i}", user="carol") for i in range(3)]
+    assert cheap.texts == [f"Likes city {i}" for i in range(3)]  # new facts: embedded, one call each
+    for _ in range(12):
+        assert [mem.persist(f"Likes city {i}", user="carol") for i in range(3)] == ids
+    embedded = len(cheap.texts)
+    assert 3 < embedded < 3 + 36  # the first re-adds embedded, the later ones asked first
+    again = [mem.persist(f"Likes city {i}", user="carol") for i in range(3)]
+    assert again == ids and not any(f.created for f in again) and len(cheap.texts) == embedded  # no embedding
+    # a new fact while it asks first: looked up, embedded, added with its vector
+    new = mem.persist("Likes city 99", user="carol")
+    assert new.created and cheap.texts[-1] == "Likes city 99"
+    assert rows(dsn, "SELECT count(*) FROM pymem.fact_embeddings WHERE fact_id = %s AND embedder = %s",
+                new, cheap.name) == [(1,)]
+    # new facts bring it back to one statement each (it embeds before it knows)
+    for i in range(20):
+        mem.persist(f"Visited town {i}", user="carol")
+    before = len(cheap.texts)
+    mem.persist("Prefers tea", user="carol")
+    assert len(cheap.texts) == before + 1 and not pymem.facts._readds(mem)
+
 def test_a_re_add_is_one_lookup_through_the_async_twin(dsn):
     model = Model()
 
