@@ -23,9 +23,10 @@ per turn and per write.
   no checks, no vectors, no lexemes: the least the same durable writes cost.
 
 ``--feed`` turns the change feed on for the run (every write of every client then takes the
-project's position lock at its commit; its triggers fire for plain SQL's inserts too). On a machine with fewer cores than clients this measures
-contention for the cores as much as anything: compare pymem with plain SQL at the same number of
-clients. Nothing here asserts a duration.
+project's position lock at its commit; its triggers fire for plain SQL's inserts too). On a
+machine with fewer cores than clients this measures contention for the cores as much as
+anything: compare pymem with plain SQL at the same number of clients. Nothing here asserts a
+duration.
 """
 
 from __future__ import annotations

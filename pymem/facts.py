@@ -45,7 +45,8 @@ def _readds(memory: Any) -> bool:
 def _readd_seen(memory: Any, readd: bool) -> None:
     """Count one persist in ``memory``'s share of re-adds (a race between threads loses an update
     at worst: the share only chooses which of two equivalent paths the next persist takes)."""
-    memory._readd_share = (1 - _READD_WEIGHT) * getattr(memory, "_readd_share", 0.0) + (_READD_WEIGHT if readd else 0.0)
+    share = getattr(memory, "_readd_share", 0.0)
+    memory._readd_share = (1 - _READD_WEIGHT) * share + (_READD_WEIGHT if readd else 0.0)
 
 
 @dataclass(frozen=True)
