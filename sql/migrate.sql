@@ -249,7 +249,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('42287d806a8a45c871eee49619de5c5b27ab3008bf1053f833d0b8f6905d245b')
+SELECT pymem.migration_api_applied('e2f58ae8fb8d4113a0f978e01421cc36e74b4a91226e16db9433e11d7411beb5')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -39,6 +39,12 @@ def test_seed_store_bench_small(dsn, tmp_path):
         met = t["ratio"] >= value if sense == ">=" else t["ratio"] <= value
         reachable = t["floor"] >= value if sense == ">=" else t["floor"] <= value
         assert t["verdict"] == ("met" if met else "not met" if reachable else "beyond the floor"), op
+    # issue 60: each write against the floor of the same run
+    vs = result["vs_floor"]
+    assert set(vs) == set(seed_store.FLOOR_TARGETS)
+    t, table = vs["re-add"], result["table"]["re-add"]
+    assert t["ratio"] == pytest.approx(table["pymem"]["p50_us"] / (table["plain SQL"]["p50_us"] + seed_store.PYTHON_BUDGET_US))
+    assert vs["single-fact load"]["ratios"]["pymem"] > 0 and t["verdict"] in ("met", "not met")
 
 
 @pytest.mark.parametrize("bad", [["--users", "2"], ["--calls", "0"], ["--facts", "0"], ["--warmup", "-1"]])
@@ -46,3 +52,4 @@ def test_seed_store_bench_refuses_bad_sizes(bad):
     with pytest.raises(SystemExit) as e:
         seed_store.main(bad)
     assert e.value.code == 2
+
