@@ -232,7 +232,18 @@ def rel_speaker(d, qi, lw=0.33, bonus=0.0):
     return rel + bonus * np.array([d["spk"][dia] in terms for dia in d["dia"]]), ok
 
 
-REL = {"prf": rel_prf, "rocchio": rel_rocchio, "speaker": rel_speaker}
+def rel_neighbours(d, qi, lw=0.33, m=0, w=0.0):
+    """A second stage from the first hits: each row scores at least w x (a hit's score x the row's cosine to
+    that hit's vector), over the m best hits (turns that say what the hits say, wherever they lie)."""
+    rel, ok = replica.relevance(d, qi, lw=lw)
+    if not (m and w):
+        return rel, ok
+    top = sorted(np.flatnonzero(ok), key=lambda i: -rel[i])[:m]
+    spread = (d["vn"] @ d["vn"][top].T * rel[top]).max(axis=1) * w
+    return np.where(d["elig"], np.maximum(rel, spread), rel), ok
+
+
+REL = {"neighbours": rel_neighbours, "prf": rel_prf, "rocchio": rel_rocchio, "speaker": rel_speaker}
 
 
 def run2(path, fam):
@@ -247,6 +258,9 @@ def run2(path, fam):
             d["spk"] = {t["dia_id"]: stem[t["speaker"]] for k, v in c["conversation"].items()
                         if k.startswith("session_") and isinstance(v, list) for t in v}
         grid = [("base", {}, {})] + [(f"speaker {b}", {"bonus": b}, {}) for b in (0.02, 0.05, 0.1, 0.2)]
+    elif fam == "neighbours":
+        grid = [("base", {}, {})] + [(f"neighbours m{m} w{w}", {"m": m, "w": w}, {})
+                                     for m in (1, 3, 5) for w in (0.7, 0.8, 0.9)]
     else:
         grid = [("base", {}, {})] + [(f"rocchio m{m} a{a}", {"m": m, "a": a}, {}) for m in (3, 5, 10) for a in (0.2, 0.5, 1.0)]
     run_grid(data, grid, REL[fam], fam)
