@@ -44,9 +44,11 @@ class PaysFor:
     def __init__(self, cost, stored: HashEmbedder) -> None:
         self.cost, self.stored = cost, stored
         self.name, self.dimension = stored.name, stored.dimension
+        self.paid = 0  # texts embedded by `cost`
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         self.cost.embed(texts)
+        self.paid += len(texts)
         return self.stored.embed(texts)
 
 
@@ -55,8 +57,9 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--rounds", type=int, default=9)
     ap.add_argument("--calls", type=int, default=40)
     ap.add_argument("--embedder", choices=("onnx", "hash"), default="onnx")
+    ap.add_argument("--dsn", help="the benchmark's database (default: PYMEM_DSN, else the embedded server)")
     args = ap.parse_args(argv)
-    db = pymem.Database(pymem.Settings(), migrate=False)
+    db = pymem.Database(pymem.Settings(dsn=args.dsn) if args.dsn else pymem.Settings(), migrate=False)
     stored = HashEmbedder()
     if args.embedder == "onnx":
         from pymem.embedders import OnnxMiniLMEmbedder
@@ -69,8 +72,10 @@ def main(argv: list[str] | None = None) -> dict:
             "vector": pymem.Memory(agent_id=AGENT_ID, project_id=PROBE_PROJECT, embedder=emb, db=db,
                                    lexical_weight=0, fact_lexical_weight=0),
             "embed": None}
-    got = mems["hybrid"].context(PROBE_QUERIES[0], user=PROBE_ID)
-    assert got, "the probe has no context: run bench/conversations.py on this data directory first"
+    for name in ("hybrid", "vector"):
+        if not mems[name].read(PROBE_QUERIES[0], user=PROBE_ID).recalled:
+            raise SystemExit("the probe recalls nothing: run bench/conversations.py on this database first")
+    paid = emb.paid
     per: dict[str, list[float]] = {n: [] for n in mems}
     ratios = []
     for rnd in range(args.rounds):
@@ -93,7 +98,8 @@ def main(argv: list[str] | None = None) -> dict:
               f"embedding alone {med['embed']:.3f} ms, hybrid / vector {ratios[-1]:.3f}", flush=True)
     out = {n: statistics.median(v) for n, v in per.items()} | {
         "ratio_median": statistics.median(ratios), "ratio_min": min(ratios), "ratio_max": max(ratios),
-        "embedder": cost.name, "rounds": args.rounds, "calls": args.calls}
+        "embedder": cost.name, "rounds": args.rounds, "calls": args.calls,
+        "embedded_per_context": (emb.paid - paid) / (2 * args.rounds * args.calls)}
     print(f"Memory.context() end to end ({cost.name} embedding the question), medians of {args.rounds} rounds of "
           f"{args.calls} calls: hybrid {out['hybrid']:.3f} ms, vector-only {out['vector']:.3f} ms, the embedding "
           f"alone {out['embed']:.3f} ms; hybrid / vector {out['ratio_median']:.3f} "
