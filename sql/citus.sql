@@ -633,19 +633,115 @@ BEGIN
 END;
 $$;
 
--- The change feed (0042_change_feed) is not on a cluster yet: its statement triggers would write
--- a coordinator's table from the shards. Without them nothing is appended; changes_since returns
--- nothing (docs/scaling-out.md).
-DROP TRIGGER IF EXISTS facts_changes_add ON pymem.facts;
-DROP TRIGGER IF EXISTS facts_changes_update ON pymem.facts;
-DROP TRIGGER IF EXISTS facts_changes_delete ON pymem.facts;
-DROP TRIGGER IF EXISTS messages_changes_add ON pymem.messages;
-DROP TRIGGER IF EXISTS messages_changes_delete ON pymem.messages;
-DROP TRIGGER IF EXISTS store_entries_changes_add ON pymem.store_entries;
-DROP TRIGGER IF EXISTS store_entries_changes_update ON pymem.store_entries;
-DROP TRIGGER IF EXISTS store_entries_changes_delete ON pymem.store_entries;
-DROP TRIGGER IF EXISTS erasures_changes_add ON pymem.erasures;
-DROP TRIGGER IF EXISTS threads_changes_summary ON pymem.threads;
+-- ---- The change feed (0042, 0048, 0050; docs/scaling-out.md "The change feed on a cluster") ----
+-- Its triggers fire on the shards, on the workers (citus.enable_unsafe_triggers, set above, copies
+-- them there): _changes_log appends the statement's changes to the colocated local shard of
+-- pymem.change_outbox (_local_shard), never content, and changes_since on the coordinator
+-- publishes them into pymem.changes (_changes_claim, api/changes.sql). The project's channel is
+-- read from change_channels (a reference table) and notified on the coordinator, where listeners
+-- connect (run_command_on_coordinator: a connection of its own, once per transaction, kind and
+-- channel; before the write commits, so a woken reader may find it on its next poll). erasures
+-- is a reference table: only the coordinator's copy logs, into pymem.changes there, as on one server.
+CREATE OR REPLACE FUNCTION pymem._changes_log()
+RETURNS trigger
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+SET citus.allow_nested_distributed_execution = on
+AS $$
+DECLARE
+    v_t text := pg_catalog.regexp_replace(TG_TABLE_NAME, '_[0-9]+$', '');  -- a shard: facts_102008
+    v_op text := CASE TG_OP WHEN 'INSERT' THEN 'add' WHEN 'UPDATE' THEN 'update' ELSE 'delete' END;
+    v_kind text := CASE v_t WHEN 'facts' THEN 'fact' WHEN 'messages' THEN 'message' WHEN 'threads' THEN 'summary'
+                            WHEN 'store_entries' THEN 'store_entry' ELSE 'erasure' END;
+    v_c jsonb;  -- the changes: [project_id, shard_key, subject, keys, rows] each
+    v_channel text;
+    v_sent text := coalesce(pg_catalog.current_setting('pymem.feed_notified', true), '');
+BEGIN
+    IF v_t = 'threads' THEN
+        v_op := 'update';
+        v_c := pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_array(NEW.project_id, NEW.user_id, NEW.user_id,
+                   pg_catalog.jsonb_build_object('thread_id', NEW.thread_id, 'through_seq', NEW.summary_through), 1));
+    ELSIF v_t = 'facts' THEN
+        SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(g.p, g.k, g.s, g.keys, g.n)) INTO v_c
+          FROM (SELECT c.project_id AS p, c.scope_id AS k, c.scope || ':' || c.scope_id AS s, pg_catalog.count(*) AS n,
+                       pg_catalog.jsonb_build_object('ids', pg_catalog.jsonb_agg(c.id ORDER BY c.id)) AS keys
+                  FROM changed AS c GROUP BY c.project_id, c.scope, c.scope_id) AS g;
+    ELSIF v_t = 'messages' THEN
+        SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(g.p, g.k, g.k, g.keys, g.n)) INTO v_c
+          FROM (SELECT c.project_id AS p, c.user_id AS k, pg_catalog.count(*) AS n,
+                       pg_catalog.jsonb_build_object('thread_id', c.thread_id, 'from_seq', pg_catalog.min(c.seq),
+                                                     'to_seq', pg_catalog.max(c.seq)) AS keys
+                  FROM changed AS c GROUP BY c.project_id, c.user_id, c.thread_id) AS g;
+    ELSIF v_t = 'store_entries' THEN
+        SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(g.p, g.k, g.k, g.keys, g.n)) INTO v_c
+          FROM (SELECT c.project_id AS p, c.store_key AS k, pg_catalog.count(*) AS n,
+                       pg_catalog.jsonb_build_object('paths', pg_catalog.jsonb_agg(c.path ORDER BY c.path)) AS keys
+                  FROM changed AS c GROUP BY c.project_id, c.store_key) AS g;
+    ELSIF v_t = 'erasures' AND pg_catalog.citus_is_coordinator() THEN
+        INSERT INTO pymem.changes (project_id, kind, op, subject, keys, rows)
+        SELECT c.project_id, v_kind, v_op, '', pg_catalog.jsonb_build_object('ids', pg_catalog.jsonb_agg(c.id ORDER BY c.id)),
+               pg_catalog.count(*)
+          FROM changed AS c GROUP BY c.project_id;
+        SELECT pg_catalog.jsonb_agg(DISTINCT pg_catalog.jsonb_build_array(c.project_id)) INTO v_c FROM changed AS c;
+    ELSE
+        RETURN NULL;
+    END IF;
+    IF v_c IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF v_t <> 'erasures' THEN  -- the statement's rows are of one shard: v_c's first key names the colocated one
+        -- (a shard has no identity: the id from the table's sequence, in this node's range)
+        EXECUTE 'INSERT INTO ' || pymem._local_shard('pymem.change_outbox', v_c->0->>1)
+             || ' (project_id, shard_key, id, kind, op, subject, keys, rows) OVERRIDING SYSTEM VALUE SELECT e->>0, e->>1, '
+                'pg_catalog.nextval(pg_catalog.pg_get_serial_sequence(''pymem.change_outbox'', ''id'')), $1, $2, e->>2, e->3, '
+                '(e->>4)::integer FROM pg_catalog.jsonb_array_elements($3) AS e' USING v_kind, v_op, v_c;
+    END IF;
+    FOR v_channel IN SELECT ch.channel FROM pymem.change_channels AS ch
+                      WHERE ch.project_id IN (SELECT e->>0 FROM pg_catalog.jsonb_array_elements(v_c) AS e) LOOP
+        CONTINUE WHEN pg_catalog.strpos(v_sent, v_kind || ':' || v_channel || ';') > 0;
+        v_sent := v_sent || v_kind || ':' || v_channel || ';';
+        IF pg_catalog.citus_is_coordinator() THEN
+            PERFORM pg_catalog.pg_notify(v_channel, pg_catalog.jsonb_build_object('kind', v_kind)::text);
+        ELSE
+            PERFORM pg_catalog.run_command_on_coordinator(pg_catalog.format('SELECT pg_catalog.pg_notify(%L, %L)', v_channel,
+                                                            pg_catalog.jsonb_build_object('kind', v_kind)::text));
+        END IF;
+    END LOOP;
+    PERFORM pg_catalog.set_config('pymem.feed_notified', v_sent, true);
+    RETURN NULL;
+END;
+$$;
+
+-- the triggers on a cluster that this file dropped before 0050 (created disabled, as 0042 does)
+DO $$
+DECLARE
+    r record;
+BEGIN
+    FOR r IN SELECT v.t, v.n, v.ev, v.tt FROM (VALUES
+                 ('facts', 'facts_changes_add', 'INSERT', 'NEW'), ('facts', 'facts_changes_update', 'UPDATE', 'NEW'),
+                 ('facts', 'facts_changes_delete', 'DELETE', 'OLD'), ('messages', 'messages_changes_add', 'INSERT', 'NEW'),
+                 ('messages', 'messages_changes_delete', 'DELETE', 'OLD'),
+                 ('store_entries', 'store_entries_changes_add', 'INSERT', 'NEW'),
+                 ('store_entries', 'store_entries_changes_update', 'UPDATE', 'NEW'),
+                 ('store_entries', 'store_entries_changes_delete', 'DELETE', 'OLD'),
+                 ('erasures', 'erasures_changes_add', 'INSERT', 'NEW'), ('threads', 'threads_changes_summary', NULL, NULL))
+               AS v(t, n, ev, tt)
+              WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS g WHERE g.tgname = v.n
+                                   AND g.tgrelid = pg_catalog.to_regclass('pymem.' || v.t)) LOOP
+        IF r.ev IS NULL THEN
+            CREATE TRIGGER threads_changes_summary AFTER UPDATE OF summary ON pymem.threads
+                FOR EACH ROW WHEN (OLD.summary IS DISTINCT FROM NEW.summary) EXECUTE FUNCTION pymem._changes_log();
+        ELSE
+            EXECUTE pg_catalog.format('CREATE TRIGGER %I AFTER %s ON pymem.%I REFERENCING %s TABLE AS changed '
+                                      'FOR EACH STATEMENT EXECUTE FUNCTION pymem._changes_log()', r.n, r.ev, r.t, r.tt);
+        END IF;
+        EXECUTE pg_catalog.format('ALTER TABLE pymem.%I DISABLE TRIGGER %I', r.t, r.n);
+    END LOOP;
+END;
+$$;
+-- turning the feed on or off alters the triggers of distributed tables
+ALTER FUNCTION pymem.change_feed_configure(boolean) SET citus.enable_unsafe_triggers = on;
+-- ---- end of the change feed ----
 
 -- Tables, then functions: only what is not yet placed.
 DO $$

@@ -911,6 +911,29 @@ COMMIT;
 \echo pymem: applied 0049_learning_backfill
 \endif
 
+-- 0050_change_outbox
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0050_change_outbox', '840749d60e85ccd64d78261dd378bd91a18789a200b8c383a96c725f0d85c611') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0050_change_outbox.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0050_change_outbox', '840749d60e85ccd64d78261dd378bd91a18789a200b8c383a96c725f0d85c611', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0050_change_outbox
+\endif
+
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus
 \gset pymem_
@@ -984,7 +1007,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('c76ceca80dfd8689d2e62db2a252c06d695f767eb2b8a7fa4964994555ae3a1f')
+SELECT pymem.migration_api_applied('3959deac56d274ad4f2d3177d1d9ce75fc5d467d4d2580d161431ef19b1e6986')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
