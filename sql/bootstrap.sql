@@ -603,7 +603,9 @@ AS $$
         ('pymem.learning_jobs', 'hash', 'user_id'),
         ('pymem.learning_usage', 'hash', 'user_id'),
         ('pymem.learning_limits', 'reference', NULL),
-        ('pymem.mcp_tokens', 'reference', NULL)) AS v(t, method, key)
+        ('pymem.mcp_tokens', 'reference', NULL),
+        ('pymem.change_outbox', 'hash', 'shard_key'),  -- the change feed's rows written on workers
+        ('pymem.change_channels', 'reference', NULL)) AS v(t, method, key)
      WHERE pg_catalog.to_regclass(v.t) IS NOT NULL;
 $$;
 

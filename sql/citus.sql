@@ -38,6 +38,8 @@
 -- | _scope_fact_candidates | copy | as _facts_for_context | as _facts_newest |
 -- | _fact_candidates | copy | as _facts_for_context | as _facts_newest (copied before its body above replaces it) |
 -- | _facts_ranked | copy | as _facts_for_context | as _facts_newest |
+-- | _changes_log | body, set | the feed's triggers fire on the shards, far from pymem.changes and its counter | keys to the colocated change_outbox shard, published by changes_since; a notification sent to the coordinator |
+-- | change_feed_configure | set | enabling a trigger of a distributed table (citus.enable_unsafe_triggers) | needed to run at all |
 SET LOCAL citus.enable_unsafe_triggers = on;  -- the lexeme statement triggers: see below
 SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one transaction
 
@@ -388,6 +390,76 @@ BEGIN
       LEFT JOIN ROWS FROM (pg_catalog.unnest(v_l_id), pg_catalog.unnest(v_l_lexemes), pg_catalog.unnest(v_l_tokens))
            AS l(id, lexemes, tokens) ON l.id = f.id;
 END;
+$b$),
+    -- _changes_log (docs/scaling-out.md "The change feed on a cluster"): on a shard, a worker's, the
+    -- statement's changes (keys, never content) go to the colocated shard of change_outbox, which
+    -- changes_since publishes on the coordinator (_changes_claim); the project's channel, read from
+    -- change_channels (a reference table), is notified on the coordinator, where listeners connect
+    -- (once per transaction, kind and channel; before the commit: a woken reader may find the
+    -- change on its next poll). erasures (a reference table) logs only on the coordinator.
+    ('pymem._changes_log'::pg_catalog.regproc, 'plpgsql', $b$
+DECLARE
+    v_t text := pg_catalog.regexp_replace(TG_TABLE_NAME, '_[0-9]+$', '');  -- a shard: facts_102008
+    v_op text := CASE TG_OP WHEN 'INSERT' THEN 'add' WHEN 'UPDATE' THEN 'update' ELSE 'delete' END;
+    v_kind text := CASE v_t WHEN 'facts' THEN 'fact' WHEN 'messages' THEN 'message' WHEN 'threads' THEN 'summary'
+                            WHEN 'store_entries' THEN 'store_entry' ELSE 'erasure' END;
+    v_c jsonb;  -- the changes: [project_id, shard_key, subject, keys, rows] each
+    v_channel text;
+    v_sent text := coalesce(pg_catalog.current_setting('pymem.feed_notified', true), '');
+BEGIN
+    IF v_t = 'threads' THEN
+        v_op := 'update';
+        v_c := pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_array(NEW.project_id, NEW.user_id, NEW.user_id,
+                   pg_catalog.jsonb_build_object('thread_id', NEW.thread_id, 'through_seq', NEW.summary_through), 1));
+    ELSIF v_t = 'facts' THEN
+        SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(g.p, g.k, g.s, g.keys, g.n)) INTO v_c
+          FROM (SELECT c.project_id AS p, c.scope_id AS k, c.scope || ':' || c.scope_id AS s, pg_catalog.count(*) AS n,
+                       pg_catalog.jsonb_build_object('ids', pg_catalog.jsonb_agg(c.id ORDER BY c.id)) AS keys
+                  FROM changed AS c GROUP BY c.project_id, c.scope, c.scope_id) AS g;
+    ELSIF v_t = 'messages' THEN
+        SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(g.p, g.k, g.k, g.keys, g.n)) INTO v_c
+          FROM (SELECT c.project_id AS p, c.user_id AS k, pg_catalog.count(*) AS n,
+                       pg_catalog.jsonb_build_object('thread_id', c.thread_id, 'from_seq', pg_catalog.min(c.seq),
+                                                     'to_seq', pg_catalog.max(c.seq)) AS keys
+                  FROM changed AS c GROUP BY c.project_id, c.user_id, c.thread_id) AS g;
+    ELSIF v_t = 'store_entries' THEN
+        SELECT pg_catalog.jsonb_agg(pg_catalog.jsonb_build_array(g.p, g.k, g.k, g.keys, g.n)) INTO v_c
+          FROM (SELECT c.project_id AS p, c.store_key AS k, pg_catalog.count(*) AS n,
+                       pg_catalog.jsonb_build_object('paths', pg_catalog.jsonb_agg(c.path ORDER BY c.path)) AS keys
+                  FROM changed AS c GROUP BY c.project_id, c.store_key) AS g;
+    ELSIF v_t = 'erasures' AND pg_catalog.citus_is_coordinator() THEN
+        INSERT INTO pymem.changes (project_id, kind, op, subject, keys, rows)
+        SELECT c.project_id, v_kind, v_op, '', pg_catalog.jsonb_build_object('ids', pg_catalog.jsonb_agg(c.id ORDER BY c.id)),
+               pg_catalog.count(*)
+          FROM changed AS c GROUP BY c.project_id;
+        SELECT pg_catalog.jsonb_agg(DISTINCT pg_catalog.jsonb_build_array(c.project_id)) INTO v_c FROM changed AS c;
+    ELSE
+        RETURN NULL;
+    END IF;
+    IF v_c IS NULL THEN
+        RETURN NULL;
+    END IF;
+    IF v_t <> 'erasures' THEN  -- the statement's rows are of one shard: v_c's first key names the colocated one
+        -- (a shard has no identity: the id from the table's sequence, in this node's range)
+        EXECUTE 'INSERT INTO ' || pymem._local_shard('pymem.change_outbox', v_c->0->>1)
+             || ' (project_id, shard_key, id, kind, op, subject, keys, rows) OVERRIDING SYSTEM VALUE SELECT e->>0, e->>1, '
+                'pg_catalog.nextval(pg_catalog.pg_get_serial_sequence(''pymem.change_outbox'', ''id'')), $1, $2, e->>2, e->3, '
+                '(e->>4)::integer FROM pg_catalog.jsonb_array_elements($3) AS e' USING v_kind, v_op, v_c;
+    END IF;
+    FOR v_channel IN SELECT ch.channel FROM pymem.change_channels AS ch
+                      WHERE ch.project_id IN (SELECT e->>0 FROM pg_catalog.jsonb_array_elements(v_c) AS e) LOOP
+        CONTINUE WHEN pg_catalog.strpos(v_sent, v_kind || ':' || v_channel || ';') > 0;
+        v_sent := v_sent || v_kind || ':' || v_channel || ';';
+        IF pg_catalog.citus_is_coordinator() THEN
+            PERFORM pg_catalog.pg_notify(v_channel, pg_catalog.jsonb_build_object('kind', v_kind)::text);
+        ELSE
+            PERFORM pg_catalog.run_command_on_coordinator(pg_catalog.format('SELECT pg_catalog.pg_notify(%L, %L)', v_channel,
+                                                            pg_catalog.jsonb_build_object('kind', v_kind)::text));
+        END IF;
+    END LOOP;
+    PERFORM pg_catalog.set_config('pymem.feed_notified', v_sent, true);
+    RETURN NULL;
+END;
 $b$)) AS d(fn, lang, body) LOOP
         v_def := pg_catalog.regexp_replace(pg_catalog.pg_get_functiondef(r.fn), ' LANGUAGE \w+', ' LANGUAGE ' || r.lang);
         EXECUTE pg_catalog.left(v_def, pg_catalog.strpos(v_def, 'AS $function$') + 12) || r.body || '$function$';
@@ -403,6 +475,8 @@ ALTER FUNCTION pymem._fact_lexemes_add SET citus.allow_nested_distributed_execut
 ALTER FUNCTION pymem._message_lexemes_add SET citus.allow_nested_distributed_execution = on;
 ALTER FUNCTION pymem._tenant_enter SET citus.propagate_set_commands = 'local';
 ALTER FUNCTION pymem.context_read RESET plan_cache_mode;
+ALTER FUNCTION pymem._changes_log SET citus.allow_nested_distributed_execution = on;
+ALTER FUNCTION pymem.change_feed_configure SET citus.enable_unsafe_triggers = on;  -- it enables the feed's triggers
 SELECT pymem.migration_search_path();
 
 -- Shared facts (docs/scaling-out.md): agent and project facts, their vectors and lexemes, copied
@@ -440,20 +514,6 @@ BEGIN
     END LOOP;
 END;
 $$;
-
--- The change feed (0007_v0_2_0_operations) is not on a cluster yet: its statement triggers would write
--- a coordinator's table from the shards. Without them nothing is appended; changes_since returns
--- nothing (docs/scaling-out.md).
-DROP TRIGGER IF EXISTS facts_changes_add ON pymem.facts;
-DROP TRIGGER IF EXISTS facts_changes_update ON pymem.facts;
-DROP TRIGGER IF EXISTS facts_changes_delete ON pymem.facts;
-DROP TRIGGER IF EXISTS messages_changes_add ON pymem.messages;
-DROP TRIGGER IF EXISTS messages_changes_delete ON pymem.messages;
-DROP TRIGGER IF EXISTS store_entries_changes_add ON pymem.store_entries;
-DROP TRIGGER IF EXISTS store_entries_changes_update ON pymem.store_entries;
-DROP TRIGGER IF EXISTS store_entries_changes_delete ON pymem.store_entries;
-DROP TRIGGER IF EXISTS erasures_changes_add ON pymem.erasures;
-DROP TRIGGER IF EXISTS threads_changes_summary ON pymem.threads;
 
 -- Tables, then functions: only what is not yet placed.
 DO $$

@@ -175,6 +175,29 @@ COMMIT;
 \echo pymem: applied 0007_v0_2_0_operations
 \endif
 
+-- 0050_change_outbox
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0050_change_outbox', '3d3f698d02bb3867d9b35138ef9885f3c98712d7817ee507363436eca6e62b6a') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0050_change_outbox.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0050_change_outbox', '3d3f698d02bb3867d9b35138ef9885f3c98712d7817ee507363436eca6e62b6a', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0050_change_outbox
+\endif
+
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus
 \gset pymem_
@@ -249,7 +272,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('e2f58ae8fb8d4113a0f978e01421cc36e74b4a91226e16db9433e11d7411beb5')
+SELECT pymem.migration_api_applied('f49701d6f3d0f26674ea80c9e593acaadbc1d4e673123c282d7020c43eb0dcad')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

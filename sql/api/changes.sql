@@ -11,7 +11,9 @@
 -- and by any SQL client (docs/sql.md "Change feed").
 --
 -- Errors: 22023 invalid argument; 25001 changes_since inside a transaction that has written;
--- 42501 a project the caller may not serve; 0A000 the feed on a Citus cluster.
+-- 42501 a project the caller may not serve; 0A000 change_feed_configure where the feed's triggers
+-- are missing. On a Citus cluster the triggers write pymem.change_outbox on the workers and
+-- changes_since publishes it (_changes_claim; sql/citus.sql, docs/scaling-out.md).
 
 -- _changes_log: the statement triggers of facts, messages, store_entries and erasures (their
 -- transition table is `changed`) and the row trigger of a thread's summary. Appends one row per
@@ -125,6 +127,56 @@ BEGIN
 END;
 $$;
 
+-- _changes_claim(project_id): publishes the project's rows of pymem.change_outbox
+-- (0050_change_outbox), which only the feed's triggers on a Citus cluster's workers write
+-- (sql/citus.sql): under the lock of the project's row of change_positions (taken first, as
+-- _changes_position and user_forget take it), a DELETE claims the committed rows (a row that a
+-- concurrent claimer's commit is still deleting is waited for, then skipped: none is moved
+-- twice), and they enter pymem.changes with the project's next positions, in the order they were
+-- written (per worker). A position is given only to a committed row, under the lock, so none can
+-- appear below one a reader has seen. Off Citus the outbox is empty: one index probe. On Citus
+-- the probe is skipped (a read of the shards outside a transaction block would reach the workers
+-- without the tenant), and the DELETE opens one on each worker.
+CREATE OR REPLACE FUNCTION pymem._changes_claim(p_project_id text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+DECLARE
+    v_last bigint;
+    v_max bigint;
+    r record;
+    v_key text[] := '{}'; v_id bigint[] := '{}'; v_kind text[] := '{}'; v_op text[] := '{}'; v_subject text[] := '{}';
+    v_keys jsonb[] := '{}'; v_rows integer[] := '{}'; v_at timestamptz[] := '{}';
+BEGIN
+    IF pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL
+       AND NOT EXISTS (SELECT 1 FROM pymem.change_outbox AS o WHERE o.project_id = p_project_id) THEN
+        RETURN;
+    END IF;
+    INSERT INTO pymem.change_positions AS p (project_id) VALUES (p_project_id) ON CONFLICT (project_id) DO NOTHING;
+    SELECT p.position INTO v_last FROM pymem.change_positions AS p WHERE p.project_id = p_project_id FOR UPDATE;
+    FOR r IN DELETE FROM pymem.change_outbox AS o WHERE o.project_id = p_project_id
+             RETURNING o.shard_key, o.id, o.kind, o.op, o.subject, o.keys, o.rows, o.created_at LOOP
+        v_key := v_key || r.shard_key; v_id := v_id || r.id; v_kind := v_kind || r.kind; v_op := v_op || r.op;
+        v_subject := v_subject || r.subject; v_keys := v_keys || r.keys; v_rows := v_rows || r.rows;
+        v_at := v_at || r.created_at;
+    END LOOP;
+    WITH given AS (
+        INSERT INTO pymem.changes AS c (project_id, position, kind, op, subject, keys, rows, created_at)
+        SELECT p_project_id, v_last + pg_catalog.row_number() OVER (ORDER BY m.at, m.key, m.id), m.kind, m.op, m.subject,
+               m.keys, m.rows, m.at
+          FROM ROWS FROM (pg_catalog.unnest(v_key), pg_catalog.unnest(v_id), pg_catalog.unnest(v_kind),
+                          pg_catalog.unnest(v_op), pg_catalog.unnest(v_subject), pg_catalog.unnest(v_keys),
+                          pg_catalog.unnest(v_rows), pg_catalog.unnest(v_at)) AS m(key, id, kind, op, subject, keys, rows, at)
+        RETURNING c.position
+    )
+    SELECT pg_catalog.max(g.position) INTO v_max FROM given AS g;
+    IF v_max IS NOT NULL THEN
+        UPDATE pymem.change_positions AS p SET position = v_max WHERE p.project_id = p_project_id;
+    END IF;
+END;
+$$;
+
 -- changes_since: the project's changes after position `after`, in order, at most max_changes:
 -- (position, kind, op, subject, keys, rows, created_at). kind is 'fact', 'message', 'summary',
 -- 'store_entry' or 'erasure'; op 'add', 'update' or 'delete'; subject the user id (messages,
@@ -168,6 +220,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: after must be a position (0: from the start), not %', coalesce(changes_since.after::text, 'NULL')
             USING ERRCODE = '22023';
     END IF;
+    PERFORM pymem._changes_claim(v_project);  -- rows written on Citus workers (none on one server)
     IF EXISTS (SELECT 1 FROM pymem.changes AS c
                 WHERE c.project_id = v_project AND c.position IS NULL AND c.xid < v_xmin) THEN
         INSERT INTO pymem.change_positions AS p (project_id) VALUES (v_project) ON CONFLICT (project_id) DO NOTHING;
@@ -280,8 +333,8 @@ $$;
 -- change_feed_configure: turns the change feed on (every write of every project appends to it
 -- from the next transaction on) or off (writes stop appending; what was appended stays
 -- readable). For the whole database, so for administrators only. Off by default: every write
--- pays for it (bench/changes.py). Returns whether it is on. On a Citus cluster the feed's
--- triggers do not exist: 0A000.
+-- pays for it (bench/changes.py). Returns whether it is on. 0A000 where the feed's triggers do
+-- not exist.
 --   SELECT pymem.change_feed_configure(enabled => true);
 CREATE OR REPLACE FUNCTION pymem.change_feed_configure(enabled boolean)
 RETURNS boolean
@@ -296,8 +349,8 @@ BEGIN
     END IF;
     IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_trigger AS g WHERE g.tgname = 'facts_changes_add'
                       AND g.tgrelid = 'pymem.facts'::pg_catalog.regclass) THEN
-        RAISE EXCEPTION 'pymem: the change feed is not available here (its triggers are not installed: a Citus cluster)'
-            USING ERRCODE = '0A000', HINT = 'docs/scaling-out.md says what a cluster does not have yet.';
+        RAISE EXCEPTION 'pymem: the change feed is not available here (its triggers are not installed)'
+            USING ERRCODE = '0A000', HINT = 'Run pymem migrate (0007_v0_2_0_operations creates them, 0050_change_outbox again on a cluster).';
     END IF;
     FOR r IN SELECT f.t, f.trigger_name FROM pymem._change_feed_triggers() AS f LOOP
         EXECUTE pg_catalog.format('ALTER TABLE pymem.%I %s TRIGGER %I', r.t,

@@ -1,7 +1,7 @@
 -- conversations_embeddings.sql: what recall ranks by, kept beside the messages: the vectors
 -- (catch-up list of messages without one, the bulk put) and the lexemes of lexical recall (the
 -- trigger that indexes a new message, the backfill of older ones). Part of conversation memory
--- (conversations.sql; tables in migrations/0003_conversations.sql, 0015_message_lexical.sql).
+-- (conversations.sql; tables in migrations/0003_conversations.sql, 0006_v0_2_0_memory.sql).
 -- Re-applied on every migrate; called by pymem/conversations.py and by any SQL client.
 --
 -- Errors: 22023 invalid argument.
@@ -143,7 +143,7 @@ BEGIN
            SELECT m.project_id, m.user_id, m.thread_id, m.seq, pg_catalog.length(m.content) AS chars, m.importance,
                   m.created_at, l.lexemes, l.tokens
              FROM pymem.messages AS m
-             LEFT JOIN pymem.message_lexemes AS l  -- its lexemes, kept beside the vector for recall (0017)
+             LEFT JOIN pymem.message_lexemes AS l  -- its lexemes, kept beside the vector for recall (0006_v0_2_0_memory)
                ON l.project_id = m.project_id AND l.user_id = m.user_id AND l.thread_id = m.thread_id AND l.seq = m.seq
             WHERE m.project_id = message_embeddings_put.project_id AND m.user_id = message_embeddings_put.user_id
               AND m.thread_id = u.t AND m.seq = u.s
@@ -170,10 +170,10 @@ BEGIN
 END;
 $$;
 
--- _message_lexemes_add: the statement trigger messages_lexemes (migrations/0015_message_lexical.sql):
+-- _message_lexemes_add: the statement trigger messages_lexemes (migrations/0006_v0_2_0_memory.sql):
 -- indexes the messages one statement inserted, in one INSERT; then, when one of their users is a
 -- heavy user (registered in pymem.recall_indexes: one lookup per statement, nothing more for
--- ordinary users), adds those users' messages' words to pymem.recall_terms (0045_recall_terms).
+-- ordinary users), adds those users' messages' words to pymem.recall_terms (0006_v0_2_0_memory).
 CREATE OR REPLACE FUNCTION pymem._message_lexemes_add()
 RETURNS trigger
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
@@ -208,9 +208,9 @@ END;
 $$;
 
 -- message_lexemes_backfill: indexes up to max_messages of a project's messages that have no
--- lexemes yet (stored before 0015_message_lexical by a deploy user that row-level security binds),
+-- lexemes yet (stored before 0006_v0_2_0_memory by a deploy user that row-level security binds),
 -- then copies the lexemes of up to max_messages messages beside their vectors where they are
--- missing (vectors stored before 0017_lexemes_beside_vectors: recall reads those lexemes by
+-- missing (vectors stored before 0006_v0_2_0_memory: recall reads those lexemes by
 -- primary key until then); returns how many rows it wrote. Call it until it returns 0: each call
 -- is one short transaction. Heavy users' words miss the messages it indexes until the next
 -- recall_index_plan, whose fill step adds them (it marks the project's registered users unfilled).

@@ -141,6 +141,11 @@ BEGIN
      WHERE x.project_id = v_project AND (x.subject IN (v_user, 'user:' || v_user) OR x.subject = ANY (v_stores));
     GET DIAGNOSTICS v_n = ROW_COUNT;
     v_counts := v_counts || pg_catalog.jsonb_build_object('changes', v_n);
+    -- and those not yet published from a Citus worker's outbox (0050; empty on one server)
+    DELETE FROM pymem.change_outbox AS x
+     WHERE x.project_id = v_project AND (x.subject IN (v_user, 'user:' || v_user) OR x.subject = ANY (v_stores));
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    v_counts := pg_catalog.jsonb_set(v_counts, '{changes}', pg_catalog.to_jsonb((v_counts->>'changes')::bigint + v_n));
 
     INSERT INTO pymem.erasures AS r (project_id, subject, salt, erased_by, counts, digest)
     VALUES (v_project, pymem._erasure_subject(v_salt, v_project, v_user), v_salt, session_user, v_counts, v_digest)

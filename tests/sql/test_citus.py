@@ -294,7 +294,7 @@ def test_psql_migrate_sql_distributes_the_same(fresh_db, citus_cluster):
     assert out.returncode == 0, out.stderr
     assert pymem.migrations.check(fresh_db) == []
     with psycopg.connect(fresh_db, autocommit=True) as c:
-        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 29
+        assert c.execute("SELECT count(*) FROM pg_dist_partition WHERE logicalrelid::text LIKE 'pymem.%'").fetchone()[0] == 31
         assert c.execute("SELECT count(*) FROM pg_dist_object WHERE distribution_argument_index IS NOT NULL").fetchone()[0] > 40
 
 
@@ -1529,3 +1529,116 @@ def test_the_cluster_ranks_as_one_server_does(pymem_cluster, citus_cluster):
         with psycopg.connect(citus_cluster.dsn, autocommit=True) as c:
             c.execute("SET citus.enable_create_database_propagation = off")
             c.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+def test_the_change_feed_on_the_cluster_once_each_without_content_per_project(pymem_cluster):
+    """Issue 57, item 4: the change feed on the cluster. Writes of users on both workers (facts,
+    messages, a store entry) reach changes_since on the coordinator; a reader that resumes from
+    the last position it saw, on a new connection each time, while writers on both workers go on,
+    sees every change exactly once, in consecutive positions; rows and notifications carry keys,
+    never content; the notification reaches a listener on the coordinator on the project's own
+    channel; a role of project B never sees project A's changes; user_forget takes the user's
+    rows out of the feed, the outbox's included, and leaves its receipt (docs/scaling-out.md)."""
+    import json
+    import re
+
+    admin, app, role = pymem_cluster
+    other = f"{role}_b"
+    with psycopg.connect(admin, autocommit=True) as c:
+        users = _users_on_both_workers(c)
+        assert c.execute("SELECT pymem.change_feed_configure(enabled => true)").fetchone()[0] is True
+        assert c.execute("SELECT pymem.change_feed_enabled()").fetchone()[0] is True
+        c.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(other)))
+        c.execute(sql.SQL("GRANT pymem_app TO {}").format(sql.Identifier(other)))
+        c.execute("SELECT pymem.tenant_bind(%s, 'fa')", (role,))
+        c.execute("SELECT pymem.tenant_bind(%s, 'fb')", (other,))
+    app_b = make_conninfo(admin, user=other)
+    try:
+        with psycopg.connect(app, autocommit=True) as a, psycopg.connect(app, autocommit=True) as listener, \
+                psycopg.connect(app_b, autocommit=True) as b:
+            chan_a = a.execute("SELECT pymem.change_channel('fa')").fetchone()[0]
+            chan_b = b.execute("SELECT pymem.change_channel('fb')").fetchone()[0]
+            assert chan_a != chan_b and all(re.fullmatch(r"pymem_changes_[0-9a-f]{32}", ch) for ch in (chan_a, chan_b))
+            for call in ("SELECT pymem.change_channel('fa')", "SELECT * FROM pymem.changes_since('fa')"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    b.execute(call)
+            listener.execute(sql.SQL("LISTEN {}").format(sql.Identifier(chan_a)))
+
+            def write(conn: psycopg.Connection, project: str, u: str, i: int) -> None:
+                conn.execute("SELECT pymem.fact_add('user', %s, %s, %s)", (u, f"Secret fact {i}", project))
+                conn.execute("SELECT pymem.message_add(user_id => %s, role => 'user', content => %s, project_id => %s)",
+                             (u, f"Secret message {i}", project))
+
+            for u in users:
+                write(a, "fa", u, 0)
+                write(b, "fb", u, 0)
+            a.execute("SELECT pymem.store_open('notes-fa', 'fa', true)")
+            a.execute("SELECT pymem.store_write('notes-fa', 'todo.md', 'Secret text', project_id => 'fa')")
+            # the writes ran on the workers; the notifications reach the listener on the coordinator,
+            # on A's channel only (B's writes notify B's), by kind, no content
+            notes = list(listener.notifies(timeout=5, stop_after=5))
+            assert {n.channel for n in notes} == {chan_a}
+            assert sorted(json.loads(n.payload)["kind"] for n in notes) == ["fact", "fact", "message", "message", "store_entry"]
+
+            first = a.execute("SELECT position, kind, subject, keys FROM pymem.changes_since('fa', 0, 2)").fetchall()
+            assert [r[0] for r in first] == [1, 2]
+            # writers on both workers go on while a reader resumes from its last position, on a new
+            # connection each time
+            seen = [r[0] for r in first]
+            rows = list(first)
+            stop = threading.Event()
+
+            def writer(u: str) -> None:
+                with psycopg.connect(app, autocommit=True) as w:
+                    for i in range(1, 11):
+                        write(w, "fa", u, i)
+
+            def reader() -> None:
+                while True:
+                    done = stop.is_set()
+                    with psycopg.connect(app, autocommit=True) as r:
+                        got = r.execute("SELECT position, kind, subject, keys FROM pymem.changes_since('fa', %s, 7)",
+                                        (seen[-1],)).fetchall()
+                    seen.extend(x[0] for x in got)
+                    rows.extend(got)
+                    if done and not got:
+                        return
+
+            threads = [threading.Thread(target=writer, args=(u,)) for u in users]
+            read = threading.Thread(target=reader)
+            for t in [*threads, read]:
+                t.start()
+            for t in threads:
+                t.join()
+            stop.set()
+            read.join()
+            total = len(users) * 2 * 11 + 1  # a fact and a message per user and round, and the store entry
+            assert seen == list(range(1, total + 1))  # each change once, none lost, in order
+            assert a.execute("SELECT count(*) FROM pymem.changes_since('fa', 0, 1000)").fetchone()[0] == total
+            got = {(k, s) for _, k, s, _ in rows}
+            assert got == {("fact", f"user:{u}") for u in users} | {("message", u) for u in users} \
+                | {("store_entry", "notes-fa")}
+            assert "Secret" not in json.dumps([r[3] for r in rows])
+            # per user and kind, the changes come in the order they were written
+            for u in users:
+                ids = [r[3]["ids"][0] for r in rows if r[2] == f"user:{u}"]
+                seqs = [r[3]["from_seq"] for r in rows if r[2] == u]
+                assert ids == sorted(ids) and seqs == sorted(seqs) and len(ids) == len(seqs) == 11
+            # project B: its own changes only, positions of its own
+            mine = b.execute("SELECT position, subject FROM pymem.changes_since('fb')").fetchall()
+            assert [p for p, _ in mine] == [1, 2, 3, 4] and {s for _, s in mine} == set(users) | {f"user:{u}" for u in users}
+            # user_forget: the user's rows leave the feed (published or not), the receipt enters it
+            a.execute("SELECT pymem.fact_add('user', %s, 'Secret late', 'fa')", (users[0],))  # still in the outbox
+            receipt = a.execute("SELECT pymem.user_forget(%s, 'fa')", (users[0],)).fetchone()[0]
+            assert receipt["counts"]["changes"] >= 2 * 11 + 1  # its facts and messages, and the late fact
+            after = a.execute("SELECT kind, subject, keys FROM pymem.changes_since('fa', %s)", (total,)).fetchall()
+            assert after == [("erasure", "", {"ids": [receipt["id"]]})]
+            with psycopg.connect(admin, autocommit=True) as c:  # a superuser: every row, published or not
+                for table in ("pymem.changes", "pymem.change_outbox"):
+                    assert c.execute(sql.SQL("SELECT count(*) FROM {} WHERE project_id = 'fa' AND subject IN (%s, %s)").format(
+                        sql.SQL(table)), (users[0], f"user:{users[0]}")).fetchone()[0] == 0, table
+                assert c.execute("SELECT count(*) FROM pymem.change_outbox").fetchone()[0] == 0
+    finally:
+        with psycopg.connect(admin, autocommit=True) as c:
+            c.execute("DELETE FROM pymem.tenant_roles WHERE role_name = %s", (other,))
+            c.execute(sql.SQL("DROP OWNED BY {}; DROP ROLE {}").format(sql.Identifier(other), sql.Identifier(other)))
