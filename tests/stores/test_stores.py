@@ -530,7 +530,8 @@ def test_the_upgrade_from_0_1_rewrites_stored_paths_to_nfc(empty_dsn, as_role, t
         c.execute(c.execute("SELECT format('GRANT CREATE ON DATABASE %I TO pymem_store_admin', "
                             "current_database())").fetchone()[0])
     try:
-        assert pymem.migrate(admin_login).applied == list(migrations.SQUASHED)
+        assert pymem.migrate(admin_login).applied == [m.name for m in migrations.load_sql_files().migrations
+                                                      if m.name[:4] > "0005"]  # 0.2.0's two, and those after
         with psycopg.connect(empty_dsn) as c:
             for table in ("store_entries", "store_versions", "store_audit"):
                 assert sorted(r[0] for r in c.execute(f"SELECT path FROM pymem.{table}")) == sorted(
