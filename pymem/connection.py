@@ -14,7 +14,7 @@ import math
 import os
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 from pgvector.psycopg.halfvec import register_halfvec_info
@@ -135,13 +135,20 @@ def errors(conninfo: str | None = None) -> Iterator[None]:
     try:
         yield
     except psycopg.Error as exc:
-        err = translate(exc)
-        if conninfo is None or (err.sqlstate or "08")[:2] not in ("08", "28"):
-            raise err from exc
-        said = str(err)
-        if str(redacted(err, conninfo)) == said and redact(str(exc), conninfo) == str(exc):
-            raise err from exc
-        raise err from None
+        raise_translated(exc, conninfo)
+
+
+def raise_translated(exc: psycopg.Error, conninfo: str | None = None) -> NoReturn:
+    """Raise ``exc`` as `errors` does (a pymem error, without the password); for a caller that
+    catches psycopg errors itself (`pymem.database.Database.query`, whose per-call path does
+    without the context managers)."""
+    err = translate(exc)
+    if conninfo is None or (err.sqlstate or "08")[:2] not in ("08", "28"):
+        raise err from exc
+    said = str(err)
+    if str(redacted(err, conninfo)) == said and redact(str(exc), conninfo) == str(exc):
+        raise err from exc
+    raise err from None
 
 
 def per_call_query(name: str, settings: Settings) -> str:

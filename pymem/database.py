@@ -56,6 +56,7 @@ from .connection import (
     execute,
     is_citus,
     one_value,
+    raise_translated,
     refused_option,
     register_types,
     resolve_conninfo,
@@ -408,10 +409,29 @@ class Database:
 
     def query(self, query: Query) -> list[dict[str, Any]]:
         """Send a named query of sql/queries.sql (made by `pymem.calls`, e.g.
-        ``db.query(calls.facts_newest(...))``); its rows as dicts, or as ``query.rows`` makes them."""
-        with self.connection() as conn:
-            return execute(conn, query.name, query.params, self.settings, citus=self._citus,
-                           timeout_per_call=self._per_call, row_factory=query.rows or dict_row)
+        ``db.query(calls.facts_newest(...))``); its rows as dicts, or as ``query.rows`` makes them.
+        What `connection` does, written out: every call of pymem goes through here, and the
+        three context managers (``connection``, `errors`, the pool's) cost a call more than
+        the work they do (a pooled connection is autocommit and idle between calls: the pool's
+        ``with conn`` commits nothing; docs/performance.md)."""
+        pool = self.pool
+        try:
+            try:
+                conn = pool.getconn()
+                try:
+                    if conn not in self._typed:
+                        self._register(conn)
+                    return execute(conn, query.name, query.params, self.settings, citus=self._citus,
+                                   timeout_per_call=self._per_call, row_factory=query.rows or dict_row)
+                finally:
+                    pool.putconn(conn)  # a connection left in a transaction is rolled back, a broken one replaced
+            except psycopg.Error as exc:
+                raise_translated(exc, self.conninfo)
+        except Error as exc:
+            if _no_connection(exc):
+                self._recover(exc)
+            _explain(exc)
+            raise
 
     def about(self) -> dict[str, Any]:
         return self.query(calls.about())[0]["about"]
