@@ -514,10 +514,25 @@ class AsyncDatabase:
             await self._single_probe.arun(lambda: _aprobe(self.settings, self.conninfo))
 
     async def query(self, query: Query) -> list[dict[str, Any]]:
-        """See `Database.query`."""
-        async with self.connection() as conn:
-            return await aexecute(conn, query.name, query.params, self.settings, citus=self._citus,
-                                  timeout_per_call=self._per_call, row_factory=query.rows or dict_row)
+        """See `Database.query` (`connection` written out the same way)."""
+        pool = self.pool
+        try:
+            try:
+                conn = await pool.getconn()
+                try:
+                    if conn not in self._typed:
+                        await self._register(conn)
+                    return await aexecute(conn, query.name, query.params, self.settings, citus=self._citus,
+                                          timeout_per_call=self._per_call, row_factory=query.rows or dict_row)
+                finally:
+                    await pool.putconn(conn)
+            except psycopg.Error as exc:
+                raise_translated(exc, self.conninfo)
+        except Error as exc:
+            if _no_connection(exc):
+                await self._recover(exc)
+            _explain(exc)
+            raise
 
     async def about(self) -> dict[str, Any]:
         return (await self.query(calls.about()))[0]["about"]
