@@ -16,7 +16,17 @@ vectors), then, in alternating rounds of ``--calls`` calls on one connection eac
   through the same HashEmbedder's vectors declared costly (a model's path: a ``fact_lookup`` and
   no embedding) and as it is, cheap (the vector embedded and sent with ``fact_add``, one
   statement for a new fact and a re-add alike);
-- **embed**: ``runner.vectors`` of the text alone (the embedding a re-add would not store).
+- **embed**: ``runner.vectors`` of the text alone (the embedding a re-add would not store);
+- **fact_add, vector, direct**: the same statement on a direct connection (no pool, tuple rows:
+  what psycopg alone costs the call); **fact_add, vector, db.query**: through ``Database.query``
+  (the pool checkout written out, dict rows: what every pymem call goes through); **fact_add,
+  vector, old db.query**: through ``Database.connection()``'s three context managers, as
+  ``Database.query`` sent it before issue 60.
+
+``--pin``: this process and the two server backends on one CPU. On a 2-core VM shared with
+other work, a call's wall time otherwise depends on whether the client and the server wake on
+the same core (a prepared ``SELECT 1`` took 16 or 87 us by that alone, minutes apart); with
+one CPU the wall times are steadier and add up to the CPU times.
 
 Prints client, server and total CPU per call (medians over rounds) and wall p50, each total
 beside the plain lookup's. Nothing here asserts a duration.
@@ -25,6 +35,7 @@ beside the plain lookup's. Nothing here asserts a duration.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -39,7 +50,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import pymem  # noqa: E402
 from bench import common  # noqa: E402
 from pymem import runner  # noqa: E402
+from pymem.connection import execute, register_types, type_infos  # noqa: E402
 from pymem.queries import Q  # noqa: E402
+from pymem.types import Query  # noqa: E402
 
 DB = "pymem_readd_bench"
 PLAIN = ("SELECT f.id FROM pymem.facts AS f WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = %s "
@@ -67,6 +80,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     ap.add_argument("--users", type=common.positive, default=2000)
     ap.add_argument("--rounds", type=common.positive, default=9)
     ap.add_argument("--calls", type=common.positive, default=200, help="calls per case and round")
+    ap.add_argument("--pin", action="store_true", help="this process and the server backends on one CPU")
     ap.add_argument("--results-dir", help="where the JSON result goes (default bench/results)")
     args = ap.parse_args(argv)
     conninfo, where = common.connection_info(args.dsn)
@@ -84,6 +98,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             c.execute("ANALYZE pymem.facts")
             c.execute("ANALYZE pymem.fact_embeddings")
             pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]  # the pool's one connection
+        direct = psycopg.connect(dsn, autocommit=True)
+        register_types(direct, type_infos(direct))
+        direct_pid = direct.execute("SELECT pg_backend_pid()").fetchone()[0]
+        if args.pin:
+            cpu = min(os.sched_getaffinity(0))
+            for p in (0, pid, direct_pid):
+                os.sched_setaffinity(p, {cpu})
 
         def text(i: int) -> str:
             return content(i % n, i % 10)
@@ -106,6 +127,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     c.execute(statement, args_of(i), prepare=True).fetchall()
             return call
 
+        def through_connection(i: int) -> None:  # Database.query before issue 60
+            with db.connection() as c:
+                execute(c, "fact_add", adds[i % n], db.settings)
+
         def persist(m: Any) -> Any:
             def call(i: int) -> None:
                 m.persist(text(i), user=user(i % n))
@@ -119,10 +144,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             "persist, asks first": persist(asks),
             "persist, embeds": persist(mem),
             "embed": lambda i: runner.vectors(embedder, [text(i)]),
+            "fact_add, vector, direct": lambda i: direct.execute(Q["fact_add"], adds[i % n], prepare=True).fetchall(),
+            "fact_add, vector, db.query": lambda i: db.query(Query("fact_add", adds[i % n])),
+            "fact_add, vector, old db.query": through_connection,
         }
 
-        def server_ns() -> int:
-            return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0])
+        def server_ns() -> int:  # both backends: each case uses one of them
+            return sum(int(Path(f"/proc/{p}/schedstat").read_text().split()[0]) for p in (pid, direct_pid))
 
         client: dict[str, list[float]] = {k: [] for k in cases}
         server: dict[str, list[float]] = {k: [] for k in cases}
@@ -138,6 +166,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 if r:
                     client[name].append((time.thread_time_ns() - c0) / args.calls / 1000)
                     server[name].append((server_ns() - s0) / args.calls / 1000)
+        direct.close()
     finally:
         db.close()
     table = {}
