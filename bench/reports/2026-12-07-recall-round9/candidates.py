@@ -4,7 +4,7 @@ offline replica of recall's ranking (../2026-12-04-recall-floor/replica.py, time
 (leave-one-conversation-out, as ../2026-12-07-recall-round8/levers.py does).
 
 1. turn context in the embedded text: each turn's vector made from the turn with its neighbour
-   turn(s) of the same session, or with its session's date (the stored text and the lexical side
+   turn(s) of the same session, with its session's date, or without its speaker label (the stored text and the lexical side
    stay as they are; only what is embedded changes), used instead of the turn's own vector, beside
    it (the better of the two cosines) or mixed with it; and the cheap form without a second
    embedding: the turn's vector plus a share of its neighbours' stored vectors;
@@ -58,11 +58,12 @@ def turn_texts(conv: dict) -> dict[str, dict[str, str]]:
                 "next": "\n".join(x for x in (own[i], nxt) if x),
                 "window": "\n".join(x for x in (prev, own[i], nxt) if x),
                 "date": f"{date}. {own[i]}",
+                "bare": t["text"],
             }
     return out
 
 
-CONTEXTS = ("prev", "next", "window", "date")
+CONTEXTS = ("prev", "next", "window", "date", "bare")
 
 # --- sub-queries (no question-level choice: one rule for every question) ---------------------------
 
@@ -123,7 +124,8 @@ def dump(data_path: str, path: str) -> None:
     from pymem.embedders import OnnxMiniLMEmbedder
     from pymem.embedders.base import embed
 
-    levers.dump(data_path, path)
+    if not Path(path).exists():
+        levers.dump(data_path, path)
     out = pickle.loads(Path(path).read_bytes())
     data = json.loads(Path(data_path).read_text())
     emb = OnnxMiniLMEmbedder(threads=1, batch_size=32)
@@ -133,12 +135,16 @@ def dump(data_path: str, path: str) -> None:
     for conv in data:
         d = out[f"locomo-{conv['sample_id']}"]
         texts = turn_texts(conv)
-        d["ctx"] = {}
+        d.setdefault("ctx", {})
         for v in CONTEXTS:
+            if v in d["ctx"]:
+                continue
             d["ctx"][v] = np.array(emb.embed([texts[x][v] for x in d["dia"]]), dtype=np.float32)
         d["own_check"] = np.array(emb.embed([texts[x]["own"] for x in d["dia"][:20]]), dtype=np.float32)
         qs = [q for q in conv["qa"] if q.get("category") in br.CATEGORIES and br.evidence_ids(q)]
         for qd, q in zip(d["q"], qs, strict=True):
+            if "sub" in qd:
+                continue
             qd["sub"] = {}
             for rule, subs in subqueries(q["question"]).items():
                 if not subs:
