@@ -15,6 +15,7 @@ offline replica of recall's ranking (../2026-12-04-recall-floor/replica.py, time
     PYMEM_DATA_DIR=/tmp/rc5-recall python bench/recall.py /work/shared/eval-dev/locomo-dev.json   # loads (MiniLM)
     PYMEM_DATA_DIR=/tmp/rc5-recall python candidates.py dump /work/shared/eval-dev/locomo-dev.json /tmp/rc5/dump.pkl
     python candidates.py run /tmp/rc5/dump.pkl [context|smooth|multiquery]
+    python candidates.py run /tmp/rc5/dump.pkl embedder /tmp/rc5/mpnet.pkl      # other_embedder.py's vectors
 
 The dump (vectors, lexemes, the questions' vectors and terms, the turns' context texts' vectors) lives
 outside the repository: the data is CC BY-NC and is never copied into it.
@@ -238,7 +239,20 @@ def rel_multiquery(d, qi, rules=(), fuse="max", w=1.0, lw=0.33, rrf_k=60):
     return score / score.max() * best, ok
 
 
-REL = {"context": rel_context, "smooth": rel_smooth, "multiquery": rel_multiquery}
+def rel_embedder(d, qi, text=None, mode="replace", a=0.5, lw=0.33):
+    """Relevance with another embedder's cosine (other_embedder.py's vectors: the turn's own text, or
+    "window": with its neighbours; the question embedded by the same model): "replace" (it alone),
+    "mix" ((1-a) MiniLM + a other), "max" (the better of the two)."""
+    if text is None:
+        return replica.relevance(d, qi, lw=lw)
+    o = d["other"]
+    cx = o[text] @ o["qvec"][qi]
+    own = d["vn"] @ (d["qvec"][qi] / np.linalg.norm(d["qvec"][qi]))
+    cos = {"replace": cx, "max": np.maximum(own, cx), "mix": (1 - a) * own + a * cx}[mode]
+    return _combine(d, d["q"][qi]["terms"], cos, lw)
+
+
+REL = {"context": rel_context, "smooth": rel_smooth, "multiquery": rel_multiquery, "embedder": rel_embedder}
 
 
 def grids():
@@ -249,6 +263,10 @@ def grids():
                    + [(f"{c} mix {a}", {"ctx": c, "mode": "mix", "a": a}, {}) for c in CONTEXTS for a in (0.3, 0.5)],
         "smooth": [base] + [(f"smooth {s} {a}", {"a": a, "side": s}, {}) for s in ("prev", "next", "both")
                             for a in (0.15, 0.3, 0.5)],
+        "embedder": [base] + [(f"mpnet {t} replace lw{lw}", {"text": t, "lw": lw}, {}) for t in ("vec", "window")
+                              for lw in (0.25, 0.33, 0.4)]
+                    + [(f"mpnet {t} {m}", {"text": t, "mode": m, "a": 0.5}, {}) for t in ("vec", "window")
+                       for m in ("mix", "max")],
         "multiquery": [base] + [(f"{'+'.join(r)} {f} w{w}", {"rules": r, "fuse": f, "w": w}, {})
                                 for r in (("entities",), ("content",), ("clauses",), ("entities", "content", "clauses"))
                                 for f, ws in (("max", (0.8, 0.9, 1.0)), ("rrf", (0.5, 1.0))) for w in ws],
@@ -267,10 +285,15 @@ def prepare(data):
     return data
 
 
-def run(path, which="all"):
+def run(path, which="all", other=None):
     data = prepare(pickle.loads(Path(path).read_bytes()))
+    if other:  # other_embedder.py's vectors, unit length, in the dump's turn order
+        for u, o in pickle.loads(Path(other).read_bytes()).items():
+            data[u]["other"] = {k: _unit(v) for k, v in o.items()}
+    elif which == "all":
+        which = "no-embedder"
     for fam, grid in grids().items():
-        if which in ("all", fam):
+        if which in ("all", fam) or (which == "no-embedder" and fam != "embedder"):
             run_grid(data, grid, REL[fam], fam)
 
 
@@ -315,4 +338,4 @@ if __name__ == "__main__":
     if sys.argv[1] == "dump":
         dump(sys.argv[2], sys.argv[3])
     else:
-        run(sys.argv[2], *(sys.argv[3:4] or ["all"]))
+        run(sys.argv[2], *(sys.argv[3:5] or ["all"]))
