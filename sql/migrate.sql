@@ -296,7 +296,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('838b082a3d54810484131ac25f0a40d93ac2a5a91dc34f8faf0595b6bc9b4183')
+SELECT pymem.migration_api_applied('56d5f89242a4b41dd39b9ce34977ceb805afc460adab350cd0a5743f9892a95d')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
