@@ -252,8 +252,8 @@ SELECT pymem.migration_types_path()
 \ir api/facts_consolidate.sql
 \ir api/facts_learned.sql
 \ir api/facts_list.sql
-\ir api/facts_time.sql
 \ir api/facts_write.sql
+\ir api/facts_time.sql
 \ir api/facts_versions.sql
 \ir api/conversations_turns.sql
 \ir api/facts_add.sql
@@ -296,7 +296,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('56d5f89242a4b41dd39b9ce34977ceb805afc460adab350cd0a5743f9892a95d')
+SELECT pymem.migration_api_applied('8b9f147e5c679d1d6fb95bbbd00187cbe00a508b99f1adada246c2511be3c0e8')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

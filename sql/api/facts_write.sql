@@ -2,8 +2,9 @@
 -- fact_add, fact_supersede, facts_add_many and fact_lookup take as `write`: fact_write(), its
 -- builder, which holds its only SQL defaults (Python's pymem.FactWrite mirrors it field by field,
 -- tests/python/test_options.py); _fact_write_check and _fact_add_checks, its checks; _fact_insert
--- and _facts_insert_many, the two statements that store a write as fact rows (one fact, a batch):
--- the one place that maps its fields to the columns of pymem.facts. A new attribute of a write is
+-- and _facts_insert_many, the two statements that store a write as fact rows (one fact, a batch),
+-- and _fact_write_of, a stored fact's write: the one place that maps its fields to the columns of
+-- pymem.facts. A new attribute of a write is
 -- a field of the type, a parameter of the builder, a check and a column here. Part of durable facts
 -- (facts.sql, whose checks it calls; facts_add.sql, facts_versions.sql and facts_bulk.sql call
 -- it). Re-applied on every migrate (before the files whose signatures name fact_write() in a
@@ -79,9 +80,9 @@ $$;
 -- version, with no cap): the tenant entered, the subject, the content (trimmed by the caller:
 -- pymem._fact_trim), the write (_fact_write_check), the cap. Returns the write resolved as
 -- _fact_write_check resolves it.
--- Valid arguments that need no resolving (every call but a refused one or one with a time) are one
--- expression, the conjunction of what the checks accept; any other (a NULL in it included) goes
--- through the checks one by one, which raise the precise error in their order. PL/pgSQL
+-- Valid arguments (every call but a refused one) are one expression, the conjunction of what the
+-- checks accept, and a write with a time is then resolved (_fact_write_check); any other (a NULL
+-- in it included) goes through the checks one by one, which raise the precise error in their order. PL/pgSQL
 -- re-initialises every expression of a function in each new transaction, and a nested call with a
 -- SET clause pushes a GUC level: the nested checkers and their ~25 expressions cost a re-add server
 -- CPU (docs/performance.md).
@@ -99,10 +100,12 @@ BEGIN
                 AND p_write.confidence >= 0 AND p_write.confidence <= 1 AND p_write.source IN ('manual', 'learned', 'trace')
                 AND (p_write.trace_id IS NULL OR pg_catalog.length(p_write.trace_id) <= 256)
                 AND pg_catalog.jsonb_typeof(p_write.metadata) = 'object'
-                AND p_write.created_at IS NULL AND p_write.expires_at IS NULL AND p_write.ttl IS NULL
-                AND p_write.valid_from IS NULL AND p_write.valid_to IS NULL
                 AND (p_max_learned IS NULL OR p_max_learned >= 1), false) THEN
-        RETURN p_write;
+        IF p_write.created_at IS NULL AND p_write.expires_at IS NULL AND p_write.ttl IS NULL
+           AND p_write.valid_from IS NULL AND p_write.valid_to IS NULL THEN
+            RETURN p_write;  -- nothing to resolve
+        END IF;
+        RETURN pymem._fact_write_check(p_write);  -- its times
     END IF;
     PERFORM pymem._fact_check_subject(p_scope, p_scope_id, p_project_id, 'exact');
     IF NOT p_write IS NULL THEN  -- the content first (a NULL write: _fact_write_check says so)
@@ -119,9 +122,12 @@ $$;
 -- `write` (checked and resolved: _fact_add_checks) says; its id, or NULL when an active fact of the
 -- subject has that key already (ON CONFLICT on facts_subject_content_key: the caller looks it up).
 -- created_at NULL is now (the clock, not the transaction's start). fact_add and fact_supersede
--- write through it; _facts_insert_many below is its batch twin.
+-- write through it, and _fact_restate (facts_time.sql) with p_superseded_by: a row written as
+-- superseded by that one at the write's created_at (given), which it then makes the active one;
+-- _facts_insert_many below is its batch twin.
 CREATE OR REPLACE FUNCTION pymem._fact_insert(
-    p_project_id text, p_scope text, p_scope_id text, p_content text, p_key bytea, p_write pymem.fact_write)
+    p_project_id text, p_scope text, p_scope_id text, p_content text, p_key bytea, p_write pymem.fact_write,
+    p_superseded_by bigint DEFAULT NULL)
 RETURNS bigint
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -130,14 +136,26 @@ DECLARE
     v_id bigint;
 BEGIN
     INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
-                                  created_at, expires_at, valid_from, valid_to)
+                                  created_at, expires_at, valid_from, valid_to, superseded_by, superseded_at)
     VALUES (p_project_id, p_scope, p_scope_id, p_content, p_key, p_write.confidence, p_write.source, p_write.trace_id,
             p_write.metadata, coalesce(p_write.created_at, pg_catalog.clock_timestamp()), p_write.expires_at,
-            p_write.valid_from, p_write.valid_to)
+            p_write.valid_from, p_write.valid_to, p_superseded_by,
+            CASE WHEN p_superseded_by IS NOT NULL THEN p_write.created_at END)
     ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
     RETURNING f.id INTO v_id;
     RETURN v_id;
 END;
+$$;
+
+-- _fact_write_of(fact): the write a stored fact was written with, as _fact_insert would write it
+-- again (ttl NULL: its expiry is expires_at); _fact_restate copies a version through it.
+CREATE OR REPLACE FUNCTION pymem._fact_write_of(p_fact pymem.facts)
+RETURNS pymem.fact_write
+LANGUAGE sql IMMUTABLE SECURITY INVOKER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+    SELECT ROW(p_fact.confidence, p_fact.source, p_fact.trace_id, p_fact.metadata, p_fact.created_at, p_fact.expires_at,
+               NULL, p_fact.valid_from, p_fact.valid_to)::pymem.fact_write
 $$;
 
 -- _facts_insert_many: facts_add_many's one statement, after its checks and locks, each element
