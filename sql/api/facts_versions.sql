@@ -299,7 +299,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: valid_from % is later than the new version is recorded (%)', write.valid_from,
                 coalesce(write.created_at, pg_catalog.now())
             USING ERRCODE = '22023',
-                  HINT = 'Supersede when the change has happened; a planned fact is added with fact_add(valid_from => ...).';
+                  HINT = 'Supersede when the change has happened; a planned fact is added with fact_add(write => pymem.fact_write(valid_from => ...)).';
     END IF;
     -- one time for the successor's created_at and the old row's superseded_at (a value, not
     -- clock_timestamp() in the statements: Citus refuses volatile functions in an UPDATE)
