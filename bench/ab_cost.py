@@ -12,7 +12,9 @@ default of Memory) and with its text at lexical weight 0 (hybrid off: the text i
 what the backend itself ran, less disturbed by other load on a shared machine than wall time) and
 the wall time, median and minimum over rounds, and the ratios. With --writes, also on both:
 turn_record (the probe's texts with their vectors, into a thread of a user of its own, a new
-thread each round) and fact_add (a new fact with its vector, for a subject of its own). Needs both servers on this machine
+thread each round), fact_add (a new fact with its vector, for a subject of its own), fact_add with a
+ttl (the write's attributes flat before 0051_fact_write, one fact write since) and fact_supersede
+(a new version of the newest version, without a vector). Needs both servers on this machine
 (embedded, started on demand). Nothing here asserts a duration.
 """
 
@@ -39,6 +41,12 @@ TURN = ("SELECT * FROM pymem.turn_record(user_id => 'ab-writer', user_content =>
         "thread_id => %(th)s, project_id => 'acme', embedder => %(e)s, user_embedding => %(v)s, assistant_embedding => %(v)s)")
 FACT = ("SELECT pymem.fact_add(scope => 'user', scope_id => 'ab-facts', content => %(c)s, project_id => 'acme', "
         "embedding => %(v)s, embedder => %(e)s)")
+# a new version of the subject's newest fact (a chain: each call supersedes the previous call's)
+SUPERSEDE = ("SELECT pymem.fact_supersede(scope => 'user', scope_id => 'ab-versions', new_content => %(c)s, "
+             "old_content => %(prev)s, project_id => 'acme')")
+# a fact with an expiry: flat before 0051_fact_write, in one fact write since
+FACT_TTL = ("SELECT pymem.fact_add(scope => 'user', scope_id => 'ab-expiring', content => %(c)s, project_id => 'acme', "
+            "{ttl})")
 CONTEXT = ("SELECT pymem.context_read(user_id => 'probe', agent_id => %(a)s, project_id => 'acme', "
            "thread_id => 'default', query_vector => %(v)s, embedder => %(e)s, max_facts => 50{x})")
 # the recall knobs: flat before 0006_v0_2_0_memory, one recall spec since
@@ -60,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--calls", type=int, default=30)
     ap.add_argument("--old-hybrid", action="store_true", help="also the old schema's hybrid call (vector + text)")
     ap.add_argument("--named-time", action="store_true", help="also the new schema's hybrid call naming a time")
-    ap.add_argument("--writes", action="store_true", help="also turn_record and fact_add on both")
+    ap.add_argument("--writes", action="store_true",
+                    help="also turn_record, fact_add, fact_add with a ttl and fact_supersede on both")
     args = ap.parse_args(argv)
     conns, pids = {}, {}
     for name, d in (("old", args.old_data_dir), ("new", args.new_data_dir)):
@@ -70,6 +79,8 @@ def main(argv: list[str] | None = None) -> None:
         conns[name], pids[name] = c, c.execute("SELECT pg_backend_pid()").fetchone()[0]
     spec = {name: c.execute("SELECT 'recall' = ANY (proargnames) FROM pg_catalog.pg_proc "
                             "WHERE oid = 'pymem.context_read'::regproc").fetchone()[0] for name, c in conns.items()}
+    write = {name: c.execute("SELECT 'write' = ANY (proargnames) FROM pg_catalog.pg_proc "
+                             "WHERE oid = 'pymem.fact_add'::regproc").fetchone()[0] for name, c in conns.items()}
     emb = HashEmbedder()
     vecs = [np.asarray(emb.embed([q])[0], dtype=np.float32) for q in PROBE_QUERIES]
     cases = [("old: context_read, vector", "old", context_sql(spec["old"])),
@@ -85,11 +96,18 @@ def main(argv: list[str] | None = None) -> None:
 
     if args.writes:
         cases += [(f"{db}: {name}", db, sql) for name, sql in (("turn_record", TURN), ("fact_add", FACT)) for db in ("old", "new")]
+        ttl = {db: "write => pymem.fact_write(ttl => '1 day')" if write[db] else "ttl => '1 day'" for db in ("old", "new")}
+        cases += [(f"{db}: fact_add, ttl", db, FACT_TTL.format(ttl=ttl[db])) for db in ("old", "new")]
+        cases += [(f"{db}: fact_supersede", db, SUPERSEDE) for db in ("old", "new")]
+        for c in conns.values():  # the first version of each chain
+            c.execute("SELECT pymem.fact_add('user', 'ab-versions', %s, 'acme')", (f"ab version {time.time_ns()} start",))
 
     def cpu_ns(db: str) -> int:
         return int(Path(f"/proc/{pids[db]}/schedstat").read_text().split()[0])
 
     token = time.time_ns()  # the writes' threads and facts are new in every run
+    prev = {db: c.execute("SELECT content FROM pymem.facts WHERE project_id = 'acme' AND scope_id = 'ab-versions' "
+                          "AND superseded_by IS NULL ORDER BY id DESC LIMIT 1").fetchone() for db, c in conns.items()}
     cpu: dict[str, list[float]] = {n: [] for n, _, _ in cases}
     wall: dict[str, list[float]] = {n: [] for n, _, _ in cases}
     for r in range(args.rounds + 1):
@@ -97,8 +115,10 @@ def main(argv: list[str] | None = None) -> None:
             c0, t0 = cpu_ns(db), time.perf_counter_ns()
             for i in range(args.calls):
                 p = {"a": AGENT_ID, "v": vecs[i % len(vecs)], "e": emb.name, "t": PROBE_QUERIES[i % len(PROBE_QUERIES)],
-                     "th": f"ab-{token}-{r}", "c": f"ab fact {token} {r}-{i}"}
+                     "th": f"ab-{token}-{r}", "c": f"ab fact {token} {r}-{i}", "prev": prev[db] and prev[db][0]}
                 conns[db].execute(sql, p, prepare=True).fetchall()
+                if sql is SUPERSEDE:
+                    prev[db] = (p["c"],)
             if r:  # the first round warms up
                 cpu[name].append((cpu_ns(db) - c0) / args.calls / 1e6)
                 wall[name].append((time.perf_counter_ns() - t0) / args.calls / 1e6)

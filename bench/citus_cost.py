@@ -45,11 +45,11 @@ import psycopg
 from pgvector import Vector
 from pgvector.psycopg import register_vector
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
-from psycopg.types.json import Jsonb
 
 import pymem
 from bench.conv.texts import PROBE_QUERIES, pool_sentences, probe_conversation
 from pymem.embedders import HashEmbedder
+from pymem.facts import FactWrite
 from pymem.options import RecallOptions
 from pymem.queries import Q
 
@@ -132,9 +132,8 @@ def calls(conn: psycopg.Connection, embedder: HashEmbedder, token: str) -> dict[
            "query_text": PROBE_QUERIES[0], "lexical_weight": RecallOptions().lexical_weight,
            "as_of": None, "since": None, "until": None, "metadata": None, "valid_at": None,
            "next_turn_weight": 0.8, "time_from": None, "time_to": None, "time_weight": 0.2}
-    fact = {"scope": "user", "scope_id": PROBE, "project_id": PROJECT, "confidence": 1.0, "source": "manual",
-            "trace_id": None, "metadata": Jsonb({}), "max_learned": 200, "embedding": None, "embedder": None,
-            "created_at": None, "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None}
+    fact = {"scope": "user", "scope_id": PROBE, "project_id": PROJECT, "write": FactWrite().checked(),
+            "max_learned": 200, "embedding": None, "embedder": None}
     newest = {"scope": "user", "scope_id": PROBE, "project_id": PROJECT, "max_facts": 50}
     state = {"target": None}
 

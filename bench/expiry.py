@@ -54,13 +54,13 @@ def load(dsn: str, users: int, facts: int, purge_users: int) -> None:
             ttl = "NULL" if kind == "never" else "'30 days'"
             for u in range(users):
                 c.execute(f"SELECT pymem.facts_add_many('user', array_fill(%s::text, ARRAY[{n}]), "
-                          f"ARRAY(SELECT 'fact ' || i || ' of ' || %s FROM generate_series(1, {n}) AS i), ttl => {ttl})",
+                          f"ARRAY(SELECT 'fact ' || i || ' of ' || %s FROM generate_series(1, {n}) AS i), write => pymem.fact_write(ttl => {ttl}))",
                           (f"{kind}-{u}", f"{kind}-{u}"))
         c.execute("UPDATE pymem.facts SET expires_at = now() - interval '1 hour' "
                   "WHERE scope_id LIKE 'half_expired-%' AND id % 2 = 0")
         for u in range(purge_users):
             c.execute("SELECT pymem.facts_add_many('user', array_fill(%s::text, ARRAY[%s]), "
-                      "ARRAY(SELECT 'purged fact ' || i FROM generate_series(1, %s) AS i), ttl => '1 day')",
+                      "ARRAY(SELECT 'purged fact ' || i FROM generate_series(1, %s) AS i), write => pymem.fact_write(ttl => '1 day'))",
                       (f"purged-{u}", facts, facts))
         # keyed stores alike: a store per user of each kind, ``facts`` entries under notes/ (a
         # half-expired store has as many more under old/, expired)

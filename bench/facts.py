@@ -565,13 +565,10 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: Subject, h
 
     # writes, to the writer subject
     def add_params(content: str) -> dict[str, Any]:
-        from psycopg.types.json import Jsonb
+        from pymem.facts import FactWrite
 
-        return writer.params() | {
-            "content": content, "confidence": 1.0, "source": "manual", "trace_id": None,
-            "metadata": Jsonb({}), "max_learned": 200, "embedding": None, "embedder": None,
-            "created_at": None, "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None,
-        }
+        return writer.params() | {"content": content, "write": FactWrite().checked(), "max_learned": 200,
+                                  "embedding": None, "embedder": None}
 
     run("add_memory", lambda i: mem.persist(f"{token} added through Memory, run {i}", id=writer.scope_id))
     run("add_sql", lambda i: conn.execute(Q["fact_add"], add_params(f"{token} added through SQL, run {i}")).fetchall())
@@ -587,12 +584,11 @@ def measurements(conn: psycopg.Connection, db: pymem.Database, probe: Subject, h
         setup=lambda i: mem.persist(f"{token} to be superseded through Memory {i}", id=writer.scope_id))
 
     def supersede_sql(i: int, fid: int) -> None:
-        from psycopg.types.json import Jsonb
+        from pymem.facts import FactWrite
 
         conn.execute(Q["fact_supersede"], writer.params() | {
-            "new_content": f"{token} new SQL version {i}", "id": fid, "old_content": None, "confidence": 1.0,
-            "source": "manual", "trace_id": None, "metadata": Jsonb({}), "embedding": None, "embedder": None,
-            "created_at": None, "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None,
+            "new_content": f"{token} new SQL version {i}", "id": fid, "old_content": None,
+            "write": FactWrite().checked(), "embedding": None, "embedder": None,
         }).fetchall()
 
     run("supersede_sql", supersede_sql,

@@ -29,13 +29,13 @@ from typing import Any
 import psycopg
 from pgvector import Vector
 from psycopg.rows import dict_row
-from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pymem  # noqa: E402
 from bench import common  # noqa: E402
 from pymem.connection import execute  # noqa: E402
+from pymem.facts import FactWrite  # noqa: E402
 from pymem.queries import Q  # noqa: E402
 
 PROJECT = "bench-per-call"
@@ -74,10 +74,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         probe = f"u{args.users // 2}"
         newest = {"scope": "user", "scope_id": probe, "project_id": PROJECT, "max_facts": 50}
         content = f"fact 0 of user {args.users // 2}"
-        add = {"scope": "user", "scope_id": probe, "content": content, "project_id": PROJECT, "confidence": 1.0,
-               "source": "manual", "trace_id": None, "metadata": Jsonb({}), "max_learned": None,
-               "embedding": Vector(embedder.embed([content])[0]), "embedder": embedder.name, "created_at": None,
-               "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None}
+        add = {"scope": "user", "scope_id": probe, "content": content, "project_id": PROJECT,
+               "write": FactWrite().checked(), "max_learned": None,
+               "embedding": Vector(embedder.embed([content])[0]), "embedder": embedder.name}
         sides = {
             "session": lambda c, n, p: execute(c, n, p, settings),
             "pipeline": lambda c, n, p: pipelined(c, n, p, settings),

@@ -43,7 +43,6 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -51,6 +50,7 @@ import pymem  # noqa: E402
 from bench import common  # noqa: E402
 from pymem import runner  # noqa: E402
 from pymem.connection import execute, register_types, type_infos  # noqa: E402
+from pymem.facts import FactWrite  # noqa: E402
 from pymem.queries import Q  # noqa: E402
 from pymem.types import Query  # noqa: E402
 
@@ -110,14 +110,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
             return content(i % n, i % 10)
 
         def params(i: int, vector: bool) -> dict[str, Any]:
-            return {"scope": "user", "scope_id": user(i % n), "content": text(i), "project_id": "", "confidence": 1.0,
-                    "source": "manual", "trace_id": None, "metadata": Jsonb({}), "max_learned": 200,
-                    "embedding": vectors[i % n] if vector else None, "embedder": embedder.name if vector else None,
-                    "created_at": None, "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None}
+            return {"scope": "user", "scope_id": user(i % n), "content": text(i), "project_id": "",
+                    "write": FactWrite().checked(), "max_learned": 200,
+                    "embedding": vectors[i % n] if vector else None, "embedder": embedder.name if vector else None}
 
         vectors = {i: runner.vectors(embedder, [text(i)])[0] for i in range(n)}
         lookup = {i: {k: v for k, v in params(i, True).items()
-                      if k not in ("embedding", "expires_at", "ttl", "valid_from", "valid_to")} for i in range(n)}
+                      if k != "embedding"} for i in range(n)}
         adds = {i: params(i, True) for i in range(n)}
         adds_novec = {i: params(i, False) for i in range(n)}
 

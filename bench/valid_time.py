@@ -70,7 +70,7 @@ def load(dsn: str, users: int, facts: int) -> None:
             for u in range(users):
                 c.execute(f"SELECT pymem.facts_add_many('user', array_fill(%s::text, ARRAY[{n}]), "
                           f"ARRAY(SELECT 'fact ' || i || ' of ' || %s FROM generate_series(1, {n}) AS i), "
-                          f"valid_from => {start})", (f"{kind}-{u}", f"{kind}-{u}"))
+                          f"write => pymem.fact_write(valid_from => {start}))", (f"{kind}-{u}", f"{kind}-{u}"))
         # every other fact of a half-ended user stopped holding last month (the owner writes the
         # state that a restatement would leave, without the history rows)
         c.execute("UPDATE pymem.facts SET valid_to = now() - interval '30 days' "

@@ -38,7 +38,7 @@ BOUNDS = (("pymem.facts", "facts_metadata_bounded"), ("pymem.messages", "message
 META = {"topic": "travel", "origin": "bench", "notes": ["x" * 40] * 20, "nested": {"a": {"b": {"c": [1, 2, 3]}}}}
 CALLS = {
     "fact_add": ("SELECT id FROM pymem.fact_add('user', %(u)s, %(c)s)", False),
-    "fact_add, 1 kB metadata": ("SELECT id FROM pymem.fact_add('user', %(u)s, %(c)s, metadata => %(m)s)", True),
+    "fact_add, 1 kB metadata": ("SELECT id FROM pymem.fact_add('user', %(u)s, %(c)s, write => pymem.fact_write(metadata => %(m)s))", True),
     "turn_record": ("SELECT user_seq FROM pymem.turn_record(%(u)s, %(c)s, 'You said Lisbon.')", False),
 }
 

@@ -228,24 +228,17 @@ def fact_add(
     scope_id: str | None,
     content: str | None,
     project_id: str | None,
-    confidence: float | None,
-    source: str | None,
-    trace_id: str | None,
-    metadata: Any,
+    write: Any,
     max_learned: int | None,
     embedding: Any,
     embedder: str | None,
-    created_at: datetime | None,
-    expires_at: datetime | None,
-    ttl: timedelta | None,
-    valid_from: datetime | None,
-    valid_to: datetime | None,
 ) -> Query:
     """Add a fact (idempotent); returns its id and whether it was created. Vectors go in binary (the
     b placeholders here and in every query that sends one): a 384-d vector costs the server ~7 us to
     read instead of ~31 as text, and the client no float formatting (15 ms instead of 160 per
-    1,000)."""
-    return Query("fact_add", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "max_learned": max_learned, "embedding": embedding, "embedder": embedder, "created_at": created_at, "expires_at": expires_at, "ttl": ttl, "valid_from": valid_from, "valid_to": valid_to})
+    1,000). The write (pymem.fact_write) goes as one value: psycopg sends a tuple
+    (pymem.facts.Values) as a row literal."""
+    return Query("fact_add", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "write": write, "max_learned": max_learned, "embedding": embedding, "embedder": embedder})
 
 
 def fact_lookup(
@@ -254,39 +247,28 @@ def fact_lookup(
     scope_id: str | None,
     content: str | None,
     project_id: str | None,
-    confidence: float | None,
-    source: str | None,
-    trace_id: str | None,
-    metadata: Any,
+    write: Any,
     max_learned: int | None,
     embedder: str | None,
-    created_at: datetime | None,
 ) -> Query:
     """The active fact with this content, if any, and whether it has a vector from the embedder
     (fact_add's checks, no write)."""
-    return Query("fact_lookup", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "max_learned": max_learned, "embedder": embedder, "created_at": created_at})
+    return Query("fact_lookup", {"scope": scope, "scope_id": scope_id, "content": content, "project_id": project_id, "write": write, "max_learned": max_learned, "embedder": embedder})
 
 
 def facts_add_many(
     *,
-    scope: Any,
+    scope: str | None,
     scope_ids: Sequence[str] | None,
     contents: Sequence[str] | None,
-    project_id: Any,
-    confidences: Sequence[float] | None,
-    sources: Sequence[str] | None,
-    metadata: Any,
+    project_id: str | None,
+    write: Any,
     embeddings: Any,
-    embedder: Any,
-    created_ats: Any,
-    expires_at: datetime | None,
-    ttl: timedelta | None,
-    valid_from: datetime | None,
-    valid_to: datetime | None,
+    embedder: str | None,
 ) -> Query:
     """Add many facts of one scope in one call (bulk, all or nothing); one row per element, in
     order."""
-    return Query("facts_add_many", {"scope": scope, "scope_ids": scope_ids, "contents": contents, "project_id": project_id, "confidences": confidences, "sources": sources, "metadata": metadata, "embeddings": embeddings, "embedder": embedder, "created_ats": created_ats, "expires_at": expires_at, "ttl": ttl, "valid_from": valid_from, "valid_to": valid_to})
+    return Query("facts_add_many", {"scope": scope, "scope_ids": scope_ids, "contents": contents, "project_id": project_id, "write": write, "embeddings": embeddings, "embedder": embedder})
 
 
 def facts_newest(
@@ -373,21 +355,13 @@ def fact_supersede(
     id: int | None,
     old_content: str | None,
     project_id: str | None,
-    confidence: float | None,
-    source: str | None,
-    trace_id: str | None,
-    metadata: Any,
+    write: Any,
     embedding: Any,
     embedder: str | None,
-    created_at: datetime | None,
-    expires_at: datetime | None,
-    ttl: timedelta | None,
-    valid_from: datetime | None,
-    valid_to: datetime | None,
 ) -> Query:
     """Retire an active fact (by id or old content) in favour of new content; returns the fact now
     active and whether it was created (false: merged into an active fact with that content)."""
-    return Query("fact_supersede", {"scope": scope, "scope_id": scope_id, "new_content": new_content, "id": id, "old_content": old_content, "project_id": project_id, "confidence": confidence, "source": source, "trace_id": trace_id, "metadata": metadata, "embedding": embedding, "embedder": embedder, "created_at": created_at, "expires_at": expires_at, "ttl": ttl, "valid_from": valid_from, "valid_to": valid_to})
+    return Query("fact_supersede", {"scope": scope, "scope_id": scope_id, "new_content": new_content, "id": id, "old_content": old_content, "project_id": project_id, "write": write, "embedding": embedding, "embedder": embedder})
 
 
 def fact_forget(

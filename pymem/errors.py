@@ -108,7 +108,7 @@ PYTHON_HINTS: dict[str, str] = {
     "Pass the project's id as scope_id.":
         'Pass id=..., or give the Memory a project_id (tier="project" then files the fact under it).',
     # sql/api/facts_versions.sql, fact_supersede: a change in the world after it is recorded
-    "Supersede when the change has happened; a planned fact is added with fact_add(valid_from => ...).":
+    "Supersede when the change has happened; a planned fact is added with fact_add(write => pymem.fact_write(valid_from => ...)).":
         "Update the fact when the change has happened; add a planned fact with persist(..., valid_from=...).",
     # sql/api/portability.sql, user_import: the user already has memory there
     "Import under another user_id, or pass replace => true.": "Import under another user_id=..., or pass replace=True.",

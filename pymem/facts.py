@@ -37,45 +37,47 @@ TIERS = {"global": "agent", "agent": "agent", "user": "user", "project": "projec
 class FactWrite:
     """What a fact write carries beside its content and subject, as one value (issue 55): how sure
     (``confidence``), from where (``source``, ``trace_id``), ``metadata``, when it was learned
-    (``created_at``), when it expires (``ttl`` or ``expires_at``) and when it holds in the world
-    (``valid_from``, ``valid_to``). ``Memory.persist``, ``persist_many`` and ``update`` build one
-    from their keywords (their defaults are these); `checked` checks it and gives the SQL
-    parameters of ``fact_add`` / ``fact_supersede`` of the same names."""
+    (``created_at``), when it expires (``expires_at`` or ``ttl``) and when it holds in the world
+    (``valid_from``, ``valid_to``). It mirrors SQL's ``pymem.fact_write`` field by field, named,
+    ordered and defaulted as its builder ``pymem.fact_write(...)`` is (a test compares them).
+    ``Memory.persist``, ``persist_many`` and ``update`` build one from their keywords; `checked`
+    checks it and gives the value the SQL writers take as ``write``."""
 
     confidence: float = 1.0
     source: str = "manual"
     trace_id: str | None = None
     metadata: Mapping[str, Any] | None = None
     created_at: datetime | None = None
-    ttl: float | timedelta | None = None
     expires_at: datetime | None = None
+    ttl: float | timedelta | None = None
     valid_from: datetime | None = None
     valid_to: datetime | None = None
 
     def checked(self, *, keep_metadata: bool = False) -> Values:
-        """The checked values, as the SQL parameters of the same names (ValidationError: a value
-        Python can tell is wrong; the SQL checks the rest). ``keep_metadata``: an update given
-        no metadata keeps the old version's (SQL ``metadata => NULL``)."""
+        """The checked values, as SQL's ``pymem.fact_write`` (ValidationError: a value Python can
+        tell is wrong; the SQL checks the rest). ``keep_metadata``: an update given no metadata
+        keeps the old version's (SQL ``metadata`` NULL)."""
         if self.metadata is not None and not isinstance(self.metadata, Mapping):
             raise ValidationError("metadata must be a mapping (a JSON object)")
         ex, vt = expiry(self.ttl, self.expires_at), valid_time(self.valid_from, self.valid_to)
         metadata = None if self.metadata is None and keep_metadata else Jsonb(dict(self.metadata or {}))
         return Values(number(self.confidence, "confidence"), text(self.source, "source"),
                       text(self.trace_id, "trace_id", allow_none=True), metadata, timestamp(self.created_at),
-                      ex.ttl, ex.expires_at, vt.valid_from, vt.valid_to)
+                      ex.expires_at, ex.ttl, vt.valid_from, vt.valid_to)
 
 
 class Values(NamedTuple):
-    """A `FactWrite` checked: the parameters of ``fact_add`` / ``fact_supersede`` of the
-    same names (``metadata`` None: the old version's, on an update)."""
+    """A `FactWrite` checked: SQL's ``pymem.fact_write``, field for field (``metadata`` None: the
+    old version's, on an update). A tuple, which psycopg sends as a row literal: the named queries
+    pass it as ``write => %(write)s::pymem.fact_write``."""
 
     confidence: float
     source: str
     trace_id: str | None
     metadata: Jsonb | None
     created_at: datetime | None
-    ttl: timedelta | None
     expires_at: datetime | None
+    ttl: timedelta | None
     valid_from: datetime | None
     valid_to: datetime | None
 
@@ -214,21 +216,15 @@ def _persist(o: MemoryOptions, content: str, tier: str, id: str | None, write: F
     embedder = o.embedder
 
     def add(vector: Any, embedder_name: str | None) -> Query:
-        return calls.fact_add(
-            scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content,
-            confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata,
-            max_learned=o.max_learned_facts, embedding=vector, embedder=embedder_name,
-            created_at=v.created_at, ttl=v.ttl, expires_at=v.expires_at, valid_from=v.valid_from,
-            valid_to=v.valid_to)
+        return calls.fact_add(scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content, write=v,
+                              max_learned=o.max_learned_facts, embedding=vector, embedder=embedder_name)
 
     if embedding is None and embedder is not None and not getattr(embedder, "cheap", False):
         # a fact that is there with its vector already is one read, and no call of the embedder
         # (a model's call costs more than the read; a cheap embedder's does not); with an
         # expiry or a valid time to give it, fact_add still runs (without a vector)
-        rows = yield calls.fact_lookup(
-            scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content,
-            confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata,
-            max_learned=o.max_learned_facts, embedder=embedder.name, created_at=v.created_at)
+        rows = yield calls.fact_lookup(scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, content=content,
+                                       write=v, max_learned=o.max_learned_facts, embedder=embedder.name)
         if rows and rows[0]["embedded"]:
             if all(x is None for x in (v.ttl, v.expires_at, v.valid_from, v.valid_to)):
                 return FactId(rows[0]["id"], False)
@@ -258,9 +254,7 @@ def _persist_many(o: MemoryOptions, contents: Any, tier: str, id: str | None, wr
         return []
     rows = yield calls.facts_add_many(
         scope=subject.scope, project_id=subject.project_id, scope_ids=[subject.scope_id] * n, contents=items,
-        confidences=[v.confidence] * n, sources=[v.source] * n, metadata=[v.metadata] * n,
-        created_ats=[v.created_at] * n, embeddings=vectors, embedder=embedder, ttl=v.ttl, expires_at=v.expires_at,
-        valid_from=v.valid_from, valid_to=v.valid_to)
+        write=v, embeddings=vectors, embedder=embedder)
     return [FactId(r["id"], r["created"]) for r in rows]
 
 
@@ -337,9 +331,7 @@ def _update(o: MemoryOptions, new: str, old: str | None, fact_id: int | None, ti
     vector, embedder = yield from _vector(o, new, embedding)
     rows = yield calls.fact_supersede(
         scope=s.scope, scope_id=s.scope_id, project_id=s.project_id, new_content=new, id=fact_id, old_content=old,
-        confidence=v.confidence, source=v.source, trace_id=v.trace_id, metadata=v.metadata, embedding=vector,
-        embedder=embedder, created_at=v.created_at, ttl=v.ttl, expires_at=v.expires_at,
-        valid_from=v.valid_from, valid_to=v.valid_to)
+        write=v, embedding=vector, embedder=embedder)
     return FactId(rows[0]["id"], rows[0]["created"])
 
 

@@ -198,6 +198,29 @@ COMMIT;
 \echo pymem: applied 0050_change_outbox
 \endif
 
+-- 0051_fact_write
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0051_fact_write', 'b43f0e8abddae2919280ca228723babbe5fe6415f396cfd9d47453bc13110535') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0051_fact_write.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0051_fact_write', 'b43f0e8abddae2919280ca228723babbe5fe6415f396cfd9d47453bc13110535', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0051_fact_write
+\endif
+
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus
 \gset pymem_
@@ -229,6 +252,7 @@ SELECT pymem.migration_types_path()
 \ir api/facts_consolidate.sql
 \ir api/facts_learned.sql
 \ir api/facts_list.sql
+\ir api/facts_write.sql
 \ir api/facts_time.sql
 \ir api/facts_versions.sql
 \ir api/conversations_turns.sql
@@ -272,7 +296,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f49701d6f3d0f26674ea80c9e593acaadbc1d4e673123c282d7020c43eb0dcad')
+SELECT pymem.migration_api_applied('64ba03866c880a5018abfe5dfd6b4597555d61da24fec4751f02787114a8d6c7')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -16,6 +16,7 @@ from pgvector import Vector
 from bench import common
 from bench import facts as bench_facts
 from pymem.embedders import HashEmbedder
+from pymem.facts import FactWrite
 from pymem.queries import Q
 
 from .config import AGENT_FACTS, AGENT_ID, POOL_SENTENCES, PROBE_ID, PROBE_PROJECT, PROJECTS, TIME_SPAN
@@ -54,9 +55,7 @@ def generate_facts(conn: psycopg.Connection, args: argparse.Namespace, embedder:
                                                     "prices are in euros", "support hours are 9 to 5 CET",
                                                     "refunds take up to 10 working days",
                                                     "escalate legal questions to a human"][i % 6],
-            "confidence": 1.0, "source": "manual", "trace_id": None, "metadata": psycopg.types.json.Jsonb({}),
-            "max_learned": 200, "embedding": None, "embedder": None, "created_at": None,
-            "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None}).fetchall()
+            "write": FactWrite().checked(), "max_learned": 200, "embedding": None, "embedder": None}).fetchall()
     out["agent_facts"] = AGENT_FACTS
     return out
 

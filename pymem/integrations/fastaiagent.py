@@ -40,9 +40,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from fastaiagent.learn import Fact
-from psycopg.types.json import Jsonb
 
 from ..database import Database
+from ..facts import FactWrite
 from ..runner import fetch
 from .. import calls
 
@@ -88,13 +88,13 @@ class PymemFactStore:
         source = fact.source or ""
         created = (datetime.fromtimestamp(fact.created_at, timezone.utc)
                    if fact.created_at is not None else None)
-        row = fetch(calls.fact_add(
-            scope=fact.scope, scope_id=fact.scope_id, content=fact.fact,
-            project_id=self._project(fact.project_id), confidence=fact.confidence,
-            source="learned" if source == "learned" else "manual", trace_id=fact.source_trace_id,
-            metadata=Jsonb({} if source in ("", "learned") else {"fastaiagent_source": source}),
-            max_learned=None, embedding=None, embedder=None, created_at=created, expires_at=None, ttl=None,
-            valid_from=None, valid_to=None), self.db)[0]
+        write = FactWrite(confidence=fact.confidence, source="learned" if source == "learned" else "manual",
+                          trace_id=fact.source_trace_id,
+                          metadata={} if source in ("", "learned") else {"fastaiagent_source": source},
+                          created_at=created)
+        row = fetch(calls.fact_add(scope=fact.scope, scope_id=fact.scope_id, content=fact.fact,
+                                   project_id=self._project(fact.project_id), write=write.checked(), max_learned=None,
+                                   embedding=None, embedder=None), self.db)[0]
         return int(row["id"])
 
     def _get(self, fact_id: int) -> tuple[dict[str, Any], str] | None:
@@ -127,11 +127,10 @@ class PymemFactStore:
         (o, project), (n, new_project) = old, new
         if (project, o["scope"], o["scope_id"]) != (new_project, n["scope"], n["scope_id"]):
             raise ValueError(f"supersede: facts {old_id} and {new_id} belong to different subjects")
-        fetch(calls.fact_supersede(
-            scope=o["scope"], scope_id=o["scope_id"], new_content=n["content"], id=old_id,
-            old_content=None, project_id=project, confidence=n["confidence"], source=n["source"],
-            trace_id=n["trace_id"], metadata=Jsonb(n["metadata"]), embedding=None, embedder=None,
-            created_at=None, expires_at=None, ttl=None, valid_from=None, valid_to=None), self.db)
+        write = FactWrite(confidence=n["confidence"], source=n["source"], trace_id=n["trace_id"], metadata=n["metadata"])
+        fetch(calls.fact_supersede(scope=o["scope"], scope_id=o["scope_id"], new_content=n["content"], id=old_id,
+                                   old_content=None, project_id=project, write=write.checked(), embedding=None,
+                                   embedder=None), self.db)
 
     def delete(self, scope: str, scope_id: str = "", project_id: str = "", fact: str | None = None) -> int:
         """Hard-delete the subject's facts (with their history), or only the fact ``fact``."""

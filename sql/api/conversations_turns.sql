@@ -319,12 +319,12 @@ BEGIN
             v_succ := pymem.fact_supersede(scope => 'user', scope_id => _turn_learn.user_id,
                                            new_content => v_change ->> 'content',
                                            id => (v_change ->> 'fact_id')::bigint,
-                                           project_id => _turn_learn.project_id, confidence => 0.6,
-                                           source => 'learned', created_at => _turn_learn.created_at,
-                                           valid_from => (v_change ->> 'valid_from')::timestamptz,
-                                           valid_to => (v_change ->> 'valid_to')::timestamptz,
-                                           metadata => pg_catalog.jsonb_build_object('turn', v_turn
-                                               || pg_catalog.jsonb_build_object('op', v_change ->> 'op')));
+                                           project_id => _turn_learn.project_id, write => pymem.fact_write(
+                                               confidence => 0.6, source => 'learned', created_at => _turn_learn.created_at,
+                                               valid_from => (v_change ->> 'valid_from')::timestamptz,
+                                               valid_to => (v_change ->> 'valid_to')::timestamptz,
+                                               metadata => pg_catalog.jsonb_build_object('turn', v_turn
+                                                   || pg_catalog.jsonb_build_object('op', v_change ->> 'op'))));
             changes := changes || pg_catalog.jsonb_build_array(pg_catalog.jsonb_build_object(
                 'op', v_change ->> 'op', 'fact_id', (v_change ->> 'fact_id')::bigint, 'id', v_succ.id,
                 'applied', true));

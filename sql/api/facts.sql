@@ -1,9 +1,9 @@
 -- facts.sql: the SQL API for durable facts (tables in migrations/0002_facts.sql): the checks,
--- the content key, the subject lock, fact_lookup, facts_newest, fact_get. The rest of the
--- capability is beside it, each file calling this one and never the other way: facts_add.sql
--- (fact_add), facts_versions.sql (history, supersede, forget), facts_time.sql (valid time,
--- expiry), facts_search.sql (by meaning), facts_bulk.sql (bulk adds and vectors),
--- facts_learned.sql (the cap on learned facts). Re-applied (CREATE OR
+-- the content key, the subject lock, facts_newest, fact_get. The rest of the capability is beside
+-- it, each file calling this one and never the other way: facts_write.sql (what a write carries,
+-- its checks, the rows it becomes), facts_add.sql (fact_add, fact_lookup), facts_versions.sql
+-- (history, supersede, forget), facts_time.sql (valid time, expiry), facts_search.sql (by
+-- meaning), facts_bulk.sql (bulk adds and vectors), facts_learned.sql (the cap on learned facts). Re-applied (CREATE OR
 -- REPLACE) on every migrate. Called by pymem/facts.py and by any SQL client; docs/sql.md "Facts"
 -- has a psql example for each function.
 --
@@ -230,101 +230,6 @@ BEGIN
         PERFORM 1 FROM pymem.subject_locks AS s
          WHERE s.project_id = p_project_id AND s.scope = p_scope AND s.scope_id = p_scope_id
            FOR UPDATE;
-    END IF;
-END;
-$$;
-
--- _fact_add_checks: what fact_add checks before anything else (fact_lookup too, so that a
--- re-add it answers is refused exactly where fact_add would refuse it; fact_supersede for the new
--- version, with no cap): the tenant entered, the subject, the values, the time, the cap. Returns
--- the content as stored (trimmed).
--- Valid arguments (every call but a refused one) are one expression, the conjunction of what the
--- checks accept; any other (a NULL in it included) goes through the checks one by one, which
--- raise the precise error in their order. PL/pgSQL re-initialises every expression of a function
--- in each new transaction, and a nested call with a SET clause pushes a GUC level: the two nested
--- checkers and their ~25 expressions cost a re-add server CPU (docs/performance.md).
-CREATE OR REPLACE FUNCTION pymem._fact_add_checks(
-    p_scope text, p_scope_id text, p_content text, p_project_id text, p_confidence double precision,
-    p_source text, p_trace_id text, p_metadata jsonb, p_max_learned integer, p_created_at timestamptz)
-RETURNS text
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-DECLARE
-    v_content text := pymem._fact_trim(p_content);
-BEGIN
-    PERFORM pymem._tenant_enter(p_project_id);
-    IF coalesce(p_scope IN ('agent', 'user', 'project') AND p_project_id <> '*' AND pg_catalog.length(p_project_id) <= 256
-                AND p_scope_id <> '*' AND pg_catalog.length(p_scope_id) <= 256 AND (p_scope_id <> '' OR p_scope = 'agent')
-                AND v_content <> '' AND pg_catalog.length(v_content) <= 65536
-                AND p_confidence >= 0 AND p_confidence <= 1 AND p_source IN ('manual', 'learned', 'trace')
-                AND (p_trace_id IS NULL OR pg_catalog.length(p_trace_id) <= 256)
-                AND pg_catalog.jsonb_typeof(p_metadata) = 'object'
-                AND p_created_at IS NULL AND (p_max_learned IS NULL OR p_max_learned >= 1), false) THEN
-        RETURN v_content;
-    END IF;
-    PERFORM pymem._fact_check_subject(p_scope, p_scope_id, p_project_id, 'exact');
-    v_content := pymem._fact_check_values(p_content, p_confidence, p_source, p_trace_id, p_metadata);
-    IF p_created_at IS NOT NULL THEN  -- NULL (now) needs no check: one nested call less
-        PERFORM pymem._fact_check_time(p_created_at);
-    END IF;
-    IF p_max_learned < 1 THEN
-        RAISE EXCEPTION 'pymem: max_learned must be >= 1, or NULL for no cap' USING ERRCODE = '22023';
-    END IF;
-    RETURN v_content;
-END;
-$$;
-
--- fact_lookup: what fact_add would return for a fact that is there already, without writing:
--- the active fact of the subject with this content (fact_add's equality) and whether it has a
--- vector from embedder; no row when there is none (or it has expired). The same arguments and checks as fact_add
--- (22023 for what fact_add refuses), so a caller that computes vectors (pymem.Memory.persist)
--- asks first and calls its embedder, and fact_add, only for a new fact or one without a vector:
--- an idempotent re-add costs one read and no model call.
---   SELECT * FROM pymem.fact_lookup(scope => 'user', scope_id => 'alice', content => 'Prefers email', embedder => 'hash-384-v1');
-CREATE OR REPLACE FUNCTION pymem.fact_lookup(
-    scope text,
-    scope_id text,
-    content text,
-    project_id text DEFAULT '',
-    confidence double precision DEFAULT 1.0,
-    source text DEFAULT 'manual',
-    trace_id text DEFAULT NULL,
-    metadata jsonb DEFAULT '{}'::jsonb,
-    max_learned integer DEFAULT 200,
-    embedder text DEFAULT NULL,
-    created_at timestamptz DEFAULT NULL)
-RETURNS TABLE (id bigint, embedded boolean)
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-#variable_conflict use_column
-DECLARE
-    v_content text;
-    v_id bigint;
-    v_embedded boolean;
-BEGIN
-    v_content := pymem._fact_add_checks(fact_lookup.scope, fact_lookup.scope_id, fact_lookup.content,
-                                        fact_lookup.project_id, fact_lookup.confidence, fact_lookup.source,
-                                        fact_lookup.trace_id, fact_lookup.metadata, fact_lookup.max_learned,
-                                        fact_lookup.created_at);
-    IF fact_lookup.embedder = '' OR pg_catalog.length(fact_lookup.embedder) > 200 THEN
-        RAISE EXCEPTION 'pymem: an embedder is named by 1..200 characters' USING ERRCODE = '22023';
-    END IF;
-    -- fact_add's lookup (scope in "C": only facts_subject_content_key serves it) and the vector's,
-    -- in one statement (two were ~20 us more of a re-add's server CPU)
-    SELECT f.id, e.fact_id IS NOT NULL INTO v_id, v_embedded
-      FROM pymem.facts AS f
-      LEFT JOIN pymem.fact_embeddings AS e
-        ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id AND e.fact_id = f.id
-       AND e.embedder = fact_lookup.embedder
-     WHERE f.project_id = fact_lookup.project_id AND f.scope = fact_lookup.scope COLLATE "C"
-       AND f.scope_id = fact_lookup.scope_id AND f.content_key = pymem.fact_key(v_content)
-       AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now());  -- expired: fact_add replaces it
-    IF FOUND THEN
-        id := v_id;
-        embedded := v_embedded;
-        RETURN NEXT;
     END IF;
 END;
 $$;

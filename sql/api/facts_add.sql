@@ -1,46 +1,43 @@
 -- facts_add.sql: adding one fact: fact_add (a new fact, or the active one with the same content;
 -- a new valid time restates it, facts_time.sql; a shorter expiry reaches its history,
--- facts_versions.sql; a learned fact keeps its subject under the cap, facts_learned.sql). The
--- checks, the content key and the subject lock it uses are in facts.sql; many facts in one call:
--- facts_bulk.sql. Part of durable facts (facts.sql: subjects, equality, locking). Re-applied on
--- every migrate; called by pymem/facts.py and by any SQL client (docs/sql.md "Facts").
+-- facts_versions.sql; a learned fact keeps its subject under the cap, facts_learned.sql) and
+-- fact_lookup (what fact_add would return, without writing). What a write carries, its checks and
+-- the row it becomes are in facts_write.sql; the content key and the subject lock in facts.sql;
+-- many facts in one call: facts_bulk.sql. Part of durable facts (facts.sql: subjects, equality,
+-- locking). Re-applied on every migrate; called by pymem/facts.py and by any SQL client
+-- (docs/sql.md "Facts").
 --
 -- Errors: 22023 invalid argument; 40001 the fact to restate went meanwhile (retry).
 
 -- fact_add: adds a fact, or returns the active fact of the subject with the same content.
 --   SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Prefers email');
--- created is false when the fact already existed. A learned fact (source 'learned') trims the
--- subject's active learned facts to the newest max_learned (NULL: no cap) in this transaction;
--- manual and trace facts are never touched by the cap. embedding/embedder, when given, are
--- stored with the fact (or added to an existing one that lacks them). expires_at, or ttl (an
--- interval from now), makes the fact expire (pymem._expiry checks them; NULL: never): once
--- expired it is invisible to every read and the same content can be added again (the expired
--- fact, with its history, is deleted by that add; pymem.purge deletes the others). A re-add
--- that passes an expiry gives it to the fact (a sliding TTL); one that passes none keeps it.
---   SELECT * FROM pymem.fact_add('user', 'alice', 'Is in Lisbon this week', ttl => '7 days');
--- valid_from / valid_to (NULL: open on that side; pymem._valid_time checks them) say when the
--- fact holds in the world (migrations/0006_v0_2_0_memory.sql): reads show a fact only while it holds
--- (facts_at reads another time). A re-add that gives a valid time the fact does not have
--- restates it: a new version with the valid time given (a side not given is kept), the old
--- version in its history (created is true: a row was added); one that gives none keeps it.
---   SELECT * FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', valid_from => '2019-08-01', valid_to => '2024-05-01');
+-- created is false when the fact already existed. write (pymem.fact_write(...), facts_write.sql)
+-- is what the fact carries beside its content: confidence, source, trace_id, metadata, created_at,
+-- its expiry and its valid time. A learned fact (source 'learned') trims the subject's active
+-- learned facts to the newest max_learned (NULL: no cap) in this transaction; manual and trace
+-- facts are never touched by the cap. embedding/embedder, when given, are stored with the fact (or
+-- added to an existing one that lacks them). The write's expires_at, or ttl (an interval from now),
+-- makes the fact expire (NULL: never): once expired it is invisible to every read and the same
+-- content can be added again (the expired fact, with its history, is deleted by that add;
+-- pymem.purge deletes the others). A re-add that passes an expiry gives it to the fact (a sliding
+-- TTL); one that passes none keeps it.
+--   SELECT * FROM pymem.fact_add('user', 'alice', 'Is in Lisbon this week', write => pymem.fact_write(ttl => '7 days'));
+-- The write's valid_from / valid_to (NULL: open on that side) say when the fact holds in the world
+-- (migrations/0006_v0_2_0_memory.sql): reads show a fact only while it holds (facts_at reads
+-- another time). A re-add that gives a valid time the fact does not have restates it: a new version
+-- with the valid time given (a side not given is kept), the old version in its history (created is
+-- true: a row was added); one that gives none keeps it.
+--   SELECT * FROM pymem.fact_add('user', 'alice', 'Lives in Oslo',
+--                                write => pymem.fact_write(valid_from => '2019-08-01', valid_to => '2024-05-01'));
 CREATE OR REPLACE FUNCTION pymem.fact_add(
     scope text,
     scope_id text,
     content text,
     project_id text DEFAULT '',
-    confidence double precision DEFAULT 1.0,
-    source text DEFAULT 'manual',
-    trace_id text DEFAULT NULL,
-    metadata jsonb DEFAULT '{}'::jsonb,
+    write pymem.fact_write DEFAULT pymem.fact_write(),
     max_learned integer DEFAULT 200,
     embedding vector DEFAULT NULL,
-    embedder text DEFAULT NULL,
-    created_at timestamptz DEFAULT NULL,
-    expires_at timestamptz DEFAULT NULL,
-    ttl interval DEFAULT NULL,
-    valid_from timestamptz DEFAULT NULL,
-    valid_to timestamptz DEFAULT NULL)
+    embedder text DEFAULT NULL)
 RETURNS TABLE (id bigint, created boolean)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -56,19 +53,16 @@ DECLARE
     v_have integer;  -- the dimension of the fact's vector from embedder, if it has one
     v_expires timestamptz;  -- the expiry asked for (NULL: none)
     v_was timestamptz;  -- the existing fact's expiry
-    v_valid boolean := fact_add.valid_from IS NOT NULL OR fact_add.valid_to IS NOT NULL;  -- a valid time given
+    v_valid boolean;  -- a valid time given
 BEGIN
-    v_content := pymem._fact_add_checks(fact_add.scope, fact_add.scope_id, fact_add.content, fact_add.project_id,
-                                        fact_add.confidence, fact_add.source, fact_add.trace_id, fact_add.metadata,
-                                        fact_add.max_learned, fact_add.created_at);
+    v_content := pymem._fact_trim(fact_add.content);
+    -- checked, its expiry resolved (facts_write.sql)
+    write := pymem._fact_add_checks(fact_add.scope, fact_add.scope_id, v_content, fact_add.project_id, fact_add.write,
+                                    fact_add.max_learned);
     v_key := pymem.fact_key(v_content);
-    IF fact_add.expires_at IS NOT NULL OR fact_add.ttl IS NOT NULL THEN
-        v_expires := pymem._expiry(fact_add.expires_at, fact_add.ttl);
-    END IF;
-    IF v_valid THEN
-        PERFORM pymem._valid_time(fact_add.valid_from, fact_add.valid_to);
-    END IF;
-    IF fact_add.embedding IS NOT NULL AND NOT (fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL) THEN
+    v_expires := write.expires_at;
+    v_valid := write.valid_from IS NOT NULL OR write.valid_to IS NOT NULL;
+    IF fact_add.embedding IS NOT NULL AND NOT (write.source = 'learned' AND fact_add.max_learned IS NOT NULL) THEN
         -- the checks of _embedding_register that need no read, as one expression (it raises
         -- the precise error)
         IF NOT coalesce(fact_add.embedder <> '' AND pg_catalog.length(fact_add.embedder) <= 200
@@ -102,7 +96,7 @@ BEGIN
         IF fact_add.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
             PERFORM pymem._embedding_register(fact_add.project_id, fact_add.embedder, fact_add.embedding);
         END IF;
-        IF fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
+        IF write.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
             -- one learned writer per subject at a time, so the cap holds under concurrency
             -- (registered first, as always: a first registration waits for nobody's subject lock)
             PERFORM pymem._subject_lock(fact_add.project_id, fact_add.scope, fact_add.scope_id);
@@ -119,14 +113,8 @@ BEGIN
         v_id := NULL;
     END IF;
     WHILE v_id IS NULL LOOP
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
-                                      created_at, expires_at, valid_from, valid_to)
-        VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_content, v_key, fact_add.confidence,
-                fact_add.source, fact_add.trace_id, fact_add.metadata,
-                coalesce(fact_add.created_at, pg_catalog.clock_timestamp()), v_expires, fact_add.valid_from, fact_add.valid_to)
-        ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
-        RETURNING f.id INTO v_id;
-        v_created := FOUND;
+        v_id := pymem._fact_insert(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_content, v_key, write);
+        v_created := v_id IS NOT NULL;
         EXIT WHEN v_created;
         -- a concurrent writer just committed the same fact: return its id
         SELECT f.id, f.expires_at INTO v_id, v_was FROM pymem.facts AS f
@@ -155,7 +143,7 @@ BEGIN
     IF NOT v_created AND v_valid THEN
         SELECT r.id, r.created INTO v_id, v_created
           FROM pymem._fact_restate(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_key,
-                                   fact_add.valid_from, fact_add.valid_to, fact_add.created_at) AS r;
+                                   write.valid_from, write.valid_to, write.created_at) AS r;
         v_trimmed := v_trimmed OR v_created;  -- on Citus, the copies of the subject's facts again
     END IF;
     IF fact_add.embedding IS NOT NULL THEN
@@ -164,7 +152,7 @@ BEGIN
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
         v_stored := FOUND;
     END IF;
-    IF v_created AND fact_add.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
+    IF v_created AND write.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
         IF pymem._learned_cap(fact_add.project_id, fact_add.scope, fact_add.scope_id, fact_add.max_learned) THEN
             v_trimmed := true;  -- older learned facts went (facts_learned.sql)
         END IF;
@@ -178,5 +166,54 @@ BEGIN
     id := v_id;
     created := v_created;
     RETURN NEXT;
+END;
+$$;
+
+-- fact_lookup: what fact_add would return for a fact that is there already, without writing:
+-- the active fact of the subject with this content (fact_add's equality) and whether it has a
+-- vector from embedder; no row when there is none (or it has expired). The same arguments and checks as fact_add
+-- (22023 for what fact_add refuses), so a caller that computes vectors (pymem.Memory.persist)
+-- asks first and calls its embedder, and fact_add, only for a new fact or one without a vector:
+-- an idempotent re-add costs one read and no model call.
+--   SELECT * FROM pymem.fact_lookup(scope => 'user', scope_id => 'alice', content => 'Prefers email', embedder => 'hash-384-v1');
+CREATE OR REPLACE FUNCTION pymem.fact_lookup(
+    scope text,
+    scope_id text,
+    content text,
+    project_id text DEFAULT '',
+    write pymem.fact_write DEFAULT pymem.fact_write(),
+    max_learned integer DEFAULT 200,
+    embedder text DEFAULT NULL)
+RETURNS TABLE (id bigint, embedded boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pymem, pg_temp
+AS $$
+#variable_conflict use_column
+DECLARE
+    v_content text;
+    v_id bigint;
+    v_embedded boolean;
+BEGIN
+    v_content := pymem._fact_trim(fact_lookup.content);
+    PERFORM pymem._fact_add_checks(fact_lookup.scope, fact_lookup.scope_id, v_content, fact_lookup.project_id,
+                                   fact_lookup.write, fact_lookup.max_learned);
+    IF fact_lookup.embedder = '' OR pg_catalog.length(fact_lookup.embedder) > 200 THEN
+        RAISE EXCEPTION 'pymem: an embedder is named by 1..200 characters' USING ERRCODE = '22023';
+    END IF;
+    -- fact_add's lookup (scope in "C": only facts_subject_content_key serves it) and the vector's,
+    -- in one statement (two were ~20 us more of a re-add's server CPU)
+    SELECT f.id, e.fact_id IS NOT NULL INTO v_id, v_embedded
+      FROM pymem.facts AS f
+      LEFT JOIN pymem.fact_embeddings AS e
+        ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id AND e.fact_id = f.id
+       AND e.embedder = fact_lookup.embedder
+     WHERE f.project_id = fact_lookup.project_id AND f.scope = fact_lookup.scope COLLATE "C"
+       AND f.scope_id = fact_lookup.scope_id AND f.content_key = pymem.fact_key(v_content)
+       AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now());  -- expired: fact_add replaces it
+    IF FOUND THEN
+        id := v_id;
+        embedded := v_embedded;
+        RETURN NEXT;
+    END IF;
 END;
 $$;

@@ -3,8 +3,7 @@
 -- _fact_restate, the new version that another valid time for the same content makes. Expiry
 -- (0006_v0_2_0_memory.sql): _fact_expired_free, the delete of an expired fact whose content a
 -- write needs (purge, lifecycle.sql, deletes the others). The writes
--- take valid_from / valid_to in facts_add.sql, facts_bulk.sql, facts_versions.sql and
--- conversations_turns.sql; "holds at" is pymem._fact_valid (00_common.sql). Part of durable
+-- take valid_from / valid_to in their write (facts_write.sql); "holds at" is pymem._fact_valid (00_common.sql). Part of durable
 -- facts (facts.sql). Re-applied on every migrate; called by pymem/facts.py and by any SQL client
 -- (docs/sql.md "Valid time").
 --
@@ -31,14 +30,15 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_old record;
+    v_old pymem.facts;
+    v_write pymem.fact_write;
     v_from timestamptz;
     v_to timestamptz;
     v_at timestamptz;
     v_new bigint;
 BEGIN
     PERFORM pymem._subject_lock(p_project_id, p_scope, p_scope_id);
-    SELECT f.id, f.valid_from, f.valid_to, f.created_at INTO v_old FROM pymem.facts AS f
+    SELECT f.* INTO v_old FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope COLLATE "C" AND f.scope_id = p_scope_id
        AND f.content_key = p_key AND pymem._fact_head(f.superseded_by)
        FOR UPDATE;
@@ -61,13 +61,12 @@ BEGIN
         RAISE EXCEPTION 'pymem: created_at % is earlier than fact % (%), which it restates', v_at, v_old.id, v_old.created_at
             USING ERRCODE = '22023', HINT = 'Pass a later created_at, or NULL for now.';
     END IF;
-    INSERT INTO pymem.facts AS n (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
-                                  created_at, superseded_by, superseded_at, expires_at, valid_from, valid_to)
-    SELECT f.project_id, f.scope, f.scope_id, f.content, f.content_key, f.confidence, f.source, f.trace_id, f.metadata,
-           v_at, f.id, v_at, f.expires_at, v_from, v_to
-      FROM pymem.facts AS f
-     WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = v_old.id
-    RETURNING n.id INTO v_new;
+    -- the old version's write (facts_write.sql: every column a write sets), at v_at, with the new valid time
+    v_write := pymem._fact_write_of(v_old);
+    v_write.created_at := v_at;
+    v_write.valid_from := v_from;
+    v_write.valid_to := v_to;
+    v_new := pymem._fact_insert(p_project_id, p_scope, p_scope_id, v_old.content, v_old.content_key, v_write, v_old.id);
     UPDATE pymem.facts AS f SET superseded_by = v_new, superseded_at = v_at
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = v_old.id;
     UPDATE pymem.facts AS f SET superseded_by = NULL, superseded_at = NULL

@@ -150,9 +150,11 @@ $$;
 -- fact_supersede: retires an active fact (named by id, or by its current content) in favour of
 -- new content, in one transaction, and returns the fact now active in its place:
 --   SELECT * FROM pymem.fact_supersede('user', 'alice', new_content => 'Prefers Slack', old_content => 'Prefers email');
--- When no active fact of the subject has the new content, it is inserted (created = true) with
--- the confidence, source, trace_id, metadata and embedding given (metadata NULL: the old
--- version's, as the expiry is kept; the default '{}' gives it none). When one has it (the user
+-- When no active fact of the subject has the new content, it is inserted (created = true) as
+-- write (pymem.fact_write(...), facts_write.sql) says, with the embedding given (the write's
+-- metadata NULL: the old version's, as the expiry is kept; the default '{}' gives it none):
+--   SELECT * FROM pymem.fact_supersede('user', 'alice', 'Prefers Slack', old_content => 'Prefers email',
+--                                      write => pymem.fact_write(confidence => 0.9, metadata => NULL)); When one has it (the user
 -- said both, then corrected themselves), the old fact is retired into that fact, a merge
 -- (created = false): the old row points at it, and it stays as it was, no row is added (an
 -- embedding from an embedder it has no vector of is stored with it, as fact_add does).
@@ -161,12 +163,12 @@ $$;
 -- Supersedes of one subject take its subject lock (pymem._subject_lock) before anything else,
 -- so they run one after the other: a merge target cannot be retired under a concurrent
 -- supersede, and two opposite merges (a into b, b into a) cannot deadlock.
--- Expiry: expires_at or ttl (as in fact_add) is the new version's expiry; without them a new
+-- Expiry: the write's expires_at or ttl (as in fact_add) is the new version's expiry; without them a new
 -- version keeps the old one's, and a merge target its own. No version outlives its successor,
 -- so the history takes a shorter expiry with it (_fact_history_expire). An expired fact cannot be
 -- superseded (P0002, as a fact that is not there); an expired fact holding the new content is
 -- deleted and the new version inserted.
--- Valid time (migrations/0006_v0_2_0_memory.sql): valid_from / valid_to are the new version's.
+-- Valid time (migrations/0006_v0_2_0_memory.sql): the write's valid_from / valid_to are the new version's.
 -- A valid_from says the world changed then: the old version still holds before it (facts_at);
 -- it cannot be later than the new version is recorded (a planned change is a fact of its own,
 -- added with a future valid_from). Without one the supersede is a correction: the old version is
@@ -183,17 +185,9 @@ CREATE OR REPLACE FUNCTION pymem.fact_supersede(
     id bigint DEFAULT NULL,
     old_content text DEFAULT NULL,
     project_id text DEFAULT '',
-    confidence double precision DEFAULT 1.0,
-    source text DEFAULT 'manual',
-    trace_id text DEFAULT NULL,
-    metadata jsonb DEFAULT '{}'::jsonb,
+    write pymem.fact_write DEFAULT pymem.fact_write(),
     embedding vector DEFAULT NULL,
-    embedder text DEFAULT NULL,
-    created_at timestamptz DEFAULT NULL,
-    expires_at timestamptz DEFAULT NULL,
-    ttl interval DEFAULT NULL,
-    valid_from timestamptz DEFAULT NULL,
-    valid_to timestamptz DEFAULT NULL)
+    embedder text DEFAULT NULL)
 RETURNS pymem.fact_successor
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
@@ -210,21 +204,20 @@ DECLARE
     v_expires timestamptz;  -- the expiry asked for (NULL: none)
     v_head timestamptz;  -- the expiry of the newest version after this call
     v_was timestamptz;
+    v_keep boolean := NOT write IS NULL AND write.metadata IS NULL;  -- metadata NULL: the old version's
 BEGIN
-    -- fact_add's checks of the tenant, the subject, the new version's values and its time (no cap)
-    v_content := pymem._fact_add_checks(fact_supersede.scope, fact_supersede.scope_id, fact_supersede.new_content,
-                                        fact_supersede.project_id, fact_supersede.confidence, fact_supersede.source,
-                                        fact_supersede.trace_id, coalesce(fact_supersede.metadata, '{}'), NULL,
-                                        fact_supersede.created_at);
+    -- fact_add's checks of the tenant, the subject, the new version's content and write (no cap);
+    -- the write's expiry resolved (facts_write.sql)
+    v_content := pymem._fact_trim(fact_supersede.new_content);
+    IF v_keep THEN
+        write.metadata := '{}';  -- (checked as the default; the old version's is set below)
+    END IF;
+    write := pymem._fact_add_checks(fact_supersede.scope, fact_supersede.scope_id, v_content, fact_supersede.project_id,
+                                    write, NULL);
     IF (fact_supersede.id IS NULL) = (fact_supersede.old_content IS NULL) THEN
         RAISE EXCEPTION 'pymem: name the fact to supersede by id or by old_content (exactly one)' USING ERRCODE = '22023';
     END IF;
-    IF fact_supersede.expires_at IS NOT NULL OR fact_supersede.ttl IS NOT NULL THEN
-        v_expires := pymem._expiry(fact_supersede.expires_at, fact_supersede.ttl);
-    END IF;
-    IF fact_supersede.valid_from IS NOT NULL OR fact_supersede.valid_to IS NOT NULL THEN
-        PERFORM pymem._valid_time(fact_supersede.valid_from, fact_supersede.valid_to);
-    END IF;
+    v_expires := write.expires_at;
     IF fact_supersede.embedding IS NOT NULL THEN  -- no vector: nothing to check or register
         PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
     END IF;
@@ -275,19 +268,19 @@ BEGIN
             USING ERRCODE = 'PM201',
                   HINT = 'Supersede the newest version of the chain instead.';
     END IF;
-    IF fact_supersede.created_at < v_old.created_at THEN
+    IF write.created_at < v_old.created_at THEN
         RAISE EXCEPTION 'pymem: created_at % is earlier than fact % (%), which it supersedes',
-                fact_supersede.created_at, v_old.id, v_old.created_at
+                write.created_at, v_old.id, v_old.created_at
             USING ERRCODE = '22023',
                   HINT = 'A new version is learned after the version it replaces: pass a later created_at, or NULL for now.';
     END IF;
     v_key := pymem.fact_key(v_content);
     IF v_key = v_old.content_key THEN
-        IF fact_supersede.valid_from IS NOT NULL OR fact_supersede.valid_to IS NOT NULL THEN
+        IF write.valid_from IS NOT NULL OR write.valid_to IS NOT NULL THEN
             -- the same content with another valid time: a restatement (_fact_restate)
             SELECT r.id, r.created INTO v_new, v_created
-              FROM pymem._fact_restate(v_old.project_id, v_old.scope, v_old.scope_id, v_key, fact_supersede.valid_from,
-                                       fact_supersede.valid_to, fact_supersede.created_at) AS r;
+              FROM pymem._fact_restate(v_old.project_id, v_old.scope, v_old.scope_id, v_key, write.valid_from,
+                                       write.valid_to, write.created_at) AS r;
             IF v_created THEN
                 IF fact_supersede.scope <> 'user' THEN  -- the copies a Citus cluster keeps: both rows
                     PERFORM pymem._shared_facts_sync(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id,
@@ -302,27 +295,26 @@ BEGIN
     END IF;
     -- a change in the world is recorded when it has happened: the old version holds until then
     -- (facts_at), so the new one cannot start after it is recorded
-    IF fact_supersede.valid_from > coalesce(fact_supersede.created_at, pg_catalog.now()) THEN
-        RAISE EXCEPTION 'pymem: valid_from % is later than the new version is recorded (%)', fact_supersede.valid_from,
-                coalesce(fact_supersede.created_at, pg_catalog.now())
+    IF write.valid_from > coalesce(write.created_at, pg_catalog.now()) THEN
+        RAISE EXCEPTION 'pymem: valid_from % is later than the new version is recorded (%)', write.valid_from,
+                coalesce(write.created_at, pg_catalog.now())
             USING ERRCODE = '22023',
-                  HINT = 'Supersede when the change has happened; a planned fact is added with fact_add(valid_from => ...).';
+                  HINT = 'Supersede when the change has happened; a planned fact is added with fact_add(write => pymem.fact_write(valid_from => ...)).';
     END IF;
     -- one time for the successor's created_at and the old row's superseded_at (a value, not
     -- clock_timestamp() in the statements: Citus refuses volatile functions in an UPDATE)
-    v_at := coalesce(fact_supersede.created_at, pg_catalog.clock_timestamp());
+    v_at := coalesce(write.created_at, pg_catalog.clock_timestamp());
     -- the new version's expiry: the one asked for, else the old version's (the same fact, one
-    -- version on)
+    -- version on); its metadata: the one given, else the old version's
     v_head := coalesce(v_expires, v_old.expires_at);
+    write.created_at := v_at;
+    write.expires_at := v_head;
+    IF v_keep THEN
+        write.metadata := v_old.metadata;
+    END IF;
     LOOP
-        INSERT INTO pymem.facts AS f (project_id, scope, scope_id, content, content_key, confidence, source, trace_id, metadata,
-                                      created_at, expires_at, valid_from, valid_to)
-        VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, fact_supersede.confidence,
-                fact_supersede.source, fact_supersede.trace_id, coalesce(fact_supersede.metadata, v_old.metadata), v_at, v_head,
-                fact_supersede.valid_from, fact_supersede.valid_to)
-        ON CONFLICT (project_id, scope, scope_id, content_key) WHERE superseded_by IS NULL DO NOTHING
-        RETURNING f.id INTO v_new;
-        v_created := FOUND;
+        v_new := pymem._fact_insert(v_old.project_id, v_old.scope, v_old.scope_id, v_content, v_key, write);
+        v_created := v_new IS NOT NULL;
         EXIT WHEN v_created;
         -- the new content is already an active fact (or a concurrent fact_add just committed
         -- it): merge into it; the key-share lock keeps it from being deleted until we commit

@@ -624,7 +624,7 @@ def test_learned_ids_follow_the_order_given_with_repeats_existing_facts_and_skip
         warnings = []
         c.add_notice_handler(lambda d: warnings.append(d.message_primary))
         tea = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Likes tea')").fetchone()[0]
-        old = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Old learned', source => 'learned')").fetchone()[0]
+        old = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Old learned', write => pymem.fact_write(source => 'learned'))").fetchone()[0]
         ids = _turn(c, ["New a", " Likes\u00a0 tea ", "New b", "New  a", "", None, "Old learned", "x" * 70000, "New c"])
         assert sum("skipped a learned fact" in w for w in warnings) == 3
         a, b, new_c = (c.execute("SELECT id FROM pymem.facts WHERE content = %s", (t,)).fetchone()[0]

@@ -20,7 +20,7 @@ def _turn(c, changes, user="alice", **kw):
 
 
 def _add(c, content, user="alice", source="manual"):
-    return c.execute("SELECT id FROM pymem.fact_add('user', %s, %s, source => %s)", (user, content, source)).fetchone()[0]
+    return c.execute("SELECT id FROM pymem.fact_add('user', %s, %s, write => pymem.fact_write(source => %s))", (user, content, source)).fetchone()[0]
 
 
 def _active(c, user="alice"):

@@ -108,7 +108,7 @@ def test_a_dry_run_lists_and_changes_nothing_then_consolidate_merges_with_histor
 def test_three_wordings_become_one_and_learned_facts_without_vectors_are_embedded_first(db, dsn):
     with psycopg.connect(dsn, autocommit=True) as c:  # learned by SQL: no vectors
         for fact in ("Speaks French", "Speaks German and French", "Speaks fluent German and French"):
-            c.execute("SELECT pymem.fact_add('user', 'bea', %s, 'consolidate', source => 'learned')", (fact,))
+            c.execute("SELECT pymem.fact_add('user', 'bea', %s, 'consolidate', write => pymem.fact_write(source => 'learned'))", (fact,))
     mem = Memory(db=db, agent_id="bot", project_id="consolidate", embedder=HashEmbedder())
     first = mem.consolidate(user="bea")
     second = mem.consolidate(user="bea")
@@ -192,7 +192,7 @@ def test_a_dry_run_writes_nothing_not_even_vectors_and_the_reader_role_may_run_i
 
     with psycopg.connect(dsn, autocommit=True) as c:  # learned by SQL: no vectors
         for fact in ("Prefers tea", "Prefers tea over coffee"):
-            c.execute("SELECT pymem.fact_add('user', 'eli', %s, 'dry', source => 'learned')", (fact,))
+            c.execute("SELECT pymem.fact_add('user', 'eli', %s, 'dry', write => pymem.fact_write(source => 'learned'))", (fact,))
     reader = as_role("pymem_dry_reader")
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("GRANT pymem_reader TO pymem_dry_reader")

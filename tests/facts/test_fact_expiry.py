@@ -52,7 +52,7 @@ def test_an_expired_fact_is_invisible_to_every_read_at_once(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         (kept,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Likes tea')").fetchone()
         (gone,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Is in Lisbon this week', "
-                            "ttl => '7 days')").fetchone()
+                            "write => pymem.fact_write(ttl => '7 days'))").fetchone()
         c.execute("SELECT pymem.fact_embeddings_put('user', 'alice', 'e8', ARRAY[%s, %s]::bigint[], ARRAY[%s, %s]::vector[])",
                   (kept, gone, VEC, VEC))
         before = reads(c)
@@ -75,7 +75,7 @@ def test_an_expired_fact_is_invisible_to_every_read_at_once(dsn):
 
 def test_a_real_ttl_runs_out(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT pymem.fact_add('user', 'alice', 'Is on a call', ttl => '1 second')")
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'Is on a call', write => pymem.fact_write(ttl => '1 second'))")
         assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', 'alice')").fetchone()[0] == 1
         time.sleep(1.2)
         assert c.execute("SELECT count(*) FROM pymem.facts_newest('user', 'alice')").fetchone()[0] == 0
@@ -84,7 +84,7 @@ def test_a_real_ttl_runs_out(dsn):
 def test_an_expired_fact_frees_its_content_for_a_new_add(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         (old, created) = c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Is in Lisbon', "
-                                   "ttl => '1 day', embedding => %s::vector, embedder => 'e8')", (VEC,)).fetchone()
+                                   "write => pymem.fact_write(ttl => '1 day'), embedding => %s::vector, embedder => 'e8')", (VEC,)).fetchone()
         assert created
         expire(c, f"id = {old}")
         (new, created) = c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Is in Lisbon', "
@@ -97,11 +97,11 @@ def test_an_expired_fact_frees_its_content_for_a_new_add(dsn):
 
 def test_a_re_add_with_a_ttl_slides_the_expiry_and_one_without_keeps_it(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
-        (fid,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Likes tea', ttl => '1 hour')").fetchone()
+        (fid,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Likes tea', write => pymem.fact_write(ttl => '1 hour'))").fetchone()
         first = c.execute("SELECT expires_at FROM pymem.facts WHERE id = %s", (fid,)).fetchone()[0]
         assert c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Likes tea')").fetchone() == (fid, False)
         assert c.execute("SELECT expires_at FROM pymem.facts WHERE id = %s", (fid,)).fetchone()[0] == first
-        assert c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Likes tea', ttl => '2 days')"
+        assert c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Likes tea', write => pymem.fact_write(ttl => '2 days'))"
                          ).fetchone() == (fid, False)
         later = c.execute("SELECT expires_at FROM pymem.facts WHERE id = %s", (fid,)).fetchone()[0]
         assert later - first > timedelta(days=1)
@@ -111,7 +111,7 @@ def test_a_history_expires_with_its_newest_version(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         (v1,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Lives in Oslo')").fetchone()
         v2 = c.execute("SELECT id FROM pymem.fact_supersede('user', 'alice', 'Lives in Bergen', old_content => 'Lives in Oslo', "
-                       "ttl => '30 days')").fetchone()[0]
+                       "write => pymem.fact_write(ttl => '30 days'))").fetchone()[0]
         v3 = c.execute("SELECT id FROM pymem.fact_supersede('user', 'alice', 'Lives in Lisbon', id => %s)", (v2,)).fetchone()[0]
         rows = dict(c.execute("SELECT id, expires_at FROM pymem.facts WHERE scope_id = 'alice'").fetchall())
         # the new version inherits the expiry; the history takes it (no version outlives its successor)
@@ -131,9 +131,9 @@ def test_a_history_expires_with_its_newest_version(dsn):
 
 def test_a_longer_expiry_for_the_new_version_leaves_the_history_its_own(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
-        (v1,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', ttl => '1 day')").fetchone()
+        (v1,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', write => pymem.fact_write(ttl => '1 day'))").fetchone()
         v2 = c.execute("SELECT id FROM pymem.fact_supersede('user', 'alice', 'Lives in Bergen', id => %s, "
-                       "expires_at => now() + interval '10 days')", (v1,)).fetchone()[0]
+                       "write => pymem.fact_write(expires_at => now() + interval '10 days'))", (v1,)).fetchone()[0]
         rows = dict(c.execute("SELECT id, expires_at FROM pymem.facts WHERE scope_id = 'alice'").fetchall())
         assert rows[v1] < rows[v2]
         expire(c, f"id = {v1}")  # the old version's day is over; the fact goes on
@@ -145,7 +145,7 @@ def test_a_longer_expiry_for_the_new_version_leaves_the_history_its_own(dsn):
 def test_bulk_and_learned_adds_take_and_free_expiries(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         rows = c.execute("SELECT ord, id, created FROM pymem.facts_add_many('user', ARRAY['alice', 'bob'], "
-                         "ARRAY['Likes tea', 'Likes tea'], ttl => '1 hour')").fetchall()
+                         "ARRAY['Likes tea', 'Likes tea'], write => pymem.fact_write(ttl => '1 hour'))").fetchall()
         assert [r[2] for r in rows] == [True, True]
         assert c.execute("SELECT count(*) FROM pymem.facts WHERE expires_at > now() + interval '59 minutes'"
                          ).fetchone()[0] == 2
@@ -154,7 +154,7 @@ def test_bulk_and_learned_adds_take_and_free_expiries(dsn):
                           "ARRAY['Likes tea', 'Likes tea'])").fetchall()
         assert [r[2] for r in again] == [True, False] and again[1][1] == rows[1][1]
         # a turn re-learns a fact whose expired twin still holds its key
-        c.execute("SELECT pymem.fact_add('user', 'carol', 'Plays chess', source => 'learned')")
+        c.execute("SELECT pymem.fact_add('user', 'carol', 'Plays chess', write => pymem.fact_write(source => 'learned'))")
         expire(c, "scope_id = 'carol'")
         (learned,) = c.execute("SELECT learned_ids FROM pymem.turn_record('carol', 'I play chess', 'Nice', "
                                "learned => ARRAY['Plays chess'])").fetchone()
@@ -173,22 +173,22 @@ def test_bulk_and_learned_adds_take_and_free_expiries(dsn):
 ])
 def test_absurd_expiries_are_refused_and_write_nothing(dsn, arguments, match):
     with psycopg.connect(dsn, autocommit=True) as c:
-        for call in (f"SELECT * FROM pymem.fact_add('user', 'alice', 'x', {arguments})",
-                     f"SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['x'], {arguments})"):
+        for call in (f"SELECT * FROM pymem.fact_add('user', 'alice', 'x', write => pymem.fact_write({arguments}))",
+                     f"SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['x'], write => pymem.fact_write({arguments}))"):
             with pytest.raises(psycopg.errors.InvalidParameterValue, match=match):
                 c.execute(call)
         c.execute("SELECT pymem.fact_add('user', 'alice', 'y')")
         with pytest.raises(psycopg.errors.InvalidParameterValue, match=match):
-            c.execute(f"SELECT * FROM pymem.fact_supersede('user', 'alice', 'z', old_content => 'y', {arguments})")
+            c.execute(f"SELECT * FROM pymem.fact_supersede('user', 'alice', 'z', old_content => 'y', write => pymem.fact_write({arguments}))")
         assert c.execute("SELECT content FROM pymem.facts").fetchall() == [("y",)]
 
 
 def test_purge_works_in_bounded_batches_and_only_on_what_expired(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("SELECT pymem.facts_add_many('user', array_fill('alice'::text, ARRAY[25]), "
-                  "ARRAY(SELECT 'fact ' || i FROM generate_series(1, 25) AS i), ttl => '1 day')")
+                  "ARRAY(SELECT 'fact ' || i FROM generate_series(1, 25) AS i), write => pymem.fact_write(ttl => '1 day'))")
         c.execute("SELECT pymem.fact_add('user', 'alice', 'forever')")
-        c.execute("SELECT pymem.fact_add('user', 'alice', 'in another project', 'p2', ttl => '1 day')")
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'in another project', 'p2', write => pymem.fact_write(ttl => '1 day'))")
         assert c.execute("SELECT * FROM pymem.purge(max_rows => 10)").fetchall() == \
             [("facts", 0), ("store_entries", 0), ("messages", 0), ("changes", 0), ("learning_usage", 0)]  # nothing expired yet
         expire(c, "content LIKE 'fact %' OR project_id = 'p2'")
@@ -204,13 +204,13 @@ def test_a_purge_racing_a_re_add_keeps_the_fact_the_re_add_renewed(dsn):
     """A purge and a re-add with a ttl, interleaved: the re-add holds the row when the purge
     comes to delete it; the purge waits, sees the new expiry and keeps the fact."""
     with psycopg.connect(dsn, autocommit=True) as c:
-        (fid,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Likes tea', ttl => '1 hour')").fetchone()
+        (fid,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Likes tea', write => pymem.fact_write(ttl => '1 hour'))").fetchone()
         expire(c, f"id = {fid}")
     writer = psycopg.connect(dsn)
     try:
         # the row is expired: the re-add frees it and inserts a new one; before it commits,
         # the purge (which waits for the writer's delete) must not remove the new row
-        got = writer.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Likes tea', ttl => '1 hour')").fetchone()
+        got = writer.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Likes tea', write => pymem.fact_write(ttl => '1 hour'))").fetchone()
         result: list = []
         t = threading.Thread(target=lambda: result.append(
             psycopg.connect(dsn, autocommit=True).execute("SELECT purged FROM pymem.purge()").fetchone()[0]))
@@ -279,7 +279,7 @@ def test_memory_refuses_absurd_expiries_and_writes_nothing(mem, dsn, kwargs, mat
 def test_pymem_purge_on_the_command_line(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         c.execute("SELECT pymem.facts_add_many('user', ARRAY['a', 'b', 'c'], ARRAY['x', 'y', 'z'], project_id => 'acme', "
-                  "ttl => '1 day')")
+                  "write => pymem.fact_write(ttl => '1 day'))")
         expire(c, "true")
     env = {"PYMEM_DSN": dsn, "PATH": "/usr/bin:/bin"}
     out = subprocess.run([sys.executable, "-m", "pymem.cli", "purge", "--project", "acme", "--max-rows", "2"],

@@ -351,7 +351,7 @@ def test_a_successor_is_created_at_the_instant_its_predecessor_is_superseded(dsn
         x = add(c, "x")
         new = c.execute(SUPERSEDE, ("x2", x)).fetchone()[0]
         newer = c.execute("SELECT id FROM pymem.fact_supersede('user', 'alice', 'x3', id => %s, "
-                          "created_at => now() + interval '1 minute')", (new,)).fetchone()[0]
+                          "write => pymem.fact_write(created_at => now() + interval '1 minute'))", (new,)).fetchone()[0]
         got = c.execute("SELECT o.superseded_at = n.created_at FROM pymem.facts AS o JOIN pymem.facts AS n "
                         "ON n.id = o.superseded_by WHERE o.id IN (%s, %s) ORDER BY o.id", (x, new)).fetchall()
     assert got == [(True,), (True,)]

@@ -104,7 +104,7 @@ def facts(conn):
             content = " ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 7))) + f" #{i % 23}"
             v = rng.choice([[1, 0, 0], [0, 1, 0], [1, 1, 0], [1, 2, 3], [0, 0, 1]])
             conn.execute("SELECT pymem.fact_add('user', %s, %s, embedding => %s::text::vector, embedder => 'e3',"
-                         " metadata => %s::jsonb)",
+                         " write => pymem.fact_write(metadata => %s::jsonb))",
                          (user, content, vec(v), '{"tag": "%s", "n": %d}' % (rng.choice("ab"), i % 3)))
     ids = [r[0] for r in conn.execute("SELECT id FROM pymem.facts WHERE scope_id = 'u1' ORDER BY id LIMIT 5")]
     for fid in ids[:3]:
@@ -197,22 +197,22 @@ def test_every_write_path_indexes_the_fact_and_older_facts_are_ranked_too(facts)
 
 def test_created_at_on_fact_writes(conn):
     then = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
-    fid = conn.execute("SELECT id FROM pymem.fact_add('user', 'ann', 'Lives in Paris', created_at => %s)",
+    fid = conn.execute("SELECT id FROM pymem.fact_add('user', 'ann', 'Lives in Paris', write => pymem.fact_write(created_at => %s))",
                        (then,)).fetchone()[0]
     assert conn.execute("SELECT created_at FROM pymem.facts WHERE id = %s", (fid,)).fetchone()[0] == then
     later = then + timedelta(days=30)
     new = conn.execute("SELECT id FROM pymem.fact_supersede('user', 'ann', 'Lives in Berlin', id => %s,"
-                       " created_at => %s)", (fid, later)).fetchone()[0]
+                       " write => pymem.fact_write(created_at => %s))", (fid, later)).fetchone()[0]
     assert conn.execute("SELECT created_at FROM pymem.facts WHERE id = %s", (new,)).fetchone()[0] == later
     assert conn.execute("SELECT superseded_at FROM pymem.facts WHERE id = %s", (fid,)).fetchone()[0] == later
     soon = datetime.now(UTC) + timedelta(minutes=2)  # clock skew is tolerated ...
-    conn.execute("SELECT pymem.fact_add('user', 'ann', 'Skewed', created_at => %s)", (soon,))
+    conn.execute("SELECT pymem.fact_add('user', 'ann', 'Skewed', write => pymem.fact_write(created_at => %s))", (soon,))
     for bad in ("infinity", "-infinity", datetime.now(UTC) + timedelta(hours=1)):  # ... the future is not
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="in the future"):
-            conn.execute("SELECT pymem.fact_add('user', 'ann', 'Future', created_at => %s::timestamptz)", (bad,))
+            conn.execute("SELECT pymem.fact_add('user', 'ann', 'Future', write => pymem.fact_write(created_at => %s::timestamptz))", (bad,))
         conn.rollback()
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="earlier than fact"):
-        conn.execute("SELECT pymem.fact_supersede('user', 'ann', 'Lives in Rome', id => %s, created_at => %s)",
+        conn.execute("SELECT pymem.fact_supersede('user', 'ann', 'Lives in Rome', id => %s, write => pymem.fact_write(created_at => %s))",
                      (new, then))
     conn.rollback()
     assert conn.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'ann'").fetchone()[0] == 3
@@ -220,9 +220,9 @@ def test_created_at_on_fact_writes(conn):
 
 def test_a_learned_fact_imported_older_than_the_cap_is_trimmed_at_once(conn):
     for i in range(3):
-        conn.execute("SELECT pymem.fact_add('user', 'cap', %s, source => 'learned', max_learned => 3)", (f"new {i}",))
-    fid, created = conn.execute("SELECT id, created FROM pymem.fact_add('user', 'cap', 'old', source => 'learned',"
-                                " max_learned => 3, created_at => '2020-01-01 00:00+00')").fetchone()
+        conn.execute("SELECT pymem.fact_add('user', 'cap', %s, write => pymem.fact_write(source => 'learned'), max_learned => 3)", (f"new {i}",))
+    fid, created = conn.execute("SELECT id, created FROM pymem.fact_add('user', 'cap', 'old', write => pymem.fact_write(source => 'learned', created_at => '2020-01-01 00:00+00'),"
+                                " max_learned => 3)").fetchone()
     assert created and conn.execute("SELECT count(*) FROM pymem.facts WHERE id = %s", (fid,)).fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'cap'").fetchone()[0] == 3
 

@@ -48,7 +48,7 @@ def test_the_default_read_shows_only_what_holds_now(dsn):
                                     ("Lives in Berlin", "2024-05-01", None),         # holds
                                     ("Will live in Lisbon", now + timedelta(days=90), None),  # planned
                                     ("Likes tea", None, None)]:                      # always
-            (i,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', %s, valid_from => %s, valid_to => %s)",
+            (i,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', %s, write => pymem.fact_write(valid_from => %s, valid_to => %s))",
                              (content, start, end)).fetchone()
             c.execute("SELECT pymem.fact_embeddings_put('user', 'alice', 'e8', ARRAY[%s]::bigint[], ARRAY[%s]::vector[])",
                       (i, VEC))
@@ -73,15 +73,15 @@ def test_valid_time_record_time_and_both(dsn):
     """Oslo from 2019, learned in 2019; in January 2025 we learn the user moved to Berlin in May
     2024. Today we believe Oslo held until May 2024; in December 2024 we believed it still held."""
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT pymem.fact_add('user', 'alice', 'Lives in Oslo', valid_from => '2019-08-01', "
-                  "created_at => '2019-08-02')")
-        c.execute("SELECT pymem.fact_add('user', 'alice', 'Likes tea', created_at => '2019-08-02')")
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'Lives in Oslo', write => pymem.fact_write(valid_from => '2019-08-01', created_at => '2019-08-02') "
+                  ")")
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'Likes tea', write => pymem.fact_write(created_at => '2019-08-02'))")
         succ = c.execute("SELECT id, created FROM pymem.fact_supersede('user', 'alice', 'Lives in Berlin', "
-                         "old_content => 'Lives in Oslo', valid_from => '2024-05-01', created_at => '2025-01-10')").fetchone()
+                         "old_content => 'Lives in Oslo', write => pymem.fact_write(valid_from => '2024-05-01', created_at => '2025-01-10'))").fetchone()
         assert succ[1] is True
         # a correction (no valid_from): tea was never true
         c.execute("SELECT pymem.fact_supersede('user', 'alice', 'Likes coffee', old_content => 'Likes tea', "
-                  "created_at => '2025-02-01')")
+                  "write => pymem.fact_write(created_at => '2025-02-01'))")
         # what we believe now about now, and about other times
         assert set(at(c)) == {"Lives in Berlin", "Likes coffee"}
         assert set(at(c, valid_at="2020-06-01")) == {"Lives in Oslo", "Likes coffee"}
@@ -105,17 +105,17 @@ def test_valid_time_record_time_and_both(dsn):
 def test_another_valid_time_for_the_same_content_is_a_new_version(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         (first, created) = c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', "
-                                     "valid_from => '2019-08-01')").fetchone()
+                                     "write => pymem.fact_write(valid_from => '2019-08-01'))").fetchone()
         assert created
         c.execute("SELECT pymem.fact_embeddings_put('user', 'alice', 'e8', ARRAY[%s]::bigint[], ARRAY[%s]::vector[])",
                   (first, VEC))
         # the same valid time again: idempotent; none given: kept
         assert c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', "
-                         "valid_from => '2019-08-01')").fetchone() == (first, False)
+                         "write => pymem.fact_write(valid_from => '2019-08-01'))").fetchone() == (first, False)
         assert c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', ' Lives in Oslo ')").fetchone() == (first, False)
         # an end given: a new version that keeps the start, the old one in the history
         (second, created) = c.execute("SELECT id, created FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', "
-                                      "valid_to => '2024-05-01')").fetchone()
+                                      "write => pymem.fact_write(valid_to => '2024-05-01'))").fetchone()
         assert created and second != first
         rows = c.execute("SELECT id, valid_from, valid_to, superseded_by FROM pymem.fact_history('user', 'alice') "
                          "ORDER BY id").fetchall()
@@ -128,14 +128,14 @@ def test_another_valid_time_for_the_same_content_is_a_new_version(dsn):
         assert [r[0] for r in c.execute("SELECT id FROM pymem.fact_chain('user', 'alice', %s)", (second,))] == [first, second]
         # fact_supersede with the same content restates too; without a valid time it is refused
         (third,) = c.execute("SELECT id FROM pymem.fact_supersede('user', 'alice', 'Lives in Oslo', id => %s, "
-                             "valid_from => '2019-09-01')", (second,)).fetchone()
+                             "write => pymem.fact_write(valid_from => '2019-09-01'))", (second,)).fetchone()
         assert c.execute("SELECT valid_from, valid_to FROM pymem.fact_get(%s)", (third,)).fetchone() == (
             datetime(2019, 9, 1, tzinfo=UTC), datetime(2024, 5, 1, tzinfo=UTC))
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="cannot supersede itself"):
             c.execute("SELECT pymem.fact_supersede('user', 'alice', 'Lives in Oslo', id => %s)", (third,))
         # a batch: new facts take the valid time, one there already with another is restated
         rows = c.execute("SELECT ord, id, created FROM pymem.facts_add_many('user', ARRAY['alice', 'alice'], "
-                         "ARRAY['Lives in Oslo', 'Speaks Norwegian'], valid_from => '2019-10-01')").fetchall()
+                         "ARRAY['Lives in Oslo', 'Speaks Norwegian'], write => pymem.fact_write(valid_from => '2019-10-01'))").fetchall()
         assert [r[2] for r in rows] == [True, True]
         got = dict(c.execute("SELECT content, valid_from FROM pymem.facts_newest('user', 'alice')").fetchall())
         assert got == {"Speaks Norwegian": datetime(2019, 10, 1, tzinfo=UTC)}  # Oslo ended in 2024
@@ -146,8 +146,8 @@ def test_another_valid_time_for_the_same_content_is_a_new_version(dsn):
 def test_learned_changes_carry_a_valid_time(dsn):
     with psycopg.connect(dsn, autocommit=True) as c:
         (oslo,) = c.execute("SELECT id FROM pymem.fact_add('user', 'alice', 'Lives in Oslo', "
-                            "created_at => now() - interval '2 years')").fetchone()
-        c.execute("SELECT pymem.fact_add('user', 'alice', 'Plays chess', source => 'learned')")
+                            "write => pymem.fact_write(created_at => now() - interval '2 years'))").fetchone()
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'Plays chess', write => pymem.fact_write(source => 'learned'))")
         changes = [{"op": "update", "fact_id": oslo, "content": "Lives in Berlin", "valid_from": "2025-05-01T00:00:00Z"},
                    {"op": "add", "content": "Works at a bakery", "valid_from": "2025-06-01", "valid_to": None},
                    {"op": "add", "content": "Plays chess", "valid_from": "2010-01-01"}]
@@ -170,16 +170,16 @@ def test_learned_changes_carry_a_valid_time(dsn):
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        ("SELECT pymem.fact_add('user', 'bob', 'x', valid_from => '2024-01-01', valid_to => '2023-01-01')",
+        ("SELECT pymem.fact_add('user', 'bob', 'x', write => pymem.fact_write(valid_from => '2024-01-01', valid_to => '2023-01-01'))",
          "must be before valid_to"),
-        ("SELECT pymem.fact_add('user', 'bob', 'x', valid_from => '2024-01-01', valid_to => '2024-01-01')",
+        ("SELECT pymem.fact_add('user', 'bob', 'x', write => pymem.fact_write(valid_from => '2024-01-01', valid_to => '2024-01-01'))",
          "must be before valid_to"),
-        ("SELECT pymem.fact_add('user', 'bob', 'x', valid_to => 'infinity')", "finite"),
-        ("SELECT pymem.facts_add_many('user', ARRAY['bob'], ARRAY['x'], valid_from => '-infinity')", "finite"),
-        ("SELECT pymem.fact_supersede('user', 'bob', 'y', old_content => 'Seed', valid_from => now() + interval '1 day')",
+        ("SELECT pymem.fact_add('user', 'bob', 'x', write => pymem.fact_write(valid_to => 'infinity'))", "finite"),
+        ("SELECT pymem.facts_add_many('user', ARRAY['bob'], ARRAY['x'], write => pymem.fact_write(valid_from => '-infinity'))", "finite"),
+        ("SELECT pymem.fact_supersede('user', 'bob', 'y', old_content => 'Seed', write => pymem.fact_write(valid_from => now() + interval '1 day'))",
          "later than the new version is recorded"),
-        ("SELECT pymem.fact_supersede('user', 'bob', 'y', old_content => 'Seed', valid_from => '2025-01-01', "
-         "valid_to => '2024-01-01')", "must be before valid_to"),
+        ("SELECT pymem.fact_supersede('user', 'bob', 'y', old_content => 'Seed', write => pymem.fact_write(valid_from => '2025-01-01', valid_to => '2024-01-01') "
+         ")", "must be before valid_to"),
         ("SELECT pymem.facts_at('user', 'bob', valid_at => 'infinity')", "finite"),
         ("SELECT pymem.facts_at('user', '*', valid_at => '2020-01-01')", "one subject"),
         ("SELECT pymem.context_read('bob', NULL, valid_at => 'infinity')", "finite"),
@@ -219,8 +219,8 @@ def test_the_view_and_facts_at_say_holds_the_same_way(dsn):
 def test_a_bound_role_reads_only_its_tenant_at_any_time(dsn, as_role):
     bound = as_role("pymem_vt_service")
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT pymem.fact_add('user', 'alice', 'Lives in Oslo', project_id => 'a', valid_to => '2024-01-01')")
-        c.execute("SELECT pymem.fact_add('user', 'alice', 'Lives in Rome', project_id => 'b', valid_to => '2024-01-01')")
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'Lives in Oslo', project_id => 'a', write => pymem.fact_write(valid_to => '2024-01-01'))")
+        c.execute("SELECT pymem.fact_add('user', 'alice', 'Lives in Rome', project_id => 'b', write => pymem.fact_write(valid_to => '2024-01-01'))")
         c.execute("GRANT pymem_app TO pymem_vt_service")
         c.execute("SELECT pymem.tenant_bind('pymem_vt_service', 'a')")
     try:

@@ -448,7 +448,7 @@ def test_cap_holds_under_concurrent_learned_writers(dsn):
         with psycopg.connect(dsn, autocommit=True) as c:
             barrier.wait()
             c.execute(
-                "SELECT pymem.fact_add('user', 'alice', %s, source => 'learned', max_learned => 5)", (f"learned {i}",)
+                "SELECT pymem.fact_add('user', 'alice', %s, write => pymem.fact_write(source => 'learned'), max_learned => 5)", (f"learned {i}",)
             )
 
     threads = [threading.Thread(target=go, args=(i,)) for i in range(n)]

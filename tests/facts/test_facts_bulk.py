@@ -73,14 +73,17 @@ def test_sql_takes_many_subjects_and_checks_every_element(dsn):
                 c.execute(sql)
 
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a', 'b'])", "of one length")
+        # the write is every element's: checked once, before the elements
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'alice'], ARRAY['a', 'b'], "
-                "confidences => ARRAY[0.5, 2])", r"element 2 \(of 2\): confidence")
-        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], sources => ARRAY['learned'])",
-                "learned facts are added one at a time")
-        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], metadata => ARRAY['[1]'::jsonb])",
-                "metadata must be a JSON object")
+                "write => pymem.fact_write(confidence => 2))", "confidence must be between 0 and 1")
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], "
-                "created_ats => ARRAY[now() + interval '1 day'])", "in the future")
+                "write => pymem.fact_write(source => 'learned'))", "learned facts are added one at a time")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], "
+                "write => pymem.fact_write(metadata => '[1]'))", "metadata must be a JSON object")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], "
+                "write => pymem.fact_write(created_at => now() + interval '1 day'))", "in the future")
+        refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice'], ARRAY['a'], write => NULL)",
+                "write must be a fact write")
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', ''], ARRAY['a', 'b'])",
                 r"element 2 \(of 2\): a user fact needs a user id")
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob', NULL], ARRAY['a', 'b', 'c'])",
@@ -146,8 +149,6 @@ def test_a_bad_subject_is_named_before_a_bad_value_and_a_bad_scope_at_element_1(
                 r"element 1 \(of 2\): scope must be")
         refused("SELECT * FROM pymem.facts_add_many('user', ARRAY['alice', 'bob'], ARRAY['a', 'b'], project_id => '*')",
                 r"element 1 \(of 2\): project_id")
-        refused("SELECT * FROM pymem.facts_add_many('agent', ARRAY['bot', 'bot'], ARRAY['a', 'b'], "
-                "sources => ARRAY['manual', 'learned'])", r"element 2 \(of 2\): learned facts are added one at a time")
         # '' is a real agent id (a fact no agent reads), as for fact_add
         assert c.execute("SELECT count(*) FROM pymem.facts_add_many('agent', ARRAY[''], ARRAY['a'])").fetchone()[0] == 1
         assert c.execute("SELECT count(*) FROM pymem.facts WHERE scope = 'user'").fetchone()[0] == 0
@@ -159,7 +160,7 @@ def test_a_batch_locks_subjects_whose_lock_rows_exist_already(dsn, lock_wait):
     the batch's transaction, as it would for another learned add."""
     import threading
     with psycopg.connect(dsn, autocommit=True) as c:
-        c.execute("SELECT * FROM pymem.fact_add('user', 'dan', 'Learned early', source => 'learned')")
+        c.execute("SELECT * FROM pymem.fact_add('user', 'dan', 'Learned early', write => pymem.fact_write(source => 'learned'))")
         assert c.execute("SELECT count(*) FROM pymem.subject_locks WHERE scope_id = 'dan'").fetchone()[0] == 1
     a = psycopg.connect(dsn, autocommit=False)
     b = psycopg.connect(dsn, autocommit=True)
@@ -168,7 +169,7 @@ def test_a_batch_locks_subjects_whose_lock_rows_exist_already(dsn, lock_wait):
         out = {}
 
         def learned():
-            out["row"] = b.execute("SELECT * FROM pymem.fact_add('user', 'dan', 'Learned later', source => 'learned')").fetchone()
+            out["row"] = b.execute("SELECT * FROM pymem.fact_add('user', 'dan', 'Learned later', write => pymem.fact_write(source => 'learned'))").fetchone()
         t = threading.Thread(target=learned)
         t.start()
         assert lock_wait(dsn, blocked_by=a.info.backend_pid) == b.info.backend_pid

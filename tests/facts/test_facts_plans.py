@@ -153,7 +153,7 @@ def test_users_list_reads_a_page_of_users_not_the_table(big):
 
 
 def test_learned_cap_reads_at_most_cap_plus_one_rows(big):
-    call = "SELECT * FROM pymem.fact_add('user', 'heavy', 'new learned ' || clock_timestamp(), source => 'learned', max_learned => 200)"
+    call = "SELECT * FROM pymem.fact_add('user', 'heavy', 'new learned ' || clock_timestamp(), write => pymem.fact_write(source => 'learned'), max_learned => 200)"
     with psycopg.connect(big, autocommit=True) as c:  # the first add trims ~2,300 rows at once
         c.execute(call)
         vacuum_when_alone(c)  # what autovacuum does after a mass delete

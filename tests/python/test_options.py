@@ -77,10 +77,11 @@ METHODS: dict[tuple[str, str], list[tuple[str, str]]] = {
     ("retrieve", "limit"): [("facts_newest", "max_facts")],
     ("retrieve", "k"): [("facts_search", "k")],
     ("history", "limit"): [("fact_history", "max_facts")],
-    ("persist", "confidence"): [("fact_add", "confidence")],
-    ("persist", "source"): [("fact_add", "source")],
-    ("update", "confidence"): [("fact_supersede", "confidence")],
-    ("update", "source"): [("fact_supersede", "source")],
+    # a fact write's defaults are pymem.fact_write(...)'s (the builder of the write the writers take)
+    ("persist", "confidence"): [("fact_write", "confidence")],
+    ("persist", "source"): [("fact_write", "source")],
+    ("update", "confidence"): [("fact_write", "confidence")],
+    ("update", "source"): [("fact_write", "source")],
     ("record", "importance"): [("turn_record", "user_importance")],
     ("record", "answer_importance"): [("turn_record", "assistant_importance")],
     ("add_message", "role"): [("message_add", "role")],
@@ -203,7 +204,8 @@ def sent_by(mem: Sent) -> dict[str, dict[str, Any]]:
 PER_CALL = {"user_id", "scope", "scope_id", "content", "new_content", "old_content", "query_vector", "embedder", "embedding",
             "user_content", "assistant_content", "user_embedding", "assistant_embedding", "id", "learned",
             "claim_token", "summary", "summarize_every", "trace_id", "metadata", "user_metadata", "assistant_metadata",
-            "created_at", "query_text"}
+            "created_at", "query_text",
+            "write"}  # a fact write: test_fact_write_mirrors_the_fact_write_builder
 DELIBERATE = {("messages_unembedded", "max_messages"): RECALL_CATCH_UP,
               # a direct Memory.recall searches every message (issue 29); SQL's messages_recall keeps
               # its documented default of leaving the window out, as the context does
@@ -241,13 +243,63 @@ def test_recall_options_mirror_the_recall_builder(dsn):
         assert not {name for fn_, name in defaults if fn_ == fn} & set(spec), f"{fn} takes a recall knob flat"
 
 
+FACT_WRITE = """
+SELECT a.attname::text FROM pg_catalog.pg_attribute AS a
+ WHERE a.attrelid = 'pymem.fact_write'::regclass AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum"""
+# Python's None stands for the SQL default here: a new fact's metadata is {} (an update's None keeps
+# the old version's, SQL NULL)
+FACT_WRITE_PYTHON = {"metadata": None}
+
+
+def test_fact_write_mirrors_the_fact_write_builder(dsn):
+    """pymem.fact_write(...) holds a fact write's SQL defaults, once: its parameters are the type's
+    fields, in order; pymem.facts.FactWrite and its checked form (Values, what the queries send as
+    one value) have the same fields in the same order, with the same defaults; the writers take the
+    write as one parameter (no write attribute flat) whose DEFAULT is the builder's, and Memory sends
+    its defaults through it."""
+    from pymem.facts import FactWrite, Values
+
+    defaults = sql_defaults(dsn)
+    with psycopg.connect(dsn, autocommit=True) as c:
+        fields = [r[0] for r in c.execute(FACT_WRITE).fetchall()]
+        builder = c.execute("SELECT proargnames::text[] FROM pg_catalog.pg_proc WHERE oid = 'pymem.fact_write'::regproc"
+                            ).fetchone()[0]
+        writers = dict(c.execute(
+            "SELECT proname::text, proargnames::text[] FROM pg_catalog.pg_proc WHERE pronamespace = 'pymem'::regnamespace "
+            "AND proname IN ('fact_add', 'fact_supersede', 'facts_add_many', 'fact_lookup')").fetchall())
+        write_defaults = {fn: c.execute("SELECT pg_get_function_arg_default(%s::regproc, %s)",
+                                        (f"pymem.{fn}", names.index("write") + 1)).fetchone()[0]
+                          for fn, names in writers.items()}
+    assert builder == fields == [f.name for f in dataclasses.fields(FactWrite)] == list(Values._fields)
+    assert all(defaults[("fact_write", name)] is not _MISSING for name in fields), "every field has its default"
+    for f in dataclasses.fields(FactWrite):
+        assert FACT_WRITE_PYTHON.get(f.name, f.default) == f.default, f.name
+        if f.name not in FACT_WRITE_PYTHON:
+            assert f.default == defaults[("fact_write", f.name)], f.name
+    assert defaults[("fact_write", "metadata")] == {}
+    assert sorted(writers) == ["fact_add", "fact_lookup", "fact_supersede", "facts_add_many"]
+    for fn, names in writers.items():
+        assert not set(names) & set(fields), f"{fn} takes a write attribute flat"
+        assert write_defaults[fn] == "pymem.fact_write()", fn
+    sent = sent_by(Sent(embedder=HashEmbedder(3), summarizer=lambda previous, messages, n: "s"))
+    for fn in ("fact_add", "fact_supersede"):
+        write = sent[fn]["write"]
+        assert isinstance(write, Values) and not set(sent[fn]) & set(fields), fn
+        expected = {n: defaults[("fact_write", n)] for n in fields}
+        if fn == "fact_supersede":
+            expected["metadata"] = None  # an update without metadata keeps the old version's
+        got = write._asdict()
+        got["metadata"] = None if got["metadata"] is None else got["metadata"].obj
+        assert got == expected, fn
+
+
 def test_a_default_memory_sends_the_sql_defaults(dsn):
     """What a Memory built with no options sends for every parameter the SQL gives a DEFAULT,
     through its public methods with their own defaults (turn_record's summarize_every is NULL
     without a summarizer and is sent only then; summary_claim's is checked by the mapping)."""
     defaults = sql_defaults(dsn)
     sent = sent_by(Sent(embedder=HashEmbedder(3), summarizer=lambda previous, messages, n: "s"))
-    assert set(sent) == set(FUNCTIONS) - {"recall"}
+    assert set(sent) == set(FUNCTIONS) - {"recall", "fact_write"}
     # context_read's and messages_recall's recall knobs go through pymem.recall(...): its DEFAULTs
     defaults |= {(fn, param): value for (builder, param), value in list(defaults.items()) if builder == "recall"
                  for fn in ("context_read", "messages_recall")}

@@ -188,8 +188,8 @@ def _api_calls(c: psycopg.Connection) -> None:
     c.execute("SELECT pymem.fact_key('x'), pymem.about()")
     fid = c.execute("SELECT id FROM pymem.fact_add('user', 'ann', 'Likes tea', embedding => %s, embedder => 'e3')",
                     (v3,)).fetchone()[0]
-    c.execute("SELECT * FROM pymem.fact_add('user', 'ann', 'Learned one', source => 'learned', max_learned => 1)")
-    c.execute("SELECT * FROM pymem.fact_add('user', 'ann', 'Learned two', source => 'learned', max_learned => 1)")
+    c.execute("SELECT * FROM pymem.fact_add('user', 'ann', 'Learned one', write => pymem.fact_write(source => 'learned'), max_learned => 1)")
+    c.execute("SELECT * FROM pymem.fact_add('user', 'ann', 'Learned two', write => pymem.fact_write(source => 'learned'), max_learned => 1)")
     new = c.execute("SELECT id FROM pymem.fact_supersede('user', 'ann', 'Likes green tea', id => %s)",
                     (fid,)).fetchone()[0]
     c.execute("SELECT * FROM pymem.facts_newest('user', 'ann')")
@@ -228,7 +228,7 @@ def _api_calls(c: psycopg.Connection) -> None:
               "recall => pymem.recall(recency_weight => 0.1))", (v3,))
     export = c.execute("SELECT pymem.user_export('ann')").fetchone()[0]
     c.execute("SELECT pymem.user_import(%s, user_id => 'bob')", (psycopg.types.json.Jsonb(export),))
-    c.execute("SELECT pymem.fact_add('user', 'ann', 'Is away this week', ttl => '7 days')")
+    c.execute("SELECT pymem.fact_add('user', 'ann', 'Is away this week', write => pymem.fact_write(ttl => '7 days'))")
     c.execute("SELECT * FROM pymem.purge()")  # nothing has expired yet: it reads, deletes nothing
     c.execute("SELECT pymem.fact_forget('user', 'ann', content => 'Likes green tea')")
     c.execute("SELECT pymem.facts_forget('user', 'bob')")

@@ -43,11 +43,11 @@ def db(dsn):
 def test_deep_fact_metadata_is_refused_and_the_deepest_allowed_reads_back(db, dsn):
     mem = Memory(db=db, agent_id="bot", project_id="deep")
     with psycopg.connect(dsn, autocommit=True) as c:
-        msg = refused(c, "SELECT pymem.fact_add('user', 'al', 'x', 'deep', metadata => %s::jsonb)", deep_text(2000))
+        msg = refused(c, "SELECT pymem.fact_add('user', 'al', 'x', 'deep', write => pymem.fact_write(metadata => %s::jsonb))", deep_text(2000))
         assert "64" in msg and "metadata" in msg
-        refused(c, "SELECT pymem.fact_add('user', 'al', 'x', 'deep', metadata => %s::jsonb)", json.dumps(deep(65)))
+        refused(c, "SELECT pymem.fact_add('user', 'al', 'x', 'deep', write => pymem.fact_write(metadata => %s::jsonb))", json.dumps(deep(65)))
         assert c.execute("SELECT count(*) FROM pymem.facts WHERE project_id = 'deep'").fetchone()[0] == 0
-        refused(c, "SELECT pymem.fact_add('user', 'al', 'x', 'deep', metadata => %s::jsonb)",
+        refused(c, "SELECT pymem.fact_add('user', 'al', 'x', 'deep', write => pymem.fact_write(metadata => %s::jsonb))",
                 json.dumps({"big": "x" * 1048576}))  # and size: 1 MiB as text at most
     with pytest.raises(pymem.ValidationError):
         mem.persist("too deep", user="al", metadata=deep(65))

@@ -549,14 +549,14 @@ def test_facts_at_a_point_in_time_on_the_cluster(pymem_cluster):
     with psycopg.connect(admin, autocommit=True) as c:
         agent, near, far = _agent_and_users(c)
     with psycopg.connect(app, autocommit=True) as c:
-        c.execute("SELECT pymem.fact_add('agent', %s, 'Open on Sundays', 'p1', valid_to => '2022-01-01')", (agent,))
-        c.execute("SELECT pymem.fact_add('agent', %s, 'Open every day', 'p1', valid_to => '2030-01-01')", (agent,))
-        c.execute("SELECT pymem.fact_add('agent', %s, 'Open every day', 'p1', valid_from => '2022-01-01')", (agent,))
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Open on Sundays', 'p1', write => pymem.fact_write(valid_to => '2022-01-01'))", (agent,))
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Open every day', 'p1', write => pymem.fact_write(valid_to => '2030-01-01'))", (agent,))
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Open every day', 'p1', write => pymem.fact_write(valid_from => '2022-01-01'))", (agent,))
         for u in (near, far):
-            c.execute("SELECT pymem.fact_add('user', %s, 'Lives in Oslo', 'p1', valid_from => '2019-08-01', "
-                      "created_at => '2019-08-02')", (u,))
+            c.execute("SELECT pymem.fact_add('user', %s, 'Lives in Oslo', 'p1', write => pymem.fact_write(valid_from => '2019-08-01', created_at => '2019-08-02') "
+                      ")", (u,))
             c.execute("SELECT pymem.fact_supersede('user', %s, 'Lives in Berlin', old_content => 'Lives in Oslo', "
-                      "project_id => 'p1', valid_from => '2024-05-01')", (u,))
+                      "project_id => 'p1', write => pymem.fact_write(valid_from => '2024-05-01'))", (u,))
             then = c.execute("SELECT pymem.context_read(%s, %s, 'p1', valid_at => '2020-06-01')", (u, agent)).fetchone()[0]
             now = c.execute("SELECT pymem.context_read(%s, %s, 'p1')", (u, agent)).fetchone()[0]
             assert [f["content"] for f in then["user_facts"]] == ["Lives in Oslo"]
@@ -892,9 +892,9 @@ def test_facts_expire_and_purge_on_the_cluster(pymem_cluster):
     with psycopg.connect(admin, autocommit=True) as c:
         agent, near, far = _agent_and_users(c)
     with psycopg.connect(app, autocommit=True) as c:
-        c.execute("SELECT pymem.fact_add('agent', %s, 'Sale ends Friday', 'p1', ttl => '1 day')", (agent,))
+        c.execute("SELECT pymem.fact_add('agent', %s, 'Sale ends Friday', 'p1', write => pymem.fact_write(ttl => '1 day'))", (agent,))
         for u in (near, far):
-            c.execute("SELECT pymem.fact_add('user', %s, 'Is in Lisbon', 'p1', ttl => '1 day')", (u,))
+            c.execute("SELECT pymem.fact_add('user', %s, 'Is in Lisbon', 'p1', write => pymem.fact_write(ttl => '1 day'))", (u,))
             c.execute("SELECT pymem.fact_add('user', %s, 'Likes tea', 'p1')", (u,))
         context = c.execute("SELECT pymem.context_read(%s, %s, 'p1')", (far, agent)).fetchone()[0]
         assert [f["content"] for f in context["agent_facts"]] == ["Sale ends Friday"]

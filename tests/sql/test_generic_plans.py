@@ -94,7 +94,7 @@ CALLS = [
     ("SELECT * FROM pymem.fact_add('user', 'heavy', 'new heavy fact {i}')", ()),
     ("SELECT * FROM pymem.fact_add('user', 'heavy', 'heavy fact 7')", ()),
     ("SELECT * FROM pymem.fact_add('agent', 'bot', 'new bot fact {i}', embedding => %s, embedder => %s)", (VEC, NAME)),
-    ("SELECT * FROM pymem.fact_add('user', 'heavy', 'learned {i}', source => 'learned', max_learned => 20)", ()),
+    ("SELECT * FROM pymem.fact_add('user', 'heavy', 'learned {i}', write => pymem.fact_write(source => 'learned'), max_learned => 20)", ()),
     ("SELECT * FROM pymem.fact_supersede('user', 'heavy', 'heavy fact {i} v2', old_content => 'heavy fact {i}')", ()),
     ("SELECT pymem.fact_forget('user', 'heavy', content => 'heavy fact 3{i}')", ()),
     ("SELECT * FROM pymem.facts_newest('user', 'heavy', max_facts => 10)", ()),

@@ -278,6 +278,11 @@ CHANGED_ON_PURPOSE = {
         "       recency_weight => 0.2, importance_weight => 0.1, half_life_seconds => 86400);": "42883",
         "SELECT pymem.context_read(user_id => 'alice', agent_id => 'support-bot', query => '[0,1,0]',\n"
         "                          embedder => 'demo-3d', window_size => 4, k => 2);": "42883",
+        # issue 55: what a fact write carries is one value (write => pymem.fact_write(...)): a call naming
+        # a write attribute flat finds no function
+        "SELECT * FROM pymem.fact_add(scope => 'user', scope_id => 'alice', content => 'Lives in Oslo',\n"
+        "                             source => 'learned', confidence => 0.6, max_learned => 200,\n"
+        "                             metadata => '{\"from\": \"chat\"}');": "42883",
     },
 }
 

@@ -100,7 +100,10 @@ UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "py
             # recall's builder inlines into the statement that calls it (a ROW constructor)
             "pymem.recall(integer,integer,integer,double precision,double precision,double precision,double precision,"
             "double precision,timestamp with time zone,timestamp with time zone,timestamp with time zone,jsonb,"
-            "double precision,timestamp with time zone,timestamp with time zone,double precision)"}
+            "double precision,timestamp with time zone,timestamp with time zone,double precision)",
+            # and the fact write's builder, the same way
+            "pymem.fact_write(double precision,text,text,jsonb,timestamp with time zone,timestamp with time zone,"
+            "interval,timestamp with time zone,timestamp with time zone)"}
 SQL_WORDS = {"select", "case", "when", "then", "else", "end", "from", "where", "as", "and", "or", "not", "in", "least", "greatest",
              "operator", "all", "array", "exists", "row"}
 # The only schemas a pinned pymem function may resolve names in: none of them can be written by
@@ -133,9 +136,9 @@ def test_every_api_function_pins_search_path_and_declares_security(dsn):
 
 
 # API functions that run as their caller, on purpose: fact_key (immutable, inlinable), set_tenant
-# (sets the caller's own setting), recall (builds a value, inlinable); tenant_allowed is SECURITY
-# DEFINER and granted to PUBLIC.
-INVOKER_API = {"fact_key", "set_tenant", "current_tenant", "recall"}
+# (sets the caller's own setting), recall and fact_write (build a value, inlinable); tenant_allowed is
+# SECURITY DEFINER and granted to PUBLIC.
+INVOKER_API = {"fact_key", "set_tenant", "current_tenant", "recall", "fact_write"}
 
 
 #: internal trigger functions that run as pymem's owner (each returns trigger: no one can call it)
