@@ -45,15 +45,34 @@ SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one
 
 DO $$
 DECLARE
-    v_owner text := coalesce(NULLIF(pg_catalog.current_setting('pymem.owner_role', true), ''),
-                             (SELECT c.value FROM pymem.config AS c WHERE c.key = 'owner_role'), 'pymem_owner');
+    v_roles text[] := ARRAY(SELECT coalesce(NULLIF(pg_catalog.current_setting('pymem.' || k, true), ''),
+                                            (SELECT c.value FROM pymem.config AS c WHERE c.key = k), 'pymem_' || pg_catalog.split_part(k, '_', 1))
+                              FROM pg_catalog.unnest(ARRAY['owner_role', 'app_role', 'reader_role']) WITH ORDINALITY AS u(k, o) ORDER BY u.o);
+    v_failed text;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_owner) THEN
-        EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_owner);  -- as grants.sql would, just after
+    -- a role already here (a plain database on this server made it: nothing propagated) is
+    -- created where a worker lacks it, with its attributes here (issue 57); one not here yet is
+    -- created below (the owner) or by grants.sql, and Citus propagates that
+    SELECT pg_catalog.string_agg(w.nodename || ':' || w.nodeport || ' ' || w.result, '; ') INTO v_failed
+      FROM pg_catalog.pg_roles AS r
+     CROSS JOIN LATERAL pg_catalog.run_command_on_workers(pg_catalog.format(
+           'DO $r$ BEGIN PERFORM pg_catalog.set_config(''citus.enable_create_role_propagation'', ''off'', true); '
+           'IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %L) THEN CREATE ROLE %I %s; END IF; '
+           'EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $r$', r.rolname, r.rolname,
+           pg_catalog.array_to_string(ARRAY(SELECT CASE WHEN a.v THEN '' ELSE 'NO' END || a.n FROM unnest(
+               ARRAY[r.rolsuper, r.rolinherit, r.rolcreaterole, r.rolcreatedb, r.rolcanlogin, r.rolreplication, r.rolbypassrls],
+               ARRAY['SUPERUSER', 'INHERIT', 'CREATEROLE', 'CREATEDB', 'LOGIN', 'REPLICATION', 'BYPASSRLS']) AS a(v, n)), ' ')
+           || ' CONNECTION LIMIT ' || r.rolconnlimit)) AS w
+     WHERE r.rolname = ANY (v_roles) AND NOT w.success;
+    IF v_failed IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: the pymem roles could not be created on every worker: %', v_failed;
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_roles[1]) THEN
+        EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_roles[1]);  -- as grants.sql would, just after
     END IF;
     -- every time: Citus propagates it to every worker (one whose role was created NOLOGIN by
     -- another database's propagation included), which a check of the coordinator would miss
-    EXECUTE pg_catalog.format('ALTER ROLE %I LOGIN', v_owner);
+    EXECUTE pg_catalog.format('ALTER ROLE %I LOGIN', v_roles[1]);
 END;
 $$;
 

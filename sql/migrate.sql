@@ -272,7 +272,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('f49701d6f3d0f26674ea80c9e593acaadbc1d4e673123c282d7020c43eb0dcad')
+SELECT pymem.migration_api_applied('133b15094ea4c8e5918227b387e4d9b5f13c7c0d52f2b592884c85109f712120')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

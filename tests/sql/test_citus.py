@@ -64,7 +64,7 @@ def fresh_db(citus_cluster):
         for node in nodes:
             with psycopg.connect(node, autocommit=True) as c:
                 c.execute("SET citus.enable_create_database_propagation = off")
-                c.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+                c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def test_cluster_has_two_workers_and_pgvector(coordinator):
@@ -208,6 +208,53 @@ def test_migrate_distributes_pymem_idempotently_and_check_knows(fresh_db):
     assert any("store_read" in p for p in pymem.migrations.check(fresh_db))
     pymem.migrate(fresh_db)
     assert pymem.migrations.check(fresh_db) == []
+
+
+def test_roles_made_by_a_plain_database_on_the_coordinators_server_reach_the_workers(citus_cluster, fresh_db):
+    """Issue 57: a plain pymem database migrated first on the coordinator's server creates the
+    pymem roles there only (no Citus in that database, nothing propagated); the Citus database's
+    migrate then finds them on the coordinator and must still create them on every worker, with
+    the coordinator's attributes, or a worker refuses the first statement that names them."""
+    n = next(_counter)
+    roles = {k: f"citus57_{k.split('_')[0]}{n}" for k in ("owner_role", "app_role", "reader_role")}
+    plain = f"plain57_{n}"
+    nodes = [citus_cluster.dsn, *citus_cluster.worker_dsns]
+    with psycopg.connect(citus_cluster.dsn, autocommit=True) as c:
+        c.execute("SET citus.enable_create_database_propagation = off")
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(plain)))
+    try:
+        pymem.migrate(make_conninfo(citus_cluster.dsn, dbname=plain), roles=roles)  # no citus extension there
+        with psycopg.connect(citus_cluster.dsn, autocommit=True) as c:
+            c.execute("ALTER ROLE {} CONNECTION LIMIT 7".format(roles["reader_role"]))  # an attribute to copy
+        for w in citus_cluster.worker_dsns:  # the fault's precondition: on the coordinator only
+            with psycopg.connect(w, autocommit=True) as c:
+                assert c.execute("SELECT count(*) FROM pg_roles WHERE rolname = ANY(%s)",
+                                 (list(roles.values()),)).fetchone()[0] == 0
+        pymem.migrate(fresh_db, roles=roles)
+        assert pymem.migrations.check(fresh_db) == []
+        pymem.migrate(fresh_db, roles=roles)  # idempotent
+        attrs = "SELECT rolname, rolcanlogin, rolinherit, rolcreatedb, rolcreaterole, rolconnlimit FROM pg_roles " \
+                "WHERE rolname = ANY(%s) ORDER BY 1"
+        with psycopg.connect(citus_cluster.dsn) as c:
+            want = c.execute(attrs, (list(roles.values()),)).fetchall()
+        assert len(want) == 3 and (roles["reader_role"], False, True, False, False, 7) in want
+        for w in citus_cluster.worker_dsns:
+            with psycopg.connect(w) as c:
+                assert c.execute(attrs, (list(roles.values()),)).fetchall() == want
+        with psycopg.connect(fresh_db, autocommit=True) as c:  # a call delegated to a worker
+            c.execute("SELECT pymem.fact_add('user', 'u57', 'likes tea', 'p57')")
+            assert c.execute("SELECT content FROM pymem.facts_newest('user', 'u57', 'p57', 5)").fetchall() == [("likes tea",)]
+    finally:  # the databases the roles own objects in (fresh_db's teardown finds it gone), then the roles
+        for node in nodes:
+            with psycopg.connect(node, autocommit=True) as c:
+                c.execute("SET citus.enable_create_database_propagation = off")
+                for db in (plain, psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"]):
+                    c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+        for node in nodes:
+            with psycopg.connect(node, autocommit=True) as c:
+                c.execute("SET citus.enable_create_role_propagation = off")
+                for role in roles.values():
+                    c.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def test_facts_conversations_context_and_stores_on_two_workers(pymem_cluster):
