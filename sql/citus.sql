@@ -11,7 +11,7 @@
 -- How: body = a second body written here (it keeps the plain function's signature, read from the
 -- catalog); derived = the plain body as the catalog holds it, with the edits listed below (an edit
 -- that no longer matches stops the migrate); set = ALTER FUNCTION of the plain one; copy = the plain
--- body over the shared_* reference tables, as _shared_<name>.
+-- body over the shared_* reference tables, as _shared_<name>; own = a function only Citus has.
 -- Figures: docs/scaling-out.md "What the Citus layer replaces, and why", with their commands.
 --
 -- | function | how | what Citus refuses or needs | why not the plain body (measured) |
@@ -30,7 +30,9 @@
 -- | _local_shard | body | the colocated shard of a triggering shard is a plain table on the node | ~0.1 ms a statement against one Citus routes |
 -- | _fact_lexemes_add | body, set | a query joining the transition table ("unrecognized RTE kind: 7") | INSERT ... SELECT took the coordinator path: 0.56 ms of a 1.7 ms fact_add |
 -- | _message_lexemes_add | body, set | as _fact_lexemes_add | INSERT ... SELECT of postings: 1.8 ms of a 5.0 ms turn; the registry's = ANY 0.25 ms a turn |
--- | _shared_facts_sync | body | agent and project facts are read from every worker: copies in reference tables | plain: no copies, does nothing |
+-- | _shared_facts_sync | own | agent and project facts are read from every worker: copies in reference tables | plain: no copies, nothing calls it |
+-- | fact_add, facts_add_many, fact_embeddings_put, fact_supersede, fact_forget, facts_forget, _fact_restate, _fact_history_expire, _fact_expired_free, _learned_cap, purge, text_search_configure | derived | as _shared_facts_sync: each write of agent or project facts copies what it changed | plain: no copies |
+-- | _message_insert, summary_claim, summary_commit, text_search_configure, _fact_expired_free, _learned_cap | derived | clock_timestamp() in ON CONFLICT DO UPDATE or UPDATE, now() beside a column in a DELETE | needed to run at all; plain: the calls, no variable |
 -- | _facts_insert_many | body | a lateral outer join on distributed tables | facts_add_many falls back to fact_add per element |
 -- | _facts_for_context | body, copy | agent and project facts live on another worker | 'user' facts: the plain body (_user_facts_for_context); others: the copies |
 -- | _facts_newest | copy | as _facts_for_context | read by _shared_facts_for_context |
@@ -103,14 +105,84 @@ BEGIN
 END;
 $$;
 
--- The derived bodies (table above): each plain body with these regular-expression edits.
+-- _shared_facts_sync(project_id, scope, scope_id, ids) (how = own): refreshes the copies of a
+-- subject's agent or project facts (scope_id '*': every subject of the scope; scope '*': every
+-- agent and project fact of the project; ids: only those facts, NULL: all of them). The writers
+-- of facts call it (the derived bodies below), not triggers on the shards: a write to a reference
+-- table from a shard, committed in two phases, crashed the worker on Citus 14.0.1.
+CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text, p_ids bigint[] DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY INVOKER SET search_path = pg_catalog, pymem, pg_temp
+AS $b$
+DECLARE
+    v_table text;
+    v_where text := pg_catalog.format('t.project_id = %L AND t.scope <> %L', p_project_id, 'user')
+        || CASE WHEN p_scope <> '*' THEN pg_catalog.format(' AND t.scope = %L', p_scope) ELSE '' END
+        || CASE WHEN p_scope_id <> '*' THEN pg_catalog.format(' AND t.scope_id = %L', p_scope_id) ELSE '' END;
+    v_ids text := CASE WHEN p_ids IS NOT NULL THEN pg_catalog.format(' = ANY (%L::bigint[])', p_ids) END;
+    v_rows text;
+BEGIN
+    IF p_ids IS NOT NULL AND pg_catalog.cardinality(p_ids) = 0 THEN
+        RETURN;
+    END IF;
+    -- with p_ids, only those facts' rows (and their vectors and lexemes) are copied again
+    FOREACH v_table IN ARRAY ARRAY['fact_embeddings', 'fact_lexemes', 'facts'] LOOP
+        EXECUTE pg_catalog.format('DELETE FROM pymem.%I AS t WHERE %s', 'shared_' || v_table,
+                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''));
+    END LOOP;
+    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
+        -- one INSERT ... VALUES of row literals: an INSERT ... SELECT from a distributed table
+        -- into a reference table goes through COPY, which row-level security refuses
+        EXECUTE pg_catalog.format('SELECT pg_catalog.string_agg(pg_catalog.format(%L, t::text), %L) FROM pymem.%I AS t WHERE %s',
+                                  '((%L::pymem.shared_' || v_table || ').*)', ',', v_table,
+                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''))
+           INTO v_rows;
+        IF v_rows IS NOT NULL THEN
+            EXECUTE pg_catalog.format('INSERT INTO pymem.%I VALUES %s ON CONFLICT DO NOTHING', 'shared_' || v_table, v_rows);
+        END IF;
+    END LOOP;
+END;
+$b$;
+
+-- The derived bodies (table above): each plain body with these regular-expression edits ({fn}: the
+-- function's name). A write of agent or project facts copies what it changed before it returns (an
+-- edit anchored on its end); v_citus_now / v_citus_clock_timestamp: the value at the call's start,
+-- where Citus refuses the call itself.
 DO $do$
 DECLARE
     r record;
     v_def text;
     v_new text;
+    v_sync text := 'IF {fn}.scope <> ''user'' THEN PERFORM pymem._shared_facts_sync({fn}.project_id, {fn}.scope, {fn}.scope_id%s); END IF; \1';
+    v_time text := 'pg_catalog\.(now|clock_timestamp)\(\)';
 BEGIN
     FOR r IN SELECT * FROM (VALUES
+        ('pymem.fact_add'::pg_catalog.regproc, ARRAY['(RETURN NEXT;\s*END;\s*\$function\$)'], ARRAY[pg_catalog.replace(pg_catalog.format(v_sync,
+         ', ARRAY[v_id]'), 'THEN', 'AND (v_created OR {fn}.embedding IS NOT NULL OR v_expires IS NOT NULL) THEN')]),
+        ('pymem.facts_add_many'::pg_catalog.regproc, ARRAY['(RETURN QUERY [^;]*;\s*END;\s*\$function\$)'], ARRAY['IF {fn}.scope <> ''user'' THEN '
+         'PERFORM pymem._shared_facts_sync({fn}.project_id, {fn}.scope, s.id, s.ids) FROM (SELECT u.s AS id, pg_catalog.array_agg(DISTINCT u.id) '
+         'AS ids FROM ROWS FROM (pg_catalog.unnest({fn}.scope_ids), pg_catalog.unnest(v_ids)) AS u(s, id) GROUP BY u.s) AS s; END IF; \1']),
+        ('pymem.fact_embeddings_put'::pg_catalog.regproc, ARRAY['(RETURN v_count;\s*END;\s*\$function\$)'],
+         ARRAY[pg_catalog.replace(pg_catalog.format(v_sync, ', {fn}.ids'), 'THEN', 'AND v_count > 0 THEN')]),
+        ('pymem.fact_supersede'::pg_catalog.regproc, ARRAY['(RETURN ROW\(v_new, v_created\)::pymem\.fact_successor;)'],
+         ARRAY[pg_catalog.format(v_sync, ', ARRAY[v_old.id, v_new]')]),
+        ('pymem.fact_forget'::pg_catalog.regproc, ARRAY['(RETURN v_count;\s*END;\s*\$function\$)'], ARRAY[pg_catalog.format(v_sync, '')]),
+        ('pymem.facts_forget'::pg_catalog.regproc, ARRAY['(RETURN v_count;\s*END;\s*\$function\$)'], ARRAY[pg_catalog.format(v_sync, '')]),
+        ('pymem._fact_restate'::pg_catalog.regproc, ARRAY['(RETURN NEXT;\s*END;\s*\$function\$)'], ARRAY[pg_catalog.replace(pg_catalog.format(v_sync,
+         ', ARRAY[v_old.id, v_new]'), '{fn}.', 'p_')]),
+        ('pymem._fact_history_expire'::pg_catalog.regproc, ARRAY['(END;\s*\$function\$)'],
+         ARRAY[pg_catalog.replace(pg_catalog.replace(pg_catalog.format(v_sync, ', v_ids'), 'THEN', 'AND v_ids IS NOT NULL THEN'), '{fn}.', 'p_')]),
+        ('pymem._fact_expired_free'::pg_catalog.regproc, ARRAY['(RETURN FOUND;)', v_time],
+         ARRAY[pg_catalog.replace(pg_catalog.replace(pg_catalog.format(v_sync, ', ARRAY[p_id]'), 'IF {fn}', 'IF FOUND AND {fn}'), '{fn}.', 'p_'), 'v_citus_\1']),
+        ('pymem._learned_cap'::pg_catalog.regproc, ARRAY['(RETURN FOUND;)', v_time],
+         ARRAY[pg_catalog.replace(pg_catalog.replace(pg_catalog.format(v_sync, ''), 'IF {fn}', 'IF FOUND AND {fn}'), '{fn}.', 'p_'), 'v_citus_\1']),
+        ('pymem.purge'::pg_catalog.regproc, ARRAY['(DELETE FROM pymem\.facts AS f[^;]*;\s*GET DIAGNOSTICS v_count = ROW_COUNT;)'],
+         ARRAY['\1 PERFORM pymem._shared_facts_sync({fn}.project_id, s.scope, s.scope_id) FROM (SELECT DISTINCT c.scope, c.scope_id '
+               'FROM pymem.shared_facts AS c WHERE c.project_id = {fn}.project_id AND c.id = ANY (v_ids)) AS s;']),
+        ('pymem.text_search_configure'::pg_catalog.regproc, ARRAY['(RETURN v_messages [^;]*;)', '(updated_at = )pg_catalog\.(clock_timestamp)\(\)'],
+         ARRAY['PERFORM pymem._shared_facts_sync({fn}.project_id, ''*'', ''*''); \1', '\1v_citus_\2']),
+        ('pymem._message_insert'::pg_catalog.regproc, ARRAY['(updated_at = )pg_catalog\.(clock_timestamp)\(\)'], ARRAY['\1v_citus_\2']),
+        ('pymem.summary_claim'::pg_catalog.regproc, ARRAY[v_time], ARRAY['v_citus_\1']),
+        ('pymem.summary_commit'::pg_catalog.regproc, ARRAY[v_time], ARRAY['v_citus_\1']),
         ('pymem._tenant_enter'::pg_catalog.regproc,
          ARRAY['v_current := pg_catalog\.set_config\(''pymem\.tenant'', (''p:'' \|\| project_id), true\);'],
          ARRAY['EXECUTE pg_catalog.format(''SET LOCAL pymem.tenant = %L'', \1);']),
@@ -124,12 +196,17 @@ BEGIN
                '$q$, p_project_id, p_user_id, p_thread_id, p_max); END; $function$'])) AS d(fn, patterns, edits) LOOP
         v_def := pg_catalog.pg_get_functiondef(r.fn);
         FOR i IN 1 .. pg_catalog.cardinality(r.patterns) LOOP
-            v_new := pg_catalog.regexp_replace(v_def, r.patterns[i], r.edits[i], 'g');
+            v_new := pg_catalog.regexp_replace(v_def, r.patterns[i], pg_catalog.replace(r.edits[i], '{fn}',
+                                               pg_catalog.regexp_replace(r.fn::text, '^.*\.', '')), 'g');
             IF v_new = v_def THEN
                 RAISE EXCEPTION 'citus.sql: the plain body of % no longer matches %', r.fn, r.patterns[i];
             END IF;
             v_def := v_new;
         END LOOP;
+        IF v_def ~ 'v_citus_' THEN  -- PL/pgSQL takes a DECLARE in front of another
+            v_def := pg_catalog.regexp_replace(v_def, '(AS \$function\$\s*(#variable_conflict \w+\s*)?)', E'\\1DECLARE '
+                'v_citus_now timestamptz := pg_catalog.now(); v_citus_clock_timestamp timestamptz := pg_catalog.clock_timestamp();\n');
+        END IF;
         EXECUTE v_def;
     END LOOP;
 END;
@@ -312,36 +389,6 @@ BEGIN
     RETURN NULL;
 END;
 $b$),
-    ('pymem._shared_facts_sync'::pg_catalog.regproc, 'plpgsql', $b$
-DECLARE
-    v_table text;
-    v_where text := pg_catalog.format('t.project_id = %L AND t.scope <> %L', p_project_id, 'user')
-        || CASE WHEN p_scope <> '*' THEN pg_catalog.format(' AND t.scope = %L', p_scope) ELSE '' END
-        || CASE WHEN p_scope_id <> '*' THEN pg_catalog.format(' AND t.scope_id = %L', p_scope_id) ELSE '' END;
-    v_ids text := CASE WHEN p_ids IS NOT NULL THEN pg_catalog.format(' = ANY (%L::bigint[])', p_ids) END;
-    v_rows text;
-BEGIN
-    IF p_ids IS NOT NULL AND pg_catalog.cardinality(p_ids) = 0 THEN
-        RETURN;
-    END IF;
-    -- with p_ids, only those facts' rows (and their vectors and lexemes) are copied again
-    FOREACH v_table IN ARRAY ARRAY['fact_embeddings', 'fact_lexemes', 'facts'] LOOP
-        EXECUTE pg_catalog.format('DELETE FROM pymem.%I AS t WHERE %s', 'shared_' || v_table,
-                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''));
-    END LOOP;
-    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
-        -- one INSERT ... VALUES of row literals: an INSERT ... SELECT from a distributed table
-        -- into a reference table goes through COPY, which row-level security refuses
-        EXECUTE pg_catalog.format('SELECT pg_catalog.string_agg(pg_catalog.format(%L, t::text), %L) FROM pymem.%I AS t WHERE %s',
-                                  '((%L::pymem.shared_' || v_table || ').*)', ',', v_table,
-                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''))
-           INTO v_rows;
-        IF v_rows IS NOT NULL THEN
-            EXECUTE pg_catalog.format('INSERT INTO pymem.%I VALUES %s ON CONFLICT DO NOTHING', 'shared_' || v_table, v_rows);
-        END IF;
-    END LOOP;
-END;
-$b$),
     -- _facts_insert_many: facts_add_many's statement joins its elements to many subjects' facts by a
     -- lateral outer join Citus cannot plan. Here it finds nothing, and facts_add_many adds every
     -- element with fact_add in the same transaction: the same checks, results and all-or-nothing.
@@ -498,11 +545,8 @@ ALTER FUNCTION pymem._changes_log SET citus.allow_nested_distributed_execution =
 ALTER FUNCTION pymem.change_feed_configure SET citus.enable_unsafe_triggers = on;  -- it enables the feed's triggers
 SELECT pymem.migration_search_path();
 
--- Shared facts (docs/scaling-out.md): agent and project facts, their vectors and lexemes, copied
--- into the shared_* reference tables (0006_v0_2_0_memory) by _shared_facts_sync, which their
--- writers call (not triggers on the shards: a write to a reference table from a shard, committed
--- in two phases, crashed the worker on Citus 14.0.1). The first distribution fills them with what
--- is already there (as a superuser: row-level security hides every row from a role without the tenant).
+-- Shared facts (docs/scaling-out.md; _shared_facts_sync above): the first distribution fills the copies with
+-- what is there (as a superuser: row-level security hides every row from a role without the tenant).
 DO $$
 DECLARE
     v_table text;
