@@ -272,7 +272,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('af62ec7636a3d9fded7ae7bd05b0ab1c3264997543f79494f9241706fc51bfb5')
+SELECT pymem.migration_api_applied('fdcac97aeca1fb6e50a125bb05df354ec401078c38cf2fc3dc783c7c17072d34')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
