@@ -665,6 +665,40 @@ def test_agent_fact_writes_copy_only_the_facts_they_change(pymem_cluster):
             assert [r[0] for r in c.execute("SELECT content FROM pymem.facts_newest('user', %s, 'p1')", (u,))] == ["likes tea"]
 
 
+def test_every_write_path_of_agent_facts_keeps_the_copies_equal_to_the_originals(pymem_cluster):
+    """Issue 55, item 3: the copies follow the writes through citus.sql's derived bodies, also
+    where a write changes other facts than the one it returns: a re-add that frees an expired
+    fact (_fact_expired_free), a restatement (_fact_restate), a supersede whose shorter expiry
+    reaches the history (_fact_history_expire), the learned cap (_learned_cap), a re-index."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as a, psycopg.connect(app, autocommit=True) as c:
+        def same_as_originals(step: str) -> None:
+            for table, key in (("facts", "id"), ("fact_embeddings", "fact_id"), ("fact_lexemes", "fact_id")):
+                original = a.execute(f"SELECT t::text FROM pymem.{table} AS t WHERE scope_id = 'paths-bot' ORDER BY {key}").fetchall()
+                copy = a.execute(f"SELECT t::text FROM pymem.shared_{table} AS t WHERE scope_id = 'paths-bot' ORDER BY {key}").fetchall()
+                assert copy == original and (original or table != "facts"), (step, table)
+
+        old = c.execute("SELECT id FROM pymem.fact_add('agent', 'paths-bot', 'Sale ends Friday', 'p1', ttl => '1 day')").fetchone()[0]
+        a.execute("UPDATE pymem.facts SET expires_at = now() - interval '1 second' WHERE id = %s", (old,))
+        a.execute("UPDATE pymem.shared_facts SET expires_at = now() - interval '1 second' WHERE id = %s", (old,))
+        new = c.execute("SELECT id FROM pymem.fact_add('agent', 'paths-bot', 'Sale ends Friday', 'p1')").fetchone()[0]
+        assert new != old
+        same_as_originals("an expired fact freed")
+        c.execute("SELECT pymem.fact_add('agent', 'paths-bot', 'Sale ends Friday', 'p1', valid_from => '2026-01-01')")
+        same_as_originals("a restatement")
+        head = c.execute("SELECT id FROM pymem.facts_newest('agent', 'paths-bot', 'p1')").fetchone()[0]
+        c.execute("SELECT pymem.fact_supersede('agent', 'paths-bot', 'Sale ends Saturday', id => %s, project_id => 'p1', "
+                  "ttl => '1 hour')", (head,))
+        assert a.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'paths-bot' AND expires_at IS NOT NULL").fetchone()[0] >= 3
+        same_as_originals("a supersede that gives the history an expiry")
+        for i in range(3):
+            c.execute("SELECT pymem.fact_add('agent', 'paths-bot', %s, 'p1', source => 'learned', max_learned => 2)", (f"Learned {i}",))
+        assert a.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'paths-bot' AND source = 'learned'").fetchone()[0] == 2
+        same_as_originals("the learned cap")
+        a.execute("SELECT pymem.text_search_configure('simple', 'p1')")
+        same_as_originals("a re-index")
+
+
 def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_cluster):
     """context_read with a query (facts ranked, messages recalled, agent facts) as one task on the
     user's worker. Every statement in it reads that worker's shards or its copies of reference
