@@ -29,7 +29,7 @@
 -- | _message_lexemes_add | body, set | as _fact_lexemes_add | INSERT ... SELECT of postings: 1.8 ms of a 5.0 ms turn; the registry's = ANY 0.25 ms a turn |
 -- | _shared_facts_sync | own | agent and project facts are read from every worker: copies in reference tables | plain: no copies, nothing calls it |
 -- | fact_add, facts_add_many, fact_embeddings_put, fact_supersede, fact_forget, facts_forget, _fact_restate, _fact_history_expire, _fact_expired_free, _learned_cap, purge, text_search_configure | derived | as _shared_facts_sync: each write of agent or project facts copies what it changed | plain: no copies |
--- | _message_insert, summary_claim, summary_commit, text_search_configure, _fact_expired_free, _learned_cap | derived | clock_timestamp() in ON CONFLICT DO UPDATE or UPDATE, now() beside a column in a DELETE | needed to run at all; plain: the calls, no variable |
+-- | _message_insert, _store_put, store_messages_append, _store_protections_set, summary_claim, summary_commit, text_search_configure, _fact_expired_free, _learned_cap | derived | clock_timestamp() in ON CONFLICT DO UPDATE or UPDATE, now() beside a column in a DELETE | needed to run at all; plain: the calls, no variable |
 -- | _facts_insert_many | body | a lateral outer join on distributed tables | facts_add_many falls back to fact_add per element |
 -- | _facts_for_context | body, copy | agent and project facts live on another worker | 'user' facts: the plain body (_user_facts_for_context); others: the copies |
 -- | _facts_newest, _facts_at, _scope_fact_candidates, _fact_candidates, _facts_ranked | copy | as _facts_for_context | read by _shared_facts_for_context (_fact_candidates copied before its body replaces it) |
@@ -134,6 +134,7 @@ DECLARE
     v_sync text := 'IF %s{p}scope <> ''user'' THEN PERFORM pymem._shared_facts_sync({p}project_id, {p}scope, {p}scope_id%s); END IF; \1';
     v_end text := '(RETURN v_count;\s*END;\s*\$function\$)';
     v_time text := 'pg_catalog\.(now|clock_timestamp)\(\)';
+    v_upd text := '(updated_at = )pg_catalog\.(clock_timestamp)\(\)';
 BEGIN
     FOR r IN SELECT * FROM (VALUES
         ('pymem.fact_add'::pg_catalog.regproc, ARRAY['(RETURN NEXT;\s*END;\s*\$function\$)'],
@@ -144,8 +145,7 @@ BEGIN
         ('pymem.fact_embeddings_put'::pg_catalog.regproc, ARRAY[v_end], ARRAY[pg_catalog.format(v_sync, 'v_count > 0 AND ', ', {p}ids')]),
         ('pymem.fact_supersede'::pg_catalog.regproc, ARRAY['(RETURN ROW\(v_new, v_created\)::pymem\.fact_successor;)'],
          ARRAY[pg_catalog.format(v_sync, '', ', ARRAY[v_old.id, v_new]')]),
-        ('pymem.fact_forget'::pg_catalog.regproc, ARRAY[v_end], ARRAY[pg_catalog.format(v_sync, '', '')]),
-        ('pymem.facts_forget'::pg_catalog.regproc, ARRAY[v_end], ARRAY[pg_catalog.format(v_sync, '', '')]),
+        ('pymem.fact_forget'::pg_catalog.regproc, ARRAY[v_end], ARRAY[pg_catalog.format(v_sync, '', '')]), ('pymem.facts_forget'::pg_catalog.regproc, ARRAY[v_end], ARRAY[pg_catalog.format(v_sync, '', '')]),
         ('pymem._fact_restate'::pg_catalog.regproc, ARRAY['(RETURN NEXT;\s*END;\s*\$function\$)'], ARRAY[pg_catalog.format(v_sync, '', ', ARRAY[v_old.id, v_new]')]),
         ('pymem._fact_history_expire'::pg_catalog.regproc, ARRAY['(END;\s*\$function\$)'], ARRAY[pg_catalog.format(v_sync, 'v_ids IS NOT NULL AND ', ', v_ids')]),
         ('pymem._fact_expired_free'::pg_catalog.regproc, ARRAY['(RETURN FOUND;)', v_time], ARRAY[pg_catalog.format(v_sync, 'FOUND AND ', ', ARRAY[p_id]'), 'v_citus_\1']),
@@ -153,11 +153,11 @@ BEGIN
         ('pymem.purge'::pg_catalog.regproc, ARRAY['(DELETE FROM pymem\.facts AS f[^;]*;\s*GET DIAGNOSTICS v_count = ROW_COUNT;)'],
          ARRAY['\1 PERFORM pymem._shared_facts_sync({p}project_id, s.scope, s.scope_id) FROM (SELECT DISTINCT c.scope, c.scope_id '
                'FROM pymem.shared_facts AS c WHERE c.project_id = {p}project_id AND c.id = ANY (v_ids)) AS s;']),
-        ('pymem.text_search_configure'::pg_catalog.regproc, ARRAY['(RETURN v_messages [^;]*;)', '(updated_at = )pg_catalog\.(clock_timestamp)\(\)'],
+        ('pymem.text_search_configure'::pg_catalog.regproc, ARRAY['(RETURN v_messages [^;]*;)', v_upd],
          ARRAY['PERFORM pymem._shared_facts_sync({p}project_id, ''*'', ''*''); \1', '\1v_citus_\2']),
-        ('pymem._message_insert'::pg_catalog.regproc, ARRAY['(updated_at = )pg_catalog\.(clock_timestamp)\(\)'], ARRAY['\1v_citus_\2']),
-        ('pymem.summary_claim'::pg_catalog.regproc, ARRAY[v_time], ARRAY['v_citus_\1']),
-        ('pymem.summary_commit'::pg_catalog.regproc, ARRAY[v_time], ARRAY['v_citus_\1']),
+        ('pymem._message_insert'::pg_catalog.regproc, ARRAY[v_upd], ARRAY['\1v_citus_\2']), ('pymem._store_put'::pg_catalog.regproc, ARRAY[v_upd], ARRAY['\1v_citus_\2']),
+        ('pymem.store_messages_append'::pg_catalog.regproc, ARRAY[v_upd], ARRAY['\1v_citus_\2']), ('pymem._store_protections_set'::pg_catalog.regproc, ARRAY[v_upd], ARRAY['\1v_citus_\2']),
+        ('pymem.summary_claim'::pg_catalog.regproc, ARRAY[v_time], ARRAY['v_citus_\1']), ('pymem.summary_commit'::pg_catalog.regproc, ARRAY[v_time], ARRAY['v_citus_\1']),
         ('pymem._tenant_enter'::pg_catalog.regproc,
          ARRAY['v_current := pg_catalog\.set_config\(''pymem\.tenant'', (''p:'' \|\| project_id), true\);'],
          ARRAY['EXECUTE pg_catalog.format(''SET LOCAL pymem.tenant = %L'', \1);']),

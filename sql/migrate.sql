@@ -272,7 +272,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('fdcac97aeca1fb6e50a125bb05df354ec401078c38cf2fc3dc783c7c17072d34')
+SELECT pymem.migration_api_applied('d51a517833996b34762793769f9d5f263b2ffc51ee896d5f213ee3fcbf5d1cae')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
