@@ -1,19 +1,16 @@
 -- citus.sql: pymem on a Citus coordinator (docs/scaling-out.md). Every migrate runs it in the API
--- refresh's transaction, just after the API files re-created every plain body and before
--- grants.sql, and only on a database with the citus extension. Idempotent. In order: the owner
--- role may log in (Citus connects to the workers as it); the overrides below; policies without
--- the sub-select; the tables and functions placed (colocated by user, subject or store key: a
--- delegated call runs whole on the worker of its key); the node's own copies of the reference
--- tables read by name; step 7, the per-call planning on a Citus whose local plan cache leaks.
+-- refresh's transaction, after the API files and before grants.sql, only with the citus extension.
+-- Idempotent. In order: the pymem roles on every worker, the owner's may log in (Citus connects as
+-- it); the overrides below; policies without the sub-select; the tables and functions placed
+-- (colocated by user, subject or store key: a delegated call runs whole on the worker of its key);
+-- the node's own copies of the reference tables read by name; step 7, per-call planning if needed.
 --
--- Overrides: every function whose Citus form differs from its plain one in sql/api, one row each
--- (tests/sql/test_citus_overrides.py checks this table against the statements below, both ways).
--- How: body = a second body written here (it keeps the plain function's signature, read from the
--- catalog); derived = the plain body as the catalog holds it, with the edits listed below (an edit
--- that no longer matches stops the migrate); set = ALTER FUNCTION of the plain one; copy = the plain
--- body over the shared_* reference tables, as _shared_<name>.
--- Figures: docs/scaling-out.md "What the Citus layer replaces, and why", with their commands.
---
+-- Overrides: every function whose Citus form differs from its plain one in sql/api (a row: one or more sharing how
+-- and why; tests/sql/test_citus_overrides.py checks this table against the statements below, both ways). How: body
+-- = a second body written here (with the plain function's signature, read from the catalog); derived = the plain
+-- body as the catalog holds it, with the edits listed below (an edit that no longer matches stops the migrate);
+-- set = ALTER FUNCTION of the plain one; copy = the plain body over the shared_* reference tables, as
+-- _shared_<name>; own = a function only Citus has. Figures: docs/scaling-out.md "What the Citus layer replaces".
 -- | function | how | what Citus refuses or needs | why not the plain body (measured) |
 -- | --- | --- | --- | --- |
 -- | current_tenant | body, set | a per-user call not delegated reaches a worker without the tenant: RLS answers no rows | raises 0A000 there; the plain body must stay SQL that inlines into the policies |
@@ -30,14 +27,12 @@
 -- | _local_shard | body | the colocated shard of a triggering shard is a plain table on the node | ~0.1 ms a statement against one Citus routes |
 -- | _fact_lexemes_add | body, set | a query joining the transition table ("unrecognized RTE kind: 7") | INSERT ... SELECT took the coordinator path: 0.56 ms of a 1.7 ms fact_add |
 -- | _message_lexemes_add | body, set | as _fact_lexemes_add | INSERT ... SELECT of postings: 1.8 ms of a 5.0 ms turn; the registry's = ANY 0.25 ms a turn |
--- | _shared_facts_sync | body | agent and project facts are read from every worker: copies in reference tables | plain: no copies, does nothing |
+-- | _shared_facts_sync | own | agent and project facts are read from every worker: copies in reference tables | plain: no copies, nothing calls it |
+-- | fact_add, facts_add_many, fact_embeddings_put, fact_supersede, fact_forget, facts_forget, _fact_restate, _fact_history_expire, _fact_expired_free, _learned_cap, purge, text_search_configure | derived | as _shared_facts_sync: each write of agent or project facts copies what it changed | plain: no copies |
+-- | _message_insert, _store_put, store_messages_append, _store_protections_set, summary_claim, summary_commit, text_search_configure, _fact_expired_free, _learned_cap | derived | clock_timestamp() in ON CONFLICT DO UPDATE or UPDATE, now() beside a column in a DELETE | needed to run at all; plain: the calls, no variable |
 -- | _facts_insert_many | body | a lateral outer join on distributed tables | facts_add_many falls back to fact_add per element |
 -- | _facts_for_context | body, copy | agent and project facts live on another worker | 'user' facts: the plain body (_user_facts_for_context); others: the copies |
--- | _facts_newest | copy | as _facts_for_context | read by _shared_facts_for_context |
--- | _facts_at | copy | as _facts_for_context | as _facts_newest |
--- | _scope_fact_candidates | copy | as _facts_for_context | as _facts_newest |
--- | _fact_candidates | copy | as _facts_for_context | as _facts_newest (copied before its body above replaces it) |
--- | _facts_ranked | copy | as _facts_for_context | as _facts_newest |
+-- | _facts_newest, _facts_at, _scope_fact_candidates, _fact_candidates, _facts_ranked | copy | as _facts_for_context | read by _shared_facts_for_context (_fact_candidates copied before its body replaces it) |
 -- | _changes_log | body, set | the feed's triggers fire on the shards, far from pymem.changes and its counter | keys to the colocated change_outbox shard, published by changes_since; a notification sent to the coordinator |
 -- | change_feed_configure | set | enabling a trigger of a distributed table (citus.enable_unsafe_triggers) | needed to run at all |
 SET LOCAL citus.enable_unsafe_triggers = on;  -- the lexeme statement triggers: see below
@@ -45,24 +40,36 @@ SET LOCAL citus.multi_shard_modify_mode = 'sequential';  -- DDL after DDL in one
 
 DO $$
 DECLARE
-    v_owner text := coalesce(NULLIF(pg_catalog.current_setting('pymem.owner_role', true), ''),
-                             (SELECT c.value FROM pymem.config AS c WHERE c.key = 'owner_role'), 'pymem_owner');
+    v_roles text[] := ARRAY(SELECT coalesce(NULLIF(pg_catalog.current_setting('pymem.' || k, true), ''),
+                                            (SELECT c.value FROM pymem.config AS c WHERE c.key = k), 'pymem_' || pg_catalog.split_part(k, '_', 1))
+                              FROM pg_catalog.unnest(ARRAY['owner_role', 'app_role', 'reader_role']) WITH ORDINALITY AS u(k, o) ORDER BY u.o);
+    v_failed text;
 BEGIN
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_owner) THEN
-        EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_owner);  -- as grants.sql would, just after
+    -- a role here already (a plain database on this server made it: nothing propagated) is made
+    -- where a worker lacks it, with its attributes here (issue 57); a new one Citus propagates
+    SELECT pg_catalog.string_agg(w.nodename || ':' || w.nodeport || ' ' || w.result, '; ') INTO v_failed
+      FROM pg_catalog.pg_roles AS r CROSS JOIN LATERAL pg_catalog.run_command_on_workers(pg_catalog.format(
+           'DO $r$ BEGIN PERFORM pg_catalog.set_config(''citus.enable_create_role_propagation'', ''off'', true); '
+           'IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles WHERE rolname = %L) THEN CREATE ROLE %I %s CONNECTION LIMIT %s; END IF; '
+           'EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $r$', r.rolname, r.rolname,
+           pg_catalog.array_to_string(ARRAY(SELECT CASE WHEN a.v THEN '' ELSE 'NO' END || a.n FROM unnest(
+               ARRAY[r.rolsuper, r.rolinherit, r.rolcreaterole, r.rolcreatedb, r.rolcanlogin, r.rolreplication, r.rolbypassrls],
+               ARRAY['SUPERUSER', 'INHERIT', 'CREATEROLE', 'CREATEDB', 'LOGIN', 'REPLICATION', 'BYPASSRLS']) AS a(v, n)), ' '), r.rolconnlimit)) AS w
+     WHERE r.rolname = ANY (v_roles) AND NOT w.success;
+    IF v_failed IS NOT NULL THEN
+        RAISE EXCEPTION 'pymem: the pymem roles could not be created on every worker: %', v_failed;
     END IF;
-    -- every time: Citus propagates it to every worker (one whose role was created NOLOGIN by
-    -- another database's propagation included), which a check of the coordinator would miss
-    EXECUTE pg_catalog.format('ALTER ROLE %I LOGIN', v_owner);
+    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_roles AS r WHERE r.rolname = v_roles[1]) THEN
+        EXECUTE pg_catalog.format('CREATE ROLE %I NOLOGIN', v_roles[1]);  -- as grants.sql would, just after
+    END IF;
+    -- every time: Citus propagates it to every worker (one made NOLOGIN by another database's too)
+    EXECUTE pg_catalog.format('ALTER ROLE %I LOGIN', v_roles[1]);
 END;
 $$;
 
 -- The copies (how = copy): context_read's reads of facts with the tables and calls renamed; the
 -- plain _facts_for_context stays as _user_facts_for_context (its Citus body dispatches below).
 SELECT pymem.migration_types_path();  -- the functions below name pgvector's type
--- signatures the copies had before 0006_v0_2_0_memory gave _facts_for_context a point in time
-DROP FUNCTION IF EXISTS pymem._user_facts_for_context(text, text, text, integer, vector, text, text, double precision);
-DROP FUNCTION IF EXISTS pymem._shared_facts_for_context(text, text, text, integer, vector, text, text, double precision);
 
 DO $$
 DECLARE
@@ -84,14 +91,73 @@ BEGIN
 END;
 $$;
 
--- The derived bodies (table above): each plain body with these regular-expression edits.
+-- _shared_facts_sync(project_id, scope, scope_id, ids) (how = own): the copies of a subject's agent or project
+-- facts made again ('*': every subject, or scope; ids: only those facts). Their writers call it (derived bodies
+-- below), not triggers on the shards: a reference table written from a shard crashed a Citus 14.0.1 worker.
+CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text, p_ids bigint[] DEFAULT NULL)
+RETURNS void LANGUAGE plpgsql VOLATILE SECURITY INVOKER SET search_path = pg_catalog, pymem, pg_temp
+AS $b$
+DECLARE
+    v_table text;
+    v_where text := pg_catalog.format('t.project_id = %L AND t.scope <> %L', p_project_id, 'user')
+        || CASE WHEN p_scope <> '*' THEN pg_catalog.format(' AND t.scope = %L', p_scope) ELSE '' END
+        || CASE WHEN p_scope_id <> '*' THEN pg_catalog.format(' AND t.scope_id = %L', p_scope_id) ELSE '' END;
+    v_ids text := CASE WHEN p_ids IS NOT NULL THEN pg_catalog.format(' = ANY (%L::bigint[])', p_ids) END;
+    v_rows text;
+BEGIN
+    IF pg_catalog.cardinality(p_ids) = 0 THEN RETURN; END IF;
+    FOREACH v_table IN ARRAY ARRAY['fact_embeddings', 'fact_lexemes', 'facts'] LOOP
+        EXECUTE pg_catalog.format('DELETE FROM pymem.%I AS t WHERE %s', 'shared_' || v_table,
+                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''));
+    END LOOP;
+    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
+        -- INSERT ... VALUES of row literals: INSERT ... SELECT into a reference table is a COPY, which RLS refuses
+        EXECUTE pg_catalog.format('SELECT pg_catalog.string_agg(pg_catalog.format(%L, t::text), %L) FROM pymem.%I AS t WHERE %s',
+                                  '((%L::pymem.shared_' || v_table || ').*)', ',', v_table,
+                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''))
+           INTO v_rows;
+        IF v_rows IS NOT NULL THEN
+            EXECUTE pg_catalog.format('INSERT INTO pymem.%I VALUES %s ON CONFLICT DO NOTHING', 'shared_' || v_table, v_rows);
+        END IF;
+    END LOOP;
+END;
+$b$;
+
+-- The derived bodies (table above): each plain body with these regular-expression edits ({p}: 'name.' or 'p_'). A write
+-- of agent or project facts copies what it changed before it returns (anchored on its end); v_citus_now and
+-- v_citus_clock_timestamp: the value at the call's start, where Citus refuses the call itself.
 DO $do$
 DECLARE
     r record;
     v_def text;
     v_new text;
+    v_sync text := 'IF %s{p}scope <> ''user'' THEN PERFORM pymem._shared_facts_sync({p}project_id, {p}scope, {p}scope_id%s); END IF; \1';
+    v_end text := '(RETURN v_count;\s*END;\s*\$function\$)';
+    v_time text := 'pg_catalog\.(now|clock_timestamp)\(\)';
+    v_upd text := '(updated_at = )pg_catalog\.(clock_timestamp)\(\)';
 BEGIN
     FOR r IN SELECT * FROM (VALUES
+        ('pymem.fact_add'::pg_catalog.regproc, ARRAY['(RETURN NEXT;\s*END;\s*\$function\$)'],
+         ARRAY[pg_catalog.format(v_sync, '(v_created OR {p}embedding IS NOT NULL OR v_expires IS NOT NULL) AND ', ', ARRAY[v_id]')]),
+        ('pymem.facts_add_many'::pg_catalog.regproc, ARRAY['(RETURN QUERY [^;]*;\s*END;\s*\$function\$)'], ARRAY['IF {p}scope <> ''user'' THEN '
+         'PERFORM pymem._shared_facts_sync({p}project_id, {p}scope, s.id, s.ids) FROM (SELECT u.s AS id, pg_catalog.array_agg(DISTINCT u.id) '
+         'AS ids FROM ROWS FROM (pg_catalog.unnest({p}scope_ids), pg_catalog.unnest(v_ids)) AS u(s, id) GROUP BY u.s) AS s; END IF; \1']),
+        ('pymem.fact_embeddings_put'::pg_catalog.regproc, ARRAY[v_end], ARRAY[pg_catalog.format(v_sync, 'v_count > 0 AND ', ', {p}ids')]),
+        ('pymem.fact_supersede'::pg_catalog.regproc, ARRAY['(RETURN ROW\(v_new, v_created\)::pymem\.fact_successor;)'],
+         ARRAY[pg_catalog.format(v_sync, '', ', ARRAY[v_old.id, v_new]')]),
+        ('pymem.fact_forget'::pg_catalog.regproc, ARRAY[v_end], ARRAY[pg_catalog.format(v_sync, '', '')]), ('pymem.facts_forget'::pg_catalog.regproc, ARRAY[v_end], ARRAY[pg_catalog.format(v_sync, '', '')]),
+        ('pymem._fact_restate'::pg_catalog.regproc, ARRAY['(RETURN NEXT;\s*END;\s*\$function\$)'], ARRAY[pg_catalog.format(v_sync, '', ', ARRAY[v_old.id, v_new]')]),
+        ('pymem._fact_history_expire'::pg_catalog.regproc, ARRAY['(END;\s*\$function\$)'], ARRAY[pg_catalog.format(v_sync, 'v_ids IS NOT NULL AND ', ', v_ids')]),
+        ('pymem._fact_expired_free'::pg_catalog.regproc, ARRAY['(RETURN FOUND;)', v_time], ARRAY[pg_catalog.format(v_sync, 'FOUND AND ', ', ARRAY[p_id]'), 'v_citus_\1']),
+        ('pymem._learned_cap'::pg_catalog.regproc, ARRAY['(RETURN FOUND;)', v_time], ARRAY[pg_catalog.format(v_sync, 'FOUND AND ', ''), 'v_citus_\1']),
+        ('pymem.purge'::pg_catalog.regproc, ARRAY['(DELETE FROM pymem\.facts AS f[^;]*;\s*GET DIAGNOSTICS v_count = ROW_COUNT;)'],
+         ARRAY['\1 PERFORM pymem._shared_facts_sync({p}project_id, s.scope, s.scope_id) FROM (SELECT DISTINCT c.scope, c.scope_id '
+               'FROM pymem.shared_facts AS c WHERE c.project_id = {p}project_id AND c.id = ANY (v_ids)) AS s;']),
+        ('pymem.text_search_configure'::pg_catalog.regproc, ARRAY['(RETURN v_messages [^;]*;)', v_upd],
+         ARRAY['PERFORM pymem._shared_facts_sync({p}project_id, ''*'', ''*''); \1', '\1v_citus_\2']),
+        ('pymem._message_insert'::pg_catalog.regproc, ARRAY[v_upd], ARRAY['\1v_citus_\2']), ('pymem._store_put'::pg_catalog.regproc, ARRAY[v_upd], ARRAY['\1v_citus_\2']),
+        ('pymem.store_messages_append'::pg_catalog.regproc, ARRAY[v_upd], ARRAY['\1v_citus_\2']), ('pymem._store_protections_set'::pg_catalog.regproc, ARRAY[v_upd], ARRAY['\1v_citus_\2']),
+        ('pymem.summary_claim'::pg_catalog.regproc, ARRAY[v_time], ARRAY['v_citus_\1']), ('pymem.summary_commit'::pg_catalog.regproc, ARRAY[v_time], ARRAY['v_citus_\1']),
         ('pymem._tenant_enter'::pg_catalog.regproc,
          ARRAY['v_current := pg_catalog\.set_config\(''pymem\.tenant'', (''p:'' \|\| project_id), true\);'],
          ARRAY['EXECUTE pg_catalog.format(''SET LOCAL pymem.tenant = %L'', \1);']),
@@ -105,29 +171,31 @@ BEGIN
                '$q$, p_project_id, p_user_id, p_thread_id, p_max); END; $function$'])) AS d(fn, patterns, edits) LOOP
         v_def := pg_catalog.pg_get_functiondef(r.fn);
         FOR i IN 1 .. pg_catalog.cardinality(r.patterns) LOOP
-            v_new := pg_catalog.regexp_replace(v_def, r.patterns[i], r.edits[i], 'g');
+            v_new := pg_catalog.regexp_replace(v_def, r.patterns[i], pg_catalog.replace(r.edits[i], '{p}', CASE WHEN v_def ~ '^[^\n]*\(p_'
+                                               THEN 'p_' ELSE pg_catalog.regexp_replace(r.fn::text, '^.*\.', '') || '.' END), 'g');
             IF v_new = v_def THEN
                 RAISE EXCEPTION 'citus.sql: the plain body of % no longer matches %', r.fn, r.patterns[i];
             END IF;
             v_def := v_new;
         END LOOP;
+        IF v_def ~ 'v_citus_' THEN  -- (PL/pgSQL takes a DECLARE in front of another)
+            v_def := pg_catalog.regexp_replace(v_def, '(AS \$function\$\s*(#variable_conflict \w+\s*)?)', E'\\1DECLARE v_citus_now timestamptz := pg_catalog.now(); v_citus_clock_timestamp timestamptz := pg_catalog.clock_timestamp();\n');
+        END IF;
         EXECUTE v_def;
     END LOOP;
 END;
 $do$;
 
--- The second bodies (how = body): each takes the place of its plain body, and keeps its plain
--- function's signature, volatility, security and settings (read from the catalog); the language
--- is the one given. Settings Citus needs on top: the ALTER FUNCTION lines after them.
+-- The second bodies (how = body): each replaces its plain body, in the language given, and keeps its signature,
+-- volatility, security and settings (read from the catalog). Settings on top: the ALTER FUNCTION lines after.
 DO $do$
 DECLARE
     r record;
     v_def text;
 BEGIN
     FOR r IN SELECT * FROM (VALUES
-    -- current_tenant: a call Citus does not delegate runs on the coordinator, and its reads reach the
-    -- worker without the tenant (no transaction block for a read, so no SET LOCAL): a statement on
-    -- Citus's internal connection without a tenant raises 0A000 there instead of answering no rows.
+    -- current_tenant: an undelegated call's reads reach the worker without the tenant (no transaction block,
+    -- so no SET LOCAL): on Citus's internal connection that raises 0A000 instead of answering no rows.
     ('pymem.current_tenant'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_tenant text := pg_catalog.current_setting('pymem.tenant', true);
@@ -150,10 +218,9 @@ BEGIN
     RETURN NULL;
 END;
 $b$),
-    -- _recall_rows: the rows _recall_ranked ranks, as the plain SQL body defines them, read by
-    -- single-table statements (Citus's fast path on the local shard) into arrays, so that the ranking
-    -- statement names no Citus table. Vectors stored before 0006_v0_2_0_memory (rare) take their lexemes in a
-    -- join; a metadata filter reads the keys of the user's messages that pass it.
+    -- _recall_rows: the rows _recall_ranked ranks, read by single-table statements (Citus's fast path on the local
+    -- shard) into arrays, so that the ranking statement names no Citus table. Vectors stored before 0006 (rare)
+    -- take their lexemes in a join; a metadata filter reads the keys of the user's messages that pass it.
     ('pymem._recall_rows'::pg_catalog.regproc, 'plpgsql', $b$
 #variable_conflict use_column
 DECLARE
@@ -293,39 +360,8 @@ BEGIN
     RETURN NULL;
 END;
 $b$),
-    ('pymem._shared_facts_sync'::pg_catalog.regproc, 'plpgsql', $b$
-DECLARE
-    v_table text;
-    v_where text := pg_catalog.format('t.project_id = %L AND t.scope <> %L', p_project_id, 'user')
-        || CASE WHEN p_scope <> '*' THEN pg_catalog.format(' AND t.scope = %L', p_scope) ELSE '' END
-        || CASE WHEN p_scope_id <> '*' THEN pg_catalog.format(' AND t.scope_id = %L', p_scope_id) ELSE '' END;
-    v_ids text := CASE WHEN p_ids IS NOT NULL THEN pg_catalog.format(' = ANY (%L::bigint[])', p_ids) END;
-    v_rows text;
-BEGIN
-    IF p_ids IS NOT NULL AND pg_catalog.cardinality(p_ids) = 0 THEN
-        RETURN;
-    END IF;
-    -- with p_ids, only those facts' rows (and their vectors and lexemes) are copied again
-    FOREACH v_table IN ARRAY ARRAY['fact_embeddings', 'fact_lexemes', 'facts'] LOOP
-        EXECUTE pg_catalog.format('DELETE FROM pymem.%I AS t WHERE %s', 'shared_' || v_table,
-                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''));
-    END LOOP;
-    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
-        -- one INSERT ... VALUES of row literals: an INSERT ... SELECT from a distributed table
-        -- into a reference table goes through COPY, which row-level security refuses
-        EXECUTE pg_catalog.format('SELECT pg_catalog.string_agg(pg_catalog.format(%L, t::text), %L) FROM pymem.%I AS t WHERE %s',
-                                  '((%L::pymem.shared_' || v_table || ').*)', ',', v_table,
-                                  v_where || coalesce(CASE v_table WHEN 'facts' THEN ' AND t.id' ELSE ' AND t.fact_id' END || v_ids, ''))
-           INTO v_rows;
-        IF v_rows IS NOT NULL THEN
-            EXECUTE pg_catalog.format('INSERT INTO pymem.%I VALUES %s ON CONFLICT DO NOTHING', 'shared_' || v_table, v_rows);
-        END IF;
-    END LOOP;
-END;
-$b$),
-    -- _facts_insert_many: facts_add_many's statement joins its elements to many subjects' facts by a
-    -- lateral outer join Citus cannot plan. Here it finds nothing, and facts_add_many adds every
-    -- element with fact_add in the same transaction: the same checks, results and all-or-nothing.
+    -- _facts_insert_many: finds nothing (Citus cannot plan the plain lateral outer join), and facts_add_many adds
+    -- every element with fact_add in the same transaction: the same checks, results and all-or-nothing.
     ('pymem._facts_insert_many'::pg_catalog.regproc, 'sql', $b$
     SELECT pg_catalog.array_fill(NULL::bigint, ARRAY[pg_catalog.cardinality(p_contents)]),
            pg_catalog.array_fill(false, ARRAY[pg_catalog.cardinality(p_contents)]);
@@ -391,12 +427,10 @@ BEGIN
            AS l(id, lexemes, tokens) ON l.id = f.id;
 END;
 $b$),
-    -- _changes_log (docs/scaling-out.md "The change feed on a cluster"): on a shard, a worker's, the
-    -- statement's changes (keys, never content) go to the colocated shard of change_outbox, which
-    -- changes_since publishes on the coordinator (_changes_claim); the project's channel, read from
-    -- change_channels (a reference table), is notified on the coordinator, where listeners connect
-    -- (once per transaction, kind and channel; before the commit: a woken reader may find the
-    -- change on its next poll). erasures (a reference table) logs only on the coordinator.
+    -- _changes_log (docs/scaling-out.md "The change feed on a cluster"): on a worker's shard, the statement's
+    -- changes (keys, never content) go to the colocated shard of change_outbox, which changes_since publishes
+    -- on the coordinator (_changes_claim); the project's channel (change_channels) is notified on the coordinator,
+    -- once per transaction, kind and channel, before the commit. erasures logs only on the coordinator.
     ('pymem._changes_log'::pg_catalog.regproc, 'plpgsql', $b$
 DECLARE
     v_t text := pg_catalog.regexp_replace(TG_TABLE_NAME, '_[0-9]+$', '');  -- a shard: facts_102008
@@ -479,47 +513,27 @@ ALTER FUNCTION pymem._changes_log SET citus.allow_nested_distributed_execution =
 ALTER FUNCTION pymem.change_feed_configure SET citus.enable_unsafe_triggers = on;  -- it enables the feed's triggers
 SELECT pymem.migration_search_path();
 
--- Shared facts (docs/scaling-out.md): agent and project facts, their vectors and lexemes, copied
--- into the shared_* reference tables (0006_v0_2_0_memory) by _shared_facts_sync, which their
--- writers call (not triggers on the shards: a write to a reference table from a shard, committed
--- in two phases, crashed the worker on Citus 14.0.1). The first distribution fills them with what
--- is already there (as a superuser: row-level security hides every row from a role without the tenant).
-DO $$
-DECLARE
-    v_table text;
-BEGIN
-    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
-        IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
-                        WHERE p.logicalrelid = pg_catalog.to_regclass('pymem.shared_' || v_table)) THEN
-            EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I AS f WHERE f.scope <> %L '
-                                      'AND NOT EXISTS (SELECT 1 FROM pymem.%I)',
-                                      'shared_' || v_table, v_table, 'user', 'shared_' || v_table);
-        END IF;
-    END LOOP;
-END;
-$$;
-
--- Policies: project_id = current_tenant() without the sub-select (Citus: "Subqueries are not
--- supported in policies on distributed tables"). On a shard the planner still evaluates it
--- once per statement (a One-Time Filter next to the query's own project_id = constant).
+-- The copies of agent and project facts (_shared_facts_sync above): the first distribution fills them
+-- with what is there (as a superuser: row-level security hides every row from a role without the
+-- tenant). Policies: project_id = current_tenant() without the sub-select (Citus: "Subqueries are
+-- not supported in policies on distributed tables"; on a shard the planner still evaluates it once
+-- per statement, a One-Time Filter). Then tables and functions: only what is not yet placed.
 DO $$
 DECLARE
     r record;
+    v_table text;
 BEGIN
+    FOREACH v_table IN ARRAY ARRAY['facts', 'fact_embeddings', 'fact_lexemes'] LOOP
+        CONTINUE WHEN EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p WHERE p.logicalrelid = pg_catalog.to_regclass('pymem.shared_' || v_table));
+        EXECUTE pg_catalog.format('INSERT INTO pymem.%I SELECT * FROM pymem.%I AS f WHERE f.scope <> %L AND NOT EXISTS (SELECT 1 FROM pymem.%I)',
+                                  'shared_' || v_table, v_table, 'user', 'shared_' || v_table);
+    END LOOP;
     FOR r IN SELECT p.tablename FROM pg_catalog.pg_policies AS p
               WHERE p.schemaname = 'pymem' AND p.policyname = 'tenant' AND p.qual LIKE '%SELECT%' LOOP
         EXECUTE pg_catalog.format('DROP POLICY tenant ON pymem.%I', r.tablename);
         EXECUTE pg_catalog.format('CREATE POLICY tenant ON pymem.%I USING (project_id = pymem.current_tenant()) '
                                   'WITH CHECK (project_id = pymem.current_tenant())', r.tablename);
     END LOOP;
-END;
-$$;
-
--- Tables, then functions: only what is not yet placed.
-DO $$
-DECLARE
-    r record;
-BEGIN
     FOR r IN SELECT d.t, d.method, d.key FROM pymem._citus_tables() AS d(t, method, key)
               WHERE NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition AS p
                                  WHERE p.logicalrelid = d.t::pg_catalog.regclass) LOOP
@@ -537,9 +551,8 @@ BEGIN
                                    AND o.distribution_argument_index = f.idx) LOOP
         PERFORM pg_catalog.create_distributed_function(r.fn, r.arg, colocate_with => 'pymem.threads');
     END LOOP;
-    -- every other pymem function on every node too (the delegated calls run them on the workers;
-    -- functions created in the same transaction as the first distribution are not propagated
-    -- by themselves)
+    -- every other pymem function on every node too (delegated calls run them on the workers; functions
+    -- created in the transaction of the first distribution are not propagated by themselves)
     FOR r IN SELECT p.oid::pg_catalog.regprocedure AS fn FROM pg_catalog.pg_proc AS p
               WHERE p.pronamespace = 'pymem'::pg_catalog.regnamespace
                 AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend AS d
@@ -581,12 +594,6 @@ BEGIN
 END;
 $do$;
 
--- 7. Citus's local plan cache grows without bound before 13.5 on 13.x and 14.3 on 14.x
---    (citusdata/citus#8783). Where it leaks, pymem's PL/pgSQL functions plan each call
---    (plan_cache_mode set from a catalog query, not by name here; bootstrap.sql decides which
---    Citus leaks: docs/scaling-out.md "Which Citus", with the figures).
-DO $do$
-BEGIN
-    PERFORM pymem.migration_citus_plan_cache_apply();
-END;
-$do$;
+-- 7. Citus's local plan cache grows without bound before 13.5 / 14.3 (citusdata/citus#8783): there pymem's PL/pgSQL
+--    functions plan each call (bootstrap.sql decides which Citus leaks: docs/scaling-out.md "Which Citus").
+SELECT pymem.migration_citus_plan_cache_apply();

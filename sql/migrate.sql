@@ -296,7 +296,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('64ba03866c880a5018abfe5dfd6b4597555d61da24fec4751f02787114a8d6c7')
+SELECT pymem.migration_api_applied('731c83b96980ad3c50e2bb8297330860f92ed5c25a113abc2deeb76790b347c1')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

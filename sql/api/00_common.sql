@@ -16,8 +16,8 @@
 -- The states of a fact and of a store entry, each named once (issue 55, item 3). A fact is the
 -- "head" of its history while nothing supersedes it; "unexpired" at time `at` while its expiry
 -- (NULL: never) is after `at`; "live" when both. Reads pass at = now() (the transaction's
--- start); writes that delete or change rows by it pass a value (Citus refuses now() beside a
--- column in a DELETE or UPDATE). A keyed-store entry (migrations/0007_v0_2_0_operations.sql) is
+-- start), and so do writes (on Citus, citus.sql puts a value in their place where Citus refuses
+-- now() beside a column in a DELETE or UPDATE). A keyed-store entry (migrations/0007_v0_2_0_operations.sql) is
 -- "live" while unexpired: _entry_live. pymem.active_facts says head, unexpired and valid in its
 -- own words, for the roles that read it without EXECUTE here (migrations/0006_v0_2_0_memory.sql);
 -- partial indexes and ON CONFLICT arbiters spell "head" out, as PostgreSQL needs it there.
@@ -467,22 +467,6 @@ AS $$
                             pymem._lexemes(pymem._text_search_config(p_project_id), p_text))) AS x(x))
 $$;
 
--- _shared_facts_sync(project_id, scope, scope_id, ids): on a Citus cluster, refreshes the copies
--- of a subject's agent or project facts that every worker reads for context_read (citus.sql
--- replaces this body; scope_id '*': every subject of the scope, scope '*': every agent and project
--- fact of the project; ids: only those facts, NULL: all of them). The functions that write facts
--- call it after changing a subject whose scope is not 'user', with the ids they changed when they
--- know them. On one server there are no copies: it does nothing.
-CREATE OR REPLACE FUNCTION pymem._shared_facts_sync(p_project_id text, p_scope text, p_scope_id text,
-                                                    p_ids bigint[] DEFAULT NULL)
-RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY INVOKER
-SET search_path = pg_catalog, pymem, pg_temp
-AS $$
-BEGIN
-END;
-$$;
-
 -- text_search_configure: the text search configuration of a project's lexemes (hybrid recall's
 -- words), e.g. 'german', 'simple' or a DBA's own; re-indexes the project's stored messages and
 -- facts with it in the same transaction (a long one for a big project: every message and fact is
@@ -500,7 +484,6 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_config regconfig;
     v_old regconfig;
     v_messages bigint;
@@ -524,7 +507,7 @@ BEGIN
     SELECT coalesce(pymem._text_search_config(text_search_configure.project_id), 'pg_catalog.english'::regconfig)
       INTO v_old;
     INSERT INTO pymem.text_search AS t (project_id, config) VALUES (text_search_configure.project_id, v_config::text)
-    ON CONFLICT (project_id) DO UPDATE SET config = excluded.config, updated_at = v_now;
+    ON CONFLICT (project_id) DO UPDATE SET config = excluded.config, updated_at = pg_catalog.clock_timestamp();
     IF v_old = v_config THEN
         RETURN 0;
     END IF;
@@ -556,7 +539,6 @@ BEGIN
      WHERE f.project_id = text_search_configure.project_id AND l.project_id = f.project_id
        AND l.scope = f.scope AND l.scope_id = f.scope_id AND l.fact_id = f.id;
     GET DIAGNOSTICS v_facts = ROW_COUNT;
-    PERFORM pymem._shared_facts_sync(text_search_configure.project_id, '*', '*');
     RETURN v_messages + v_vectors + v_facts;
 END;
 $$;

@@ -116,7 +116,6 @@ DECLARE
     v_seq bigint;
     v_previous timestamptz;
     v_at timestamptz;
-    v_now timestamptz := pg_catalog.clock_timestamp();
     v_n integer := CASE WHEN reply_content IS NULL THEN 1 ELSE 2 END;
 BEGIN
     IF thread_id IS NULL THEN
@@ -131,7 +130,7 @@ BEGIN
     INSERT INTO pymem.threads AS t (project_id, user_id, thread_id, last_seq)
     VALUES (_message_insert.project_id, _message_insert.user_id, _message_insert.thread_id, v_n)
     ON CONFLICT (project_id, user_id, thread_id)
-    DO UPDATE SET last_seq = t.last_seq + v_n, updated_at = v_now  -- a variable: Citus refuses volatile calls here
+    DO UPDATE SET last_seq = t.last_seq + v_n, updated_at = pg_catalog.clock_timestamp()
     RETURNING t.last_seq - v_n + 1 INTO v_seq;
     IF _message_insert.created_at IS NOT NULL AND v_seq > 1 THEN
         SELECT m.created_at INTO v_previous FROM pymem.messages AS m

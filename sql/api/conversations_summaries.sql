@@ -25,7 +25,6 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_token uuid := pg_catalog.gen_random_uuid();
     v_from bigint;
     v_through bigint;
@@ -44,12 +43,12 @@ BEGIN
     END IF;
     UPDATE pymem.threads AS t
        SET claim_token = v_token,
-           claim_until = v_now + pg_catalog.make_interval(secs => summary_claim.lease_seconds),
+           claim_until = pg_catalog.clock_timestamp() + pg_catalog.make_interval(secs => summary_claim.lease_seconds),
            claim_through = t.last_seq - summary_claim.keep_last
      WHERE t.project_id = summary_claim.project_id AND t.user_id = summary_claim.user_id
        AND t.thread_id = summary_claim.thread_id
        AND t.last_seq - summary_claim.keep_last - t.summary_through >= summary_claim.summarize_every
-       AND (t.claim_until IS NULL OR t.claim_until < v_now)
+       AND (t.claim_until IS NULL OR t.claim_until < pg_catalog.clock_timestamp())
     RETURNING t.summary_through, t.claim_through, t.summary INTO v_from, v_through, v_prev;
     IF NOT FOUND THEN
         RETURN;
@@ -82,8 +81,6 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
-DECLARE
-    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
 BEGIN
     PERFORM pymem._tenant_enter(summary_commit.project_id);
     PERFORM pymem._conv_check(summary_commit.project_id, summary_commit.user_id, summary_commit.thread_id, 'exact');
@@ -96,7 +93,7 @@ BEGIN
     UPDATE pymem.threads AS t
        SET summary = pg_catalog.left(pymem._fact_trim(summary_commit.summary), summary_commit.max_chars),
            summary_through = t.claim_through,
-           summary_at = v_now,
+           summary_at = pg_catalog.clock_timestamp(),
            claim_token = NULL, claim_until = NULL, claim_through = NULL
      WHERE t.project_id = summary_commit.project_id AND t.user_id = summary_commit.user_id
        AND t.thread_id = summary_commit.thread_id AND t.claim_token = summary_commit.claim_token;

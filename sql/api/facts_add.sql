@@ -48,8 +48,6 @@ DECLARE
     v_key bytea;
     v_id bigint;
     v_created boolean;
-    v_stored boolean := false;  -- a vector stored for an existing fact
-    v_trimmed boolean := false;  -- older learned facts deleted by the cap
     v_have integer;  -- the dimension of the fact's vector from embedder, if it has one
     v_expires timestamptz;  -- the expiry asked for (NULL: none)
     v_was timestamptz;  -- the existing fact's expiry
@@ -109,7 +107,7 @@ BEGIN
     END IF;
     v_created := false;
     IF v_was IS NOT NULL AND NOT pymem._unexpired(v_was, pg_catalog.now()) THEN
-        v_trimmed := v_trimmed OR pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
+        PERFORM pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
         v_id := NULL;
     END IF;
     WHILE v_id IS NULL LOOP
@@ -123,7 +121,7 @@ BEGIN
         -- not found: it was superseded or forgotten in between, try the insert again; expired:
         -- it goes, and the insert is tried again
         IF v_id IS NOT NULL AND NOT pymem._unexpired(v_was, pg_catalog.now()) THEN
-            v_trimmed := v_trimmed OR pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
+            PERFORM pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
             v_id := NULL;
         END IF;
     END LOOP;
@@ -136,7 +134,6 @@ BEGIN
         IF v_was IS NULL OR v_was > v_expires THEN
             PERFORM pymem._fact_history_expire(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id, v_expires);
         END IF;
-        v_trimmed := true;  -- on Citus, the copies of the subject's facts again
     END IF;
     -- a re-add that gives another valid time restates the fact: a new version with that valid
     -- time (what it does not give, it keeps), the old one in its history (_fact_restate)
@@ -144,24 +141,14 @@ BEGIN
         SELECT r.id, r.created INTO v_id, v_created
           FROM pymem._fact_restate(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_key,
                                    write.valid_from, write.valid_to, write.created_at) AS r;
-        v_trimmed := v_trimmed OR v_created;  -- on Citus, the copies of the subject's facts again
     END IF;
     IF fact_add.embedding IS NOT NULL THEN
         INSERT INTO pymem.fact_embeddings AS e (project_id, scope, scope_id, fact_id, embedder, embedding)
         VALUES (fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id, fact_add.embedder, fact_add.embedding)
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
-        v_stored := FOUND;
     END IF;
     IF v_created AND write.source = 'learned' AND fact_add.max_learned IS NOT NULL THEN
-        IF pymem._learned_cap(fact_add.project_id, fact_add.scope, fact_add.scope_id, fact_add.max_learned) THEN
-            v_trimmed := true;  -- older learned facts went (facts_learned.sql)
-        END IF;
-    END IF;
-    -- the copies a Citus cluster keeps (_shared_facts_sync): the new fact, or the one that got a
-    -- vector, or all of the subject's after a trim; nothing for a plain re-add
-    IF fact_add.scope <> 'user' AND (v_created OR v_stored) THEN
-        PERFORM pymem._shared_facts_sync(fact_add.project_id, fact_add.scope, fact_add.scope_id,
-                                         CASE WHEN NOT v_trimmed THEN ARRAY[v_id] END);
+        PERFORM pymem._learned_cap(fact_add.project_id, fact_add.scope, fact_add.scope_id, fact_add.max_learned);
     END IF;
     id := v_id;
     created := v_created;

@@ -151,12 +151,6 @@ BEGIN
          ORDER BY u.id, u.i
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     END IF;
-    IF facts_add_many.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
-        PERFORM pymem._shared_facts_sync(facts_add_many.project_id, facts_add_many.scope, s.id, s.ids)
-           FROM (SELECT u.s AS id, pg_catalog.array_agg(DISTINCT u.id) AS ids
-                   FROM ROWS FROM (pg_catalog.unnest(facts_add_many.scope_ids), pg_catalog.unnest(v_ids)) AS u(s, id)
-                  GROUP BY u.s) AS s;
-    END IF;
     RETURN QUERY SELECT u.i::integer, u.id, u.c FROM ROWS FROM (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_created)) WITH ORDINALITY AS u(id, c, i);
 END;
 $$;
@@ -230,10 +224,6 @@ BEGIN
     IF v_count > 0 THEN  -- register the embedder only now that it has a vector stored
         PERFORM pymem._embedding_register(fact_embeddings_put.project_id, fact_embeddings_put.embedder,
                                        fact_embeddings_put.embeddings[1]);
-    END IF;
-    IF v_count > 0 AND fact_embeddings_put.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
-        PERFORM pymem._shared_facts_sync(fact_embeddings_put.project_id, fact_embeddings_put.scope,
-                                         fact_embeddings_put.scope_id, fact_embeddings_put.ids);
     END IF;
     RETURN v_count;
 END;

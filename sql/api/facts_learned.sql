@@ -16,7 +16,6 @@ AS $$
 DECLARE
     v_cut_at timestamptz;
     v_cut_id bigint;
-    v_now timestamptz := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
 BEGIN
     SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
      WHERE o.project_id = p_project_id AND o.scope = p_scope AND o.scope_id = p_scope_id
@@ -28,7 +27,7 @@ BEGIN
     END IF;
     DELETE FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-       AND f.source = 'learned' AND pymem._fact_live(f.superseded_by, f.expires_at, v_now)
+       AND f.source = 'learned' AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now())
        AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
     RETURN FOUND;
 END;

@@ -167,12 +167,10 @@ RETURNS boolean
 LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
-DECLARE
-    v_now timestamptz := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
 BEGIN
     DELETE FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = p_id
-       AND NOT pymem._unexpired(f.expires_at, v_now);
+       AND NOT pymem._unexpired(f.expires_at, pg_catalog.now());
     RETURN FOUND;
 END;
 $$;

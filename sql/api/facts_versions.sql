@@ -282,10 +282,6 @@ BEGIN
               FROM pymem._fact_restate(v_old.project_id, v_old.scope, v_old.scope_id, v_key, write.valid_from,
                                        write.valid_to, write.created_at) AS r;
             IF v_created THEN
-                IF fact_supersede.scope <> 'user' THEN  -- the copies a Citus cluster keeps: both rows
-                    PERFORM pymem._shared_facts_sync(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id,
-                                                     ARRAY[v_old.id, v_new]);
-                END IF;
                 RETURN (v_new, true)::pymem.fact_successor;
             END IF;
         END IF;
@@ -356,10 +352,6 @@ BEGIN
         VALUES (v_old.project_id, v_old.scope, v_old.scope_id, v_new, fact_supersede.embedder, fact_supersede.embedding)
         ON CONFLICT (project_id, scope, scope_id, fact_id, embedder) DO NOTHING;
     END IF;
-    IF fact_supersede.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync): both rows
-        PERFORM pymem._shared_facts_sync(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id,
-                                         ARRAY[v_old.id, v_new]);
-    END IF;
     RETURN ROW(v_new, v_created)::pymem.fact_successor;
 END;
 $$;
@@ -424,9 +416,6 @@ BEGIN
     DELETE FROM pymem.facts AS f
      WHERE f.project_id = fact_forget.project_id AND f.scope = fact_forget.scope
        AND f.scope_id = fact_forget.scope_id AND f.id = v_target;
-    IF fact_forget.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
-        PERFORM pymem._shared_facts_sync(fact_forget.project_id, fact_forget.scope, fact_forget.scope_id);
-    END IF;
     RETURN v_count;
 END;
 $$;
@@ -475,9 +464,6 @@ BEGIN
         DELETE FROM pymem.subject_locks AS s
          WHERE s.project_id = facts_forget.project_id AND s.scope = facts_forget.scope
            AND s.scope_id = facts_forget.scope_id;
-    END IF;
-    IF facts_forget.scope <> 'user' THEN  -- the copies a Citus cluster keeps (_shared_facts_sync)
-        PERFORM pymem._shared_facts_sync(facts_forget.project_id, facts_forget.scope, facts_forget.scope_id);
     END IF;
     RETURN v_count;
 END;

@@ -32,10 +32,8 @@ AS $$
 #variable_conflict use_column
 DECLARE
     v_ids bigint[];
-    v_shared text[];  -- the agent and project subjects a purge touched (scope || ':' || scope_id)
     v_count integer := 0;
     v_n integer;
-    v_subject text;
     r record;
     v_now timestamptz := pg_catalog.now();  -- a value: Citus refuses now() beside a column in a DELETE
 BEGIN
@@ -48,21 +46,16 @@ BEGIN
     -- of the table); not SET plan_cache_mode on the function, which also re-plans the foreign
     -- keys' checks for every row a purge deletes (docs/performance.md)
     EXECUTE pg_catalog.format(
-        'SELECT pg_catalog.array_agg(e.id), pg_catalog.array_agg(DISTINCT e.scope || %L || e.scope_id) '
-        '         FILTER (WHERE e.scope <> %L) '
-        '  FROM (SELECT f.id, f.scope, f.scope_id FROM pymem.facts AS f '
+        'SELECT pg_catalog.array_agg(e.id) '
+        '  FROM (SELECT f.id FROM pymem.facts AS f '
         '         WHERE f.project_id = %L AND f.expires_at IS NOT NULL AND f.expires_at <= %L::timestamptz '
-        '         ORDER BY f.expires_at LIMIT %s) AS e', ':', 'user', purge.project_id, v_now, purge.max_rows)
-       INTO v_ids, v_shared;
+        '         ORDER BY f.expires_at LIMIT %s) AS e', purge.project_id, v_now, purge.max_rows)
+       INTO v_ids;
     IF v_ids IS NOT NULL THEN
         -- by id within the project (facts_project_id_id); the expiry tested again on each row
         DELETE FROM pymem.facts AS f
          WHERE f.project_id = purge.project_id AND f.id = ANY (v_ids) AND NOT pymem._unexpired(f.expires_at, v_now);
         GET DIAGNOSTICS v_count = ROW_COUNT;
-        FOREACH v_subject IN ARRAY coalesce(v_shared, '{}') LOOP  -- the copies a Citus cluster keeps
-            PERFORM pymem._shared_facts_sync(purge.project_id, pg_catalog.split_part(v_subject, ':', 1),
-                                             pg_catalog.substr(v_subject, pg_catalog.strpos(v_subject, ':') + 1));
-        END LOOP;
     END IF;
     kind := 'facts';
     purged := v_count;

@@ -302,7 +302,6 @@ LANGUAGE plpgsql VOLATILE SECURITY INVOKER
 SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 DECLARE
-    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_sha text;
     v_old text;
     v_version integer;
@@ -351,7 +350,7 @@ BEGIN
             v_version := v_version + 1;
             UPDATE pymem.store_entries AS e
                SET kind = p_kind, content = p_content, sha = v_sha, size = pg_catalog.octet_length(p_content),
-                   version = v_version, actor = p_actor, reason = p_reason, updated_at = v_now,
+                   version = v_version, actor = p_actor, reason = p_reason, updated_at = pg_catalog.clock_timestamp(),
                    expires_at = v_expiry, ttl = p_ttl
              WHERE e.project_id = p_store.project_id AND e.store_key = p_store.store_key AND e.path = p_path;
             EXIT;

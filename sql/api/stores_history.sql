@@ -111,7 +111,6 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_len bigint;
     v_n integer;
 BEGIN
@@ -128,7 +127,7 @@ BEGIN
     END IF;
     v_n := pg_catalog.jsonb_array_length(messages);
     UPDATE pymem.stores AS s
-       SET transcript_len = s.transcript_len + v_n, updated_at = v_now
+       SET transcript_len = s.transcript_len + v_n, updated_at = pg_catalog.clock_timestamp()
      WHERE s.project_id = store_messages_append.project_id AND s.store_key = store_messages_append.store_key
     RETURNING s.transcript_len INTO v_len;
     IF NOT FOUND THEN

@@ -22,7 +22,6 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE
-    v_now timestamptz := pg_catalog.clock_timestamp();  -- a value: Citus refuses clock_timestamp() in UPDATE/ON CONFLICT on its tables
     v_store pymem.stores;
     v_prefixes text[];
     v_changes text[];
@@ -58,7 +57,7 @@ BEGIN
            SET audit = coalesce(p_audit, s.audit),
                keep_versions = coalesce(p_keep_versions, s.keep_versions),
                read_only_prefixes = coalesce(v_prefixes, s.read_only_prefixes),
-               updated_at = v_now
+               updated_at = pg_catalog.clock_timestamp()
          WHERE s.project_id = v_store.project_id AND s.store_key = v_store.store_key;
     END IF;
     RETURN QUERY

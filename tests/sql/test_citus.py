@@ -64,7 +64,7 @@ def fresh_db(citus_cluster):
         for node in nodes:
             with psycopg.connect(node, autocommit=True) as c:
                 c.execute("SET citus.enable_create_database_propagation = off")
-                c.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+                c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 def test_cluster_has_two_workers_and_pgvector(coordinator):
@@ -208,6 +208,53 @@ def test_migrate_distributes_pymem_idempotently_and_check_knows(fresh_db):
     assert any("store_read" in p for p in pymem.migrations.check(fresh_db))
     pymem.migrate(fresh_db)
     assert pymem.migrations.check(fresh_db) == []
+
+
+def test_roles_made_by_a_plain_database_on_the_coordinators_server_reach_the_workers(citus_cluster, fresh_db):
+    """Issue 57: a plain pymem database migrated first on the coordinator's server creates the
+    pymem roles there only (no Citus in that database, nothing propagated); the Citus database's
+    migrate then finds them on the coordinator and must still create them on every worker, with
+    the coordinator's attributes, or a worker refuses the first statement that names them."""
+    n = next(_counter)
+    roles = {k: f"citus57_{k.split('_')[0]}{n}" for k in ("owner_role", "app_role", "reader_role")}
+    plain = f"plain57_{n}"
+    nodes = [citus_cluster.dsn, *citus_cluster.worker_dsns]
+    with psycopg.connect(citus_cluster.dsn, autocommit=True) as c:
+        c.execute("SET citus.enable_create_database_propagation = off")
+        c.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(plain)))
+    try:
+        pymem.migrate(make_conninfo(citus_cluster.dsn, dbname=plain), roles=roles)  # no citus extension there
+        with psycopg.connect(citus_cluster.dsn, autocommit=True) as c:
+            c.execute("ALTER ROLE {} CONNECTION LIMIT 7".format(roles["reader_role"]))  # an attribute to copy
+        for w in citus_cluster.worker_dsns:  # the fault's precondition: on the coordinator only
+            with psycopg.connect(w, autocommit=True) as c:
+                assert c.execute("SELECT count(*) FROM pg_roles WHERE rolname = ANY(%s)",
+                                 (list(roles.values()),)).fetchone()[0] == 0
+        pymem.migrate(fresh_db, roles=roles)
+        assert pymem.migrations.check(fresh_db) == []
+        pymem.migrate(fresh_db, roles=roles)  # idempotent
+        attrs = "SELECT rolname, rolcanlogin, rolinherit, rolcreatedb, rolcreaterole, rolconnlimit FROM pg_roles " \
+                "WHERE rolname = ANY(%s) ORDER BY 1"
+        with psycopg.connect(citus_cluster.dsn) as c:
+            want = c.execute(attrs, (list(roles.values()),)).fetchall()
+        assert len(want) == 3 and (roles["reader_role"], False, True, False, False, 7) in want
+        for w in citus_cluster.worker_dsns:
+            with psycopg.connect(w) as c:
+                assert c.execute(attrs, (list(roles.values()),)).fetchall() == want
+        with psycopg.connect(fresh_db, autocommit=True) as c:  # a call delegated to a worker
+            c.execute("SELECT pymem.fact_add('user', 'u57', 'likes tea', 'p57')")
+            assert c.execute("SELECT content FROM pymem.facts_newest('user', 'u57', 'p57', 5)").fetchall() == [("likes tea",)]
+    finally:  # the databases the roles own objects in (fresh_db's teardown finds it gone), then the roles
+        for node in nodes:
+            with psycopg.connect(node, autocommit=True) as c:
+                c.execute("SET citus.enable_create_database_propagation = off")
+                for db in (plain, psycopg.conninfo.conninfo_to_dict(fresh_db)["dbname"]):
+                    c.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(db)))
+        for node in nodes:
+            with psycopg.connect(node, autocommit=True) as c:
+                c.execute("SET citus.enable_create_role_propagation = off")
+                for role in roles.values():
+                    c.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
 
 
 def test_facts_conversations_context_and_stores_on_two_workers(pymem_cluster):
@@ -616,6 +663,40 @@ def test_agent_fact_writes_copy_only_the_facts_they_change(pymem_cluster):
         assert [r[2] for r in rows] == [True, True, False] and rows[0][1] == rows[2][1]
         for u in (near, far):
             assert [r[0] for r in c.execute("SELECT content FROM pymem.facts_newest('user', %s, 'p1')", (u,))] == ["likes tea"]
+
+
+def test_every_write_path_of_agent_facts_keeps_the_copies_equal_to_the_originals(pymem_cluster):
+    """Issue 55, item 3: the copies follow the writes through citus.sql's derived bodies, also
+    where a write changes other facts than the one it returns: a re-add that frees an expired
+    fact (_fact_expired_free), a restatement (_fact_restate), a supersede whose shorter expiry
+    reaches the history (_fact_history_expire), the learned cap (_learned_cap), a re-index."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as a, psycopg.connect(app, autocommit=True) as c:
+        def same_as_originals(step: str) -> None:
+            for table, key in (("facts", "id"), ("fact_embeddings", "fact_id"), ("fact_lexemes", "fact_id")):
+                original = a.execute(f"SELECT t::text FROM pymem.{table} AS t WHERE scope_id = 'paths-bot' ORDER BY {key}").fetchall()
+                copy = a.execute(f"SELECT t::text FROM pymem.shared_{table} AS t WHERE scope_id = 'paths-bot' ORDER BY {key}").fetchall()
+                assert copy == original and (original or table != "facts"), (step, table)
+
+        old = c.execute("SELECT id FROM pymem.fact_add('agent', 'paths-bot', 'Sale ends Friday', 'p1', write => pymem.fact_write(ttl => '1 day'))").fetchone()[0]
+        a.execute("UPDATE pymem.facts SET expires_at = now() - interval '1 second' WHERE id = %s", (old,))
+        a.execute("UPDATE pymem.shared_facts SET expires_at = now() - interval '1 second' WHERE id = %s", (old,))
+        new = c.execute("SELECT id FROM pymem.fact_add('agent', 'paths-bot', 'Sale ends Friday', 'p1')").fetchone()[0]
+        assert new != old
+        same_as_originals("an expired fact freed")
+        c.execute("SELECT pymem.fact_add('agent', 'paths-bot', 'Sale ends Friday', 'p1', write => pymem.fact_write(valid_from => '2026-01-01'))")
+        same_as_originals("a restatement")
+        head = c.execute("SELECT id FROM pymem.facts_newest('agent', 'paths-bot', 'p1')").fetchone()[0]
+        c.execute("SELECT pymem.fact_supersede('agent', 'paths-bot', 'Sale ends Saturday', id => %s, project_id => 'p1', "
+                  "write => pymem.fact_write(ttl => '1 hour'))", (head,))
+        assert a.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'paths-bot' AND expires_at IS NOT NULL").fetchone()[0] >= 3
+        same_as_originals("a supersede that gives the history an expiry")
+        for i in range(3):
+            c.execute("SELECT pymem.fact_add('agent', 'paths-bot', %s, 'p1', write => pymem.fact_write(source => 'learned'), max_learned => 2)", (f"Learned {i}",))
+        assert a.execute("SELECT count(*) FROM pymem.facts WHERE scope_id = 'paths-bot' AND source = 'learned'").fetchone()[0] == 2
+        same_as_originals("the learned cap")
+        a.execute("SELECT pymem.text_search_configure('simple', 'p1')")
+        same_as_originals("a re-index")
 
 
 def test_one_user_context_with_a_query_runs_on_the_users_worker_only(pymem_cluster):

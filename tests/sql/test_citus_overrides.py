@@ -114,24 +114,25 @@ def test_migrate_check_reports_a_shared_copy_left_behind(dsn):
 
 # The table of overrides at the head of citus.sql (issue 55, item 3): one row per function whose
 # Citus form differs from its plain one, with how (body, derived, set, copy) and its reasons.
-ROW = re.compile(r"^-- \| (\w+) \| ([a-z, ]+) \| (.*?) \| (.*?) \|$", re.M)
+ROW = re.compile(r"^-- \| (\w+(?:, \w+)*) \| ([a-z, ]+) \| (.*?) \| (.*?) \|$", re.M)
 
 
 def table_and_statements(text: str) -> tuple[set[tuple[str, str]], set[tuple[str, str]]]:
     """What the header table says citus.sql does, and what its statements do, as (function, kind)
-    pairs: kind ALTER (a setting) or regproc (a second body, a derived body or a copy: the plain
-    function named as 'pymem.f'::pg_catalog.regproc in the statement that replaces or copies it)."""
-    kinds = {"body": "regproc", "set": "ALTER", "derived": "regproc", "copy": "regproc"}
+    pairs: kind ALTER (a setting), regproc (a second body, a derived body or a copy: the plain
+    function named as 'pymem.f'::pg_catalog.regproc in the statement that replaces or copies it) or
+    CREATE (own: a function only Citus has, the one kind that writes its signature here). A row
+    may name several functions that share how and why."""
+    kinds = {"body": "regproc", "set": "ALTER", "derived": "regproc", "copy": "regproc", "own": "CREATE"}
     said = set()
-    for name, how, needs, why in ROW.findall(text):
-        if name == "function":
+    for names, how, needs, why in ROW.findall(text):
+        if names == "function":
             continue
-        assert needs.strip() and why.strip(), f"citus.sql's table: {name} gives no reason"
-        said |= {(name, kinds[h.strip()]) for h in how.split(",")}
+        assert needs.strip() and why.strip(), f"citus.sql's table: {names} gives no reason"
+        said |= {(name, kinds[h.strip()]) for name in names.split(", ") for h in how.split(",")}
     code = "\n".join(line for line in text.splitlines() if not line.lstrip().startswith("--"))
-    creates = re.findall(r"CREATE (?:OR REPLACE )?FUNCTION pymem\.(\w+)", code)
-    assert creates == [], f"citus.sql writes a signature of its own: {creates}"
     done = ({(n, "ALTER") for n in re.findall(r"^ALTER FUNCTION pymem\.(\w+)", code, re.M)}
+            | {(n, "CREATE") for n in re.findall(r"CREATE (?:OR REPLACE )?FUNCTION pymem\.(\w+)", code)}
             | {(n, "regproc") for n in re.findall(r"'pymem\.(\w+)'::pg_catalog\.regproc", code)})
     return said, done
 
@@ -149,6 +150,24 @@ def test_the_table_check_is_not_vacuous():
     assert done - said == {("_window", "regproc")}
     said, done = table_and_statements(text + "\nALTER FUNCTION pymem.fact_add SET work_mem = '1MB';\n")
     assert done - said == {("fact_add", "ALTER")}
+    said, done = table_and_statements(text + "\nCREATE FUNCTION pymem.fact_add() RETURNS int LANGUAGE sql AS 'SELECT 1';\n")
+    assert done - said == {("fact_add", "CREATE")}  # a signature written here needs its own row
+    said, done = table_and_statements(re.sub(r"(?m)^(-- \| fact_add), facts_add_many,", r"\1,", text))
+    assert done - said == {("facts_add_many", "regproc")}  # a row of several functions is read name by name
+
+
+def test_what_only_citus_has_is_not_on_one_server(dsn):
+    """The functions citus.sql owns (how = own) exist only on a Citus coordinator: a plain migrate
+    leaves none of them (nothing plain calls them), and every other function it touches is there."""
+    said, _ = table_and_statements(CITUS.read_text(encoding="utf-8"))
+    own = sorted(n for n, k in said if k == "CREATE")
+    others = sorted({n for n, k in said if k != "CREATE"} - set(own))
+    assert own == ["_shared_facts_sync"], own
+    with psycopg.connect(dsn) as c:
+        there = {r[0] for r in c.execute("SELECT proname FROM pg_proc WHERE pronamespace = 'pymem'::regnamespace").fetchall()}
+        plain = "\n".join(r[0] for r in c.execute("SELECT prosrc FROM pg_proc WHERE pronamespace = 'pymem'::regnamespace").fetchall())
+    assert not set(own) & there and "_shared_facts_sync" not in plain
+    assert set(others) - there == set(), set(others) - there
 
 
 
