@@ -35,13 +35,13 @@ from typing import Any
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.conninfo import make_conninfo
-from psycopg.types.json import Jsonb
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import pymem  # noqa: E402
 from bench import common  # noqa: E402
 from pymem import runner  # noqa: E402
+from pymem.facts import FactWrite  # noqa: E402
 from pymem.queries import Q  # noqa: E402
 
 DB = "pymem_guarantees"
@@ -113,20 +113,17 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         return vectors[text]
 
     def add(text: str, u: str, vector: bool = True) -> dict[str, Any]:
-        return {"scope": "user", "scope_id": u, "content": text, "project_id": "", "confidence": 1.0,
-                "source": "manual", "trace_id": None, "metadata": Jsonb({}), "max_learned": 200,
-                "embedding": vec(text) if vector else None, "embedder": embedder.name if vector else None,
-                "created_at": None, "expires_at": None, "ttl": None, "valid_from": None, "valid_to": None}
+        return {"scope": "user", "scope_id": u, "content": text, "project_id": "", "write": FactWrite().checked(),
+                "max_learned": 200, "embedding": vec(text) if vector else None,
+                "embedder": embedder.name if vector else None}
 
     def lookup(text: str, u: str) -> dict[str, Any]:
-        return {k: v for k, v in add(text, u).items() if k not in ("embedding", "expires_at", "ttl", "valid_from",
-                                                                    "valid_to")}
+        return {k: v for k, v in add(text, u).items() if k != "embedding"}
 
     def supersede(text: str, u: str, old: int) -> dict[str, Any]:
         return {"scope": "user", "scope_id": u, "new_content": text, "id": old, "old_content": None,
-                "project_id": "", "confidence": 1.0, "source": "manual", "trace_id": None, "metadata": None,
-                "embedding": vec(text), "embedder": embedder.name, "created_at": None, "expires_at": None,
-                "ttl": None, "valid_from": None, "valid_to": None}
+                "project_id": "", "write": FactWrite().checked(keep_metadata=True),
+                "embedding": vec(text), "embedder": embedder.name}
 
     def text(i: int) -> str:
         return content(i % n, i % 10)
