@@ -163,7 +163,7 @@ BEGIN
          ARRAY['EXECUTE pg_catalog.format(''SET LOCAL pymem.tenant = %L'', \1);']),
         ('pymem.facts_newest'::pg_catalog.regproc,  -- the view's predicates on its table
          ARRAY['FROM pymem\.active_facts AS f\s+WHERE'],
-         ARRAY['FROM pymem.facts AS f WHERE pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now()) '
+         ARRAY['FROM pymem.facts AS f WHERE pymem._fact_live(f, pg_catalog.now()) '
                'AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now()) AND']),
         ('pymem._window'::pg_catalog.regproc,  -- the same query with the values written in
          ARRAY[' LANGUAGE sql', 'AS \$function\$', '(= |LIMIT )p_\w+', ';\s*\$function\$'],
@@ -398,7 +398,7 @@ BEGIN
       INTO v_id, v_content, v_confidence, v_source, v_metadata, v_at
       FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-       AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now()) AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now());
+       AND pymem._fact_live(f, pg_catalog.now()) AND pymem._fact_valid(f.valid_from, f.valid_to, pg_catalog.now());
     IF v_id IS NULL THEN
         RETURN;
     END IF;

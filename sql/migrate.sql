@@ -221,6 +221,29 @@ COMMIT;
 \echo pymem: applied 0051_fact_write
 \endif
 
+-- 0052_fact_states
+-- True when the named migration still has to run; raises PM002 if its file changed.
+SELECT pymem.migration_pending('0052_fact_states', 'dfa90e09ab1a794b93991124b4de638ffe6859b65f140ae1b719f5eafd7f51b0') AS pending
+\gset pymem_
+\if :pymem_pending
+BEGIN;
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+\ir migrations/0052_fact_states.sql
+-- Pins the transaction's search_path to pg_catalog, pymem, pg_temp (migrations, grants).
+SELECT pymem.migration_search_path()
+\gset pymem_
+-- Refuses (PM011) to commit when something stored in schema pymem depends on code outside pg_catalog, pymem and extensions.
+SELECT pymem.migration_check_dependencies()
+\gset pymem_
+-- Records a migration as applied, inside the migration's own transaction.
+SELECT pymem.migration_applied('0052_fact_states', 'dfa90e09ab1a794b93991124b4de638ffe6859b65f140ae1b719f5eafd7f51b0', '0.2.0.dev0')
+\gset pymem_
+COMMIT;
+\echo pymem: applied 0052_fact_states
+\endif
+
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).
 SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus') AS citus
 \gset pymem_
@@ -296,7 +319,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('731c83b96980ad3c50e2bb8297330860f92ed5c25a113abc2deeb76790b347c1')
+SELECT pymem.migration_api_applied('04a19eb7a1145f334a6809059e79535eabd4e52f2d6b19e0b790089e8c22fd38')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -14,14 +14,22 @@
 -- _vector_norm (bootstrap.sql renders them with pgvector's schema).
 
 -- The states of a fact and of a store entry, each named once (issue 55, item 3). A fact is the
--- "head" of its history while nothing supersedes it; "unexpired" at time `at` while its expiry
--- (NULL: never) is after `at`; "live" when both. Reads pass at = now() (the transaction's
--- start), and so do writes (on Citus, citus.sql puts a value in their place where Citus refuses
--- now() beside a column in a DELETE or UPDATE). A keyed-store entry (migrations/0007_v0_2_0_operations.sql) is
--- "live" while unexpired: _entry_live. pymem.active_facts says head, unexpired and valid in its
--- own words, for the roles that read it without EXECUTE here (migrations/0006_v0_2_0_memory.sql);
--- partial indexes and ON CONFLICT arbiters spell "head" out, as PostgreSQL needs it there.
--- No SET clause, so that they inline (before the planner matches a partial index's predicate).
+-- "head" of its history while nothing supersedes it; "kept" at time `at` while nothing has made it
+-- gone for reads (today: its expiry, NULL: never, is after `at`); "live" when both. Reads pass
+-- at = now() (the transaction's start), and so do writes (on Citus, citus.sql puts a value in
+-- their place where Citus refuses now() beside a column in a DELETE or UPDATE). A keyed-store
+-- entry (migrations/0007_v0_2_0_operations.sql) is "live" while unexpired: _entry_live.
+-- pymem.active_facts says head, kept and valid in its own words, for the roles that read it
+-- without EXECUTE here (migrations/0006_v0_2_0_memory.sql); partial indexes and ON CONFLICT
+-- arbiters spell "head" out, as PostgreSQL needs it there.
+-- _fact_kept and _fact_live take the fact's row (anyelement: a row of pymem.facts, of
+-- pymem.shared_facts, or of a Citus shard of either, all with the same columns), so that a new
+-- condition of "kept" is written here and nowhere else: no call site names the columns it reads.
+-- A row typed pymem.facts would not do on Citus, which sends `f.*` to a shard whose row type is
+-- another (function _fact_live(pymem.facts_102008, ...) does not exist). No SET clause, so that
+-- they inline (before the planner matches a partial index's predicate): `(f).expires_at` of a
+-- table's row becomes the column, and the plan is the one of the condition written out
+-- (tests/facts/test_facts_plans.py).
 CREATE OR REPLACE FUNCTION pymem._fact_head(superseded_by bigint)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
@@ -32,10 +40,15 @@ RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
 AS $$ SELECT expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) at $$;
 
-CREATE OR REPLACE FUNCTION pymem._fact_live(superseded_by bigint, expires_at timestamptz, at timestamptz)
+CREATE OR REPLACE FUNCTION pymem._fact_kept(f anyelement, at timestamptz)
 RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
-AS $$ SELECT pymem._fact_head(superseded_by) AND pymem._unexpired(expires_at, at) $$;
+AS $$ SELECT pymem._unexpired(f.expires_at, at) $$;
+
+CREATE OR REPLACE FUNCTION pymem._fact_live(f anyelement, at timestamptz)
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
+AS $$ SELECT pymem._fact_head(f.superseded_by) AND pymem._fact_kept(f, at) $$;
 
 CREATE OR REPLACE FUNCTION pymem._entry_live(expires_at timestamptz, at timestamptz)
 RETURNS boolean

@@ -27,7 +27,7 @@ BEGIN
            pg_catalog.count(*) FILTER (WHERE f.superseded_by IS NOT NULL),
            pg_catalog.max(f.created_at)
       FROM pymem.facts AS f
-     WHERE f.project_id = browse_subjects.project_id AND pymem._unexpired(f.expires_at, pg_catalog.now())
+     WHERE f.project_id = browse_subjects.project_id AND pymem._fact_kept(f, pg_catalog.now())
      GROUP BY f.scope, f.scope_id
      ORDER BY pg_catalog.max(f.created_at) DESC, f.scope, f.scope_id
      LIMIT browse_subjects.max_rows;

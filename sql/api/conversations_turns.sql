@@ -270,7 +270,7 @@ BEGIN
               INTO v_got_keys, v_got_ids, v_expired
               FROM (SELECT DISTINCT u.k FROM pg_catalog.unnest(v_keys) AS u(k) WHERE u.k <> ALL (v_got_keys)) AS k
              CROSS JOIN LATERAL (
-                   SELECT f.content_key, f.id, pymem._unexpired(f.expires_at, pg_catalog.now()) AS live FROM pymem.facts AS f
+                   SELECT f.content_key, f.id, pymem._fact_kept(f, pg_catalog.now()) AS live FROM pymem.facts AS f
                     WHERE f.project_id = _turn_learn.project_id AND f.scope = 'user' COLLATE "C"
                       AND f.scope_id = _turn_learn.user_id AND f.content_key = k.k AND pymem._fact_head(f.superseded_by)
                     LIMIT 1) AS f;  -- one active fact per key; the LIMIT keeps the lookup per key

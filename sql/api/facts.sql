@@ -314,6 +314,6 @@ BEGIN
     PERFORM pymem._project_check(fact_get.project_id);
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id AND pymem._unexpired(f.expires_at, pg_catalog.now());
+     WHERE f.project_id = fact_get.project_id AND f.id = fact_get.id AND pymem._fact_kept(f, pg_catalog.now());
 END;
 $$;

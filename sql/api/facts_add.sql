@@ -51,6 +51,7 @@ DECLARE
     v_have integer;  -- the dimension of the fact's vector from embedder, if it has one
     v_expires timestamptz;  -- the expiry asked for (NULL: none)
     v_was timestamptz;  -- the existing fact's expiry
+    v_kept boolean;  -- the existing fact is kept (pymem._fact_kept: not gone for reads)
     v_valid boolean;  -- a valid time given
 BEGIN
     v_content := pymem._fact_trim(fact_add.content);
@@ -73,7 +74,8 @@ BEGIN
         -- against the registry, whose rows are never changed or deleted: its dimension is the
         -- registered one. (scope compared in "C", as facts_subject_content_key holds it: only that
         -- index serves the lookup, see 0006_v0_2_0_memory)
-        SELECT f.id, pymem._vector_dims(e.embedding), f.expires_at INTO v_id, v_have, v_was
+        SELECT f.id, pymem._vector_dims(e.embedding), f.expires_at, pymem._fact_kept(f, pg_catalog.now())
+          INTO v_id, v_have, v_was, v_kept
           FROM pymem.facts AS f
           LEFT JOIN pymem.fact_embeddings AS e
             ON e.project_id = f.project_id AND e.scope = f.scope AND e.scope_id = f.scope_id AND e.fact_id = f.id
@@ -81,7 +83,7 @@ BEGIN
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C"
            AND f.scope_id = fact_add.scope_id AND f.content_key = v_key AND pymem._fact_head(f.superseded_by);
         IF v_have = pymem._vector_dims(fact_add.embedding) AND v_expires IS NULL AND NOT v_valid
-           AND (v_was IS NULL OR pymem._unexpired(v_was, pg_catalog.now())) THEN
+           AND v_kept THEN
             id := v_id;
             created := false;
             RETURN NEXT;
@@ -101,12 +103,12 @@ BEGIN
         END IF;
         -- an idempotent re-add (the fact is there) is one index read: no insert attempt, so no
         -- statement trigger either
-        SELECT f.id, f.expires_at INTO v_id, v_was FROM pymem.facts AS f
+        SELECT f.id, f.expires_at, pymem._fact_kept(f, pg_catalog.now()) INTO v_id, v_was, v_kept FROM pymem.facts AS f
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
            AND f.content_key = v_key AND pymem._fact_head(f.superseded_by);
     END IF;
     v_created := false;
-    IF v_was IS NOT NULL AND NOT pymem._unexpired(v_was, pg_catalog.now()) THEN
+    IF v_id IS NOT NULL AND NOT v_kept THEN
         PERFORM pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
         v_id := NULL;
     END IF;
@@ -115,12 +117,12 @@ BEGIN
         v_created := v_id IS NOT NULL;
         EXIT WHEN v_created;
         -- a concurrent writer just committed the same fact: return its id
-        SELECT f.id, f.expires_at INTO v_id, v_was FROM pymem.facts AS f
+        SELECT f.id, f.expires_at, pymem._fact_kept(f, pg_catalog.now()) INTO v_id, v_was, v_kept FROM pymem.facts AS f
          WHERE f.project_id = fact_add.project_id AND f.scope = fact_add.scope COLLATE "C" AND f.scope_id = fact_add.scope_id
            AND f.content_key = v_key AND pymem._fact_head(f.superseded_by);
         -- not found: it was superseded or forgotten in between, try the insert again; expired:
         -- it goes, and the insert is tried again
-        IF v_id IS NOT NULL AND NOT pymem._unexpired(v_was, pg_catalog.now()) THEN
+        IF v_id IS NOT NULL AND NOT v_kept THEN
             PERFORM pymem._fact_expired_free(fact_add.project_id, fact_add.scope, fact_add.scope_id, v_id);
             v_id := NULL;
         END IF;
@@ -196,7 +198,7 @@ BEGIN
        AND e.embedder = fact_lookup.embedder
      WHERE f.project_id = fact_lookup.project_id AND f.scope = fact_lookup.scope COLLATE "C"
        AND f.scope_id = fact_lookup.scope_id AND f.content_key = pymem.fact_key(v_content)
-       AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now());  -- expired: fact_add replaces it
+       AND pymem._fact_live(f, pg_catalog.now());  -- expired: fact_add replaces it
     IF FOUND THEN
         id := v_id;
         embedded := v_embedded;

@@ -19,7 +19,7 @@ DECLARE
 BEGIN
     SELECT o.created_at, o.id INTO v_cut_at, v_cut_id FROM pymem.facts AS o
      WHERE o.project_id = p_project_id AND o.scope = p_scope AND o.scope_id = p_scope_id
-       AND o.source = 'learned' AND pymem._fact_live(o.superseded_by, o.expires_at, pg_catalog.now())
+       AND o.source = 'learned' AND pymem._fact_live(o, pg_catalog.now())
      ORDER BY o.created_at DESC, o.id DESC
     OFFSET p_max LIMIT 1;
     IF NOT FOUND THEN
@@ -27,7 +27,7 @@ BEGIN
     END IF;
     DELETE FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-       AND f.source = 'learned' AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now())
+       AND f.source = 'learned' AND pymem._fact_live(f, pg_catalog.now())
        AND (f.created_at, f.id) <= (v_cut_at, v_cut_id);
     RETURN FOUND;
 END;

@@ -128,6 +128,6 @@ BEGIN
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
      WHERE f.project_id = fact_read.project_id AND f.id = fact_read.id AND f.scope = fact_read.scope
-       AND f.scope_id = fact_read.scope_id AND pymem._unexpired(f.expires_at, pg_catalog.now());
+       AND f.scope_id = fact_read.scope_id AND pymem._fact_kept(f, pg_catalog.now());
 END;
 $$;

@@ -111,7 +111,7 @@ BEGIN
       LEFT JOIN pymem.facts AS n
         ON n.project_id = f.project_id AND n.scope = f.scope AND n.scope_id = f.scope_id AND n.id = f.superseded_by
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id
-       AND f.created_at <= v_as_of AND pymem._unexpired(f.expires_at, v_now)
+       AND f.created_at <= v_as_of AND pymem._fact_kept(f, v_now)
        AND CASE WHEN f.superseded_at IS NULL OR f.superseded_at > v_as_of
                 THEN pymem._fact_valid(f.valid_from, f.valid_to, v_valid_at)
                 ELSE n.valid_from IS NOT NULL AND n.content_key <> f.content_key
@@ -170,7 +170,7 @@ AS $$
 BEGIN
     DELETE FROM pymem.facts AS f
      WHERE f.project_id = p_project_id AND f.scope = p_scope AND f.scope_id = p_scope_id AND f.id = p_id
-       AND NOT pymem._unexpired(f.expires_at, pg_catalog.now());
+       AND NOT pymem._fact_kept(f, pg_catalog.now());
     RETURN FOUND;
 END;
 $$;

@@ -52,7 +52,7 @@ AS $$
 BEGIN
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
-     WHERE f.project_id = p_project_id AND f.scope = p_scope AND pymem._unexpired(f.expires_at, pg_catalog.now())
+     WHERE f.project_id = p_project_id AND f.scope = p_scope AND pymem._fact_kept(f, pg_catalog.now())
      ORDER BY f.created_at DESC, f.id DESC
      LIMIT p_max;
 END;
@@ -84,7 +84,7 @@ BEGIN
     RETURN QUERY
     SELECT f.* FROM pymem.facts AS f
      WHERE f.project_id = fact_history.project_id AND f.scope = fact_history.scope
-       AND f.scope_id = fact_history.scope_id AND pymem._unexpired(f.expires_at, pg_catalog.now())
+       AND f.scope_id = fact_history.scope_id AND pymem._fact_kept(f, pg_catalog.now())
      ORDER BY f.created_at DESC, f.id DESC
      LIMIT fact_history.max_facts;
 END;
@@ -115,7 +115,7 @@ BEGIN
     WITH RECURSIVE fwd AS (
         SELECT f.id, f.superseded_by FROM pymem.facts AS f
          WHERE f.project_id = fact_chain.project_id AND f.scope = fact_chain.scope
-           AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id AND pymem._unexpired(f.expires_at, pg_catalog.now())
+           AND f.scope_id = fact_chain.scope_id AND f.id = fact_chain.id AND pymem._fact_kept(f, pg_catalog.now())
         UNION ALL
         SELECT n.id, n.superseded_by FROM fwd AS w JOIN pymem.facts AS n
           ON n.project_id = fact_chain.project_id AND n.scope = fact_chain.scope
@@ -142,7 +142,7 @@ BEGIN
            (t.fact).created_at, (t.fact).superseded_by, (t.fact).superseded_at, t.depth, (t.fact).expires_at,
            (t.fact).valid_from, (t.fact).valid_to
       FROM tree AS t
-     WHERE pymem._unexpired((t.fact).expires_at, pg_catalog.now())  -- (a live version's successors are live: _fact_history_expire)
+     WHERE pymem._fact_kept(t.fact, pg_catalog.now())  -- (a live version's successors are live: _fact_history_expire)
      ORDER BY t.depth DESC, (t.fact).created_at, (t.fact).id;
 END;
 $$;
@@ -204,6 +204,7 @@ DECLARE
     v_expires timestamptz;  -- the expiry asked for (NULL: none)
     v_head timestamptz;  -- the expiry of the newest version after this call
     v_was timestamptz;
+    v_kept boolean;  -- the version read is kept (pymem._fact_kept: not gone for reads)
     v_keep boolean := NOT write IS NULL AND write.metadata IS NULL;  -- metadata NULL: the old version's
 BEGIN
     -- fact_add's checks of the tenant, the subject, the new version's content and write (no cap);
@@ -226,25 +227,25 @@ BEGIN
     PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     IF fact_supersede.id IS NOT NULL THEN
         SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at,
-               f.metadata
+               f.metadata, pymem._fact_kept(f, pg_catalog.now()) AS kept
           INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope
            AND f.scope_id = fact_supersede.scope_id AND f.id = fact_supersede.id
            FOR UPDATE;
-        IF NOT FOUND OR NOT pymem._unexpired(v_old.expires_at, pg_catalog.now()) THEN  -- an expired fact is gone
+        IF NOT FOUND OR NOT v_old.kept THEN  -- an expired fact is gone
             RAISE EXCEPTION 'pymem: no fact % for % %', fact_supersede.id, fact_supersede.scope,
                     pg_catalog.quote_literal(fact_supersede.scope_id)
                 USING ERRCODE = 'P0002';
         END IF;
     ELSE
         SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at,
-               f.metadata
+               f.metadata, pymem._fact_kept(f, pg_catalog.now()) AS kept
           INTO v_old FROM pymem.facts AS f
          WHERE f.project_id = fact_supersede.project_id AND f.scope = fact_supersede.scope COLLATE "C"
            AND f.scope_id = fact_supersede.scope_id AND pymem._fact_head(f.superseded_by)
            AND f.content_key = pymem.fact_key(fact_supersede.old_content)
            FOR UPDATE;
-        IF FOUND AND NOT pymem._unexpired(v_old.expires_at, pg_catalog.now()) THEN
+        IF FOUND AND NOT v_old.kept THEN
             RAISE EXCEPTION 'pymem: no active % fact for % with that content (it has expired)', fact_supersede.scope,
                     pg_catalog.quote_literal(fact_supersede.scope_id)
                 USING ERRCODE = 'P0002', HINT = 'Add the fact again with fact_add.';
@@ -314,11 +315,11 @@ BEGIN
         EXIT WHEN v_created;
         -- the new content is already an active fact (or a concurrent fact_add just committed
         -- it): merge into it; the key-share lock keeps it from being deleted until we commit
-        SELECT f.id, f.expires_at INTO v_new, v_was FROM pymem.facts AS f
+        SELECT f.id, f.expires_at, pymem._fact_kept(f, pg_catalog.now()) INTO v_new, v_was, v_kept FROM pymem.facts AS f
          WHERE f.project_id = v_old.project_id AND f.scope = v_old.scope COLLATE "C" AND f.scope_id = v_old.scope_id
            AND f.content_key = v_key AND pymem._fact_head(f.superseded_by)
            FOR KEY SHARE;
-        IF FOUND AND NOT pymem._unexpired(v_was, pg_catalog.now()) THEN
+        IF FOUND AND NOT v_kept THEN
             -- an expired fact holds the new content's key: it goes, and the insert is tried again
             PERFORM pymem._fact_expired_free(v_old.project_id, v_old.scope, v_old.scope_id, v_new);
             v_new := NULL;

@@ -187,7 +187,7 @@ BEGIN
           LEFT JOIN LATERAL (SELECT f.id FROM pymem.facts AS f
                               WHERE f.project_id = p_project_id AND f.scope = p_scope COLLATE "C"
                                 AND f.scope_id = t.scope_id AND f.content_key = t.key
-                                AND pymem._fact_live(f.superseded_by, f.expires_at, pg_catalog.now())  -- an expired one: left to fact_add, which frees its key
+                                AND pymem._fact_live(f, pg_catalog.now())  -- an expired one: left to fact_add, which frees its key
                               LIMIT 1) AS f ON true),
     firsts AS MATERIALIZED (
         SELECT DISTINCT ON (x.scope_id, x.key) x.* FROM input AS x WHERE x.known IS NULL ORDER BY x.scope_id, x.key, x.i),

@@ -54,7 +54,7 @@ BEGIN
     IF v_ids IS NOT NULL THEN
         -- by id within the project (facts_project_id_id); the expiry tested again on each row
         DELETE FROM pymem.facts AS f
-         WHERE f.project_id = purge.project_id AND f.id = ANY (v_ids) AND NOT pymem._unexpired(f.expires_at, v_now);
+         WHERE f.project_id = purge.project_id AND f.id = ANY (v_ids) AND NOT pymem._fact_kept(f, v_now);
         GET DIAGNOSTICS v_count = ROW_COUNT;
     END IF;
     kind := 'facts';

@@ -36,10 +36,10 @@ BEGIN
                       'id', f.id, 'content', f.content, 'confidence', f.confidence, 'source', f.source,
                       'trace_id', f.trace_id, 'metadata', f.metadata, 'created_at', f.created_at,
                       'superseded_by', f.superseded_by, 'superseded_at', f.superseded_at,
-                      'expires_at', f.expires_at) ORDER BY f.id), '[]')
+                      'expires_at', f.expires_at, 'valid_from', f.valid_from, 'valid_to', f.valid_to) ORDER BY f.id), '[]')
                     FROM pymem.facts AS f
                    WHERE f.project_id = user_export.project_id AND f.scope = 'user' AND f.scope_id = user_export.user_id
-                     AND pymem._unexpired(f.expires_at, pg_catalog.now())),
+                     AND pymem._fact_kept(f, pg_catalog.now())),
         'threads', (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
                         'thread_id', t.thread_id, 'summary', t.summary, 'summary_through', t.summary_through,
                         'summary_at', t.summary_at, 'created_at', t.created_at,
@@ -172,6 +172,9 @@ BEGIN
         RAISE EXCEPTION 'pymem: % fact(s) of the document form or lead into a supersede cycle', v_cyclic
             USING ERRCODE = '22023';
     END IF;
+    -- each fact's valid time (22023 where it is not a range)
+    PERFORM pymem._valid_time((e.value ->> 'valid_from')::timestamptz, (e.value ->> 'valid_to')::timestamptz)
+       FROM pg_catalog.jsonb_array_elements(v_facts) AS e;
     -- New ids in the order of the old ones (ties of created_at keep their order), drawn first
     -- so that each row carries its successor's new id.
     WITH doc AS (
@@ -182,11 +185,14 @@ BEGIN
           FROM (SELECT d.id FROM doc AS d ORDER BY d.id) AS o
     )
     INSERT INTO pymem.facts AS f (id, project_id, scope, scope_id, content, content_key, confidence, source,
-                                  trace_id, metadata, created_at, superseded_by, superseded_at, expires_at)
+                                  trace_id, metadata, created_at, superseded_by, superseded_at, expires_at, valid_from,
+                                  valid_to)
     OVERRIDING SYSTEM VALUE
     SELECT r.new_id, v_project, 'user', v_user, r.content, pymem.fact_key(r.content), r.confidence, r.source,
-           r.trace_id, r.metadata, r.created_at, r.next_id, r.superseded_at, (r.fact ->> 'expires_at')::timestamptz
+           r.trace_id, r.metadata, r.created_at, r.next_id, r.superseded_at, (r.fact ->> 'expires_at')::timestamptz,
+           r.valid_from, r.valid_to
       FROM (SELECT i.new_id, s.new_id AS next_id, v.confidence, v.source, v.trace_id, v.metadata, d.fact,
+                   v.valid_from, v.valid_to,
                    pymem._fact_check_values(d.fact ->> 'content', v.confidence, v.source, v.trace_id, v.metadata) AS content,
                    coalesce((d.fact ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp()) AS created_at,
                    CASE WHEN d.next IS NOT NULL
@@ -197,7 +203,9 @@ BEGIN
               LEFT JOIN ids AS s ON s.id = d.next
              CROSS JOIN LATERAL (SELECT coalesce((d.fact ->> 'confidence')::float8, 1.0) AS confidence,
                                         coalesce(d.fact ->> 'source', 'manual') AS source, d.fact ->> 'trace_id' AS trace_id,
-                                        coalesce(d.fact -> 'metadata', '{}') AS metadata) AS v
+                                        coalesce(d.fact -> 'metadata', '{}') AS metadata,
+                                        (d.fact ->> 'valid_from')::timestamptz AS valid_from,
+                                        (d.fact ->> 'valid_to')::timestamptz AS valid_to) AS v
              ORDER BY i.new_id
             OFFSET 0) AS r;  -- OFFSET 0: each row's checks run once
 

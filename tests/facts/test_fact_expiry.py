@@ -293,12 +293,35 @@ def test_pymem_purge_on_the_command_line(dsn):
 
 def test_the_view_and_the_reads_of_history_say_not_expired_the_same_way(dsn):
     """pymem.active_facts spells "not expired" out (a role with SELECT reads it with its own
-    rights, and may execute no internal function); every other read calls pymem._fact_live
-    (head and pymem._unexpired). Both must say the same."""
+    rights, and may execute no internal function); every other read calls pymem._fact_live or
+    pymem._fact_kept (head and pymem._unexpired of the row's expiry). Both must say the same."""
     with psycopg.connect(dsn) as c:
         live = c.execute("SELECT prosrc FROM pg_proc WHERE oid = 'pymem._unexpired'::regproc").fetchone()[0]
+        kept = c.execute("SELECT prosrc FROM pg_proc WHERE oid = 'pymem._fact_kept'::regproc").fetchone()[0]
+        assert "pymem._unexpired(f.expires_at, at)" in kept
         head = c.execute("SELECT prosrc FROM pg_proc WHERE oid = 'pymem._fact_head'::regproc").fetchone()[0]
         view = c.execute("SELECT pg_get_viewdef('pymem.active_facts'::regclass)").fetchone()[0]
     assert "expires_at IS NULL OR expires_at OPERATOR(pg_catalog.>) at" in live  # called with now() by every read
     assert "((expires_at IS NULL) OR (expires_at > now()))" in view.replace("f.", ""), view  # PostgreSQL 15 writes f.
     assert "superseded_by IS NULL" in head and "superseded_by IS NULL" in view, view
+
+
+def test_the_states_of_a_fact_take_its_row_and_inline(dsn):
+    """pymem._fact_live(f, at) and pymem._fact_kept(f, at) take the fact's row (so a new condition
+    is written in 00_common.sql only) and still inline: the plan reads the columns, as if the
+    condition were written out, with no call left (a call would keep the planner from matching
+    the partial indexes' "head" predicate). The same for a row of pymem.shared_facts."""
+    with psycopg.connect(dsn) as c:
+        for table in ("facts", "shared_facts"):
+            plan = "\n".join(r[0] for r in c.execute(
+                f"""EXPLAIN (VERBOSE, COSTS OFF) SELECT f.id FROM pymem.{table} AS f
+                     WHERE f.project_id = '' AND f.scope = 'user' AND f.scope_id = 'u1'
+                       AND pymem._fact_live(f, now()) AND NOT pymem._fact_kept(f, now() + interval '1 day')"""))
+            assert "_fact_live" not in plan and "_fact_kept" not in plan and "_unexpired" not in plan, plan
+            heads = [name for (name,) in c.execute(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = 'pymem' AND tablename = %s"
+                " AND indexdef ~ 'WHERE \\(+superseded_by IS NULL\\)+$'", (table,))]
+            assert heads, table
+            # "head" matched a partial index's predicate (so it is no filter), or is a filter
+            assert "superseded_by IS NULL" in plan or any(f"using {h} " in plan for h in heads), plan
+            assert "expires_at IS NULL" in plan and "expires_at <= (now()" in plan, plan

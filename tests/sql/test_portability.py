@@ -265,3 +265,32 @@ def test_cli_export_writes_a_file_only_its_owner_can_read(db, dsn, tmp_path):
     nowhere = subprocess.run([str(PYMEM), "export", "--user", "alice", "-o", str(tmp_path / "no" / "such.json")],
                              env=env, capture_output=True, text=True, timeout=60)
     assert nowhere.returncode == 1 and "cannot write" in nowhere.stderr and "Traceback" not in nowhere.stderr
+
+
+def test_a_round_trip_keeps_every_column_of_a_fact_and_checks_valid_time(db, dsn):
+    """The export carries every column of pymem.facts but the owner and the derived key, so a
+    round trip loses nothing: valid time and expiry included (valid time was once left out).
+    An imported fact's valid time is checked like a write's: an empty range is 22023, and
+    the document writes nothing."""
+    from datetime import datetime, timedelta, timezone
+
+    mem = Memory(db=db, agent_id="bot", embedder=HashEmbedder())
+    start = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    mem.persist("Works at Acme", id="vera", valid_from=start, valid_to=start + timedelta(days=300), ttl=3600)
+    mem.persist("Lives in Lyon", id="vera", valid_from=start)
+    doc = json.loads(json.dumps(export_user(db, "vera"), default=str))
+    with psycopg.connect(dsn) as c:
+        columns = {name for (name,) in c.execute(
+            "SELECT attname FROM pg_attribute WHERE attrelid = 'pymem.facts'::regclass AND attnum > 0 AND NOT attisdropped")}
+    assert {key for f in doc["facts"] for key in f} == columns - {"project_id", "scope", "scope_id", "content_key"}
+    import_user(db, doc, user_id="vera2")
+    keep = ("content", "valid_from", "valid_to", "expires_at", "created_at", "confidence", "source", "metadata")
+    copy = json.loads(json.dumps(export_user(db, "vera2"), default=str))
+    assert sorted(tuple(f[k] for k in keep) for f in copy["facts"]) == sorted(tuple(f[k] for k in keep) for f in doc["facts"])
+    assert any(f["valid_to"] for f in copy["facts"])
+    before = psycopg.connect(dsn).execute("SELECT count(*) FROM pymem.facts").fetchone()
+    bad = json.loads(json.dumps(doc))
+    bad["facts"][0]["valid_to"] = bad["facts"][0]["valid_from"]
+    with pytest.raises(pymem.ValidationError, match="valid_from"):
+        import_user(db, bad, user_id="vera3")
+    assert psycopg.connect(dsn).execute("SELECT count(*) FROM pymem.facts").fetchone() == before

@@ -83,7 +83,7 @@ def test_every_sql_file_puts_its_objects_in_schema_pymem():
 
 # Functions that may not pin search_path: the migration_*_path functions set it for their caller
 # (a SET clause would undo that); current_tenant, the pgvector wrappers, recall's floor and the
-# ranking's formulas, the states of a fact and of a store entry (_fact_head, _unexpired, _fact_live, _entry_live) and
+# ranking's formulas, the states of a fact and of a store entry (_fact_head, _unexpired, _fact_kept, _fact_live, _entry_live) and
 # "holds at" (_fact_valid) must inline (into RLS policies, into the rankings' ORDER BY and filters, before the planner
 # matches a partial index's predicate) and a SET clause stops that.
 UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "pymem.current_tenant()",
@@ -93,7 +93,7 @@ UNPINNED = {"pymem.migration_search_path()", "pymem.migration_types_path()", "py
             "pymem._bm25(double precision,double precision,double precision,double precision,double precision)",
             "pymem._recency(double precision,double precision)", "pymem._fact_head(bigint)",
             "pymem._unexpired(timestamp with time zone,timestamp with time zone)",
-            "pymem._fact_live(bigint,timestamp with time zone,timestamp with time zone)",
+            "pymem._fact_kept(anyelement,timestamp with time zone)", "pymem._fact_live(anyelement,timestamp with time zone)",
             "pymem._entry_live(timestamp with time zone,timestamp with time zone)", "pymem._message_role(text)",
             "pymem._fact_valid(timestamp with time zone,timestamp with time zone,timestamp with time zone)",
             "pymem._recall_rows(text,text,text,vector,tsquery,timestamp with time zone,jsonb)",
