@@ -32,11 +32,8 @@ BEGIN
         'format', 'pymem.user/1',
         'project_id', user_export.project_id,
         'user_id', user_export.user_id,
-        'facts', (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object(
-                      'id', f.id, 'content', f.content, 'confidence', f.confidence, 'source', f.source,
-                      'trace_id', f.trace_id, 'metadata', f.metadata, 'created_at', f.created_at,
-                      'superseded_by', f.superseded_by, 'superseded_at', f.superseded_at,
-                      'expires_at', f.expires_at, 'valid_from', f.valid_from, 'valid_to', f.valid_to) ORDER BY f.id), '[]')
+        'facts', (SELECT coalesce(pg_catalog.jsonb_agg(pg_catalog.to_jsonb(f) OPERATOR(pg_catalog.-)
+                                                       '{project_id,scope,scope_id,content_key}'::text[] ORDER BY f.id), '[]')
                     FROM pymem.facts AS f
                    WHERE f.project_id = user_export.project_id AND f.scope = 'user' AND f.scope_id = user_export.user_id
                      AND pymem._fact_kept(f, pg_catalog.now())),
@@ -184,15 +181,13 @@ BEGIN
         SELECT o.id, pg_catalog.nextval(v_seq) AS new_id
           FROM (SELECT d.id FROM doc AS d ORDER BY d.id) AS o
     )
-    INSERT INTO pymem.facts AS f (id, project_id, scope, scope_id, content, content_key, confidence, source,
-                                  trace_id, metadata, created_at, superseded_by, superseded_at, expires_at, valid_from,
-                                  valid_to)
-    OVERRIDING SYSTEM VALUE
-    SELECT r.new_id, v_project, 'user', v_user, r.content, pymem.fact_key(r.content), r.confidence, r.source,
-           r.trace_id, r.metadata, r.created_at, r.next_id, r.superseded_at, (r.fact ->> 'expires_at')::timestamptz,
-           r.valid_from, r.valid_to
+    -- A fact of the document is a row of pymem.facts by its columns' names (user_export writes every
+    -- column but the owner and the key): the import sets the owner, the new ids, the key and the
+    -- fields with rules (checked, defaulted); every other column comes as the document has it,
+    -- through its type's input (the key as bytea's hex input, whatever bytea_output says).
+    INSERT INTO pymem.facts OVERRIDING SYSTEM VALUE
+    SELECT x.*
       FROM (SELECT i.new_id, s.new_id AS next_id, v.confidence, v.source, v.trace_id, v.metadata, d.fact,
-                   v.valid_from, v.valid_to,
                    pymem._fact_check_values(d.fact ->> 'content', v.confidence, v.source, v.trace_id, v.metadata) AS content,
                    coalesce((d.fact ->> 'created_at')::timestamptz, pg_catalog.clock_timestamp()) AS created_at,
                    CASE WHEN d.next IS NOT NULL
@@ -203,11 +198,15 @@ BEGIN
               LEFT JOIN ids AS s ON s.id = d.next
              CROSS JOIN LATERAL (SELECT coalesce((d.fact ->> 'confidence')::float8, 1.0) AS confidence,
                                         coalesce(d.fact ->> 'source', 'manual') AS source, d.fact ->> 'trace_id' AS trace_id,
-                                        coalesce(d.fact -> 'metadata', '{}') AS metadata,
-                                        (d.fact ->> 'valid_from')::timestamptz AS valid_from,
-                                        (d.fact ->> 'valid_to')::timestamptz AS valid_to) AS v
+                                        coalesce(d.fact -> 'metadata', '{}') AS metadata) AS v
              ORDER BY i.new_id
-            OFFSET 0) AS r;  -- OFFSET 0: each row's checks run once
+            OFFSET 0) AS r  -- OFFSET 0: each row's checks run once
+     CROSS JOIN LATERAL pg_catalog.jsonb_populate_record(NULL::pymem.facts, r.fact || pg_catalog.jsonb_build_object(
+               'id', r.new_id, 'project_id', v_project, 'scope', 'user', 'scope_id', v_user, 'content', r.content,
+               'content_key', E'\\x' || pg_catalog.encode(pymem.fact_key(r.content), 'hex'), 'confidence', r.confidence, 'source', r.source,
+               'trace_id', r.trace_id, 'metadata', r.metadata, 'created_at', r.created_at, 'superseded_by', r.next_id,
+               'superseded_at', r.superseded_at)) AS x
+     ORDER BY x.id;
 
     -- threads and their messages
     IF EXISTS (SELECT 1 FROM pg_catalog.jsonb_array_elements(v_threads) AS t WHERE t.value ->> 'thread_id' IS NULL) THEN

@@ -994,6 +994,28 @@ def test_facts_expire_and_purge_on_the_cluster(pymem_cluster):
         assert c.execute("SELECT count(*) FROM pymem.shared_facts WHERE scope_id = %s", (agent,)).fetchone()[0] == 0
 
 
+def test_a_user_is_exported_and_imported_on_the_cluster(pymem_cluster):
+    """user_export reads each fact as its row (to_jsonb(f), pymem._fact_kept(f, at)), which Citus
+    sends to a shard whose row type is the shard's: the export and the import round-trip a user,
+    valid time and history included, between users on both workers."""
+    admin, app, _ = pymem_cluster
+    with psycopg.connect(admin, autocommit=True) as c:
+        _, near, far = _agent_and_users(c)
+    with psycopg.connect(app, autocommit=True) as c:
+        c.execute("SELECT pymem.fact_add('user', %s, 'Works at Acme', 'p1', write => pymem.fact_write("
+                  "valid_from => '2025-01-01', valid_to => '2025-06-01'))", (near,))
+        c.execute("SELECT pymem.fact_supersede('user', %s, 'Works at Initech', 'p1', old_content => 'Works at Acme')", (near,))
+        c.execute("SELECT pymem.fact_add('user', %s, 'Gone soon', 'p1', write => pymem.fact_write(ttl => '1 day'))", (near,))
+        doc = c.execute("SELECT pymem.user_export(%s, 'p1')", (near,)).fetchone()[0]
+        assert sorted(f["content"] for f in doc["facts"]) == ["Gone soon", "Works at Acme", "Works at Initech"]
+        c.execute("SELECT pymem.facts_forget('user', %s, 'p1')", (far,))
+        c.execute("SELECT pymem.user_import(%s, 'p1', %s, replace => true)", (psycopg.types.json.Jsonb(doc), far))
+        copy = c.execute("SELECT pymem.user_export(%s, 'p1')", (far,)).fetchone()[0]
+    keep = ("content", "valid_from", "valid_to", "expires_at", "created_at", "confidence", "source")
+    assert sorted(tuple(f[k] for k in keep) for f in copy["facts"]) == sorted(tuple(f[k] for k in keep) for f in doc["facts"])
+    assert [f["valid_to"] for f in copy["facts"] if f["content"] == "Works at Acme"] != [None]
+
+
 def test_a_user_is_erased_on_the_cluster_with_a_receipt(pymem_cluster):
     """user_forget on Citus (issue 33, item 2): not delegated, since it writes rows of other keys
     (the user's stores, other stores' actors, the receipt in the reference table erasures): it
