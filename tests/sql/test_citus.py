@@ -1004,7 +1004,7 @@ def test_a_user_is_exported_and_imported_on_the_cluster(pymem_cluster):
     with psycopg.connect(app, autocommit=True) as c:
         c.execute("SELECT pymem.fact_add('user', %s, 'Works at Acme', 'p1', write => pymem.fact_write("
                   "valid_from => '2025-01-01', valid_to => '2025-06-01'))", (near,))
-        c.execute("SELECT pymem.fact_supersede('user', %s, 'Works at Initech', 'p1', old_content => 'Works at Acme')", (near,))
+        c.execute("SELECT pymem.fact_supersede('user', %s, 'Works at Initech', old_content => 'Works at Acme', project_id => 'p1')", (near,))
         c.execute("SELECT pymem.fact_add('user', %s, 'Gone soon', 'p1', write => pymem.fact_write(ttl => '1 day'))", (near,))
         doc = c.execute("SELECT pymem.user_export(%s, 'p1')", (near,)).fetchone()[0]
         assert sorted(f["content"] for f in doc["facts"]) == ["Gone soon", "Works at Acme", "Works at Initech"]
