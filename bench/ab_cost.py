@@ -12,7 +12,8 @@ default of Memory) and with its text at lexical weight 0 (hybrid off: the text i
 what the backend itself ran, less disturbed by other load on a shared machine than wall time) and
 the wall time, median and minimum over rounds, and the ratios. With --writes, also on both:
 turn_record (the probe's texts with their vectors, into a thread of a user of its own, a new
-thread each round), fact_add (a new fact with its vector, for a subject of its own), fact_add with a
+thread each round), fact_add (a new fact with its vector, for a subject of its own), its idempotent
+re-add (the same fact and vector again: the warm-up round adds them), fact_add with a
 ttl (the write's attributes flat before 0051_fact_write, one fact write since) and fact_supersede
 (a new version of the newest version, without a vector). Needs both servers on this machine
 (embedded, started on demand). Nothing here asserts a duration.
@@ -41,6 +42,9 @@ TURN = ("SELECT * FROM pymem.turn_record(user_id => 'ab-writer', user_content =>
         "thread_id => %(th)s, project_id => 'acme', embedder => %(e)s, user_embedding => %(v)s, assistant_embedding => %(v)s)")
 FACT = ("SELECT pymem.fact_add(scope => 'user', scope_id => 'ab-facts', content => %(c)s, project_id => 'acme', "
         "embedding => %(v)s, embedder => %(e)s)")
+# an idempotent re-add of a fact there already, with its vector (the first round, a warm-up, adds it)
+READD = ("SELECT pymem.fact_add(scope => 'user', scope_id => 'ab-readd', content => %(k)s, project_id => 'acme', "
+         "embedding => %(v)s, embedder => %(e)s)")
 # a new version of the subject's newest fact (a chain: each call supersedes the previous call's)
 SUPERSEDE = ("SELECT pymem.fact_supersede(scope => 'user', scope_id => 'ab-versions', new_content => %(c)s, "
              "old_content => %(prev)s, project_id => 'acme')")
@@ -69,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--old-hybrid", action="store_true", help="also the old schema's hybrid call (vector + text)")
     ap.add_argument("--named-time", action="store_true", help="also the new schema's hybrid call naming a time")
     ap.add_argument("--writes", action="store_true",
-                    help="also turn_record, fact_add, fact_add with a ttl and fact_supersede on both")
+                    help="also turn_record, fact_add, its re-add, fact_add with a ttl and fact_supersede on both")
     args = ap.parse_args(argv)
     conns, pids = {}, {}
     for name, d in (("old", args.old_data_dir), ("new", args.new_data_dir)):
@@ -95,7 +99,8 @@ def main(argv: list[str] | None = None) -> None:
             spec["new"], text=True, knobs=", time_from => now() - interval '7 days', time_to => now()")))
 
     if args.writes:
-        cases += [(f"{db}: {name}", db, sql) for name, sql in (("turn_record", TURN), ("fact_add", FACT)) for db in ("old", "new")]
+        cases += [(f"{db}: {name}", db, sql) for name, sql in (("turn_record", TURN), ("fact_add", FACT),
+                                                               ("fact_add, re-add", READD)) for db in ("old", "new")]
         ttl = {db: "write => pymem.fact_write(ttl => '1 day')" if write[db] else "ttl => '1 day'" for db in ("old", "new")}
         cases += [(f"{db}: fact_add, ttl", db, FACT_TTL.format(ttl=ttl[db])) for db in ("old", "new")]
         cases += [(f"{db}: fact_supersede", db, SUPERSEDE) for db in ("old", "new")]
@@ -115,7 +120,8 @@ def main(argv: list[str] | None = None) -> None:
             c0, t0 = cpu_ns(db), time.perf_counter_ns()
             for i in range(args.calls):
                 p = {"a": AGENT_ID, "v": vecs[i % len(vecs)], "e": emb.name, "t": PROBE_QUERIES[i % len(PROBE_QUERIES)],
-                     "th": f"ab-{token}-{r}", "c": f"ab fact {token} {r}-{i}", "prev": prev[db] and prev[db][0]}
+                     "th": f"ab-{token}-{r}", "c": f"ab fact {token} {r}-{i}", "prev": prev[db] and prev[db][0],
+                     "k": f"ab re-add {token} {i}"}
                 conns[db].execute(sql, p, prepare=True).fetchall()
                 if sql is SUPERSEDE:
                     prev[db] = (p["c"],)

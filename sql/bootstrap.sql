@@ -867,15 +867,14 @@ BEGIN
                -- auto for the readers of the node's own copy of a reference table (citus.sql): a
                -- shard read by its name is a plain table to the planner, so nothing enters
                -- Citus's local plan cache, and PL/pgSQL keeps their plans (the policies call
-               -- tenant_allowed ~20 times a turn: its read planned each time cost 0.4 ms of a
-               -- turn_record on the worker). Set, not left out: a function runs with its
+               -- tenant_allowed ~20 times a turn: its read planned each time, docs/performance.md,
+               -- "Measured in the SQL"). Set, not left out: a function runs with its
                -- caller's plan_cache_mode unless it sets its own. A node without the copy reads
                -- through Citus remotely, which caches no local plan either.
                -- The lexeme triggers' Citus bodies too: their own statements read the
                -- transition table and run dynamic SQL (never cached), so auto only keeps the
                -- plans of what runs under them, the foreign-key checks of their inserts into
-               -- the shards among them (planned on every call otherwise: ~0.09 ms of a fact_add
-               -- on the worker).
+               -- the shards among them (planned on every call otherwise: docs/performance.md).
                CASE WHEN p.oid IN ('pymem.tenant_allowed(text)'::pg_catalog.regprocedure,
                                    'pymem._tenant_allowed_bound(text)'::pg_catalog.regprocedure,
                                    'pymem._text_search_config(text)'::pg_catalog.regprocedure,

@@ -319,7 +319,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('7207f486e6a50c8d4bd896ca3edf5328e3aeacd1442793bab48699944f817120')
+SELECT pymem.migration_api_applied('567b062cfa55e570033a74cc110c600079df1086272196a3c15dac24cc1764ed')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -12,8 +12,8 @@
 -- one is not, the user's vectors of the embedder among them, the order and the limit over the keys
 -- (a backlog may be long), then the contents of those kept. Both indexes are partial so that the
 -- foreign-key check of a stored vector cannot use them (0006_v0_2_0_memory). Single-table
--- reads: the shape a Citus worker plans by its fast path (a UNION ALL took its full router planner
--- ~0.7 ms twice a context_read), and on one server the same index ranges.
+-- reads: the shape a Citus worker plans by its fast path (a UNION ALL took its full router planner:
+-- docs/performance.md, "Measured in the SQL"), and on one server the same index ranges.
 CREATE OR REPLACE FUNCTION pymem._messages_unembedded(
     p_project_id text, p_user_id text, p_embedder text, p_min_chars integer, p_limit integer)
 RETURNS TABLE (thread_id text, seq bigint, content text)

@@ -70,7 +70,7 @@ BEGIN
         END IF;
         -- the fact and the dimension of its vector from embedder, in one read: a re-add of a fact
         -- that has its vector (the idempotent call) then ends here, without the registry read and
-        -- the insert attempt of the vector (~25% of its server CPU). Every stored vector was checked
+        -- the insert attempt of the vector (docs/performance.md, "Measured in the SQL"). Every stored vector was checked
         -- against the registry, whose rows are never changed or deleted: its dimension is the
         -- registered one. (scope compared in "C", as facts_subject_content_key holds it: only that
         -- index serves the lookup, see 0006_v0_2_0_memory)
@@ -190,7 +190,7 @@ BEGIN
         RAISE EXCEPTION 'pymem: an embedder is named by 1..200 characters' USING ERRCODE = '22023';
     END IF;
     -- fact_add's lookup (scope in "C": only facts_subject_content_key serves it) and the vector's,
-    -- in one statement (two were ~20 us more of a re-add's server CPU)
+    -- in one statement (two cost more: docs/performance.md, "Measured in the SQL")
     SELECT f.id, e.fact_id IS NOT NULL INTO v_id, v_embedded
       FROM pymem.facts AS f
       LEFT JOIN pymem.fact_embeddings AS e

@@ -223,7 +223,7 @@ BEGIN
         PERFORM pymem._embedding_register(fact_supersede.project_id, fact_supersede.embedder, fact_supersede.embedding);
     END IF;
     -- one supersede of this subject at a time (see above). (The lock row and the old row in one
-    -- statement, FOR UPDATE OF s, f, saved 2% of the call's server CPU, within the noise: not kept)
+    -- statement, FOR UPDATE OF s, f, saved nothing beyond the noise: docs/performance.md)
     PERFORM pymem._subject_lock(fact_supersede.project_id, fact_supersede.scope, fact_supersede.scope_id);
     IF fact_supersede.id IS NOT NULL THEN
         SELECT f.project_id, f.scope, f.scope_id, f.id, f.content_key, f.created_at, f.superseded_by, f.expires_at,

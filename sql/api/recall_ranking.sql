@@ -175,7 +175,7 @@ SET search_path = pg_catalog, pymem, pg_temp
 AS $$
 #variable_conflict use_column
 DECLARE  -- the spec's fields as plain variables: a field of a composite parameter would be read
-         -- out of it again for every row a condition tests (1-5% of a 1,000-message recall)
+         -- out of it again for every row a condition tests (docs/performance.md)
     v_k integer := p_spec.k;
     v_min_chars integer := p_spec.min_content_chars;
     v_rw double precision := p_spec.recency_weight;
