@@ -319,7 +319,7 @@ SELECT pymem.migration_validate_functions() AS validated
 SELECT pymem.migration_check_dependencies()
 \gset pymem_
 -- Records, as the API refresh's last step, the sha256 of the bootstrap, API and grants SQL it applied.
-SELECT pymem.migration_api_applied('567b062cfa55e570033a74cc110c600079df1086272196a3c15dac24cc1764ed')
+SELECT pymem.migration_api_applied('24c8f44a064295e1e057d0189a0e3bbea0e5652bee6a65edd2cca6eed8d18907')
 \gset pymem_
 COMMIT;
 -- Whether this database has the citus extension (then every migrate also runs citus.sql).

@@ -70,9 +70,9 @@ BEGIN
         END IF;
         -- the fact and the dimension of its vector from embedder, in one read: a re-add of a fact
         -- that has its vector (the idempotent call) then ends here, without the registry read and
-        -- the insert attempt of the vector (docs/performance.md, "Measured in the SQL"). Every stored vector was checked
-        -- against the registry, whose rows are never changed or deleted: its dimension is the
-        -- registered one. (scope compared in "C", as facts_subject_content_key holds it: only that
+        -- the insert attempt of the vector (docs/performance.md, "Measured in the SQL"). Every
+        -- stored vector was checked against the registry, whose rows are never changed or
+        -- deleted: its dimension is the registered one. (scope compared in "C", as facts_subject_content_key holds it: only that
         -- index serves the lookup, see 0006_v0_2_0_memory)
         SELECT f.id, pymem._vector_dims(e.embedding), f.expires_at, pymem._fact_kept(f, pg_catalog.now())
           INTO v_id, v_have, v_was, v_kept
